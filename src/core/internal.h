@@ -1,0 +1,95 @@
+/*
+ * internal.h — what the library's modules share and users never see:
+ * the error setter, the validated description of one attention problem, and
+ * the visibility rules every kernel applies in the same way.
+ *
+ * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
+ */
+#ifndef ATTN_INTERNAL_H
+#define ATTN_INTERNAL_H
+
+#include "attn.h"
+
+#include <stdbool.h>
+
+#if defined(__GNUC__)
+#define ATTN_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define ATTN_PRINTF(fmt_index, first_arg)
+#endif
+
+/* Records status and a printf-style message for attn_last_error() and
+ * returns status, so a failure reads `return attn_fail(ATTN_ERR_SHAPE, ...)`. */
+attn_status attn_fail(attn_status status, const char *fmt, ...) ATTN_PRINTF(2, 3);
+
+/* a * b into *out; false (and *out untouched) on overflow or negative input. */
+bool attn_mul_overflows(int64_t a, int64_t b, int64_t *out);
+
+/* Everything a kernel needs about one call, validated once by
+ * attn_problem_init so that kernels never re-check arguments. */
+typedef struct attn_problem {
+    int64_t batch, len_q, len_kv;     /* B, L, S                           */
+    int64_t heads_q, heads_kv, group; /* Hq, Hkv, Hq / Hkv                 */
+    int64_t dim, dim_v;               /* D, Dv                             */
+    float scale;
+    int64_t diagonal_offset;          /* 0 (top-left) or S - L             */
+    attn_tensor q, k, v;
+    attn_sdpa_options opt;            /* a copy, with defaults resolved     */
+} attn_problem;
+
+/* Validates the inputs (and out, when not NULL) and fills p.  Every error
+ * names the argument at fault. */
+attn_status attn_problem_init(attn_problem *p, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const attn_tensor *out,
+                              const attn_sdpa_options *opt);
+
+/* Pointer to row (b, position, head) of a tensor. */
+static inline float *attn_row(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
+    return t->data + b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];
+}
+
+/* The keys that the structural rules (causal, window, key lengths) leave
+ * visible to query i of batch b form one contiguous range [*begin, *end),
+ * possibly empty.  Kernels iterate over it and skip everything else; the
+ * boolean mask and the bias are applied per element on top. */
+void attn_problem_key_range(const attn_problem *p, int64_t b, int64_t i, int64_t *begin,
+                            int64_t *end);
+
+/* True when the mask (if any) allows (b, h, i, j); h is the query head. */
+static inline bool attn_problem_mask_allows(const attn_problem *p, int64_t b, int64_t h,
+                                            int64_t i, int64_t j) {
+    const int64_t *s = p->opt.mask_shape;
+    if (!p->opt.mask) return true;
+    int64_t idx = (((s[0] > 1 ? b : 0) * s[1] + (s[1] > 1 ? h : 0)) * s[2] + (s[2] > 1 ? i : 0)) *
+                      s[3] + (s[3] > 1 ? j : 0);
+    return p->opt.mask[idx] != 0;
+}
+
+/* The bias (if any) at (b, h, i, j); 0 without a bias. */
+static inline float attn_problem_bias_at(const attn_problem *p, int64_t b, int64_t h, int64_t i,
+                                         int64_t j) {
+    const int64_t *s = p->opt.bias_shape;
+    if (!p->opt.bias) return 0.0f;
+    int64_t idx = (((s[0] > 1 ? b : 0) * s[1] + (s[1] > 1 ? h : 0)) * s[2] + (s[2] > 1 ? i : 0)) *
+                      s[3] + (s[3] > 1 ? j : 0);
+    return p->opt.bias[idx];
+}
+
+/* Number of threads a kernel should use: opt->threads, else
+ * $ATTN_NUM_THREADS, else OpenMP's default; 1 without OpenMP. */
+int attn_resolve_threads(int requested);
+
+/* The reference kernel (src/ref/): plain loops, double accumulation, the
+ * score table materialised per (batch, head).  The oracle of every test. */
+size_t attn_sdpa_ref_workspace_size(const attn_problem *p);
+attn_status attn_sdpa_ref_forward(const attn_problem *p, void *workspace, attn_tensor *out,
+                                  float *weights, float *lse);
+/* scores: [B, Hq, L, S], scale * q.k + bias, -inf where hidden. */
+attn_status attn_sdpa_ref_scores(const attn_problem *p, float *scores);
+
+/* @@anchor: flash (issue 3) */
+
+/* @@anchor: gradients (issue 4) */
+
+#endif /* ATTN_INTERNAL_H */

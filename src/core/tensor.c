@@ -1,0 +1,224 @@
+/*
+ * tensor.c — tensor views, the finiteness check, and attn_problem_init: the
+ * one place where the arguments of an attention call are validated, so that
+ * every kernel can trust what it is given.
+ *
+ * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *               out [B, L, Hq, Dv]
+ */
+#include "core/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef ATTN_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+attn_tensor attn_tensor_4d(float *data, int64_t b, int64_t l, int64_t h, int64_t d) {
+    attn_tensor t = {data, {b, l, h, d}, {l * h * d, h * d, d, 1}};
+    return t;
+}
+
+attn_tensor attn_tensor_3d(float *data, int64_t l, int64_t h, int64_t d) {
+    return attn_tensor_4d(data, 1, l, h, d);
+}
+
+attn_tensor attn_tensor_2d(float *data, int64_t l, int64_t d) {
+    return attn_tensor_4d(data, 1, l, 1, d);
+}
+
+attn_status attn_check_finite(const float *data, int64_t n, int64_t *first_bad) {
+    if (!data && n > 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_check_finite: data is NULL");
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(data[i])) {
+            if (first_bad) *first_bad = i;
+            return attn_fail(ATTN_ERR_NONFINITE, "value %g at index %lld is not finite",
+                             (double)data[i], (long long)i);
+        }
+    }
+    return ATTN_OK;
+}
+
+int attn_resolve_threads(int requested) {
+#ifdef ATTN_HAVE_OPENMP
+    if (requested > 0) return requested;
+    const char *env = getenv("ATTN_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long n = strtol(env, &end, 10);
+        if (*end == 0 && n > 0 && n <= 4096) return (int)n;
+    }
+    return omp_get_max_threads();
+#else
+    (void)requested;
+    return 1;
+#endif
+}
+
+/* Checks one tensor argument: non-NULL, positive sizes, stride[3] == 1 and
+ * non-negative strides, element offsets that fit in int64. */
+static attn_status check_tensor(const attn_tensor *t, const char *name) {
+    if (!t) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (!t->data) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    static const char *dim_names[4] = {"batch", "positions", "heads", "width"};
+    for (int i = 0; i < 4; i++)
+        if (t->shape[i] <= 0)
+            return attn_fail(ATTN_ERR_SHAPE, "%s: %s must be positive, got %lld", name,
+                             dim_names[i], (long long)t->shape[i]);
+    for (int i = 0; i < 4; i++) {
+        if (t->stride[i] < 0)
+            return attn_fail(ATTN_ERR_SHAPE, "%s: stride of %s is negative (%lld)", name,
+                             dim_names[i], (long long)t->stride[i]);
+    }
+    if (t->stride[3] != 1)
+        return attn_fail(ATTN_ERR_SHAPE, "%s: the last dimension must be contiguous (stride 1), got %lld",
+                         name, (long long)t->stride[3]);
+    /* The largest element offset must be representable. */
+    int64_t last = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t term;
+        if (attn_mul_overflows(t->shape[i] - 1, t->stride[i], &term) || last > INT64_MAX - term)
+            return attn_fail(ATTN_ERR_OVERFLOW, "%s: shape times strides overflows", name);
+        last += term;
+    }
+    int64_t elements;
+    if (attn_mul_overflows(t->shape[0], t->shape[1], &elements) ||
+        attn_mul_overflows(elements, t->shape[2], &elements) ||
+        attn_mul_overflows(elements, t->shape[3], &elements) ||
+        elements > INT64_MAX / (int64_t)sizeof(float))
+        return attn_fail(ATTN_ERR_OVERFLOW, "%s: the number of elements overflows", name);
+    return ATTN_OK;
+}
+
+/* A broadcastable [B|1, Hq|1, L|1, S|1] shape for mask or bias. */
+static attn_status check_broadcast(const int64_t shape[4], const int64_t full[4], const char *name) {
+    static const char *dim_names[4] = {"batch", "heads", "query positions", "key positions"};
+    for (int i = 0; i < 4; i++) {
+        if (shape[i] != 1 && shape[i] != full[i])
+            return attn_fail(ATTN_ERR_SHAPE,
+                             "%s: %s dimension is %lld, must be 1 or %lld (shape [B, Hq, L, S], "
+                             "size-1 dimensions broadcast)",
+                             name, dim_names[i], (long long)shape[i], (long long)full[i]);
+    }
+    int64_t n;
+    if (attn_mul_overflows(shape[0], shape[1], &n) || attn_mul_overflows(n, shape[2], &n) ||
+        attn_mul_overflows(n, shape[3], &n))
+        return attn_fail(ATTN_ERR_OVERFLOW, "%s: the number of elements overflows", name);
+    return ATTN_OK;
+}
+
+attn_status attn_problem_init(attn_problem *p, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const attn_tensor *out,
+                              const attn_sdpa_options *opt) {
+    attn_status st;
+    if (!p) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "internal: problem is NULL");
+    memset(p, 0, sizeof *p);
+    if ((st = check_tensor(q, "q")) || (st = check_tensor(k, "k"))) return st;
+    if (v && (st = check_tensor(v, "v"))) return st;
+    if (out && (st = check_tensor(out, "out"))) return st;
+
+    p->batch = q->shape[0];
+    p->len_q = q->shape[1];
+    p->heads_q = q->shape[2];
+    p->dim = q->shape[3];
+    p->len_kv = k->shape[1];
+    p->heads_kv = k->shape[2];
+    p->dim_v = v ? v->shape[3] : 0;
+
+    if (k->shape[0] != p->batch)
+        return attn_fail(ATTN_ERR_SHAPE, "k has batch %lld but q has batch %lld",
+                         (long long)k->shape[0], (long long)p->batch);
+    if (k->shape[3] != p->dim)
+        return attn_fail(ATTN_ERR_SHAPE, "k has width %lld but q has width %lld (q and k must share D)",
+                         (long long)k->shape[3], (long long)p->dim);
+    if (p->heads_q % p->heads_kv != 0)
+        return attn_fail(ATTN_ERR_SHAPE,
+                         "q has %lld heads, not a multiple of k's %lld heads (grouped-query attention "
+                         "needs Hq = G * Hkv)",
+                         (long long)p->heads_q, (long long)p->heads_kv);
+    p->group = p->heads_q / p->heads_kv;
+    if (v) {
+        if (v->shape[0] != p->batch || v->shape[1] != p->len_kv || v->shape[2] != p->heads_kv)
+            return attn_fail(ATTN_ERR_SHAPE,
+                             "v is [%lld, %lld, %lld, %lld] but k is [%lld, %lld, %lld, %lld]: v must "
+                             "match k in batch, positions and heads",
+                             (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2],
+                             (long long)v->shape[3], (long long)k->shape[0], (long long)k->shape[1],
+                             (long long)k->shape[2], (long long)k->shape[3]);
+    }
+    if (out) {
+        if (out->shape[0] != p->batch || out->shape[1] != p->len_q || out->shape[2] != p->heads_q ||
+            (v && out->shape[3] != p->dim_v))
+            return attn_fail(ATTN_ERR_SHAPE,
+                             "out is [%lld, %lld, %lld, %lld] but must be [B, L, Hq, Dv] = [%lld, %lld, "
+                             "%lld, %lld]",
+                             (long long)out->shape[0], (long long)out->shape[1],
+                             (long long)out->shape[2], (long long)out->shape[3], (long long)p->batch,
+                             (long long)p->len_q, (long long)p->heads_q, (long long)p->dim_v);
+    }
+    /* The weight table [B, Hq, L, S] must be addressable too. */
+    int64_t cells;
+    if (attn_mul_overflows(p->batch * p->heads_q, p->len_q, &cells) ||
+        attn_mul_overflows(cells, p->len_kv, &cells) || cells > INT64_MAX / (int64_t)sizeof(double))
+        return attn_fail(ATTN_ERR_OVERFLOW, "the score table B*Hq*L*S overflows");
+
+    attn_sdpa_options defaults = {0};
+    p->opt = opt ? *opt : defaults;
+    const attn_sdpa_options *o = &p->opt;
+    if (!(o->scale >= 0.0f) || isinf(o->scale))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "scale must be a positive finite number, got %g",
+                         (double)o->scale);
+    p->scale = o->scale > 0.0f ? o->scale : (float)(1.0 / sqrt((double)p->dim));
+    if (o->align != ATTN_ALIGN_TOP_LEFT && o->align != ATTN_ALIGN_LOWER_RIGHT)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "align must be top-left or lower-right, got %d",
+                         (int)o->align);
+    p->diagonal_offset = o->align == ATTN_ALIGN_LOWER_RIGHT ? p->len_kv - p->len_q : 0;
+    if (o->window && (o->window_left < -1 || o->window_right < -1))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "window (%lld, %lld): each side must be >= 0, or -1 for unbounded",
+                         (long long)o->window_left, (long long)o->window_right);
+    if (o->key_lengths) {
+        for (int64_t b = 0; b < p->batch; b++)
+            if (o->key_lengths[b] < 0 || o->key_lengths[b] > p->len_kv)
+                return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                                 "key_lengths[%lld] = %lld is outside [0, S = %lld]", (long long)b,
+                                 (long long)o->key_lengths[b], (long long)p->len_kv);
+    }
+    const int64_t full[4] = {p->batch, p->heads_q, p->len_q, p->len_kv};
+    if (o->mask && (st = check_broadcast(o->mask_shape, full, "mask"))) return st;
+    if (o->bias && (st = check_broadcast(o->bias_shape, full, "bias"))) return st;
+    if (o->kernel != ATTN_KERNEL_AUTO && o->kernel != ATTN_KERNEL_REF && o->kernel != ATTN_KERNEL_FLASH)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "kernel must be auto, ref or flash, got %d",
+                         (int)o->kernel);
+    if (o->threads < 0)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "threads must be >= 0 (0 = default), got %d",
+                         o->threads);
+    if (o->workspace_size > 0 && !o->workspace)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "workspace_size is %zu but workspace is NULL",
+                         o->workspace_size);
+
+    p->q = *q;
+    p->k = *k;
+    if (v) p->v = *v;
+    return ATTN_OK;
+}
+
+void attn_problem_key_range(const attn_problem *p, int64_t b, int64_t i, int64_t *begin,
+                            int64_t *end) {
+    int64_t lo = 0, hi = p->len_kv; /* [lo, hi) */
+    int64_t diagonal = i + p->diagonal_offset;
+    if (p->opt.causal && diagonal + 1 < hi) hi = diagonal + 1;
+    if (p->opt.window) {
+        if (p->opt.window_left >= 0 && diagonal - p->opt.window_left > lo)
+            lo = diagonal - p->opt.window_left;
+        if (p->opt.window_right >= 0 && diagonal + p->opt.window_right + 1 < hi)
+            hi = diagonal + p->opt.window_right + 1;
+    }
+    if (p->opt.key_lengths && p->opt.key_lengths[b] < hi) hi = p->opt.key_lengths[b];
+    if (hi < lo) hi = lo;
+    if (lo > p->len_kv) lo = hi = p->len_kv;
+    *begin = lo;
+    *end = hi;
+}

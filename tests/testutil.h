@@ -1,0 +1,42 @@
+/*
+ * testutil.h — small helpers shared by the tests: a seeded random generator,
+ * temporary files, and running the attn program.  Nothing here computes
+ * attention: oracles live in the tests themselves, written independently of
+ * the library's kernels.
+ */
+#ifndef ATTN_TESTUTIL_H
+#define ATTN_TESTUTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* xorshift64*: deterministic, seeded, the same on every machine. */
+typedef struct { uint64_t state; } test_rng;
+void test_rng_seed(test_rng *r, uint64_t seed);
+uint64_t test_rng_next(test_rng *r);
+double test_rng_uniform(test_rng *r);           /* [0, 1) */
+double test_rng_normal(test_rng *r);            /* N(0, 1) */
+int64_t test_rng_range(test_rng *r, int64_t n); /* [0, n) */
+void test_fill_normal(test_rng *r, float *x, int64_t n, double scale);
+
+/* A fresh private temporary directory (removed by test_tmpdir_cleanup). */
+const char *test_tmpdir(void);
+/* Path tmpdir/name in a static rotating buffer. */
+const char *test_path(const char *name);
+void test_tmpdir_cleanup(void);
+
+/* Runs `ATTN_CLI_PATH args...` through /bin/sh with output captured.
+ * Returns the exit status (or 128 + signal); *output gets stdout+stderr,
+ * malloc'd, NUL-terminated (free it). */
+int test_run_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes raw bytes to a file; returns 0 on success. */
+int test_write_file(const char *path, const void *data, size_t size);
+/* Reads a whole file (malloc'd); NULL if missing. */
+void *test_read_file(const char *path, size_t *size);
+int test_file_exists(const char *path);
+
+#endif

@@ -1,0 +1,136 @@
+/*
+ * cli_common.c — argument parsing and .npy loading with messages that name
+ * the flag and the file, shared by every subcommand.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "attn %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see 'attn %s --help')\n", cmd);
+    return CLI_USAGE_ERROR;
+}
+
+int cli_data_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "attn %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_DATA_ERROR;
+}
+
+bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
+                   int64_t *out) {
+    char *end;
+    errno = 0;
+    long long value = text ? strtoll(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno == ERANGE) {
+        cli_usage_error(cmd, "%s expects an integer, got '%s'", flag, text ? text : "");
+        return false;
+    }
+    if (value < min || value > max) {
+        cli_usage_error(cmd, "%s must be between %lld and %lld, got %lld", flag, (long long)min,
+                        (long long)max, value);
+        return false;
+    }
+    *out = value;
+    return true;
+}
+
+bool cli_parse_float(const char *cmd, const char *flag, const char *text, double min, double max,
+                     double *out) {
+    char *end;
+    errno = 0;
+    double value = text ? strtod(text, &end) : 0;
+    if (!text || !*text || *end || errno == ERANGE || !isfinite(value)) {
+        cli_usage_error(cmd, "%s expects a finite number, got '%s'", flag, text ? text : "");
+        return false;
+    }
+    if (value < min || value > max) {
+        cli_usage_error(cmd, "%s must be between %g and %g, got %g", flag, min, max, value);
+        return false;
+    }
+    *out = value;
+    return true;
+}
+
+const char *cli_shape_str(const attn_array *a, char *buf, size_t size) {
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < a->ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "", (long long)a->shape[i]);
+    if (n < size) snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+bool cli_load_f32(const char *cmd, const char *flag, const char *path, bool allow_neg_inf,
+                  attn_array *out) {
+    attn_dtype original;
+    if (attn_npy_load(path, out) != ATTN_OK) {
+        cli_data_error(cmd, "%s: %s", flag, attn_last_error());
+        return false;
+    }
+    original = out->dtype;
+    if (attn_array_convert(out, ATTN_F32) != ATTN_OK) {
+        cli_data_error(cmd, "%s '%s': dtype %s is not a float array (%s)", flag, path,
+                       attn_dtype_name(original), attn_last_error());
+        attn_array_free(out);
+        return false;
+    }
+    const float *x = out->data;
+    for (int64_t i = 0; i < out->count; i++) {
+        if (isfinite(x[i]) || (allow_neg_inf && x[i] == -INFINITY)) continue;
+        cli_data_error(cmd, "%s '%s': element %lld is %s; inputs must be finite%s", flag, path,
+                       (long long)i, isnan(x[i]) ? "NaN" : x[i] > 0 ? "+inf" : "-inf",
+                       allow_neg_inf ? " (a bias may use -inf to hide a key)" : "");
+        attn_array_free(out);
+        return false;
+    }
+    return true;
+}
+
+bool cli_load_ints(const char *cmd, const char *flag, const char *path, attn_dtype dtype,
+                   attn_array *out) {
+    if (attn_npy_load(path, out) != ATTN_OK) {
+        cli_data_error(cmd, "%s: %s", flag, attn_last_error());
+        return false;
+    }
+    attn_dtype original = out->dtype;
+    if (attn_array_convert(out, dtype) != ATTN_OK) {
+        cli_data_error(cmd, "%s '%s': dtype %s cannot be used here, an integer or bool array is "
+                       "needed (%s)", flag, path, attn_dtype_name(original), attn_last_error());
+        attn_array_free(out);
+        return false;
+    }
+    return true;
+}
+
+bool cli_save_f32(const char *cmd, const char *path, int ndim, const int64_t *shape,
+                  const float *data) {
+    attn_array a = {0};
+    a.dtype = ATTN_F32;
+    a.ndim = ndim;
+    a.count = 1;
+    for (int i = 0; i < ndim; i++) {
+        a.shape[i] = shape[i];
+        a.count *= shape[i];
+    }
+    a.data = (void *)data;
+    if (attn_npy_save(path, &a) != ATTN_OK) {
+        cli_data_error(cmd, "%s", attn_last_error());
+        return false;
+    }
+    return true;
+}
