@@ -1,0 +1,586 @@
+/*
+ * npy.c — NumPy's .npy format: parse an image held in memory, load a file,
+ * serialise to memory, save a file atomically.
+ *
+ * File layout (numpy.lib.format):
+ *   bytes 0..5   "\x93NUMPY"                       magic
+ *   bytes 6, 7   major, minor version              1.0, 2.0 or 3.0
+ *   bytes 8..    header length, little-endian      2 bytes (1.0), 4 bytes (2.0, 3.0)
+ *   then         the header: a Python dict literal, ASCII (1.0, 2.0) or UTF-8 (3.0)
+ *                  {'descr': '<f4', 'fortran_order': False, 'shape': (L, D), }
+ *                padded with spaces and one final '\n' so that the data
+ *                starts at a multiple of 64 bytes
+ *   then         prod(shape) elements in C order, in the byte order of descr,
+ *                and nothing after them
+ *
+ * Shape legend: shape (d0, d1, ..., d{ndim-1}), ndim 0 (a scalar, shape ())
+ * up to ATTN_MAX_DIMS; the array in memory is C order, native byte order.
+ */
+#include "core/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NPY_MAGIC "\x93NUMPY"
+#define NPY_MAGIC_LEN 6
+#define NPY_MAX_HEADER (1u << 20) /* headers beyond 1 MiB are refused */
+#define NPY_ALIGN 64              /* numpy aligns the data to 64 bytes */
+
+static bool host_is_little_endian(void) {
+    const uint16_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* "(3, 4)", "(3,)" or "()" — the shape as Python writes a tuple. */
+static void format_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t used = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "",
+                                 (long long)shape[i]);
+    if (used < cap) snprintf(buf + used, cap - used, ndim == 1 ? ",)" : ")");
+}
+
+/* prod(shape) in *count; false if a dimension is negative or the product
+ * overflows int64.  A zero dimension means no elements whatever the others
+ * are (numpy multiplies exactly and agrees), so it is looked for first. */
+static bool shape_count(int ndim, const int64_t *shape, int64_t *count) {
+    *count = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return false;
+        if (shape[i] == 0) *count = 0;
+    }
+    for (int i = 0; i < ndim && *count != 0; i++)
+        if (attn_mul_overflows(*count, shape[i], count)) return false;
+    return true;
+}
+
+static const char *errno_text(int err, char *buf, size_t cap) {
+    if (strerror_r(err, buf, cap) != 0) snprintf(buf, cap, "error %d", err);
+    return buf;
+}
+
+/* Re-issues the current failure with "path: " in front of its message. */
+static attn_status fail_with_path(attn_status status, const char *path) {
+    char reason[1024];
+    snprintf(reason, sizeof reason, "%s", attn_last_error());
+    return attn_fail(status, "%s: %s", path, reason);
+}
+
+/* ------------------------------------------------------------- the header */
+
+/* A cursor over the header text, which is not NUL-terminated. */
+typedef struct header_cursor {
+    const char *text;
+    size_t len, pos;
+} header_cursor;
+
+static attn_status header_malformed(const header_cursor *c, const char *what) {
+    return attn_fail(ATTN_ERR_FORMAT, "malformed header: %s at byte %zu of the header", what,
+                     c->pos);
+}
+
+static void skip_space(header_cursor *c) {
+    while (c->pos < c->len && (c->text[c->pos] == ' ' || c->text[c->pos] == '\t' ||
+                               c->text[c->pos] == '\r' || c->text[c->pos] == '\n'))
+        c->pos++;
+}
+
+/* Skips whitespace; consumes ch and returns true if it comes next. */
+static bool accept_char(header_cursor *c, char ch) {
+    skip_space(c);
+    if (c->pos < c->len && c->text[c->pos] == ch) {
+        c->pos++;
+        return true;
+    }
+    return false;
+}
+
+/* A Python string literal in single or double quotes, without escapes (no
+ * key or supported descr needs one).  *str points into the header. */
+static attn_status parse_string(header_cursor *c, const char **str, size_t *len) {
+    skip_space(c);
+    if (c->pos >= c->len || (c->text[c->pos] != '\'' && c->text[c->pos] != '"'))
+        return header_malformed(c, "expected a quoted string");
+    char quote = c->text[c->pos++];
+    size_t start = c->pos;
+    while (c->pos < c->len && c->text[c->pos] != quote) {
+        unsigned char ch = (unsigned char)c->text[c->pos];
+        if (ch == '\\' || ch < 0x20) return header_malformed(c, "unsupported character in a string");
+        c->pos++;
+    }
+    if (c->pos >= c->len) return header_malformed(c, "unterminated string");
+    *str = c->text + start;
+    *len = c->pos - start;
+    c->pos++;
+    return ATTN_OK;
+}
+
+/* Python's True or False, as a whole word. */
+static attn_status parse_bool(header_cursor *c, bool *value) {
+    skip_space(c);
+    static const char *const words[2] = {"False", "True"};
+    for (int w = 0; w < 2; w++) {
+        size_t n = strlen(words[w]);
+        if (c->len - c->pos >= n && memcmp(c->text + c->pos, words[w], n) == 0) {
+            c->pos += n;
+            *value = w == 1;
+            return ATTN_OK;
+        }
+    }
+    return header_malformed(c, "expected True or False for 'fortran_order'");
+}
+
+/* One non-negative decimal dimension; values beyond int64 are an overflow. */
+static attn_status parse_dimension(header_cursor *c, int64_t *dim) {
+    skip_space(c);
+    if (c->pos < c->len && c->text[c->pos] == '-')
+        return header_malformed(c, "negative dimension in 'shape'");
+    if (c->pos >= c->len || c->text[c->pos] < '0' || c->text[c->pos] > '9')
+        return header_malformed(c, "expected a non-negative integer in 'shape'");
+    int64_t value = 0;
+    while (c->pos < c->len && c->text[c->pos] >= '0' && c->text[c->pos] <= '9') {
+        int digit = c->text[c->pos] - '0';
+        if (value > (INT64_MAX - digit) / 10)
+            return attn_fail(ATTN_ERR_OVERFLOW,
+                             "shape dimension at byte %zu of the header exceeds the int64 range",
+                             c->pos);
+        value = value * 10 + digit;
+        c->pos++;
+    }
+    *dim = value;
+    return ATTN_OK;
+}
+
+/* A tuple of dimensions: (), (n,), (n, m), (n, m,) ...  A bare (n) is an
+ * int in Python, not a tuple, and is refused. */
+static attn_status parse_shape(header_cursor *c, int *ndim, int64_t *shape) {
+    if (!accept_char(c, '(')) return header_malformed(c, "expected '(' to open 'shape'");
+    *ndim = 0;
+    if (accept_char(c, ')')) return ATTN_OK;
+    for (;;) {
+        if (*ndim == ATTN_MAX_DIMS)
+            return attn_fail(ATTN_ERR_UNSUPPORTED,
+                             "arrays of more than %d dimensions are not supported",
+                             ATTN_MAX_DIMS);
+        attn_status status = parse_dimension(c, &shape[*ndim]);
+        if (status != ATTN_OK) return status;
+        ++*ndim;
+        if (accept_char(c, ',')) {
+            if (accept_char(c, ')')) return ATTN_OK;
+        } else if (accept_char(c, ')')) {
+            if (*ndim == 1) return header_malformed(c, "'shape' (n) is not a tuple, expected (n,)");
+            return ATTN_OK;
+        } else {
+            return header_malformed(c, "expected ',' or ')' in 'shape'");
+        }
+    }
+}
+
+/* The dtype a descr string names, and whether its bytes need swapping to
+ * native order.  Accepted: an optional byte order ('<' little, '>' big,
+ * '=' or '|' native) and one of f2 f4 f8 b1 i1 i2 i4 i8 u1 u2 u4 u8. */
+static attn_status descr_to_dtype(const char *descr, size_t len, attn_dtype *dtype, bool *swap) {
+    static const struct {
+        const char *code;
+        attn_dtype dtype;
+    } codes[] = {
+        {"f2", ATTN_F16}, {"f4", ATTN_F32}, {"f8", ATTN_F64}, {"b1", ATTN_BOOL},
+        {"i1", ATTN_I8},  {"i2", ATTN_I16}, {"i4", ATTN_I32}, {"i8", ATTN_I64},
+        {"u1", ATTN_U8},  {"u2", ATTN_U16}, {"u4", ATTN_U32}, {"u8", ATTN_U64},
+    };
+    const char *code = descr;
+    size_t code_len = len;
+    char order = '=';
+    if (code_len > 0 && (code[0] == '<' || code[0] == '>' || code[0] == '=' || code[0] == '|')) {
+        order = code[0];
+        code++;
+        code_len--;
+    }
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        if (code_len == 2 && memcmp(code, codes[i].code, 2) == 0) {
+            bool little = host_is_little_endian();
+            *dtype = codes[i].dtype;
+            *swap = attn_dtype_size(*dtype) > 1 &&
+                    ((order == '<' && !little) || (order == '>' && little));
+            return ATTN_OK;
+        }
+    }
+    return attn_fail(ATTN_ERR_UNSUPPORTED,
+                     "dtype '%.*s' is not supported (supported: float16, float32, float64, bool, "
+                     "int8..int64, uint8..uint64)",
+                     (int)(len > 40 ? 40 : len), descr);
+}
+
+typedef struct npy_header {
+    attn_dtype dtype;
+    bool swap;
+    bool fortran_order;
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS];
+} npy_header;
+
+/* Parses the dict literal strictly: exactly the keys 'descr',
+ * 'fortran_order' and 'shape', each once, in any order, with any whitespace
+ * and an optional trailing comma; only whitespace may follow the '}'. */
+static attn_status parse_header(const char *text, size_t len, npy_header *h) {
+    header_cursor c = {text, len, 0};
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    attn_status status = ATTN_OK;
+
+    if (!accept_char(&c, '{')) return header_malformed(&c, "expected '{'");
+    while (!accept_char(&c, '}')) {
+        const char *key;
+        size_t key_len;
+        if ((status = parse_string(&c, &key, &key_len)) != ATTN_OK) return status;
+        if (!accept_char(&c, ':')) return header_malformed(&c, "expected ':' after a key");
+
+        bool *seen;
+        if (key_len == 5 && memcmp(key, "descr", 5) == 0) {
+            seen = &have_descr;
+            skip_space(&c);
+            if (c.pos < c.len && c.text[c.pos] == '[')
+                return attn_fail(ATTN_ERR_UNSUPPORTED,
+                                 "structured dtypes (a list of fields in 'descr') are not "
+                                 "supported");
+            const char *descr;
+            size_t descr_len;
+            if ((status = parse_string(&c, &descr, &descr_len)) != ATTN_OK) return status;
+            status = descr_to_dtype(descr, descr_len, &h->dtype, &h->swap);
+        } else if (key_len == 13 && memcmp(key, "fortran_order", 13) == 0) {
+            seen = &have_fortran;
+            status = parse_bool(&c, &h->fortran_order);
+        } else if (key_len == 5 && memcmp(key, "shape", 5) == 0) {
+            seen = &have_shape;
+            status = parse_shape(&c, &h->ndim, h->shape);
+        } else {
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "malformed header: unknown key '%.*s' (expected 'descr', "
+                             "'fortran_order' and 'shape')",
+                             (int)(key_len > 40 ? 40 : key_len), key);
+        }
+        if (status != ATTN_OK) return status;
+        if (*seen)
+            return attn_fail(ATTN_ERR_FORMAT, "malformed header: key '%.*s' appears twice",
+                             (int)key_len, key);
+        *seen = true;
+
+        if (!accept_char(&c, ',')) {
+            if (accept_char(&c, '}')) break;
+            return header_malformed(&c, "expected ',' or '}'");
+        }
+    }
+    skip_space(&c);
+    if (c.pos != c.len) return header_malformed(&c, "unexpected text after the dictionary");
+    if (!have_descr || !have_fortran || !have_shape)
+        return attn_fail(ATTN_ERR_FORMAT, "malformed header: missing key '%s'",
+                         !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+    if (h->fortran_order)
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "Fortran order (fortran_order: True) is not supported; save the array "
+                         "with np.save(path, np.ascontiguousarray(a))");
+    return ATTN_OK;
+}
+
+/* ------------------------------------------------------------ parse, load */
+
+/* Reverses the bytes of each of count elements of size bytes. */
+static void swap_bytes(uint8_t *data, int64_t count, size_t size) {
+    for (int64_t i = 0; i < count; i++, data += size)
+        for (size_t lo = 0, hi = size - 1; lo < hi; lo++, hi--) {
+            uint8_t t = data[lo];
+            data[lo] = data[hi];
+            data[hi] = t;
+        }
+}
+
+/* Every size is checked against the buffer before anything is allocated, so
+ * a tiny file declaring a huge shape costs nothing.  Bool elements are
+ * normalised to 0 or 1. */
+attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
+    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!buf && size > 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: buf is NULL");
+    const uint8_t *bytes = buf;
+
+    size_t magic_seen = size < NPY_MAGIC_LEN ? size : NPY_MAGIC_LEN;
+    if (magic_seen > 0 && memcmp(bytes, NPY_MAGIC, magic_seen) != 0)
+        return attn_fail(ATTN_ERR_FORMAT, "not a .npy file: it does not start with \\x93NUMPY");
+    if (size < 8)
+        return attn_fail(ATTN_ERR_FORMAT, "truncated: %zu bytes, a .npy preamble needs at least 10",
+                         size);
+    unsigned major = bytes[6], minor = bytes[7];
+    if (major < 1 || major > 3 || minor != 0)
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         ".npy format version %u.%u is not supported (1.0, 2.0 and 3.0 are)", major,
+                         minor);
+    size_t preamble = major == 1 ? 10 : 12;
+    if (size < preamble)
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "truncated: %zu bytes, a version %u.0 preamble needs %zu", size, major,
+                         preamble);
+    uint32_t header_len = (uint32_t)bytes[8] | (uint32_t)bytes[9] << 8;
+    if (major > 1) header_len |= (uint32_t)bytes[10] << 16 | (uint32_t)bytes[11] << 24;
+    if (header_len > NPY_MAX_HEADER)
+        return attn_fail(ATTN_ERR_FORMAT, "header of %lu bytes exceeds the limit of 1 MiB",
+                         (unsigned long)header_len);
+    if (size - preamble < header_len)
+        return attn_fail(ATTN_ERR_FORMAT, "truncated: the header needs %lu bytes, found %zu",
+                         (unsigned long)header_len, size - preamble);
+
+    npy_header h;
+    attn_status status = parse_header((const char *)bytes + preamble, header_len, &h);
+    if (status != ATTN_OK) return status;
+
+    char shape_text[256];
+    format_shape(shape_text, sizeof shape_text, h.ndim, h.shape);
+    int64_t count, data_bytes;
+    if (!shape_count(h.ndim, h.shape, &count))
+        return attn_fail(ATTN_ERR_OVERFLOW, "shape %s: the element count overflows int64",
+                         shape_text);
+    if (attn_mul_overflows(count, (int64_t)attn_dtype_size(h.dtype), &data_bytes))
+        return attn_fail(ATTN_ERR_OVERFLOW, "shape %s of %s: the byte size overflows int64",
+                         shape_text, attn_dtype_name(h.dtype));
+
+    size_t found = size - preamble - header_len;
+    if ((uint64_t)data_bytes > (uint64_t)found)
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "truncated: expected %lld bytes of data, found %zu (shape %s of %s)",
+                         (long long)data_bytes, found, shape_text, attn_dtype_name(h.dtype));
+    if ((uint64_t)data_bytes < (uint64_t)found)
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "trailing data: expected %lld bytes of data, found %zu (shape %s of %s)",
+                         (long long)data_bytes, found, shape_text, attn_dtype_name(h.dtype));
+
+    if ((status = attn_array_alloc(out, h.dtype, h.ndim, h.shape)) != ATTN_OK) return status;
+    memcpy(out->data, bytes + preamble + header_len, (size_t)data_bytes);
+    if (h.swap) swap_bytes(out->data, count, attn_dtype_size(h.dtype));
+    if (h.dtype == ATTN_BOOL)
+        for (int64_t i = 0; i < count; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
+    return ATTN_OK;
+}
+
+/* The whole content of path in a malloc'd buffer. */
+static attn_status read_file(const char *path, uint8_t **buf, size_t *size) {
+    char reason[256];
+    attn_status status = ATTN_OK;
+    uint8_t *data = NULL;
+    size_t used = 0, cap = 1 << 16;
+    struct stat st;
+
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return attn_fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
+                         errno_text(errno, reason, sizeof reason));
+    /* A regular file's size is known: one read fills it, and the spare byte
+     * lets the next read see the end without growing the buffer. */
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size < SIZE_MAX)
+        cap = (size_t)st.st_size + 1;
+    for (;;) {
+        if (used == cap || !data) {
+            if (data) {
+                if (cap > SIZE_MAX / 2) {
+                    status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "'%s' is too large to read", path);
+                    goto cleanup;
+                }
+                cap *= 2;
+            }
+            uint8_t *grown = realloc(data, cap);
+            if (!grown) {
+                status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to read '%s'",
+                                   cap, path);
+                goto cleanup;
+            }
+            data = grown;
+        }
+        ssize_t got = read(fd, data + used, cap - used);
+        if (got == 0) break;
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            status = attn_fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
+                               errno_text(errno, reason, sizeof reason));
+            goto cleanup;
+        }
+        used += (size_t)got;
+    }
+    *buf = data;
+    *size = used;
+    data = NULL;
+cleanup:
+    free(data);
+    close(fd);
+    return status;
+}
+
+attn_status attn_npy_load(const char *path, attn_array *out) {
+    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: path is NULL");
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    attn_status status = read_file(path, &buf, &size);
+    if (status == ATTN_OK) {
+        status = attn_npy_parse(buf, size, out);
+        if (status != ATTN_OK) status = fail_with_path(status, path);
+    }
+    free(buf);
+    return status;
+}
+
+/* ------------------------------------------------------- serialise, save */
+
+/* Checks that *a is a well-formed array (the caller may have filled it by
+ * hand) and returns its data size in bytes. */
+static attn_status check_array(const attn_array *a, int64_t *data_bytes) {
+    if (!a) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "array is NULL");
+    size_t elem = attn_dtype_size(a->dtype);
+    if (elem == 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)a->dtype);
+    if (a->ndim < 0 || a->ndim > ATTN_MAX_DIMS)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "ndim = %d, must be between 0 and %d",
+                         a->ndim, ATTN_MAX_DIMS);
+    int64_t count;
+    if (!shape_count(a->ndim, a->shape, &count))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "a dimension of the shape is negative or the element count overflows");
+    if (count != a->count)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "count = %lld does not match the product of the shape, %lld",
+                         (long long)a->count, (long long)count);
+    if (attn_mul_overflows(count, (int64_t)elem, data_bytes) || (uint64_t)*data_bytes > SIZE_MAX)
+        return attn_fail(ATTN_ERR_OVERFLOW, "the byte size of %lld elements overflows",
+                         (long long)count);
+    if (!a->data) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "data is NULL");
+    return ATTN_OK;
+}
+
+/* Writes the header exactly as numpy.save does: the dict, then 1..64 spaces
+ * and '\n' so that the data starts at a multiple of 64 bytes. */
+attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
+    if (!buf || !size)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_serialize: buf or size is NULL");
+    *buf = NULL;
+    *size = 0;
+    int64_t data_bytes;
+    attn_status status = check_array(a, &data_bytes);
+    if (status != ATTN_OK) return status;
+
+    size_t elem = attn_dtype_size(a->dtype);
+    char order = elem == 1 ? '|' : host_is_little_endian() ? '<' : '>';
+    const char *code = a->dtype == ATTN_F16 || a->dtype == ATTN_F32 || a->dtype == ATTN_F64 ? "f"
+                       : a->dtype == ATTN_BOOL                                              ? "b"
+                       : a->dtype >= ATTN_U8                                                ? "u"
+                                                                                            : "i";
+    char shape_text[256], dict[400];
+    format_shape(shape_text, sizeof shape_text, a->ndim, a->shape);
+    size_t dict_len = (size_t)snprintf(dict, sizeof dict,
+                                       "{'descr': '%c%s%zu', 'fortran_order': False, 'shape': %s, }",
+                                       order, code, elem, shape_text);
+
+    /* Version 2.0 only when the padded header outgrows the 2-byte length
+     * field, which ATTN_MAX_DIMS keeps from ever happening today. */
+    size_t preamble = 10;
+    size_t pad = NPY_ALIGN - (preamble + dict_len + 1) % NPY_ALIGN;
+    if (dict_len + pad + 1 > 65535) {
+        preamble = 12;
+        pad = NPY_ALIGN - (preamble + dict_len + 1) % NPY_ALIGN;
+    }
+    size_t header_len = dict_len + pad + 1;
+    size_t total = preamble + header_len + (size_t)data_bytes;
+    if (total < (size_t)data_bytes)
+        return attn_fail(ATTN_ERR_OVERFLOW, "attn_npy_serialize: the file size overflows");
+    uint8_t *image = malloc(total);
+    if (!image)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npy_serialize: cannot allocate %zu bytes",
+                         total);
+
+    memcpy(image, NPY_MAGIC, NPY_MAGIC_LEN);
+    image[6] = preamble == 10 ? 1 : 2;
+    image[7] = 0;
+    for (size_t i = 0; i < preamble - 8; i++) image[8 + i] = (uint8_t)(header_len >> (8 * i));
+    memcpy(image + preamble, dict, dict_len);
+    memset(image + preamble + dict_len, ' ', pad);
+    image[preamble + header_len - 1] = '\n';
+    memcpy(image + preamble + header_len, a->data, (size_t)data_bytes);
+    *buf = image;
+    *size = total;
+    return ATTN_OK;
+}
+
+/* Creates path.tmp-<pid>-<n> exclusively, with mode 0666 less the umask as
+ * for any new file (mkstemp would force 0600 on the saved array).  The
+ * counter is per thread; O_EXCL settles any collision, which is retried. */
+static int create_temp_beside(const char *path, char *tmp, size_t cap) {
+    static _Thread_local unsigned counter;
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        snprintf(tmp, cap, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+attn_status attn_npy_save(const char *path, const attn_array *a) {
+    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_save: path is NULL");
+    char reason[256];
+    void *image = NULL;
+    size_t size = 0, written = 0;
+    char *tmp = NULL;
+    int fd = -1;
+
+    attn_status status = attn_npy_serialize(a, &image, &size);
+    if (status != ATTN_OK) {
+        status = fail_with_path(status, path);
+        goto cleanup;
+    }
+    size_t tmp_cap = strlen(path) + 48;
+    tmp = malloc(tmp_cap);
+    if (!tmp) {
+        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate a file name", path);
+        goto cleanup;
+    }
+    fd = create_temp_beside(path, tmp, tmp_cap);
+    if (fd < 0) {
+        free(tmp);
+        tmp = NULL; /* nothing was created, so nothing to remove */
+        status = attn_fail(ATTN_ERR_IO, "cannot create a temporary file beside '%s': %s", path,
+                           errno_text(errno, reason, sizeof reason));
+        goto cleanup;
+    }
+    while (written < size) {
+        ssize_t n = write(fd, (const uint8_t *)image + written, size - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            status = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", path,
+                               errno_text(n < 0 ? errno : EIO, reason, sizeof reason));
+            goto cleanup;
+        }
+        written += (size_t)n;
+    }
+    int closed = close(fd);
+    fd = -1;
+    if (closed != 0) {
+        status = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", path,
+                           errno_text(errno, reason, sizeof reason));
+        goto cleanup;
+    }
+    if (rename(tmp, path) != 0) {
+        status = attn_fail(ATTN_ERR_IO, "cannot rename the temporary file to '%s': %s", path,
+                           errno_text(errno, reason, sizeof reason));
+        goto cleanup;
+    }
+    free(tmp);
+    tmp = NULL; /* renamed: it is the saved file now */
+cleanup:
+    if (fd >= 0) close(fd);
+    if (tmp) unlink(tmp);
+    free(tmp);
+    free(image);
+    return status;
+}
