@@ -43,9 +43,9 @@ const char *test_tmpdir(void) {
 }
 
 const char *test_path(const char *name) {
-    static char bufs[8][512];
+    static char bufs[64][512];
     static int next;
-    char *b = bufs[next++ % 8];
+    char *b = bufs[next++ % 64];
     snprintf(b, 512, "%s/%s", test_tmpdir(), name);
     return b;
 }

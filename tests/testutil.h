@@ -24,7 +24,8 @@ void test_fill_normal(test_rng *r, float *x, int64_t n, double scale);
 
 /* A fresh private temporary directory (removed by test_tmpdir_cleanup). */
 const char *test_tmpdir(void);
-/* Path tmpdir/name in a static rotating buffer. */
+/* Path tmpdir/name in a static buffer that rotates among 64: keep a copy
+ * if it must outlive many later calls. */
 const char *test_path(const char *name);
 void test_tmpdir_cleanup(void);
 

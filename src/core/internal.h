@@ -23,7 +23,8 @@
  * returns status, so a failure reads `return attn_fail(ATTN_ERR_SHAPE, ...)`. */
 attn_status attn_fail(attn_status status, const char *fmt, ...) ATTN_PRINTF(2, 3);
 
-/* a * b into *out; false (and *out untouched) on overflow or negative input. */
+/* a * b into *out and false; true (and *out untouched) on overflow or a
+ * negative input, so checks read `if (attn_mul_overflows(...)) fail`. */
 bool attn_mul_overflows(int64_t a, int64_t b, int64_t *out);
 
 /* Everything a kernel needs about one call, validated once by
