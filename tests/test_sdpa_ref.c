@@ -164,12 +164,79 @@ static void strided_views(void **state) {
     random_case_free(&rc);
 }
 
+/* Position offsets: computing query chunks (query_start) gives the same bits
+ * as the whole call, and key halves (key_start) merged by their lse give the
+ * whole call's output: the rules are evaluated at global positions. */
+static void chunks_match_the_whole_sequence(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 17);
+    static const enum mask_kind kinds[] = {MASK_NONE, MASK_CAUSAL, MASK_CAUSAL_LOWER_RIGHT, MASK_WINDOW,
+                                           MASK_WINDOW_CAUSAL, MASK_KEY_LENGTHS};
+    for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++)
+        for (int rep = 0; rep < 4; rep++) {
+            const int64_t B = 2, L = 5 + test_rng_range(&r, 20), S = 5 + test_rng_range(&r, 20), H = 2, D = 4;
+            random_case rc;
+            random_case_make(&rc, &r, B, L, S, H, 1, D, D, kinds[t]);
+            attn_sdpa_options opt = random_case_options(&rc);
+            float *whole = malloc(sizeof(float) * (size_t)(B * L * H * D)), *whole_lse = malloc(sizeof(float) * (size_t)(B * H * L));
+            attn_tensor q = attn_tensor_4d(rc.q, B, L, H, D), k = attn_tensor_4d(rc.k, B, S, 1, D),
+                        v = attn_tensor_4d(rc.v, B, S, 1, D), o = attn_tensor_4d(whole, B, L, H, D);
+            assert_int_equal(attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, whole_lse), ATTN_OK);
+
+            /* Query chunks: a view of rows [a, b) of q and of the output. */
+            const int64_t a = 1 + test_rng_range(&r, L - 1), b = L;
+            float *part = malloc(sizeof(float) * (size_t)(B * L * H * D));
+            attn_tensor qa = q, oa = attn_tensor_4d(part, B, L, H, D);
+            qa.data = rc.q + a * H * D; qa.shape[1] = b - a;
+            oa.data = part + a * H * D; oa.shape[1] = b - a;
+            attn_sdpa_options chunk = opt;
+            chunk.query_start = a;
+            chunk.total_len_q = L;
+            assert_int_equal(attn_sdpa_forward(&qa, &k, &v, &chunk, &oa, NULL, NULL), ATTN_OK);
+            for (int64_t bb = 0; bb < B; bb++)
+                assert_memory_equal(part + (bb * L + a) * H * D, whole + (bb * L + a) * H * D,
+                                    sizeof(float) * (size_t)((b - a) * H * D));
+
+            /* Key halves merged by lse. */
+            const int64_t split = 1 + test_rng_range(&r, S - 1);
+            float *o1 = malloc(sizeof(float) * (size_t)(B * L * H * D)), *o2 = malloc(sizeof(float) * (size_t)(B * L * H * D));
+            float *l1 = malloc(sizeof(float) * (size_t)(B * H * L)), *l2 = malloc(sizeof(float) * (size_t)(B * H * L));
+            attn_tensor k1 = k, v1 = v, k2 = k, v2 = v, t1 = attn_tensor_4d(o1, B, L, H, D), t2 = attn_tensor_4d(o2, B, L, H, D);
+            k1.shape[1] = v1.shape[1] = split;
+            k2.shape[1] = v2.shape[1] = S - split;
+            k2.data = rc.k + split * D; v2.data = rc.v + split * D;
+            attn_sdpa_options h1 = opt, h2 = opt;
+            h1.total_len_kv = h2.total_len_kv = S;
+            h2.key_start = split;
+            assert_int_equal(attn_sdpa_forward(&q, &k1, &v1, &h1, &t1, NULL, l1), ATTN_OK);
+            assert_int_equal(attn_sdpa_forward(&q, &k2, &v2, &h2, &t2, NULL, l2), ATTN_OK);
+            for (int64_t bb = 0; bb < B; bb++)
+                for (int64_t i = 0; i < L; i++)
+                    for (int64_t h = 0; h < H; h++) {
+                        float la = l1[(bb * H + h) * L + i], lb = l2[(bb * H + h) * L + i], lw = whole_lse[(bb * H + h) * L + i];
+                        double m = fmax(la, lb);
+                        double wa = isinf(la) ? 0 : exp(la - m), wb = isinf(lb) ? 0 : exp(lb - m);
+                        if (isinf(lw)) { assert_true(isinf(la) && isinf(lb)); continue; }
+                        assert_float_equal(m + log(wa + wb), lw, 1e-5);
+                        for (int64_t d = 0; d < D; d++) {
+                            int64_t e = ((bb * L + i) * H + h) * D + d;
+                            double merged = (wa * o1[e] + wb * o2[e]) / (wa + wb);
+                            assert_float_equal(merged, whole[e], 1e-5);
+                        }
+                    }
+            free(whole); free(whole_lse); free(part); free(o1); free(o2); free(l1); free(l2);
+            random_case_free(&rc);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sweep_odd_sizes),
         cmocka_unit_test(every_mask_kind),
         cmocka_unit_test(fully_masked_rows),
         cmocka_unit_test(strided_views),
+        cmocka_unit_test(chunks_match_the_whole_sequence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

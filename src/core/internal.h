@@ -34,7 +34,11 @@ typedef struct attn_problem {
     int64_t heads_q, heads_kv, group; /* Hq, Hkv, Hq / Hkv                 */
     int64_t dim, dim_v;               /* D, Dv                             */
     float scale;
-    int64_t diagonal_offset;          /* 0 (top-left) or S - L             */
+    int64_t diagonal_offset;          /* local key j is on query i's diagonal
+                                         when j = i + diagonal_offset: 0 or
+                                         S - L for a whole sequence, shifted
+                                         by query_start - key_start        */
+    int64_t total_len_kv;             /* S of the whole sequence           */
     attn_tensor q, k, v;
     attn_sdpa_options opt;            /* a copy, with defaults resolved     */
 } attn_problem;
@@ -92,5 +96,22 @@ attn_status attn_sdpa_ref_scores(const attn_problem *p, float *scores);
 /* @@anchor: flash (issue 3) */
 
 /* @@anchor: gradients (issue 4) */
+
+/* The gradients of one backward call, validated against the problem (each
+ * may be NULL to skip it) plus the forward's results. */
+typedef struct attn_backward_args {
+    const attn_tensor *out;  /* [B, L, Hq, Dv] the forward's output          */
+    const float *lse;        /* [B, Hq, L]     the forward's lse             */
+    const attn_tensor *dout; /* [B, L, Hq, Dv]                               */
+    attn_tensor *dq;         /* [B, L, Hq, D]  or NULL                       */
+    attn_tensor *dk;         /* [B, S, Hkv, D] or NULL                       */
+    attn_tensor *dv;         /* [B, S, Hkv, Dv] or NULL                      */
+} attn_backward_args;
+
+/* Reference backward (src/ref/): plain loops in double, the forward
+ * recomputed and P materialised per (batch, head); out and lse unused. */
+size_t attn_sdpa_ref_backward_workspace_size(const attn_problem *p);
+attn_status attn_sdpa_ref_backward(const attn_problem *p, void *workspace,
+                                   const attn_backward_args *a);
 
 #endif /* ATTN_INTERNAL_H */

@@ -174,17 +174,32 @@ attn_status attn_problem_init(attn_problem *p, const attn_tensor *q, const attn_
     if (o->align != ATTN_ALIGN_TOP_LEFT && o->align != ATTN_ALIGN_LOWER_RIGHT)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "align must be top-left or lower-right, got %d",
                          (int)o->align);
-    p->diagonal_offset = o->align == ATTN_ALIGN_LOWER_RIGHT ? p->len_kv - p->len_q : 0;
+    if (o->query_start < 0 || o->key_start < 0)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "query_start (%lld) and key_start (%lld) must be >= 0",
+                         (long long)o->query_start, (long long)o->key_start);
+    int64_t total_q = o->total_len_q ? o->total_len_q : p->len_q;
+    int64_t total_kv = o->total_len_kv ? o->total_len_kv : p->len_kv;
+    if (total_q < 0 || total_kv < 0 || o->query_start > total_q - p->len_q ||
+        o->key_start > total_kv - p->len_kv)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "rows [%lld, %lld) of %lld queries and [%lld, %lld) of %lld keys do not fit: "
+                         "query_start + L must be <= total_len_q and key_start + S <= total_len_kv",
+                         (long long)o->query_start, (long long)(o->query_start + p->len_q),
+                         (long long)total_q, (long long)o->key_start,
+                         (long long)(o->key_start + p->len_kv), (long long)total_kv);
+    p->total_len_kv = total_kv;
+    p->diagonal_offset = (o->align == ATTN_ALIGN_LOWER_RIGHT ? total_kv - total_q : 0) +
+                         o->query_start - o->key_start;
     if (o->window && (o->window_left < -1 || o->window_right < -1))
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "window (%lld, %lld): each side must be >= 0, or -1 for unbounded",
                          (long long)o->window_left, (long long)o->window_right);
     if (o->key_lengths) {
         for (int64_t b = 0; b < p->batch; b++)
-            if (o->key_lengths[b] < 0 || o->key_lengths[b] > p->len_kv)
+            if (o->key_lengths[b] < 0 || o->key_lengths[b] > total_kv)
                 return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                                  "key_lengths[%lld] = %lld is outside [0, S = %lld]", (long long)b,
-                                 (long long)o->key_lengths[b], (long long)p->len_kv);
+                                 (long long)o->key_lengths[b], (long long)total_kv);
     }
     const int64_t full[4] = {p->batch, p->heads_q, p->len_q, p->len_kv};
     if (o->mask && (st = check_broadcast(o->mask_shape, full, "mask"))) return st;
@@ -216,7 +231,8 @@ void attn_problem_key_range(const attn_problem *p, int64_t b, int64_t i, int64_t
         if (p->opt.window_right >= 0 && diagonal + p->opt.window_right + 1 < hi)
             hi = diagonal + p->opt.window_right + 1;
     }
-    if (p->opt.key_lengths && p->opt.key_lengths[b] < hi) hi = p->opt.key_lengths[b];
+    if (p->opt.key_lengths && p->opt.key_lengths[b] - p->opt.key_start < hi)
+        hi = p->opt.key_lengths[b] - p->opt.key_start; /* key lengths count global positions */
     if (hi < lo) hi = lo;
     if (lo > p->len_kv) lo = hi = p->len_kv;
     *begin = lo;
