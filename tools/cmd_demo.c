@@ -90,7 +90,7 @@ typedef struct demo_text {
 
 static const demo_text text_en = {
     .usage =
-        "usage: attn demo [--lang en|zh]\n"
+        "usage: attn demo [--lang en|zh] [--figures DIR]\n"
         "\n"
         "Walks through the attention chapter's worked example in the chapter's order:\n"
         "X and the three W, Q, K, V, raw and scaled scores, exp values, weights and\n"
@@ -102,6 +102,8 @@ static const demo_text text_en = {
         "options:\n"
         "  --lang en|zh   language of the walkthrough (default: zh when $LANG starts\n"
         "                 with \"zh\", otherwise en)\n"
+        "  --figures DIR  also draw the chapter's three figures from the computed numbers\n"
+        "                 into DIR (figure1..3 as .png and .svg; needs cairo)\n"
         "  -h, --help     print this help\n",
     .title = "attn demo — the attention chapter's worked example, step by step",
     .intro = "Every number below is computed by libattn %s; only the chapter's inputs are typed in.",
@@ -226,7 +228,7 @@ static const demo_text text_en = {
 
 static const demo_text text_zh = {
     .usage =
-        "用法：attn demo [--lang en|zh]\n"
+        "用法：attn demo [--lang en|zh] [--figures DIR]\n"
         "\n"
         "按本章顺序演示注意力的算例：X与三张W，查询Q、键K、值V，原始分数与缩放分数，\n"
         "指数值、权重和三个位置的输出；上下文改动与图2的四种受控检查；因果掩码；多头的\n"
@@ -235,6 +237,7 @@ static const demo_text text_zh = {
         "\n"
         "选项：\n"
         "  --lang en|zh   演示的语言（默认：$LANG 以 \"zh\" 开头时为 zh，否则为 en）\n"
+        "  --figures DIR  另用算出的数画出本章的三幅图，写入 DIR（figure1..3 的 .png 与 .svg；需要 cairo）\n"
         "  -h, --help     显示本帮助\n",
     .title = "attn demo —— 注意力一章的算例，一步一步算清",
     .intro = "以下每个数都由 libattn %s 计算；手工输入的只有本章给定的输入。",
@@ -1214,6 +1217,7 @@ static const demo_text *text_from_environment(void) {
 
 int cmd_demo(int argc, char **argv) {
     const demo_text *t = NULL;
+    const char *figures_dir = NULL;
     bool help = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = NULL;
@@ -1226,6 +1230,10 @@ int cmd_demo(int argc, char **argv) {
             value = argv[++i];
         } else if (strncmp(arg, "--lang=", 7) == 0) {
             value = arg + 7;
+        } else if (strcmp(arg, "--figures") == 0) {
+            if (i + 1 >= argc) return cli_usage_error("demo", "--figures needs a directory");
+            figures_dir = argv[++i];
+            continue;
         } else if (arg[0] == '-') {
             return cli_usage_error("demo", "unknown option '%s'", arg);
         } else {
@@ -1257,5 +1265,10 @@ int cmd_demo(int argc, char **argv) {
     print_gqa(t, &ch);
     print_explain(t, &ch);
     print_exercises(t, &ch);
+    if (figures_dir) {
+        putchar('\n');
+        int rc = demo_write_figures(figures_dir, t == &text_zh ? "zh" : "en");
+        if (rc != CLI_OK) return rc;
+    }
     return fflush(stdout) == 0 ? CLI_OK : cli_data_error("demo", "cannot write the output");
 }

@@ -1,0 +1,257 @@
+/*
+ * heatmap.c — attn_heatmap_write: attention maps as PNG, SVG or PDF.
+ *
+ * Shape legend: weights [H, L, S] (heads, queries, keys), visible likewise.
+ * Each head is one panel: its title, the key labels above the columns, the
+ * query labels left of the rows, the cells; one colour legend serves all
+ * panels.  PNG and SVG lay the panels out in a grid, PDF puts one per page.
+ */
+#include "viz/cairo/draw.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MARGIN 16.0
+#define GAP 28.0          /* between panels, and before the legend       */
+#define TITLE_H 24.0      /* the line above all panels                   */
+#define HEAD_H 20.0       /* a panel's "head 3" line                     */
+#define CAPTION_H 15.0    /* "keys: positions read →"                    */
+#define LABEL_MAX_W 96.0  /* longer token labels are cut with "…"        */
+#define AUTO_SPAN 520.0   /* automatic cells make a map about this wide  */
+#define VALUE_CELL 30.0   /* smallest cell that holds a printed value    */
+
+typedef struct {
+    const char *head, *keys, *queries, *weight, *value, *hidden;
+} heatmap_text;
+
+static const heatmap_text text_en = {"head %lld", "keys: positions read →", "queries ↓",
+                                     "weight", "value", "hidden (masked)"};
+static const heatmap_text text_zh = {"头 %lld", "键：被读取的位置 →", "查询位置 ↓",
+                                     "权重", "数值", "被遮住（mask）"};
+
+/* Everything the drawing needs, fixed before the surface exists. */
+typedef struct {
+    const attn_heatmap_options *opt;
+    const heatmap_text *text;
+    const float *weights;
+    int64_t heads, len_q, len_kv;
+    char **row_labels, **col_labels; /* fitted, owned */
+    double cell, label_size, value_size;
+    int64_t row_step, col_step;       /* label every n-th row / column */
+    bool cols_upright;                /* column labels turned 90 degrees */
+    bool print_values, any_hidden, in_unit; /* in_unit: every visible value in [0, 1] */
+    double vmin, vmax;
+    double row_label_w, col_label_h;  /* label bands                    */
+    double panel_w, panel_h, legend_w;
+    int64_t columns, rows;            /* panel grid (PNG, SVG)          */
+} heatmap_layout;
+
+static void free_labels(char **labels, int64_t n) {
+    if (!labels) return;
+    for (int64_t i = 0; i < n; i++) free(labels[i]);
+    free(labels);
+}
+
+/* Copies the labels to show (given or "0", "1", ...), cut to LABEL_MAX_W in
+ * the label font, and returns the widest. */
+static char **fit_labels(cairo_t *cr, const char *const *given, int64_t n, double *widest) {
+    char **out = calloc((size_t)n, sizeof *out);
+    if (!out) return NULL;
+    *widest = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char buf[256], number[24];
+        snprintf(number, sizeof number, "%lld", (long long)i);
+        viz_text_fit(cr, given && given[i] ? given[i] : number, LABEL_MAX_W, buf, sizeof buf);
+        out[i] = strdup(buf);
+        if (!out[i]) {
+            free_labels(out, n);
+            return NULL;
+        }
+        *widest = fmax(*widest, viz_text_width(cr, buf));
+    }
+    return out;
+}
+
+static attn_status plan(heatmap_layout *lo, cairo_t *cr) {
+    const attn_heatmap_options *opt = lo->opt;
+    const int64_t L = lo->len_q, S = lo->len_kv, n = lo->heads * L * S;
+    int64_t longest = L > S ? L : S;
+
+    lo->print_values = opt->values > 0 || (opt->values == 0 && L <= 16 && S <= 16);
+    lo->cell = opt->cell > 0 ? opt->cell : fmin(40.0, fmax(1.0, floor(AUTO_SPAN / (double)longest)));
+    if (lo->print_values && opt->cell <= 0) lo->cell = fmax(lo->cell, VALUE_CELL);
+    lo->label_size = fmin(12.0, fmax(7.0, lo->cell * 0.5));
+    lo->value_size = fmin(11.0, fmax(6.0, lo->cell * 0.3));
+
+    bool in_unit = true;
+    double lo_v = INFINITY, hi_v = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (viz_hidden(opt->visible, lo->weights, i)) {
+            lo->any_hidden = true;
+            continue;
+        }
+        double w = lo->weights[i];
+        lo_v = fmin(lo_v, w);
+        hi_v = fmax(hi_v, w);
+        if (w < 0 || w > 1) in_unit = false;
+    }
+    lo->in_unit = in_unit;
+    if (opt->vmax > opt->vmin) {
+        lo->vmin = opt->vmin;
+        lo->vmax = opt->vmax;
+    } else if (in_unit || !(hi_v > lo_v)) {
+        lo->vmin = 0;
+        lo->vmax = 1;
+    } else {
+        lo->vmin = lo_v;
+        lo->vmax = hi_v;
+    }
+
+    viz_font(cr, lo->label_size, false);
+    double row_w, col_w;
+    const char *const *keys = opt->key_labels ? opt->key_labels : S == L ? opt->query_labels : NULL;
+    lo->row_labels = fit_labels(cr, opt->query_labels, L, &row_w);
+    lo->col_labels = fit_labels(cr, keys, S, &col_w);
+    if (!lo->row_labels || !lo->col_labels)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_heatmap_write: out of memory for the labels");
+    double pitch = lo->label_size * 1.3; /* room one label needs across its line */
+    lo->row_step = (int64_t)ceil(pitch / lo->cell);
+    lo->col_step = lo->row_step;
+    lo->cols_upright = !(lo->col_step == 1 && col_w <= lo->cell - 2);
+    lo->row_label_w = row_w + 8;
+    lo->col_label_h = lo->cols_upright ? col_w + 8 : lo->label_size * 1.6;
+
+    lo->panel_w = CAPTION_H + lo->row_label_w + (double)S * lo->cell;
+    lo->panel_h = HEAD_H + CAPTION_H + lo->col_label_h + (double)L * lo->cell;
+    viz_font(cr, 9, false);
+    lo->legend_w = fmax(VIZ_LEGEND_WIDTH, 12 + 5 + viz_text_width(cr, lo->text->hidden) + 6);
+
+    /* Automatic grid: as many panels per row as fit in about 1500 points,
+     * but close to square once there are more than four. */
+    int64_t columns = opt->columns;
+    if (columns <= 0) {
+        columns = (int64_t)floor(1500.0 / (lo->panel_w + GAP));
+        int64_t square = (int64_t)ceil(sqrt((double)lo->heads));
+        if (lo->heads > 4 && columns > square) columns = square;
+    }
+    if (columns < 1) columns = 1;
+    if (columns > lo->heads) columns = lo->heads;
+    lo->rows = (lo->heads + columns - 1) / columns;
+    lo->columns = opt->columns > 0 ? columns : (lo->heads + lo->rows - 1) / lo->rows;
+    return ATTN_OK;
+}
+
+/* Draws head h's panel with its top-left corner at (x, y). */
+static void draw_panel(cairo_t *cr, const heatmap_layout *lo, int64_t h, double x, double y) {
+    const attn_heatmap_options *opt = lo->opt;
+    const int64_t L = lo->len_q, S = lo->len_kv;
+    const double gx = x + CAPTION_H + lo->row_label_w;
+    const double gy = y + HEAD_H + CAPTION_H + lo->col_label_h;
+    char title[64];
+
+    viz_font(cr, 12, true);
+    viz_source(cr, viz_hex(VIZ_INK));
+    snprintf(title, sizeof title, lo->text->head, (long long)(opt->head_ids ? opt->head_ids[h] : h));
+    viz_text(cr, gx, y + HEAD_H / 2, title, 0);
+
+    viz_font(cr, 9, false);
+    viz_source(cr, viz_hex(VIZ_MUTED));
+    viz_text(cr, gx, y + HEAD_H + CAPTION_H / 2, lo->text->keys, 0);
+    viz_text_up(cr, x + CAPTION_H / 2, gy, lo->text->queries, 1);
+
+    viz_font(cr, lo->label_size, false);
+    viz_source(cr, viz_hex(VIZ_INK));
+    for (int64_t i = 0; i < L; i += lo->row_step)
+        viz_text(cr, gx - 5, gy + (i + 0.5) * lo->cell, lo->row_labels[i], 1);
+    for (int64_t j = 0; j < S; j += lo->col_step) {
+        double cx = gx + (j + 0.5) * lo->cell;
+        if (lo->cols_upright) viz_text_up(cr, cx, gy - 4, lo->col_labels[j], 0);
+        else viz_text(cr, cx, gy - lo->col_label_h / 2, lo->col_labels[j], 0.5);
+    }
+
+    viz_grid grid = {.x = gx, .y = gy, .cell = lo->cell, .rows = L, .cols = S,
+                     .values = lo->weights + h * L * S,
+                     .visible = opt->visible ? opt->visible + h * L * S : NULL,
+                     .vmin = lo->vmin, .vmax = lo->vmax, .text = lo->print_values ? 1 : 0,
+                     .font_size = lo->value_size};
+    viz_draw_grid(cr, &grid);
+}
+
+static void draw_legend(cairo_t *cr, const heatmap_layout *lo, double x, double y) {
+    double bar_h = fmin(240.0, fmax(120.0, (double)lo->len_q * lo->cell));
+    viz_draw_legend(cr, x, y + HEAD_H + CAPTION_H + lo->col_label_h, 12, bar_h, lo->vmin, lo->vmax,
+                    lo->in_unit ? lo->text->weight : lo->text->value, lo->text->hidden, lo->any_hidden);
+}
+
+attn_status attn_heatmap_write(const char *path, const float *weights, int64_t heads,
+                               int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt) {
+    static const attn_heatmap_options defaults = {0};
+    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_heatmap_write: path is NULL");
+    if (viz_format_of(path) == VIZ_FORMAT_UNKNOWN)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "'%s': unknown picture format; the name must end in .png, .svg or .pdf", path);
+    attn_status st = viz_check_weights("attn_heatmap_write", weights, heads, len_q, len_kv);
+    if (st != ATTN_OK) return st;
+    if (!opt) opt = &defaults;
+    if (!(opt->cell >= 0) || opt->cell > 400 || !(opt->pixel_scale >= 0) || opt->pixel_scale > 16 ||
+        opt->columns < 0 || !isfinite(opt->vmin) || !isfinite(opt->vmax))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_heatmap_write: options out of range (cell %g in [0, 400], pixel_scale "
+                         "%g in [0, 16], columns %d >= 0, finite vmin/vmax)",
+                         opt->cell, opt->pixel_scale, opt->columns);
+    if ((double)len_q * len_kv > 4096.0 * 4096.0)
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "'%s': a %lld x %lld map is too large to draw (at most 4096 x 4096 cells)",
+                         path, (long long)len_q, (long long)len_kv);
+
+    heatmap_layout lo = {.opt = opt, .weights = weights, .heads = heads, .len_q = len_q,
+                         .len_kv = len_kv,
+                         .text = opt->lang && strcmp(opt->lang, "zh") == 0 ? &text_zh : &text_en};
+    viz_doc doc = {0};
+    cairo_t *measure = viz_measure_context();
+    st = plan(&lo, measure);
+    viz_measure_release(measure);
+    if (st != ATTN_OK) goto cleanup;
+
+    const double title_h = opt->title ? TITLE_H : 0;
+    const double legend_x_one = MARGIN + lo.panel_w + GAP;
+    if (viz_format_of(path) == VIZ_FORMAT_PDF) {
+        double w = legend_x_one + lo.legend_w + MARGIN, h = MARGIN + title_h + lo.panel_h + MARGIN;
+        if ((st = viz_doc_begin(&doc, path, w, h, opt->pixel_scale))) goto cleanup;
+        for (int64_t head = 0; head < heads; head++) {
+            if (head > 0 && (st = viz_doc_next_page(&doc, w, h))) goto cleanup;
+            if (opt->title) {
+                viz_font(doc.cr, 13, true);
+                viz_source(doc.cr, viz_hex(VIZ_INK));
+                viz_text(doc.cr, MARGIN, MARGIN + TITLE_H / 2 - 2, opt->title, 0);
+            }
+            draw_panel(doc.cr, &lo, head, MARGIN, MARGIN + title_h);
+            draw_legend(doc.cr, &lo, legend_x_one, MARGIN + title_h);
+        }
+    } else {
+        double grid_w = lo.columns * lo.panel_w + (lo.columns - 1) * GAP;
+        double grid_h = lo.rows * lo.panel_h + (lo.rows - 1) * GAP;
+        double w = MARGIN + grid_w + GAP + lo.legend_w + MARGIN, h = MARGIN + title_h + grid_h + MARGIN;
+        if ((st = viz_doc_begin(&doc, path, w, h, opt->pixel_scale))) goto cleanup;
+        if (opt->title) {
+            viz_font(doc.cr, 13, true);
+            viz_source(doc.cr, viz_hex(VIZ_INK));
+            viz_text(doc.cr, MARGIN, MARGIN + TITLE_H / 2 - 2, opt->title, 0);
+        }
+        for (int64_t head = 0; head < heads; head++)
+            draw_panel(doc.cr, &lo, head, MARGIN + (head % lo.columns) * (lo.panel_w + GAP),
+                       MARGIN + title_h + (head / lo.columns) * (lo.panel_h + GAP));
+        draw_legend(doc.cr, &lo, MARGIN + grid_w + GAP, MARGIN + title_h);
+    }
+    st = viz_doc_finish(&doc);
+
+cleanup:
+    viz_doc_abort(&doc);
+    free_labels(lo.row_labels, len_q);
+    free_labels(lo.col_labels, len_kv);
+    return st;
+}
+
+int attn_pictures_available(void) { return 1; }
