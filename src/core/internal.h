@@ -93,6 +93,17 @@ attn_status attn_sdpa_ref_forward(const attn_problem *p, void *workspace, attn_t
 /* scores: [B, Hq, L, S], scale * q.k + bias, -inf where hidden. */
 attn_status attn_sdpa_ref_scores(const attn_problem *p, float *scores);
 
+/* Multi-head modules: attn_mha_resolve checks a module and fills in its
+ * defaults (kv_heads = heads, value_dim = head_dim, d_context = d_model);
+ * attn_mha_check_call does that and checks one call's arguments as well:
+ * x [batch, len, d_model], *context (NULL: self-attention, replaced by x and
+ * *context_len by len), and the row counts batch*len and batch*context_len.
+ * Every entry point that takes a module validates through these. */
+attn_status attn_mha_resolve(const attn_mha *m, attn_mha *resolved);
+attn_status attn_mha_check_call(const attn_mha *module, attn_mha *resolved, const float *x,
+                                int64_t batch, int64_t len, const float **context,
+                                int64_t *context_len, int64_t *rows_q, int64_t *rows_kv);
+
 /* @@anchor: flash (issue 3) */
 
 /* @@anchor: gradients (issue 4) */

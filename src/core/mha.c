@@ -14,8 +14,7 @@
 
 #include <stdlib.h>
 
-/* Checks the module description and resolves its defaults into *r. */
-static attn_status check_module(const attn_mha *m, attn_mha *r) {
+attn_status attn_mha_resolve(const attn_mha *m, attn_mha *r) {
     if (!m) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha module is NULL");
     *r = *m;
     if (!r->kv_heads) r->kv_heads = r->heads;
@@ -49,6 +48,31 @@ static attn_status check_module(const attn_mha *m, attn_mha *r) {
     return ATTN_OK;
 }
 
+attn_status attn_mha_check_call(const attn_mha *module, attn_mha *m, const float *x, int64_t batch,
+                                int64_t len, const float **context, int64_t *context_len,
+                                int64_t *rows_q, int64_t *rows_kv) {
+    attn_status st = attn_mha_resolve(module, m);
+    if (st) return st;
+    if (!x) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha: x is NULL");
+    if (batch <= 0 || len <= 0)
+        return attn_fail(ATTN_ERR_SHAPE, "mha: batch (%lld) and length (%lld) must be positive",
+                         (long long)batch, (long long)len);
+    if (!*context) {
+        if (m->d_context != m->d_model)
+            return attn_fail(ATTN_ERR_SHAPE,
+                             "mha: d_context (%lld) differs from d_model (%lld) but no context was given",
+                             (long long)m->d_context, (long long)m->d_model);
+        *context = x;
+        *context_len = len;
+    } else if (*context_len <= 0) {
+        return attn_fail(ATTN_ERR_SHAPE, "mha: context length must be positive, got %lld",
+                         (long long)*context_len);
+    }
+    if (attn_mul_overflows(batch, len, rows_q) || attn_mul_overflows(batch, *context_len, rows_kv))
+        return attn_fail(ATTN_ERR_OVERFLOW, "mha: batch * length overflows");
+    return ATTN_OK;
+}
+
 /* Allocates rows * width floats into *out, checking the product. */
 static attn_status alloc_floats(float **out, int64_t rows, int64_t width, const char *what) {
     int64_t n;
@@ -66,27 +90,10 @@ attn_status attn_mha_forward(const attn_mha *module, const float *x, int64_t bat
                              const attn_sdpa_options *opt, float *out, float *weights,
                              float *lse) {
     attn_mha m = {0};
-    attn_status st = check_module(module, &m);
-    if (st) return st;
-    if (!x || !out)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha: %s is NULL", !x ? "x" : "out");
-    if (batch <= 0 || len <= 0)
-        return attn_fail(ATTN_ERR_SHAPE, "mha: batch (%lld) and length (%lld) must be positive",
-                         (long long)batch, (long long)len);
-    if (!context) {
-        if (m.d_context != m.d_model)
-            return attn_fail(ATTN_ERR_SHAPE,
-                             "mha: d_context (%lld) differs from d_model (%lld) but no context was given",
-                             (long long)m.d_context, (long long)m.d_model);
-        context = x;
-        context_len = len;
-    } else if (context_len <= 0) {
-        return attn_fail(ATTN_ERR_SHAPE, "mha: context length must be positive, got %lld",
-                         (long long)context_len);
-    }
     int64_t rows_q, rows_kv;
-    if (attn_mul_overflows(batch, len, &rows_q) || attn_mul_overflows(batch, context_len, &rows_kv))
-        return attn_fail(ATTN_ERR_OVERFLOW, "mha: batch * length overflows");
+    attn_status st = attn_mha_check_call(module, &m, x, batch, len, &context, &context_len, &rows_q, &rows_kv);
+    if (st) return st;
+    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha: out is NULL");
 
     float *q = NULL, *k = NULL, *v = NULL, *z = NULL;
     if ((st = alloc_floats(&q, rows_q, m.heads * m.head_dim, "Q")) ||

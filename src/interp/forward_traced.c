@@ -122,39 +122,6 @@ attn_status attn_sdpa_forward_traced(const attn_tensor *q, const attn_tensor *k,
     return finish(t, trace, ATTN_OK);
 }
 
-/* The module's sizes with defaults resolved, checked as attn_mha_forward
- * checks them (its checks are private to mha.c). */
-static attn_status resolve_module(const attn_mha *m, attn_mha *r) {
-    if (!m) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha module is NULL");
-    *r = *m;
-    if (!r->kv_heads) r->kv_heads = r->heads;
-    if (!r->value_dim) r->value_dim = r->head_dim;
-    if (!r->d_context) r->d_context = r->d_model;
-    if (r->d_model <= 0 || r->d_context <= 0 || r->heads <= 0 || r->kv_heads <= 0 ||
-        r->head_dim <= 0 || r->value_dim <= 0 || r->d_out <= 0)
-        return attn_fail(ATTN_ERR_SHAPE, "mha: sizes must be positive (d_model %lld, d_context %lld, "
-                         "heads %lld, kv_heads %lld, head_dim %lld, value_dim %lld, d_out %lld)",
-                         (long long)r->d_model, (long long)r->d_context, (long long)r->heads,
-                         (long long)r->kv_heads, (long long)r->head_dim, (long long)r->value_dim,
-                         (long long)r->d_out);
-    if (r->heads % r->kv_heads)
-        return attn_fail(ATTN_ERR_SHAPE, "mha: %lld query heads is not a multiple of %lld kv heads",
-                         (long long)r->heads, (long long)r->kv_heads);
-    if (!r->wq || !r->wk || !r->wv)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha: %s is NULL", !r->wq ? "wq" : !r->wk ? "wk" : "wv");
-    int64_t width;
-    if (attn_mul_overflows(r->heads, r->value_dim, &width) ||
-        attn_mul_overflows(r->heads, r->head_dim, &width) ||
-        attn_mul_overflows(r->kv_heads, r->head_dim, &width) ||
-        attn_mul_overflows(r->kv_heads, r->value_dim, &width))
-        return attn_fail(ATTN_ERR_OVERFLOW, "mha: heads times head width overflows");
-    if (!r->wo && r->d_out != r->heads * r->value_dim)
-        return attn_fail(ATTN_ERR_SHAPE, "mha: without wo the output is the concatenation, so d_out "
-                         "must be heads * value_dim = %lld, got %lld",
-                         (long long)(r->heads * r->value_dim), (long long)r->d_out);
-    return ATTN_OK;
-}
-
 /* hook_result: each head's z through its rows h*Dv .. h*Dv+Dv-1 of W_O
  * (without W_O, the identity: head h fills columns h*Dv ..). */
 static attn_status head_results(const attn_mha *m, attn_trace *t) {
@@ -193,28 +160,11 @@ attn_status attn_mha_forward_traced(const attn_mha *module, const float *x, int6
                                     const attn_sdpa_options *opt, const attn_patch *patches,
                                     int n_patches, attn_trace *trace, float *out) {
     attn_mha m = {0};
-    attn_status st = resolve_module(module, &m);
+    int64_t rows_q, rows_kv;
+    attn_status st = attn_mha_check_call(module, &m, x, batch, len, &context, &context_len, &rows_q, &rows_kv);
     if (st) return st;
-    if (!x) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "mha: x is NULL");
     if (!out && !trace)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "out and trace are both NULL: nothing to write");
-    if (batch <= 0 || len <= 0)
-        return attn_fail(ATTN_ERR_SHAPE, "mha: batch (%lld) and length (%lld) must be positive",
-                         (long long)batch, (long long)len);
-    if (!context) {
-        if (m.d_context != m.d_model)
-            return attn_fail(ATTN_ERR_SHAPE,
-                             "mha: d_context (%lld) differs from d_model (%lld) but no context was given",
-                             (long long)m.d_context, (long long)m.d_model);
-        context = x;
-        context_len = len;
-    } else if (context_len <= 0) {
-        return attn_fail(ATTN_ERR_SHAPE, "mha: context length must be positive, got %lld",
-                         (long long)context_len);
-    }
-    int64_t rows_q, rows_kv;
-    if (attn_mul_overflows(batch, len, &rows_q) || attn_mul_overflows(batch, context_len, &rows_kv))
-        return attn_fail(ATTN_ERR_OVERFLOW, "mha: batch * length overflows");
 
     attn_trace local = {0}, *t = trace ? trace : &local;
     memset(t, 0, sizeof *t);
