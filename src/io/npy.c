@@ -17,6 +17,7 @@
  * up to ATTN_MAX_DIMS; the array in memory is C order, native byte order.
  */
 #include "core/internal.h"
+#include "io/npy_format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -300,15 +301,8 @@ static void swap_bytes(uint8_t *data, int64_t count, size_t size) {
         }
 }
 
-/* Every size is checked against the buffer before anything is allocated, so
- * a tiny file declaring a huge shape costs nothing.  Bool elements are
- * normalised to 0 or 1. */
-attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
-    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!buf && size > 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: buf is NULL");
+attn_status npy_parse_preamble(const void *buf, size_t size, size_t *data_offset) {
     const uint8_t *bytes = buf;
-
     size_t magic_seen = size < NPY_MAGIC_LEN ? size : NPY_MAGIC_LEN;
     if (magic_seen > 0 && memcmp(bytes, NPY_MAGIC, magic_seen) != 0)
         return attn_fail(ATTN_ERR_FORMAT, "not a .npy file: it does not start with \\x93NUMPY");
@@ -330,12 +324,22 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
     if (header_len > NPY_MAX_HEADER)
         return attn_fail(ATTN_ERR_FORMAT, "header of %lu bytes exceeds the limit of 1 MiB",
                          (unsigned long)header_len);
+    *data_offset = preamble + header_len;
+    return ATTN_OK;
+}
+
+attn_status npy_parse_header_image(const void *buf, size_t size, npy_layout *layout) {
+    const uint8_t *bytes = buf;
+    size_t data_offset = 0;
+    attn_status status = npy_parse_preamble(buf, size, &data_offset);
+    if (status != ATTN_OK) return status;
+    size_t preamble = bytes[6] == 1 ? 10 : 12, header_len = data_offset - preamble;
     if (size - preamble < header_len)
         return attn_fail(ATTN_ERR_FORMAT, "truncated: the header needs %lu bytes, found %zu",
                          (unsigned long)header_len, size - preamble);
 
     npy_header h;
-    attn_status status = parse_header((const char *)bytes + preamble, header_len, &h);
+    status = parse_header((const char *)bytes + preamble, header_len, &h);
     if (status != ATTN_OK) return status;
 
     char shape_text[256];
@@ -347,8 +351,38 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
     if (attn_mul_overflows(count, (int64_t)attn_dtype_size(h.dtype), &data_bytes))
         return attn_fail(ATTN_ERR_OVERFLOW, "shape %s of %s: the byte size overflows int64",
                          shape_text, attn_dtype_name(h.dtype));
+    layout->dtype = h.dtype;
+    layout->swap = h.swap;
+    layout->ndim = h.ndim;
+    memcpy(layout->shape, h.shape, sizeof h.shape);
+    layout->count = count;
+    layout->data_offset = data_offset;
+    layout->data_bytes = data_bytes;
+    return ATTN_OK;
+}
 
-    size_t found = size - preamble - header_len;
+void npy_to_native(const npy_layout *layout, void *data, int64_t count) {
+    if (layout->swap) swap_bytes(data, count, attn_dtype_size(layout->dtype));
+    if (layout->dtype == ATTN_BOOL)
+        for (int64_t i = 0; i < count; i++) ((uint8_t *)data)[i] = ((uint8_t *)data)[i] != 0;
+}
+
+/* Every size is checked against the buffer before anything is allocated, so
+ * a tiny file declaring a huge shape costs nothing.  Bool elements are
+ * normalised to 0 or 1. */
+attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
+    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!buf && size > 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: buf is NULL");
+    const uint8_t *bytes = buf;
+    npy_layout h;
+    attn_status status = npy_parse_header_image(buf, size, &h);
+    if (status != ATTN_OK) return status;
+    char shape_text[256];
+    format_shape(shape_text, sizeof shape_text, h.ndim, h.shape);
+    const int64_t data_bytes = h.data_bytes;
+
+    size_t found = size - h.data_offset;
     if ((uint64_t)data_bytes > (uint64_t)found)
         return attn_fail(ATTN_ERR_FORMAT,
                          "truncated: expected %lld bytes of data, found %zu (shape %s of %s)",
@@ -359,10 +393,8 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
                          (long long)data_bytes, found, shape_text, attn_dtype_name(h.dtype));
 
     if ((status = attn_array_alloc(out, h.dtype, h.ndim, h.shape)) != ATTN_OK) return status;
-    memcpy(out->data, bytes + preamble + header_len, (size_t)data_bytes);
-    if (h.swap) swap_bytes(out->data, count, attn_dtype_size(h.dtype));
-    if (h.dtype == ATTN_BOOL)
-        for (int64_t i = 0; i < count; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
+    memcpy(out->data, bytes + h.data_offset, (size_t)data_bytes);
+    npy_to_native(&h, out->data, h.count);
     return ATTN_OK;
 }
 
@@ -461,23 +493,16 @@ static attn_status check_array(const attn_array *a, int64_t *data_bytes) {
 
 /* Writes the header exactly as numpy.save does: the dict, then 1..64 spaces
  * and '\n' so that the data starts at a multiple of 64 bytes. */
-attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
-    if (!buf || !size)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_serialize: buf or size is NULL");
-    *buf = NULL;
-    *size = 0;
-    int64_t data_bytes;
-    attn_status status = check_array(a, &data_bytes);
-    if (status != ATTN_OK) return status;
-
-    size_t elem = attn_dtype_size(a->dtype);
+size_t npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
+                         uint8_t header[NPY_HEADER_CAP]) {
+    size_t elem = attn_dtype_size(dtype);
     char order = elem == 1 ? '|' : host_is_little_endian() ? '<' : '>';
-    const char *code = a->dtype == ATTN_F16 || a->dtype == ATTN_F32 || a->dtype == ATTN_F64 ? "f"
-                       : a->dtype == ATTN_BOOL                                              ? "b"
-                       : a->dtype >= ATTN_U8                                                ? "u"
-                                                                                            : "i";
+    const char *code = dtype == ATTN_F16 || dtype == ATTN_F32 || dtype == ATTN_F64 ? "f"
+                       : dtype == ATTN_BOOL                                        ? "b"
+                       : dtype >= ATTN_U8                                          ? "u"
+                                                                                   : "i";
     char shape_text[256], dict[400];
-    format_shape(shape_text, sizeof shape_text, a->ndim, a->shape);
+    format_shape(shape_text, sizeof shape_text, ndim, shape);
     size_t dict_len = (size_t)snprintf(dict, sizeof dict,
                                        "{'descr': '%c%s%zu', 'fortran_order': False, 'shape': %s, }",
                                        order, code, elem, shape_text);
@@ -491,22 +516,37 @@ attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
         pad = NPY_ALIGN - (preamble + dict_len + 1) % NPY_ALIGN;
     }
     size_t header_len = dict_len + pad + 1;
-    size_t total = preamble + header_len + (size_t)data_bytes;
+    memcpy(header, NPY_MAGIC, NPY_MAGIC_LEN);
+    header[6] = preamble == 10 ? 1 : 2;
+    header[7] = 0;
+    for (size_t i = 0; i < preamble - 8; i++) header[8 + i] = (uint8_t)(header_len >> (8 * i));
+    memcpy(header + preamble, dict, dict_len);
+    memset(header + preamble + dict_len, ' ', pad);
+    header[preamble + header_len - 1] = '\n';
+    return preamble + header_len;
+}
+
+/* The image is npy_format_header's bytes followed by the data. */
+attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
+    if (!buf || !size)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_serialize: buf or size is NULL");
+    *buf = NULL;
+    *size = 0;
+    int64_t data_bytes;
+    attn_status status = check_array(a, &data_bytes);
+    if (status != ATTN_OK) return status;
+
+    uint8_t header[NPY_HEADER_CAP];
+    size_t header_size = npy_format_header(a->dtype, a->ndim, a->shape, header);
+    size_t total = header_size + (size_t)data_bytes;
     if (total < (size_t)data_bytes)
         return attn_fail(ATTN_ERR_OVERFLOW, "attn_npy_serialize: the file size overflows");
     uint8_t *image = malloc(total);
     if (!image)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npy_serialize: cannot allocate %zu bytes",
                          total);
-
-    memcpy(image, NPY_MAGIC, NPY_MAGIC_LEN);
-    image[6] = preamble == 10 ? 1 : 2;
-    image[7] = 0;
-    for (size_t i = 0; i < preamble - 8; i++) image[8 + i] = (uint8_t)(header_len >> (8 * i));
-    memcpy(image + preamble, dict, dict_len);
-    memset(image + preamble + dict_len, ' ', pad);
-    image[preamble + header_len - 1] = '\n';
-    memcpy(image + preamble + header_len, a->data, (size_t)data_bytes);
+    memcpy(image, header, header_size);
+    memcpy(image + header_size, a->data, (size_t)data_bytes);
     *buf = image;
     *size = total;
     return ATTN_OK;

@@ -1,0 +1,187 @@
+/*
+ * attn_mpi.h — ring attention across MPI ranks (docs/distributed.md).
+ *
+ * Built only when CMake finds MPI: library attn_mpi (link attn::attn_mpi,
+ * which brings attn and MPI::MPI_C).  attn.h itself stays MPI-free.
+ *
+ * Shape legend (the whole problem; docs and attn.h use the same names):
+ *   q [B, L, Hq, D]   k [B, S, Hkv, D]   v [B, S, Hkv, Dv]
+ *   out [B, L, Hq, Dv]   lse [B, Hq, L]
+ * Sharding: the POSITION axes are cut, nothing else.  Every rank of the
+ * communicator holds the rows of L that its shard names (q, out, lse, dq,
+ * dout) and the rows of S that the same layout names for S (k, v, dk, dv),
+ * for every batch and every head:
+ *   local q [B, Lr, Hq, D]   local k [B, Sr, Hkv, D]   local v [B, Sr, Hkv, Dv]
+ *   local out [B, Lr, Hq, Dv]   local lse [B, Hq, Lr] (contiguous)
+ * where Lr and Sr are the rows of the rank's shard (attn_ring_shard_of), the
+ * shard's runs concatenated in order along the position axis.  A rank may
+ * hold no rows (L < ranks): its tensors then have 0 positions and may have
+ * NULL data.
+ *
+ * Layouts (the same for queries and keys):
+ *   contiguous  P blocks, rank r holds block r.  Under a causal mask rank 0
+ *               sees one block of keys and rank P-1 all of them: the busiest
+ *               rank does about 2x the mean work.
+ *   zigzag      2P chunks, rank r holds chunks r and 2P-1-r (two runs).
+ *               Every rank gets one early and one late chunk, so causal work
+ *               is balanced to within a chunk pair (Striped/zigzag ring
+ *               attention, as in Megatron's context parallelism).
+ * Blocks of n rows into m parts: part i has n/m rows, one more for the first
+ * n % m parts.  Any n >= 1 works with any number of ranks.
+ *
+ * Collective calls: every function below taking an MPI_Comm must be called
+ * by every rank of comm, with the same options.  Each returns the SAME status
+ * on every rank: ATTN_OK when every rank succeeded, else the status of the
+ * lowest failing rank, with attn_last_error() on every rank reading
+ * "rank R of P: <that rank's message>" ("rank R of P (and N more): ..." when
+ * several failed).  Errors are agreed (an MPI_Allreduce
+ * of a flag) after each phase and before any data is exchanged, so a bad
+ * input on one rank never leaves the others waiting.  MPI's own failures
+ * follow the communicator's error handler (MPI_ERRORS_ARE_FATAL by default:
+ * mpirun aborts the whole job).
+ */
+#ifndef ATTN_MPI_H
+#define ATTN_MPI_H
+
+#include <mpi.h>
+
+#include "attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum attn_ring_layout {
+    ATTN_RING_CONTIGUOUS = 0, /* rank r: block r of P                         */
+    ATTN_RING_ZIGZAG = 1      /* rank r: chunks r and 2P-1-r of 2P (causal)    */
+} attn_ring_layout;
+
+/* The global rows one rank holds: one run (contiguous) or two (zigzag), in
+ * increasing order; a run may be empty. */
+typedef struct attn_ring_shard {
+    int runs;          /* 1 or 2                                       */
+    int64_t start[2];  /* first global row of each run                 */
+    int64_t len[2];    /* rows of each run (len[1] = 0 when runs = 1)  */
+    int64_t rows;      /* len[0] + len[1]: the local position count    */
+} attn_ring_shard;
+
+/* The shard of rank `rank` of `ranks` for a position axis of total_rows. */
+attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_ring_layout layout,
+                               attn_ring_shard *shard);
+
+/* Collective: every rank passes its own status and, when it failed, its
+ * message (NULL: attn_last_error(), i.e. the failing library call's); every
+ * rank gets the agreed status described above, with the lowest failing
+ * rank's message.  For callers that do per-rank work of their own (reading,
+ * checking) before the next collective step. */
+attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message);
+
+/* --------------------------------------------------------- ring attention */
+
+typedef struct attn_ring_options {
+    /* scale, causal, align, window, key_lengths ([B], global positions, the
+     * same array on every rank), kernel and threads, as for
+     * attn_sdpa_forward.  query_start, key_start, total_len_q, total_len_kv,
+     * mask, bias and workspace must be zero: the ring places every block at
+     * its global positions itself.  Boolean masks and biases are refused
+     * (ATTN_ERR_UNSUPPORTED): they would have to be sliced per block. */
+    attn_sdpa_options sdpa;
+    attn_ring_layout layout;
+    int64_t len_q, len_kv; /* L and S of the whole problem; 0 = the sum of the
+                              ranks' local rows                               */
+    int64_t piece_rows;    /* query rows per kernel call; between calls the
+                              ring drives MPI progress (MPI_Testall).  0 = about
+                              a quarter of the local rows, at least 64         */
+    int time_comm_alone;   /* nonzero: before the work, time one rotation of
+                              the blocks with no compute (comm_alone_s)        */
+} attn_ring_options;
+
+/* Per-rank timings of one call (this rank's own; gather them to compare). */
+typedef struct attn_ring_stats {
+    double total_s;        /* wall time of the call (less comm_alone_s)       */
+    double busy_s;         /* in attention kernels and the merges (compute)   */
+    double busy_cpu_s;     /* the same in CPU-seconds of all threads: what the
+                              compute cost, whatever else the machine ran     */
+    double wait_s;         /* blocked in MPI_Waitall for a block or gradient:
+                              the communication the compute did not hide      */
+    double progress_s;     /* in MPI_Testall between kernel calls: Open MPI
+                              moving messages along (over shared memory the
+                              copy itself happens here, on this rank's core)  */
+    double comm_alone_s;   /* one rotation with nothing to overlap, when asked */
+    int64_t pairs_computed;/* (query run, key run) pairs handed to the kernel  */
+    int64_t pairs_skipped; /* pairs the causal/window/key-length rules hide    */
+    int64_t bytes_sent;    /* payload this rank sent around the ring           */
+} attn_ring_stats;
+
+/* Ring attention, forward.  Each of P steps computes the local queries
+ * against the key/value block in hand while the next block travels from the
+ * left neighbour (MPI_Isend/MPI_Irecv, two buffers); partial results merge
+ * by their lse in double precision (exact up to rounding, stable, -inf lse
+ * of a fully hidden block handled, never NaN).  Pairs of runs that the
+ * causal, window and key-length rules hide entirely are skipped.
+ *   q [B, Lr, Hq, D]  k [B, Sr, Hkv, D]  v [B, Sr, Hkv, Dv]     local shards
+ *   out [B, Lr, Hq, Dv] (written)  lse [B, Hq, Lr] contiguous, or NULL
+ *   stats: this rank's timings, or NULL.
+ * Memory per rank beyond the shards: two key/value blocks of the largest
+ * shard, the output in double, and one piece of kernel output. */
+attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const attn_ring_options *opt,
+                              attn_tensor *out, float *lse, attn_ring_stats *stats);
+
+/* Ring attention, backward.  dq stays local; dk and dv travel WITH their
+ * key/value block: at each step a rank adds its contribution to the
+ * gradient of the block in hand and passes it on, and after the last step
+ * one extra hop returns each block's gradient to its owner.  Accumulation
+ * order is fixed (the ring order), so results are reproducible.
+ *   out, lse: this rank's rows of attn_ring_forward's results (required:
+ *             the global lse normalises every block's weights)
+ *   dout [B, Lr, Hq, Dv]   dq [B, Lr, Hq, D]  dk [B, Sr, Hkv, D]
+ *   dv [B, Sr, Hkv, Dv]    (written; each may be NULL, but every rank must
+ *                           ask for the same ones)
+ * Each block's gradient comes from attn_sdpa_backward on the block plus an
+ * exact correction for the block's share of the row's softmax
+ * (docs/distributed.md): about one forward and two backward kernel calls
+ * per block pair. */
+attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_ring_options *opt,
+                               const attn_tensor *out, const float *lse, const attn_tensor *dout,
+                               attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                               attn_ring_stats *stats);
+
+/* -------------------------------------------------------- sharded .npy */
+
+/* Collective read of this rank's shard of a .npy file: the rows of `axis`
+ * that attn_ring_shard_of(shape[axis], P, rank, layout) names, every index
+ * of the other axes, read by offset (attn_npy_read_rows), runs
+ * concatenated.  local keeps the file's dtype; header (if not NULL) gets the
+ * whole file's dtype and shape with data NULL.  No rank reads more than its
+ * own rows (briefly twice its shard's memory for two runs).  Paths must name
+ * the same file on every rank (a shared file system). */
+attn_status attn_ring_read_npy(MPI_Comm comm, const char *path, int axis, attn_ring_layout layout,
+                               attn_array *local, attn_array *header);
+
+/* One float32 array to write from shards. */
+typedef struct attn_ring_output {
+    const char *path;             /* NULL: nothing to write for this entry       */
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS]; /* of the WHOLE array                          */
+    int axis;                     /* the sharded position axis                   */
+    const float *data;            /* this rank's rows, as attn_ring_read_npy lays
+                                     them out                                    */
+} attn_ring_output;
+
+/* Collective write of a set of outputs: for each, rank 0 creates a
+ * temporary file beside path and writes the header, every rank writes its
+ * rows at their offsets (MPI-IO, a file view and MPI_File_write_all), and
+ * only when every rank succeeded with every output does rank 0 rename the
+ * temporary files over the paths.  On any failure the temporaries are
+ * removed and no output is left half-written under its name (outputs
+ * already renamed by a failing set are removed too). */
+attn_status attn_ring_save_npy(MPI_Comm comm, attn_ring_layout layout,
+                               const attn_ring_output *outputs, int count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_MPI_H */

@@ -1,0 +1,169 @@
+/*
+ * ring_forward.c — ring attention, forward (Liu, Zaharia & Abbeel 2023).
+ *
+ * Shape legend: q [B, Lr, Hq, D]  out [B, Lr, Hq, Dv]  lse [B, Hq, Lr] (local rows)
+ *   block [B, rows, Hkv, Dv + D] ([v | k] per kv head)  acc_o like out, acc_lse
+ *   like lse, both double; piece_o [B, n, Hq, Dv], piece_lse [B, Hq, n].
+ *
+ * Step t of P: the rank holds the block of rank (r - t) mod P.  It posts the
+ * block's send to the right and the receive of the next one from the left,
+ * computes its queries against the block in pieces of query rows (one
+ * attn_sdpa_forward each, with the pieces' and the block's global positions),
+ * calling MPI_Testall between pieces so the transfer advances during the
+ * compute, then waits for the exchange and swaps the two buffers.  Each
+ * piece's (out, lse) merges into the running (acc_o, acc_lse):
+ *     m = max(l_a, l_b),  w_a = exp(l_a - m),  w_b = exp(l_b - m)
+ *     o = (w_a o_a + w_b o_b) / (w_a + w_b),   l = m + log(w_a + w_b)
+ * which is exact, never overflows, and skips a piece whose row saw no key
+ * (l_b = -inf); a row that no block shows a key keeps o = 0, l = -inf.
+ */
+#include "dist/ring_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TAG_KV = 1 };
+
+typedef struct forward_state {
+    double *acc_o, *acc_lse;
+    float *piece_o, *piece_lse;
+    ring_scratch workspace;
+} forward_state;
+
+/* Folds a piece of n rows, starting at local row `row`, into the accumulators. */
+static void merge_piece(const ring_problem *rp, forward_state *s, int64_t row, int64_t n) {
+    const int64_t Hq = rp->heads_q, Dv = rp->dim_v, Lr = rp->q_shard.rows;
+    for (int64_t b = 0; b < rp->batch; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const double l_b = s->piece_lse[(b * Hq + h) * n + i];
+                if (l_b == -INFINITY) continue; /* this block hides every key of the row */
+                double *l_a = &s->acc_lse[(b * Hq + h) * Lr + row + i];
+                double *o_a = s->acc_o + ((b * Lr + row + i) * Hq + h) * Dv;
+                const float *o_b = s->piece_o + ((b * n + i) * Hq + h) * Dv;
+                if (*l_a == -INFINITY) {
+                    for (int64_t d = 0; d < Dv; d++) o_a[d] = o_b[d];
+                    *l_a = l_b;
+                    continue;
+                }
+                const double m = *l_a > l_b ? *l_a : l_b;
+                const double w_a = exp(*l_a - m), w_b = exp(l_b - m), sum = w_a + w_b;
+                for (int64_t d = 0; d < Dv; d++) o_a[d] = (w_a * o_a[d] + w_b * o_b[d]) / sum;
+                *l_a = m + log(sum);
+            }
+}
+
+/* One step: the local queries against every run of the block in hand. */
+static attn_status forward_step(const ring_problem *rp, const attn_tensor *q, float *block,
+                                const attn_ring_shard *ks, forward_state *s, ring_requests *reqs,
+                                attn_ring_stats *stats) {
+    const attn_ring_shard *qs = &rp->q_shard;
+    attn_status st = ATTN_OK;
+    for (int a = 0; a < qs->runs; a++)
+        for (int c = 0; c < ks->runs; c++) {
+            if (qs->len[a] == 0 || ks->len[c] == 0) continue;
+            if (!ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
+                stats->pairs_skipped++;
+                continue;
+            }
+            stats->pairs_computed++;
+            const int64_t q_off = a ? qs->len[0] : 0, k_off = c ? ks->len[0] : 0;
+            attn_tensor k = ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'k');
+            attn_tensor v = ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'v');
+            for (int64_t p0 = 0; p0 < qs->len[a]; p0 += rp->piece_rows) {
+                const int64_t n = qs->len[a] - p0 < rp->piece_rows ? qs->len[a] - p0 : rp->piece_rows;
+                const double start = MPI_Wtime(), cpu_start = ring_cpu_seconds();
+                attn_tensor qv = *q;
+                qv.data += (q_off + p0) * q->stride[1];
+                qv.shape[1] = n;
+                attn_tensor o = attn_tensor_4d(s->piece_o, rp->batch, n, rp->heads_q, rp->dim_v);
+                attn_sdpa_options opt = ring_call_options(rp, qs->start[a] + p0, ks->start[c], NULL, 0);
+                size_t need;
+                if ((st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
+                    (st = ring_scratch_reserve(&s->workspace, need)))
+                    return st;
+                opt.workspace = s->workspace.data;
+                opt.workspace_size = s->workspace.size;
+                if ((st = attn_sdpa_forward(&qv, &k, &v, &opt, &o, NULL, s->piece_lse))) return st;
+                merge_piece(rp, s, q_off + p0, n);
+                stats->busy_s += MPI_Wtime() - start;
+                stats->busy_cpu_s += ring_cpu_seconds() - cpu_start;
+                ring_progress(reqs, stats);
+            }
+        }
+    return st;
+}
+
+attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const attn_ring_options *opt,
+                              attn_tensor *out, float *lse, attn_ring_stats *stats) {
+    const double start = MPI_Wtime();
+    attn_ring_stats own_stats;
+    if (!stats) stats = &own_stats;
+    memset(stats, 0, sizeof *stats);
+    ring_problem rp;
+    attn_status st = ring_problem_init(&rp, comm, q, k, v, out, opt, 0);
+    if (st) return st;
+
+    const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Dv = rp.dim_v;
+    const size_t block_floats = (size_t)(B * rp.max_kv_rows * rp.unit);
+    const size_t piece = (size_t)(rp.piece_rows < Lr ? rp.piece_rows : Lr);
+    float *blocks[2] = {malloc(sizeof(float) * (block_floats ? block_floats : 1)),
+                        malloc(sizeof(float) * (block_floats ? block_floats : 1))};
+    forward_state s = {0};
+    s.acc_o = calloc((size_t)(B * Lr * Hq * Dv) + 1, sizeof(double));
+    s.acc_lse = malloc(sizeof(double) * ((size_t)(B * Hq * Lr) + 1));
+    s.piece_o = malloc(sizeof(float) * ((size_t)B * piece * (size_t)(Hq * Dv) + 1));
+    s.piece_lse = malloc(sizeof(float) * ((size_t)B * piece * (size_t)Hq + 1));
+    st = !blocks[0] || !blocks[1] || !s.acc_o || !s.acc_lse || !s.piece_o || !s.piece_lse
+             ? attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's buffers (two blocks "
+                         "of %lld key rows, the output in double)", (long long)rp.max_kv_rows)
+             : ATTN_OK;
+    if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
+    for (int64_t i = 0; i < B * Hq * Lr; i++) s.acc_lse[i] = -INFINITY;
+
+    ring_pack_block(&rp, k, v, blocks[0]);
+    if (opt && opt->time_comm_alone) {
+        ring_time_rotation(&rp, blocks[0], blocks[1], stats);
+        ring_pack_block(&rp, k, v, blocks[0]);
+    }
+
+    /* A rank whose kernel fails keeps passing blocks on (so no neighbour
+     * waits forever) and reports at the end. */
+    attn_status failed = ATTN_OK;
+    for (int t = 0; t < rp.ranks; t++) {
+        const attn_ring_shard *ks = &rp.kv_shards[ring_owner_at(&rp, t)];
+        ring_requests reqs = {0};
+        if (t + 1 < rp.ranks)
+            ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
+                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, TAG_KV, stats);
+        if (failed == ATTN_OK) failed = forward_step(&rp, q, blocks[0], ks, &s, &reqs, stats);
+        ring_wait(&reqs, stats);
+        float *swap = blocks[0];
+        blocks[0] = blocks[1];
+        blocks[1] = swap;
+    }
+    if ((st = attn_ring_agree(comm, failed, NULL))) goto cleanup;
+
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < Lr; i++)
+            for (int64_t h = 0; h < Hq; h++) {
+                float *o_bih = attn_row(out, b, i, h);
+                const double *acc = s.acc_o + ((b * Lr + i) * Hq + h) * Dv;
+                for (int64_t d = 0; d < Dv; d++) o_bih[d] = (float)acc[d];
+            }
+    if (lse)
+        for (int64_t i = 0; i < B * Hq * Lr; i++) lse[i] = (float)s.acc_lse[i];
+cleanup:
+    free(blocks[0]);
+    free(blocks[1]);
+    free(s.acc_o);
+    free(s.acc_lse);
+    free(s.piece_o);
+    free(s.piece_lse);
+    free(s.workspace.data);
+    ring_problem_free(&rp);
+    stats->total_s = MPI_Wtime() - start - stats->comm_alone_s;
+    return st;
+}

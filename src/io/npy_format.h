@@ -1,0 +1,48 @@
+/*
+ * npy_format.h — the pieces of the .npy codec (npy.c) that the by-offset
+ * reader and the header writer (npy_slice.c) share with it: parse the
+ * preamble and header of an image without its data, convert read data to
+ * native order, format the header numpy.save writes.
+ *
+ * Shape legend: shape (d0, ..., d{ndim-1}); data_offset is the byte where
+ * element 0 starts (a multiple of 64 for files numpy or attn wrote).
+ */
+#ifndef ATTN_NPY_FORMAT_H
+#define ATTN_NPY_FORMAT_H
+
+#include "attn.h"
+
+#include <stdbool.h>
+
+#define NPY_HEADER_CAP 512 /* bytes: the largest header npy_format_header writes */
+
+/* What a .npy header says about the data that follows it. */
+typedef struct npy_layout {
+    attn_dtype dtype;
+    bool swap;                    /* the file's byte order is not native  */
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS];
+    int64_t count;                /* elements                              */
+    size_t data_offset;           /* preamble + header: where data starts  */
+    int64_t data_bytes;           /* count * element size, overflow-checked */
+} npy_layout;
+
+/* Checks the magic, the version and the header length in the first 10 or 12
+ * bytes of buf and sets *data_offset (the header itself is not looked at). */
+attn_status npy_parse_preamble(const void *buf, size_t size, size_t *data_offset);
+
+/* Parses the preamble and header held in buf (size bytes; the data need not
+ * follow).  Errors are those of attn_npy_parse. */
+attn_status npy_parse_header_image(const void *buf, size_t size, npy_layout *layout);
+
+/* Converts count elements read from such a file to native byte order and
+ * normalises bools to 0 or 1, in place. */
+void npy_to_native(const npy_layout *layout, void *data, int64_t count);
+
+/* Writes the preamble and header numpy.save writes for this dtype and shape
+ * (the caller has validated them) into header and returns its length, which
+ * is the offset of the data: a multiple of 64. */
+size_t npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
+                         uint8_t header[NPY_HEADER_CAP]);
+
+#endif /* ATTN_NPY_FORMAT_H */
