@@ -1,0 +1,100 @@
+/*
+ * kernels_avx2.c — the flash micro-kernels for AVX2 + FMA: kernels_simd.h
+ * instantiated with 8-lane vectors (16 ymm registers).  Compiled for any
+ * x86-64 with function-level target attributes; the dispatcher calls them
+ * only on CPUs that have the instructions.
+ *
+ * Tile shape: Br = 16 rows (2 ymm), qk_tile blocks of 6 keys (12
+ * accumulators), pv_tile blocks of 6 widths (12 accumulators), Bc = 96.
+ */
+#include "flash/flash.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#define SIMD_TARGET __attribute__((target("avx2,fma")))
+#define SIMD_ISA_NAME "avx2"
+#define SIMD_TABLE flash_kernels_avx2
+typedef __m256 vec;
+#define VLEN 8
+#define TILE_QV 2
+#define KEY_BLOCK 6
+#define PV_BLOCK 6
+#define PV_SMALL 2
+#define TILE_KEYS 96
+#define BLOCK_KEYS 64
+
+#define v_zero() _mm256_setzero_ps()
+#define v_load(p) _mm256_load_ps(p)
+#define v_loadu(p) _mm256_loadu_ps(p)
+#define v_storeu(p, x) _mm256_storeu_ps((p), (x))
+#define v_set1(x) _mm256_set1_ps(x)
+#define v_add(a, b) _mm256_add_ps((a), (b))
+#define v_sub(a, b) _mm256_sub_ps((a), (b))
+#define v_mul(a, b) _mm256_mul_ps((a), (b))
+#define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define v_max(a, b) _mm256_max_ps((a), (b))
+#define v_first(x) _mm256_cvtss_f32(x)
+
+static inline SIMD_TARGET __m256i tail_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline SIMD_TARGET vec v_load_tail(const float *p, int n, float fill) {
+    __m256i mask = tail_mask(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, mask), _mm256_castsi256_ps(mask));
+}
+
+static inline SIMD_TARGET void v_store_tail(float *p, vec x, int n) {
+    _mm256_maskstore_ps(p, tail_mask(n), x);
+}
+
+static inline SIMD_TARGET float v_reduce_add(vec x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline SIMD_TARGET float v_reduce_max(vec x) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* m where m != -inf, else 0 (NaN stays NaN). */
+static inline SIMD_TARGET vec v_zero_if_neg_inf(vec m) {
+    return _mm256_and_ps(m, _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ));
+}
+
+/* exp2 as in flash.h: 2^x = 2^n · p(x − n), n = round(x) (by the 1.5·2^23
+ * trick), 2^n built in the exponent field.  x is clamped to 128 above (2^128
+ * = +inf); below FLASH_EXP2_MIN, -inf included, the result is masked to 0,
+ * whatever garbage the exponent arithmetic made; NaN propagates. */
+static inline SIMD_TARGET vec v_exp2(vec x) {
+    const vec round = _mm256_set1_ps(12582912.0f);
+    vec keep = _mm256_cmp_ps(x, _mm256_set1_ps(FLASH_EXP2_MIN), _CMP_NLT_UQ);
+    vec xc = _mm256_min_ps(_mm256_set1_ps(128.0f), x);
+    vec n = _mm256_sub_ps(_mm256_add_ps(xc, round), round);
+    vec f = _mm256_sub_ps(xc, n);
+    vec p = _mm256_set1_ps(FLASH_EXP2_C6);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(FLASH_EXP2_C5));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(FLASH_EXP2_C4));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(FLASH_EXP2_C3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(FLASH_EXP2_C2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(FLASH_EXP2_C1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+#include "flash/kernels_simd.h"
+
+#else
+/* ISO C wants a declaration in every translation unit. */
+typedef int flash_x86_kernels_absent;
+#endif /* __x86_64__ */
