@@ -104,7 +104,8 @@ static attn_status create_temp(const attn_ring_output *o, char *tmp, size_t cap)
     if (st) return attn_fail(st, "%s: %s", o->path, attn_last_error());
     int fd = -1;
     for (int attempt = 0; attempt < 1000 && fd < 0; attempt++) {
-        snprintf(tmp, cap, "%s.tmp-%ld-%u", o->path, (long)getpid(), counter++);
+        if ((size_t)snprintf(tmp, cap, "%s.tmp-%ld-%u", o->path, (long)getpid(), counter++) >= cap)
+            return attn_fail(ATTN_ERR_IO, "%s: the path is too long for a temporary name", o->path);
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
     }
