@@ -1,0 +1,721 @@
+/*
+ * cmd_bench.c — `attn bench`: this machine's limits and every kernel measured
+ * against them, in one run (DESIGN.md §5, issue 3).
+ *
+ * Shapes (q [B, L, Hq, D]  k, v [B, S, Hkv, D]  out [B, L, Hq, D]):
+ *   prefill  B=1 Hq=16 Hkv in {16, 8} L=S in {512 .. 8192} D in {64, 128},
+ *            causal (top-left) and full
+ *   decode   B=1 L=1 Hq=16 Hkv=8 D=128 S in {4096, 32768, 131072},
+ *            causal-lower-right (a KV-cache step)
+ *   long     B=1 L=S=65536 Hq=Hkv=1 D=128 causal, flash only, with memory
+ *   scaling  B=1 L=S=n Hq=Hkv=1 D=64 full, n = 100, 200, 400, ...
+ *
+ * A row's time is the median of several runs after one untimed warm-up
+ * run.  FLOPs count only visible query-key pairs: 4 * B * Hq * pairs * D.
+ */
+#include "cli.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char bench_usage[] =
+    "usage: attn bench [--quick] [--csv] [--threads N] [--kernel ref|flash|all] [--filter TEXT]\n\n"
+    "Measures this machine's FP32 FMA peak and memory bandwidth, then times each\n"
+    "attention kernel on the shapes of issue 3 and reports it as a fraction of them.\n\n"
+    "options:\n"
+    "  --quick          fewer and smaller shapes, fewer runs: under a minute on 2 cores\n"
+    "  --csv            machine-readable rows only (header below), on stdout\n"
+    "  --threads N      threads for the machine limits and the kernels\n"
+    "                   (default: $ATTN_NUM_THREADS, else OpenMP's default)\n"
+    "  --kernel K       ref, flash or all (default all)\n"
+    "  --filter TEXT    only rows whose name contains TEXT, e.g. 'decode S=4096' or\n"
+    "                   'L=4096 Hkv=16 D=128'; commas separate alternatives\n"
+    "                   ('prefill,decode'); the machine limits are always measured\n\n"
+    "sections (q [B, L, Hq, D], k and v [B, S, Hkv, D]):\n"
+    "  prefill  B=1 Hq=16 Hkv=16|8 L=S=512..8192 D=64|128, causal (top-left) and full\n"
+    "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right\n"
+    "  long     L=S=65536, one head, D=128, causal; flash only; memory reported\n"
+    "  scaling  L=S=n, one head, D=64, full, n = 100, 200, 400, ...: time grows as\n"
+    "           n^2 (4x cells per doubling), so does the reference's score table;\n"
+    "           q, k, v and out grow as n; flash's extra memory should not grow at all\n"
+    "           (issue 3 asks for O(threads x tile)): the table shows whether it does\n"
+    "  The reference kernel (plain loops, double accumulation, one thread) is the\n"
+    "  oracle, not a contender: it runs only where a row needs at most 0.7 GFLOP\n"
+    "  (0.2 with --quick), a few seconds at its speed; other ref rows are 'skipped'.\n\n";
+
+/* The columns, apart from the text above: C99 promises string literals of
+ * 4095 characters only. */
+static const char bench_usage_columns[] =
+    "table columns (without --csv):\n"
+    "  thr, runs      threads, timed runs after the warm-up\n"
+    "  median ms      median wall time of one call\n"
+    "  GFLOP/s %peak  visible-pair FLOPs / time, and as % of the FMA peak above\n"
+    "  GB/s %bw       bytes of q, k, v, out / time, and as % of the triad bandwidth\n"
+    "  extra mem      the kernel's workspace (attn_sdpa_workspace_size)\n"
+    "  peak RSS       the process's peak resident memory during the long row\n"
+    "  in+out         bytes of q, k, v and out\n"
+    "  scaling: n, cells = n^2, x = ratio to the previous line, ref/flash ms,\n"
+    "  ref table = the reference's L x S doubles, flash ws = flash's workspace\n\n"
+    "csv columns:\n"
+    "  section        machine, prefill, decode, long or scaling\n"
+    "  name           the row's shape in words (what --filter matches), or for the\n"
+    "                 machine: fma_peak (what pct_peak divides by: the larger of\n"
+    "                 fma_peak_threads, all threads at once, and threads x\n"
+    "                 fma_peak_1thread, since on a shared machine another process\n"
+    "                 often holds a core through the whole all-thread measurement);\n"
+    "                 triad (what pct_bw divides by: the larger of triad_threads and\n"
+    "                 triad_1thread); fma_peak_end (fma_peak measured again after the\n"
+    "                 kernels: its pct_peak far from 100 means the load changed)\n"
+    "  kernel isa     the kernel and the instruction set it ran on\n"
+    "  threads        threads it ran on (the reference always uses 1)\n"
+    "  B L S Hq Hkv D mask   the shape; mask is none, causal or causal-lower-right\n"
+    "  runs           timed runs after the warm-up\n"
+    "  median_ms      median wall time of one call\n"
+    "  gflops         4*B*Hq*(visible query-key pairs)*D / time, in 1e9 FLOP/s;\n"
+    "                 for machine/fma_peak, the measured peak\n"
+    "  pct_peak       gflops as % of the measured FMA peak (prefill, long, scaling)\n"
+    "  gbps           bytes of q, k, v and out / time, in 1e9 B/s (decode); for\n"
+    "                 machine/triad the measured bandwidth (STREAM's byte count)\n"
+    "  pct_bw         gbps as % of the measured triad bandwidth (decode)\n"
+    "  workspace_bytes  the kernel's extra memory (attn_sdpa_workspace_size)\n"
+    "  peak_rss_bytes   the process's peak resident memory during the row (long)\n"
+    "  io_bytes       bytes of q, k, v and out\n"
+    "  status         ok; unavailable (kernel not in this build); skipped (ref over\n"
+    "                 its budget); error (the call failed: message on stderr)\n\n"
+    "Times on shared machines drift from run to run; ratios taken in the same run\n"
+    "are what to compare.  Exit status: 0 success, 1 a kernel or allocation\n"
+    "failed, 2 usage error.\n";
+
+static const char csv_header[] =
+    "section,name,kernel,isa,threads,B,L,S,Hq,Hkv,D,mask,runs,median_ms,gflops,pct_peak,gbps,"
+    "pct_bw,workspace_bytes,peak_rss_bytes,io_bytes,status";
+
+/* ------------------------------------------------------------------ plan */
+
+typedef enum { SEC_PREFILL, SEC_DECODE, SEC_LONG, SEC_SCALING } bench_section;
+static const char *const section_names[] = {"prefill", "decode", "long", "scaling"};
+
+typedef enum { MASK_NONE, MASK_CAUSAL, MASK_LOWER_RIGHT } bench_mask;
+static const char *const mask_names[] = {"none", "causal", "causal-lower-right"};
+
+typedef struct bench_case {
+    bench_section section;
+    int64_t batch, len_q, len_kv, heads_q, heads_kv, dim;
+    bench_mask mask;
+    char name[80];
+} bench_case;
+
+typedef struct bench_config {
+    bool quick, csv, run_ref, run_flash;
+    const char *filter;
+    int threads;
+    double ref_max_gflop;   /* the reference runs only under this         */
+    int min_runs, max_runs; /* timed runs after the warm-up               */
+    double target_seconds;  /* aim for this much timed work per row       */
+} bench_config;
+
+/* Query-key pairs a causal or full mask leaves visible: query i sees keys
+ * j <= i + offset (offset 0 top-left, S - L lower-right), clipped to [0, S). */
+static double visible_pairs(const bench_case *c) {
+    if (c->mask == MASK_NONE) return (double)c->len_q * (double)c->len_kv;
+    int64_t offset = c->mask == MASK_LOWER_RIGHT ? c->len_kv - c->len_q : 0;
+    double pairs = 0.0;
+    for (int64_t i = 0; i < c->len_q; i++) {
+        int64_t seen = i + offset + 1;
+        pairs += (double)(seen < 0 ? 0 : seen > c->len_kv ? c->len_kv : seen);
+    }
+    return pairs;
+}
+
+static double case_flops(const bench_case *c) {
+    return 4.0 * (double)(c->batch * c->heads_q) * visible_pairs(c) * (double)c->dim;
+}
+
+/* Bytes of q, k, v and out: what a kernel must move at least once. */
+static double case_io_bytes(const bench_case *c) {
+    double q = (double)(c->batch * c->len_q * c->heads_q * c->dim);
+    double kv = (double)(c->batch * c->len_kv * c->heads_kv * c->dim);
+    return (2.0 * q + 2.0 * kv) * sizeof(float);
+}
+
+static int add_case(bench_case *cases, int n, bench_section section, int64_t len_q, int64_t len_kv,
+                    int64_t heads_q, int64_t heads_kv, int64_t dim, bench_mask mask) {
+    bench_case *c = &cases[n];
+    *c = (bench_case){section, 1, len_q, len_kv, heads_q, heads_kv, dim, mask, {0}};
+    switch (section) {
+    case SEC_PREFILL:
+        snprintf(c->name, sizeof c->name, "prefill L=%lld Hkv=%lld D=%lld %s", (long long)len_q,
+                 (long long)heads_kv, (long long)dim, mask == MASK_NONE ? "full" : "causal");
+        break;
+    case SEC_DECODE:
+        snprintf(c->name, sizeof c->name, "decode S=%lld", (long long)len_kv);
+        break;
+    case SEC_LONG:
+        snprintf(c->name, sizeof c->name, "long L=S=%lld causal", (long long)len_q);
+        break;
+    case SEC_SCALING:
+        snprintf(c->name, sizeof c->name, "scaling n=%lld", (long long)len_q);
+        break;
+    }
+    return n + 1;
+}
+
+enum { MAX_CASES = 64 };
+/* A call slower than this gets 3 timed runs instead of min_runs. */
+#define ATTN_BENCH_SLOW_SECONDS 2.0
+
+/* The shapes of issue 3, or the --quick subset: D=128 only, L=S=1024 with
+ * Hkv 16 and 8, L=S=4096 (the issue's target shape) with Hkv=16, two decode
+ * lengths, no long case, scaling up to n=3200. */
+static int plan_cases(const bench_config *cfg, bench_case *cases) {
+    static const int64_t prefill_full[] = {512, 1024, 2048, 4096, 8192}, prefill_quick[] = {1024, 4096};
+    static const int64_t decode_full[] = {4096, 32768, 131072}, decode_quick[] = {4096, 131072};
+    const int64_t *prefill = cfg->quick ? prefill_quick : prefill_full;
+    const int64_t *decode = cfg->quick ? decode_quick : decode_full;
+    int n_prefill = cfg->quick ? 2 : 5, n_decode = cfg->quick ? 2 : 3;
+    int64_t scaling_max = cfg->quick ? 3200 : 12800;
+    int n = 0;
+    for (int l = 0; l < n_prefill; l++)
+        for (int64_t heads_kv = 16; heads_kv >= (cfg->quick && prefill[l] > 1024 ? 16 : 8); heads_kv /= 2)
+            for (int64_t dim = cfg->quick ? 128 : 64; dim <= 128; dim *= 2)
+                for (int m = 0; m < 2; m++)
+                    n = add_case(cases, n, SEC_PREFILL, prefill[l], prefill[l], 16, heads_kv, dim,
+                                 m ? MASK_CAUSAL : MASK_NONE);
+    for (int s = 0; s < n_decode; s++)
+        n = add_case(cases, n, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT);
+    if (!cfg->quick) n = add_case(cases, n, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL);
+    for (int64_t len = 100; len <= scaling_max; len *= 2)
+        n = add_case(cases, n, SEC_SCALING, len, len, 1, 1, 64, MASK_NONE);
+    return n;
+}
+
+/* True when name contains one of the comma-separated pieces of filter (or
+ * there is no filter).  Names never contain commas: they are CSV fields. */
+static bool name_matches(const char *filter, const char *name) {
+    if (!filter) return true;
+    for (const char *piece = filter;;) {
+        const char *comma = strchr(piece, ',');
+        size_t len = comma ? (size_t)(comma - piece) : strlen(piece);
+        for (const char *at = name; len && *at; at++)
+            if (strncmp(at, piece, len) == 0) return true;
+        if (!comma) return false;
+        piece = comma + 1;
+    }
+}
+
+/* ----------------------------------------------------------- measurement */
+
+typedef enum { ROW_OK, ROW_UNAVAILABLE, ROW_SKIPPED, ROW_ERROR } row_status;
+static const char *const status_names[] = {"ok", "unavailable", "skipped", "error"};
+
+typedef struct bench_row {
+    const bench_case *c;
+    attn_kernel kernel;
+    const char *isa;
+    int threads, runs;
+    double median_s;
+    size_t workspace;
+    double peak_rss; /* bytes, or NAN when not measured */
+    row_status status;
+} bench_row;
+
+typedef struct machine_limits {
+    double peak_gflops;               /* what %peak divides by              */
+    double peak_together, peak_one;   /* all threads at once; one thread    */
+    double triad_gbps;                /* what %bw divides by                */
+    double triad_together, triad_one;
+    const char *peak_isa;
+    int threads;
+} machine_limits;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fills x with values uniform in [-1, 1) from a fixed seed (xorshift64). */
+static void fill_uniform(float *x, size_t n, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = (float)((double)(s >> 11) * 0x1.0p-52 - 1.0);
+    }
+}
+
+/* The process's peak resident memory (VmHWM) in bytes, or -1.  Linux only. */
+static double read_peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1.0;
+    char line[256];
+    double kib = -1.0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kib = strtod(line + 6, NULL);
+            break;
+        }
+    fclose(f);
+    return kib < 0 ? -1.0 : kib * 1024.0;
+}
+
+/* Resets VmHWM to the current resident size (Linux >= 4.0), so that the next
+ * read_peak_rss measures one row, not the whole run.  False if not possible. */
+static bool reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* The 1-minute load average (Linux), or -1: how much other work competed. */
+static double read_load_average(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double load = -1.0;
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1) load = -1.0;
+        fclose(f);
+    }
+    return load;
+}
+
+static const char *kernel_isa(attn_kernel kernel) {
+    return kernel == ATTN_KERNEL_REF ? "scalar" : attn_isa_name();
+}
+
+/* Times one kernel on one case: a warm-up call, then the median of enough
+ * calls to fill cfg->target_seconds (within [min_runs, max_runs]).  Prints
+ * the library's message on stderr when the call fails. */
+static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kernel kernel,
+                        float *q_data, float *k_data, float *v_data, float *o_data,
+                        bench_row *row) {
+    *row = (bench_row){c, kernel, kernel_isa(kernel), kernel == ATTN_KERNEL_REF ? 1 : cfg->threads,
+                       0, 0.0, 0, NAN, ROW_OK};
+    attn_tensor q = attn_tensor_4d(q_data, c->batch, c->len_q, c->heads_q, c->dim);
+    attn_tensor k = attn_tensor_4d(k_data, c->batch, c->len_kv, c->heads_kv, c->dim);
+    attn_tensor v = attn_tensor_4d(v_data, c->batch, c->len_kv, c->heads_kv, c->dim);
+    attn_tensor o = attn_tensor_4d(o_data, c->batch, c->len_q, c->heads_q, c->dim);
+    attn_sdpa_options opt = {0};
+    opt.kernel = kernel;
+    opt.threads = cfg->threads;
+    opt.causal = c->mask != MASK_NONE;
+    opt.align = c->mask == MASK_LOWER_RIGHT ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
+
+    attn_status st = attn_sdpa_workspace_size(&q, &k, &v, &opt, &row->workspace);
+    if (st == ATTN_ERR_UNSUPPORTED) {
+        row->status = ROW_UNAVAILABLE;
+        return;
+    }
+    if (kernel == ATTN_KERNEL_REF && (c->section == SEC_LONG || case_flops(c) > cfg->ref_max_gflop * 1e9)) {
+        row->status = ROW_SKIPPED;
+        return;
+    }
+    double *times = NULL;
+    void *workspace = NULL;
+    if (st == ATTN_OK && row->workspace > 0) {
+        workspace = malloc(row->workspace);
+        if (!workspace) {
+            fprintf(stderr, "attn bench: %s %s: cannot allocate %zu bytes of workspace\n", c->name,
+                    kernel == ATTN_KERNEL_REF ? "ref" : "flash", row->workspace);
+            row->status = ROW_ERROR;
+            return;
+        }
+        opt.workspace = workspace;
+        opt.workspace_size = row->workspace;
+    }
+    if (c->section == SEC_LONG) reset_peak_rss();
+
+    double t0 = now_seconds();
+    if (st == ATTN_OK) st = attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, NULL);
+    double warm = now_seconds() - t0;
+    int runs = warm > 0 ? (int)ceil(cfg->target_seconds / warm) : cfg->max_runs;
+    runs = runs < cfg->min_runs ? cfg->min_runs : runs > cfg->max_runs ? cfg->max_runs : runs;
+    if (warm > ATTN_BENCH_SLOW_SECONDS) runs = 3; /* a median of 3 long calls is steady enough */
+    if (st == ATTN_OK && !(times = malloc((size_t)runs * sizeof(double)))) st = ATTN_ERR_OUT_OF_MEMORY;
+    for (int r = 0; st == ATTN_OK && r < runs; r++) {
+        t0 = now_seconds();
+        st = attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, NULL);
+        times[r] = now_seconds() - t0;
+    }
+    if (st == ATTN_ERR_UNSUPPORTED) {
+        row->status = ROW_UNAVAILABLE;
+    } else if (st != ATTN_OK) {
+        fprintf(stderr, "attn bench: %s %s: %s: %s\n", c->name, kernel == ATTN_KERNEL_REF ? "ref" : "flash",
+                attn_status_str(st), attn_last_error());
+        row->status = ROW_ERROR;
+    } else {
+        qsort(times, (size_t)runs, sizeof(double), compare_doubles);
+        row->runs = runs;
+        row->median_s = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+        if (c->section == SEC_LONG) row->peak_rss = read_peak_rss();
+        if (row->peak_rss < 0) row->peak_rss = NAN;
+    }
+    free(times);
+    free(workspace);
+}
+
+/* Measures the limits (the triad only when asked: it takes a few seconds).
+ * On a shared machine another process often holds one core for the whole
+ * measurement: then all threads at once report about one core's worth,
+ * while a single thread, which the OS places on a free core, still reports
+ * a full core.  So the peak that %peak divides by is the larger of the
+ * all-thread figure and threads x the one-thread figure (the latter
+ * overstates a little where all-core clocks are lower, so %peak errs low),
+ * and the bandwidth the larger of the all-thread and one-thread triads. */
+static attn_status measure_machine(const bench_config *cfg, bool with_triad, machine_limits *m) {
+    double seconds = cfg->quick ? 0.4 : 1.5;
+    attn_status st = attn_measure_fma_peak(cfg->threads, seconds, &m->peak_together);
+    if (st == ATTN_OK) st = attn_measure_fma_peak(1, seconds / 2, &m->peak_one);
+    if (st != ATTN_OK) return st;
+    m->peak_gflops = fmax(m->peak_together, cfg->threads * m->peak_one);
+    if (!with_triad) return ATTN_OK;
+    st = attn_measure_bandwidth(cfg->threads, 0, &m->triad_together);
+    if (st == ATTN_OK) st = attn_measure_bandwidth(1, 0, &m->triad_one);
+    m->triad_gbps = fmax(m->triad_together, m->triad_one);
+    return st;
+}
+
+/* -------------------------------------------------------------- progress */
+
+/* A one-line indicator on stderr, shown only when stderr is a terminal and
+ * the run has taken more than a few seconds; cleared before stdout output. */
+typedef struct progress {
+    bool enabled, shown;
+    double start;
+    int done, total;
+} progress;
+
+static void progress_clear(progress *p) {
+    if (p->shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        p->shown = false;
+    }
+}
+
+static void progress_show(progress *p, const char *what) {
+    double elapsed = now_seconds() - p->start;
+    if (!p->enabled || elapsed < 3.0) return;
+    fprintf(stderr, "\r\033[K[%d/%d %.0f s] %s", p->done + 1, p->total, elapsed, what);
+    fflush(stderr);
+    p->shown = true;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static void format_bytes(double bytes, char *buf, size_t size) {
+    if (!(bytes >= 0)) snprintf(buf, size, "-");
+    else if (bytes < 1024.0 * 1024.0) snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
+    else if (bytes < 1024.0 * 1024.0 * 1024.0) snprintf(buf, size, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else snprintf(buf, size, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+static double row_gflops(const bench_row *r) {
+    return r->status == ROW_OK ? case_flops(r->c) / r->median_s * 1e-9 : NAN;
+}
+
+static double row_gbps(const bench_row *r) {
+    return r->status == ROW_OK ? case_io_bytes(r->c) / r->median_s * 1e-9 : NAN;
+}
+
+/* A CSV number field: empty when not applicable. */
+static void csv_number(double x, const char *fmt) {
+    putchar(',');
+    if (isfinite(x)) printf(fmt, x);
+}
+
+static void print_csv_row(const bench_row *r, const machine_limits *m) {
+    const bench_case *c = r->c;
+    bool ok = r->status == ROW_OK, decode = c->section == SEC_DECODE;
+    printf("%s,%s,%s,%s,%d,%lld,%lld,%lld,%lld,%lld,%lld,%s", section_names[c->section], c->name,
+           r->kernel == ATTN_KERNEL_REF ? "ref" : "flash", r->isa, r->threads, (long long)c->batch,
+           (long long)c->len_q, (long long)c->len_kv, (long long)c->heads_q, (long long)c->heads_kv,
+           (long long)c->dim, mask_names[c->mask]);
+    csv_number(ok ? r->runs : NAN, "%.0f");
+    csv_number(ok ? r->median_s * 1e3 : NAN, "%.4f");
+    csv_number(row_gflops(r), "%.3f");
+    csv_number(decode ? NAN : 100.0 * row_gflops(r) / m->peak_gflops, "%.2f");
+    csv_number(decode ? row_gbps(r) : NAN, "%.3f");
+    csv_number(decode ? 100.0 * row_gbps(r) / m->triad_gbps : NAN, "%.2f");
+    csv_number(ok || r->status == ROW_SKIPPED ? (double)r->workspace : NAN, "%.0f");
+    csv_number(r->peak_rss, "%.0f");
+    csv_number(case_io_bytes(c), "%.0f");
+    printf(",%s\n", status_names[r->status]);
+}
+
+/* The machine rows: name, threads, GFLOP/s or GB/s, and % of the figure
+ * that the kernels' percentages divide by (base). */
+static void print_csv_peak(const char *name, const machine_limits *m, int threads, double gflops,
+                           double base) {
+    printf("machine,%s,,%s,%d,,,,,,,,,,%.3f,%.2f,,,,,,%s\n", name, m->peak_isa, threads, gflops,
+           100.0 * gflops / base, isfinite(gflops) ? "ok" : "error");
+}
+
+static void print_csv_triad(const char *name, int threads, double gbps, double base) {
+    printf("machine,%s,,,%d,,,,,,,,,,,,%.3f,%.2f,,,,ok\n", name, threads, gbps, 100.0 * gbps / base);
+}
+
+static void print_csv_machine(const machine_limits *m) {
+    print_csv_peak("fma_peak", m, m->threads, m->peak_gflops, m->peak_gflops);
+    print_csv_peak("fma_peak_threads", m, m->threads, m->peak_together, m->peak_gflops);
+    print_csv_peak("fma_peak_1thread", m, 1, m->peak_one, m->peak_gflops);
+    print_csv_triad("triad", m->threads, m->triad_gbps, m->triad_gbps);
+    print_csv_triad("triad_threads", m->threads, m->triad_together, m->triad_gbps);
+    print_csv_triad("triad_1thread", 1, m->triad_one, m->triad_gbps);
+}
+
+static void print_section_header(bench_section s) {
+    switch (s) {
+    case SEC_PREFILL:
+        printf("\nprefill: B=1 Hq=16, L=S; GFLOP/s count visible query-key pairs; %%peak of the FMA peak\n"
+               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
+               "median ms", "GFLOP/s", "%peak", "extra mem");
+        break;
+    case SEC_DECODE:
+        printf("\ndecode: B=1 L=1 Hq=16 Hkv=8 D=128, causal-lower-right; GB/s = bytes of q, k, v, out / time\n"
+               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
+               "median ms", "GFLOP/s", "GB/s", "%bw", "extra mem");
+        break;
+    case SEC_LONG:
+        printf("\nlong: B=1 Hq=Hkv=1 D=128 causal, flash only; peak RSS of the process during the row\n"
+               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s %10s %10s\n", "name", "kernel", "isa", "thr",
+               "runs", "median ms", "GFLOP/s", "%peak", "extra mem", "peak RSS", "in+out");
+        break;
+    case SEC_SCALING:
+        printf("\nscaling: L=S=n, one head, D=64, full; ratios to the previous n (doubling n = 4x cells)\n"
+               "%6s %10s %5s %11s %5s %11s %5s %10s %10s %10s\n", "n", "cells", "x", "ref ms", "x",
+               "flash ms", "x", "ref table", "flash ws", "in+out");
+        break;
+    }
+}
+
+/* One line of a prefill, decode or long table. */
+static void print_table_row(const bench_row *r, const machine_limits *m) {
+    const bench_case *c = r->c;
+    const char *kernel = r->kernel == ATTN_KERNEL_REF ? "ref" : "flash";
+    if (r->status != ROW_OK) {
+        printf("%-34s %-6s %-7s %s\n", c->name, kernel, r->isa,
+               r->status == ROW_UNAVAILABLE ? "unavailable (not in this build)" : "error (see message above)");
+        return;
+    }
+    char ws[32];
+    format_bytes((double)r->workspace, ws, sizeof ws);
+    printf("%-34s %-6s %-7s %3d %4d %11.3f %8.2f ", c->name, kernel, r->isa, r->threads, r->runs,
+           r->median_s * 1e3, row_gflops(r));
+    if (c->section == SEC_DECODE) {
+        printf("%6.2f %5.1f%% %10s\n", row_gbps(r), 100.0 * row_gbps(r) / m->triad_gbps, ws);
+    } else if (c->section == SEC_LONG) {
+        char rss[32], io[32];
+        format_bytes(r->peak_rss, rss, sizeof rss);
+        format_bytes(case_io_bytes(c), io, sizeof io);
+        printf("%5.1f%% %10s %10s %10s\n", 100.0 * row_gflops(r) / m->peak_gflops, ws, rss, io);
+    } else {
+        printf("%5.1f%% %10s\n", 100.0 * row_gflops(r) / m->peak_gflops, ws);
+    }
+}
+
+/* A scaling line: both kernels on one n, with ratios to the previous n. */
+static void print_scaling_row(const bench_row *ref, const bench_row *flash, const bench_row *prev_ref,
+                              const bench_row *prev_flash) {
+    const bench_case *c = ref ? ref->c : flash->c;
+    double cells = (double)c->len_q * (double)c->len_kv;
+    char ratio[3][16], times[2][16], mem[3][32];
+    const bench_row *now[2] = {ref, flash}, *before[2] = {prev_ref, prev_flash};
+    const bench_row *prev = prev_ref ? prev_ref : prev_flash;
+    ratio[0][0] = 0;
+    if (prev)
+        snprintf(ratio[0], sizeof ratio[0], "%.1f",
+                 cells / ((double)prev->c->len_q * (double)prev->c->len_kv));
+    for (int i = 0; i < 2; i++) {
+        const bench_row *r = now[i], *p = before[i];
+        bool ok = r && r->status == ROW_OK;
+        snprintf(times[i], sizeof times[i], "%s", !r ? "-" : ok ? "" : status_names[r->status]);
+        if (ok) snprintf(times[i], sizeof times[i], "%.3f", r->median_s * 1e3);
+        ratio[i + 1][0] = 0;
+        if (ok && p && p->status == ROW_OK)
+            snprintf(ratio[i + 1], sizeof ratio[i + 1], "%.1f", r->median_s / p->median_s);
+    }
+    format_bytes(ref && (ref->status == ROW_OK || ref->status == ROW_SKIPPED) ? (double)ref->workspace : -1,
+                 mem[0], sizeof mem[0]);
+    format_bytes(flash && flash->status == ROW_OK ? (double)flash->workspace : -1, mem[1], sizeof mem[1]);
+    format_bytes(case_io_bytes(c), mem[2], sizeof mem[2]);
+    printf("%6lld %10.0f %5s %11s %5s %11s %5s %10s %10s %10s\n", (long long)c->len_q, cells, ratio[0],
+           times[0], ratio[1], times[1], ratio[2], mem[0], mem[1], mem[2]);
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int parse_args(int argc, char **argv, bench_config *cfg, bool *help) {
+    const char *kernel = "all";
+    int64_t threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (cli_is_help(flag)) {
+            *help = true;
+            return CLI_OK;
+        } else if (strcmp(flag, "--quick") == 0) {
+            cfg->quick = true;
+        } else if (strcmp(flag, "--csv") == 0) {
+            cfg->csv = true;
+        } else if (strcmp(flag, "--threads") == 0 || strcmp(flag, "--kernel") == 0 ||
+                   strcmp(flag, "--filter") == 0) {
+            if (i + 1 >= argc) return cli_usage_error("bench", "%s needs a value", flag);
+            const char *value = argv[++i];
+            if (strcmp(flag, "--threads") == 0) {
+                if (!cli_parse_int("bench", flag, value, 1, 4096, &threads)) return CLI_USAGE_ERROR;
+            } else if (strcmp(flag, "--kernel") == 0) {
+                kernel = value;
+            } else {
+                cfg->filter = value;
+            }
+        } else {
+            return cli_usage_error("bench", "unknown option '%s'", flag);
+        }
+    }
+    cfg->run_ref = strcmp(kernel, "ref") == 0 || strcmp(kernel, "all") == 0;
+    cfg->run_flash = strcmp(kernel, "flash") == 0 || strcmp(kernel, "all") == 0;
+    if (!cfg->run_ref && !cfg->run_flash)
+        return cli_usage_error("bench", "--kernel must be ref, flash or all, got '%s'", kernel);
+    cfg->threads = attn_thread_count((int)threads);
+    cfg->ref_max_gflop = cfg->quick ? 0.2 : 0.7;
+    cfg->min_runs = cfg->quick ? 3 : 5;
+    cfg->max_runs = cfg->quick ? 50 : 200;
+    cfg->target_seconds = cfg->quick ? 0.3 : 1.5;
+    return CLI_OK;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_config cfg = {0};
+    bool help = false;
+    int rc = parse_args(argc, argv, &cfg, &help);
+    if (rc != CLI_OK) return rc;
+    if (help) {
+        printf("%s%s\ncsv header:\n  %s\n", bench_usage, bench_usage_columns, csv_header);
+        return CLI_OK;
+    }
+
+    bench_case cases[MAX_CASES];
+    int n_cases = plan_cases(&cfg, cases);
+    progress prog = {isatty(STDERR_FILENO) == 1, false, now_seconds(), 0, 0};
+    for (int i = 0; i < n_cases; i++)
+        if (name_matches(cfg.filter, cases[i].name)) prog.total += cfg.run_ref + cfg.run_flash;
+
+    const double load_at_start = read_load_average();
+    machine_limits m = {0};
+    m.peak_isa = attn_fma_peak_isa();
+    m.threads = cfg.threads;
+    attn_status st = measure_machine(&cfg, true, &m);
+    if (st != ATTN_OK)
+        return cli_data_error("bench", "measuring the machine: %s: %s", attn_status_str(st), attn_last_error());
+
+    if (cfg.csv) {
+        printf("%s\n", csv_header);
+        print_csv_machine(&m);
+    } else {
+        printf("attn bench (attn %s): %d threads, %s run; shapes as [B, L, H, D], fp32\n"
+               "machine: FP32 FMA peak %.1f GFLOP/s (%s): %d threads at once %.1f, one thread %.1f\n"
+               "         triad bandwidth %.1f GB/s: %d threads %.1f, one thread %.1f\n"
+               "         (%%peak and %%bw divide by the larger figure: see --help; peak = best 0.1 s\n"
+               "         window; triad over 3 x 256 MiB of doubles, best of 7, STREAM byte count)\n",
+               attn_version(), cfg.threads, cfg.quick ? "quick" : "full", m.peak_gflops, m.peak_isa,
+               m.threads, m.peak_together, m.peak_one, m.triad_gbps, m.threads, m.triad_together,
+               m.triad_one);
+    }
+    fflush(stdout);
+
+    int skipped_ref = 0, shown_section = -1;
+    bench_row prev[2] = {{0}}, row[2] = {{0}};
+    bool have_prev = false;
+    for (int i = 0; i < n_cases; i++) {
+        const bench_case *c = &cases[i];
+        if (!name_matches(cfg.filter, c->name)) continue;
+        size_t q_count = (size_t)(c->batch * c->len_q * c->heads_q * c->dim);
+        size_t kv_count = (size_t)(c->batch * c->len_kv * c->heads_kv * c->dim);
+        float *q = malloc(q_count * sizeof(float)), *k = malloc(kv_count * sizeof(float)),
+              *v = malloc(kv_count * sizeof(float)), *o = calloc(q_count, sizeof(float));
+        if (!q || !k || !v || !o) {
+            progress_clear(&prog);
+            fprintf(stderr, "attn bench: %s: cannot allocate the inputs\n", c->name);
+            free(q), free(k), free(v), free(o);
+            rc = CLI_DATA_ERROR;
+            continue;
+        }
+        fill_uniform(q, q_count, 1);
+        fill_uniform(k, kv_count, 2);
+        fill_uniform(v, kv_count, 3);
+        const attn_kernel kernels[2] = {ATTN_KERNEL_REF, ATTN_KERNEL_FLASH};
+        const bool wanted[2] = {cfg.run_ref, cfg.run_flash};
+        for (int j = 0; j < 2; j++) {
+            if (!wanted[j]) continue;
+            char what[128];
+            snprintf(what, sizeof what, "%s %s", c->name, j ? "flash" : "ref");
+            progress_show(&prog, what);
+            time_kernel(&cfg, c, kernels[j], q, k, v, o, &row[j]);
+            prog.done++;
+            if (row[j].status == ROW_ERROR) rc = CLI_DATA_ERROR;
+            if (row[j].status == ROW_SKIPPED && c->section != SEC_LONG) skipped_ref++;
+        }
+        free(q), free(k), free(v), free(o);
+
+        progress_clear(&prog);
+        if (cfg.csv) {
+            for (int j = 0; j < 2; j++)
+                if (wanted[j]) print_csv_row(&row[j], &m);
+        } else {
+            if ((int)c->section != shown_section) {
+                print_section_header(c->section);
+                shown_section = (int)c->section;
+                have_prev = false;
+            }
+            if (c->section == SEC_SCALING) {
+                print_scaling_row(cfg.run_ref ? &row[0] : NULL, cfg.run_flash ? &row[1] : NULL,
+                                  have_prev && cfg.run_ref ? &prev[0] : NULL,
+                                  have_prev && cfg.run_flash ? &prev[1] : NULL);
+            } else {
+                /* Skipped reference rows are counted in the notes, not listed. */
+                for (int j = 0; j < 2; j++)
+                    if (wanted[j] && row[j].status != ROW_SKIPPED) print_table_row(&row[j], &m);
+            }
+        }
+        prev[0] = row[0], prev[1] = row[1];
+        have_prev = true;
+        fflush(stdout);
+    }
+    /* The peak again: a figure far from the first means the load on the
+     * machine changed during the run, and the percentages above drifted. */
+    progress_show(&prog, "FMA peak, again");
+    machine_limits end = m;
+    double peak_end = measure_machine(&cfg, false, &end) == ATTN_OK ? end.peak_gflops : NAN;
+    progress_clear(&prog);
+    if (cfg.csv) {
+        print_csv_peak("fma_peak_end", &m, m.threads, peak_end, m.peak_gflops);
+    } else {
+        double drift = peak_end / m.peak_gflops;
+        printf("\nFMA peak measured again at the end: %.1f GFLOP/s (%.0f%% of the figure at the start)%s\n",
+               peak_end, 100.0 * drift,
+               drift > 1.2   ? ";\nthe machine was busier at the start, so the %peak figures above are overstated."
+               : drift < 0.8 ? ";\nthe machine got busier during the run, so the later rows are understated."
+                             : ".");
+        printf("\nnotes: times are medians of several runs after a warm-up; ratios within one run are\n"
+               "what to compare on a shared machine.  The reference kernel runs on one thread and only\n"
+               "where a row needs at most %.1f GFLOP (%d ref rows skipped)%s.\n",
+               cfg.ref_max_gflop, skipped_ref,
+               cfg.quick ? "; --quick leaves out the long case and the biggest shapes" : "");
+        double load_at_end = read_load_average();
+        if (load_at_start >= 0 && load_at_end >= 0)
+            printf("load average (1 min): %.2f before, %.2f after, on %ld online CPUs; this run adds up\n"
+                   "to %d, anything more is other processes competing for the cores.\n",
+                   load_at_start, load_at_end, sysconf(_SC_NPROCESSORS_ONLN), cfg.threads);
+    }
+    return rc;
+}
