@@ -257,9 +257,41 @@ attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size);
  * half-written file under the final name. */
 attn_status attn_npy_save(const char *path, const attn_array *a);
 
-/* @@anchor: kernels-and-machine (issue 3: kernel/ISA info, machine limits) */
+/* .npy by offset, for programs that hold only part of an array (attn ring:
+ * each MPI rank its own positions; attn_mpi.h).  "Rows" are the indices
+ * [first, first + count) of one axis together with every index of the other
+ * axes: for a [B, L, H, D] file and axis 1, positions first .. first+count-1
+ * of every batch; for [L, D] or [L, H, D] files the positions are axis 0. */
 
-/* @@anchor: machine-limits (issue 3: measured FMA peak and bandwidth for attn bench) */
+/* Reads only the header.  shape_only gets dtype, ndim, shape and count, with
+ * data NULL (nothing to free); *data_offset (if not NULL) the byte where
+ * element 0 starts.  The file's size must match the shape exactly, as for
+ * attn_npy_load; messages name the path. */
+attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_t *data_offset);
+
+/* Reads rows [first, first + count) of axis and nothing else: one positional
+ * read per index of the axes before axis (B reads for a [B, L, H, D] file and
+ * axis 1).  out keeps the file's dtype, in native byte order, and the file's
+ * shape with shape[axis] = count (count 0: an empty array).  Memory holds
+ * only those rows, so a file larger than memory can be read in parts. */
+attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_t count,
+                               attn_array *out);
+
+/* The preamble and header numpy.save writes for an array of this dtype and
+ * shape, into header (cap bytes; ATTN_NPY_HEADER_MAX always suffice).  *size
+ * is a multiple of 64 and element i of the C-order data belongs at byte
+ * *size + i * attn_dtype_size(dtype): for writers that place rows themselves. */
+#define ATTN_NPY_HEADER_MAX 512
+attn_status attn_npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
+                                   void *header, size_t cap, size_t *size);
+
+/* The instruction set the flash kernel runs on in this process: "avx512",
+ * "avx2", "generic" (portable C), or "ref" when $ATTN_ARCH=ref sends every
+ * call to the reference kernel.  Chosen once, at first use, from the CPU's
+ * features; $ATTN_ARCH=ref|generic|avx2|avx512 forces a path (one the CPU
+ * lacks falls back to the automatic choice), $ATTN_ARCH_DEBUG=1 prints the
+ * choice once to stderr. */
+const char *attn_isa_name(void);
 
 /* ------------------------------------------------- this machine's limits
  * Measured, not assumed (attn bench reports kernels as fractions of them).
@@ -272,7 +304,9 @@ int attn_thread_count(int requested);
 
 /* FP32 fused multiply-add peak in GFLOP/s (1 FMA = 2 FLOP): every thread
  * runs twelve independent register-resident FMA chains for `seconds` of
- * wall time, with the widest FMA this CPU has (see attn_fma_peak_isa). */
+ * wall time (the best of 0.1 s windows, so a moment of contention on a
+ * shared machine is not taken for the peak), with the widest FMA this CPU
+ * has (see attn_fma_peak_isa). */
 attn_status attn_measure_fma_peak(int threads, double seconds, double *gflops);
 
 /* "avx512", "avx2" or "scalar": the instructions attn_measure_fma_peak uses. */
@@ -284,8 +318,6 @@ const char *attn_fma_peak_isa(void);
  * counted as STREAM does, 24 per element (2 reads + 1 write); the hidden
  * read-for-ownership of the written line is not counted. */
 attn_status attn_measure_bandwidth(int threads, size_t bytes, double *gbytes_per_s);
-
-/* @@anchor: gradients (issue 4: backward passes) */
 
 /* ---------------------------------------------------------------- gradients
  * Backward passes (docs/backward.md).  Every gradient has the shape of the
@@ -314,7 +346,10 @@ attn_status attn_sdpa_backward_workspace_size(const attn_tensor *q, const attn_t
  * constants: NO gradient of the bias is produced.  The reference kernel
  * recomputes the forward in double and ignores the values of out and lse;
  * the flash kernel (FlashAttention-2's recomputation, never materialising
- * L x S) relies on them, so they must come from the same inputs. */
+ * L x S) relies on them, so they must come from the same inputs.
+ * opt.kernel: auto = flash, except the reference for tiny problems
+ * (B*Hq*L*S*(D+Dv) < 65536) where it is faster; $ATTN_ARCH=ref forces the
+ * reference as in the forward. */
 attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_sdpa_options *opt, const attn_tensor *out,
                                const float *lse, const attn_tensor *dout, attn_tensor *dq,
@@ -351,15 +386,250 @@ typedef struct attn_mha_grads {
  * attention output Z and its lse) instead of asking the caller to keep
  * them: one more forward's work, no state between the two calls.
  * Memory: Q, K, V, Z and their gradients, O(rows x width); never L x S
- * (unless opt.kernel is ref, whose score table is L x S per head). */
+ * (unless opt.kernel is ref, whose score table is L x S per head).
+ * opt.workspace is not used (the call makes two attention calls of
+ * different needs). */
 attn_status attn_mha_backward(const attn_mha *m, const float *x, int64_t batch, int64_t len,
                               const float *context, int64_t context_len,
                               const attn_sdpa_options *opt, const float *dout,
                               const attn_mha_grads *grads);
 
-/* @@anchor: interpretability (issue 5: hooks, patching, paths, null space) */
+/* ------------------------------------------------ looking inside (hooks)
+ *
+ * A traced forward pass records every intermediate of attention per head,
+ * under TransformerLens's hook names and in its axis order (docs/
+ * interpretability.md):
+ *
+ *   hook_q            q        [B, L, Hq,  D ]   batch pos head_index d_head
+ *   hook_k            k        [B, S, Hkv, D ]   (kv heads: GQA is not repeated)
+ *   hook_v            v        [B, S, Hkv, Dv]
+ *   hook_attn_scores  scores   [B, Hq, L, S]    <- heads before positions!
+ *                              scale * q.k + bias; -inf where hidden
+ *   hook_pattern      pattern  [B, Hq, L, S]    the weights (rows sum to 1)
+ *   hook_z            z        [B, L, Hq, Dv]   each head's weighted sum
+ *   hook_result       result   [B, L, Hq, d_out] each head through its slice
+ *                              of W_O:  sum_h result[.., h, :] + bo = out
+ *   hook_attn_out     attn_out [B, L, d_out]    the module's output
+ *
+ * A trace holds the values the pass actually used, i.e. after patches.
+ * Bare attention (attn_sdpa_forward_traced) has no W_O: its result and
+ * attn_out are NULL and d_out is 0.
+ */
+typedef enum attn_hook {
+    ATTN_HOOK_Q = 0, ATTN_HOOK_K, ATTN_HOOK_V, ATTN_HOOK_ATTN_SCORES, ATTN_HOOK_PATTERN,
+    ATTN_HOOK_Z, ATTN_HOOK_RESULT, ATTN_HOOK_ATTN_OUT,
+    ATTN_HOOK_COUNT
+} attn_hook;
 
-/* @@anchor: pictures (issue 5: heat maps, figures, HTML report) */
+/* "hook_q", "hook_k", ... ; NULL for a value outside the enum. */
+const char *attn_hook_name(attn_hook hook);
+
+/* Parses a hook name: "hook_pattern", "pattern" and TransformerLens's full
+ * "blocks.0.attn.hook_pattern" all give ATTN_HOOK_PATTERN. */
+attn_status attn_hook_from_name(const char *name, attn_hook *hook);
+
+/* Every buffer is malloc'd by the traced forward and freed by
+ * attn_trace_free; pass a zeroed struct (attn_trace t = {0};) or one already
+ * freed.  On failure the struct is left zeroed. */
+typedef struct attn_trace {
+    int64_t batch, len, context_len; /* B, L, S                              */
+    int64_t heads, kv_heads;         /* Hq, Hkv                              */
+    int64_t head_dim, value_dim;     /* D, Dv                                */
+    int64_t d_out;                   /* module output width; 0 = bare attention */
+    float *q, *k, *v, *scores, *pattern, *z; /* shapes in the table above   */
+    float *result, *attn_out;        /* NULL for bare attention              */
+} attn_trace;
+
+void attn_trace_free(attn_trace *trace); /* safe on a zeroed or freed trace */
+
+/* One hook of a trace as an array: data, rank (3 or 4), shape, and the axis
+ * names in TransformerLens's words ("batch pos head_index d_head"). */
+typedef struct attn_hook_tensor {
+    attn_hook hook;
+    const char *name;
+    float *data;
+    int ndim;
+    int64_t shape[4];
+    const char *axes;
+} attn_hook_tensor;
+
+/* Fails (ATTN_ERR_INVALID_ARGUMENT) for hook_result / hook_attn_out of a
+ * bare-attention trace and for an empty trace. */
+attn_status attn_trace_get(const attn_trace *trace, attn_hook hook, attn_hook_tensor *view);
+
+/* ---------------------------------------------------------------- patches
+ *
+ * A patch changes one hook during the forward pass; everything downstream
+ * sees the change.  Patches run in stage order (q, k, v first, then the
+ * pattern, then z) and in array order within a stage.
+ *
+ * Selection: rows of q and z are (batch, query position, query head); rows
+ * of k and v are (batch, key position, kv head); rows of the pattern are
+ * (batch, query head, query position) and `key` picks entries within them.
+ * ATTN_ALL (-1) in a selector selects every index; attn_patch_make returns
+ * a patch whose selectors are all ATTN_ALL.
+ *
+ *   kind      hooks               effect on each selected row (or entry)
+ *   REPLACE   q k v pattern z     := `values` (one row, written to every
+ *                                    selected row), or, with values NULL,
+ *                                    the same row of `source`'s hook
+ *                                    (activation patching; shapes must match)
+ *   ZERO      q k v pattern z     := 0   (ZERO on hook_z, every position,
+ *                                    one head = zero-ablating that head)
+ *   MEAN      q k v z             := mean over all positions of that batch
+ *                                    and head (mean-ablation), from the
+ *                                    values before this patch
+ *   SCALE     q k v pattern z     *= factor  (factor >= 0 on the pattern)
+ *   SET       pattern             := factor  (factor >= 0)
+ *
+ * Pattern patches say explicitly whether to renormalise: with renormalise
+ * nonzero each touched row is divided by its new sum afterwards (a row whose
+ * sum is 0 stays 0 and reads nothing); with 0 the row is used as written,
+ * even if it no longer sums to 1.  When the pattern is patched, z is the
+ * weighted sum of v under the patched pattern.  Patching a hidden entry of
+ * the pattern lets the query read a key the mask hid: that is the caller's
+ * choice.
+ */
+#define ATTN_ALL (-1)
+
+typedef enum attn_patch_kind {
+    ATTN_PATCH_REPLACE = 0,
+    ATTN_PATCH_ZERO,
+    ATTN_PATCH_MEAN,
+    ATTN_PATCH_SCALE,
+    ATTN_PATCH_SET
+} attn_patch_kind;
+
+typedef struct attn_patch {
+    attn_patch_kind kind;
+    attn_hook hook;           /* Q, K, V, PATTERN or Z                        */
+    int64_t batch;            /* index or ATTN_ALL                            */
+    int64_t position;         /* query position (q, z, pattern) or key position (k, v) */
+    int64_t head;             /* query head (q, z, pattern) or kv head (k, v) */
+    int64_t key;              /* pattern only: key column; ATTN_ALL otherwise */
+    const float *values;      /* REPLACE: one row of width D, Dv or S         */
+    const attn_trace *source; /* REPLACE with values NULL: take rows from here */
+    float factor;             /* SCALE: multiplier; SET: the new weight       */
+    int renormalise;          /* pattern patches: divide touched rows by their sum */
+} attn_patch;
+
+/* A patch of this kind on this hook with every selector ATTN_ALL, factor 1
+ * and no renormalisation; narrow it by setting fields. */
+attn_patch attn_patch_make(attn_patch_kind kind, attn_hook hook);
+
+/* Bare attention, traced and patched.  Copies q, k, v into the trace (any
+ * strides), applies the q/k/v patches, then computes scores and pattern with
+ * attn_sdpa_scores / attn_sdpa_forward (so every mask option applies),
+ * applies the pattern and z patches.
+ *   q: [B, L, Hq, D]  k: [B, S, Hkv, D]  v: [B, S, Hkv, Dv]
+ *   out: [B, L, Hq, Dv] (written; = hook_z), or NULL when trace is given
+ *   trace: filled (zeroed struct in, attn_trace_free after), or NULL
+ * Without patches, out is bit-identical to attn_sdpa_forward's. */
+attn_status attn_sdpa_forward_traced(const attn_tensor *q, const attn_tensor *k,
+                                     const attn_tensor *v, const attn_sdpa_options *opt,
+                                     const attn_patch *patches, int n_patches,
+                                     attn_trace *trace, attn_tensor *out);
+
+/* Multi-head attention (attn_mha_forward's arguments), traced and patched:
+ * the projections with attn_linear_forward, then as attn_sdpa_forward_traced,
+ * then W_O per head (hook_result) and for the module (hook_attn_out).
+ *   x: [B, L, d_model]  context: [B, S, d_context] or NULL (self: S = L)
+ *   out: [B, L, d_out] or NULL when trace is given
+ * Without patches, out is bit-identical to attn_mha_forward's. */
+attn_status attn_mha_forward_traced(const attn_mha *m, const float *x, int64_t batch,
+                                    int64_t len, const float *context, int64_t context_len,
+                                    const attn_sdpa_options *opt, const attn_patch *patches,
+                                    int n_patches, attn_trace *trace, float *out);
+
+/* ------------------------------------------- path decomposition (Figure 2)
+ *
+ * Weight and content are separate causal paths.  For a base input and a
+ * changed input, with the BASE queries held fixed:
+ *   base     base keys,    base values
+ *   K only   changed keys, base values    (weights move, content does not)
+ *   V only   base keys,    changed values (the base weights, new content)
+ *   both     changed keys, changed values
+ *   changed  the changed input's own run (its queries change too)
+ *   interaction = both - K only - V only + base  (0 when the paths add up)
+ * The chapter's query 3: [1.5, 0.75] / [1.2, 0.8] / [1.5, 1.0] / [1.2, 1.2],
+ * interaction [0, 0.15].
+ */
+typedef enum attn_path_case {
+    ATTN_PATH_BASE = 0, ATTN_PATH_K_ONLY, ATTN_PATH_V_ONLY, ATTN_PATH_BOTH, ATTN_PATH_CHANGED,
+    ATTN_PATH_CASES
+} attn_path_case;
+
+/* "base", "K only", "V only", "both", "changed"; NULL outside the enum. */
+const char *attn_path_case_name(attn_path_case c);
+
+typedef struct attn_paths {
+    attn_trace run[ATTN_PATH_CASES]; /* every hook of every case              */
+    float *interaction_z;      /* [B, L, Hq, Dv]                              */
+    float *interaction_result; /* [B, L, Hq, d_out]; NULL for bare attention  */
+    float *interaction_out;    /* [B, L, d_out];     NULL for bare attention  */
+} attn_paths;
+
+void attn_paths_free(attn_paths *paths); /* safe on a zeroed or freed struct */
+
+/* Bare attention.  q_changed, k_changed, v_changed may each be NULL (= the
+ * base tensor); the changed tensors must have the base's shapes.
+ * paths: a zeroed struct, filled; free with attn_paths_free. */
+attn_status attn_sdpa_paths(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                            const attn_tensor *q_changed, const attn_tensor *k_changed,
+                            const attn_tensor *v_changed, const attn_sdpa_options *opt,
+                            attn_paths *paths);
+
+/* Multi-head attention: x and x_changed [B, L, d_model]; context and
+ * context_changed [B, S, d_context] for cross-attention (context_changed
+ * NULL = context), both NULL for self-attention.  The K-only, V-only and
+ * both runs are the base pass with hook_k / hook_v patched from the changed
+ * pass (activation patching). */
+attn_status attn_mha_paths(const attn_mha *m, const float *x, const float *x_changed,
+                           int64_t batch, int64_t len, const float *context,
+                           const float *context_changed, int64_t context_len,
+                           const attn_sdpa_options *opt, attn_paths *paths);
+
+/* ------------------------------- "weights are not an explanation" (§8)
+ *
+ * For one weight row w (one query, one head) and the value rows it mixes,
+ * finds a row w' as far from w as possible in L1 distance that gives the
+ * same output within a tolerance:
+ *   maximise ||w' - w||_1  subject to  w' >= 0,  sum w' = sum w,
+ *            |sum_j (w'_j - w_j) v_j[d]| <= tolerance  for every d,
+ *            w'_j = 0 for every hidden key.
+ * The maximum of a convex function over this polytope lies at a vertex;
+ * finding it is NP-hard in general.  Up to exact_limit visible keys every
+ * sign pattern of w' - w is solved as a linear program (dense simplex), so
+ * the answer is the maximum; beyond it, a local search over sign patterns
+ * from several starts gives a lower bound (result->exact = 0).  The
+ * returned row is checked in double precision and pulled back toward w if
+ * rounding left it outside the tolerance, so it always satisfies the
+ * constraints.  To ask about a head's contribution after W_O, pass the
+ * values already multiplied by that head's slice of W_O.
+ */
+typedef struct attn_nullspace_options {
+    double tolerance;    /* >= 0: allowed change of any output coordinate    */
+    int64_t exact_limit; /* enumerate when at most this many keys are visible;
+                            0 = 12; at most 20                                */
+    int64_t starts;      /* local-search starts beyond the limit; 0 = 32      */
+} attn_nullspace_options;
+
+typedef struct attn_nullspace_result {
+    double l1;                /* ||w' - w||_1 of the row returned             */
+    double max_output_change; /* max_d |sum_j (w'_j - w_j) v_j[d]| <= tolerance */
+    int exact;                /* 1: every sign pattern was solved             */
+    int64_t visible;          /* keys w' may use                              */
+    int64_t programs;         /* linear programs solved                       */
+} attn_nullspace_result;
+
+/*   weights: [S], non-negative (a row of hook_pattern)
+ *   values:  [S, width] row-major (the v rows this query reads)
+ *   visible: [S] nonzero = the key may carry weight, or NULL (all)
+ *   moved:   [S] written: the row w' found (w itself when nothing moves) */
+attn_status attn_nullspace_search(const float *weights, const float *values, int64_t keys,
+                                  int64_t width, const uint8_t *visible,
+                                  const attn_nullspace_options *opt, double *moved,
+                                  attn_nullspace_result *result);
 
 /* Pictures need cairo at build time (PNG, SVG, PDF); without it these three
  * functions return ATTN_ERR_UNSUPPORTED and attn_pictures_available() is 0.
@@ -418,33 +688,29 @@ attn_status attn_chapter_figure_write(const char *path, int figure, const char *
 
 /* A self-contained HTML report of attention maps: one file, no network
  * access, no external scripts or fonts.  The data are embedded as JSON (the
- * weights as base64 float32, so hovering shows each weight exactly); heat
- * maps are drawn on <canvas>, so 512 tokens x 16 heads stay usable.  The page
- * holds a heat map per head (hover: the token pair and the exact weight), a
- * bertviz-style token view (lines from each query to the keys it reads,
- * thickness and opacity = weight; hover or click a token to focus it), and,
- * when paths is set, the path-decomposition table of the chapter's Figure 2. */
-typedef struct attn_report_paths {
-    int64_t value_dim;          /* Dv of the outputs below                         */
-    const float *outputs;       /* [4, L, H, Dv]: base, K only (changed keys, base
-                                   values), V only (base weights, changed values),
-                                   both; the interaction both - K - V + base is
-                                   computed by the report                          */
-    const float *weights_changed; /* [H, L, S] weights with the changed keys, or NULL */
-    const char *output_name;    /* what the outputs are ("z, per head, before W_O"),
-                                   or NULL                                         */
-} attn_report_paths;
-
+ * weights as base64 little-endian float32, so hovering shows each weight
+ * exactly); heat maps are drawn on <canvas>, so 512 tokens x 16 heads stay
+ * usable.  The page holds a heat map per head (hover: the token pair and the
+ * exact weight), a bertviz-style token view (lines from each query to the
+ * keys it reads, thickness and opacity = weight; hover or click a token to
+ * focus it), and, when paths is set, the path-decomposition table of the
+ * chapter's Figure 2 (base, K only, V only, both, interaction) per head, and
+ * for multi-head attention also after W_O.  Opening the file with #selftest
+ * appended makes the page hover a cell and report what it showed in
+ * <pre id="selftest"> (the tests drive it with headless Chromium). */
 typedef struct attn_report {
     const char *title;               /* or NULL                                     */
     const char *subtitle;            /* e.g. the command line, or NULL              */
-    int64_t heads, len_q, len_kv;    /* H, L, S                                     */
+    int64_t heads, len_q, len_kv;    /* H, L, S of the maps below                   */
     const float *weights;            /* [H, L, S]                                   */
     const uint8_t *visible;          /* [H, L, S] nonzero = visible, or NULL        */
-    const int64_t *head_ids;         /* [H] or NULL: 0 .. H-1                       */
+    const int64_t *head_ids;         /* [H] the heads' numbers, or NULL: 0 .. H-1   */
     const char *const *query_labels; /* [L] UTF-8, or NULL                          */
     const char *const *key_labels;   /* [S], or NULL (query_labels when S == L)     */
-    const attn_report_paths *paths;  /* or NULL: no path table                      */
+    const attn_paths *paths;         /* from attn_sdpa_paths / attn_mha_paths, or
+                                        NULL: no path table.  Its query heads are
+                                        indexed by head_ids (or 0 .. H-1)           */
+    int64_t paths_batch;             /* the batch of paths shown                    */
 } attn_report;
 
 attn_status attn_report_write_html(const char *path, const attn_report *report);

@@ -1,9 +1,14 @@
 /*
  * attn.c — the attn program: one command, several subcommands.
  *
- *   attn demo    the chapter's worked example, every intermediate number
- *   attn sdpa    scaled dot-product attention on .npy files
- *   attn mha     multi-head attention (projections, heads, W_O) on .npy files
+ *   attn demo       the chapter's worked example, every intermediate number
+ *   attn sdpa       scaled dot-product attention on .npy files (and gradients)
+ *   attn mha        multi-head attention (projections, heads, W_O) on .npy files
+ *   attn trace      hooks and patches; attn paths, attn nullspace: reading attention
+ *   attn map        heat maps; attn report: a self-contained HTML page
+ *   attn train      attention learning where to look, from the loss alone
+ *   attn bench      kernels against this machine's measured limits
+ *   attn ring       ring attention across MPI ranks
  *
  * Exit status: 0 success, 1 data error, 2 usage error.
  */
@@ -22,7 +27,14 @@ static const subcommand subcommands[] = {
     {"demo", cmd_demo, "walk through the chapter's example: Q, K, V, scores, weights, masks, heads"},
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy arrays (GQA, masks, cross-attention)"},
     {"mha", cmd_mha, "multi-head attention: projections, heads, concatenation, output projection"},
-    /* @@anchor: subcommand table (one line each) */
+    {"trace", cmd_trace, "record every intermediate under TransformerLens hook names; patch q/k/v/pattern/z"},
+    {"paths", cmd_paths, "path decomposition (Figure 2): base, K only, V only, both, interaction"},
+    {"nullspace", cmd_nullspace, "how far a weight row can move with the output unchanged (exercise 3)"},
+    {"map", cmd_map, "draw attention weights as heat maps: PNG, SVG or PDF, token labels, masks"},
+    {"report", cmd_report, "one self-contained HTML page: heat maps, token view, path decomposition"},
+    {"train", cmd_train, "attention learns where to look: associative recall, trained by backprop + Adam"},
+    {"bench", cmd_bench, "measure this machine's FMA peak and bandwidth, time the kernels against them"},
+    {"ring", cmd_ring, "ring attention across MPI ranks: mpirun -np P attn ring (sharded .npy in and out)"},
 };
 
 static void print_usage(FILE *f) {
@@ -31,7 +43,7 @@ static void print_usage(FILE *f) {
                "commands:\n",
             attn_version());
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        fprintf(f, "  %-8s %s\n", subcommands[i].name, subcommands[i].summary);
+        fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(f, "\nexit status: 0 success, 1 data error (bad file, shape mismatch), 2 usage error\n");
 }
 

@@ -26,7 +26,17 @@ enum { CLI_OK = 0, CLI_DATA_ERROR = 1, CLI_USAGE_ERROR = 2 };
 int cmd_demo(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
 int cmd_mha(int argc, char **argv);
-/* @@anchor: subcommand declarations (one line each) */
+int cmd_bench(int argc, char **argv);
+int cmd_map(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+/* attn demo --figures DIR: the chapter's Figures 1-3 as DIR/figureN.png and .svg
+ * (tools/demo_figures.c); lang "en" or "zh".  Returns CLI_OK or CLI_DATA_ERROR. */
+int demo_write_figures(const char *dir, const char *lang);
+int cmd_ring(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_paths(int argc, char **argv);
+int cmd_nullspace(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 /* "attn CMD: message" plus a pointer to --help on stderr; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);

@@ -104,9 +104,21 @@ attn_status attn_mha_check_call(const attn_mha *module, attn_mha *resolved, cons
                                 int64_t batch, int64_t len, const float **context,
                                 int64_t *context_len, int64_t *rows_q, int64_t *rows_kv);
 
-/* @@anchor: flash (issue 3) */
-
-/* @@anchor: gradients (issue 4) */
+/* The flash kernel (src/flash/): tiled online softmax with per-ISA
+ * micro-kernels.  Extra memory: a few tiles per thread plus, for problems
+ * split along the keys (decoding), the per-chunk partial states; never
+ * anything of size L x S.  Outputs are bit-identical for every thread count. */
+size_t attn_sdpa_flash_workspace_size(const attn_problem *p);
+attn_status attn_sdpa_flash_forward(const attn_problem *p, void *workspace, attn_tensor *out,
+                                    float *weights, float *lse);
+/* True when $ATTN_ARCH=ref (or attn_dispatch_force("ref")) sends every call
+ * to the reference kernel. */
+bool attn_dispatch_uses_ref(void);
+/* For tests: re-selects the instruction set of the flash kernel ("ref",
+ * "generic", "avx2", "avx512"; NULL = the automatic choice and $ATTN_ARCH).
+ * ATTN_ERR_UNSUPPORTED when this CPU or build lacks it.  Not thread-safe
+ * against concurrent attention calls. */
+attn_status attn_dispatch_force(const char *arch);
 
 /* The gradients of one backward call, validated against the problem (each
  * may be NULL to skip it) plus the forward's results. */
@@ -124,5 +136,29 @@ typedef struct attn_backward_args {
 size_t attn_sdpa_ref_backward_workspace_size(const attn_problem *p);
 attn_status attn_sdpa_ref_backward(const attn_problem *p, void *workspace,
                                    const attn_backward_args *a);
+
+/* Flash backward (src/grad/): FlashAttention-2's recomputation on 128 x 64
+ * tiles with per-ISA micro-kernels (the instruction set of the flash
+ * forward); needs a->out and a->lse.  Workspace: a few tiles per thread,
+ * the row sums dout.out [B, Hq, L] and one dq partial per key chunk of the
+ * units in flight; never L x S.  Bit-identical for every thread count. */
+size_t attn_sdpa_flash_backward_workspace_size(const attn_problem *p);
+attn_status attn_sdpa_flash_backward(const attn_problem *p, void *workspace,
+                                     const attn_backward_args *a);
+/* For tests: caps the memory of the flash backward's dq partials (bytes <= 0:
+ * the default, 256 MiB), so that small problems take the path of fewer key
+ * chunks and several waves of units.  Not thread-safe against running calls. */
+void attn_flash_backward_set_partial_budget(int64_t bytes);
+
+/* Projection gradients (src/grad/linear_backward.c), sizes already checked.
+ * dx [rows, d_in] = sum over the terms t of dy_t . w_t^T (w_t: [d_in,
+ * d_out_t]), one double sum per element: the input gradient of a sequence
+ * that feeds several projections (self-attention's Q, K and V). */
+attn_status attn_linear_backward_input(int terms, const float *const dy[], const float *const w[],
+                                       const int64_t d_out[], int64_t rows, int64_t d_in,
+                                       float *dx);
+/* dw [d_in, d_out] = x^T . dy and db [d_out] = column sums of dy (either NULL). */
+attn_status attn_linear_backward_params(const float *x, int64_t rows, int64_t d_in,
+                                        int64_t d_out, const float *dy, float *dw, float *db);
 
 #endif /* ATTN_INTERNAL_H */
