@@ -121,6 +121,30 @@ static void csv_rows_are_well_formed(void **state) {
     free(out);
 }
 
+/* Backward rows: section "backward", FLOPs counted as 2.5 x the forward's
+ * (checked against the row's own time), a measured time and workspace. */
+static void backward_rows(void **state) {
+    (void)state;
+    char *out = NULL;
+    int rc = test_run_cli(&out, "bench --csv --quick --threads 2 --kernel flash --filter 'backward L=1024 Hkv=16 D=128 full'");
+    if (rc != 0) fail_msg("attn bench exited %d:\n%s", rc, out);
+    char *save = NULL, *line = strtok_r(out, "\n", &save);
+    int rows = 0;
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        char *f[CSV_FIELDS + 1];
+        if (split_csv(line, f, CSV_FIELDS + 1) != CSV_FIELDS || strcmp(f[0], "backward") != 0) continue;
+        assert_string_equal(f[1], "backward L=1024 Hkv=16 D=128 full");
+        assert_string_equal(f[21], "ok");
+        double ms = atof(f[13]), gflops = atof(f[14]);
+        double flops = 2.5 * 4.0 * 16 * 1024.0 * 1024.0 * 128; /* 2.5 x 4·Hq·pairs·D */
+        assert_true(ms > 0.0 && gflops > 0.0);
+        assert_float_equal(gflops, flops / (ms * 1e-3) / 1e9, 0.01 * gflops);
+        rows++;
+    }
+    assert_int_equal(rows, 1);
+    free(out);
+}
+
 static void kernel_choice_and_help(void **state) {
     (void)state;
     char *out = NULL;
@@ -155,6 +179,7 @@ int main(void) {
         cmocka_unit_test(bandwidth_is_positive_and_finite),
         cmocka_unit_test(machine_limits_refuse_bad_arguments),
         cmocka_unit_test(csv_rows_are_well_formed),
+        cmocka_unit_test(backward_rows),
         cmocka_unit_test(kernel_choice_and_help),
         cmocka_unit_test(bad_flags_exit_2),
     };

@@ -37,6 +37,8 @@ static const char bench_usage[] =
     "                   ('prefill,decode'); the machine limits are always measured\n\n"
     "sections (q [B, L, Hq, D], k and v [B, S, Hkv, D]):\n"
     "  prefill  B=1 Hq=16 Hkv=16|8 L=S=512..8192 D=64|128, causal (top-left) and full\n"
+    "  backward the prefill shapes again, timing attn_sdpa_backward (dq, dk, dv from\n"
+    "           the forward's out and lse); FLOPs counted as 2.5x the forward's\n"
     "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right\n"
     "  long     L=S=65536, one head, D=128, causal; flash only; memory reported\n"
     "  scaling  L=S=n, one head, D=64, full, n = 100, 200, 400, ...: time grows as\n"
@@ -61,7 +63,7 @@ static const char bench_usage_columns[] =
     "  scaling: n, cells = n^2, x = ratio to the previous line, ref/flash ms,\n"
     "  ref table = the reference's L x S doubles, flash ws = flash's workspace\n\n"
     "csv columns:\n"
-    "  section        machine, prefill, decode, long or scaling\n"
+    "  section        machine, prefill, backward, decode, long or scaling\n"
     "  name           the row's shape in words (what --filter matches), or for the\n"
     "                 machine: fma_peak (what pct_peak divides by: the larger of\n"
     "                 fma_peak_threads, all threads at once, and threads x\n"
@@ -96,8 +98,8 @@ static const char csv_header[] =
 
 /* ------------------------------------------------------------------ plan */
 
-typedef enum { SEC_PREFILL, SEC_DECODE, SEC_LONG, SEC_SCALING } bench_section;
-static const char *const section_names[] = {"prefill", "decode", "long", "scaling"};
+typedef enum { SEC_PREFILL, SEC_BACKWARD, SEC_DECODE, SEC_LONG, SEC_SCALING } bench_section;
+static const char *const section_names[] = {"prefill", "backward", "decode", "long", "scaling"};
 
 typedef enum { MASK_NONE, MASK_CAUSAL, MASK_LOWER_RIGHT } bench_mask;
 static const char *const mask_names[] = {"none", "causal", "causal-lower-right"};
@@ -131,8 +133,10 @@ static double visible_pairs(const bench_case *c) {
     return pairs;
 }
 
+/* Forward FLOPs 4·B·Hq·pairs·D (DESIGN.md §5); a backward counts 2.5 times that. */
 static double case_flops(const bench_case *c) {
-    return 4.0 * (double)(c->batch * c->heads_q) * visible_pairs(c) * (double)c->dim;
+    double forward = 4.0 * (double)(c->batch * c->heads_q) * visible_pairs(c) * (double)c->dim;
+    return c->section == SEC_BACKWARD ? 2.5 * forward : forward;
 }
 
 /* Bytes of q, k, v and out: what a kernel must move at least once. */
@@ -148,8 +152,9 @@ static int add_case(bench_case *cases, int n, bench_section section, int64_t len
     *c = (bench_case){section, 1, len_q, len_kv, heads_q, heads_kv, dim, mask, {0}};
     switch (section) {
     case SEC_PREFILL:
-        snprintf(c->name, sizeof c->name, "prefill L=%lld Hkv=%lld D=%lld %s", (long long)len_q,
-                 (long long)heads_kv, (long long)dim, mask == MASK_NONE ? "full" : "causal");
+    case SEC_BACKWARD:
+        snprintf(c->name, sizeof c->name, "%s L=%lld Hkv=%lld D=%lld %s", section_names[section],
+                 (long long)len_q, (long long)heads_kv, (long long)dim, mask == MASK_NONE ? "full" : "causal");
         break;
     case SEC_DECODE:
         snprintf(c->name, sizeof c->name, "decode S=%lld", (long long)len_kv);
@@ -179,12 +184,13 @@ static int plan_cases(const bench_config *cfg, bench_case *cases) {
     int n_prefill = cfg->quick ? 2 : 5, n_decode = cfg->quick ? 2 : 3;
     int64_t scaling_max = cfg->quick ? 3200 : 12800;
     int n = 0;
-    for (int l = 0; l < n_prefill; l++)
-        for (int64_t heads_kv = 16; heads_kv >= (cfg->quick && prefill[l] > 1024 ? 16 : 8); heads_kv /= 2)
-            for (int64_t dim = cfg->quick ? 128 : 64; dim <= 128; dim *= 2)
-                for (int m = 0; m < 2; m++)
-                    n = add_case(cases, n, SEC_PREFILL, prefill[l], prefill[l], 16, heads_kv, dim,
-                                 m ? MASK_CAUSAL : MASK_NONE);
+    for (int section = SEC_PREFILL; section <= SEC_BACKWARD; section++)
+        for (int l = 0; l < n_prefill; l++)
+            for (int64_t heads_kv = 16; heads_kv >= (cfg->quick && prefill[l] > 1024 ? 16 : 8); heads_kv /= 2)
+                for (int64_t dim = cfg->quick ? 128 : 64; dim <= 128; dim *= 2)
+                    for (int m = 0; m < 2; m++)
+                        n = add_case(cases, n, (bench_section)section, prefill[l], prefill[l], 16, heads_kv,
+                                     dim, m ? MASK_CAUSAL : MASK_NONE);
     for (int s = 0; s < n_decode; s++)
         n = add_case(cases, n, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT);
     if (!cfg->quick) n = add_case(cases, n, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL);
@@ -293,6 +299,44 @@ static const char *kernel_isa(attn_kernel kernel) {
     return kernel == ATTN_KERNEL_REF ? "scalar" : attn_isa_name();
 }
 
+/* Scratch for a backward row: the forward's lse and the three gradients. */
+typedef struct {
+    float *lse, *dq, *dk, *dv;
+    attn_tensor dq_t, dk_t, dv_t;
+} grad_buffers;
+
+static void grad_buffers_free(grad_buffers *g) {
+    free(g->lse);
+    free(g->dq);
+    free(g->dk);
+    free(g->dv);
+}
+
+static attn_status grad_buffers_prepare(grad_buffers *g, const bench_case *c, const attn_tensor *q,
+                                        const attn_tensor *k, const attn_tensor *v, attn_tensor *o,
+                                        const attn_sdpa_options *opt) {
+    size_t n_q = (size_t)(c->batch * c->len_q * c->heads_q * c->dim);
+    size_t n_kv = (size_t)(c->batch * c->len_kv * c->heads_kv * c->dim);
+    g->lse = malloc((size_t)(c->batch * c->heads_q * c->len_q) * sizeof(float));
+    g->dq = malloc(n_q * sizeof(float));
+    g->dk = malloc(n_kv * sizeof(float));
+    g->dv = malloc(n_kv * sizeof(float));
+    if (!g->lse || !g->dq || !g->dk || !g->dv) return ATTN_ERR_OUT_OF_MEMORY;
+    g->dq_t = attn_tensor_4d(g->dq, c->batch, c->len_q, c->heads_q, c->dim);
+    g->dk_t = attn_tensor_4d(g->dk, c->batch, c->len_kv, c->heads_kv, c->dim);
+    g->dv_t = attn_tensor_4d(g->dv, c->batch, c->len_kv, c->heads_kv, c->dim);
+    attn_sdpa_options forward = *opt;
+    forward.workspace = NULL; /* the backward's workspace need not fit the forward */
+    forward.workspace_size = 0;
+    return attn_sdpa_forward(q, k, v, &forward, o, NULL, g->lse);
+}
+
+/* One timed backward call; dout is q's data (same shape as out when Dv = D). */
+static attn_status run_backward(grad_buffers *g, const attn_tensor *q, const attn_tensor *k,
+                                const attn_tensor *v, const attn_tensor *o, const attn_sdpa_options *opt) {
+    return attn_sdpa_backward(q, k, v, opt, o, g->lse, q, &g->dq_t, &g->dk_t, &g->dv_t);
+}
+
 /* Times one kernel on one case: a warm-up call, then the median of enough
  * calls to fill cfg->target_seconds (within [min_runs, max_runs]).  Prints
  * the library's message on stderr when the call fails. */
@@ -311,7 +355,9 @@ static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kerne
     opt.causal = c->mask != MASK_NONE;
     opt.align = c->mask == MASK_LOWER_RIGHT ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
 
-    attn_status st = attn_sdpa_workspace_size(&q, &k, &v, &opt, &row->workspace);
+    const bool backward = c->section == SEC_BACKWARD;
+    attn_status st = backward ? attn_sdpa_backward_workspace_size(&q, &k, &v, &opt, &row->workspace)
+                              : attn_sdpa_workspace_size(&q, &k, &v, &opt, &row->workspace);
     if (st == ATTN_ERR_UNSUPPORTED) {
         row->status = ROW_UNAVAILABLE;
         return;
@@ -335,8 +381,14 @@ static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kerne
     }
     if (c->section == SEC_LONG) reset_peak_rss();
 
+    /* A backward row times attn_sdpa_backward alone: the forward's out and
+     * lse come from an untimed forward call, dout is the queries' data
+     * (any finite values do), and the gradients land in scratch buffers. */
+    grad_buffers g = {0};
+    if (st == ATTN_OK && backward) st = grad_buffers_prepare(&g, c, &q, &k, &v, &o, &opt);
+
     double t0 = now_seconds();
-    if (st == ATTN_OK) st = attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, NULL);
+    if (st == ATTN_OK) st = backward ? run_backward(&g, &q, &k, &v, &o, &opt) : attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, NULL);
     double warm = now_seconds() - t0;
     int runs = warm > 0 ? (int)ceil(cfg->target_seconds / warm) : cfg->max_runs;
     runs = runs < cfg->min_runs ? cfg->min_runs : runs > cfg->max_runs ? cfg->max_runs : runs;
@@ -344,7 +396,7 @@ static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kerne
     if (st == ATTN_OK && !(times = malloc((size_t)runs * sizeof(double)))) st = ATTN_ERR_OUT_OF_MEMORY;
     for (int r = 0; st == ATTN_OK && r < runs; r++) {
         t0 = now_seconds();
-        st = attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, NULL);
+        st = backward ? run_backward(&g, &q, &k, &v, &o, &opt) : attn_sdpa_forward(&q, &k, &v, &opt, &o, NULL, NULL);
         times[r] = now_seconds() - t0;
     }
     if (st == ATTN_ERR_UNSUPPORTED) {
@@ -362,6 +414,7 @@ static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kerne
     }
     free(times);
     free(workspace);
+    grad_buffers_free(&g);
 }
 
 /* Measures the limits (the triad only when asked: it takes a few seconds).
@@ -477,8 +530,11 @@ static void print_csv_machine(const machine_limits *m) {
 static void print_section_header(bench_section s) {
     switch (s) {
     case SEC_PREFILL:
-        printf("\nprefill: B=1 Hq=16, L=S; GFLOP/s count visible query-key pairs; %%peak of the FMA peak\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
+    case SEC_BACKWARD:
+        printf("\n%s: B=1 Hq=16, L=S; GFLOP/s count visible query-key pairs%s; %%peak of the FMA peak\n"
+               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s\n",
+               s == SEC_BACKWARD ? "backward (attn_sdpa_backward: dq, dk, dv)" : "prefill",
+               s == SEC_BACKWARD ? " x 2.5 forward FLOPs" : "", "name", "kernel", "isa", "thr", "runs",
                "median ms", "GFLOP/s", "%peak", "extra mem");
         break;
     case SEC_DECODE:
