@@ -56,25 +56,7 @@ static inline SIMD_TARGET vec v_zero_if_neg_inf(vec m) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ), m);
 }
 
-/* exp2 as in flash.h: 2^x = 2^n · p(x − n), n = round(x) (by the 1.5·2^23
- * trick: two adds, which any FMA port takes, instead of vrndscaleps);
- * vscalefps applies 2^n and saturates to +inf above 128.  x below
- * FLASH_EXP2_MIN, -inf included, gives 0 through the zero-mask; NaN is kept
- * by the mask and propagates. */
-static inline SIMD_TARGET vec v_exp2(vec x) {
-    const vec round = _mm512_set1_ps(12582912.0f);
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(FLASH_EXP2_MIN), _CMP_NLT_UQ);
-    vec n = _mm512_sub_ps(_mm512_add_ps(x, round), round);
-    vec f = _mm512_sub_ps(x, n);
-    vec p = _mm512_set1_ps(FLASH_EXP2_C6);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, n);
-}
+#include "flash/exp2_avx512.h"
 
 #include "flash/kernels_simd.h"
 

@@ -14,29 +14,10 @@
 
 enum { GEN_ROWS = 16, GEN_KEY_BLOCK = 4, GEN_TILE_KEYS = 64, GEN_BLOCK_KEYS = 64 };
 
-/* exp2 by range reduction to [-0.5, 0.5] and the polynomial of flash.h:
- * 2^x = 2^n · 2^f with n = round(x).  x < FLASH_EXP2_MIN gives 0, NaN gives
- * NaN, x > 127 gives +inf. */
-static inline float exp2_approx(float x) {
-    if (!(x >= FLASH_EXP2_MIN)) return x < FLASH_EXP2_MIN ? 0.0f : x; /* tiny, or NaN */
-    if (x > 127.0f) return INFINITY;
-    float n = floorf(x + 0.5f);
-    float f = x - n;
-    float p = FLASH_EXP2_C6;
-    p = p * f + FLASH_EXP2_C5;
-    p = p * f + FLASH_EXP2_C4;
-    p = p * f + FLASH_EXP2_C3;
-    p = p * f + FLASH_EXP2_C2;
-    p = p * f + FLASH_EXP2_C1;
-    p = p * f + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
+#include "flash/exp2_scalar.h"
 
 static void exp2_n(const float *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = exp2_approx(x[i]);
+    for (int64_t i = 0; i < n; i++) y[i] = flash_exp2_scalar(x[i]);
 }
 
 /* The value subtracted from a row's scores: its max, or 0 while the row has
@@ -70,12 +51,12 @@ static void softmax_tile(float *st, int nk, float *m, float *l, float *alpha) {
         for (int r = 0; r < GEN_ROWS; r++) m_new[r] = st[j * GEN_ROWS + r] > m_new[r] ? st[j * GEN_ROWS + r] : m_new[r];
     for (int r = 0; r < GEN_ROWS; r++) {
         m_use[r] = max_or_zero(m_new[r]);
-        alpha[r] = exp2_approx(m[r] - m_use[r]);
+        alpha[r] = flash_exp2_scalar(m[r] - m_use[r]);
         sum[r] = 0.0f;
     }
     for (int j = 0; j < nk; j++)
         for (int r = 0; r < GEN_ROWS; r++) {
-            float p = exp2_approx(st[j * GEN_ROWS + r] - m_use[r]);
+            float p = flash_exp2_scalar(st[j * GEN_ROWS + r] - m_use[r]);
             st[j * GEN_ROWS + r] = p;
             sum[r] += p;
         }
@@ -104,7 +85,7 @@ static void pv_tile(const float *st, int nk, const float *vt, int64_t ldv, int64
 static void probs_tile(float *st, int nk, const float *m, const float *inv_l) {
     for (int j = 0; j < nk; j++)
         for (int r = 0; r < GEN_ROWS; r++)
-            st[j * GEN_ROWS + r] = exp2_approx(st[j * GEN_ROWS + r] - max_or_zero(m[r])) * inv_l[r];
+            st[j * GEN_ROWS + r] = flash_exp2_scalar(st[j * GEN_ROWS + r] - max_or_zero(m[r])) * inv_l[r];
 }
 
 /* ------------------------------------------------------------ rows kernels */
@@ -134,9 +115,9 @@ static void softmax_rows(float *s, int64_t lds, int rows, int nk, float *m, floa
         float m_new = m[r];
         for (int j = 0; j < nk; j++) m_new = s_r[j] > m_new ? s_r[j] : m_new;
         float m_use = max_or_zero(m_new), sum = 0.0f;
-        alpha[r] = exp2_approx(m[r] - m_use);
+        alpha[r] = flash_exp2_scalar(m[r] - m_use);
         for (int j = 0; j < nk; j++) {
-            s_r[j] = exp2_approx(s_r[j] - m_use);
+            s_r[j] = flash_exp2_scalar(s_r[j] - m_use);
             sum += s_r[j];
         }
         l[r] = alpha[r] * l[r] + sum;
@@ -166,7 +147,7 @@ static void probs_rows(const float *s, int64_t lds, int rows, int nk, const floa
                        const float *inv_l, float *w, int64_t ldw) {
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < nk; j++)
-            w[r * ldw + j] = exp2_approx(s[r * lds + j] - max_or_zero(m[r])) * inv_l[r];
+            w[r * ldw + j] = flash_exp2_scalar(s[r * lds + j] - max_or_zero(m[r])) * inv_l[r];
 }
 
 const flash_kernels flash_kernels_generic = {

@@ -31,23 +31,7 @@ typedef __m512 vec;
 #define v_mul(a, b) _mm512_mul_ps((a), (b))
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 
-/* exp2 as in flash.h: 2^x = 2^n * p(x - n), n = round(x); vscalefps applies
- * 2^n; x < FLASH_EXP2_MIN (-inf included) gives 0, NaN propagates. */
-static inline SIMD_TARGET vec v_exp2(vec x) {
-    const vec lo = _mm512_set1_ps(FLASH_EXP2_MIN);
-    __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
-    vec xc = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(lo, x));
-    vec n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    vec f = _mm512_sub_ps(xc, n);
-    vec p = _mm512_set1_ps(FLASH_EXP2_C6);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C5));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(FLASH_EXP2_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, n);
-}
+#include "flash/exp2_avx512.h"
 
 #include "grad/grad_kernels_simd.h"
 

@@ -11,24 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-/* exp2 by the range reduction and polynomial of flash.h (the forward's):
- * x below FLASH_EXP2_MIN (-inf included) gives 0, NaN stays NaN. */
-static inline float exp2_poly(float x) {
-    if (!(x >= FLASH_EXP2_MIN)) return x < FLASH_EXP2_MIN ? 0.0f : x;
-    if (x > 127.0f) return INFINITY;
-    float n = floorf(x + 0.5f), f = x - n;
-    float p = FLASH_EXP2_C6;
-    p = p * f + FLASH_EXP2_C5;
-    p = p * f + FLASH_EXP2_C4;
-    p = p * f + FLASH_EXP2_C3;
-    p = p * f + FLASH_EXP2_C2;
-    p = p * f + FLASH_EXP2_C1;
-    p = p * f + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
+#include "flash/exp2_scalar.h"
 
 enum { GEN_NB = 16 }; /* columns per register block */
 
@@ -52,7 +35,7 @@ static void p_ds(float *s, float *dp, int rows, int cols, int64_t ld, float c, c
                  const float *di) {
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++) {
-            float p = exp2_poly(fmaf(s[r * ld + j], c, nl[r]));
+            float p = flash_exp2_scalar(fmaf(s[r * ld + j], c, nl[r]));
             s[r * ld + j] = p;
             dp[r * ld + j] = p * (dp[r * ld + j] - di[r]);
         }
