@@ -345,12 +345,6 @@ static void mha_bad_files(void **state) {
     free(o);
 }
 
-static int teardown(void **state) {
-    (void)state;
-    test_tmpdir_cleanup();
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sdpa_matches_oracle),
@@ -360,5 +354,5 @@ int main(void) {
         cmocka_unit_test(bad_usage),
         cmocka_unit_test(mha_bad_files),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

@@ -297,17 +297,11 @@ static void bad_input(void **state) {
     free(g);
 }
 
-static int teardown(void **state) {
-    (void)state;
-    test_tmpdir_cleanup();
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sdpa_gradients),
         cmocka_unit_test(mha_gradients),
         cmocka_unit_test(bad_input),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

@@ -833,12 +833,6 @@ static void test_save_atomic(void **state) {
     rmdir(dir);
 }
 
-static int teardown(void **state) {
-    (void)state;
-    test_tmpdir_cleanup();
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_names_and_sizes),
@@ -862,5 +856,5 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_atomic),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

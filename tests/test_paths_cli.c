@@ -383,12 +383,6 @@ static void trace_cli(void **state) {
     free(out);
 }
 
-static int teardown(void **state) {
-    (void)state;
-    test_tmpdir_cleanup();
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(paths_chapter),
@@ -397,5 +391,5 @@ int main(void) {
         cmocka_unit_test(nullspace_cli),
         cmocka_unit_test(trace_cli),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

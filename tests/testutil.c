@@ -58,6 +58,12 @@ void test_tmpdir_cleanup(void) {
     tmpdir_buf[0] = 0;
 }
 
+int test_group_teardown(void **state) {
+    (void)state;
+    test_tmpdir_cleanup();
+    return 0;
+}
+
 int test_run_cli(char **output, const char *fmt, ...) {
     char args[8192], cmd[8400];
     va_list ap;

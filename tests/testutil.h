@@ -28,6 +28,8 @@ const char *test_tmpdir(void);
  * if it must outlive many later calls. */
 const char *test_path(const char *name);
 void test_tmpdir_cleanup(void);
+/* A cmocka group teardown that removes the temporary directory. */
+int test_group_teardown(void **state);
 
 /* Runs `ATTN_CLI_PATH args...` through /bin/sh with output captured.
  * Returns the exit status (or 128 + signal); *output gets stdout+stderr,
