@@ -93,6 +93,10 @@ attn_status attn_sdpa_ref_forward(const attn_problem *p, void *workspace, attn_t
 /* scores: [B, Hq, L, S], scale * q.k + bias, -inf where hidden. */
 attn_status attn_sdpa_ref_scores(const attn_problem *p, float *scores);
 
+/* The size checks of the projections (forward and backward): positive
+ * sizes, and products and byte sizes that fit; messages start with fn. */
+attn_status attn_linear_check_sizes(const char *fn, int64_t rows, int64_t d_in, int64_t d_out);
+
 /* Multi-head modules: attn_mha_resolve checks a module and fills in its
  * defaults (kv_heads = heads, value_dim = head_dim, d_context = d_model);
  * attn_mha_check_call does that and checks one call's arguments as well:

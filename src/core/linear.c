@@ -11,21 +11,25 @@
 
 #include <stdlib.h>
 
+attn_status attn_linear_check_sizes(const char *fn, int64_t rows, int64_t d_in, int64_t d_out) {
+    if (rows <= 0 || d_in <= 0 || d_out <= 0)
+        return attn_fail(ATTN_ERR_SHAPE, "%s: sizes must be positive (rows %lld, d_in %lld, d_out %lld)",
+                         fn, (long long)rows, (long long)d_in, (long long)d_out);
+    int64_t n;
+    if (attn_mul_overflows(rows, d_in, &n) || attn_mul_overflows(rows, d_out, &n) ||
+        attn_mul_overflows(d_in, d_out, &n) || d_out > INT64_MAX / (int64_t)sizeof(double) ||
+        d_in > INT64_MAX / (int64_t)sizeof(double))
+        return attn_fail(ATTN_ERR_OVERFLOW, "%s: sizes overflow", fn);
+    return ATTN_OK;
+}
+
 attn_status attn_linear_forward(const float *x, int64_t rows, int64_t d_in, const float *w,
                                 const float *b, int64_t d_out, float *y) {
     if (!x || !w || !y)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_linear_forward: %s is NULL",
                          !x ? "x" : !w ? "w" : "y");
-    if (rows <= 0 || d_in <= 0 || d_out <= 0)
-        return attn_fail(ATTN_ERR_SHAPE,
-                         "attn_linear_forward: sizes must be positive (rows %lld, d_in %lld, d_out %lld)",
-                         (long long)rows, (long long)d_in, (long long)d_out);
-    int64_t n;
-    if (attn_mul_overflows(rows, d_in, &n) || attn_mul_overflows(rows, d_out, &n) ||
-        attn_mul_overflows(d_in, d_out, &n) || d_out > INT64_MAX / (int64_t)sizeof(double))
-        return attn_fail(ATTN_ERR_OVERFLOW, "attn_linear_forward: sizes overflow");
-
-    attn_status status = ATTN_OK;
+    attn_status status = attn_linear_check_sizes("attn_linear_forward", rows, d_in, d_out);
+    if (status) return status;
 #ifdef ATTN_HAVE_OPENMP
 #pragma omp parallel if (rows * d_in * d_out > (1 << 16)) num_threads(attn_resolve_threads(0))
 #endif

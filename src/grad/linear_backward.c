@@ -17,18 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Checks that rows * width products (and their byte sizes) fit. */
-static attn_status check_sizes(const char *fn, int64_t rows, int64_t d_in, int64_t d_out) {
-    if (rows <= 0 || d_in <= 0 || d_out <= 0)
-        return attn_fail(ATTN_ERR_SHAPE, "%s: sizes must be positive (rows %lld, d_in %lld, d_out %lld)",
-                         fn, (long long)rows, (long long)d_in, (long long)d_out);
-    int64_t n;
-    if (attn_mul_overflows(rows, d_in, &n) || attn_mul_overflows(rows, d_out, &n) ||
-        attn_mul_overflows(d_in, d_out, &n) || d_out > INT64_MAX / (int64_t)sizeof(double))
-        return attn_fail(ATTN_ERR_OVERFLOW, "%s: sizes overflow", fn);
-    return ATTN_OK;
-}
-
 attn_status attn_linear_backward_input(int terms, const float *const dy[], const float *const w[],
                                        const int64_t d_out[], int64_t rows, int64_t d_in,
                                        float *dx) {
@@ -125,7 +113,7 @@ attn_status attn_linear_backward(const float *x, int64_t rows, int64_t d_in, con
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_linear_backward: dx needs w, which is NULL");
     if (dw && !x)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_linear_backward: dw needs x, which is NULL");
-    if ((st = check_sizes("attn_linear_backward", rows, d_in, d_out))) return st;
+    if ((st = attn_linear_check_sizes("attn_linear_backward", rows, d_in, d_out))) return st;
     if (dx && (st = attn_linear_backward_input(1, &dy, &w, &d_out, rows, d_in, dx))) return st;
     return attn_linear_backward_params(x, rows, d_in, d_out, dy, dw, db);
 }
