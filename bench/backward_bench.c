@@ -22,6 +22,11 @@
  *         units (SMT siblings on the host) or clock lower than one.
  */
 #include "attn.h"
+#include "attn_chapter.h"
+#include "attn_interp.h"
+#include "attn_io.h"
+#include "attn_machine.h"
+#include "attn_viz.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +119,7 @@ int main(int argc, char **argv) {
                 v = attn_tensor_4d(buf[2], 1, L, H, D), dout = attn_tensor_4d(buf[3], 1, L, H, D),
                 out = attn_tensor_4d(buf[4], 1, L, H, D), dq = attn_tensor_4d(buf[5], 1, L, H, D),
                 dk = attn_tensor_4d(buf[6], 1, L, H, D), dv = attn_tensor_4d(buf[7], 1, L, H, D);
-    attn_sdpa_options opt = {0};
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.threads = threads;
     opt.causal = causal;
     if (attn_sdpa_forward(&q, &k, &v, &opt, &out, NULL, lse)) {

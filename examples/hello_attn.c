@@ -11,7 +11,8 @@ int main(void) {
     float o[3 * 2], w[3 * 3];                             /* out [3, 2], weights [3, 3] */
     attn_tensor Q = attn_tensor_2d(q, 3, 2), K = attn_tensor_2d(k, 3, 2),
                 V = attn_tensor_2d(v, 3, 2), O = attn_tensor_2d(o, 3, 2);
-    attn_sdpa_options opt = {.causal = 1};                /* hide the future */
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;      /* the defaults, then: */
+    opt.causal = 1;                                       /* hide the future */
     if (attn_sdpa_forward(&Q, &K, &V, &opt, &O, w, NULL) != ATTN_OK) {
         fprintf(stderr, "attn: %s\n", attn_last_error());
         return 1;

@@ -9,6 +9,11 @@
  * Shape legend: whatever shape the header declares, 0 to 8 dimensions.
  */
 #include "attn.h"
+#include "attn_chapter.h"
+#include "attn_interp.h"
+#include "attn_io.h"
+#include "attn_machine.h"
+#include "attn_viz.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,9 @@
 /*
  * attn_mpi.h — ring attention across MPI ranks (docs/distributed.md).
  *
- * Built only when CMake finds MPI: library attn_mpi (link attn::attn_mpi,
- * which brings attn and MPI::MPI_C).  attn.h itself stays MPI-free.
+ * The libattn_mpi component, built when CMake finds MPI (and
+ * ATTN_WITH_MPI is not OFF): link attn::mpi, or pkg-config attn-mpi; it
+ * brings libattn and MPI.  libattn itself stays MPI-free.
  *
  * Shape legend (the whole problem; docs and attn.h use the same names):
  *   q [B, L, Hq, D]   k [B, S, Hkv, D]   v [B, S, Hkv, Dv]
@@ -46,6 +47,7 @@
 #include <mpi.h>
 
 #include "attn.h"
+#include "attn_io.h" /* attn_array, for the sharded .npy reader */
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,7 +68,7 @@ typedef struct attn_ring_shard {
 } attn_ring_shard;
 
 /* The shard of rank `rank` of `ranks` for a position axis of total_rows. */
-attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_ring_layout layout,
+ATTN_API attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_ring_layout layout,
                                attn_ring_shard *shard);
 
 /* Collective: every rank passes its own status and, when it failed, its
@@ -74,18 +76,20 @@ attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_rin
  * rank gets the agreed status described above, with the lowest failing
  * rank's message.  For callers that do per-rank work of their own (reading,
  * checking) before the next collective step. */
-attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message);
+ATTN_API attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message);
 
 /* --------------------------------------------------------- ring attention */
 
 typedef struct attn_ring_options {
+    size_t struct_size;    /* sizeof(attn_ring_options): set by ATTN_RING_OPTIONS_INIT */
     /* scale, causal, align, window, key_lengths ([B], global positions, the
      * same array on every rank), kernel and threads, as for
-     * attn_sdpa_forward.  query_start, key_start, total_len_q, total_len_kv,
-     * mask, bias and workspace must be zero: the ring places every block at
-     * its global positions itself.  Boolean masks and biases are refused
-     * (ATTN_ERR_UNSUPPORTED): they would have to be sliced per block. */
-    attn_sdpa_options sdpa;
+     * attn_sdpa_forward; NULL = the defaults.  query_start, key_start,
+     * total_len_q, total_len_kv, mask, bias and workspace must be zero: the
+     * ring places every block at its global positions itself.  Boolean
+     * masks and biases are refused (ATTN_ERR_UNSUPPORTED): they would have
+     * to be sliced per block. */
+    const attn_sdpa_options *sdpa;
     attn_ring_layout layout;
     int64_t len_q, len_kv; /* L and S of the whole problem; 0 = the sum of the
                               ranks' local rows                               */
@@ -95,6 +99,8 @@ typedef struct attn_ring_options {
     int time_comm_alone;   /* nonzero: before the work, time one rotation of
                               the blocks with no compute (comm_alone_s)        */
 } attn_ring_options;
+
+#define ATTN_RING_OPTIONS_INIT {.struct_size = sizeof(attn_ring_options)}
 
 /* Per-rank timings of one call (this rank's own; gather them to compare). */
 typedef struct attn_ring_stats {
@@ -124,7 +130,7 @@ typedef struct attn_ring_stats {
  *   stats: this rank's timings, or NULL.
  * Memory per rank beyond the shards: two key/value blocks of the largest
  * shard, the output in double, and one piece of kernel output. */
-attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
+ATTN_API attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
                               const attn_tensor *v, const attn_ring_options *opt,
                               attn_tensor *out, float *lse, attn_ring_stats *stats);
 
@@ -142,7 +148,7 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
  * exact correction for the block's share of the row's softmax
  * (docs/distributed.md): about one forward and two backward kernel calls
  * per block pair. */
-attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
+ATTN_API attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_ring_options *opt,
                                const attn_tensor *out, const float *lse, const attn_tensor *dout,
                                attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
@@ -157,7 +163,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
  * whole file's dtype and shape with data NULL.  No rank reads more than its
  * own rows (briefly twice its shard's memory for two runs).  Paths must name
  * the same file on every rank (a shared file system). */
-attn_status attn_ring_read_npy(MPI_Comm comm, const char *path, int axis, attn_ring_layout layout,
+ATTN_API attn_status attn_ring_read_npy(MPI_Comm comm, const char *path, int axis, attn_ring_layout layout,
                                attn_array *local, attn_array *header);
 
 /* One float32 array to write from shards. */
@@ -177,7 +183,7 @@ typedef struct attn_ring_output {
  * temporary files over the paths.  On any failure the temporaries are
  * removed and no output is left half-written under its name (outputs
  * already renamed by a failing set are removed too). */
-attn_status attn_ring_save_npy(MPI_Comm comm, attn_ring_layout layout,
+ATTN_API attn_status attn_ring_save_npy(MPI_Comm comm, attn_ring_layout layout,
                                const attn_ring_output *outputs, int count);
 
 #ifdef __cplusplus

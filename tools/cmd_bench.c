@@ -349,7 +349,7 @@ static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kerne
     attn_tensor k = attn_tensor_4d(k_data, c->batch, c->len_kv, c->heads_kv, c->dim);
     attn_tensor v = attn_tensor_4d(v_data, c->batch, c->len_kv, c->heads_kv, c->dim);
     attn_tensor o = attn_tensor_4d(o_data, c->batch, c->len_q, c->heads_q, c->dim);
-    attn_sdpa_options opt = {0};
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.kernel = kernel;
     opt.threads = cfg->threads;
     opt.causal = c->mask != MASK_NONE;

@@ -44,8 +44,8 @@ int cmd_map(int argc, char **argv) {
     const char *tokens_text = NULL, *key_tokens_text = NULL;
     int64_t batch = 0;
     double vmin = 0, vmax = 0;
-    attn_heatmap_options hopt = {0};
-    cli_attention_options ao = {0};
+    attn_heatmap_options hopt = ATTN_HEATMAP_OPTIONS_INIT;
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     cli_tokens tokens = {0}, key_tokens = {0};
     cli_index_list heads = {0};
     attn_array w = {0};

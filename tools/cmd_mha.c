@@ -113,7 +113,7 @@ int cmd_mha(int argc, char **argv) {
     const char *paths[IN_COUNT] = {0}, *grad_paths[IN_COUNT] = {0};
     const char *o_path = NULL, *weights_path = NULL, *lse_path = NULL, *dout_path = NULL;
     int64_t heads = 0, kv_heads = 0;
-    cli_attention_options ao = {0};
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     attn_array in[IN_COUNT] = {{0}};
     attn_array douta = {0};
     float *out = NULL, *weights = NULL, *lse = NULL, *grads[IN_COUNT] = {0};
@@ -183,7 +183,7 @@ int cmd_mha(int argc, char **argv) {
         memcpy(cd, xd, sizeof cd);
     }
     const int64_t B = xd[0], L = xd[1], S = cd[1];
-    attn_mha m = {.d_model = xd[2], .d_context = cd[2], .heads = heads, .kv_heads = kv_heads};
+    attn_mha m = {.struct_size = sizeof(attn_mha), .d_model = xd[2], .d_context = cd[2], .heads = heads, .kv_heads = kv_heads};
     const char *ctx_name = paths[IN_CONTEXT] ? "the context width" : "the width of X";
     if ((rc = check_matrix("--wq", paths[IN_WQ], &in[IN_WQ], m.d_model, "the width of X")) ||
         (rc = check_matrix("--wk", paths[IN_WK], &in[IN_WK], m.d_context, ctx_name)) ||
@@ -249,7 +249,7 @@ int cmd_mha(int argc, char **argv) {
     attn_status st = attn_mha_forward(&m, in[IN_X].data, B, L, in[IN_CONTEXT].data, S, &ao.opt, out,
                                       weights, lse);
     if (st == ATTN_OK && want_grads) {
-        attn_mha_grads g = {grads[IN_X], grads[IN_CONTEXT], grads[IN_WQ], grads[IN_WK], grads[IN_WV],
+        attn_mha_grads g = {sizeof(attn_mha_grads), grads[IN_X], grads[IN_CONTEXT], grads[IN_WQ], grads[IN_WK], grads[IN_WV],
                             grads[IN_WO], grads[IN_BQ], grads[IN_BK], grads[IN_BV], grads[IN_BO]};
         st = attn_mha_backward(&m, in[IN_X].data, B, L, in[IN_CONTEXT].data, S, &ao.opt, douta.data, &g);
     }

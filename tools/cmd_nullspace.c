@@ -240,8 +240,8 @@ int cmd_nullspace(int argc, char **argv) {
     const char *w_path = NULL, *v_path = NULL, *o_path = NULL, *qkv[3] = {0};
     int64_t batch = 0, head = 0, query = -1;
     bool chapter = false, zero_keys_may_gain = false;
-    attn_nullspace_options opt = {.tolerance = 1e-6};
-    cli_attention_options ao = {0};
+    attn_nullspace_options opt = {.struct_size = sizeof(attn_nullspace_options), .tolerance = 1e-6};
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
 
     for (int i = 1; i < argc;) {
         const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;

@@ -242,7 +242,7 @@ int cmd_paths(int argc, char **argv) {
     const char *paths[IN_COUNT] = {0};
     attn_array in[IN_COUNT] = {{0}};
     cli_module mod = {0};
-    cli_attention_options ao = {0};
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     attn_paths p = {0};
     selection sel = {-1, -1, -1};
     bool chapter = false, json = false;

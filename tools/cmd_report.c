@@ -152,7 +152,7 @@ static int run_mha(report_inputs *r, cli_attention_options *ao, attn_trace *trac
         wv->shape[1] % G || wq->shape[1] == 0 || wv->shape[1] == 0)
         return cli_data_error("report", "--wq, --wk, --wv must be matrices [d_in, heads * width] whose columns split "
                               "into %lld query heads and %lld key/value heads", (long long)H, (long long)G);
-    attn_mha m = {.d_model = xd[2], .d_context = cd[2], .heads = H, .kv_heads = G,
+    attn_mha m = {.struct_size = sizeof(attn_mha), .d_model = xd[2], .d_context = cd[2], .heads = H, .kv_heads = G,
                   .head_dim = wq->shape[1] / H, .value_dim = wv->shape[1] / G};
     m.d_out = H * m.value_dim;
     const int64_t sq[2] = {m.d_model, H * m.head_dim}, sk[2] = {m.d_context, G * m.head_dim},
@@ -209,7 +209,7 @@ int cmd_report(int argc, char **argv) {
     report_inputs r = {0};
     const char *html_path = NULL, *tokens_text = NULL, *key_tokens_text = NULL, *show_text = NULL, *title = NULL;
     int64_t batch = 0;
-    cli_attention_options ao = {0};
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     cli_tokens tokens = {0}, key_tokens = {0};
     cli_index_list show = {0};
     attn_trace trace = {0};

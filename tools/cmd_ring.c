@@ -455,8 +455,8 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     if ((rc = share_key_lengths(c, B, Hq, L, S))) goto cleanup;
     rc = CLI_DATA_ERROR;
 
-    attn_ring_options ro = {0};
-    ro.sdpa = c->ao.opt;
+    attn_ring_options ro = ATTN_RING_OPTIONS_INIT;
+    ro.sdpa = &c->ao.opt;
     ro.layout = (attn_ring_layout)c->layout;
     ro.len_q = L;
     ro.len_kv = S;
@@ -559,7 +559,7 @@ cleanup:
 int cmd_ring(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    ring_cli c = {0};
+    ring_cli c = {.ao = CLI_ATTENTION_OPTIONS_INIT};
     c.comm = MPI_COMM_WORLD;
     c.layout = -1;
     MPI_Comm_rank(c.comm, &c.rank);

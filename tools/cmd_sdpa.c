@@ -78,7 +78,7 @@ int cmd_sdpa(int argc, char **argv) {
     const char *q_path = NULL, *k_path = NULL, *v_path = NULL, *o_path = NULL;
     const char *weights_path = NULL, *lse_path = NULL;
     const char *dout_path = NULL, *dq_path = NULL, *dk_path = NULL, *dv_path = NULL;
-    cli_attention_options ao = {0};
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     attn_array qa = {0}, ka = {0}, va = {0}, douta = {0};
     float *out = NULL, *weights = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     int rc = CLI_OK;

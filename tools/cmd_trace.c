@@ -229,7 +229,7 @@ int cmd_trace(int argc, char **argv) {
     const char *paths[IN_COUNT] = {0}, *dir = NULL, *o_path = NULL;
     attn_array in[IN_COUNT] = {{0}};
     cli_module mod = {0};
-    cli_attention_options ao = {0};
+    cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     patch_spec *specs = calloc((size_t)argc, sizeof *specs);
     attn_patch *patches = calloc((size_t)argc, sizeof *patches);
     attn_trace t = {0}, source = {0};

@@ -135,7 +135,7 @@ static bool model_init(model *m, rng *r) {
     fill_normal(r, m->wv, MODEL * HEAD, 1.0 / sqrt(MODEL));
     fill_normal(r, m->wo, HEAD * MODEL, 1.0 / sqrt(HEAD));
     fill_normal(r, m->wr, MODEL * VALUE_TOKENS, 1.0 / sqrt(MODEL));
-    m->mha = (attn_mha){.d_model = MODEL, .d_context = MODEL, .heads = 1, .head_dim = HEAD, .d_out = MODEL,
+    m->mha = (attn_mha){.struct_size = sizeof(attn_mha), .d_model = MODEL, .d_context = MODEL, .heads = 1, .head_dim = HEAD, .d_out = MODEL,
                         .wq = m->wq, .wk = m->wk, .wv = m->wv, .wo = m->wo};
     return true;
 }
@@ -269,7 +269,7 @@ static attn_status backward(model *m, const batch *b, const attn_sdpa_options *o
                                   m->dbr)))
         return s;
     /* forward was: attn_out = mha(x, context); the embeddings are fixed, so no dx */
-    attn_mha_grads g = {.dwq = m->dwq, .dwk = m->dwk, .dwv = m->dwv, .dwo = m->dwo};
+    attn_mha_grads g = {.struct_size = sizeof(attn_mha_grads), .dwq = m->dwq, .dwk = m->dwk, .dwv = m->dwv, .dwo = m->dwo};
     return attn_mha_backward(&m->mha, b->x, b->n, 1, b->context, b->len, opt, p->dattn_out, &g);
 }
 
@@ -346,7 +346,7 @@ int cmd_train(int argc, char **argv) {
     pass tp = {0}, hp = {0};
     int rc = CLI_OK;
     attn_status st = ATTN_OK;
-    attn_sdpa_options opt = {0};
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.threads = (int)threads;
     opt.scale = 1.0f;
     if (!model_init(&m, &r) || !batch_alloc(&train, BATCH, (int)len) || !batch_alloc(&held, HELD_OUT, (int)len) ||

@@ -68,13 +68,13 @@ static attn_status check_like(const attn_tensor *t, const char *name, const attn
     if (!t) return ATTN_OK;
     for (int d = 0; d < 4; d++)
         if (t->shape[d] != like->shape[d])
-            return attn_fail(ATTN_ERR_SHAPE, "%s must be shaped like %s [%lld, %lld, %lld, %lld]",
+            return attn__fail(ATTN_ERR_SHAPE, "%s must be shaped like %s [%lld, %lld, %lld, %lld]",
                              name, like_name, (long long)like->shape[0], (long long)like->shape[1],
                              (long long)like->shape[2], (long long)like->shape[3]);
     if (t->stride[3] != 1 || t->stride[0] < 0 || t->stride[1] < 0 || t->stride[2] < 0)
-        return attn_fail(ATTN_ERR_SHAPE, "%s: strides must be >= 0 with a contiguous last dimension",
+        return attn__fail(ATTN_ERR_SHAPE, "%s: strides must be >= 0 with a contiguous last dimension",
                          name);
-    if (t->shape[1] > 0 && !t->data) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    if (t->shape[1] > 0 && !t->data) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
     return ATTN_OK;
 }
 
@@ -82,10 +82,10 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
                               const attn_tensor *out, const float *lse, const attn_tensor *dout,
                               const attn_tensor *dq, const attn_tensor *dk, const attn_tensor *dv) {
     if (!q || !k || !v || !out || !dout)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : "dout");
     if (!lse && q->shape[1] > 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "lse is NULL: the ring's backward needs the forward's lse (the whole "
                          "row's normaliser)");
     attn_status st;
@@ -111,7 +111,7 @@ static void add_to_block(const ring_problem *rp, double *dblock, int64_t rows, i
 
 /* Grows the workspace to what the call needs and hands it to opt. */
 static attn_status reserve(backward_state *s, attn_sdpa_options *opt, size_t need) {
-    attn_status st = ring_scratch_reserve(&s->workspace, need);
+    attn_status st = attn__ring_scratch_reserve(&s->workspace, need);
     opt->workspace = s->workspace.data;
     opt->workspace_size = s->workspace.size;
     return st;
@@ -127,12 +127,12 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
                   Dv = rp->dim_v, Lr = rp->q_shard.rows, W = Dv + D;
     attn_status st;
     attn_tensor qv = *x->q;
-    qv.data += row * x->q->stride[1];
+    qv.data = (float *)qv.data + row * x->q->stride[1];
     qv.shape[1] = n;
-    attn_tensor k = ring_block_view(rp, block, rows, k_off, m, 'k');
-    attn_tensor v = ring_block_view(rp, block, rows, k_off, m, 'v');
-    attn_tensor vk = ring_block_view(rp, block, rows, k_off, m, 'a');
-    attn_sdpa_options opt = ring_call_options(rp, q_start, k_start, NULL, 0);
+    attn_tensor k = attn__ring_block_view(rp, block, rows, k_off, m, 'k');
+    attn_tensor v = attn__ring_block_view(rp, block, rows, k_off, m, 'v');
+    attn_tensor vk = attn__ring_block_view(rp, block, rows, k_off, m, 'a');
+    attn_sdpa_options opt = attn__ring_call_options(rp, q_start, k_start, NULL, 0);
     size_t need;
 
     /* The block's own forward with values [v | k]: o_b and kbar, lse_b. */
@@ -140,7 +140,7 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
     if ((st = attn_sdpa_workspace_size(&qv, &k, &vk, &opt, &need)) || (st = reserve(s, &opt, need)) ||
         (st = attn_sdpa_forward(&qv, &k, &vk, &opt, &o_aug, NULL, s->lse_b)))
         return st;
-    ring_progress(reqs, stats);
+    attn__ring_progress(reqs, stats);
 
     /* w, c and the two douts; the kbar part of dq. */
     for (int64_t b = 0; b < B; b++)
@@ -149,8 +149,8 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
                 const double l_row = x->lse[(b * Hq + h) * Lr + row + i];
                 const double l_block = s->lse_b[(b * Hq + h) * n + i];
                 const double w = l_row == -INFINITY || l_block == -INFINITY ? 0.0 : exp(l_block - l_row);
-                const float *dout_bih = attn_row(x->dout, b, row + i, h);
-                const float *out_bih = attn_row(x->out, b, row + i, h);
+                const float *dout_bih = problem_row(x->dout, b, row + i, h);
+                const float *out_bih = problem_row(x->out, b, row + i, h);
                 const float *o_b = s->o_aug + ((b * n + i) * Hq + h) * W, *kbar = o_b + Dv;
                 float *dout_b = s->dout_b + ((b * n + i) * Hq + h) * Dv;
                 double c = 0.0;
@@ -160,7 +160,7 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
                 }
                 c *= w * s->scale;
                 if (s->want_dkv) {
-                    const float *q_bih = attn_row(x->q, b, row + i, h);
+                    const float *q_bih = problem_row(x->q, b, row + i, h);
                     float *dout_c = s->dout_c + ((b * n + i) * Hq + h) * D;
                     for (int64_t d = 0; d < D; d++) dout_c[d] = (float)(c * q_bih[d]);
                 }
@@ -171,8 +171,8 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
             }
 
     /* The block's own backward with dout_b = w dout. */
-    const attn_tensor o_b = {s->o_aug, {B, n, Hq, Dv}, {n * Hq * W, Hq * W, W, 1}};
-    const attn_tensor kbar = {s->o_aug + Dv, {B, n, Hq, D}, {n * Hq * W, Hq * W, W, 1}};
+    const attn_tensor o_b = {s->o_aug, ATTN_F32, {B, n, Hq, Dv}, {n * Hq * W, Hq * W, W, 1}};
+    const attn_tensor kbar = {s->o_aug + Dv, ATTN_F32, {B, n, Hq, D}, {n * Hq * W, Hq * W, W, 1}};
     attn_tensor dout_b = attn_tensor_4d(s->dout_b, B, n, Hq, Dv);
     attn_tensor dq_b = attn_tensor_4d(s->dq_b, B, n, Hq, D);
     attn_tensor dk_b = attn_tensor_4d(s->dk_b, B, m, Hkv, D);
@@ -183,7 +183,7 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
                                  s->want_dq ? &dq_b : NULL, s->want_dkv ? &dk_b : NULL,
                                  s->want_dkv ? &dv_b : NULL)))
         return st;
-    ring_progress(reqs, stats);
+    attn__ring_progress(reqs, stats);
     if (s->want_dq)
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < n * Hq * D; i++)
@@ -199,7 +199,7 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
         (st = reserve(s, &opt, need)) ||
         (st = attn_sdpa_backward(&qv, &k, &k, &opt, &kbar, s->lse_b, &dout_c, NULL, NULL, &dk_c)))
         return st;
-    ring_progress(reqs, stats);
+    attn__ring_progress(reqs, stats);
     add_to_block(rp, s->dblock_part, rows, k_off, m, s->dk_c, D, Dv);
     return ATTN_OK;
 }
@@ -213,7 +213,7 @@ static attn_status backward_step(const ring_problem *rp, const backward_args *x,
     for (int a = 0; a < qs->runs; a++)
         for (int c = 0; c < ks->runs; c++) {
             if (qs->len[a] == 0 || ks->len[c] == 0) continue;
-            if (!ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
+            if (!attn__ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
                 stats->pairs_skipped++;
                 continue;
             }
@@ -221,11 +221,11 @@ static attn_status backward_step(const ring_problem *rp, const backward_args *x,
             const int64_t q_off = a ? qs->len[0] : 0, k_off = c ? ks->len[0] : 0;
             for (int64_t p0 = 0; p0 < qs->len[a]; p0 += rp->piece_rows) {
                 const int64_t n = qs->len[a] - p0 < rp->piece_rows ? qs->len[a] - p0 : rp->piece_rows;
-                const double start = MPI_Wtime(), cpu_start = ring_cpu_seconds();
+                const double start = MPI_Wtime(), cpu_start = attn__ring_cpu_seconds();
                 st = backward_piece(rp, x, block, ks->rows, q_off + p0, qs->start[a] + p0, n, k_off,
                                     ks->start[c], ks->len[c], s, reqs, stats);
                 stats->busy_s += MPI_Wtime() - start;
-                stats->busy_cpu_s += ring_cpu_seconds() - cpu_start;
+                stats->busy_cpu_s += attn__ring_cpu_seconds() - cpu_start;
                 if (st) return st;
             }
         }
@@ -240,8 +240,8 @@ static void unpack_gradient(const ring_problem *rp, const float *dblock, int64_t
         for (int64_t j = 0; j < rows; j++)
             for (int64_t g = 0; g < rp->heads_kv; g++) {
                 const float *src = dblock + ((b * rows + j) * rp->heads_kv + g) * W;
-                if (dv) memcpy(attn_row(dv, b, j, g), src, sizeof(float) * (size_t)rp->dim_v);
-                if (dk) memcpy(attn_row(dk, b, j, g), src + rp->dim_v, sizeof(float) * (size_t)rp->dim);
+                if (dv) memcpy(problem_row(dv, b, j, g), src, sizeof(float) * (size_t)rp->dim_v);
+                if (dk) memcpy(problem_row(dk, b, j, g), src + rp->dim_v, sizeof(float) * (size_t)rp->dim);
             }
 }
 
@@ -258,7 +258,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
     if (st) return st;
     ring_problem rp;
     const int flags = (dq ? WANT_DQ : 0) | (dk ? WANT_DK : 0) | (dv ? WANT_DV : 0);
-    if ((st = ring_problem_init(&rp, comm, q, k, v, out, opt, flags))) return st;
+    if ((st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, flags))) return st;
 
     const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Hkv = rp.heads_kv,
                   D = rp.dim, Dv = rp.dim_v, W = Dv + D, M = rp.max_kv_rows;
@@ -285,12 +285,12 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
     st = !blocks[0] || !blocks[1] || !s.dq_acc || !s.dblock_part || !s.dblock_in ||
                  !s.dblock_send[0] || !s.dblock_send[1] || !s.o_aug || !s.lse_b || !s.dout_b ||
                  !s.dout_c || !s.dq_b || !s.dk_b || !s.dv_b || !s.dk_c
-             ? attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's backward buffers "
+             ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's backward buffers "
                          "(blocks of %lld key rows)", (long long)M)
              : ATTN_OK;
     if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
 
-    ring_pack_block(&rp, k, v, blocks[0]);
+    attn__ring_pack_block(&rp, k, v, blocks[0]);
     const backward_args x = {q, out, dout, lse};
     attn_status failed = ATTN_OK;
     ring_requests sends[2];
@@ -300,7 +300,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
         const size_t part = (size_t)(B * ks->rows * rp.unit);
         ring_requests reqs = {0}, incoming = {0};
         if (t + 1 < rp.ranks)
-            ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
+            attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
                             rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, TAG_KV, stats);
         if (s.want_dkv && t > 0)
             MPI_Irecv(s.dblock_in, (int)(B * ks->rows), rp.unit_type, rp.left, TAG_DKV, comm,
@@ -309,8 +309,8 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
         if (failed == ATTN_OK) failed = backward_step(&rp, &x, blocks[0], ks, &s, &reqs, stats);
         if (s.want_dkv) {
             /* Sum in ring order: what came from the left, then this rank's part. */
-            ring_wait(&incoming, stats);
-            ring_wait(&sends[t % 2], stats); /* the buffer's previous send */
+            attn__ring_wait(&incoming, stats);
+            attn__ring_wait(&sends[t % 2], stats); /* the buffer's previous send */
             float *sum = s.dblock_send[t % 2];
             for (size_t i = 0; i < part; i++)
                 sum[i] = (float)((t > 0 ? (double)s.dblock_in[i] : 0.0) + s.dblock_part[i]);
@@ -318,7 +318,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
                       &sends[t % 2].req[sends[t % 2].count++]);
             stats->bytes_sent += (int64_t)(part * sizeof(float));
         }
-        ring_wait(&reqs, stats);
+        attn__ring_wait(&reqs, stats);
         float *swap = blocks[0];
         blocks[0] = blocks[1];
         blocks[1] = swap;
@@ -328,9 +328,9 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
         ring_requests last = {0};
         MPI_Irecv(s.dblock_in, (int)(B * rp.kv_shards[rp.rank].rows), rp.unit_type, rp.left,
                   TAG_DKV, comm, &last.req[last.count++]);
-        ring_wait(&last, stats);
-        ring_wait(&sends[0], stats);
-        ring_wait(&sends[1], stats);
+        attn__ring_wait(&last, stats);
+        attn__ring_wait(&sends[0], stats);
+        attn__ring_wait(&sends[1], stats);
     }
     if ((st = attn_ring_agree(comm, failed, NULL))) goto cleanup;
 
@@ -338,7 +338,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < Lr; i++)
                 for (int64_t h = 0; h < Hq; h++) {
-                    float *dq_bih = attn_row(dq, b, i, h);
+                    float *dq_bih = problem_row(dq, b, i, h);
                     const double *acc = s.dq_acc + ((b * Lr + i) * Hq + h) * D;
                     for (int64_t d = 0; d < D; d++) dq_bih[d] = (float)acc[d];
                 }
@@ -360,7 +360,7 @@ cleanup:
     free(s.dv_b);
     free(s.dk_c);
     free(s.workspace.data);
-    ring_problem_free(&rp);
+    attn__ring_problem_free(&rp);
     stats->total_s = MPI_Wtime() - start;
     return st;
 }

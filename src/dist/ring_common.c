@@ -23,10 +23,10 @@ static int64_t part_len(int64_t n, int64_t m, int64_t i) { return n / m + (i < n
 
 attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_ring_layout layout,
                                attn_ring_shard *shard) {
-    if (!shard) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_shard_of: shard is NULL");
+    if (!shard) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_shard_of: shard is NULL");
     memset(shard, 0, sizeof *shard);
     if (total_rows < 0 || ranks < 1 || rank < 0 || rank >= ranks)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_ring_shard_of: %lld rows, rank %d of %d is not a valid shard",
                          (long long)total_rows, rank, ranks);
     if (layout == ATTN_RING_CONTIGUOUS) {
@@ -42,7 +42,7 @@ attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_rin
         shard->start[1] = part_start(total_rows, chunks, late);
         shard->len[1] = part_len(total_rows, chunks, late);
     } else {
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "layout must be contiguous (0) or zigzag (1), got %d", (int)layout);
     }
     shard->rows = shard->len[0] + shard->len[1];
@@ -64,59 +64,60 @@ attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message
     MPI_Allreduce(&failing, &failed, 1, MPI_INT, MPI_SUM, comm);
     MPI_Bcast(&status, 1, MPI_INT, first, comm);
     MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first, comm);
-    if (ranks == 1) return attn_fail((attn_status)status, "%s", text);
-    if (failed == 1) return attn_fail((attn_status)status, "rank %d of %d: %s", first, ranks, text);
-    return attn_fail((attn_status)status, "rank %d of %d (and %d more): %s", first, ranks, failed - 1,
+    if (ranks == 1) return attn__fail((attn_status)status, "%s", text);
+    if (failed == 1) return attn__fail((attn_status)status, "rank %d of %d: %s", first, ranks, text);
+    return attn__fail((attn_status)status, "rank %d of %d (and %d more): %s", first, ranks, failed - 1,
                      text);
 }
 
 /* ------------------------------------------------------------- validation */
 
 static attn_status check_local_tensor(const attn_tensor *t, const char *name) {
-    if (!t) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (!t) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     static const char *dims[4] = {"batch", "positions", "heads", "width"};
     for (int d = 0; d < 4; d++)
         if (t->shape[d] < (d == 1 ? 0 : 1))
-            return attn_fail(ATTN_ERR_SHAPE, "%s: %s must be %s, got %lld", name, dims[d],
+            return attn__fail(ATTN_ERR_SHAPE, "%s: %s must be %s, got %lld", name, dims[d],
                              d == 1 ? ">= 0" : "positive", (long long)t->shape[d]);
     for (int d = 0; d < 4; d++)
         if (t->stride[d] < 0)
-            return attn_fail(ATTN_ERR_SHAPE, "%s: stride of %s is negative (%lld)", name, dims[d],
+            return attn__fail(ATTN_ERR_SHAPE, "%s: stride of %s is negative (%lld)", name, dims[d],
                              (long long)t->stride[d]);
     if (t->stride[3] != 1)
-        return attn_fail(ATTN_ERR_SHAPE, "%s: the last dimension must be contiguous (stride 1)", name);
+        return attn__fail(ATTN_ERR_SHAPE, "%s: the last dimension must be contiguous (stride 1)", name);
     if (t->shape[1] > 0 && !t->data)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
     return ATTN_OK;
 }
 
 static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *out, const attn_ring_options *o) {
     attn_status st;
-    const attn_sdpa_options *s = &o->sdpa;
+    const attn_sdpa_options *s = o->sdpa;
+    if (!s) s = &(const attn_sdpa_options)ATTN_SDPA_OPTIONS_INIT;
     if (s->query_start || s->key_start || s->total_len_q || s->total_len_kv)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.query_start, key_start, total_len_q and total_len_kv "
                          "must be 0 (the ring places every block at its global positions)");
     if (s->mask || s->bias)
-        return attn_fail(ATTN_ERR_UNSUPPORTED,
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
                          "ring attention does not support a boolean mask or a bias (each block "
                          "would need its slice of them); use causal, window and key lengths, or "
                          "attn_sdpa_forward in one process");
     if (s->workspace || s->workspace_size)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.workspace must be NULL (the ring keeps its own)");
     if (o->layout != ATTN_RING_CONTIGUOUS && o->layout != ATTN_RING_ZIGZAG)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "layout must be contiguous or zigzag, got %d",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "layout must be contiguous or zigzag, got %d",
                          (int)o->layout);
     if (o->len_q < 0 || o->len_kv < 0 || o->piece_rows < 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: len_q, len_kv and piece_rows must be >= 0");
     if ((st = check_local_tensor(q, "q")) || (st = check_local_tensor(k, "k")) ||
         (st = check_local_tensor(v, "v")) || (st = check_local_tensor(out, "out")))
         return st;
     if (v->shape[0] != k->shape[0] || v->shape[1] != k->shape[1] || v->shape[2] != k->shape[2])
-        return attn_fail(ATTN_ERR_SHAPE,
+        return attn__fail(ATTN_ERR_SHAPE,
                          "v is [%lld, %lld, %lld, %lld] but k is [%lld, %lld, %lld, %lld]: v must "
                          "match k in batch, positions and heads",
                          (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2],
@@ -124,7 +125,7 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
                          (long long)k->shape[2], (long long)k->shape[3]);
     if (out->shape[0] != q->shape[0] || out->shape[1] != q->shape[1] ||
         out->shape[2] != q->shape[2] || out->shape[3] != v->shape[3])
-        return attn_fail(ATTN_ERR_SHAPE,
+        return attn__fail(ATTN_ERR_SHAPE,
                          "out is [%lld, %lld, %lld, %lld] but must be [B, Lr, Hq, Dv] = [%lld, "
                          "%lld, %lld, %lld]",
                          (long long)out->shape[0], (long long)out->shape[1],
@@ -145,7 +146,7 @@ static attn_status check_global(ring_problem *rp, const int64_t *all, const attn
         const int64_t *ri = all + (size_t)i * DIM_COUNT;
         if (ri[DIM_B] != r0[DIM_B] || ri[DIM_HQ] != r0[DIM_HQ] || ri[DIM_D] != r0[DIM_D] ||
             ri[DIM_HKV] != r0[DIM_HKV] || ri[DIM_DV] != r0[DIM_DV] || ri[DIM_KB] != r0[DIM_KB])
-            return attn_fail(ATTN_ERR_SHAPE,
+            return attn__fail(ATTN_ERR_SHAPE,
                              "rank %d has (B, Hq, D, Hkv, Dv) = (%lld, %lld, %lld, %lld, %lld) but "
                              "rank 0 has (%lld, %lld, %lld, %lld, %lld): every rank must hold the "
                              "same batches, heads and widths",
@@ -154,7 +155,7 @@ static attn_status check_global(ring_problem *rp, const int64_t *all, const attn
                              (long long)r0[DIM_HQ], (long long)r0[DIM_D], (long long)r0[DIM_HKV],
                              (long long)r0[DIM_DV]);
         if (ri[DIM_FLAGS] != r0[DIM_FLAGS])
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                              "rank %d asks for other gradients than rank 0: every rank must pass "
                              "the same set of dq, dk, dv (NULL or not)", i);
     }
@@ -164,10 +165,10 @@ static attn_status check_global(ring_problem *rp, const int64_t *all, const attn
     rp->heads_kv = r0[DIM_HKV];
     rp->dim_v = r0[DIM_DV];
     if (r0[DIM_KB] != rp->batch)
-        return attn_fail(ATTN_ERR_SHAPE, "k has batch %lld but q has batch %lld",
+        return attn__fail(ATTN_ERR_SHAPE, "k has batch %lld but q has batch %lld",
                          (long long)r0[DIM_KB], (long long)rp->batch);
     if (rp->heads_q % rp->heads_kv != 0)
-        return attn_fail(ATTN_ERR_SHAPE,
+        return attn__fail(ATTN_ERR_SHAPE,
                          "q has %lld heads, not a multiple of k's %lld heads (grouped-query "
                          "attention needs Hq = G * Hkv)",
                          (long long)rp->heads_q, (long long)rp->heads_kv);
@@ -179,7 +180,7 @@ static attn_status check_global(ring_problem *rp, const int64_t *all, const attn
     rp->len_q = o->len_q ? o->len_q : sum_q;
     rp->len_kv = o->len_kv ? o->len_kv : sum_kv;
     if (rp->len_q < 1 || rp->len_kv < 1)
-        return attn_fail(ATTN_ERR_SHAPE,
+        return attn__fail(ATTN_ERR_SHAPE,
                          "the ranks hold %lld query and %lld key positions in all; ring attention "
                          "needs at least one of each",
                          (long long)rp->len_q, (long long)rp->len_kv);
@@ -189,7 +190,7 @@ static attn_status check_global(ring_problem *rp, const int64_t *all, const attn
         attn_ring_shard_of(rp->len_kv, rp->ranks, i, o->layout, &ks);
         const int64_t *ri = all + (size_t)i * DIM_COUNT;
         if (ri[DIM_LR] != qs.rows || ri[DIM_SR] != ks.rows)
-            return attn_fail(ATTN_ERR_SHAPE,
+            return attn__fail(ATTN_ERR_SHAPE,
                              "rank %d holds %lld query and %lld key rows, but the %s layout of "
                              "L = %lld and S = %lld over %d ranks gives it %lld and %lld",
                              i, (long long)ri[DIM_LR], (long long)ri[DIM_SR], layout,
@@ -203,7 +204,7 @@ static attn_status check_global(ring_problem *rp, const int64_t *all, const attn
      * are int. */
     rp->unit = rp->heads_kv * (rp->dim_v + rp->dim);
     if (rp->unit > INT_MAX || rp->batch * rp->max_kv_rows > INT_MAX)
-        return attn_fail(ATTN_ERR_UNSUPPORTED,
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
                          "a key/value block of %lld x %lld rows of %lld floats exceeds MPI's int "
                          "counts; use more ranks",
                          (long long)rp->batch, (long long)rp->max_kv_rows, (long long)rp->unit);
@@ -218,22 +219,22 @@ static attn_status check_options(const ring_problem *rp, const attn_tensor *q,
     if (q->shape[1] == 0 || k->shape[1] == 0) return ATTN_OK;
     int qa = rp->q_shard.len[0] > 0 ? 0 : 1, ka = ks->len[0] > 0 ? 0 : 1;
     attn_tensor qv = *q, kv = *k, vv = *v;
-    qv.data += (qa ? rp->q_shard.len[0] : 0) * q->stride[1];
+    qv.data = (float *)qv.data + (qa ? rp->q_shard.len[0] : 0) * q->stride[1];
     qv.shape[1] = rp->q_shard.len[qa];
-    kv.data += (ka ? ks->len[0] : 0) * k->stride[1];
-    vv.data += (ka ? ks->len[0] : 0) * v->stride[1];
+    kv.data = (float *)kv.data + (ka ? ks->len[0] : 0) * k->stride[1];
+    vv.data = (float *)vv.data + (ka ? ks->len[0] : 0) * v->stride[1];
     kv.shape[1] = vv.shape[1] = ks->len[ka];
-    attn_sdpa_options o = ring_call_options(rp, rp->q_shard.start[qa], ks->start[ka], NULL, 0);
+    attn_sdpa_options o = attn__ring_call_options(rp, rp->q_shard.start[qa], ks->start[ka], NULL, 0);
     size_t bytes;
     return attn_sdpa_workspace_size(&qv, &kv, &vv, &o, &bytes);
 }
 
-attn_status ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
+attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_ring_options *opt,
                               int extra_flags) {
-    static const attn_ring_options defaults;
-    const attn_ring_options *o = opt ? opt : &defaults;
+    attn_ring_options options = ATTN_RING_OPTIONS_INIT;
+    const attn_ring_options *o = &options;
     memset(rp, 0, sizeof *rp);
     rp->unit_type = MPI_DATATYPE_NULL;
     rp->comm = comm;
@@ -241,13 +242,17 @@ attn_status ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor
     MPI_Comm_size(comm, &rp->ranks);
     rp->left = (rp->rank + rp->ranks - 1) % rp->ranks;
     rp->right = (rp->rank + 1) % rp->ranks;
-    rp->sdpa = o->sdpa;
+    rp->sdpa = (attn_sdpa_options)ATTN_SDPA_OPTIONS_INIT;
 
     int64_t *all = malloc(sizeof(int64_t) * DIM_COUNT * (size_t)rp->ranks);
     rp->kv_shards = calloc((size_t)rp->ranks, sizeof *rp->kv_shards);
     attn_status st = !all || !rp->kv_shards
-                         ? attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table")
-                         : check_local(q, k, v, out, o);
+                         ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table")
+                         : ATTN_OK;
+    if (st == ATTN_OK && opt) st = options_copy(&options, sizeof options, opt, "attn_ring_options");
+    if (st == ATTN_OK && options.sdpa)
+        st = options_copy(&rp->sdpa, sizeof rp->sdpa, options.sdpa, "attn_sdpa_options");
+    if (st == ATTN_OK) st = check_local(q, k, v, out, o);
     if ((st = attn_ring_agree(comm, st, NULL))) goto fail;
 
     const int64_t mine[DIM_COUNT] = {q->shape[0], q->shape[1], q->shape[2], q->shape[3],
@@ -275,17 +280,17 @@ attn_status ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor
     return ATTN_OK;
 fail:
     free(all);
-    ring_problem_free(rp);
+    attn__ring_problem_free(rp);
     return st;
 }
 
-void ring_problem_free(ring_problem *rp) {
+void attn__ring_problem_free(ring_problem *rp) {
     free(rp->kv_shards);
     rp->kv_shards = NULL;
     if (rp->unit_type != MPI_DATATYPE_NULL) MPI_Type_free(&rp->unit_type);
 }
 
-attn_sdpa_options ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
+attn_sdpa_options attn__ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
                                     void *workspace, size_t workspace_size) {
     attn_sdpa_options o = rp->sdpa;
     o.query_start = q_start;
@@ -297,7 +302,7 @@ attn_sdpa_options ring_call_options(const ring_problem *rp, int64_t q_start, int
     return o;
 }
 
-bool ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk) {
+bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk) {
     const attn_sdpa_options *o = &rp->sdpa;
     if (lq <= 0 || lk <= 0) return false;
     /* Query g's diagonal is key g + offset (global positions); the keys a
@@ -318,23 +323,23 @@ bool ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t 
 
 /* -------------------------------------------------------- blocks, exchange */
 
-void ring_pack_block(const ring_problem *rp, const attn_tensor *k, const attn_tensor *v,
+void attn__ring_pack_block(const ring_problem *rp, const attn_tensor *k, const attn_tensor *v,
                      float *block) {
     const int64_t rows = k->shape[1], width = rp->dim_v + rp->dim;
     for (int64_t b = 0; b < rp->batch; b++)
         for (int64_t s = 0; s < rows; s++)
             for (int64_t g = 0; g < rp->heads_kv; g++) {
                 float *row = block + ((b * rows + s) * rp->heads_kv + g) * width;
-                memcpy(row, attn_row(v, b, s, g), sizeof(float) * (size_t)rp->dim_v);
-                memcpy(row + rp->dim_v, attn_row(k, b, s, g), sizeof(float) * (size_t)rp->dim);
+                memcpy(row, problem_row(v, b, s, g), sizeof(float) * (size_t)rp->dim_v);
+                memcpy(row + rp->dim_v, problem_row(k, b, s, g), sizeof(float) * (size_t)rp->dim);
             }
 }
 
-attn_tensor ring_block_view(const ring_problem *rp, float *block, int64_t rows, int64_t off,
+attn_tensor attn__ring_block_view(const ring_problem *rp, float *block, int64_t rows, int64_t off,
                             int64_t len, char which) {
     const int64_t width = rp->dim_v + rp->dim;
     float *base = block + off * rp->unit;
-    attn_tensor t = {base,
+    attn_tensor t = {base, ATTN_F32,
                      {rp->batch, len, rp->heads_kv, width},
                      {rows * rp->unit, rp->unit, width, 1}};
     if (which == 'k') {
@@ -346,7 +351,7 @@ attn_tensor ring_block_view(const ring_problem *rp, float *block, int64_t rows, 
     return t;
 }
 
-void ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
+void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
                      int64_t send_rows, float *recv, int64_t recv_rows, int tag,
                      attn_ring_stats *stats) {
     MPI_Irecv(recv, (int)(rp->batch * recv_rows), rp->unit_type, rp->left, tag, rp->comm,
@@ -356,7 +361,7 @@ void ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send
     if (stats) stats->bytes_sent += rp->batch * send_rows * rp->unit * (int64_t)sizeof(float);
 }
 
-void ring_progress(ring_requests *r, attn_ring_stats *stats) {
+void attn__ring_progress(ring_requests *r, attn_ring_stats *stats) {
     int done;
     if (r->count == 0) return;
     double start = MPI_Wtime();
@@ -364,7 +369,7 @@ void ring_progress(ring_requests *r, attn_ring_stats *stats) {
     stats->progress_s += MPI_Wtime() - start;
 }
 
-void ring_wait(ring_requests *r, attn_ring_stats *stats) {
+void attn__ring_wait(ring_requests *r, attn_ring_stats *stats) {
     if (r->count == 0) return;
     double start = MPI_Wtime();
     MPI_Waitall(r->count, r->req, MPI_STATUSES_IGNORE);
@@ -372,31 +377,31 @@ void ring_wait(ring_requests *r, attn_ring_stats *stats) {
     r->count = 0;
 }
 
-double ring_cpu_seconds(void) {
+double attn__ring_cpu_seconds(void) {
     struct timespec t;
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0.0;
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-attn_status ring_scratch_reserve(ring_scratch *s, size_t bytes) {
+attn_status attn__ring_scratch_reserve(ring_scratch *s, size_t bytes) {
     if (bytes <= s->size) return ATTN_OK;
     free(s->data);
     s->data = malloc(bytes);
     s->size = s->data ? bytes : 0;
-    if (!s->data) return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of workspace", bytes);
+    if (!s->data) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of workspace", bytes);
     return ATTN_OK;
 }
 
-void ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats) {
+void attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats) {
     stats->comm_alone_s = 0.0;
     if (rp->ranks == 1) return;
     MPI_Barrier(rp->comm);
     double start = MPI_Wtime();
     for (int t = 0; t + 1 < rp->ranks; t++) {
         ring_requests r = {0};
-        ring_post_shift(rp, &r, a, rp->kv_shards[ring_owner_at(rp, t)].rows, b,
+        attn__ring_post_shift(rp, &r, a, rp->kv_shards[ring_owner_at(rp, t)].rows, b,
                         rp->kv_shards[ring_owner_at(rp, t + 1)].rows, 0, NULL);
-        ring_wait(&r, NULL);
+        attn__ring_wait(&r, NULL);
         float *swap = a;
         a = b;
         b = swap;

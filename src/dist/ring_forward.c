@@ -63,33 +63,33 @@ static attn_status forward_step(const ring_problem *rp, const attn_tensor *q, fl
     for (int a = 0; a < qs->runs; a++)
         for (int c = 0; c < ks->runs; c++) {
             if (qs->len[a] == 0 || ks->len[c] == 0) continue;
-            if (!ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
+            if (!attn__ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
                 stats->pairs_skipped++;
                 continue;
             }
             stats->pairs_computed++;
             const int64_t q_off = a ? qs->len[0] : 0, k_off = c ? ks->len[0] : 0;
-            attn_tensor k = ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'k');
-            attn_tensor v = ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'v');
+            attn_tensor k = attn__ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'k');
+            attn_tensor v = attn__ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'v');
             for (int64_t p0 = 0; p0 < qs->len[a]; p0 += rp->piece_rows) {
                 const int64_t n = qs->len[a] - p0 < rp->piece_rows ? qs->len[a] - p0 : rp->piece_rows;
-                const double start = MPI_Wtime(), cpu_start = ring_cpu_seconds();
+                const double start = MPI_Wtime(), cpu_start = attn__ring_cpu_seconds();
                 attn_tensor qv = *q;
-                qv.data += (q_off + p0) * q->stride[1];
+                qv.data = (float *)qv.data + (q_off + p0) * q->stride[1];
                 qv.shape[1] = n;
                 attn_tensor o = attn_tensor_4d(s->piece_o, rp->batch, n, rp->heads_q, rp->dim_v);
-                attn_sdpa_options opt = ring_call_options(rp, qs->start[a] + p0, ks->start[c], NULL, 0);
+                attn_sdpa_options opt = attn__ring_call_options(rp, qs->start[a] + p0, ks->start[c], NULL, 0);
                 size_t need;
                 if ((st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
-                    (st = ring_scratch_reserve(&s->workspace, need)))
+                    (st = attn__ring_scratch_reserve(&s->workspace, need)))
                     return st;
                 opt.workspace = s->workspace.data;
                 opt.workspace_size = s->workspace.size;
                 if ((st = attn_sdpa_forward(&qv, &k, &v, &opt, &o, NULL, s->piece_lse))) return st;
                 merge_piece(rp, s, q_off + p0, n);
                 stats->busy_s += MPI_Wtime() - start;
-                stats->busy_cpu_s += ring_cpu_seconds() - cpu_start;
-                ring_progress(reqs, stats);
+                stats->busy_cpu_s += attn__ring_cpu_seconds() - cpu_start;
+                attn__ring_progress(reqs, stats);
             }
         }
     return st;
@@ -103,7 +103,7 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     if (!stats) stats = &own_stats;
     memset(stats, 0, sizeof *stats);
     ring_problem rp;
-    attn_status st = ring_problem_init(&rp, comm, q, k, v, out, opt, 0);
+    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, 0);
     if (st) return st;
 
     const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Dv = rp.dim_v;
@@ -117,16 +117,16 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     s.piece_o = malloc(sizeof(float) * ((size_t)B * piece * (size_t)(Hq * Dv) + 1));
     s.piece_lse = malloc(sizeof(float) * ((size_t)B * piece * (size_t)Hq + 1));
     st = !blocks[0] || !blocks[1] || !s.acc_o || !s.acc_lse || !s.piece_o || !s.piece_lse
-             ? attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's buffers (two blocks "
+             ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's buffers (two blocks "
                          "of %lld key rows, the output in double)", (long long)rp.max_kv_rows)
              : ATTN_OK;
     if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
     for (int64_t i = 0; i < B * Hq * Lr; i++) s.acc_lse[i] = -INFINITY;
 
-    ring_pack_block(&rp, k, v, blocks[0]);
+    attn__ring_pack_block(&rp, k, v, blocks[0]);
     if (opt && opt->time_comm_alone) {
-        ring_time_rotation(&rp, blocks[0], blocks[1], stats);
-        ring_pack_block(&rp, k, v, blocks[0]);
+        attn__ring_time_rotation(&rp, blocks[0], blocks[1], stats);
+        attn__ring_pack_block(&rp, k, v, blocks[0]);
     }
 
     /* A rank whose kernel fails keeps passing blocks on (so no neighbour
@@ -136,10 +136,10 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
         const attn_ring_shard *ks = &rp.kv_shards[ring_owner_at(&rp, t)];
         ring_requests reqs = {0};
         if (t + 1 < rp.ranks)
-            ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
+            attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
                             rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, TAG_KV, stats);
         if (failed == ATTN_OK) failed = forward_step(&rp, q, blocks[0], ks, &s, &reqs, stats);
-        ring_wait(&reqs, stats);
+        attn__ring_wait(&reqs, stats);
         float *swap = blocks[0];
         blocks[0] = blocks[1];
         blocks[1] = swap;
@@ -149,7 +149,7 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < Lr; i++)
             for (int64_t h = 0; h < Hq; h++) {
-                float *o_bih = attn_row(out, b, i, h);
+                float *o_bih = problem_row(out, b, i, h);
                 const double *acc = s.acc_o + ((b * Lr + i) * Hq + h) * Dv;
                 for (int64_t d = 0; d < Dv; d++) o_bih[d] = (float)acc[d];
             }
@@ -163,7 +163,7 @@ cleanup:
     free(s.piece_o);
     free(s.piece_lse);
     free(s.workspace.data);
-    ring_problem_free(&rp);
+    attn__ring_problem_free(&rp);
     stats->total_s = MPI_Wtime() - start - stats->comm_alone_s;
     return st;
 }

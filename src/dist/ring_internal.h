@@ -16,7 +16,7 @@
 #define ATTN_RING_INTERNAL_H
 
 #include "attn_mpi.h"
-#include "core/internal.h"
+#include "base/problem.h"
 
 typedef struct ring_problem {
     MPI_Comm comm;
@@ -38,21 +38,21 @@ typedef struct ring_problem {
 /* Validates a ring call on every rank and agrees on the outcome (collective).
  * extra_flags: bits every rank must pass identically (which gradients the
  * backward computes), compared across ranks.  On success rp owns kv_shards and
- * unit_type: release with ring_problem_free. */
-attn_status ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
+ * unit_type: release with attn__ring_problem_free. */
+attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_ring_options *opt,
                               int extra_flags);
-void ring_problem_free(ring_problem *rp);
+void attn__ring_problem_free(ring_problem *rp);
 
 /* Options of the kernel call for query rows starting at global row q_start
  * and key rows starting at global row k_start. */
-attn_sdpa_options ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
+attn_sdpa_options attn__ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
                                     void *workspace, size_t workspace_size);
 
 /* True unless the causal, window and key-length rules hide every pair of
  * global query rows [qs, qs + lq) and key rows [ks, ks + lk). */
-bool ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk);
+bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk);
 
 /* Whose block a rank holds at step t (0 .. P-1): its own at t = 0, then the
  * left neighbour's, and so on around the ring. */
@@ -61,12 +61,12 @@ static inline int ring_owner_at(const ring_problem *rp, int step) {
 }
 
 /* Packs local k [B, Sr, Hkv, D] and v [B, Sr, Hkv, Dv] into a block. */
-void ring_pack_block(const ring_problem *rp, const attn_tensor *k, const attn_tensor *v,
+void attn__ring_pack_block(const ring_problem *rp, const attn_tensor *k, const attn_tensor *v,
                      float *block);
 
 /* Views of key run [off, off + len) of a block of `rows` positions:
  * which = 'k' (width D), 'v' (width Dv) or 'a' ([v | k], width Dv + D). */
-attn_tensor ring_block_view(const ring_problem *rp, float *block, int64_t rows, int64_t off,
+attn_tensor attn__ring_block_view(const ring_problem *rp, float *block, int64_t rows, int64_t off,
                             int64_t len, char which);
 
 /* Nonblocking requests of one step and the time spent waiting on them. */
@@ -77,30 +77,30 @@ typedef struct ring_requests {
 
 /* Posts: send `count` rows of block `send` to the right, receive `recv_rows`
  * rows into `recv` from the left, with tag. */
-void ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
+void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
                      int64_t send_rows, float *recv, int64_t recv_rows, int tag,
                      attn_ring_stats *stats);
 
 /* MPI_Testall: lets Open MPI move the messages along while the caller
  * computes (it makes no progress on its own); the time goes to
  * stats->progress_s. */
-void ring_progress(ring_requests *r, attn_ring_stats *stats);
+void attn__ring_progress(ring_requests *r, attn_ring_stats *stats);
 
 /* MPI_Waitall, the time added to stats->wait_s. */
-void ring_wait(ring_requests *r, attn_ring_stats *stats);
+void attn__ring_wait(ring_requests *r, attn_ring_stats *stats);
 
 /* CPU seconds this process has used (all its threads): the busy time in
  * CPU-seconds, which other load on a shared machine does not inflate. */
-double ring_cpu_seconds(void);
+double attn__ring_cpu_seconds(void);
 
 /* A grow-only scratch buffer for kernel workspaces. */
 typedef struct ring_scratch {
     void *data;
     size_t size;
 } ring_scratch;
-attn_status ring_scratch_reserve(ring_scratch *s, size_t bytes);
+attn_status attn__ring_scratch_reserve(ring_scratch *s, size_t bytes);
 
 /* One rotation of empty-handed blocks, timed (attn_ring_options.time_comm_alone). */
-void ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats);
+void attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats);
 
 #endif /* ATTN_RING_INTERNAL_H */

@@ -21,11 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *errno_text(int err, char *buf, size_t cap) {
-    if (strerror_r(err, buf, cap) != 0) snprintf(buf, cap, "error %d", err);
-    return buf;
-}
-
 static void axis_sizes(int ndim, const int64_t *shape, int axis, int64_t *outer, int64_t *inner) {
     *outer = *inner = 1;
     for (int d = 0; d < axis; d++) *outer *= shape[d];
@@ -73,10 +68,10 @@ attn_status attn_ring_read_npy(MPI_Comm comm, const char *path, int axis, attn_r
     attn_array head = {0}, mine = {0};
     attn_ring_shard sh;
     attn_status st = !path || !local
-                         ? attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_read_npy: path or local is NULL")
+                         ? attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_read_npy: path or local is NULL")
                          : attn_npy_read_header(path, &head, NULL);
     if (st == ATTN_OK && (axis < 0 || axis >= head.ndim))
-        st = attn_fail(ATTN_ERR_SHAPE, "%s: axis %d does not exist in an array of %d dimensions",
+        st = attn__fail(ATTN_ERR_SHAPE, "%s: axis %d does not exist in an array of %d dimensions",
                        path, axis, head.ndim);
     if (st == ATTN_OK) st = attn_ring_shard_of(head.shape[axis], ranks, rank, layout, &sh);
     if (st == ATTN_OK) st = read_shard(path, axis, &sh, &mine);
@@ -92,40 +87,23 @@ attn_status attn_ring_read_npy(MPI_Comm comm, const char *path, int axis, attn_r
 
 /* ------------------------------------------------------------------ write */
 
-/* Rank 0: creates path.tmp-<pid>-<n> exclusively (mode 0666 less the umask,
- * as for any new file), writes the header and sizes the file. */
-static attn_status create_temp(const attn_ring_output *o, char *tmp, size_t cap) {
-    static unsigned counter;
-    char reason[256];
+/* Rank 0: opens the output (a temporary file beside the target,
+ * attn_io.h), writes the header and sizes the file, so that every rank can
+ * write its rows at their offsets. */
+static attn_status begin_output(const attn_ring_output *o, attn_output **out) {
     uint8_t header[ATTN_NPY_HEADER_MAX];
     size_t header_size;
     attn_status st = attn_npy_format_header(ATTN_F32, o->ndim, o->shape, header, sizeof header,
                                             &header_size);
-    if (st) return attn_fail(st, "%s: %s", o->path, attn_last_error());
-    int fd = -1;
-    for (int attempt = 0; attempt < 1000 && fd < 0; attempt++) {
-        if ((size_t)snprintf(tmp, cap, "%s.tmp-%ld-%u", o->path, (long)getpid(), counter++) >= cap)
-            return attn_fail(ATTN_ERR_IO, "%s: the path is too long for a temporary name", o->path);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        tmp[0] = 0;
-        return attn_fail(ATTN_ERR_IO, "cannot create a temporary file beside '%s': %s", o->path,
-                         errno_text(errno, reason, sizeof reason));
-    }
+    if (st) return attn__fail(st, "%s: %s", o->path, attn_last_error());
+    if ((st = attn_output_open(o->path, out))) return st;
     int64_t count = 1;
     for (int d = 0; d < o->ndim; d++) count *= o->shape[d];
-    ssize_t wrote = pwrite(fd, header, header_size, 0);
-    if (wrote != (ssize_t)header_size)
-        st = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path,
-                       errno_text(wrote < 0 ? errno : EIO, reason, sizeof reason));
-    else if (ftruncate(fd, (off_t)header_size + (off_t)count * (off_t)sizeof(float)) != 0)
-        st = attn_fail(ATTN_ERR_IO, "cannot size '%s': %s", o->path,
-                       errno_text(errno, reason, sizeof reason));
-    if (close(fd) != 0 && st == ATTN_OK)
-        st = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path,
-                       errno_text(errno, reason, sizeof reason));
+    if ((st = attn_output_write(*out, header, header_size)) ||
+        (st = attn_output_resize(*out, (uint64_t)header_size + (uint64_t)count * sizeof(float)))) {
+        attn_output_discard(*out);
+        *out = NULL;
+    }
     return st;
 }
 
@@ -144,8 +122,8 @@ static attn_status write_rows(const attn_ring_output *o, const char *tmp, attn_r
         return st;
     int fd = open(tmp, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-        return attn_fail(ATTN_ERR_IO, "cannot open '%s' for writing: %s", tmp,
-                         errno_text(errno, reason, sizeof reason));
+        return attn__fail(ATTN_ERR_IO, "cannot open '%s' for writing: %s", tmp,
+                          errno_text(errno, reason, sizeof reason));
     const int64_t N = o->shape[o->axis];
     const uint8_t *src = (const uint8_t *)o->data;
     for (int64_t b = 0; b < outer && st == ATTN_OK; b++)
@@ -156,74 +134,69 @@ static attn_status write_rows(const attn_ring_output *o, const char *tmp, attn_r
                 ssize_t n = pwrite(fd, src + done, bytes - done, at + (off_t)done);
                 if (n < 0 && errno == EINTR) continue;
                 if (n <= 0) {
-                    st = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path,
-                                   errno_text(n < 0 ? errno : EIO, reason, sizeof reason));
+                    st = attn__fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path,
+                                    errno_text(n < 0 ? errno : EIO, reason, sizeof reason));
                     break;
                 }
                 done += (size_t)n;
             }
             src += bytes;
         }
+    /* The data must be on disk before rank 0 renames the file. */
+    if (st == ATTN_OK && fsync(fd) != 0 && errno != EINVAL)
+        st = attn__fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path, errno_text(errno, reason, sizeof reason));
     if (close(fd) != 0 && st == ATTN_OK)
-        st = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path,
-                       errno_text(errno, reason, sizeof reason));
+        st = attn__fail(ATTN_ERR_IO, "cannot write '%s': %s", o->path,
+                        errno_text(errno, reason, sizeof reason));
     return st;
 }
 
+/* Outputs are written one after the other; each one is complete under its
+ * name or not there at all (an earlier output that was committed stays: it
+ * is complete, and a file the run did not create is never removed). */
 attn_status attn_ring_save_npy(MPI_Comm comm, attn_ring_layout layout,
                                const attn_ring_output *outputs, int count) {
     int rank, ranks;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &ranks);
-    char reason[256];
     attn_status st = count < 0 || (count > 0 && !outputs)
-                         ? attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_save_npy: no outputs")
+                         ? attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_save_npy: no outputs")
                          : ATTN_OK;
     for (int i = 0; i < count && st == ATTN_OK; i++) {
         const attn_ring_output *o = &outputs[i];
         if (o->path && (o->ndim < 1 || o->ndim > ATTN_MAX_DIMS || o->axis < 0 || o->axis >= o->ndim))
-            st = attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: axis %d of %d dimensions", o->path,
-                           o->axis, o->ndim);
+            st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: axis %d of %d dimensions", o->path,
+                            o->axis, o->ndim);
     }
     if ((st = attn_ring_agree(comm, st, NULL))) return st;
 
-    char **tmp = calloc((size_t)count + 1, sizeof *tmp); /* temporaries, "" if not created */
-    st = tmp ? ATTN_OK : attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate file names");
-    if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
     for (int i = 0; i < count; i++) {
         const attn_ring_output *o = &outputs[i];
         if (!o->path) continue;
-        int cap = (int)strlen(o->path) + 64;
-        tmp[i] = calloc((size_t)cap, 1);
-        st = tmp[i] ? ATTN_OK : attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate a file name");
-        if (st == ATTN_OK && rank == 0) st = create_temp(o, tmp[i], (size_t)cap);
-        if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
-        MPI_Bcast(tmp[i], cap, MPI_CHAR, 0, comm);
-        if ((st = attn_ring_agree(comm, write_rows(o, tmp[i], layout, ranks, rank), NULL))) goto cleanup;
-    }
-    /* Everyone succeeded with everything: rank 0 publishes the set. */
-    if (rank == 0) {
-        for (int i = 0; i < count && st == ATTN_OK; i++) {
-            if (!tmp[i]) continue;
-            if (rename(tmp[i], outputs[i].path) != 0) {
-                st = attn_fail(ATTN_ERR_IO, "cannot rename the temporary file to '%s': %s",
-                               outputs[i].path, errno_text(errno, reason, sizeof reason));
-                for (int j = 0; j < i; j++) /* a set is all or nothing */
-                    if (tmp[j]) unlink(outputs[j].path);
-                break;
-            }
-            free(tmp[i]);
-            tmp[i] = NULL; /* renamed: nothing to remove */
+        attn_output *out = NULL;
+        char temp[4096] = "";
+        st = ATTN_OK;
+        if (rank == 0 && (st = begin_output(o, &out)) == ATTN_OK) {
+            const char *name = attn_output_temp_path(out);
+            if (strlen(name) >= sizeof temp)
+                st = attn__fail(ATTN_ERR_IO, "'%s': the path is too long to share between ranks", o->path);
+            else
+                snprintf(temp, sizeof temp, "%s", name);
         }
-    }
-    st = attn_ring_agree(comm, st, NULL);
-cleanup:
-    if (tmp) {
-        for (int i = 0; i < count; i++) {
-            if (rank == 0 && tmp[i] && tmp[i][0]) unlink(tmp[i]);
-            free(tmp[i]);
+        if ((st = attn_ring_agree(comm, st, NULL))) {
+            attn_output_discard(out);
+            return st;
         }
-        free(tmp);
+        MPI_Bcast(temp, (int)sizeof temp, MPI_CHAR, 0, comm);
+        st = attn_ring_agree(comm, write_rows(o, temp, layout, ranks, rank), NULL);
+        /* Everyone wrote its rows (or someone failed): rank 0 publishes or discards. */
+        if (rank == 0) {
+            if (st == ATTN_OK)
+                st = attn_output_commit(out);
+            else
+                attn_output_discard(out);
+        }
+        if ((st = attn_ring_agree(comm, st, NULL))) return st;
     }
-    return st;
+    return ATTN_OK;
 }

@@ -8,14 +8,16 @@
  *               scores, pattern [B, Hq, L, S]  z [B, L, Hq, Dv]
  *               result [B, L, Hq, d_out]  attn_out [B, L, d_out]
  */
-#ifndef ATTN_INTERP_H
-#define ATTN_INTERP_H
+#ifndef ATTN_INTERP_INTERNAL_H
+#define ATTN_INTERP_INTERNAL_H
 
-#include "core/internal.h"
+#include "attn_interp.h"
+
+#include "base/base.h"
 
 /* Allocates every buffer of t for the sizes already set in it (d_out 0: no
  * result / attn_out).  On failure frees what it took and zeroes the sizes. */
-attn_status attn_trace_alloc(attn_trace *t);
+attn_status attn__trace_alloc(attn_trace *t);
 
 /* A patchable hook seen as rows: row (b, pos, head) of `width` floats.  The
  * pattern is head-major ([B, Hq, L, S]); the others are position-major. */
@@ -27,7 +29,7 @@ typedef struct hook_rows {
 
 /* The rows of hook (Q, K, V, PATTERN or Z) in t (data NULL if t holds no
  * buffer yet); false for any other hook. */
-bool attn_hook_rows(const attn_trace *t, attn_hook hook, hook_rows *rows);
+bool attn__hook_rows(const attn_trace *t, attn_hook hook, hook_rows *rows);
 
 static inline int64_t hook_row_index(const hook_rows *r, int64_t b, int64_t pos, int64_t head) {
     return r->head_major ? (b * r->heads + head) * r->positions + pos
@@ -41,14 +43,19 @@ static inline float *hook_row(const hook_rows *r, int64_t b, int64_t pos, int64_
 /* When a patch runs, relative to the attention step. */
 typedef enum patch_stage { PATCH_STAGE_QKV, PATCH_STAGE_PATTERN, PATCH_STAGE_Z } patch_stage;
 
+/* Copies n patches, each read by the caller's struct_size (patches[0]'s),
+ * into *out in the library's layout (malloc'd; free it).  n = 0: *out is
+ * NULL. */
+attn_status attn__patches_copy(const attn_patch *patches, int n, attn_patch **out);
+
 /* Checks every patch against the sizes of t (buffers need not be filled
  * yet); every error names the patch by its index and the field at fault. */
-attn_status attn_patches_check(const attn_trace *t, const attn_patch *patches, int n_patches);
+attn_status attn__patches_check(const attn_trace *t, const attn_patch *patches, int n_patches);
 
 /* Applies, in array order, the (already checked) patches of one stage.
  * touched (if not NULL) has one byte per row of the stage's hook, indexed
  * by hook_row_index; every row a patch writes gets 1. */
-attn_status attn_patches_apply(attn_trace *t, const attn_patch *patches, int n_patches,
+attn_status attn__patches_apply(attn_trace *t, const attn_patch *patches, int n_patches,
                                patch_stage stage, uint8_t *touched);
 
 /* ------------------------------------------------------- linear programs
@@ -71,6 +78,6 @@ typedef enum lp_outcome { LP_OPTIMAL, LP_INFEASIBLE, LP_UNBOUNDED, LP_STALLED } 
 
 /* x: [cols] written when *outcome is LP_OPTIMAL.  Fails only on bad
  * arguments or memory. */
-attn_status attn_lp_maximise(const lp_problem *p, double *x, lp_outcome *outcome);
+attn_status attn__lp_maximise(const lp_problem *p, double *x, lp_outcome *outcome);
 
-#endif /* ATTN_INTERP_H */
+#endif /* ATTN_INTERP_INTERNAL_H */

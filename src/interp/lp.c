@@ -88,9 +88,9 @@ static lp_outcome simplex(tableau *tb, int64_t allowed) {
     return LP_STALLED;
 }
 
-attn_status attn_lp_maximise(const lp_problem *p, double *x, lp_outcome *outcome) {
+attn_status attn__lp_maximise(const lp_problem *p, double *x, lp_outcome *outcome) {
     if (!p || !x || !outcome || !p->a || !p->b || !p->sense || !p->c || p->rows < 0 || p->cols <= 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_lp_maximise: bad arguments");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_lp_maximise: bad arguments");
     const int64_t m = p->rows, n = p->cols;
     int64_t slacks = 0, artificials = 0;
     for (int64_t i = 0; i < m; i++) {
@@ -106,7 +106,7 @@ attn_status attn_lp_maximise(const lp_problem *p, double *x, lp_outcome *outcome
     if (!tb.t || !tb.basis) {
         free(tb.t);
         free(tb.basis);
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_lp_maximise: cannot allocate a %lld x %lld tableau",
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_lp_maximise: cannot allocate a %lld x %lld tableau",
                          (long long)(m + 1), (long long)tb.width);
     }
     const int64_t first_artificial = n + slacks;

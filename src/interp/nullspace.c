@@ -34,6 +34,8 @@
  */
 #include "interp/interp.h"
 
+#include "base/problem.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +119,7 @@ static void consider(search *s) {
 static attn_status solve(search *s, bool *optimal) {
     lp_outcome outcome;
     for (int64_t i = 0; i < s->n; i++) s->c[i] = s->raised[i] ? 1.0 : 0.0;
-    attn_status st = attn_lp_maximise(&s->lp, s->x, &outcome);
+    attn_status st = attn__lp_maximise(&s->lp, s->x, &outcome);
     if (st) return st;
     s->programs++;
     *optimal = outcome == LP_OPTIMAL;
@@ -195,40 +197,43 @@ static attn_status check_inputs(const float *weights, const float *values, int64
                                 int64_t width, const attn_nullspace_options *opt, double *moved,
                                 attn_nullspace_result *result) {
     if (!weights || !values || !opt || !moved || !result)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: %s is NULL",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: %s is NULL",
                          !weights ? "weights" : !values ? "values" : !opt ? "opt" : !moved ? "moved" : "result");
     int64_t n;
-    if (keys <= 0 || width <= 0 || attn_mul_overflows(keys, width, &n))
-        return attn_fail(ATTN_ERR_SHAPE, "attn_nullspace_search: keys (%lld) and width (%lld) must be positive",
+    if (keys <= 0 || width <= 0 || mul_overflows(keys, width, &n))
+        return attn__fail(ATTN_ERR_SHAPE, "attn_nullspace_search: keys (%lld) and width (%lld) must be positive",
                          (long long)keys, (long long)width);
     if (!isfinite(opt->tolerance) || opt->tolerance < 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: tolerance %g must be finite and >= 0",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: tolerance %g must be finite and >= 0",
                          opt->tolerance);
     if (opt->exact_limit < 0 || opt->exact_limit > EXACT_LIMIT_MAX)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_nullspace_search: exact_limit %lld must be in [0, %d] (2^limit programs)",
                          (long long)opt->exact_limit, EXACT_LIMIT_MAX);
     if (opt->starts < 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: starts %lld must be >= 0",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: starts %lld must be >= 0",
                          (long long)opt->starts);
     for (int64_t j = 0; j < keys; j++)
         if (!isfinite(weights[j]) || weights[j] < 0)
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                              "attn_nullspace_search: weights[%lld] = %g; weights must be finite and >= 0",
                              (long long)j, (double)weights[j]);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(values[i]))
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: values[%lld] is not finite",
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: values[%lld] is not finite",
                              (long long)i);
     return ATTN_OK;
 }
 
 attn_status attn_nullspace_search(const float *weights, const float *values, int64_t keys,
                                   int64_t width, const uint8_t *visible,
-                                  const attn_nullspace_options *opt, double *moved,
+                                  const attn_nullspace_options *opt_in, double *moved,
                                   attn_nullspace_result *result) {
-    attn_status st = check_inputs(weights, values, keys, width, opt, moved, result);
-    if (st) return st;
+    attn_nullspace_options options, *opt = opt_in ? &options : NULL;
+    attn_status st;
+    if (opt_in && (st = options_copy(&options, sizeof options, opt_in, "attn_nullspace_options")))
+        return st;
+    if ((st = check_inputs(weights, values, keys, width, opt, moved, result))) return st;
     const int64_t exact_limit = opt->exact_limit ? opt->exact_limit : EXACT_LIMIT_DEFAULT;
     const int64_t starts = opt->starts ? opt->starts : STARTS_DEFAULT;
     search s = {.w = weights, .values = values, .keys = keys, .width = width,
@@ -237,7 +242,7 @@ attn_status attn_nullspace_search(const float *weights, const float *values, int
     for (int64_t j = 0; j < keys; j++) moved[j] = weights[j];
 
     s.index = malloc((size_t)keys * sizeof(int64_t));
-    if (!s.index) return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_nullspace_search: out of memory");
+    if (!s.index) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_nullspace_search: out of memory");
     for (int64_t j = 0; j < keys; j++)
         if (!visible || visible[j]) {
             s.index[s.n++] = j;
@@ -261,7 +266,7 @@ attn_status attn_nullspace_search(const float *weights, const float *values, int
     s.candidate = malloc((size_t)keys * sizeof(double));
     s.raised = malloc((size_t)s.n * sizeof(bool));
     if (!s.a || !s.b || !s.sense || !s.c || !s.x || !s.candidate || !s.raised) {
-        st = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_nullspace_search: out of memory for a %lld x %lld program",
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_nullspace_search: out of memory for a %lld x %lld program",
                        (long long)max_rows, (long long)s.n);
         goto cleanup;
     }

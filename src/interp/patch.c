@@ -9,18 +9,38 @@
  */
 #include "interp/interp.h"
 
+#include "base/problem.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-attn_patch attn_patch_make(attn_patch_kind kind, attn_hook hook) {
-    attn_patch p;
-    memset(&p, 0, sizeof p);
-    p.kind = kind;
-    p.hook = hook;
-    p.batch = p.position = p.head = p.key = ATTN_ALL;
-    p.factor = 1.0f;
-    return p;
+attn_status attn__patches_copy(const attn_patch *patches, int n, attn_patch **out) {
+    *out = NULL;
+    if (n < 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "n_patches is %d; it must be >= 0", n);
+    if (n == 0) return ATTN_OK;
+    if (!patches) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patches is NULL but n_patches is %d", n);
+    /* The caller's array steps by its own sizeof(attn_patch). */
+    const size_t stride = patches[0].struct_size;
+    if (stride < sizeof(size_t))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "patch 0: struct_size is %zu; make patches with attn_patch_make", stride);
+    attn_patch *copy = calloc((size_t)n, sizeof *copy);
+    if (!copy) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy %d patches", n);
+    for (int i = 0; i < n; i++) {
+        const attn_patch *p = (const attn_patch *)(const void *)((const char *)patches + (size_t)i * stride);
+        attn_status st = p->struct_size == stride
+                             ? options_copy(&copy[i], sizeof copy[i], p, "attn_patch")
+                             : attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                                          "patch %d: struct_size %zu differs from patch 0's %zu", i,
+                                          p->struct_size, stride);
+        if (st) {
+            free(copy);
+            return st;
+        }
+    }
+    *out = copy;
+    return ATTN_OK;
 }
 
 static patch_stage stage_of(attn_hook hook) {
@@ -33,7 +53,7 @@ static patch_stage stage_of(attn_hook hook) {
 static attn_status check_selector(int index, const char *field, int64_t value, int64_t size,
                                   const char *what) {
     if (value == ATTN_ALL || (value >= 0 && value < size)) return ATTN_OK;
-    return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+    return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                      "patch %d: %s = %lld is outside [0, %lld) (%s), and is not ATTN_ALL", index,
                      field, (long long)value, (long long)size, what);
 }
@@ -42,21 +62,21 @@ static attn_status check_patch(const attn_trace *t, const attn_patch *p, int ind
     hook_rows rows;
     const char *name = attn_hook_name(p->hook);
     if ((unsigned)p->kind > ATTN_PATCH_SET)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: unknown kind %d", index, (int)p->kind);
-    if (!attn_hook_rows(t, p->hook, &rows))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: unknown kind %d", index, (int)p->kind);
+    if (!attn__hook_rows(t, p->hook, &rows))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "patch %d: %s cannot be patched (patchable: hook_q, hook_k, hook_v, "
                          "hook_pattern, hook_z; hook_result is hook_z through W_O)",
                          index, name ? name : "an unknown hook");
     const bool pattern = p->hook == ATTN_HOOK_PATTERN;
     if (p->kind == ATTN_PATCH_SET && !pattern)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: SET applies to hook_pattern only, not %s",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: SET applies to hook_pattern only, not %s",
                          index, name);
     if (p->kind == ATTN_PATCH_MEAN && pattern)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "patch %d: MEAN does not apply to hook_pattern (ablate hook_z instead)", index);
     if (p->renormalise && !pattern)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: renormalise applies to hook_pattern only, not %s",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: renormalise applies to hook_pattern only, not %s",
                          index, name);
     const bool kv = p->hook == ATTN_HOOK_K || p->hook == ATTN_HOOK_V;
     attn_status st;
@@ -68,32 +88,32 @@ static attn_status check_patch(const attn_trace *t, const attn_patch *p, int ind
     if (pattern) {
         if ((st = check_selector(index, "key", p->key, rows.width, "keys"))) return st;
     } else if (p->key != ATTN_ALL) {
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: key selects pattern entries; for %s it must be ATTN_ALL",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: key selects pattern entries; for %s it must be ATTN_ALL",
                          index, name);
     }
     if ((p->kind == ATTN_PATCH_SCALE || p->kind == ATTN_PATCH_SET) &&
         (!isfinite(p->factor) || (pattern && p->factor < 0)))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: factor %g must be finite%s", index,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: factor %g must be finite%s", index,
                          (double)p->factor, pattern ? " and >= 0 on hook_pattern" : "");
     if (p->kind != ATTN_PATCH_REPLACE) return ATTN_OK;
 
     if (p->values) {
         for (int64_t i = 0; i < rows.width; i++)
             if (!isfinite(p->values[i]) || (pattern && p->values[i] < 0))
-                return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: values[%lld] = %g must be finite%s",
+                return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: values[%lld] = %g must be finite%s",
                                  index, (long long)i, (double)p->values[i],
                                  pattern ? " and >= 0 on hook_pattern" : "");
         return ATTN_OK;
     }
     if (!p->source)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: REPLACE needs values or a source trace", index);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: REPLACE needs values or a source trace", index);
     hook_rows from;
-    attn_hook_rows(p->source, p->hook, &from);
+    attn__hook_rows(p->source, p->hook, &from);
     if (!from.data)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: the source trace holds no %s", index, name);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: the source trace holds no %s", index, name);
     if (from.batch != rows.batch || from.positions != rows.positions || from.heads != rows.heads ||
         from.width != rows.width)
-        return attn_fail(ATTN_ERR_SHAPE,
+        return attn__fail(ATTN_ERR_SHAPE,
                          "patch %d: the source's %s has batch %lld, %lld positions, %lld heads, width "
                          "%lld; this pass has %lld, %lld, %lld, %lld",
                          index, name, (long long)from.batch, (long long)from.positions,
@@ -102,11 +122,11 @@ static attn_status check_patch(const attn_trace *t, const attn_patch *p, int ind
     return ATTN_OK;
 }
 
-attn_status attn_patches_check(const attn_trace *t, const attn_patch *patches, int n_patches) {
+attn_status attn__patches_check(const attn_trace *t, const attn_patch *patches, int n_patches) {
     if (n_patches < 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "n_patches is %d; it must be >= 0", n_patches);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "n_patches is %d; it must be >= 0", n_patches);
     if (n_patches > 0 && !patches)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "patches is NULL but n_patches is %d", n_patches);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patches is NULL but n_patches is %d", n_patches);
     for (int i = 0; i < n_patches; i++) {
         attn_status st = check_patch(t, &patches[i], i);
         if (st) return st;
@@ -131,7 +151,7 @@ static void patch_row(const attn_patch *p, const hook_rows *rows, int64_t b, int
         const float *from = p->values;
         if (!from) {
             hook_rows source_rows;
-            attn_hook_rows(p->source, p->hook, &source_rows);
+            attn__hook_rows(p->source, p->hook, &source_rows);
             from = hook_row(&source_rows, b, pos, head);
         }
         for (int64_t j = j0; j < j1; j++) row[j] = from[j];
@@ -162,12 +182,12 @@ static void patch_row(const attn_patch *p, const hook_rows *rows, int64_t b, int
 
 static attn_status apply_patch(attn_trace *t, const attn_patch *p, uint8_t *touched) {
     hook_rows rows;
-    attn_hook_rows(t, p->hook, &rows);
+    attn__hook_rows(t, p->hook, &rows);
     double *mean = NULL;
     if (p->kind == ATTN_PATCH_MEAN) {
         mean = malloc((size_t)rows.width * sizeof(double));
         if (!mean)
-            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "patch: cannot allocate %lld doubles",
+            return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "patch: cannot allocate %lld doubles",
                              (long long)rows.width);
     }
     int64_t b0, b1, h0, h1, p0, p1;
@@ -195,7 +215,7 @@ static attn_status apply_patch(attn_trace *t, const attn_patch *p, uint8_t *touc
     return ATTN_OK;
 }
 
-attn_status attn_patches_apply(attn_trace *t, const attn_patch *patches, int n_patches,
+attn_status attn__patches_apply(attn_trace *t, const attn_patch *patches, int n_patches,
                                patch_stage stage, uint8_t *touched) {
     for (int i = 0; i < n_patches; i++) {
         if (stage_of(patches[i].hook) != stage) continue;

@@ -71,7 +71,7 @@ static attn_status interactions(attn_paths *paths) {
     }
     return ATTN_OK;
 oom:
-    return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "paths: cannot allocate the interaction terms");
+    return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "paths: cannot allocate the interaction terms");
 }
 
 static bool same_shape(const attn_tensor *a, const attn_tensor *b) {
@@ -84,17 +84,17 @@ attn_status attn_sdpa_paths(const attn_tensor *q, const attn_tensor *k, const at
                             const attn_tensor *q_changed, const attn_tensor *k_changed,
                             const attn_tensor *v_changed, const attn_sdpa_options *opt,
                             attn_paths *paths) {
-    if (!paths) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "paths is NULL");
+    if (!paths) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "paths is NULL");
     memset(paths, 0, sizeof *paths);
     if (!q || !k || !v)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "paths: %s is NULL", !q ? "q" : !k ? "k" : "v");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "paths: %s is NULL", !q ? "q" : !k ? "k" : "v");
     const attn_tensor *changed[3] = {q_changed ? q_changed : q, k_changed ? k_changed : k,
                                      v_changed ? v_changed : v};
     const attn_tensor *base[3] = {q, k, v};
     static const char *const names[3] = {"q_changed", "k_changed", "v_changed"};
     for (int i = 0; i < 3; i++)
         if (!same_shape(base[i], changed[i]))
-            return attn_fail(ATTN_ERR_SHAPE,
+            return attn__fail(ATTN_ERR_SHAPE,
                              "paths: %s is [%lld, %lld, %lld, %lld] but the base is [%lld, %lld, %lld, %lld]",
                              names[i], (long long)changed[i]->shape[0], (long long)changed[i]->shape[1],
                              (long long)changed[i]->shape[2], (long long)changed[i]->shape[3],
@@ -121,11 +121,11 @@ attn_status attn_mha_paths(const attn_mha *m, const float *x, const float *x_cha
                            int64_t batch, int64_t len, const float *context,
                            const float *context_changed, int64_t context_len,
                            const attn_sdpa_options *opt, attn_paths *paths) {
-    if (!paths) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "paths is NULL");
+    if (!paths) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "paths is NULL");
     memset(paths, 0, sizeof *paths);
-    if (!x_changed) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "paths: x_changed is NULL");
+    if (!x_changed) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "paths: x_changed is NULL");
     if (!context && context_changed)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "paths: context_changed is given but context is NULL (self-attention: "
                          "change x_changed instead)");
     attn_status st;

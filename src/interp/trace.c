@@ -28,7 +28,7 @@ const char *attn_hook_name(attn_hook hook) {
 
 attn_status attn_hook_from_name(const char *name, attn_hook *hook) {
     if (!name || !hook)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_hook_from_name: %s is NULL",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_hook_from_name: %s is NULL",
                          !name ? "name" : "hook");
     /* "blocks.0.attn.hook_q" -> "hook_q" -> "q" */
     const char *dot = strrchr(name, '.');
@@ -39,7 +39,7 @@ attn_status attn_hook_from_name(const char *name, attn_hook *hook) {
             *hook = (attn_hook)h;
             return ATTN_OK;
         }
-    return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+    return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                      "unknown hook '%s' (expected hook_q, hook_k, hook_v, hook_attn_scores, "
                      "hook_pattern, hook_z, hook_result or hook_attn_out)", name);
 }
@@ -62,7 +62,7 @@ void attn_trace_free(attn_trace *t) {
 static bool count_of(const int64_t *sizes, int n, int64_t *count) {
     int64_t c = 1;
     for (int i = 0; i < n; i++)
-        if (attn_mul_overflows(c, sizes[i], &c)) return false;
+        if (mul_overflows(c, sizes[i], &c)) return false;
     if (c > INT64_MAX / (int64_t)sizeof(float)) return false;
     *count = c;
     return true;
@@ -100,20 +100,20 @@ static float **hook_buffer(attn_trace *t, attn_hook hook) {
     return (unsigned)hook < ATTN_HOOK_COUNT ? buffers[hook] : NULL;
 }
 
-attn_status attn_trace_alloc(attn_trace *t) {
+attn_status attn__trace_alloc(attn_trace *t) {
     for (int h = 0; h < ATTN_HOOK_COUNT; h++) {
         int64_t shape[4], count;
         int ndim = hook_shape(t, (attn_hook)h, shape);
         if (!ndim) continue;
         if (!count_of(shape, ndim, &count)) {
             attn_trace_free(t);
-            return attn_fail(ATTN_ERR_OVERFLOW, "trace: the size of %s overflows", hook_names[h]);
+            return attn__fail(ATTN_ERR_OVERFLOW, "trace: the size of %s overflows", hook_names[h]);
         }
         float **buffer = hook_buffer(t, (attn_hook)h);
         *buffer = malloc((size_t)count * sizeof(float));
         if (!*buffer) {
             attn_trace_free(t);
-            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "trace: cannot allocate %s (%lld floats)",
+            return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "trace: cannot allocate %s (%lld floats)",
                              hook_names[h], (long long)count);
         }
     }
@@ -122,18 +122,18 @@ attn_status attn_trace_alloc(attn_trace *t) {
 
 attn_status attn_trace_get(const attn_trace *t, attn_hook hook, attn_hook_tensor *view) {
     if (!t || !view)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: %s is NULL", !t ? "trace" : "view");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: %s is NULL", !t ? "trace" : "view");
     if ((unsigned)hook >= ATTN_HOOK_COUNT)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: hook %d is not a hook", (int)hook);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: hook %d is not a hook", (int)hook);
     memset(view, 0, sizeof *view);
     int ndim = hook_shape(t, hook, view->shape);
     float *data = *hook_buffer((attn_trace *)t, hook);
     if (!ndim)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_trace_get: a bare-attention trace has no %s (there is no W_O)",
                          hook_names[hook]);
     if (!data)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: the trace holds no %s (empty trace?)",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: the trace holds no %s (empty trace?)",
                          hook_names[hook]);
     view->hook = hook;
     view->name = hook_names[hook];
@@ -143,7 +143,7 @@ attn_status attn_trace_get(const attn_trace *t, attn_hook hook, attn_hook_tensor
     return ATTN_OK;
 }
 
-bool attn_hook_rows(const attn_trace *t, attn_hook hook, hook_rows *r) {
+bool attn__hook_rows(const attn_trace *t, attn_hook hook, hook_rows *r) {
     int64_t shape[4];
     if (hook != ATTN_HOOK_Q && hook != ATTN_HOOK_K && hook != ATTN_HOOK_V &&
         hook != ATTN_HOOK_PATTERN && hook != ATTN_HOOK_Z)

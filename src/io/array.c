@@ -1,57 +1,38 @@
 /*
  * array.c — the n-dimensional array that the .npy reader fills and the CLI
- * consumes: dtype names and sizes, allocation, and in-place conversion to
- * the three types the kernels use (float32 data, int64 lengths, bool masks).
+ * consumes: allocation, and in-place conversion to the three types the
+ * kernels use (float32 data, int64 lengths, bool masks).
  *
  * Shape legend: an attn_array holds shape[0 .. ndim-1] in C order (the last
  * index varies fastest), count = prod(shape) elements (1 for a scalar,
- * ndim == 0), always in native byte order.  float16 elements are stored as
- * their raw IEEE binary16 bits (uint16_t); bool elements are bytes 0 or 1.
+ * ndim == 0), always in native byte order.  float16 and bfloat16 elements
+ * are stored as their raw 16 bits (uint16_t); bool elements are bytes 0 or 1.
  */
-#include "core/internal.h"
+#include "attn_io.h"
+
+#include "base/dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Indexed by attn_dtype; the names are numpy's (np.dtype(...).name). */
-static const struct {
-    const char *name;
-    size_t size;
-} dtype_table[] = {
-    [ATTN_F32] = {"float32", 4}, [ATTN_F64] = {"float64", 8}, [ATTN_F16] = {"float16", 2},
-    [ATTN_BOOL] = {"bool", 1},   [ATTN_I8] = {"int8", 1},     [ATTN_I16] = {"int16", 2},
-    [ATTN_I32] = {"int32", 4},   [ATTN_I64] = {"int64", 8},   [ATTN_U8] = {"uint8", 1},
-    [ATTN_U16] = {"uint16", 2},  [ATTN_U32] = {"uint32", 4},  [ATTN_U64] = {"uint64", 8},
-};
-
-static bool dtype_valid(attn_dtype dtype) {
-    return (int)dtype >= 0 && (size_t)dtype < sizeof dtype_table / sizeof dtype_table[0];
-}
-
-const char *attn_dtype_name(attn_dtype dtype) {
-    return dtype_valid(dtype) ? dtype_table[dtype].name : "unknown dtype";
-}
-
-size_t attn_dtype_size(attn_dtype dtype) { return dtype_valid(dtype) ? dtype_table[dtype].size : 0; }
-
 /* Zeroes *a first, so that attn_array_free is safe on it whatever happens.
  * An empty array (some dimension 0) still gets a non-NULL data pointer. */
 attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
-    if (!a) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: array is NULL");
+    if (!a) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: array is NULL");
     memset(a, 0, sizeof *a);
-    if (!dtype_valid(dtype))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: invalid dtype %d", (int)dtype);
+    if (!attn__dtype_valid(dtype))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: invalid dtype %d", (int)dtype);
     if (ndim < 0 || ndim > ATTN_MAX_DIMS)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_array_alloc: ndim = %d, must be between 0 and %d", ndim,
                          ATTN_MAX_DIMS);
     if (ndim > 0 && !shape)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: shape is NULL");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: shape is NULL");
 
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                              "attn_array_alloc: shape[%d] = %lld is negative", i,
                              (long long)shape[i]);
         if (shape[i] == 0) count = 0;
@@ -59,21 +40,21 @@ attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const in
     /* A zero dimension means no elements whatever the others are (numpy
      * multiplies exactly and agrees), so the product is only taken without one. */
     for (int i = 0; i < ndim && count != 0; i++) {
-        if (attn_mul_overflows(count, shape[i], &count))
-            return attn_fail(ATTN_ERR_OVERFLOW,
+        if (mul_overflows(count, shape[i], &count))
+            return attn__fail(ATTN_ERR_OVERFLOW,
                              "attn_array_alloc: the element count overflows at shape[%d] = %lld",
                              i, (long long)shape[i]);
     }
     int64_t bytes;
-    if (attn_mul_overflows(count, (int64_t)dtype_table[dtype].size, &bytes) ||
+    if (mul_overflows(count, (int64_t)attn_dtype_size(dtype), &bytes) ||
         (uint64_t)bytes > SIZE_MAX)
-        return attn_fail(ATTN_ERR_OVERFLOW,
+        return attn__fail(ATTN_ERR_OVERFLOW,
                          "attn_array_alloc: %lld elements of %s overflow the byte size",
-                         (long long)count, dtype_table[dtype].name);
+                         (long long)count, attn_dtype_name(dtype));
 
     void *data = calloc(bytes > 0 ? (size_t)bytes : 1, 1);
     if (!data)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_alloc: cannot allocate %lld bytes",
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_alloc: cannot allocate %lld bytes",
                          (long long)bytes);
     a->dtype = dtype;
     a->ndim = ndim;
@@ -87,30 +68,6 @@ void attn_array_free(attn_array *a) {
     if (!a) return;
     free(a->data);
     memset(a, 0, sizeof *a);
-}
-
-/* IEEE binary16 bits -> float, exactly: every half value is a float value.
- *   exponent 0        zero or subnormal: mantissa * 2^-24
- *   exponent 31       inf (mantissa 0) or NaN (payload kept in the top bits)
- *   otherwise         rebias the exponent from 15 to 127 */
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exponent = (h >> 10) & 0x1Fu;
-    uint32_t mantissa = h & 0x3FFu;
-    uint32_t bits;
-    if (exponent == 0) {
-        /* mantissa < 2^10 and the scale is a power of two: the product is exact. */
-        float magnitude = (float)mantissa * 0x1p-24f;
-        memcpy(&bits, &magnitude, sizeof bits);
-        bits |= sign;
-    } else if (exponent == 31) {
-        bits = sign | 0x7F800000u | (mantissa << 13);
-    } else {
-        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
 }
 
 static bool dtype_is_integer(attn_dtype dtype) { return dtype >= ATTN_BOOL && dtype <= ATTN_U64; }
@@ -140,21 +97,21 @@ static bool integer_at(const attn_array *a, int64_t i, int64_t *value) {
 /* Converts element by element into a new buffer and swaps it in only when
  * every element converted, so a refused conversion leaves *a unchanged. */
 attn_status attn_array_convert(attn_array *a, attn_dtype to) {
-    if (!a) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_convert: array is NULL");
-    if (!dtype_valid(a->dtype) || !dtype_valid(to))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_convert: invalid dtype %d",
-                         dtype_valid(to) ? (int)a->dtype : (int)to);
+    if (!a) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_convert: array is NULL");
+    if (!attn__dtype_valid(a->dtype) || !attn__dtype_valid(to))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_convert: invalid dtype %d",
+                         attn__dtype_valid(to) ? (int)a->dtype : (int)to);
     if (a->count > 0 && !a->data)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_convert: data is NULL");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_convert: data is NULL");
     if (a->dtype == to) return ATTN_OK;
 
-    bool from_float = a->dtype == ATTN_F32 || a->dtype == ATTN_F64 || a->dtype == ATTN_F16;
+    bool from_float = dtype_is_float(a->dtype);
     bool supported = (to == ATTN_F32 && from_float) ||
                      ((to == ATTN_I64 || to == ATTN_BOOL) && dtype_is_integer(a->dtype));
     if (!supported)
-        return attn_fail(ATTN_ERR_UNSUPPORTED, "cannot convert %s to %s: %s",
-                         dtype_table[a->dtype].name, dtype_table[to].name,
-                         to == ATTN_F32 ? "a floating-point array (float16/32/64) was expected"
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "cannot convert %s to %s: %s",
+                         attn_dtype_name(a->dtype), attn_dtype_name(to),
+                         to == ATTN_F32 ? "a floating-point array (float16/32/64, bfloat16) was expected"
                          : to == ATTN_I64 || to == ATTN_BOOL
                              ? "an integer or bool array was expected"
                              : "the conversion targets are float32, int64 and bool");
@@ -162,13 +119,13 @@ attn_status attn_array_convert(attn_array *a, attn_dtype to) {
     /* Checked although the source already holds count elements: a target
      * element may be wider than a source element. */
     int64_t bytes;
-    if (a->count < 0 || attn_mul_overflows(a->count, (int64_t)dtype_table[to].size, &bytes) ||
+    if (a->count < 0 || mul_overflows(a->count, (int64_t)attn_dtype_size(to), &bytes) ||
         (uint64_t)bytes > SIZE_MAX)
-        return attn_fail(ATTN_ERR_OVERFLOW, "attn_array_convert: %lld elements overflow",
+        return attn__fail(ATTN_ERR_OVERFLOW, "attn_array_convert: %lld elements overflow",
                          (long long)a->count);
     void *converted = malloc(bytes > 0 ? (size_t)bytes : 1);
     if (!converted)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_convert: cannot allocate %lld bytes",
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_convert: cannot allocate %lld bytes",
                          (long long)bytes);
 
     attn_status status = ATTN_OK;
@@ -179,16 +136,18 @@ attn_status attn_array_convert(attn_array *a, attn_dtype to) {
          * become +/-inf, which attn_check_finite reports to those who ask. */
         if (a->dtype == ATTN_F64)
             for (int64_t i = 0; i < n; i++) dst[i] = (float)((const double *)a->data)[i];
+        else if (a->dtype == ATTN_BF16)
+            for (int64_t i = 0; i < n; i++) dst[i] = dtype_bf16_to_f32(((const uint16_t *)a->data)[i]);
         else
-            for (int64_t i = 0; i < n; i++) dst[i] = half_to_float(((const uint16_t *)a->data)[i]);
+            for (int64_t i = 0; i < n; i++) dst[i] = dtype_f16_to_f32(((const uint16_t *)a->data)[i]);
     } else if (to == ATTN_I64) {
         int64_t *dst = converted;
         for (int64_t i = 0; i < n; i++) {
             if (!integer_at(a, i, &dst[i])) {
-                status = attn_fail(ATTN_ERR_UNSUPPORTED,
+                status = attn__fail(ATTN_ERR_UNSUPPORTED,
                                    "cannot convert %s to int64: element %lld = %llu exceeds "
                                    "the int64 range",
-                                   dtype_table[a->dtype].name, (long long)i,
+                                   attn_dtype_name(a->dtype), (long long)i,
                                    (unsigned long long)((const uint64_t *)a->data)[i]);
                 goto cleanup;
             }

@@ -16,8 +16,9 @@
  * Shape legend: shape (d0, d1, ..., d{ndim-1}), ndim 0 (a scalar, shape ())
  * up to ATTN_MAX_DIMS; the array in memory is C order, native byte order.
  */
-#include "core/internal.h"
 #include "io/npy_format.h"
+
+#include "base/base.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,20 +59,8 @@ static bool shape_count(int ndim, const int64_t *shape, int64_t *count) {
         if (shape[i] == 0) *count = 0;
     }
     for (int i = 0; i < ndim && *count != 0; i++)
-        if (attn_mul_overflows(*count, shape[i], count)) return false;
+        if (mul_overflows(*count, shape[i], count)) return false;
     return true;
-}
-
-static const char *errno_text(int err, char *buf, size_t cap) {
-    if (strerror_r(err, buf, cap) != 0) snprintf(buf, cap, "error %d", err);
-    return buf;
-}
-
-/* Re-issues the current failure with "path: " in front of its message. */
-static attn_status fail_with_path(attn_status status, const char *path) {
-    char reason[1024];
-    snprintf(reason, sizeof reason, "%s", attn_last_error());
-    return attn_fail(status, "%s: %s", path, reason);
 }
 
 /* ------------------------------------------------------------- the header */
@@ -83,7 +72,7 @@ typedef struct header_cursor {
 } header_cursor;
 
 static attn_status header_malformed(const header_cursor *c, const char *what) {
-    return attn_fail(ATTN_ERR_FORMAT, "malformed header: %s at byte %zu of the header", what,
+    return attn__fail(ATTN_ERR_FORMAT, "malformed header: %s at byte %zu of the header", what,
                      c->pos);
 }
 
@@ -149,7 +138,7 @@ static attn_status parse_dimension(header_cursor *c, int64_t *dim) {
     while (c->pos < c->len && c->text[c->pos] >= '0' && c->text[c->pos] <= '9') {
         int digit = c->text[c->pos] - '0';
         if (value > (INT64_MAX - digit) / 10)
-            return attn_fail(ATTN_ERR_OVERFLOW,
+            return attn__fail(ATTN_ERR_OVERFLOW,
                              "shape dimension at byte %zu of the header exceeds the int64 range",
                              c->pos);
         value = value * 10 + digit;
@@ -167,7 +156,7 @@ static attn_status parse_shape(header_cursor *c, int *ndim, int64_t *shape) {
     if (accept_char(c, ')')) return ATTN_OK;
     for (;;) {
         if (*ndim == ATTN_MAX_DIMS)
-            return attn_fail(ATTN_ERR_UNSUPPORTED,
+            return attn__fail(ATTN_ERR_UNSUPPORTED,
                              "arrays of more than %d dimensions are not supported",
                              ATTN_MAX_DIMS);
         attn_status status = parse_dimension(c, &shape[*ndim]);
@@ -186,8 +175,15 @@ static attn_status parse_shape(header_cursor *c, int *ndim, int64_t *shape) {
 
 /* The dtype a descr string names, and whether its bytes need swapping to
  * native order.  Accepted: an optional byte order ('<' little, '>' big,
- * '=' or '|' native) and one of f2 f4 f8 b1 i1 i2 i4 i8 u1 u2 u4 u8. */
+ * '=' or '|' native) and one of f2 f4 f8 b1 i1 i2 i4 i8 u1 u2 u4 u8, or V2:
+ * bfloat16, as ml_dtypes' arrays reach np.save ('<V2'), the convention
+ * attn_io.h documents; or the name 'bfloat16' (native order). */
 static attn_status descr_to_dtype(const char *descr, size_t len, attn_dtype *dtype, bool *swap) {
+    if (len == 8 && memcmp(descr, "bfloat16", 8) == 0) {
+        *dtype = ATTN_BF16;
+        *swap = false;
+        return ATTN_OK;
+    }
     static const struct {
         const char *code;
         attn_dtype dtype;
@@ -195,6 +191,7 @@ static attn_status descr_to_dtype(const char *descr, size_t len, attn_dtype *dty
         {"f2", ATTN_F16}, {"f4", ATTN_F32}, {"f8", ATTN_F64}, {"b1", ATTN_BOOL},
         {"i1", ATTN_I8},  {"i2", ATTN_I16}, {"i4", ATTN_I32}, {"i8", ATTN_I64},
         {"u1", ATTN_U8},  {"u2", ATTN_U16}, {"u4", ATTN_U32}, {"u8", ATTN_U64},
+        {"V2", ATTN_BF16},
     };
     const char *code = descr;
     size_t code_len = len;
@@ -213,9 +210,9 @@ static attn_status descr_to_dtype(const char *descr, size_t len, attn_dtype *dty
             return ATTN_OK;
         }
     }
-    return attn_fail(ATTN_ERR_UNSUPPORTED,
-                     "dtype '%.*s' is not supported (supported: float16, float32, float64, bool, "
-                     "int8..int64, uint8..uint64)",
+    return attn__fail(ATTN_ERR_UNSUPPORTED,
+                     "dtype '%.*s' is not supported (supported: float16, float32, float64, "
+                     "bfloat16 as '<V2' or 'bfloat16', bool, int8..int64, uint8..uint64)",
                      (int)(len > 40 ? 40 : len), descr);
 }
 
@@ -247,7 +244,7 @@ static attn_status parse_header(const char *text, size_t len, npy_header *h) {
             seen = &have_descr;
             skip_space(&c);
             if (c.pos < c.len && c.text[c.pos] == '[')
-                return attn_fail(ATTN_ERR_UNSUPPORTED,
+                return attn__fail(ATTN_ERR_UNSUPPORTED,
                                  "structured dtypes (a list of fields in 'descr') are not "
                                  "supported");
             const char *descr;
@@ -261,14 +258,14 @@ static attn_status parse_header(const char *text, size_t len, npy_header *h) {
             seen = &have_shape;
             status = parse_shape(&c, &h->ndim, h->shape);
         } else {
-            return attn_fail(ATTN_ERR_FORMAT,
+            return attn__fail(ATTN_ERR_FORMAT,
                              "malformed header: unknown key '%.*s' (expected 'descr', "
                              "'fortran_order' and 'shape')",
                              (int)(key_len > 40 ? 40 : key_len), key);
         }
         if (status != ATTN_OK) return status;
         if (*seen)
-            return attn_fail(ATTN_ERR_FORMAT, "malformed header: key '%.*s' appears twice",
+            return attn__fail(ATTN_ERR_FORMAT, "malformed header: key '%.*s' appears twice",
                              (int)key_len, key);
         *seen = true;
 
@@ -280,10 +277,10 @@ static attn_status parse_header(const char *text, size_t len, npy_header *h) {
     skip_space(&c);
     if (c.pos != c.len) return header_malformed(&c, "unexpected text after the dictionary");
     if (!have_descr || !have_fortran || !have_shape)
-        return attn_fail(ATTN_ERR_FORMAT, "malformed header: missing key '%s'",
+        return attn__fail(ATTN_ERR_FORMAT, "malformed header: missing key '%s'",
                          !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
     if (h->fortran_order)
-        return attn_fail(ATTN_ERR_UNSUPPORTED,
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
                          "Fortran order (fortran_order: True) is not supported; save the array "
                          "with np.save(path, np.ascontiguousarray(a))");
     return ATTN_OK;
@@ -301,41 +298,41 @@ static void swap_bytes(uint8_t *data, int64_t count, size_t size) {
         }
 }
 
-attn_status npy_parse_preamble(const void *buf, size_t size, size_t *data_offset) {
+attn_status attn__npy_parse_preamble(const void *buf, size_t size, size_t *data_offset) {
     const uint8_t *bytes = buf;
     size_t magic_seen = size < NPY_MAGIC_LEN ? size : NPY_MAGIC_LEN;
     if (magic_seen > 0 && memcmp(bytes, NPY_MAGIC, magic_seen) != 0)
-        return attn_fail(ATTN_ERR_FORMAT, "not a .npy file: it does not start with \\x93NUMPY");
+        return attn__fail(ATTN_ERR_FORMAT, "not a .npy file: it does not start with \\x93NUMPY");
     if (size < 8)
-        return attn_fail(ATTN_ERR_FORMAT, "truncated: %zu bytes, a .npy preamble needs at least 10",
+        return attn__fail(ATTN_ERR_FORMAT, "truncated: %zu bytes, a .npy preamble needs at least 10",
                          size);
     unsigned major = bytes[6], minor = bytes[7];
     if (major < 1 || major > 3 || minor != 0)
-        return attn_fail(ATTN_ERR_UNSUPPORTED,
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
                          ".npy format version %u.%u is not supported (1.0, 2.0 and 3.0 are)", major,
                          minor);
     size_t preamble = major == 1 ? 10 : 12;
     if (size < preamble)
-        return attn_fail(ATTN_ERR_FORMAT,
+        return attn__fail(ATTN_ERR_FORMAT,
                          "truncated: %zu bytes, a version %u.0 preamble needs %zu", size, major,
                          preamble);
     uint32_t header_len = (uint32_t)bytes[8] | (uint32_t)bytes[9] << 8;
     if (major > 1) header_len |= (uint32_t)bytes[10] << 16 | (uint32_t)bytes[11] << 24;
     if (header_len > NPY_MAX_HEADER)
-        return attn_fail(ATTN_ERR_FORMAT, "header of %lu bytes exceeds the limit of 1 MiB",
+        return attn__fail(ATTN_ERR_FORMAT, "header of %lu bytes exceeds the limit of 1 MiB",
                          (unsigned long)header_len);
     *data_offset = preamble + header_len;
     return ATTN_OK;
 }
 
-attn_status npy_parse_header_image(const void *buf, size_t size, npy_layout *layout) {
+attn_status attn__npy_parse_header_image(const void *buf, size_t size, npy_layout *layout) {
     const uint8_t *bytes = buf;
     size_t data_offset = 0;
-    attn_status status = npy_parse_preamble(buf, size, &data_offset);
+    attn_status status = attn__npy_parse_preamble(buf, size, &data_offset);
     if (status != ATTN_OK) return status;
     size_t preamble = bytes[6] == 1 ? 10 : 12, header_len = data_offset - preamble;
     if (size - preamble < header_len)
-        return attn_fail(ATTN_ERR_FORMAT, "truncated: the header needs %lu bytes, found %zu",
+        return attn__fail(ATTN_ERR_FORMAT, "truncated: the header needs %lu bytes, found %zu",
                          (unsigned long)header_len, size - preamble);
 
     npy_header h;
@@ -346,10 +343,10 @@ attn_status npy_parse_header_image(const void *buf, size_t size, npy_layout *lay
     format_shape(shape_text, sizeof shape_text, h.ndim, h.shape);
     int64_t count, data_bytes;
     if (!shape_count(h.ndim, h.shape, &count))
-        return attn_fail(ATTN_ERR_OVERFLOW, "shape %s: the element count overflows int64",
+        return attn__fail(ATTN_ERR_OVERFLOW, "shape %s: the element count overflows int64",
                          shape_text);
-    if (attn_mul_overflows(count, (int64_t)attn_dtype_size(h.dtype), &data_bytes))
-        return attn_fail(ATTN_ERR_OVERFLOW, "shape %s of %s: the byte size overflows int64",
+    if (mul_overflows(count, (int64_t)attn_dtype_size(h.dtype), &data_bytes))
+        return attn__fail(ATTN_ERR_OVERFLOW, "shape %s of %s: the byte size overflows int64",
                          shape_text, attn_dtype_name(h.dtype));
     layout->dtype = h.dtype;
     layout->swap = h.swap;
@@ -361,7 +358,7 @@ attn_status npy_parse_header_image(const void *buf, size_t size, npy_layout *lay
     return ATTN_OK;
 }
 
-void npy_to_native(const npy_layout *layout, void *data, int64_t count) {
+void attn__npy_to_native(const npy_layout *layout, void *data, int64_t count) {
     if (layout->swap) swap_bytes(data, count, attn_dtype_size(layout->dtype));
     if (layout->dtype == ATTN_BOOL)
         for (int64_t i = 0; i < count; i++) ((uint8_t *)data)[i] = ((uint8_t *)data)[i] != 0;
@@ -371,12 +368,12 @@ void npy_to_native(const npy_layout *layout, void *data, int64_t count) {
  * a tiny file declaring a huge shape costs nothing.  Bool elements are
  * normalised to 0 or 1. */
 attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
-    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: out is NULL");
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: out is NULL");
     memset(out, 0, sizeof *out);
-    if (!buf && size > 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: buf is NULL");
+    if (!buf && size > 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse: buf is NULL");
     const uint8_t *bytes = buf;
     npy_layout h;
-    attn_status status = npy_parse_header_image(buf, size, &h);
+    attn_status status = attn__npy_parse_header_image(buf, size, &h);
     if (status != ATTN_OK) return status;
     char shape_text[256];
     format_shape(shape_text, sizeof shape_text, h.ndim, h.shape);
@@ -384,17 +381,17 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
 
     size_t found = size - h.data_offset;
     if ((uint64_t)data_bytes > (uint64_t)found)
-        return attn_fail(ATTN_ERR_FORMAT,
+        return attn__fail(ATTN_ERR_FORMAT,
                          "truncated: expected %lld bytes of data, found %zu (shape %s of %s)",
                          (long long)data_bytes, found, shape_text, attn_dtype_name(h.dtype));
     if ((uint64_t)data_bytes < (uint64_t)found)
-        return attn_fail(ATTN_ERR_FORMAT,
+        return attn__fail(ATTN_ERR_FORMAT,
                          "trailing data: expected %lld bytes of data, found %zu (shape %s of %s)",
                          (long long)data_bytes, found, shape_text, attn_dtype_name(h.dtype));
 
     if ((status = attn_array_alloc(out, h.dtype, h.ndim, h.shape)) != ATTN_OK) return status;
     memcpy(out->data, bytes + h.data_offset, (size_t)data_bytes);
-    npy_to_native(&h, out->data, h.count);
+    attn__npy_to_native(&h, out->data, h.count);
     return ATTN_OK;
 }
 
@@ -408,7 +405,7 @@ static attn_status read_file(const char *path, uint8_t **buf, size_t *size) {
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return attn_fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
+        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
                          errno_text(errno, reason, sizeof reason));
     /* A regular file's size is known: one read fills it, and the spare byte
      * lets the next read see the end without growing the buffer. */
@@ -418,14 +415,14 @@ static attn_status read_file(const char *path, uint8_t **buf, size_t *size) {
         if (used == cap || !data) {
             if (data) {
                 if (cap > SIZE_MAX / 2) {
-                    status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "'%s' is too large to read", path);
+                    status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "'%s' is too large to read", path);
                     goto cleanup;
                 }
                 cap *= 2;
             }
             uint8_t *grown = realloc(data, cap);
             if (!grown) {
-                status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to read '%s'",
+                status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to read '%s'",
                                    cap, path);
                 goto cleanup;
             }
@@ -435,7 +432,7 @@ static attn_status read_file(const char *path, uint8_t **buf, size_t *size) {
         if (got == 0) break;
         if (got < 0) {
             if (errno == EINTR) continue;
-            status = attn_fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
+            status = attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
                                errno_text(errno, reason, sizeof reason));
             goto cleanup;
         }
@@ -451,15 +448,15 @@ cleanup:
 }
 
 attn_status attn_npy_load(const char *path, attn_array *out) {
-    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: out is NULL");
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: out is NULL");
     memset(out, 0, sizeof *out);
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: path is NULL");
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: path is NULL");
     uint8_t *buf = NULL;
     size_t size = 0;
     attn_status status = read_file(path, &buf, &size);
     if (status == ATTN_OK) {
         status = attn_npy_parse(buf, size, out);
-        if (status != ATTN_OK) status = fail_with_path(status, path);
+        if (status != ATTN_OK) status = npy_fail_with_path(status, path);
     }
     free(buf);
     return status;
@@ -470,34 +467,36 @@ attn_status attn_npy_load(const char *path, attn_array *out) {
 /* Checks that *a is a well-formed array (the caller may have filled it by
  * hand) and returns its data size in bytes. */
 static attn_status check_array(const attn_array *a, int64_t *data_bytes) {
-    if (!a) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "array is NULL");
+    if (!a) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "array is NULL");
     size_t elem = attn_dtype_size(a->dtype);
-    if (elem == 0) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)a->dtype);
+    if (elem == 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)a->dtype);
     if (a->ndim < 0 || a->ndim > ATTN_MAX_DIMS)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "ndim = %d, must be between 0 and %d",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "ndim = %d, must be between 0 and %d",
                          a->ndim, ATTN_MAX_DIMS);
     int64_t count;
     if (!shape_count(a->ndim, a->shape, &count))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "a dimension of the shape is negative or the element count overflows");
     if (count != a->count)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "count = %lld does not match the product of the shape, %lld",
                          (long long)a->count, (long long)count);
-    if (attn_mul_overflows(count, (int64_t)elem, data_bytes) || (uint64_t)*data_bytes > SIZE_MAX)
-        return attn_fail(ATTN_ERR_OVERFLOW, "the byte size of %lld elements overflows",
+    if (mul_overflows(count, (int64_t)elem, data_bytes) || (uint64_t)*data_bytes > SIZE_MAX)
+        return attn__fail(ATTN_ERR_OVERFLOW, "the byte size of %lld elements overflows",
                          (long long)count);
-    if (!a->data) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "data is NULL");
+    if (!a->data) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "data is NULL");
     return ATTN_OK;
 }
 
 /* Writes the header exactly as numpy.save does: the dict, then 1..64 spaces
  * and '\n' so that the data starts at a multiple of 64 bytes. */
-size_t npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
+size_t attn__npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
                          uint8_t header[NPY_HEADER_CAP]) {
     size_t elem = attn_dtype_size(dtype);
     char order = elem == 1 ? '|' : host_is_little_endian() ? '<' : '>';
+    /* bfloat16 as ml_dtypes' arrays are saved: '<V2' (attn_io.h). */
     const char *code = dtype == ATTN_F16 || dtype == ATTN_F32 || dtype == ATTN_F64 ? "f"
+                       : dtype == ATTN_BF16                                        ? "V"
                        : dtype == ATTN_BOOL                                        ? "b"
                        : dtype >= ATTN_U8                                          ? "u"
                                                                                    : "i";
@@ -526,10 +525,10 @@ size_t npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
     return preamble + header_len;
 }
 
-/* The image is npy_format_header's bytes followed by the data. */
+/* The image is attn__npy_format_header's bytes followed by the data. */
 attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
     if (!buf || !size)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_serialize: buf or size is NULL");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_serialize: buf or size is NULL");
     *buf = NULL;
     *size = 0;
     int64_t data_bytes;
@@ -537,13 +536,13 @@ attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
     if (status != ATTN_OK) return status;
 
     uint8_t header[NPY_HEADER_CAP];
-    size_t header_size = npy_format_header(a->dtype, a->ndim, a->shape, header);
+    size_t header_size = attn__npy_format_header(a->dtype, a->ndim, a->shape, header);
     size_t total = header_size + (size_t)data_bytes;
     if (total < (size_t)data_bytes)
-        return attn_fail(ATTN_ERR_OVERFLOW, "attn_npy_serialize: the file size overflows");
+        return attn__fail(ATTN_ERR_OVERFLOW, "attn_npy_serialize: the file size overflows");
     uint8_t *image = malloc(total);
     if (!image)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npy_serialize: cannot allocate %zu bytes",
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npy_serialize: cannot allocate %zu bytes",
                          total);
     memcpy(image, header, header_size);
     memcpy(image + header_size, a->data, (size_t)data_bytes);
@@ -552,75 +551,19 @@ attn_status attn_npy_serialize(const attn_array *a, void **buf, size_t *size) {
     return ATTN_OK;
 }
 
-/* Creates path.tmp-<pid>-<n> exclusively, with mode 0666 less the umask as
- * for any new file (mkstemp would force 0600 on the saved array).  The
- * counter is per thread; O_EXCL settles any collision, which is retried. */
-static int create_temp_beside(const char *path, char *tmp, size_t cap) {
-    static _Thread_local unsigned counter;
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        snprintf(tmp, cap, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
 attn_status attn_npy_save(const char *path, const attn_array *a) {
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_save: path is NULL");
-    char reason[256];
-    void *image = NULL;
-    size_t size = 0, written = 0;
-    char *tmp = NULL;
-    int fd = -1;
-
-    attn_status status = attn_npy_serialize(a, &image, &size);
-    if (status != ATTN_OK) {
-        status = fail_with_path(status, path);
-        goto cleanup;
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_save: path is NULL");
+    int64_t data_bytes;
+    attn_status status = check_array(a, &data_bytes);
+    if (status != ATTN_OK) return npy_fail_with_path(status, path);
+    uint8_t header[NPY_HEADER_CAP];
+    const size_t header_size = attn__npy_format_header(a->dtype, a->ndim, a->shape, header);
+    attn_output *out;
+    if ((status = attn_output_open(path, &out))) return status;
+    if ((status = attn_output_write(out, header, header_size)) ||
+        (status = attn_output_write(out, a->data, (size_t)data_bytes))) {
+        attn_output_discard(out);
+        return status;
     }
-    size_t tmp_cap = strlen(path) + 48;
-    tmp = malloc(tmp_cap);
-    if (!tmp) {
-        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate a file name", path);
-        goto cleanup;
-    }
-    fd = create_temp_beside(path, tmp, tmp_cap);
-    if (fd < 0) {
-        free(tmp);
-        tmp = NULL; /* nothing was created, so nothing to remove */
-        status = attn_fail(ATTN_ERR_IO, "cannot create a temporary file beside '%s': %s", path,
-                           errno_text(errno, reason, sizeof reason));
-        goto cleanup;
-    }
-    while (written < size) {
-        ssize_t n = write(fd, (const uint8_t *)image + written, size - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            status = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", path,
-                               errno_text(n < 0 ? errno : EIO, reason, sizeof reason));
-            goto cleanup;
-        }
-        written += (size_t)n;
-    }
-    int closed = close(fd);
-    fd = -1;
-    if (closed != 0) {
-        status = attn_fail(ATTN_ERR_IO, "cannot write '%s': %s", path,
-                           errno_text(errno, reason, sizeof reason));
-        goto cleanup;
-    }
-    if (rename(tmp, path) != 0) {
-        status = attn_fail(ATTN_ERR_IO, "cannot rename the temporary file to '%s': %s", path,
-                           errno_text(errno, reason, sizeof reason));
-        goto cleanup;
-    }
-    free(tmp);
-    tmp = NULL; /* renamed: it is the saved file now */
-cleanup:
-    if (fd >= 0) close(fd);
-    if (tmp) unlink(tmp);
-    free(tmp);
-    free(image);
-    return status;
+    return attn_output_commit(out);
 }

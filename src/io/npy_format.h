@@ -10,11 +10,11 @@
 #ifndef ATTN_NPY_FORMAT_H
 #define ATTN_NPY_FORMAT_H
 
-#include "attn.h"
+#include "attn_io.h"
 
 #include <stdbool.h>
 
-#define NPY_HEADER_CAP 512 /* bytes: the largest header npy_format_header writes */
+#define NPY_HEADER_CAP 512 /* bytes: the largest header attn__npy_format_header writes */
 
 /* What a .npy header says about the data that follows it. */
 typedef struct npy_layout {
@@ -29,20 +29,25 @@ typedef struct npy_layout {
 
 /* Checks the magic, the version and the header length in the first 10 or 12
  * bytes of buf and sets *data_offset (the header itself is not looked at). */
-attn_status npy_parse_preamble(const void *buf, size_t size, size_t *data_offset);
+attn_status attn__npy_parse_preamble(const void *buf, size_t size, size_t *data_offset);
 
 /* Parses the preamble and header held in buf (size bytes; the data need not
  * follow).  Errors are those of attn_npy_parse. */
-attn_status npy_parse_header_image(const void *buf, size_t size, npy_layout *layout);
+attn_status attn__npy_parse_header_image(const void *buf, size_t size, npy_layout *layout);
 
 /* Converts count elements read from such a file to native byte order and
  * normalises bools to 0 or 1, in place. */
-void npy_to_native(const npy_layout *layout, void *data, int64_t count);
+void attn__npy_to_native(const npy_layout *layout, void *data, int64_t count);
 
 /* Writes the preamble and header numpy.save writes for this dtype and shape
  * (the caller has validated them) into header and returns its length, which
  * is the offset of the data: a multiple of 64. */
-size_t npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
+size_t attn__npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
                          uint8_t header[NPY_HEADER_CAP]);
+
+/* Re-issues the current failure with "path: " in front of its message. */
+static inline attn_status npy_fail_with_path(attn_status status, const char *path) {
+    return attn_set_error(status, "%s: %s", path, attn_last_error());
+}
 
 #endif /* ATTN_NPY_FORMAT_H */

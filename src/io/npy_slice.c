@@ -9,8 +9,9 @@
  * so rows [first, first + count) are `outer` runs of count * inner elements,
  * run o starting at element (o * rows + first) * inner.
  */
-#include "core/internal.h"
 #include "io/npy_format.h"
+
+#include "base/base.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,18 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *errno_text(int err, char *buf, size_t cap) {
-    if (strerror_r(err, buf, cap) != 0) snprintf(buf, cap, "error %d", err);
-    return buf;
-}
-
-/* Re-issues the current failure with "path: " in front of its message. */
-static attn_status fail_with_path(attn_status status, const char *path) {
-    char reason[1024];
-    snprintf(reason, sizeof reason, "%s", attn_last_error());
-    return attn_fail(status, "%s: %s", path, reason);
-}
-
 /* Reads exactly size bytes at offset; a short file is a truncation. */
 static attn_status read_at(int fd, const char *path, void *buf, size_t size, off_t offset) {
     char reason[256];
@@ -40,10 +29,10 @@ static attn_status read_at(int fd, const char *path, void *buf, size_t size, off
         ssize_t got = pread(fd, (uint8_t *)buf + done, size - done, offset + (off_t)done);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0)
-            return attn_fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
+            return attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
                              errno_text(errno, reason, sizeof reason));
         if (got == 0)
-            return attn_fail(ATTN_ERR_FORMAT, "'%s': truncated: the file ends at byte %lld",
+            return attn__fail(ATTN_ERR_FORMAT, "'%s': truncated: the file ends at byte %lld",
                              path, (long long)(offset + (off_t)done));
         done += (size_t)got;
     }
@@ -58,16 +47,16 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
     struct stat st;
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
-        return attn_fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
+        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
                          errno_text(errno, reason, sizeof reason));
     attn_status status = ATTN_OK;
     if (fstat(*fd, &st) != 0) {
-        status = attn_fail(ATTN_ERR_IO, "cannot stat '%s': %s", path,
+        status = attn__fail(ATTN_ERR_IO, "cannot stat '%s': %s", path,
                            errno_text(errno, reason, sizeof reason));
         goto cleanup;
     }
     if (!S_ISREG(st.st_mode)) {
-        status = attn_fail(ATTN_ERR_IO, "'%s' is not a regular file", path);
+        status = attn__fail(ATTN_ERR_IO, "'%s' is not a regular file", path);
         goto cleanup;
     }
     /* The preamble (10 or 12 bytes) says how long the header is. */
@@ -75,28 +64,28 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
     size_t have = (uint64_t)st.st_size < sizeof preamble ? (size_t)st.st_size : sizeof preamble;
     size_t data_offset = 0;
     if ((status = read_at(*fd, path, preamble, have, 0)) ||
-        (status = npy_parse_preamble(preamble, have, &data_offset))) {
-        if (status != ATTN_ERR_IO) status = fail_with_path(status, path);
+        (status = attn__npy_parse_preamble(preamble, have, &data_offset))) {
+        if (status != ATTN_ERR_IO) status = npy_fail_with_path(status, path);
         goto cleanup;
     }
     if ((uint64_t)st.st_size < data_offset) {
-        status = attn_fail(ATTN_ERR_FORMAT, "%s: truncated: the header needs %zu bytes, the file has %lld",
+        status = attn__fail(ATTN_ERR_FORMAT, "%s: truncated: the header needs %zu bytes, the file has %lld",
                            path, data_offset, (long long)st.st_size);
         goto cleanup;
     }
     header = malloc(data_offset);
     if (!header) {
-        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate the header", path);
+        status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate the header", path);
         goto cleanup;
     }
     if ((status = read_at(*fd, path, header, data_offset, 0))) goto cleanup;
-    if ((status = npy_parse_header_image(header, data_offset, layout))) {
-        status = fail_with_path(status, path);
+    if ((status = attn__npy_parse_header_image(header, data_offset, layout))) {
+        status = npy_fail_with_path(status, path);
         goto cleanup;
     }
     uint64_t found = (uint64_t)st.st_size - data_offset;
     if (found != (uint64_t)layout->data_bytes) {
-        status = attn_fail(ATTN_ERR_FORMAT, "%s: %s: expected %lld bytes of data, found %llu", path,
+        status = attn__fail(ATTN_ERR_FORMAT, "%s: %s: expected %lld bytes of data, found %llu", path,
                            found < (uint64_t)layout->data_bytes ? "truncated" : "trailing data",
                            (long long)layout->data_bytes, (unsigned long long)found);
         goto cleanup;
@@ -112,9 +101,9 @@ cleanup:
 
 attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_t *data_offset) {
     if (!shape_only)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_header: shape_only is NULL");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_header: shape_only is NULL");
     memset(shape_only, 0, sizeof *shape_only);
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_header: path is NULL");
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_header: path is NULL");
     int fd;
     npy_layout layout;
     attn_status status = open_and_parse(path, &fd, &layout);
@@ -130,22 +119,22 @@ attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_
 
 attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_t count,
                                attn_array *out) {
-    if (!out) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_rows: out is NULL");
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_rows: out is NULL");
     memset(out, 0, sizeof *out);
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_rows: path is NULL");
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_rows: path is NULL");
     int fd;
     npy_layout layout;
     attn_status status = open_and_parse(path, &fd, &layout);
     if (status != ATTN_OK) return status;
 
     if (axis < 0 || axis >= layout.ndim) {
-        status = attn_fail(ATTN_ERR_SHAPE, "%s: axis %d does not exist in an array of %d dimensions",
+        status = attn__fail(ATTN_ERR_SHAPE, "%s: axis %d does not exist in an array of %d dimensions",
                            path, axis, layout.ndim);
         goto cleanup;
     }
     const int64_t rows = layout.shape[axis];
     if (first < 0 || count < 0 || first > rows || count > rows - first) {
-        status = attn_fail(ATTN_ERR_SHAPE, "%s: rows [%lld, %lld) of axis %d are outside [0, %lld)",
+        status = attn__fail(ATTN_ERR_SHAPE, "%s: rows [%lld, %lld) of axis %d are outside [0, %lld)",
                            path, (long long)first, (long long)(first + count), axis,
                            (long long)rows);
         goto cleanup;
@@ -169,7 +158,7 @@ attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_
             goto cleanup;
         }
     }
-    npy_to_native(&layout, out->data, out->count);
+    attn__npy_to_native(&layout, out->data, out->count);
 cleanup:
     close(fd);
     return status;
@@ -178,30 +167,30 @@ cleanup:
 attn_status attn_npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
                                    void *header, size_t cap, size_t *size) {
     if (!header || !size || (ndim > 0 && !shape))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_npy_format_header: header, size or shape is NULL");
     if (attn_dtype_size(dtype) == 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_format_header: invalid dtype %d",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_format_header: invalid dtype %d",
                          (int)dtype);
     if (ndim < 0 || ndim > ATTN_MAX_DIMS)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_npy_format_header: ndim = %d, must be between 0 and %d", ndim,
                          ATTN_MAX_DIMS);
     int64_t count = 1, bytes;
     for (int d = 0; d < ndim; d++)
         if (shape[d] < 0)
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                              "attn_npy_format_header: shape[%d] = %lld is negative", d,
                              (long long)shape[d]);
     for (int d = 0; d < ndim; d++)
-        if (attn_mul_overflows(count, shape[d], &count))
-            return attn_fail(ATTN_ERR_OVERFLOW, "attn_npy_format_header: the element count overflows");
-    if (attn_mul_overflows(count, (int64_t)attn_dtype_size(dtype), &bytes))
-        return attn_fail(ATTN_ERR_OVERFLOW, "attn_npy_format_header: the byte size overflows");
+        if (mul_overflows(count, shape[d], &count))
+            return attn__fail(ATTN_ERR_OVERFLOW, "attn_npy_format_header: the element count overflows");
+    if (mul_overflows(count, (int64_t)attn_dtype_size(dtype), &bytes))
+        return attn__fail(ATTN_ERR_OVERFLOW, "attn_npy_format_header: the byte size overflows");
     uint8_t image[NPY_HEADER_CAP];
-    size_t length = npy_format_header(dtype, ndim, shape, image);
+    size_t length = attn__npy_format_header(dtype, ndim, shape, image);
     if (cap < length)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_npy_format_header: the header needs %zu bytes, cap is %zu", length,
                          cap);
     memcpy(header, image, length);

@@ -27,7 +27,7 @@ static const char b64_digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 static void json_base64(viz_buf *b, const unsigned char *bytes, size_t n) {
     char out[4096];
     size_t used = 0;
-    viz_buf_puts(b, "\"");
+    attn__viz_buf_puts(b, "\"");
     for (size_t i = 0; i < n; i += 3) {
         unsigned v = (unsigned)bytes[i] << 16 | (i + 1 < n ? (unsigned)bytes[i + 1] << 8 : 0) |
                      (i + 2 < n ? bytes[i + 2] : 0);
@@ -36,18 +36,18 @@ static void json_base64(viz_buf *b, const unsigned char *bytes, size_t n) {
         out[used++] = i + 1 < n ? b64_digits[v >> 6 & 63] : '=';
         out[used++] = i + 2 < n ? b64_digits[v & 63] : '=';
         if (used + 4 > sizeof out) {
-            viz_buf_append(b, out, used);
+            attn__viz_buf_append(b, out, used);
             used = 0;
         }
     }
-    viz_buf_append(b, out, used);
-    viz_buf_puts(b, "\"");
+    attn__viz_buf_append(b, out, used);
+    attn__viz_buf_puts(b, "\"");
 }
 
 /* float32 values as little-endian bytes in base64, whatever the host order. */
 static attn_status json_floats(viz_buf *b, const float *x, size_t n) {
     unsigned char *bytes = malloc(n * 4 > 0 ? n * 4 : 1);
-    if (!bytes) return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
+    if (!bytes) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], 4);
@@ -77,42 +77,42 @@ static size_t utf8_sequence(const unsigned char *s) {
  * escaped, and bytes that are not UTF-8 become U+FFFD. */
 static void json_string(viz_buf *b, const char *text) {
     if (!text) {
-        viz_buf_puts(b, "null");
+        attn__viz_buf_puts(b, "null");
         return;
     }
-    viz_buf_puts(b, "\"");
+    attn__viz_buf_puts(b, "\"");
     const unsigned char *s = (const unsigned char *)text;
     while (*s) {
         if (*s == '"' || *s == '\\') {
-            viz_buf_printf(b, "\\%c", *s++);
+            attn__viz_buf_printf(b, "\\%c", *s++);
         } else if (*s < 0x20 || *s == '<' || *s == '>' || *s == '&') {
-            viz_buf_printf(b, "\\u%04x", *s++);
+            attn__viz_buf_printf(b, "\\u%04x", *s++);
         } else {
             size_t len = utf8_sequence(s);
             if (len) {
-                viz_buf_append(b, s, len);
+                attn__viz_buf_append(b, s, len);
                 s += len;
             } else {
-                viz_buf_puts(b, "\\ufffd");
+                attn__viz_buf_puts(b, "\\ufffd");
                 s++;
             }
         }
     }
-    viz_buf_puts(b, "\"");
+    attn__viz_buf_puts(b, "\"");
 }
 
 static void json_labels(viz_buf *b, const char *const *labels, int64_t n) {
     if (!labels) {
-        viz_buf_puts(b, "null");
+        attn__viz_buf_puts(b, "null");
         return;
     }
-    viz_buf_puts(b, "[");
+    attn__viz_buf_puts(b, "[");
     for (int64_t i = 0; i < n; i++) {
-        if (i) viz_buf_puts(b, ",");
+        if (i) attn__viz_buf_puts(b, ",");
         if (labels[i]) json_string(b, labels[i]);
-        else viz_buf_printf(b, "\"%lld\"", (long long)i);
+        else attn__viz_buf_printf(b, "\"%lld\"", (long long)i);
     }
-    viz_buf_puts(b, "]");
+    attn__viz_buf_puts(b, "]");
 }
 
 /* The report's heads of one batch of a paths hook with rows (b, position,
@@ -121,7 +121,7 @@ static attn_status json_head_rows(viz_buf *b, const attn_report *r, const float 
                                   int64_t heads_all, int64_t width) {
     const int64_t H = r->heads, L = r->len_q;
     float *sel = malloc((size_t)(L * H * width) * sizeof(float));
-    if (!sel) return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
+    if (!sel) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
     const float *batch = data + r->paths_batch * L * heads_all * width;
     for (int64_t i = 0; i < L; i++)
         for (int64_t h = 0; h < H; h++) {
@@ -137,19 +137,19 @@ static attn_status json_head_rows(viz_buf *b, const attn_report *r, const float 
 static attn_status check_paths(const attn_report *r) {
     const attn_trace *t = &r->paths->run[ATTN_PATH_BASE];
     if (!t->z || !t->pattern || !r->paths->interaction_z)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_report_write_html: paths is empty (fill it with attn_sdpa_paths or attn_mha_paths)");
     if (t->len != r->len_q || t->context_len != r->len_kv)
-        return attn_fail(ATTN_ERR_SHAPE,
+        return attn__fail(ATTN_ERR_SHAPE,
                          "attn_report_write_html: paths are for %lld queries x %lld keys, the maps for %lld x %lld",
                          (long long)t->len, (long long)t->context_len, (long long)r->len_q, (long long)r->len_kv);
     if (r->paths_batch < 0 || r->paths_batch >= t->batch)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: paths_batch %lld outside [0, %lld)",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: paths_batch %lld outside [0, %lld)",
                          (long long)r->paths_batch, (long long)t->batch);
     for (int64_t h = 0; h < r->heads; h++) {
         int64_t id = r->head_ids ? r->head_ids[h] : h;
         if (id < 0 || id >= t->heads)
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                              "attn_report_write_html: head %lld is outside the %lld heads of paths",
                              (long long)id, (long long)t->heads);
     }
@@ -160,108 +160,108 @@ static attn_status json_paths(viz_buf *b, const attn_report *r) {
     const attn_paths *p = r->paths;
     const attn_trace *t = &p->run[ATTN_PATH_BASE];
     attn_status st;
-    viz_buf_printf(b, "{\"value_dim\":%lld,\"z\":[", (long long)t->value_dim);
+    attn__viz_buf_printf(b, "{\"value_dim\":%lld,\"z\":[", (long long)t->value_dim);
     for (int c = 0; c < ATTN_PATH_CASES; c++) {
-        if (c) viz_buf_puts(b, ",");
+        if (c) attn__viz_buf_puts(b, ",");
         if ((st = json_head_rows(b, r, p->run[c].z, t->heads, t->value_dim))) return st;
     }
-    viz_buf_puts(b, "],\"interaction_z\":");
+    attn__viz_buf_puts(b, "],\"interaction_z\":");
     if ((st = json_head_rows(b, r, p->interaction_z, t->heads, t->value_dim))) return st;
 
     /* The K-only weights (the same as both's): the keys moved them. */
     const int64_t H = r->heads, L = r->len_q, S = r->len_kv;
     float *wk = malloc((size_t)(H * L * S) * sizeof(float));
-    if (!wk) return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
+    if (!wk) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
     for (int64_t h = 0; h < H; h++) {
         int64_t id = r->head_ids ? r->head_ids[h] : h;
         memcpy(wk + h * L * S, p->run[ATTN_PATH_K_ONLY].pattern + (r->paths_batch * t->heads + id) * L * S,
                (size_t)(L * S) * sizeof(float));
     }
-    viz_buf_puts(b, ",\"weights_k\":");
+    attn__viz_buf_puts(b, ",\"weights_k\":");
     st = json_floats(b, wk, (size_t)(H * L * S));
     free(wk);
     if (st) return st;
 
     if (t->d_out && t->attn_out && p->interaction_out) {
-        viz_buf_printf(b, ",\"d_out\":%lld,\"out\":[", (long long)t->d_out);
+        attn__viz_buf_printf(b, ",\"d_out\":%lld,\"out\":[", (long long)t->d_out);
         for (int c = 0; c < ATTN_PATH_CASES; c++) {
-            if (c) viz_buf_puts(b, ",");
+            if (c) attn__viz_buf_puts(b, ",");
             if ((st = json_floats(b, p->run[c].attn_out + r->paths_batch * L * t->d_out, (size_t)(L * t->d_out))))
                 return st;
         }
-        viz_buf_puts(b, "],\"interaction_out\":");
+        attn__viz_buf_puts(b, "],\"interaction_out\":");
         if ((st = json_floats(b, p->interaction_out + r->paths_batch * L * t->d_out, (size_t)(L * t->d_out))))
             return st;
     }
-    viz_buf_puts(b, "}");
+    attn__viz_buf_puts(b, "}");
     return ATTN_OK;
 }
 
 static attn_status json_report(viz_buf *b, const attn_report *r) {
     const int64_t H = r->heads, L = r->len_q, S = r->len_kv;
     attn_status st;
-    viz_buf_puts(b, "{\"title\":");
+    attn__viz_buf_puts(b, "{\"title\":");
     json_string(b, r->title);
-    viz_buf_puts(b, ",\"subtitle\":");
+    attn__viz_buf_puts(b, ",\"subtitle\":");
     json_string(b, r->subtitle);
-    viz_buf_printf(b, ",\"library\":\"libattn %s\",\"heads\":%lld,\"len_q\":%lld,\"len_kv\":%lld,\"head_ids\":[",
+    attn__viz_buf_printf(b, ",\"library\":\"libattn %s\",\"heads\":%lld,\"len_q\":%lld,\"len_kv\":%lld,\"head_ids\":[",
                    attn_version(), (long long)H, (long long)L, (long long)S);
     for (int64_t h = 0; h < H; h++)
-        viz_buf_printf(b, "%s%lld", h ? "," : "", (long long)(r->head_ids ? r->head_ids[h] : h));
-    viz_buf_puts(b, "],\"query_labels\":");
+        attn__viz_buf_printf(b, "%s%lld", h ? "," : "", (long long)(r->head_ids ? r->head_ids[h] : h));
+    attn__viz_buf_puts(b, "],\"query_labels\":");
     json_labels(b, r->query_labels, L);
-    viz_buf_puts(b, ",\"key_labels\":");
+    attn__viz_buf_puts(b, ",\"key_labels\":");
     json_labels(b, r->key_labels ? r->key_labels : S == L ? r->query_labels : NULL, S);
-    viz_buf_puts(b, ",\"weights\":");
+    attn__viz_buf_puts(b, ",\"weights\":");
     if ((st = json_floats(b, r->weights, (size_t)(H * L * S)))) return st;
-    viz_buf_puts(b, ",\"visible\":");
+    attn__viz_buf_puts(b, ",\"visible\":");
     bool any_hidden = false;
     for (int64_t n = 0; r->visible && n < H * L * S && !any_hidden; n++) any_hidden = !r->visible[n];
     if (any_hidden) {
         size_t nbytes = (size_t)((H * L * S + 7) / 8);
         unsigned char *packed = calloc(nbytes, 1);
-        if (!packed) return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
+        if (!packed) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
         for (int64_t n = 0; n < H * L * S; n++)
             if (r->visible[n]) packed[n >> 3] |= (unsigned char)(1u << (n & 7));
         json_base64(b, packed, nbytes);
         free(packed);
     } else {
-        viz_buf_puts(b, "null");
+        attn__viz_buf_puts(b, "null");
     }
-    viz_buf_puts(b, ",\"paths\":");
+    attn__viz_buf_puts(b, ",\"paths\":");
     if (r->paths) {
         if ((st = json_paths(b, r))) return st;
     } else {
-        viz_buf_puts(b, "null");
+        attn__viz_buf_puts(b, "null");
     }
-    viz_buf_puts(b, "}");
+    attn__viz_buf_puts(b, "}");
     return ATTN_OK;
 }
 
 attn_status attn_report_write_html(const char *path, const attn_report *r) {
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: path is NULL");
-    if (!r) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: report is NULL");
-    attn_status st = viz_check_weights("attn_report_write_html", r->weights, r->heads, r->len_q, r->len_kv);
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: path is NULL");
+    if (!r) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: report is NULL");
+    attn_status st = attn__viz_check_weights("attn_report_write_html", r->weights, r->heads, r->len_q, r->len_kv);
     if (st) return st;
     for (int64_t n = 0; n < r->heads * r->len_q * r->len_kv; n++)
         if (isinf(r->weights[n]))
-            return attn_fail(ATTN_ERR_NONFINITE, "attn_report_write_html: weights[%lld] is -inf; pass "
+            return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: weights[%lld] is -inf; pass "
                              "weights (0 where hidden) and mark hidden cells in visible", (long long)n);
     if (r->paths && (st = check_paths(r))) return st;
 
     const char *page = (const char *)viz_report_page;
     const char *marker = strstr(page, DATA_MARKER);
-    if (!marker) return attn_fail(ATTN_ERR_INTERNAL, "attn_report_write_html: the page template has no data marker");
+    if (!marker) return attn__fail(ATTN_ERR_INTERNAL, "attn_report_write_html: the page template has no data marker");
     viz_buf b = {0};
-    viz_buf_append(&b, page, (size_t)(marker - page));
+    attn__viz_buf_append(&b, page, (size_t)(marker - page));
     if ((st = json_report(&b, r))) goto cleanup;
-    viz_buf_puts(&b, marker + strlen(DATA_MARKER));
+    attn__viz_buf_puts(&b, marker + strlen(DATA_MARKER));
     if (b.failed) {
-        st = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "'%s': out of memory for the report", path);
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "'%s': out of memory for the report", path);
         goto cleanup;
     }
-    st = viz_write_atomic(path, b.data, b.len);
+    st = attn_output_write_file(path, b.data, b.len);
 cleanup:
-    viz_buf_free(&b);
+    attn__viz_buf_free(&b);
     return st;
 }

@@ -1,14 +1,18 @@
 /*
  * viz.h — what the picture and report modules share: a growable byte buffer,
- * atomic file writing, the output format chosen by a path's extension, and
- * the checks every picture entry point makes on a weight table.
+ * the output format chosen by a path's extension, and the checks every
+ * picture entry point makes on a weight table.  Files are written through
+ * libattn's attn_output_write_file (attn_io.h): never half-written.
  *
  * Shape legend: weights [H, L, S] (heads, queries, keys), one batch.
  */
-#ifndef ATTN_VIZ_H
-#define ATTN_VIZ_H
+#ifndef ATTN_VIZ_INTERNAL_H
+#define ATTN_VIZ_INTERNAL_H
 
-#include "core/internal.h"
+#include "attn_io.h"
+#include "attn_viz.h"
+
+#include "base/base.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -23,25 +27,20 @@ typedef struct viz_buf {
     bool failed;
 } viz_buf;
 
-void viz_buf_append(viz_buf *b, const void *data, size_t size);
-void viz_buf_puts(viz_buf *b, const char *text);
-void viz_buf_printf(viz_buf *b, const char *fmt, ...) ATTN_PRINTF(2, 3);
-void viz_buf_free(viz_buf *b);
-
-/* Writes size bytes to a temporary file beside path and renames it over path
- * only when complete, so a failure never leaves a half-written file under the
- * final name.  Messages name path. */
-attn_status viz_write_atomic(const char *path, const void *data, size_t size);
+void attn__viz_buf_append(viz_buf *b, const void *data, size_t size);
+void attn__viz_buf_puts(viz_buf *b, const char *text);
+void attn__viz_buf_printf(viz_buf *b, const char *fmt, ...) ATTN_PRINTF(2, 3);
+void attn__viz_buf_free(viz_buf *b);
 
 typedef enum viz_format { VIZ_FORMAT_UNKNOWN = 0, VIZ_FORMAT_PNG, VIZ_FORMAT_SVG, VIZ_FORMAT_PDF } viz_format;
 
 /* The format named by path's extension (case-insensitive): .png, .svg, .pdf. */
-viz_format viz_format_of(const char *path);
+viz_format attn__viz_format_of(const char *path);
 
 /* Validates a weight table handed to a picture or report function: sizes
  * positive and their product fitting in memory, no NaN or +inf (a -inf cell
  * counts as hidden).  what names the calling function in messages. */
-attn_status viz_check_weights(const char *what, const float *weights, int64_t heads,
+attn_status attn__viz_check_weights(const char *what, const float *weights, int64_t heads,
                               int64_t len_q, int64_t len_kv);
 
 /* True when cell (h, i, j) is hidden: visible says so, or the cell holds -inf. */
@@ -49,4 +48,4 @@ static inline bool viz_hidden(const uint8_t *visible, const float *weights, int6
     return (visible && !visible[idx]) || (isinf(weights[idx]) && weights[idx] < 0);
 }
 
-#endif /* ATTN_VIZ_H */
+#endif /* ATTN_VIZ_INTERNAL_H */

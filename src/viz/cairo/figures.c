@@ -42,7 +42,7 @@ static attn_status attend(attention_pass *p, int causal) {
     attn_tensor k = attn_tensor_2d(&p->k[0][0], POS, WIDTH);
     attn_tensor v = attn_tensor_2d(&p->v[0][0], POS, WIDTH);
     attn_tensor o = attn_tensor_2d(&p->out[0][0], POS, WIDTH);
-    attn_sdpa_options opt = {0};
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.causal = causal;
     attn_status st = attn_sdpa_scores(&q, &k, &opt, &p->scaled[0][0]);
     return st ? st : attn_sdpa_forward(&q, &k, &v, &opt, &o, &p->weights[0][0], NULL);
@@ -197,7 +197,7 @@ static const figure_text text_zh = {
 #define C_WRONG 0xc0392bu
 
 static viz_rgb tint(unsigned rgb, double amount) {
-    viz_rgb c = viz_hex(rgb);
+    viz_rgb c = attn__viz_hex(rgb);
     return (viz_rgb){1 - amount * (1 - c.r), 1 - amount * (1 - c.g), 1 - amount * (1 - c.b)};
 }
 
@@ -254,8 +254,8 @@ static double rich(cairo_t *cr, double x, double y, const char *text, double ali
             piece[len] = 0;
             p += len;
             cairo_set_font_size(cr, sub ? size * 0.72 : size);
-            double w = viz_text_width(cr, piece);
-            if (pass) viz_text(cr, pen, y + (sub ? size * 0.22 : 0), piece, 0);
+            double w = attn__viz_text_width(cr, piece);
+            if (pass) attn__viz_text(cr, pen, y + (sub ? size * 0.22 : 0), piece, 0);
             pen += w;
             if (!pass) width += w;
         }
@@ -266,8 +266,8 @@ static double rich(cairo_t *cr, double x, double y, const char *text, double ali
 
 static void label(cairo_t *cr, double x, double y, const char *text, double size, bool bold,
                   unsigned colour, double align) {
-    viz_font(cr, size, bold);
-    viz_source(cr, viz_hex(colour));
+    attn__viz_font(cr, size, bold);
+    attn__viz_source(cr, attn__viz_hex(colour));
     rich(cr, x, y, text, align, true);
 }
 
@@ -282,25 +282,25 @@ typedef enum {
 static void matrix(cairo_t *cr, double x, double y, int rows, int cols, const float *values,
                    double cw, double chh, unsigned colour, number_style style) {
     char text[32];
-    viz_font(cr, fmin(12.0, chh * 0.45), false);
+    attn__viz_font(cr, fmin(12.0, chh * 0.45), false);
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             double cx = x + j * cw, cy = y + i * chh, v = values[i * cols + j];
             if (isinf(v) && v < 0) {
-                viz_fill_hidden(cr, cx, cy, cw, chh);
+                attn__viz_fill_hidden(cr, cx, cy, cw, chh);
             } else {
-                viz_source(cr, style == NUM_WEIGHT ? viz_scale_colour(v) : tint(colour, 0.13));
+                attn__viz_source(cr, style == NUM_WEIGHT ? attn__viz_scale_colour(v) : tint(colour, 0.13));
                 cairo_rectangle(cr, cx, cy, cw, chh);
                 cairo_fill(cr);
             }
-            if (style == NUM_FRACTION || style == NUM_WEIGHT) viz_number(text, sizeof text, v, 2, true);
+            if (style == NUM_FRACTION || style == NUM_WEIGHT) attn__viz_number(text, sizeof text, v, 2, true);
             else if (style == NUM_LN2) ln2_number(text, sizeof text, v);
             else short_number(text, sizeof text, v);
-            viz_source(cr, style == NUM_WEIGHT ? viz_scale_ink(v) : viz_hex(VIZ_INK));
-            viz_text(cr, cx + cw / 2, cy + chh / 2, text, 0.5);
+            attn__viz_source(cr, style == NUM_WEIGHT ? attn__viz_scale_ink(v) : attn__viz_hex(VIZ_INK));
+            attn__viz_text(cr, cx + cw / 2, cy + chh / 2, text, 0.5);
         }
     cairo_set_line_width(cr, 0.6);
-    viz_source(cr, tint(colour, 0.45));
+    attn__viz_source(cr, tint(colour, 0.45));
     for (int i = 1; i < rows; i++) {
         cairo_move_to(cr, x, y + i * chh);
         cairo_line_to(cr, x + cols * cw, y + i * chh);
@@ -311,7 +311,7 @@ static void matrix(cairo_t *cr, double x, double y, int rows, int cols, const fl
     }
     cairo_stroke(cr);
     cairo_set_line_width(cr, 1.4);
-    viz_source(cr, viz_hex(colour));
+    attn__viz_source(cr, attn__viz_hex(colour));
     cairo_rectangle(cr, x, y, cols * cw, rows * chh);
     cairo_stroke(cr);
 }
@@ -330,10 +330,10 @@ static void named_matrix(cairo_t *cr, double x, double y, const char *name, cons
 /* A rounded box with one or two centred lines. */
 static void box(cairo_t *cr, double x, double y, double w, double h, unsigned colour,
                 const char *line1, const char *line2) {
-    viz_round_rect(cr, x, y, w, h, 7);
-    viz_source(cr, tint(colour, 0.1));
+    attn__viz_round_rect(cr, x, y, w, h, 7);
+    attn__viz_source(cr, tint(colour, 0.1));
     cairo_fill_preserve(cr);
-    viz_source(cr, viz_hex(colour));
+    attn__viz_source(cr, attn__viz_hex(colour));
     cairo_set_line_width(cr, 1.3);
     cairo_stroke(cr);
     if (line2) {
@@ -345,12 +345,12 @@ static void box(cairo_t *cr, double x, double y, double w, double h, unsigned co
 }
 
 static void pill(cairo_t *cr, double cx, double cy, const char *text, unsigned colour) {
-    viz_font(cr, 11, true);
+    attn__viz_font(cr, 11, true);
     double w = rich(cr, 0, 0, text, 0, false) + 14;
-    viz_round_rect(cr, cx - w / 2, cy - 10, w, 20, 10);
+    attn__viz_round_rect(cr, cx - w / 2, cy - 10, w, 20, 10);
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_fill_preserve(cr);
-    viz_source(cr, viz_hex(colour));
+    attn__viz_source(cr, attn__viz_hex(colour));
     cairo_set_line_width(cr, 1.2);
     cairo_stroke(cr);
     label(cr, cx, cy, text, 11, true, colour, 0.5);
@@ -361,7 +361,7 @@ static void weight_table(cairo_t *cr, double x, double y, double cell, int rows,
                          const float *w) {
     viz_grid g = {.x = x, .y = y, .cell = cell, .rows = rows, .cols = cols, .values = w,
                   .vmin = 0, .vmax = 1, .text = 2, .font_size = fmin(12.0, cell * 0.34)};
-    viz_draw_grid(cr, &g);
+    attn__viz_draw_grid(cr, &g);
 }
 
 static void dashed_rect(cairo_t *cr, double x, double y, double w, double h, unsigned colour) {
@@ -369,7 +369,7 @@ static void dashed_rect(cairo_t *cr, double x, double y, double w, double h, uns
     cairo_save(cr);
     cairo_set_dash(cr, dash, 2, 0);
     cairo_set_line_width(cr, 1.6);
-    viz_source(cr, viz_hex(colour));
+    attn__viz_source(cr, attn__viz_hex(colour));
     cairo_rectangle(cr, x, y, w, h);
     cairo_stroke(cr);
     cairo_restore(cr);
@@ -400,7 +400,7 @@ static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
     };
     for (int p = 0; p < 3; p++) {
         double y1 = xy + mh / 2, y2 = proj[p].y + mh / 2;
-        viz_arrow(cr, xx + 2 * cell + 4, y1, qx - 6, y2, viz_hex(proj[p].colour), 2.0);
+        attn__viz_arrow(cr, xx + 2 * cell + 4, y1, qx - 6, y2, attn__viz_hex(proj[p].colour), 2.0);
         pill(cr, (xx + 2 * cell + qx) / 2 + 6, (y1 + y2) / 2, proj[p].w, proj[p].colour);
         named_matrix(cr, qx, proj[p].y, proj[p].name, t, POS, WIDTH, proj[p].values, cell, proj[p].colour,
                      NUM_SHORT);
@@ -412,11 +412,11 @@ static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
     /* Q and K meet in the match; the weights table follows. */
     const double mx = 430, my = 128, mw = 150, mhh = 56;
     const double qx2 = qx + 2 * cell + 4;
-    viz_arrow(cr, qx2, qy + mh / 2, mx - 4, my + 18, viz_hex(C_Q), 2.0);
-    viz_arrow(cr, qx2, ky + mh / 2, mx - 4, my + mhh - 18, viz_hex(C_K), 2.0);
+    attn__viz_arrow(cr, qx2, qy + mh / 2, mx - 4, my + 18, attn__viz_hex(C_Q), 2.0);
+    attn__viz_arrow(cr, qx2, ky + mh / 2, mx - 4, my + mhh - 18, attn__viz_hex(C_K), 2.0);
     box(cr, mx, my, mw, mhh, C_Q, t->match1, t->match2);
     const double tc = 40, tx = 640, ty = my + mhh / 2 - 1.5 * tc;
-    viz_arrow(cr, mx + mw + 2, my + mhh / 2, tx - 30, my + mhh / 2, viz_hex(VIZ_MUTED), 2.0);
+    attn__viz_arrow(cr, mx + mw + 2, my + mhh / 2, tx - 30, my + mhh / 2, attn__viz_hex(VIZ_MUTED), 2.0);
     weight_table(cr, tx, ty, tc, POS, POS, &b->weights[0][0]);
     label(cr, tx + 1.5 * tc, ty - 30, t->weights, 15, true, VIZ_INK, 0.5);
     label(cr, tx + 1.5 * tc, ty - 14, t->read, 9, false, VIZ_MUTED, 0.5);
@@ -435,12 +435,12 @@ static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
 
     /* V's own path, the weighted sum, and O. */
     const double sx = 600, sy = vy + mh / 2 - 28, sw = 160, sh = 56;
-    viz_arrow(cr, qx2, vy + mh / 2, sx - 4, vy + mh / 2, viz_hex(C_V), 3.0);
+    attn__viz_arrow(cr, qx2, vy + mh / 2, sx - 4, vy + mh / 2, attn__viz_hex(C_V), 3.0);
     label(cr, (qx2 + sx) / 2, vy + mh / 2 - 14, t->v_path, 11, false, C_V, 0.5);
-    viz_arrow(cr, tx + 1.5 * tc, ty + 3 * tc + 20, tx + 1.5 * tc, sy - 4, viz_hex(VIZ_MUTED), 2.0);
+    attn__viz_arrow(cr, tx + 1.5 * tc, ty + 3 * tc + 20, tx + 1.5 * tc, sy - 4, attn__viz_hex(VIZ_MUTED), 2.0);
     box(cr, sx, sy, sw, sh, C_O, t->sum1, t->sum2);
     const double ox = 840, oy = vy;
-    viz_arrow(cr, sx + sw + 2, sy + sh / 2, ox - 6, oy + mh / 2, viz_hex(C_O), 2.0);
+    attn__viz_arrow(cr, sx + sw + 2, sy + sh / 2, ox - 6, oy + mh / 2, attn__viz_hex(C_O), 2.0);
     named_matrix(cr, ox, oy, "O", t, POS, WIDTH, &b->out[0][0], cell, C_O, NUM_SHORT);
 
     /* The lower half: row q3 term by term. */
@@ -448,7 +448,7 @@ static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
     cairo_save(cr);
     static const double dash[] = {3, 4};
     cairo_set_dash(cr, dash, 2, 0);
-    viz_source(cr, viz_hex(VIZ_LINE));
+    attn__viz_source(cr, attn__viz_hex(VIZ_LINE));
     cairo_set_line_width(cr, 1);
     cairo_move_to(cr, 24, ly - 24);
     cairo_line_to(cr, FIG1_W - 24, ly - 24);
@@ -467,13 +467,13 @@ static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         label(cr, cx, wy - 18, text, 10, false, VIZ_MUTED, 0.5);
         /* weight w3j, heat-coloured */
         float w = b->weights[2][j];
-        viz_source(cr, viz_scale_colour(w));
+        attn__viz_source(cr, attn__viz_scale_colour(w));
         cairo_rectangle(cr, cx - 30, wy, 60, 30);
         cairo_fill(cr);
-        viz_number(text, sizeof text, w, 2, true);
-        viz_font(cr, 13, true);
-        viz_source(cr, viz_scale_ink(w));
-        viz_text(cr, cx, wy + 15, text, 0.5);
+        attn__viz_number(text, sizeof text, w, 2, true);
+        attn__viz_font(cr, 13, true);
+        attn__viz_source(cr, attn__viz_scale_ink(w));
+        attn__viz_text(cr, cx, wy + 15, text, 0.5);
         label(cr, cx, wy + 46, "×", 14, false, VIZ_MUTED, 0.5);
         /* value v_j */
         matrix(cr, cx - 34, vy2, 1, WIDTH, &b->v[j][0], 34, 28, C_V, NUM_SHORT);
@@ -504,10 +504,10 @@ static void figure2(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         const attention_pass *p = &n->cases[c];
         const bool k_changed = c & 1, v_changed = c & 2;
         const double x = px0 + c * (pw + gap), mid = x + pw / 2;
-        viz_round_rect(cr, x, py, pw, ph, 10);
-        viz_source(cr, viz_hex(0xf6f8fa));
+        attn__viz_round_rect(cr, x, py, pw, ph, 10);
+        attn__viz_source(cr, attn__viz_hex(0xf6f8fa));
         cairo_fill_preserve(cr);
-        viz_source(cr, viz_hex(VIZ_LINE));
+        attn__viz_source(cr, attn__viz_hex(VIZ_LINE));
         cairo_set_line_width(cr, 1);
         cairo_stroke(cr);
         label(cr, mid, py + 22, t->case_name[c], 15, true, VIZ_INK, 0.5);
@@ -527,10 +527,10 @@ static void figure2(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         for (int j = 0; j < POS; j++) {
             float w = p->weights[2][j];
             double bx = mid + (j - 1) * 56;
-            viz_source(cr, viz_scale_colour(0.25 + 0.75 * w));
+            attn__viz_source(cr, attn__viz_scale_colour(0.25 + 0.75 * w));
             cairo_rectangle(cr, bx - bw / 2, base_y - w * bar_scale, bw, w * bar_scale);
             cairo_fill(cr);
-            viz_number(text, sizeof text, w, 2, true);
+            attn__viz_number(text, sizeof text, w, 2, true);
             label(cr, bx, base_y - w * bar_scale - 11, text, 12, true, VIZ_INK, 0.5);
             /* v_j as a column, under its bar */
             const float col[2][1] = {{p->v[j][0]}, {p->v[j][1]}};
@@ -540,7 +540,7 @@ static void figure2(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
             matrix(cr, bx - 17, base_y + 26, 2, 1, &col[0][0], 34, 24, changed_here ? C_V : VIZ_MUTED,
                    NUM_SHORT);
         }
-        viz_source(cr, viz_hex(VIZ_MUTED));
+        attn__viz_source(cr, attn__viz_hex(VIZ_MUTED));
         cairo_set_line_width(cr, 1);
         cairo_move_to(cr, mid - 84, base_y);
         cairo_line_to(cr, mid + 84, base_y);
@@ -551,8 +551,8 @@ static void figure2(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         label(cr, mid - 52, oy + 16, "o_3 =", 14, true, C_O, 1);
         matrix(cr, mid - 44, oy, 1, WIDTH, &p->out[2][0], 48, 32, C_O, NUM_SHORT);
     }
-    viz_font(cr, 11, false);
-    viz_source(cr, viz_hex(VIZ_INK));
+    attn__viz_font(cr, 11, false);
+    attn__viz_source(cr, attn__viz_hex(VIZ_INK));
     const char *note = t->fig2_note;
     const char *nl = strchr(note, '\n');
     char first[512];
@@ -577,9 +577,9 @@ static void axis_labels(cairo_t *cr, double x, double y, double cell, const figu
         label(cr, x + (i + 0.5) * cell, y - 10, text, 11, false, VIZ_MUTED, 0.5);
     }
     label(cr, x + 1.5 * cell, y - 28, t->positions_read, 10, false, VIZ_MUTED, 0.5);
-    viz_font(cr, 10, false);
-    viz_source(cr, viz_hex(VIZ_MUTED));
-    viz_text_up(cr, x - 32, y + 1.5 * cell, t->queries, 0.5);
+    attn__viz_font(cr, 10, false);
+    attn__viz_source(cr, attn__viz_hex(VIZ_MUTED));
+    attn__viz_text_up(cr, x - 32, y + 1.5 * cell, t->queries, 0.5);
 }
 
 static void figure3(cairo_t *cr, const chapter_numbers *n, const figure_text *t) {
@@ -595,9 +595,9 @@ static void figure3(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         for (int j = 0; j < POS; j++) {
             double x = vx + j * vc, y = vy + i * vc;
             if (isinf(cz->scaled[i][j])) {
-                viz_fill_hidden(cr, x, y, vc, vc);
+                attn__viz_fill_hidden(cr, x, y, vc, vc);
             } else {
-                viz_source(cr, tint(C_Q, 0.22));
+                attn__viz_source(cr, tint(C_Q, 0.22));
                 cairo_rectangle(cr, x, y, vc, vc);
                 cairo_fill(cr);
                 label(cr, x + vc / 2, y + vc / 2, "✓", 16, true, C_Q, 0.5);
@@ -633,17 +633,17 @@ static void figure3(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         double y = ry + r * step;
         label(cr, rx - 14, y + rch / 2, steps[r].name, 11, r == 3, VIZ_INK, 1);
         matrix(cr, rx, y, 1, POS, steps[r].values, rcw, rch, r == 0 ? C_X : C_Q, steps[r].style);
-        if (r > 0) viz_arrow(cr, rx + 1.5 * rcw, y - step + rch + 3, rx + 1.5 * rcw, y - 3,
-                             viz_hex(VIZ_MUTED), 1.4);
+        if (r > 0) attn__viz_arrow(cr, rx + 1.5 * rcw, y - step + rch + 3, rx + 1.5 * rcw, y - 3,
+                             attn__viz_hex(VIZ_MUTED), 1.4);
     }
     double expsum = 0;
     for (int j = 0; j < POS; j++) expsum += expv[j];
-    viz_number(s, sizeof s, expsum, 2, true);
+    attn__viz_number(s, sizeof s, expsum, 2, true);
     snprintf(text, sizeof text, "÷ %s", s);
     label(cr, rx + 1.5 * rcw + 10, ry + 2 * step + rch + (step - rch) / 2, text, 11, true, C_Q, 0);
-    viz_number(a, sizeof a, b->weights[1][0], 2, true);
-    viz_number(bb, sizeof bb, b->weights[1][1], 2, true);
-    viz_number(s, sizeof s, (double)b->weights[1][0] + b->weights[1][1], 2, true);
+    attn__viz_number(a, sizeof a, b->weights[1][0], 2, true);
+    attn__viz_number(bb, sizeof bb, b->weights[1][1], 2, true);
+    attn__viz_number(s, sizeof s, (double)b->weights[1][0] + b->weights[1][1], 2, true);
     snprintf(text, sizeof text, t->wrong_way, a, bb, s);
     label(cr, rx + 1.5 * rcw - 60, ry + 4 * step + 12, text, 10.5, false, C_WRONG, 0.5);
 
@@ -656,13 +656,13 @@ static void figure3(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
         for (int j = 0; j < POS; j++) visible[i][j] = !isinf(cz->scaled[i][j]);
     viz_grid g = {.x = wx, .y = wy, .cell = wc, .rows = POS, .cols = POS, .values = &cz->weights[0][0],
                   .visible = &visible[0][0], .vmin = 0, .vmax = 1, .text = 2, .font_size = 13};
-    viz_draw_grid(cr, &g);
+    attn__viz_draw_grid(cr, &g);
     dashed_rect(cr, wx - 3, wy + wc - 3, 3 * wc + 6, wc + 6, C_O);
     char o0[16], o1[16];
-    viz_number(o0, sizeof o0, cz->out[1][0], 2, true);
-    viz_number(o1, sizeof o1, cz->out[1][1], 2, true);
-    viz_number(a, sizeof a, cz->weights[1][0], 2, true);
-    viz_number(bb, sizeof bb, cz->weights[1][1], 2, true);
+    attn__viz_number(o0, sizeof o0, cz->out[1][0], 2, true);
+    attn__viz_number(o1, sizeof o1, cz->out[1][1], 2, true);
+    attn__viz_number(a, sizeof a, cz->weights[1][0], 2, true);
+    attn__viz_number(bb, sizeof bb, cz->weights[1][1], 2, true);
     snprintf(text, sizeof text, t->o2, a, bb, o0, o1);
     label(cr, wx + 1.5 * wc, wy + 3 * wc + 26, text, 11, false, C_O, 0.5);
 }
@@ -670,12 +670,12 @@ static void figure3(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
 /* ------------------------------------------------------------ the entry */
 
 attn_status attn_chapter_figure_write(const char *path, int figure, const char *lang) {
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chapter_figure_write: path is NULL");
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chapter_figure_write: path is NULL");
     if (figure < 1 || figure > 3)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_chapter_figure_write: figure must be 1, 2 or 3, got %d", figure);
     if (lang && strcmp(lang, "en") != 0 && strcmp(lang, "zh") != 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_chapter_figure_write: lang must be \"en\" or \"zh\", got \"%s\"", lang);
     const figure_text *t = lang && strcmp(lang, "zh") == 0 ? &text_zh : &text_en;
     chapter_numbers n;
@@ -683,9 +683,9 @@ attn_status attn_chapter_figure_write(const char *path, int figure, const char *
     if (st != ATTN_OK) return st;
     static const double size[3][2] = {{FIG1_W, FIG1_H}, {FIG2_W, FIG2_H}, {FIG3_W, FIG3_H}};
     viz_doc doc;
-    if ((st = viz_doc_begin(&doc, path, size[figure - 1][0], size[figure - 1][1], 0))) return st;
+    if ((st = attn__viz_doc_begin(&doc, path, size[figure - 1][0], size[figure - 1][1], 0))) return st;
     if (figure == 1) figure1(doc.cr, &n, t);
     else if (figure == 2) figure2(doc.cr, &n, t);
     else figure3(doc.cr, &n, t);
-    return viz_doc_finish(&doc);
+    return attn__viz_doc_finish(&doc);
 }

@@ -63,13 +63,13 @@ static char **fit_labels(cairo_t *cr, const char *const *given, int64_t n, doubl
     for (int64_t i = 0; i < n; i++) {
         char buf[256], number[24];
         snprintf(number, sizeof number, "%lld", (long long)i);
-        viz_text_fit(cr, given && given[i] ? given[i] : number, LABEL_MAX_W, buf, sizeof buf);
+        attn__viz_text_fit(cr, given && given[i] ? given[i] : number, LABEL_MAX_W, buf, sizeof buf);
         out[i] = strdup(buf);
         if (!out[i]) {
             free_labels(out, n);
             return NULL;
         }
-        *widest = fmax(*widest, viz_text_width(cr, buf));
+        *widest = fmax(*widest, attn__viz_text_width(cr, buf));
     }
     return out;
 }
@@ -109,13 +109,13 @@ static attn_status plan(heatmap_layout *lo, cairo_t *cr) {
         lo->vmax = hi_v;
     }
 
-    viz_font(cr, lo->label_size, false);
+    attn__viz_font(cr, lo->label_size, false);
     double row_w, col_w;
     const char *const *keys = opt->key_labels ? opt->key_labels : S == L ? opt->query_labels : NULL;
     lo->row_labels = fit_labels(cr, opt->query_labels, L, &row_w);
     lo->col_labels = fit_labels(cr, keys, S, &col_w);
     if (!lo->row_labels || !lo->col_labels)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_heatmap_write: out of memory for the labels");
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_heatmap_write: out of memory for the labels");
     double pitch = lo->label_size * 1.3; /* room one label needs across its line */
     lo->row_step = (int64_t)ceil(pitch / lo->cell);
     lo->col_step = lo->row_step;
@@ -125,8 +125,8 @@ static attn_status plan(heatmap_layout *lo, cairo_t *cr) {
 
     lo->panel_w = CAPTION_H + lo->row_label_w + (double)S * lo->cell;
     lo->panel_h = HEAD_H + CAPTION_H + lo->col_label_h + (double)L * lo->cell;
-    viz_font(cr, 9, false);
-    lo->legend_w = fmax(VIZ_LEGEND_WIDTH, 12 + 5 + viz_text_width(cr, lo->text->hidden) + 6);
+    attn__viz_font(cr, 9, false);
+    lo->legend_w = fmax(VIZ_LEGEND_WIDTH, 12 + 5 + attn__viz_text_width(cr, lo->text->hidden) + 6);
 
     /* Automatic grid: as many panels per row as fit in about 1500 points,
      * but close to square once there are more than four. */
@@ -151,24 +151,24 @@ static void draw_panel(cairo_t *cr, const heatmap_layout *lo, int64_t h, double 
     const double gy = y + HEAD_H + CAPTION_H + lo->col_label_h;
     char title[64];
 
-    viz_font(cr, 12, true);
-    viz_source(cr, viz_hex(VIZ_INK));
+    attn__viz_font(cr, 12, true);
+    attn__viz_source(cr, attn__viz_hex(VIZ_INK));
     snprintf(title, sizeof title, lo->text->head, (long long)(opt->head_ids ? opt->head_ids[h] : h));
-    viz_text(cr, gx, y + HEAD_H / 2, title, 0);
+    attn__viz_text(cr, gx, y + HEAD_H / 2, title, 0);
 
-    viz_font(cr, 9, false);
-    viz_source(cr, viz_hex(VIZ_MUTED));
-    viz_text(cr, gx, y + HEAD_H + CAPTION_H / 2, lo->text->keys, 0);
-    viz_text_up(cr, x + CAPTION_H / 2, gy, lo->text->queries, 1);
+    attn__viz_font(cr, 9, false);
+    attn__viz_source(cr, attn__viz_hex(VIZ_MUTED));
+    attn__viz_text(cr, gx, y + HEAD_H + CAPTION_H / 2, lo->text->keys, 0);
+    attn__viz_text_up(cr, x + CAPTION_H / 2, gy, lo->text->queries, 1);
 
-    viz_font(cr, lo->label_size, false);
-    viz_source(cr, viz_hex(VIZ_INK));
+    attn__viz_font(cr, lo->label_size, false);
+    attn__viz_source(cr, attn__viz_hex(VIZ_INK));
     for (int64_t i = 0; i < L; i += lo->row_step)
-        viz_text(cr, gx - 5, gy + (i + 0.5) * lo->cell, lo->row_labels[i], 1);
+        attn__viz_text(cr, gx - 5, gy + (i + 0.5) * lo->cell, lo->row_labels[i], 1);
     for (int64_t j = 0; j < S; j += lo->col_step) {
         double cx = gx + (j + 0.5) * lo->cell;
-        if (lo->cols_upright) viz_text_up(cr, cx, gy - 4, lo->col_labels[j], 0);
-        else viz_text(cr, cx, gy - lo->col_label_h / 2, lo->col_labels[j], 0.5);
+        if (lo->cols_upright) attn__viz_text_up(cr, cx, gy - 4, lo->col_labels[j], 0);
+        else attn__viz_text(cr, cx, gy - lo->col_label_h / 2, lo->col_labels[j], 0.5);
     }
 
     viz_grid grid = {.x = gx, .y = gy, .cell = lo->cell, .rows = L, .cols = S,
@@ -176,33 +176,33 @@ static void draw_panel(cairo_t *cr, const heatmap_layout *lo, int64_t h, double 
                      .visible = opt->visible ? opt->visible + h * L * S : NULL,
                      .vmin = lo->vmin, .vmax = lo->vmax, .text = lo->print_values ? 1 : 0,
                      .font_size = lo->value_size};
-    viz_draw_grid(cr, &grid);
+    attn__viz_draw_grid(cr, &grid);
 }
 
 static void draw_legend(cairo_t *cr, const heatmap_layout *lo, double x, double y) {
     double bar_h = fmin(240.0, fmax(120.0, (double)lo->len_q * lo->cell));
-    viz_draw_legend(cr, x, y + HEAD_H + CAPTION_H + lo->col_label_h, 12, bar_h, lo->vmin, lo->vmax,
+    attn__viz_draw_legend(cr, x, y + HEAD_H + CAPTION_H + lo->col_label_h, 12, bar_h, lo->vmin, lo->vmax,
                     lo->in_unit ? lo->text->weight : lo->text->value, lo->text->hidden, lo->any_hidden);
 }
 
 attn_status attn_heatmap_write(const char *path, const float *weights, int64_t heads,
                                int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt) {
-    static const attn_heatmap_options defaults = {0};
-    if (!path) return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_heatmap_write: path is NULL");
-    if (viz_format_of(path) == VIZ_FORMAT_UNKNOWN)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+    static const attn_heatmap_options defaults = ATTN_HEATMAP_OPTIONS_INIT;
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_heatmap_write: path is NULL");
+    if (attn__viz_format_of(path) == VIZ_FORMAT_UNKNOWN)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "'%s': unknown picture format; the name must end in .png, .svg or .pdf", path);
-    attn_status st = viz_check_weights("attn_heatmap_write", weights, heads, len_q, len_kv);
+    attn_status st = attn__viz_check_weights("attn_heatmap_write", weights, heads, len_q, len_kv);
     if (st != ATTN_OK) return st;
     if (!opt) opt = &defaults;
     if (!(opt->cell >= 0) || opt->cell > 400 || !(opt->pixel_scale >= 0) || opt->pixel_scale > 16 ||
         opt->columns < 0 || !isfinite(opt->vmin) || !isfinite(opt->vmax))
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_heatmap_write: options out of range (cell %g in [0, 400], pixel_scale "
                          "%g in [0, 16], columns %d >= 0, finite vmin/vmax)",
                          opt->cell, opt->pixel_scale, opt->columns);
     if ((double)len_q * len_kv > 4096.0 * 4096.0)
-        return attn_fail(ATTN_ERR_UNSUPPORTED,
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
                          "'%s': a %lld x %lld map is too large to draw (at most 4096 x 4096 cells)",
                          path, (long long)len_q, (long long)len_kv);
 
@@ -210,22 +210,22 @@ attn_status attn_heatmap_write(const char *path, const float *weights, int64_t h
                          .len_kv = len_kv,
                          .text = opt->lang && strcmp(opt->lang, "zh") == 0 ? &text_zh : &text_en};
     viz_doc doc = {0};
-    cairo_t *measure = viz_measure_context();
+    cairo_t *measure = attn__viz_measure_context();
     st = plan(&lo, measure);
-    viz_measure_release(measure);
+    attn__viz_measure_release(measure);
     if (st != ATTN_OK) goto cleanup;
 
     const double title_h = opt->title ? TITLE_H : 0;
     const double legend_x_one = MARGIN + lo.panel_w + GAP;
-    if (viz_format_of(path) == VIZ_FORMAT_PDF) {
+    if (attn__viz_format_of(path) == VIZ_FORMAT_PDF) {
         double w = legend_x_one + lo.legend_w + MARGIN, h = MARGIN + title_h + lo.panel_h + MARGIN;
-        if ((st = viz_doc_begin(&doc, path, w, h, opt->pixel_scale))) goto cleanup;
+        if ((st = attn__viz_doc_begin(&doc, path, w, h, opt->pixel_scale))) goto cleanup;
         for (int64_t head = 0; head < heads; head++) {
-            if (head > 0 && (st = viz_doc_next_page(&doc, w, h))) goto cleanup;
+            if (head > 0 && (st = attn__viz_doc_next_page(&doc, w, h))) goto cleanup;
             if (opt->title) {
-                viz_font(doc.cr, 13, true);
-                viz_source(doc.cr, viz_hex(VIZ_INK));
-                viz_text(doc.cr, MARGIN, MARGIN + TITLE_H / 2 - 2, opt->title, 0);
+                attn__viz_font(doc.cr, 13, true);
+                attn__viz_source(doc.cr, attn__viz_hex(VIZ_INK));
+                attn__viz_text(doc.cr, MARGIN, MARGIN + TITLE_H / 2 - 2, opt->title, 0);
             }
             draw_panel(doc.cr, &lo, head, MARGIN, MARGIN + title_h);
             draw_legend(doc.cr, &lo, legend_x_one, MARGIN + title_h);
@@ -234,21 +234,21 @@ attn_status attn_heatmap_write(const char *path, const float *weights, int64_t h
         double grid_w = lo.columns * lo.panel_w + (lo.columns - 1) * GAP;
         double grid_h = lo.rows * lo.panel_h + (lo.rows - 1) * GAP;
         double w = MARGIN + grid_w + GAP + lo.legend_w + MARGIN, h = MARGIN + title_h + grid_h + MARGIN;
-        if ((st = viz_doc_begin(&doc, path, w, h, opt->pixel_scale))) goto cleanup;
+        if ((st = attn__viz_doc_begin(&doc, path, w, h, opt->pixel_scale))) goto cleanup;
         if (opt->title) {
-            viz_font(doc.cr, 13, true);
-            viz_source(doc.cr, viz_hex(VIZ_INK));
-            viz_text(doc.cr, MARGIN, MARGIN + TITLE_H / 2 - 2, opt->title, 0);
+            attn__viz_font(doc.cr, 13, true);
+            attn__viz_source(doc.cr, attn__viz_hex(VIZ_INK));
+            attn__viz_text(doc.cr, MARGIN, MARGIN + TITLE_H / 2 - 2, opt->title, 0);
         }
         for (int64_t head = 0; head < heads; head++)
             draw_panel(doc.cr, &lo, head, MARGIN + (head % lo.columns) * (lo.panel_w + GAP),
                        MARGIN + title_h + (head / lo.columns) * (lo.panel_h + GAP));
         draw_legend(doc.cr, &lo, MARGIN + grid_w + GAP, MARGIN + title_h);
     }
-    st = viz_doc_finish(&doc);
+    st = attn__viz_doc_finish(&doc);
 
 cleanup:
-    viz_doc_abort(&doc);
+    attn__viz_doc_abort(&doc);
     free_labels(lo.row_labels, len_q);
     free_labels(lo.col_labels, len_kv);
     return st;

@@ -3,7 +3,7 @@
  * says so and returns ATTN_ERR_UNSUPPORTED.  (CMake compiles this file only
  * when pkg-config finds no cairo; the HTML report does not need cairo.)
  */
-#include "core/internal.h"
+#include "viz/viz.h"
 
 #define PICTURES_OFF                                                                            \
     "this libattn was built without cairo, so it draws no pictures (install cairo, e.g. "      \
@@ -14,10 +14,10 @@ int attn_pictures_available(void) { return 0; }
 attn_status attn_heatmap_write(const char *path, const float *weights, int64_t heads,
                                int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt) {
     (void)weights, (void)heads, (void)len_q, (void)len_kv, (void)opt;
-    return attn_fail(ATTN_ERR_UNSUPPORTED, "'%s': %s", path ? path : "(null)", PICTURES_OFF);
+    return attn__fail(ATTN_ERR_UNSUPPORTED, "'%s': %s", path ? path : "(null)", PICTURES_OFF);
 }
 
 attn_status attn_chapter_figure_write(const char *path, int figure, const char *lang) {
     (void)figure, (void)lang;
-    return attn_fail(ATTN_ERR_UNSUPPORTED, "'%s': %s", path ? path : "(null)", PICTURES_OFF);
+    return attn__fail(ATTN_ERR_UNSUPPORTED, "'%s': %s", path ? path : "(null)", PICTURES_OFF);
 }

@@ -1,0 +1,113 @@
+/*
+ * attn_viz.h — pictures of attention (libattn_viz): heat maps as PNG, SVG
+ * or PDF, the chapter's three figures, and a self-contained HTML report
+ * (docs/pictures.md).  Link with libattn_viz (pkg-config attn-viz, CMake
+ * attn::viz); it depends on libattn and, for the pictures, cairo.
+ *
+ * Shape legend: weights, visible [H, L, S] (heads, queries, keys), one batch.
+ */
+#ifndef ATTN_VIZ_H
+#define ATTN_VIZ_H
+
+#include "attn.h"
+#include "attn_interp.h" /* attn_paths, for the report's path table */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pictures need cairo at build time (PNG, SVG, PDF); without it these three
+ * functions return ATTN_ERR_UNSUPPORTED and attn_pictures_available() is 0.
+ * The HTML report below needs nothing and always works.  Text is drawn with
+ * the "Noto Sans CJK SC" font (Debian: fonts-noto-cjk), so labels such as
+ * 我 吃 了 render; another font is substituted when it is missing. */
+ATTN_API int attn_pictures_available(void); /* 1 when built with cairo */
+
+/* Options of a heat map.  ATTN_HEATMAP_OPTIONS_INIT means: labels 0, 1, 2 ..., every
+ * cell visible, colour scale [0, 1], values printed when a map has at most
+ * 16 x 16 cells, automatic cell size and panel grid. */
+typedef struct attn_heatmap_options {
+    size_t struct_size;              /* sizeof: set by ATTN_HEATMAP_OPTIONS_INIT     */
+    const char *const *query_labels; /* [L] UTF-8 row labels, or NULL: 0 .. L-1      */
+    const char *const *key_labels;   /* [S] column labels, or NULL: query_labels
+                                        when S == L, else 0 .. S-1                   */
+    const uint8_t *visible;          /* [H, L, S] nonzero = the query may read the
+                                        key, or NULL: all visible.  Hidden cells
+                                        (and cells holding -inf, as in the tables
+                                        of attn_sdpa_scores) are drawn hatched grey,
+                                        never as the colour of 0                     */
+    const int64_t *head_ids;         /* [H] numbers for the panel titles ("head 3"),
+                                        or NULL: 0 .. H-1                            */
+    const char *title;               /* a line above the panels, or NULL             */
+    const char *lang;                /* "en" (default) or "zh": axis captions        */
+    float vmin, vmax;                /* colour scale; vmin == vmax: [0, 1] when every
+                                        value lies in it, else the data's range      */
+    int values;                      /* print each cell's value: 0 = when the map is
+                                        at most 16 x 16, 1 = always, -1 = never      */
+    int columns;                     /* PNG/SVG: panels per row, 0 = automatic       */
+    double cell;                     /* cell side in points, 0 = automatic           */
+    double pixel_scale;              /* PNG pixels per point, 0 = 2 (1 for pictures
+                                        over 8000 pixels on a side)                  */
+} attn_heatmap_options;
+
+#define ATTN_HEATMAP_OPTIONS_INIT {.struct_size = sizeof(attn_heatmap_options)}
+
+/* Draws attention maps, one panel per head: rows are queries, columns are the
+ * keys they read (as in the chapter's Figure 3), token labels on both axes,
+ * a colour-scale legend.  The format follows path's extension: .png and .svg
+ * put the heads side by side in a grid, .pdf puts one head on each page.
+ * Written atomically (a temporary file renamed over path); messages name path.
+ *   weights: [H, L, S] contiguous (one batch of attn_sdpa_forward's weights);
+ *   NaN and +inf are refused. */
+ATTN_API attn_status attn_heatmap_write(const char *path, const float *weights, int64_t heads,
+                               int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt);
+
+/* The chapter's three figures, drawn from numbers the library computes
+ * (attn_linear_forward, attn_sdpa_scores, attn_sdpa_forward):
+ *   1  X splits into Q, K, V (3x2 each); Q and K meet in the 3x3 match table,
+ *      V takes its own path to the weighted sum; q3's weights aligned with
+ *      the values they multiply.
+ *   2  the four interventions on position 3 side by side: original, K only,
+ *      V only, both ([1.5, 0.75], [1.2, 0.8], [1.5, 1.0], [1.2, 1.2]).
+ *   3  the causal mask: rows are queries, columns the positions read; row 2
+ *      renormalised to 1/3, 2/3, 0; hidden cells drawn distinctly.
+ * Format by extension as above (.png, .svg, .pdf); lang "en" or "zh" (NULL = en). */
+ATTN_API attn_status attn_chapter_figure_write(const char *path, int figure, const char *lang);
+
+/* A self-contained HTML report of attention maps: one file, no network
+ * access, no external scripts or fonts.  The data are embedded as JSON (the
+ * weights as base64 little-endian float32, so hovering shows each weight
+ * exactly); heat maps are drawn on <canvas>, so 512 tokens x 16 heads stay
+ * usable.  The page holds a heat map per head (hover: the token pair and the
+ * exact weight), a bertviz-style token view (lines from each query to the
+ * keys it reads, thickness and opacity = weight; hover or click a token to
+ * focus it), and, when paths is set, the path-decomposition table of the
+ * chapter's Figure 2 (base, K only, V only, both, interaction) per head, and
+ * for multi-head attention also after W_O.  Opening the file with #selftest
+ * appended makes the page hover a cell and report what it showed in
+ * <pre id="selftest"> (the tests drive it with headless Chromium). */
+typedef struct attn_report {
+    size_t struct_size;              /* sizeof(attn_report): set by ATTN_REPORT_INIT */
+    const char *title;               /* or NULL                                     */
+    const char *subtitle;            /* e.g. the command line, or NULL              */
+    int64_t heads, len_q, len_kv;    /* H, L, S of the maps below                   */
+    const float *weights;            /* [H, L, S]                                   */
+    const uint8_t *visible;          /* [H, L, S] nonzero = visible, or NULL        */
+    const int64_t *head_ids;         /* [H] the heads' numbers, or NULL: 0 .. H-1   */
+    const char *const *query_labels; /* [L] UTF-8, or NULL                          */
+    const char *const *key_labels;   /* [S], or NULL (query_labels when S == L)     */
+    const attn_paths *paths;         /* from attn_sdpa_paths / attn_mha_paths, or
+                                        NULL: no path table.  Its query heads are
+                                        indexed by head_ids (or 0 .. H-1)           */
+    int64_t paths_batch;             /* the batch of paths shown                    */
+} attn_report;
+
+#define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}
+
+ATTN_API attn_status attn_report_write_html(const char *path, const attn_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_VIZ_H */

@@ -1,0 +1,99 @@
+/*
+ * base.h — what every file of every attn library shares and users never
+ * see: the error setter under its internal name, overflow-checked sizes,
+ * and small integer helpers.  Everything here is a macro or static inline,
+ * so the component libraries (libattn_viz, libattn_mpi) use it without
+ * linking against anything but libattn's public API.
+ *
+ * Naming: public symbols start with attn_ and are declared in include/;
+ * internal symbols with external linkage start with attn__ (two
+ * underscores, as libuv's uv__), and are declared in src/ headers; static
+ * functions and the inline helpers of internal headers are named by their
+ * module.  tests/base/test_exports checks the first rule on the shared
+ * libraries.
+ */
+#ifndef ATTN_BASE_H
+#define ATTN_BASE_H
+
+#include "attn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define ATTN_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define ATTN_PRINTF(fmt_index, first_arg)
+#endif
+
+/* Records status and a printf-style message for attn_last_error() and
+ * returns status, so a failure reads `return attn__fail(ATTN_ERR_SHAPE, ...)`.
+ * The internal name of the public attn_set_error. */
+#define attn__fail attn_set_error
+
+/* a * b into *out and false; true (and *out untouched) on overflow or a
+ * negative input, so checks read `if (mul_overflows(...)) fail`. */
+static inline bool mul_overflows(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return true;
+    if (a != 0 && b > INT64_MAX / a) return true;
+    *out = a * b;
+    return false;
+}
+
+/* log2(e) and ln(2) in double: scores move to base 2 for exp2. */
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* strerror_r's text for err into buf, for messages ("No such file or directory"). */
+static inline const char *errno_text(int err, char *buf, size_t cap) {
+    if (strerror_r(err, buf, cap) != 0) snprintf(buf, cap, "error %d", err);
+    return buf;
+}
+
+/* Copies an option struct that carries struct_size as its first member into
+ * dst (dst_size bytes, the library's size of it), so that structs from
+ * callers built against older or newer headers are read correctly: the
+ * fields both know are copied, the library's newer fields stay zero, and a
+ * caller's newer fields must be zero (the library cannot honour them).
+ * name is the struct's type name for messages.  Inline, so that the
+ * component libraries use the same rule without an internal symbol. */
+static inline attn_status options_copy(void *dst, size_t dst_size, const void *src, const char *name) {
+    size_t src_size;
+    memcpy(&src_size, src, sizeof src_size); /* struct_size, the first member */
+    memset(dst, 0, dst_size);
+    if (src_size < sizeof(size_t)) {
+        char init[64] = "ATTN_"; /* attn_sdpa_options -> ATTN_SDPA_OPTIONS_INIT */
+        size_t n = 5;
+        for (const char *c = name + 5; *c && n < sizeof init - 6; c++)
+            init[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        memcpy(init + n, "_INIT", 6);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "%s: struct_size is %zu; initialise it with %s (%s x = %s;) before "
+                          "setting fields",
+                          name, src_size, strcmp(name, "attn_patch") ? init : "attn_patch_make", name,
+                          strcmp(name, "attn_patch") ? init : "attn_patch_make(kind, hook)");
+    }
+    if (src_size > dst_size) {
+        /* A caller built against a newer header: its newer fields must be
+         * unused, or the call would silently ignore what the caller asked. */
+        const unsigned char *extra = (const unsigned char *)src + dst_size;
+        for (size_t i = 0; i < src_size - dst_size; i++)
+            if (extra[i])
+                return attn__fail(ATTN_ERR_UNSUPPORTED,
+                                  "%s: the caller's struct has %zu bytes, this library knows %zu, "
+                                  "and byte %zu is set: a field this library version does not have",
+                                  name, src_size, dst_size, dst_size + i);
+    }
+    memcpy(dst, src, src_size < dst_size ? src_size : dst_size);
+    memcpy(dst, &dst_size, sizeof dst_size);
+    return ATTN_OK;
+}
+
+#endif /* ATTN_BASE_H */

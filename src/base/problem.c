@@ -1,0 +1,245 @@
+/*
+ * problem.c — tensor views, the finiteness check, option structs that can
+ * grow, and attn__problem_init: the one place where the arguments of an
+ * attention call are validated, so that every kernel can trust what it is
+ * given.
+ *
+ * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *               out [B, L, Hq, Dv]
+ */
+#include "base/problem.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+attn_tensor attn_tensor_view(void *data, attn_dtype dtype, int64_t b, int64_t l, int64_t h,
+                             int64_t d) {
+    attn_tensor t = {data, dtype, {b, l, h, d}, {l * h * d, h * d, d, 1}};
+    return t;
+}
+
+attn_tensor attn_tensor_4d(float *data, int64_t b, int64_t l, int64_t h, int64_t d) {
+    return attn_tensor_view(data, ATTN_F32, b, l, h, d);
+}
+
+attn_tensor attn_tensor_3d(float *data, int64_t l, int64_t h, int64_t d) {
+    return attn_tensor_4d(data, 1, l, h, d);
+}
+
+attn_tensor attn_tensor_2d(float *data, int64_t l, int64_t d) {
+    return attn_tensor_4d(data, 1, l, 1, d);
+}
+
+attn_status attn_check_finite(const float *data, int64_t n, int64_t *first_bad) {
+    if (!data && n > 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_check_finite: data is NULL");
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(data[i])) {
+            if (first_bad) *first_bad = i;
+            return attn__fail(ATTN_ERR_NONFINITE, "value %g at index %lld is not finite",
+                             (double)data[i], (long long)i);
+        }
+    }
+    return ATTN_OK;
+}
+
+/* The dtypes a tensor may hold (the kernels say which they compute). */
+static bool tensor_dtype_valid(attn_dtype dtype) {
+    return dtype == ATTN_F32 || dtype == ATTN_F16 || dtype == ATTN_BF16;
+}
+
+attn_status attn__tensor_check(const attn_tensor *t, const char *name, problem_data data) {
+    if (!t) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (!t->data && data == PROBLEM_WITH_DATA)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    if (!tensor_dtype_valid(t->dtype))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "%s: dtype %d is not a tensor dtype (ATTN_F32, ATTN_F16 or ATTN_BF16)", name,
+                          (int)t->dtype);
+    static const char *dim_names[4] = {"batch", "positions", "heads", "width"};
+    for (int i = 0; i < 4; i++)
+        if (t->shape[i] <= 0)
+            return attn__fail(ATTN_ERR_SHAPE, "%s: %s must be positive, got %lld", name,
+                              dim_names[i], (long long)t->shape[i]);
+    for (int i = 0; i < 4; i++) {
+        if (t->stride[i] < 0)
+            return attn__fail(ATTN_ERR_SHAPE, "%s: stride of %s is negative (%lld)", name,
+                              dim_names[i], (long long)t->stride[i]);
+    }
+    if (t->stride[3] != 1)
+        return attn__fail(ATTN_ERR_SHAPE, "%s: the last dimension must be contiguous (stride 1), got %lld",
+                          name, (long long)t->stride[3]);
+    /* The largest element offset, and the number of elements, must be
+     * representable in bytes. */
+    const int64_t element_bytes = (int64_t)attn_dtype_size(t->dtype);
+    int64_t last = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t term;
+        if (mul_overflows(t->shape[i] - 1, t->stride[i], &term) || last > INT64_MAX - term)
+            return attn__fail(ATTN_ERR_OVERFLOW, "%s: shape times strides overflows", name);
+        last += term;
+    }
+    int64_t elements;
+    if (last > INT64_MAX / element_bytes || mul_overflows(t->shape[0], t->shape[1], &elements) ||
+        mul_overflows(elements, t->shape[2], &elements) ||
+        mul_overflows(elements, t->shape[3], &elements) || elements > INT64_MAX / element_bytes)
+        return attn__fail(ATTN_ERR_OVERFLOW, "%s: the number of elements overflows", name);
+    return ATTN_OK;
+}
+
+attn_status attn__tensor_check_shape(const attn_tensor *t, const char *name, const int64_t want[4],
+                                     const char *like) {
+    attn_status st = attn__tensor_check(t, name, PROBLEM_WITH_DATA);
+    if (st) return st;
+    for (int d = 0; d < 4; d++)
+        if (t->shape[d] != want[d])
+            return attn__fail(ATTN_ERR_SHAPE,
+                              "%s is [%lld, %lld, %lld, %lld] but must be shaped like %s [%lld, %lld, "
+                              "%lld, %lld]",
+                              name, (long long)t->shape[0], (long long)t->shape[1],
+                              (long long)t->shape[2], (long long)t->shape[3], like,
+                              (long long)want[0], (long long)want[1], (long long)want[2],
+                              (long long)want[3]);
+    return ATTN_OK;
+}
+
+attn_status attn__problem_require_f32(const sdpa_problem *p, const attn_tensor *out,
+                                      const char *kernel) {
+    const attn_tensor *tensors[4] = {&p->q, &p->k, p->dim_v ? &p->v : NULL, out};
+    static const char *const names[4] = {"q", "k", "v", "out"};
+    for (int i = 0; i < 4; i++)
+        if (tensors[i] && tensors[i]->dtype != ATTN_F32)
+            return attn__fail(ATTN_ERR_UNSUPPORTED,
+                              "the %s kernel computes on float32 tensors only, and %s holds %s "
+                              "(convert it to float32 first)",
+                              kernel, names[i], attn_dtype_name(tensors[i]->dtype));
+    return ATTN_OK;
+}
+
+/* A broadcastable [B|1, Hq|1, L|1, S|1] shape for mask or bias. */
+static attn_status check_broadcast(const int64_t shape[4], const int64_t full[4], const char *name) {
+    static const char *dim_names[4] = {"batch", "heads", "query positions", "key positions"};
+    for (int i = 0; i < 4; i++) {
+        if (shape[i] != 1 && shape[i] != full[i])
+            return attn__fail(ATTN_ERR_SHAPE,
+                             "%s: %s dimension is %lld, must be 1 or %lld (shape [B, Hq, L, S], "
+                             "size-1 dimensions broadcast)",
+                             name, dim_names[i], (long long)shape[i], (long long)full[i]);
+    }
+    int64_t n;
+    if (mul_overflows(shape[0], shape[1], &n) || mul_overflows(n, shape[2], &n) ||
+        mul_overflows(n, shape[3], &n))
+        return attn__fail(ATTN_ERR_OVERFLOW, "%s: the number of elements overflows", name);
+    return ATTN_OK;
+}
+
+attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_tensor *out,
+                               const attn_sdpa_options *opt, problem_data data) {
+    attn_status st;
+    memset(p, 0, sizeof *p);
+    if ((st = attn__tensor_check(q, "q", data)) || (st = attn__tensor_check(k, "k", data))) return st;
+    if (v && (st = attn__tensor_check(v, "v", data))) return st;
+    if (out && (st = attn__tensor_check(out, "out", data))) return st;
+
+    p->batch = q->shape[0];
+    p->len_q = q->shape[1];
+    p->heads_q = q->shape[2];
+    p->dim = q->shape[3];
+    p->len_kv = k->shape[1];
+    p->heads_kv = k->shape[2];
+    p->dim_v = v ? v->shape[3] : 0;
+
+    if (k->shape[0] != p->batch)
+        return attn__fail(ATTN_ERR_SHAPE, "k has batch %lld but q has batch %lld",
+                         (long long)k->shape[0], (long long)p->batch);
+    if (k->shape[3] != p->dim)
+        return attn__fail(ATTN_ERR_SHAPE, "k has width %lld but q has width %lld (q and k must share D)",
+                         (long long)k->shape[3], (long long)p->dim);
+    if (p->heads_q % p->heads_kv != 0)
+        return attn__fail(ATTN_ERR_SHAPE,
+                         "q has %lld heads, not a multiple of k's %lld heads (grouped-query attention "
+                         "needs Hq = G * Hkv)",
+                         (long long)p->heads_q, (long long)p->heads_kv);
+    p->group = p->heads_q / p->heads_kv;
+    if (v) {
+        if (v->shape[0] != p->batch || v->shape[1] != p->len_kv || v->shape[2] != p->heads_kv)
+            return attn__fail(ATTN_ERR_SHAPE,
+                             "v is [%lld, %lld, %lld, %lld] but k is [%lld, %lld, %lld, %lld]: v must "
+                             "match k in batch, positions and heads",
+                             (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2],
+                             (long long)v->shape[3], (long long)k->shape[0], (long long)k->shape[1],
+                             (long long)k->shape[2], (long long)k->shape[3]);
+    }
+    if (out) {
+        if (out->shape[0] != p->batch || out->shape[1] != p->len_q || out->shape[2] != p->heads_q ||
+            (v && out->shape[3] != p->dim_v))
+            return attn__fail(ATTN_ERR_SHAPE,
+                             "out is [%lld, %lld, %lld, %lld] but must be [B, L, Hq, Dv] = [%lld, %lld, "
+                             "%lld, %lld]",
+                             (long long)out->shape[0], (long long)out->shape[1],
+                             (long long)out->shape[2], (long long)out->shape[3], (long long)p->batch,
+                             (long long)p->len_q, (long long)p->heads_q, (long long)p->dim_v);
+    }
+    /* The weight table [B, Hq, L, S] must be addressable too. */
+    int64_t cells;
+    if (mul_overflows(p->batch * p->heads_q, p->len_q, &cells) ||
+        mul_overflows(cells, p->len_kv, &cells) || cells > INT64_MAX / (int64_t)sizeof(double))
+        return attn__fail(ATTN_ERR_OVERFLOW, "the score table B*Hq*L*S overflows");
+
+    if (opt && (st = options_copy(&p->opt, sizeof p->opt, opt, "attn_sdpa_options"))) return st;
+    if (!opt) p->opt.struct_size = sizeof p->opt;
+    const attn_sdpa_options *o = &p->opt;
+    if (!(o->scale >= 0.0f) || isinf(o->scale))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "scale must be a positive finite number, got %g",
+                         (double)o->scale);
+    p->scale = o->scale > 0.0f ? o->scale : (float)(1.0 / sqrt((double)p->dim));
+    if (o->align != ATTN_ALIGN_TOP_LEFT && o->align != ATTN_ALIGN_LOWER_RIGHT)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "align must be top-left or lower-right, got %d",
+                         (int)o->align);
+    if (o->query_start < 0 || o->key_start < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "query_start (%lld) and key_start (%lld) must be >= 0",
+                         (long long)o->query_start, (long long)o->key_start);
+    int64_t total_q = o->total_len_q ? o->total_len_q : p->len_q;
+    int64_t total_kv = o->total_len_kv ? o->total_len_kv : p->len_kv;
+    if (total_q < 0 || total_kv < 0 || o->query_start > total_q - p->len_q ||
+        o->key_start > total_kv - p->len_kv)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "rows [%lld, %lld) of %lld queries and [%lld, %lld) of %lld keys do not fit: "
+                         "query_start + L must be <= total_len_q and key_start + S <= total_len_kv",
+                         (long long)o->query_start, (long long)(o->query_start + p->len_q),
+                         (long long)total_q, (long long)o->key_start,
+                         (long long)(o->key_start + p->len_kv), (long long)total_kv);
+    p->total_len_kv = total_kv;
+    p->diagonal_offset = (o->align == ATTN_ALIGN_LOWER_RIGHT ? total_kv - total_q : 0) +
+                         o->query_start - o->key_start;
+    if (o->window && (o->window_left < -1 || o->window_right < -1))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "window (%lld, %lld): each side must be >= 0, or -1 for unbounded",
+                         (long long)o->window_left, (long long)o->window_right);
+    if (o->key_lengths) {
+        for (int64_t b = 0; b < p->batch; b++)
+            if (o->key_lengths[b] < 0 || o->key_lengths[b] > total_kv)
+                return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                                 "key_lengths[%lld] = %lld is outside [0, S = %lld]", (long long)b,
+                                 (long long)o->key_lengths[b], (long long)total_kv);
+    }
+    const int64_t full[4] = {p->batch, p->heads_q, p->len_q, p->len_kv};
+    if (o->mask && (st = check_broadcast(o->mask_shape, full, "mask"))) return st;
+    if (o->bias && (st = check_broadcast(o->bias_shape, full, "bias"))) return st;
+    if (o->kernel != ATTN_KERNEL_AUTO && o->kernel != ATTN_KERNEL_REF && o->kernel != ATTN_KERNEL_FLASH)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "kernel must be auto, ref or flash, got %d",
+                         (int)o->kernel);
+    if (o->threads < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "threads must be >= 0 (0 = default), got %d",
+                         o->threads);
+    if (o->workspace_size > 0 && !o->workspace)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "workspace_size is %zu but workspace is NULL",
+                         o->workspace_size);
+
+    p->q = *q;
+    p->k = *k;
+    if (v) p->v = *v;
+    return ATTN_OK;
+}

@@ -1,0 +1,72 @@
+/*
+ * problem.h — one attention call, validated once: the sizes, the options
+ * with their defaults resolved, and the tensors, so that kernels never
+ * re-check arguments.  attn__problem_init is the only place the arguments
+ * of an attention call are validated.
+ *
+ * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
+ */
+#ifndef ATTN_BASE_PROBLEM_H
+#define ATTN_BASE_PROBLEM_H
+
+#include "base/base.h"
+
+/* Everything a kernel needs about one call. */
+typedef struct sdpa_problem {
+    int64_t batch, len_q, len_kv;     /* B, L, S                           */
+    int64_t heads_q, heads_kv, group; /* Hq, Hkv, Hq / Hkv                 */
+    int64_t dim, dim_v;               /* D, Dv (Dv = 0 when v is absent)   */
+    float scale;
+    int64_t diagonal_offset;          /* local key j is on query i's diagonal
+                                         when j = i + diagonal_offset: 0 or
+                                         S - L for a whole sequence, shifted
+                                         by query_start - key_start        */
+    int64_t total_len_kv;             /* S of the whole sequence           */
+    attn_tensor q, k, v;
+    attn_sdpa_options opt;            /* a copy, with defaults resolved     */
+} sdpa_problem;
+
+/* What attn__problem_init checks of the tensors. */
+typedef enum problem_data {
+    PROBLEM_WITH_DATA = 0, /* every tensor's data must be non-NULL          */
+    PROBLEM_SHAPES_ONLY    /* data may be NULL: only shapes and options are
+                              read (attn_sdpa_flops, workspace queries)     */
+} problem_data;
+
+/* Validates the inputs (and out, when not NULL; v may be NULL for score-only
+ * calls) and fills p.  Every error names the argument at fault. */
+attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_tensor *out,
+                               const attn_sdpa_options *opt, problem_data data);
+
+/* Checks one tensor argument: non-NULL (data too, with PROBLEM_WITH_DATA),
+ * a tensor dtype, positive sizes, stride[3] == 1 and non-negative strides,
+ * element offsets and byte sizes that fit in int64.  Messages name it. */
+attn_status attn__tensor_check(const attn_tensor *t, const char *name, problem_data data);
+/* The same, and the shape must be want (messages say "shaped like <like>"). */
+attn_status attn__tensor_check_shape(const attn_tensor *t, const char *name, const int64_t want[4],
+                                     const char *like);
+
+/* ATTN_ERR_UNSUPPORTED, naming the tensor, unless q, k, v (and out, if not
+ * NULL) all hold float32: what kernel (a name for the message) computes. */
+attn_status attn__problem_require_f32(const sdpa_problem *p, const attn_tensor *out,
+                                      const char *kernel);
+
+/* Pointer to row (b, position, head) of a float32 tensor. */
+static inline float *problem_row(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
+    return (float *)t->data + b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];
+}
+
+/* The gradients of one backward call, validated against the problem (each
+ * may be NULL to skip it) plus the forward's results. */
+typedef struct sdpa_backward_args {
+    const attn_tensor *out;  /* [B, L, Hq, Dv] the forward's output          */
+    const float *lse;        /* [B, Hq, L]     the forward's lse             */
+    const attn_tensor *dout; /* [B, L, Hq, Dv]                               */
+    attn_tensor *dq;         /* [B, L, Hq, D]  or NULL                       */
+    attn_tensor *dk;         /* [B, S, Hkv, D] or NULL                       */
+    attn_tensor *dv;         /* [B, S, Hkv, Dv] or NULL                      */
+} sdpa_backward_args;
+
+#endif /* ATTN_BASE_PROBLEM_H */

@@ -1,0 +1,69 @@
+/*
+ * visibility.c — the visibility rules (see visibility.h): the structural
+ * key range of a query, the elementwise mask and bias on a row of scores,
+ * and the count of visible pairs.
+ */
+#include "base/visibility.h"
+
+#include <math.h>
+
+
+void attn__visibility_key_range(const sdpa_problem *p, int64_t b, int64_t i, int64_t *begin,
+                                int64_t *end) {
+    int64_t lo = 0, hi = p->len_kv; /* [lo, hi) */
+    int64_t diagonal = i + p->diagonal_offset;
+    if (p->opt.causal && diagonal + 1 < hi) hi = diagonal + 1;
+    if (p->opt.window) {
+        if (p->opt.window_left >= 0 && diagonal - p->opt.window_left > lo)
+            lo = diagonal - p->opt.window_left;
+        if (p->opt.window_right >= 0 && diagonal + p->opt.window_right + 1 < hi)
+            hi = diagonal + p->opt.window_right + 1;
+    }
+    if (p->opt.key_lengths && p->opt.key_lengths[b] - p->opt.key_start < hi)
+        hi = p->opt.key_lengths[b] - p->opt.key_start; /* key lengths count global positions */
+    if (hi < lo) hi = lo;
+    if (lo > p->len_kv) lo = hi = p->len_kv;
+    *begin = lo;
+    *end = hi;
+}
+
+void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
+                                  int64_t begin, int64_t end, int64_t key0, int64_t n, float *s,
+                                  int64_t step, float rescale) {
+    const float log2e = (float)LOG2E;
+    const uint8_t *mask = NULL;
+    const float *bias = NULL;
+    int64_t mask_step = 0, bias_step = 0;
+    if (p->opt.mask) mask = p->opt.mask + visibility_broadcast_row(p->opt.mask_shape, b, h, i, &mask_step);
+    if (p->opt.bias) bias = p->opt.bias + visibility_broadcast_row(p->opt.bias_shape, b, h, i, &bias_step);
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t key = key0 + j;
+        float *s_j = s + j * step;
+        if (key < begin || key >= end || (mask && !mask[key * mask_step]))
+            *s_j = -INFINITY;
+        else if (bias) {
+            const float b2 = log2e * bias[key * bias_step];
+            /* s + b2 when rescale is 1 (the same number as the fma, without
+             * a libm call on CPUs the baseline build cannot assume FMA on) */
+            *s_j = rescale == 1.0f ? *s_j + b2 : fmaf(*s_j, rescale, b2);
+        }
+    }
+}
+
+double attn__visibility_pairs(const sdpa_problem *p) {
+    double pairs = 0.0;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t i = 0; i < p->len_q; i++) {
+            int64_t begin, end;
+            attn__visibility_key_range(p, b, i, &begin, &end);
+            if (!p->opt.mask && !p->opt.bias) {
+                pairs += (double)p->heads_q * (double)(end - begin);
+                continue;
+            }
+            for (int64_t h = 0; h < p->heads_q; h++)
+                for (int64_t j = begin; j < end; j++)
+                    pairs += visibility_mask_allows(p, b, h, i, j) &&
+                             visibility_bias_at(p, b, h, i, j) != -INFINITY;
+        }
+    return pairs;
+}

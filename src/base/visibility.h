@@ -1,0 +1,67 @@
+/*
+ * visibility.h — which keys a query may read: the one place the rules of
+ * docs/semantics.md are written (causal in both alignments, the sliding
+ * window, key lengths at global positions, the boolean mask and the bias,
+ * each broadcast over size-1 dimensions).  Every kernel, the FLOP count and
+ * the tools go through these functions.
+ *
+ * Shape legend: mask, bias [B|1, Hq|1, L|1, S|1] contiguous (size-1
+ * dimensions broadcast); scores in any layout, one row at a time.
+ */
+#ifndef ATTN_BASE_VISIBILITY_H
+#define ATTN_BASE_VISIBILITY_H
+
+#include "base/problem.h"
+
+/* The keys that the structural rules (causal, window, key lengths) leave
+ * visible to query i of batch b form one contiguous range [*begin, *end),
+ * possibly empty.  Kernels iterate over it and skip everything else; the
+ * boolean mask and the bias are applied per element on top. */
+void attn__visibility_key_range(const sdpa_problem *p, int64_t b, int64_t i, int64_t *begin,
+                                int64_t *end);
+
+/* Element (b, h, i, key 0) of a broadcast [B|1, Hq|1, L|1, S|1] array, and
+ * in *step the distance between consecutive keys (0 when the key dimension
+ * broadcasts). */
+static inline int64_t visibility_broadcast_row(const int64_t shape[4], int64_t b, int64_t h,
+                                               int64_t i, int64_t *step) {
+    *step = shape[3] > 1 ? 1 : 0;
+    return (((shape[0] > 1 ? b : 0) * shape[1] + (shape[1] > 1 ? h : 0)) * shape[2] +
+            (shape[2] > 1 ? i : 0)) * shape[3];
+}
+
+/* True when the mask (if any) allows (b, h, i, j); h is the query head. */
+static inline bool visibility_mask_allows(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
+                                          int64_t j) {
+    if (!p->opt.mask) return true;
+    int64_t step, row = visibility_broadcast_row(p->opt.mask_shape, b, h, i, &step);
+    return p->opt.mask[row + j * step] != 0;
+}
+
+/* The bias (if any) at (b, h, i, j); 0 without a bias. */
+static inline float visibility_bias_at(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
+                                       int64_t j) {
+    if (!p->opt.bias) return 0.0f;
+    int64_t step, row = visibility_broadcast_row(p->opt.bias_shape, b, h, i, &step);
+    return p->opt.bias[row + j * step];
+}
+
+/* Applies the rules the score kernels do not know about to keys
+ * [key0, key0 + n) of query row (b, h, i) whose structural range is
+ * [begin, end): s[j * step] is the score of key key0 + j, in base 2
+ * (log2(e) times the natural score) once rescaled.  Keys outside the range
+ * and keys the mask hides become -inf; visible keys with a bias become
+ * s * rescale + log2(e) * bias (one rounding), the others stay as they are.
+ * The flash forward's scores are already in base 2 (rescale 1); the flash
+ * backward's are raw dot products, which it rescales here when there is a
+ * bias (and by itself otherwise). */
+void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
+                                  int64_t begin, int64_t end, int64_t key0, int64_t n, float *s,
+                                  int64_t step, float rescale);
+
+/* The number of (batch, query head, query, key) quadruples visible under
+ * every rule, the boolean mask and -inf biases included: what a kernel
+ * computes usefully (FLOP counts, DESIGN.md §5). */
+double attn__visibility_pairs(const sdpa_problem *p);
+
+#endif /* ATTN_BASE_VISIBILITY_H */

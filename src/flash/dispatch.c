@@ -1,0 +1,200 @@
+/*
+ * dispatch.c — which micro-kernel table (src/flash/ukernels.h) the flash
+ * kernels run on, and whether the reference kernel takes every call.
+ *
+ * The instruction sets, in increasing order of preference, are the `isas`
+ * list below: adding one is a folder under src/isa/ and one line here
+ * (docs/kernels.md has the recipe).  At first use, thread-safely, every
+ * table is completed from the portable one (an entry an ISA leaves NULL
+ * runs the portable micro-kernel), then one is chosen: the best the CPU
+ * supports (the table's supported()), unless the environment says:
+ *   ATTN_ARCH=generic|avx2|avx512   force that instruction set (one the CPU
+ *                                   or build lacks falls back to the best)
+ *   ATTN_KERNEL=ref                 every attention call runs on the
+ *                                   reference kernel, an explicit flash
+ *                                   request included (the oracle one flag
+ *                                   away); ATTN_ARCH=ref is the older
+ *                                   spelling of the same and still works
+ *   ATTN_ARCH_DEBUG=1               print the choice and its reason once to
+ *                                   stderr: the library's only print, made
+ *                                   on the user's explicit request
+ */
+#include "flash/ukernels.h"
+
+#include "base/base.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The instruction sets this build has, portable first. */
+static const ukernel_table *const isas[] = {
+    &attn__ukernels_generic,
+#if defined(ATTN_ISA_X86)
+    &attn__ukernels_avx2,
+    &attn__ukernels_avx512,
+#endif
+};
+enum { ISA_COUNT = sizeof isas / sizeof isas[0] };
+
+/* isas[i] with every NULL entry taken from the portable table. */
+static ukernel_table complete[ISA_COUNT];
+static pthread_once_t complete_once = PTHREAD_ONCE_INIT;
+
+/* The choice, as indices into isas / complete; -1 while unset. */
+static atomic_int chosen_isa = -1;
+static atomic_int ref_forced = -1; /* -1 unset, 0 no, 1 yes */
+static atomic_flag debug_printed = ATOMIC_FLAG_INIT;
+
+/* Copies each entry that the ISA leaves NULL (or 0) from the portable
+ * table.  The tile shapes travel with the tile kernels: an ISA without its
+ * own qk_tile takes the portable shape too. */
+static void complete_tables(void) {
+    const ukernel_table *portable = isas[0];
+    for (int i = 0; i < ISA_COUNT; i++) {
+        ukernel_table t = *isas[i];
+        if (!t.qk_tile) {
+            t.tile_rows = portable->tile_rows;
+            t.key_block = portable->key_block;
+            t.tile_keys = portable->tile_keys;
+        }
+        if (!t.block_keys) t.block_keys = portable->block_keys;
+#define FILL(entry) \
+    if (!t.entry) t.entry = portable->entry
+        FILL(exp2_n);
+        FILL(qk_tile);
+        FILL(softmax_tile);
+        FILL(pv_tile);
+        FILL(probs_tile);
+        FILL(qk_rows);
+        FILL(softmax_rows);
+        FILL(pv_rows);
+        FILL(probs_rows);
+        FILL(gemm);
+        FILL(p_ds);
+#undef FILL
+        if (!t.peak_chunk) {
+            t.peak_chunk = portable->peak_chunk;
+            t.peak_lanes = portable->peak_lanes;
+            t.peak_isa = portable->peak_isa;
+        }
+        complete[i] = t;
+    }
+}
+
+static bool isa_supported(int i) { return !isas[i]->supported || isas[i]->supported(); }
+
+static int best_supported(void) {
+    for (int i = ISA_COUNT - 1; i > 0; i--)
+        if (isa_supported(i)) return i;
+    return 0;
+}
+
+static int isa_from_name(const char *name) {
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (strcmp(name, isas[i]->isa) == 0) return i;
+    return -1;
+}
+
+/* "generic, avx2, avx512": the names this build knows, for messages. */
+static void isa_names(char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < ISA_COUNT && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", isas[i]->isa);
+}
+
+static bool debug_wanted(void) {
+    const char *debug = getenv("ATTN_ARCH_DEBUG");
+    return debug && *debug && strcmp(debug, "0") != 0;
+}
+
+static void debug_report(int isa, bool ref, const char *reason) {
+    if (!debug_wanted() || atomic_flag_test_and_set(&debug_printed)) return;
+    fprintf(stderr, "attn: instruction set %s (%s)%s\n", isas[isa]->isa, reason,
+            ref ? "; every call runs on the reference kernel (ATTN_KERNEL=ref)" : "");
+}
+
+static bool env_is(const char *name, const char *value) {
+    const char *env = getenv(name);
+    return env && strcmp(env, value) == 0;
+}
+
+/* The environment's choice of ISA (with the reason, for ATTN_ARCH_DEBUG). */
+static int isa_from_environment(const char **reason) {
+    const char *env = getenv("ATTN_ARCH");
+    int best = best_supported();
+    *reason = "best the CPU supports";
+    if (!env || !*env || strcmp(env, "ref") == 0) return best;
+    int wanted = isa_from_name(env);
+    if (wanted < 0) {
+        *reason = "ATTN_ARCH names no instruction set of this build; using the best the CPU supports";
+        return best;
+    }
+    if (!isa_supported(wanted)) {
+        *reason = "ATTN_ARCH names an instruction set this CPU lacks; using the best it supports";
+        return best;
+    }
+    *reason = "forced by ATTN_ARCH";
+    return wanted;
+}
+
+static bool ref_from_environment(void) { return env_is("ATTN_KERNEL", "ref") || env_is("ATTN_ARCH", "ref"); }
+
+static void choose_from_environment(void) {
+    const char *reason;
+    int isa = isa_from_environment(&reason);
+    bool ref = ref_from_environment();
+    atomic_store(&chosen_isa, isa);
+    atomic_store(&ref_forced, ref ? 1 : 0);
+    debug_report(isa, ref, reason);
+}
+
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+static int current_isa(void) {
+    pthread_once(&complete_once, complete_tables);
+    pthread_once(&choose_once, choose_from_environment);
+    return atomic_load_explicit(&chosen_isa, memory_order_acquire);
+}
+
+const ukernel_table *attn__ukernels_active(void) { return &complete[current_isa()]; }
+
+const ukernel_table *attn__ukernels_widest(void) {
+    pthread_once(&complete_once, complete_tables);
+    return &complete[best_supported()];
+}
+
+bool attn__dispatch_forces_ref(void) {
+    current_isa();
+    return atomic_load_explicit(&ref_forced, memory_order_acquire) == 1;
+}
+
+const char *attn_isa_name(void) { return isas[current_isa()]->isa; }
+
+attn_status attn__dispatch_force(const char *arch) {
+    current_isa();
+    if (!arch) {
+        choose_from_environment();
+        return ATTN_OK;
+    }
+    if (strcmp(arch, "ref") == 0) {
+        atomic_store(&ref_forced, 1);
+        return ATTN_OK;
+    }
+    int wanted = isa_from_name(arch);
+    if (wanted < 0) {
+        char names[128];
+        isa_names(names, sizeof names);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "unknown instruction set \"%s\" (this build has %s, and \"ref\" for the "
+                          "reference kernel)", arch, names);
+    }
+    if (!isa_supported(wanted))
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "this CPU or build cannot run the %s path", arch);
+    atomic_store(&chosen_isa, wanted);
+    atomic_store(&ref_forced, 0);
+    return ATTN_OK;
+}

@@ -1,0 +1,571 @@
+/*
+ * forward.c — the flash attention forward pass: the portable loop nest
+ * (tiling, online-softmax state, masking, threading, the decode split and its
+ * merge), written once; the arithmetic of each tile is done by the
+ * micro-kernels of ukernels.h for the instruction set chosen at run time.
+ *
+ * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
+ *
+ * Work decomposition (a function of the shapes only, never of the thread
+ * count, so every output element is computed by the same sequence of
+ * operations whatever the number of threads):
+ *
+ *   unit   = tile path (many queries): (batch b, kv head, block of the
+ *            group's query heads, group of query blocks); its rows are the
+ *            (position, head) pairs of up to FLASH_SUBTILES tiles of Br rows,
+ *            and every K/V tile it loads is used by all of them (GQA sharing,
+ *            and 8x less K/V traffic than one tile per load).
+ *            rows path (few queries, decoding): (batch b), every kv head and
+ *            all their query rows, so that K and V are read key by key, each
+ *            key's row of all heads at once: contiguous memory.
+ *   chunk  = a contiguous range of keys.  Problems with few units (decoding:
+ *            one query against a long cache) split the keys into a fixed
+ *            number of chunks; each (unit, chunk) item yields a partial
+ *            state (m, l, acc) and the partials are merged in chunk order.
+ *   tile   = Bc keys of one chunk: scores, mask, online-softmax step, P·V.
+ *
+ * Items are handed to OpenMP threads one at a time (dynamic schedule): each
+ * item is computed whole by one thread, so which thread takes it changes no
+ * bit, and a thread the OS preempts (a shared machine) or a costly item
+ * (causal rows near the end) holds up no one.
+ * Memory beyond the caller's tensors: one scratch area per thread (a few
+ * tiles) and, when split, the partial states: neither grows with L or S.
+ */
+#include "flash/flash.h"
+
+#include "base/threads.h"
+#include "base/visibility.h"
+#include "flash/ukernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef ATTN_HAVE_OPENMP
+#include <omp.h>
+#define FLASH_OMP(directive) _Pragma(directive)
+#else
+#define FLASH_OMP(directive)
+#endif
+
+/* A split into chunks is made only when there are fewer units than this,
+ * and then into at most this many items: enough for load balance on any
+ * likely thread count, few enough that merging costs nothing. */
+#define FLASH_TARGET_ITEMS 64
+/* No chunk is shorter than this many keys, so a split never costs more in
+ * merging and per-item overhead than it wins. */
+#define FLASH_MIN_CHUNK_KEYS 512
+/* Query tiles (subtiles) that share each K/V tile a unit loads. */
+#define FLASH_SUBTILES 8
+#define FLASH_ALIGN 64
+
+/* One row of a unit: query position i, query head h, and the structurally
+ * visible keys [begin, end).  Padding rows (past L or past the group) have
+ * valid = false and are computed but never stored. */
+typedef struct flash_row {
+    int64_t i, h, begin, end;
+    bool valid;
+} flash_row;
+
+/* The work decomposition and the scratch layout of one problem. */
+typedef struct flash_plan {
+    const ukernel_table *kern;
+    bool rows_path;          /* rows kernels (few queries) or tile kernels      */
+    int64_t sub_rows;        /* rows per subtile: Br (tile) or G·L (rows path)  */
+    int64_t subtiles;        /* subtiles per unit (1 on the rows path)          */
+    int64_t unit_kv_heads;   /* kv heads per unit: 1 (tile) or Hkv (rows path)  */
+    int64_t rows;            /* rows per unit: unit_kv_heads·subtiles·sub_rows  */
+    int64_t heads_per_block; /* Gt: query heads of one group in a subtile       */
+    int64_t queries_per_block; /* Lt: query positions in a subtile              */
+    int64_t head_blocks;     /* ceil(G / Gt)                                    */
+    int64_t query_groups;    /* ceil(ceil(L / Lt) / subtiles)                   */
+    int64_t units, chunks, chunk_keys, items;
+    int64_t tile_keys;       /* keys per tile (Bc) or per block (rows path)    */
+    int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
+    /* scratch of one thread, in floats from its aligned start */
+    size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
+    size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
+    size_t partial_floats;   /* per item: m, l and acc of every row             */
+    int threads;
+} flash_plan;
+
+/* Reserves n floats at *cursor, keeping every block 64-byte aligned. */
+static size_t reserve(size_t *cursor, int64_t n) {
+    size_t at = *cursor;
+    *cursor += (size_t)round_up(n, FLASH_ALIGN / (int64_t)sizeof(float));
+    return at;
+}
+
+static void plan_make(const sdpa_problem *p, flash_plan *pl) {
+    memset(pl, 0, sizeof *pl);
+    const ukernel_table *kern = attn__ukernels_active();
+    pl->kern = kern;
+    int64_t group = p->group, len_q = p->len_q;
+    pl->rows_path = len_q * group <= FLASH_ROWS_MAX;
+    int64_t query_blocks;
+    if (pl->rows_path) {
+        pl->heads_per_block = group;
+        pl->queries_per_block = len_q;
+        pl->sub_rows = group * len_q;
+        pl->subtiles = 1;
+        pl->unit_kv_heads = p->heads_kv;
+        pl->tile_keys = kern->block_keys;
+        query_blocks = 1;
+    } else {
+        pl->heads_per_block = group < kern->tile_rows ? group : kern->tile_rows;
+        pl->queries_per_block = kern->tile_rows / pl->heads_per_block;
+        pl->sub_rows = kern->tile_rows;
+        query_blocks = ceil_div(len_q, pl->queries_per_block);
+        pl->subtiles = query_blocks < FLASH_SUBTILES ? query_blocks : FLASH_SUBTILES;
+        pl->unit_kv_heads = 1;
+        pl->tile_keys = kern->tile_keys;
+    }
+    pl->rows = pl->unit_kv_heads * pl->subtiles * pl->sub_rows;
+    pl->head_blocks = ceil_div(group, pl->heads_per_block);
+    pl->query_groups = ceil_div(query_blocks, pl->subtiles);
+    pl->units = p->batch * (p->heads_kv / pl->unit_kv_heads) * pl->head_blocks * pl->query_groups;
+
+    pl->chunks = 1;
+    if (pl->units < FLASH_TARGET_ITEMS) {
+        int64_t wanted = ceil_div(FLASH_TARGET_ITEMS, pl->units);
+        int64_t most = ceil_div(p->len_kv, FLASH_MIN_CHUNK_KEYS);
+        pl->chunks = wanted < most ? wanted : most;
+    }
+    pl->chunk_keys = round_up(ceil_div(p->len_kv, pl->chunks), pl->tile_keys);
+    pl->chunks = ceil_div(p->len_kv, pl->chunk_keys);
+    pl->items = pl->units * pl->chunks;
+
+    /* Copies of K and V tiles get a row stride of an odd number of cache
+     * lines, so that the rows of a tile spread over all L1 sets. */
+    pl->ldq = round_up(p->dim, 16);
+    pl->ldk = round_up(p->dim, 16) + 16;
+    pl->ldv = round_up(p->dim_v, 16) + 16;
+
+    size_t cursor = 0;
+    int64_t rows = pl->rows, keys = pl->tile_keys;
+    if (pl->rows_path) {
+        pl->off_qp = reserve(&cursor, rows * pl->ldq);
+        pl->off_s = reserve(&cursor, rows * keys);
+    } else {
+        pl->off_qp = reserve(&cursor, p->dim * rows);
+        pl->off_kt = reserve(&cursor, keys * pl->ldk);
+        pl->off_vt = reserve(&cursor, keys * pl->ldv);
+        pl->off_s = reserve(&cursor, keys * pl->sub_rows);
+    }
+    pl->off_o = reserve(&cursor, rows * p->dim_v);
+    pl->off_m = reserve(&cursor, rows);
+    pl->off_l = reserve(&cursor, rows);
+    pl->off_alpha = reserve(&cursor, rows);
+    pl->off_inv_l = reserve(&cursor, rows);
+    pl->off_rows = reserve(&cursor, ceil_div(rows * (int64_t)sizeof(flash_row), sizeof(float)));
+    pl->thread_floats = cursor;
+    pl->partial_floats = pl->chunks > 1 ? (size_t)(rows * (p->dim_v + 2)) : 0;
+
+    const double flops = 2.0 * (double)p->batch * (double)p->heads_q * (double)p->len_q *
+                         (double)p->len_kv * (double)(p->dim + p->dim_v);
+    pl->threads = attn__threads_for(p->opt.threads, flops, (double)pl->items);
+}
+
+static size_t plan_bytes(const flash_plan *pl) {
+    size_t floats = pl->partial_floats * (size_t)pl->items + pl->thread_floats * (size_t)pl->threads;
+    return floats * sizeof(float);
+}
+
+size_t attn__flash_forward_workspace_size(const sdpa_problem *p) {
+    flash_plan pl;
+    plan_make(p, &pl);
+    return plan_bytes(&pl);
+}
+
+/* ------------------------------------------------------------------ units */
+
+/* Everything one thread needs to process items of one problem. */
+typedef struct flash_ctx {
+    const sdpa_problem *p;
+    const flash_plan *pl;
+    float *qp, *kt, *vt, *s, *o, *m, *l, *alpha, *inv_l;
+    flash_row *row;
+    int64_t b, kv_head;                 /* of the current unit (its first)    */
+    int64_t any_begin, any_end;         /* keys some valid row may see        */
+    int64_t sub_begin[FLASH_SUBTILES];  /* the same, per subtile              */
+    int64_t sub_end[FLASH_SUBTILES];
+} flash_ctx;
+
+static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, float *scratch) {
+    c->p = p;
+    c->pl = pl;
+    c->qp = scratch + pl->off_qp;
+    c->kt = scratch + pl->off_kt;
+    c->vt = scratch + pl->off_vt;
+    c->s = scratch + pl->off_s;
+    c->o = scratch + pl->off_o;
+    c->m = scratch + pl->off_m;
+    c->l = scratch + pl->off_l;
+    c->alpha = scratch + pl->off_alpha;
+    c->inv_l = scratch + pl->off_inv_l;
+    c->row = (flash_row *)(void *)(scratch + pl->off_rows);
+}
+
+/* Sets up the rows of unit u and their key ranges.  Row r belongs to kv
+ * head kv_head + r / (subtiles·sub_rows) and to subtile (r / sub_rows) mod
+ * subtiles; within a subtile, query position and head run qi·Gt + g. */
+static void unit_begin(flash_ctx *c, int64_t u) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    int64_t query_group = u % pl->query_groups;
+    int64_t rest = u / pl->query_groups;
+    int64_t head_block = rest % pl->head_blocks;
+    rest /= pl->head_blocks;
+    int64_t kv_blocks = p->heads_kv / pl->unit_kv_heads;
+    c->kv_head = rest % kv_blocks * pl->unit_kv_heads;
+    c->b = rest / kv_blocks;
+    c->any_begin = p->len_kv;
+    c->any_end = 0;
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        c->sub_begin[st] = p->len_kv;
+        c->sub_end[st] = 0;
+    }
+    for (int64_t r = 0; r < pl->rows; r++) {
+        flash_row *row = &c->row[r];
+        int64_t per_kv_head = pl->subtiles * pl->sub_rows;
+        int64_t kv_head = c->kv_head + r / per_kv_head;
+        int64_t st = r % per_kv_head / pl->sub_rows, in_sub = r % pl->sub_rows;
+        int64_t head_in_group = head_block * pl->heads_per_block + in_sub % pl->heads_per_block;
+        row->i = (query_group * pl->subtiles + st) * pl->queries_per_block + in_sub / pl->heads_per_block;
+        row->h = kv_head * p->group + head_in_group;
+        row->valid = row->i < p->len_q && head_in_group < p->group;
+        row->begin = row->end = 0;
+        if (!row->valid) continue;
+        attn__visibility_key_range(p, c->b, row->i, &row->begin, &row->end);
+        if (row->begin < row->end) {
+            if (row->begin < c->sub_begin[st]) c->sub_begin[st] = row->begin;
+            if (row->end > c->sub_end[st]) c->sub_end[st] = row->end;
+        }
+    }
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        if (c->sub_end[st] <= c->sub_begin[st]) {
+            c->sub_begin[st] = c->sub_end[st] = 0;
+            continue;
+        }
+        if (c->sub_begin[st] < c->any_begin) c->any_begin = c->sub_begin[st];
+        if (c->sub_end[st] > c->any_end) c->any_end = c->sub_end[st];
+    }
+    if (c->any_end <= c->any_begin) c->any_begin = c->any_end = 0;
+}
+
+/* Packs the unit's queries, multiplied by scale·log2(e) so that scores come
+ * out in base 2.  Tile layout: per subtile qp[d][r]; rows layout qp[r][d].
+ * The tile layout is filled 16 widths at a time across all rows of a
+ * subtile, so that the (cold) loads of many rows are in flight together. */
+static void pack_queries(flash_ctx *c) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    const float factor = (float)((double)p->scale * LOG2E);
+    if (pl->rows_path) {
+        for (int64_t r = 0; r < pl->rows; r++) {
+            const float *q_row = problem_row(&p->q, c->b, c->row[r].i, c->row[r].h);
+            float *qp_r = c->qp + r * pl->ldq;
+            for (int64_t d = 0; d < p->dim; d++) qp_r[d] = q_row[d] * factor;
+        }
+        return;
+    }
+    enum { WIDTHS = 16 };
+    const int64_t br = pl->sub_rows;
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        float *qp_sub = c->qp + st * p->dim * br;
+        for (int64_t d0 = 0; d0 < p->dim; d0 += WIDTHS) {
+            int64_t n = p->dim - d0 < WIDTHS ? p->dim - d0 : WIDTHS;
+            for (int64_t r = 0; r < br; r++) {
+                const flash_row *row = &c->row[st * br + r];
+                const float *q_row = row->valid ? problem_row(&p->q, c->b, row->i, row->h) + d0 : NULL;
+                for (int64_t e = 0; e < n; e++) qp_sub[(d0 + e) * br + r] = q_row ? q_row[e] * factor : 0.0f;
+            }
+        }
+    }
+}
+
+/* Applies what the score kernels do not know about (visibility.h) to the
+ * scores of keys [t0, t0 + nk) of rows [row0, row0 + rows): s[j·js + r·rs]
+ * is the score of key t0 + j for row row0 + r.  Rows that see the whole
+ * range with no mask or bias are left untouched. */
+static void mask_scores(const flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, int nk,
+                        float *s, int64_t js, int64_t rs) {
+    const sdpa_problem *p = c->p;
+    const bool elementwise = p->opt.mask || p->opt.bias;
+    for (int64_t r = 0; r < rows; r++) {
+        const flash_row *row = &c->row[row0 + r];
+        if (!row->valid) continue;
+        if (!elementwise && row->begin <= t0 && t0 + nk <= row->end) continue;
+        attn__visibility_mask_scores(p, c->b, row->h, row->i, row->begin, row->end, t0, nk, s + r * rs,
+                                     js, 1.0f);
+    }
+}
+
+/* Copies rows [0, n) of width floats from src (ld_src apart) to dst (ld_dst
+ * apart), then zeroes rows [n, padded). */
+static void copy_rows(float *restrict dst, int64_t ld_dst, const float *restrict src,
+                      int64_t ld_src, int n, int padded, int64_t width) {
+    for (int j = 0; j < padded; j++) {
+        float *restrict d = dst + j * ld_dst;
+        const float *restrict s = src + j * ld_src;
+        if (j < n)
+            for (int64_t e = 0; e < width; e++) d[e] = s[e];
+        else
+            for (int64_t e = 0; e < width; e++) d[e] = 0.0f;
+    }
+}
+
+/* Copies keys [t0, t0 + nk) into c->kt, zero-padded to a whole key block. */
+static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
+    const sdpa_problem *p = c->p;
+    copy_rows(c->kt, c->pl->ldk, problem_row(&p->k, c->b, t0, c->kv_head), p->k.stride[1], nk,
+              (int)round_up(nk, c->pl->kern->key_block), p->dim);
+}
+
+/* Scores of keys [t0, t0 + nk) for subtile st of the tile path (K tile
+ * already in c->kt), masked, in c->s as s[j][r]; prefetches pf meanwhile. */
+static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf) {
+    const flash_plan *pl = c->pl;
+    pl->kern->qk_tile(c->qp + st * c->p->dim * pl->sub_rows, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
+    mask_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
+}
+
+/* Scores of keys [t0, t0 + nk) for the rows path, masked, in c->s as s[r][j];
+ * prefetches pf meanwhile. */
+static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim,
+                      problem_row(&p->k, c->b, t0, c->kv_head), p->k.stride[1], p->k.stride[2], nk,
+                      c->s, pl->tile_keys, pf);
+    mask_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
+}
+
+/* One online-softmax step and the P·V update for keys [t0, t0 + nk) and
+ * every row of the unit.  The tile kernels prefetch the K/V rows of the
+ * next step, [t0 + nk, hi), a share per subtile. */
+static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    const ukernel_table *kern = pl->kern;
+    const float *v_rows = problem_row(&p->v, c->b, t0, c->kv_head);
+    if (pl->rows_path) {
+        /* The scores pass prefetches this block's values, the values pass
+         * the next block's keys: each pass finds its rows in L2. */
+        int heads = (int)pl->unit_kv_heads;
+        flash_prefetch pf_v = {v_rows, p->v.stride[1], p->v.stride[2], p->dim_v, heads, nk};
+        int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
+        flash_prefetch pf_k = {NULL, p->k.stride[1], p->k.stride[2], p->dim, heads, (int)next};
+        if (next > 0) pf_k.base = problem_row(&p->k, c->b, t0 + nk, c->kv_head);
+        rows_scores(c, t0, nk, &pf_v);
+        kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
+        kern->pv_rows(c->s, pl->tile_keys, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, v_rows,
+                      p->v.stride[1], p->v.stride[2], p->dim_v, c->alpha, c->o, p->dim_v, &pf_k);
+        return;
+    }
+    copy_keys(c, t0, nk);
+    copy_rows(c->vt, pl->ldv, v_rows, p->v.stride[1], nk, nk, p->dim_v);
+
+    /* Keys past a subtile's range are hidden from all its rows: the
+     * subtile skips them, and the whole tile when it lies outside. */
+    int nk_sub[FLASH_SUBTILES], active = 0;
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        int64_t end = t0 + nk < c->sub_end[st] ? t0 + nk : c->sub_end[st];
+        nk_sub[st] = end > t0 && c->sub_begin[st] < t0 + nk ? (int)(end - t0) : 0;
+        active += nk_sub[st] > 0;
+    }
+    int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
+    int64_t share = active ? ceil_div(next, active) : 0, first = 0;
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        if (!nk_sub[st]) continue;
+        int rows = (int)(next - first < share ? next - first : share);
+        flash_prefetch pf_k = {NULL, p->k.stride[1], 0, p->dim, 1, 0};
+        flash_prefetch pf_v = {NULL, p->v.stride[1], 0, p->dim_v, 1, 0};
+        if (rows > 0) {
+            pf_k.base = problem_row(&p->k, c->b, t0 + nk + first, c->kv_head);
+            pf_v.base = problem_row(&p->v, c->b, t0 + nk + first, c->kv_head);
+            pf_k.rows = pf_v.rows = rows;
+            first += rows;
+        }
+        float *m = c->m + st * pl->sub_rows, *l = c->l + st * pl->sub_rows;
+        float *alpha = c->alpha + st * pl->sub_rows;
+        subtile_scores(c, st, t0, nk_sub[st], &pf_k);
+        kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
+        kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha,
+                      c->o + st * p->dim_v * pl->sub_rows, &pf_v);
+    }
+}
+
+/* Accumulator element (r, d): o[r][d] (rows) or, per subtile, o[d][r] (tile). */
+static inline float *acc_at(const flash_ctx *c, int64_t r, int64_t d) {
+    const flash_plan *pl = c->pl;
+    if (pl->rows_path) return c->o + r * c->p->dim_v + d;
+    int64_t st = r / pl->sub_rows, in_sub = r % pl->sub_rows;
+    return c->o + (st * c->p->dim_v + d) * pl->sub_rows + in_sub;
+}
+
+/* The weights row of row r. */
+static inline float *weights_row(const flash_ctx *c, float *weights, int64_t r) {
+    const sdpa_problem *p = c->p;
+    const flash_row *row = &c->row[r];
+    return weights + ((c->b * p->heads_q + row->h) * p->len_q + row->i) * p->len_kv;
+}
+
+/* The weights of a finished unit: a second pass over the keys from the
+ * saved state, w = exp2(s − m) / l, the forward's own probabilities. */
+static void unit_weights(flash_ctx *c, float *weights) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    const ukernel_table *kern = pl->kern;
+    int64_t S = p->len_kv, step = pl->tile_keys;
+    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
+    for (int64_t r = 0; r < pl->rows; r++) {
+        if (!c->row[r].valid) continue;
+        int64_t st = r % (pl->subtiles * pl->sub_rows) / pl->sub_rows;
+        float *w_row = weights_row(c, weights, r);
+        memset(w_row, 0, sizeof(float) * (size_t)c->sub_begin[st]);
+        memset(w_row + c->sub_end[st], 0, sizeof(float) * (size_t)(S - c->sub_end[st]));
+    }
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        for (int64_t t0 = c->sub_begin[st]; t0 < c->sub_end[st]; t0 += step) {
+            int nk = (int)(c->sub_end[st] - t0 < step ? c->sub_end[st] - t0 : step);
+            if (pl->rows_path) {
+                rows_scores(c, t0, nk, &no_prefetch);
+                for (int64_t r = 0; r < pl->rows; r++)
+                    kern->probs_rows(c->s + r * step, step, 1, nk, c->m + r, c->inv_l + r,
+                                     weights_row(c, weights, r) + t0, S);
+                continue;
+            }
+            copy_keys(c, t0, nk);
+            subtile_scores(c, st, t0, nk, &no_prefetch);
+            kern->probs_tile(c->s, nk, c->m + st * pl->sub_rows, c->inv_l + st * pl->sub_rows);
+            for (int64_t in_sub = 0; in_sub < pl->sub_rows; in_sub++) {
+                int64_t r = st * pl->sub_rows + in_sub;
+                if (!c->row[r].valid) continue;
+                float *w_row = weights_row(c, weights, r) + t0;
+                for (int j = 0; j < nk; j++) w_row[j] = c->s[j * pl->sub_rows + in_sub];
+            }
+        }
+    }
+}
+
+/* Writes out, lse and (when asked) the weights of the unit from its final
+ * state m, l, acc. */
+static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *lse) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    for (int64_t r = 0; r < pl->rows; r++) {
+        const flash_row *row = &c->row[r];
+        c->inv_l[r] = c->l[r] > 0.0f ? 1.0f / c->l[r] : 0.0f;
+        if (!row->valid) continue;
+        float *out_row = problem_row(out, c->b, row->i, row->h);
+        const float *acc = acc_at(c, r, 0);
+        const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
+        for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = acc[d * step] * c->inv_l[r];
+        if (lse) {
+            int64_t at = (c->b * p->heads_q + row->h) * p->len_q + row->i;
+            lse[at] = c->l[r] > 0.0f ? (float)((double)c->m[r] * LN2 + log((double)c->l[r]))
+                                     : -INFINITY;
+        }
+    }
+    if (weights) unit_weights(c, weights);
+}
+
+/* Item (unit, chunk): the online softmax over the chunk's keys that some
+ * row of the unit may see.  Unsplit problems finish the unit at once; split
+ * ones leave a partial state (m, l, acc as [rows][Dv]) for the merge. */
+static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *out,
+                     float *weights, float *lse) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    int64_t unit = item / pl->chunks, chunk = item % pl->chunks;
+    unit_begin(c, unit);
+    int64_t lo = chunk * pl->chunk_keys, hi = lo + pl->chunk_keys;
+    if (lo < c->any_begin) lo = c->any_begin;
+    if (hi > c->any_end) hi = c->any_end;
+
+    for (int64_t r = 0; r < pl->rows; r++) {
+        c->m[r] = -INFINITY;
+        c->l[r] = 0.0f;
+    }
+    memset(c->o, 0, sizeof(float) * (size_t)(pl->rows * p->dim_v));
+    if (lo < hi || (pl->chunks == 1 && weights)) pack_queries(c);
+    for (int64_t t0 = lo; t0 < hi; t0 += pl->tile_keys)
+        unit_accumulate(c, t0, (int)(hi - t0 < pl->tile_keys ? hi - t0 : pl->tile_keys), hi);
+    if (pl->chunks == 1) {
+        unit_finish(c, out, weights, lse);
+        return;
+    }
+    float *part = partials + (size_t)item * pl->partial_floats;
+    memcpy(part, c->m, sizeof(float) * (size_t)pl->rows);
+    memcpy(part + pl->rows, c->l, sizeof(float) * (size_t)pl->rows);
+    float *part_acc = part + 2 * pl->rows;
+    for (int64_t r = 0; r < pl->rows; r++)
+        for (int64_t d = 0; d < p->dim_v; d++) part_acc[r * p->dim_v + d] = *acc_at(c, r, d);
+}
+
+/* Merges the chunks of unit u exactly, in chunk order: with M = max_c m_c,
+ * l = sum_c l_c·2^(m_c − M) and acc = sum_c acc_c·2^(m_c − M), in double. */
+static void unit_merge(flash_ctx *c, int64_t u, const float *partials, attn_tensor *out,
+                       float *weights, float *lse) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    unit_begin(c, u);
+    const float *first = partials + (size_t)(u * pl->chunks) * pl->partial_floats;
+    for (int64_t r = 0; r < pl->rows; r++) {
+        float m_max = -INFINITY;
+        for (int64_t ch = 0; ch < pl->chunks; ch++) {
+            float m_c = first[(size_t)ch * pl->partial_floats + (size_t)r];
+            if (m_c > m_max) m_max = m_c;
+        }
+        double l_sum = 0.0;
+        for (int64_t d = 0; d < p->dim_v; d++) *acc_at(c, r, d) = 0.0f;
+        if (m_max != -INFINITY) {
+            for (int64_t d = 0; d < p->dim_v; d++) {
+                double acc = 0.0;
+                for (int64_t ch = 0; ch < pl->chunks; ch++) {
+                    const float *part = first + (size_t)ch * pl->partial_floats;
+                    double w = exp2((double)part[r] - (double)m_max);
+                    acc += w * (double)part[2 * pl->rows + r * p->dim_v + d];
+                }
+                *acc_at(c, r, d) = (float)acc;
+            }
+            for (int64_t ch = 0; ch < pl->chunks; ch++) {
+                const float *part = first + (size_t)ch * pl->partial_floats;
+                l_sum += exp2((double)part[r] - (double)m_max) * (double)part[pl->rows + r];
+            }
+        }
+        c->m[r] = m_max;
+        c->l[r] = (float)l_sum;
+    }
+    if (weights) pack_queries(c);
+    unit_finish(c, out, weights, lse);
+}
+
+attn_status attn__flash_forward(const sdpa_problem *p, void *workspace, attn_tensor *out,
+                                    float *weights, float *lse) {
+    flash_plan pl;
+    plan_make(p, &pl);
+    float *partials = workspace; /* 64-byte aligned by the front door */
+    float *scratch_all = partials + pl.partial_floats * (size_t)pl.items;
+    const int threads = pl.threads;
+
+    FLASH_OMP("omp parallel num_threads(threads) if (threads > 1)")
+    {
+#ifdef ATTN_HAVE_OPENMP
+        int tid = omp_get_thread_num();
+#else
+        int tid = 0;
+#endif
+        flash_ctx c;
+        ctx_init(&c, p, &pl, scratch_all + (size_t)tid * pl.thread_floats);
+        FLASH_OMP("omp for schedule(dynamic, 1)")
+        for (int64_t item = 0; item < pl.items; item++)
+            item_run(&c, item, partials, out, weights, lse);
+        if (pl.chunks > 1) {
+            FLASH_OMP("omp for schedule(dynamic, 1)")
+            for (int64_t u = 0; u < pl.units; u++) unit_merge(&c, u, partials, out, weights, lse);
+        }
+    }
+    return ATTN_OK;
+}

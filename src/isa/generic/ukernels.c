@@ -1,0 +1,213 @@
+/*
+ * ukernels.c — the portable micro-kernels: plain C that builds on any
+ * architecture and that the compiler may vectorise for the baseline
+ * instruction set.  They define the contracts of src/flash/ukernels.h by
+ * example; the other ISAs compute the same quantities with explicit SIMD.
+ * This table is complete: dispatch.c fills any entry another ISA leaves
+ * NULL from it.
+ *
+ * Forward tile shape: Br = 16 rows, key blocks of 4, Bc = 64 keys.
+ * Backward gemm: one row at a time, 16 columns per register block.
+ */
+#include "flash/ukernels.h"
+
+#include "isa/generic/vec.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { GEN_ROWS = 16, GEN_KEY_BLOCK = 4, GEN_TILE_KEYS = 64, GEN_BLOCK_KEYS = 64 };
+
+#include "isa/generic/exp2.h"
+
+static void exp2_n(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = flash_exp2_scalar(x[i]);
+}
+
+/* The value subtracted from a row's scores: its max, or 0 while the row has
+ * seen nothing (so that -inf − -inf never happens). */
+static inline float max_or_zero(float m) { return m == -INFINITY ? 0.0f : m; }
+
+/* ------------------------------------------------------------ tile kernels */
+
+static void qk_tile(const float *qp, int64_t dim, const float *kt, int64_t ldk, int nk,
+                    float *st, const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int j0 = 0; j0 < nk; j0 += GEN_KEY_BLOCK) {
+        float acc[GEN_KEY_BLOCK][GEN_ROWS] = {{0}};
+        for (int64_t d = 0; d < dim; d++) {
+            flash_prefetch_next(&next);
+            const float *qp_d = qp + d * GEN_ROWS;
+            for (int kk = 0; kk < GEN_KEY_BLOCK; kk++) {
+                float k_jd = kt[(j0 + kk) * ldk + d];
+                for (int r = 0; r < GEN_ROWS; r++) acc[kk][r] += k_jd * qp_d[r];
+            }
+        }
+        memcpy(st + (int64_t)j0 * GEN_ROWS, acc, sizeof acc);
+    }
+    flash_prefetch_rest(&next);
+}
+
+static void softmax_tile(float *st, int nk, float *m, float *l, float *alpha) {
+    float m_new[GEN_ROWS], m_use[GEN_ROWS], sum[GEN_ROWS];
+    for (int r = 0; r < GEN_ROWS; r++) m_new[r] = m[r];
+    for (int j = 0; j < nk; j++)
+        for (int r = 0; r < GEN_ROWS; r++) m_new[r] = st[j * GEN_ROWS + r] > m_new[r] ? st[j * GEN_ROWS + r] : m_new[r];
+    for (int r = 0; r < GEN_ROWS; r++) {
+        m_use[r] = max_or_zero(m_new[r]);
+        alpha[r] = flash_exp2_scalar(m[r] - m_use[r]);
+        sum[r] = 0.0f;
+    }
+    for (int j = 0; j < nk; j++)
+        for (int r = 0; r < GEN_ROWS; r++) {
+            float p = flash_exp2_scalar(st[j * GEN_ROWS + r] - m_use[r]);
+            st[j * GEN_ROWS + r] = p;
+            sum[r] += p;
+        }
+    for (int r = 0; r < GEN_ROWS; r++) {
+        l[r] = alpha[r] * l[r] + sum[r];
+        m[r] = m_new[r];
+    }
+}
+
+static void pv_tile(const float *st, int nk, const float *vt, int64_t ldv, int64_t dim_v,
+                    const float *alpha, float *ot, const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int64_t d = 0; d < dim_v; d++) {
+        float acc[GEN_ROWS];
+        flash_prefetch_next(&next);
+        for (int r = 0; r < GEN_ROWS; r++) acc[r] = alpha[r] * ot[d * GEN_ROWS + r];
+        for (int j = 0; j < nk; j++) {
+            float v_jd = vt[j * ldv + d];
+            for (int r = 0; r < GEN_ROWS; r++) acc[r] += st[j * GEN_ROWS + r] * v_jd;
+        }
+        memcpy(ot + d * GEN_ROWS, acc, sizeof acc);
+    }
+    flash_prefetch_rest(&next);
+}
+
+static void probs_tile(float *st, int nk, const float *m, const float *inv_l) {
+    for (int j = 0; j < nk; j++)
+        for (int r = 0; r < GEN_ROWS; r++)
+            st[j * GEN_ROWS + r] = flash_exp2_scalar(st[j * GEN_ROWS + r] - max_or_zero(m[r])) * inv_l[r];
+}
+
+/* ------------------------------------------------------------ rows kernels */
+
+static void qk_rows(const float *qp, int64_t ldq, int heads, int rows_per_head, int64_t dim,
+                    const float *k, int64_t ldk, int64_t ldh, int nk, float *s, int64_t lds,
+                    const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int j = 0; j < nk; j++) {
+        flash_prefetch_row(&next);
+        for (int h = 0; h < heads; h++) {
+            const float *k_jh = k + j * ldk + h * ldh;
+            for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++) {
+                const float *q_r = qp + r * ldq;
+                float dot = 0.0f;
+                for (int64_t d = 0; d < dim; d++) dot += q_r[d] * k_jh[d];
+                s[r * lds + j] = dot;
+            }
+        }
+    }
+}
+
+static void softmax_rows(float *s, int64_t lds, int rows, int nk, float *m, float *l,
+                         float *alpha) {
+    for (int r = 0; r < rows; r++) {
+        float *s_r = s + r * lds;
+        float m_new = m[r];
+        for (int j = 0; j < nk; j++) m_new = s_r[j] > m_new ? s_r[j] : m_new;
+        float m_use = max_or_zero(m_new), sum = 0.0f;
+        alpha[r] = flash_exp2_scalar(m[r] - m_use);
+        for (int j = 0; j < nk; j++) {
+            s_r[j] = flash_exp2_scalar(s_r[j] - m_use);
+            sum += s_r[j];
+        }
+        l[r] = alpha[r] * l[r] + sum;
+        m[r] = m_new;
+    }
+}
+
+static void pv_rows(const float *s, int64_t lds, int heads, int rows_per_head, int nk,
+                    const float *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
+                    float *o, int64_t ldo, const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int r = 0; r < heads * rows_per_head; r++)
+        for (int64_t d = 0; d < dim_v; d++) o[r * ldo + d] *= alpha[r];
+    for (int j = 0; j < nk; j++) {
+        flash_prefetch_row(&next);
+        for (int h = 0; h < heads; h++) {
+            const float *v_jh = v + j * ldv + h * ldh;
+            for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++) {
+                float p = s[r * lds + j], *o_r = o + r * ldo;
+                for (int64_t d = 0; d < dim_v; d++) o_r[d] += p * v_jh[d];
+            }
+        }
+    }
+}
+
+static void probs_rows(const float *s, int64_t lds, int rows, int nk, const float *m,
+                       const float *inv_l, float *w, int64_t ldw) {
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < nk; j++)
+            w[r * ldw + j] = flash_exp2_scalar(s[r * lds + j] - max_or_zero(m[r])) * inv_l[r];
+}
+
+/* ---------------------------------------------------------------- backward */
+
+enum { GEN_NB = 16 }; /* columns per register block */
+
+static void gemm(int m, int n, int k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                 int64_t ldb, float *c, int64_t ldc, int accumulate) {
+    for (int r = 0; r < m; r++)
+        for (int n0 = 0; n0 < n; n0 += GEN_NB) {
+            float acc[GEN_NB];
+            float *c_r = c + r * ldc + n0;
+            for (int j = 0; j < GEN_NB; j++) acc[j] = accumulate ? c_r[j] : 0.0f;
+            for (int kk = 0; kk < k; kk++) {
+                const float a_rk = a[r * a_rs + kk * a_cs];
+                const float *b_k = b + kk * ldb + n0;
+                for (int j = 0; j < GEN_NB; j++) acc[j] = fmaf(a_rk, b_k[j], acc[j]);
+            }
+            memcpy(c_r, acc, sizeof acc);
+        }
+}
+
+static void p_ds(float *s, float *dp, int rows, int cols, int64_t ld, float c, const float *nl,
+                 const float *di) {
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            float p = flash_exp2_scalar(fmaf(s[r * ld + j], c, nl[r]));
+            s[r * ld + j] = p;
+            dp[r * ld + j] = p * (dp[r * ld + j] - di[r]);
+        }
+}
+
+/* --------------------------------------------------------------------- peak */
+
+#include "isa/templates/peak.h"
+
+const ukernel_table attn__ukernels_generic = {
+    .isa = "generic",
+    .supported = NULL,
+    .tile_rows = GEN_ROWS,
+    .key_block = GEN_KEY_BLOCK,
+    .tile_keys = GEN_TILE_KEYS,
+    .block_keys = GEN_BLOCK_KEYS,
+    .exp2_n = exp2_n,
+    .qk_tile = qk_tile,
+    .softmax_tile = softmax_tile,
+    .pv_tile = pv_tile,
+    .probs_tile = probs_tile,
+    .qk_rows = qk_rows,
+    .softmax_rows = softmax_rows,
+    .pv_rows = pv_rows,
+    .probs_rows = probs_rows,
+    .gemm = gemm,
+    .p_ds = p_ds,
+    .peak_chunk = simd_peak_chunk,
+    .peak_lanes = 1,
+    .peak_isa = "scalar",
+};

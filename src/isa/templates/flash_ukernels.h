@@ -1,0 +1,268 @@
+/*
+ * flash_ukernels.h — the flash forward's micro-kernels written once for any
+ * vector width: instantiated by src/isa/x86_avx2/ukernels.c (8 lanes) and
+ * src/isa/x86_avx512/ukernels.c (16 lanes).  The including file includes
+ * its ISA's vec.h and exp2.h (the vector vocabulary, templates/common.h
+ * lists it) and defines the tile shape:
+ *
+ *   TILE_QV                vectors per tile row: Br = TILE_QV · VLEN lanes
+ *   KEY_BLOCK              keys per qk_tile register block (KEY_BLOCK·TILE_QV
+ *                          accumulators)
+ *   PV_BLOCK, PV_SMALL     widths of pv_tile's register blocks (PV_BLOCK·TILE_QV
+ *                          accumulators; PV_SMALL then 1 take the remainder)
+ *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
+ *
+ * It defines static functions simd_exp2_n, simd_qk_tile, simd_softmax_tile,
+ * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_softmax_rows,
+ * simd_pv_rows and simd_probs_rows for the including file's table.
+ *
+ * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
+ * and is computed independently of the others; the rows kernels compute
+ * each score and each output element by an order of operations fixed by
+ * the shapes.
+ */
+
+#include "isa/templates/common.h"
+
+#define TILE_ROWS (TILE_QV * VLEN)
+/* Rows kernels prefetch the keys (values) this many key rows ahead, on top
+ * of the pf stream of the other pass: a decode step reads each cache line
+ * once, and the hardware prefetchers alone, which stop at 4 KiB pages, keep
+ * too few lines in flight (measured: docs/kernels.md). */
+#define PREFETCH_ROWS 16
+
+static SIMD_TARGET void simd_exp2_n(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) v_storeu(y + i, v_exp2(v_loadu(x + i)));
+    if (i < n) v_store_tail(y + i, v_exp2(v_load_tail(x + i, (int)(n - i), 0.0f)), (int)(n - i));
+}
+
+/* Prefetches key row `row` (rows ldr floats apart) of `heads` kv heads, n
+ * floats each, ldh apart, towards the core (prefetcht2).  The address may
+ * lie past the array (the last rows of a tensor): a prefetch never faults,
+ * and the arithmetic is done on integers. */
+SIMD_INLINE void prefetch_key(const float *base, int64_t row, int64_t ldr, int heads, int64_t ldh,
+                              int64_t n) {
+    for (int h = 0; h < heads; h++) {
+        uintptr_t at = (uintptr_t)base + (uintptr_t)(row * ldr + h * ldh) * sizeof(float);
+        for (int64_t e = 0; e < n; e += 64 / (int64_t)sizeof(float))
+            __builtin_prefetch((const void *)(at + (uintptr_t)e * sizeof(float)), 0, 1);
+    }
+}
+
+/* ------------------------------------------------------------ tile kernels */
+
+static SIMD_TARGET void simd_qk_tile(const float *qp, int64_t dim, const float *kt, int64_t ldk,
+                                     int nk, float *st, const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int j0 = 0; j0 < nk; j0 += KEY_BLOCK) {
+        const float *k_block = kt + (int64_t)j0 * ldk;
+        vec acc[KEY_BLOCK][TILE_QV];
+        SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++)
+            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[kk][qv] = v_zero();
+        for (int64_t d = 0; d < dim; d++) {
+            vec q[TILE_QV];
+            flash_prefetch_next(&next);
+            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) q[qv] = v_load(qp + d * TILE_ROWS + qv * VLEN);
+            SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++) {
+                vec k_b = v_set1(k_block[kk * ldk + d]);
+                SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[kk][qv] = v_fma(k_b, q[qv], acc[kk][qv]);
+            }
+        }
+        SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++)
+            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+                v_storeu(st + (int64_t)(j0 + kk) * TILE_ROWS + qv * VLEN, acc[kk][qv]);
+    }
+    flash_prefetch_rest(&next);
+}
+
+static SIMD_TARGET void simd_softmax_tile(float *st, int nk, float *m, float *l, float *alpha) {
+    vec m_new[TILE_QV], m_use[TILE_QV], sum[TILE_QV];
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) m_new[qv] = v_load(m + qv * VLEN);
+    for (int j = 0; j < nk; j++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+            m_new[qv] = v_max(m_new[qv], v_load(st + j * TILE_ROWS + qv * VLEN));
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+        m_use[qv] = v_zero_if_neg_inf(m_new[qv]);
+        sum[qv] = v_zero();
+    }
+    for (int j = 0; j < nk; j++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+            float *s_j = st + j * TILE_ROWS + qv * VLEN;
+            vec p = v_exp2(v_sub(v_load(s_j), m_use[qv]));
+            v_storeu(s_j, p);
+            sum[qv] = v_add(sum[qv], p);
+        }
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+        vec a = v_exp2(v_sub(v_load(m + qv * VLEN), m_use[qv]));
+        v_storeu(alpha + qv * VLEN, a);
+        v_storeu(l + qv * VLEN, v_fma(a, v_load(l + qv * VLEN), sum[qv]));
+        v_storeu(m + qv * VLEN, m_new[qv]);
+    }
+}
+
+/* ot[d][:] for d in [d0, d0 + width): the register block of pv_tile. */
+SIMD_INLINE void pv_tile_block(const int width, const float *st, int nk, const float *vt,
+                               int64_t ldv, const vec *alpha, float *ot, int64_t d0,
+                               flash_prefetch_cursor *next) {
+    vec acc[PV_BLOCK][TILE_QV];
+    SIMD_UNROLL for (int b = 0; b < width; b++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+            acc[b][qv] = v_mul(alpha[qv], v_load(ot + (d0 + b) * TILE_ROWS + qv * VLEN));
+    const float *v_col = vt + d0;
+    for (int j = 0; j < nk; j++, v_col += ldv) {
+        vec p[TILE_QV];
+        flash_prefetch_next(next);
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) p[qv] = v_load(st + j * TILE_ROWS + qv * VLEN);
+        SIMD_UNROLL for (int b = 0; b < width; b++) {
+            vec v_b = v_set1(v_col[b]);
+            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[b][qv] = v_fma(v_b, p[qv], acc[b][qv]);
+        }
+    }
+    SIMD_UNROLL for (int b = 0; b < width; b++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+            v_storeu(ot + (d0 + b) * TILE_ROWS + qv * VLEN, acc[b][qv]);
+}
+
+static SIMD_TARGET void simd_pv_tile(const float *st, int nk, const float *vt, int64_t ldv,
+                                     int64_t dim_v, const float *alpha, float *ot,
+                                     const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    vec a[TILE_QV];
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) a[qv] = v_load(alpha + qv * VLEN);
+    int64_t d0 = 0;
+    for (; d0 + PV_BLOCK <= dim_v; d0 += PV_BLOCK) pv_tile_block(PV_BLOCK, st, nk, vt, ldv, a, ot, d0, &next);
+    for (; d0 + PV_SMALL <= dim_v; d0 += PV_SMALL) pv_tile_block(PV_SMALL, st, nk, vt, ldv, a, ot, d0, &next);
+    for (; d0 < dim_v; d0++) pv_tile_block(1, st, nk, vt, ldv, a, ot, d0, &next);
+    flash_prefetch_rest(&next);
+}
+
+static SIMD_TARGET void simd_probs_tile(float *st, int nk, const float *m, const float *inv_l) {
+    vec m_use[TILE_QV], scale[TILE_QV];
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+        m_use[qv] = v_zero_if_neg_inf(v_load(m + qv * VLEN));
+        scale[qv] = v_load(inv_l + qv * VLEN);
+    }
+    for (int j = 0; j < nk; j++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+            float *s_j = st + j * TILE_ROWS + qv * VLEN;
+            v_storeu(s_j, v_mul(v_exp2(v_sub(v_load(s_j), m_use[qv])), scale[qv]));
+        }
+}
+
+/* ------------------------------------------------------------ rows kernels */
+
+/* dot(q, k) over dim floats: vectors in order, then the lane tree. */
+SIMD_INLINE float dot_row(const float *q, const float *k, int64_t dim) {
+    vec acc = v_zero();
+    int64_t d = 0;
+    for (; d + VLEN <= dim; d += VLEN) acc = v_fma(v_loadu(k + d), v_loadu(q + d), acc);
+    if (d < dim) {
+        int n = (int)(dim - d);
+        acc = v_fma(v_load_tail(k + d, n, 0.0f), v_load_tail(q + d, n, 0.0f), acc);
+    }
+    return v_reduce_add(acc);
+}
+
+static SIMD_TARGET void simd_qk_rows(const float *qp, int64_t ldq, int heads, int rows_per_head,
+                                     int64_t dim, const float *k, int64_t ldk, int64_t ldh, int nk,
+                                     float *s, int64_t lds, const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int j = 0; j < nk; j++) {
+        const float *k_j = k + j * ldk;
+        prefetch_key(k, j + PREFETCH_ROWS, ldk, heads, ldh, dim);
+        flash_prefetch_row(&next);
+        for (int h = 0; h < heads; h++)
+            for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++)
+                s[r * lds + j] = dot_row(qp + r * ldq, k_j + h * ldh, dim);
+    }
+}
+
+static SIMD_TARGET void simd_softmax_rows(float *s, int64_t lds, int rows, int nk, float *m,
+                                          float *l, float *alpha) {
+    for (int r = 0; r < rows; r++) {
+        float *s_r = s + r * lds;
+        vec mx = v_set1(-INFINITY);
+        int j = 0;
+        for (; j + VLEN <= nk; j += VLEN) mx = v_max(mx, v_loadu(s_r + j));
+        if (j < nk) mx = v_max(mx, v_load_tail(s_r + j, nk - j, -INFINITY));
+        float m_block = v_reduce_max(mx);
+        float m_new = m_block > m[r] ? m_block : m[r];
+        float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        vec mu = v_set1(m_use), sum = v_zero();
+        for (j = 0; j + VLEN <= nk; j += VLEN) {
+            vec p = v_exp2(v_sub(v_loadu(s_r + j), mu));
+            v_storeu(s_r + j, p);
+            sum = v_add(sum, p);
+        }
+        if (j < nk) {
+            vec p = v_exp2(v_sub(v_load_tail(s_r + j, nk - j, -INFINITY), mu));
+            v_store_tail(s_r + j, p, nk - j);
+            sum = v_add(sum, p);
+        }
+        alpha[r] = v_first(v_exp2(v_set1(m[r] - m_use)));
+        l[r] = alpha[r] * l[r] + v_reduce_add(sum);
+        m[r] = m_new;
+    }
+}
+
+/* o_r[d0 .. d0 + width·VLEN) += p_r · v[...] for the rows [r0, r1) of one
+ * kv head: the value vectors are loaded once for all of them. */
+SIMD_INLINE void pv_rows_block(const int width, const float *s_j, int64_t lds, int r0, int r1,
+                               const float *v, float *o, int64_t ldo, int64_t d0) {
+    vec vv[4];
+    SIMD_UNROLL for (int b = 0; b < width; b++) vv[b] = v_loadu(v + d0 + b * VLEN);
+    for (int r = r0; r < r1; r++) {
+        vec p = v_set1(s_j[r * lds]);
+        float *o_r = o + r * ldo + d0;
+        SIMD_UNROLL for (int b = 0; b < width; b++) v_storeu(o_r + b * VLEN, v_fma(p, vv[b], v_loadu(o_r + b * VLEN)));
+    }
+}
+
+static SIMD_TARGET void simd_pv_rows(const float *s, int64_t lds, int heads, int rows_per_head,
+                                     int nk, const float *v, int64_t ldv, int64_t ldh, int64_t dim_v,
+                                     const float *alpha, float *o, int64_t ldo,
+                                     const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    int64_t full = dim_v / VLEN * VLEN;
+    int tail = (int)(dim_v - full);
+    for (int r = 0; r < heads * rows_per_head; r++) {
+        vec a = v_set1(alpha[r]);
+        float *o_r = o + r * ldo;
+        for (int64_t d = 0; d < full; d += VLEN) v_storeu(o_r + d, v_mul(a, v_loadu(o_r + d)));
+        if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
+    }
+    for (int j = 0; j < nk; j++) {
+        const float *v_j = v + j * ldv;
+        prefetch_key(v, j + PREFETCH_ROWS, ldv, heads, ldh, dim_v);
+        flash_prefetch_row(&next);
+        for (int h = 0; h < heads; h++) {
+            const float *v_jh = v_j + h * ldh;
+            int r0 = h * rows_per_head, r1 = r0 + rows_per_head;
+            int64_t d0 = 0;
+            for (; d0 + 4 * VLEN <= full; d0 += 4 * VLEN) pv_rows_block(4, s + j, lds, r0, r1, v_jh, o, ldo, d0);
+            for (; d0 < full; d0 += VLEN) pv_rows_block(1, s + j, lds, r0, r1, v_jh, o, ldo, d0);
+            if (tail) {
+                /* The last partial vector: masked loads, nothing past dim_v is read. */
+                vec vv = v_load_tail(v_jh + full, tail, 0.0f);
+                for (int r = r0; r < r1; r++) {
+                    float *o_r = o + r * ldo + full;
+                    v_store_tail(o_r, v_fma(v_set1(s[r * lds + j]), vv, v_load_tail(o_r, tail, 0.0f)), tail);
+                }
+            }
+        }
+    }
+}
+
+static SIMD_TARGET void simd_probs_rows(const float *s, int64_t lds, int rows, int nk,
+                                        const float *m, const float *inv_l, float *w, int64_t ldw) {
+    for (int r = 0; r < rows; r++) {
+        const float *s_r = s + r * lds;
+        float *w_r = w + r * ldw;
+        vec mu = v_set1(m[r] == -INFINITY ? 0.0f : m[r]), scale = v_set1(inv_l[r]);
+        int j = 0;
+        for (; j + VLEN <= nk; j += VLEN) v_storeu(w_r + j, v_mul(v_exp2(v_sub(v_loadu(s_r + j), mu)), scale));
+        if (j < nk)
+            v_store_tail(w_r + j, v_mul(v_exp2(v_sub(v_load_tail(s_r + j, nk - j, -INFINITY), mu)), scale), nk - j);
+    }
+}

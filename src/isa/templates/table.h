@@ -1,0 +1,31 @@
+/*
+ * table.h — the table of a templated ISA: every micro-kernel the templates
+ * define, under the names dispatch.c looks for.  Included last by an ISA's
+ * ukernels.c, after flash_ukernels.h, grad_ukernels.h and peak.h, with
+ *   UKERNEL_TABLE      the table's name (attn__ukernels_<isa>)
+ *   UKERNEL_ISA        its ATTN_ARCH name ("avx2")
+ *   UKERNEL_SUPPORTED  a function: does this CPU have the instructions?
+ */
+
+const ukernel_table UKERNEL_TABLE = {
+    .isa = UKERNEL_ISA,
+    .supported = UKERNEL_SUPPORTED,
+    .tile_rows = TILE_ROWS,
+    .key_block = KEY_BLOCK,
+    .tile_keys = TILE_KEYS,
+    .block_keys = BLOCK_KEYS,
+    .exp2_n = simd_exp2_n,
+    .qk_tile = simd_qk_tile,
+    .softmax_tile = simd_softmax_tile,
+    .pv_tile = simd_pv_tile,
+    .probs_tile = simd_probs_tile,
+    .qk_rows = simd_qk_rows,
+    .softmax_rows = simd_softmax_rows,
+    .pv_rows = simd_pv_rows,
+    .probs_rows = simd_probs_rows,
+    .gemm = simd_gemm,
+    .p_ds = simd_p_ds,
+    .peak_chunk = simd_peak_chunk,
+    .peak_lanes = VLEN,
+    .peak_isa = UKERNEL_ISA,
+};

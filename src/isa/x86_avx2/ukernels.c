@@ -1,0 +1,40 @@
+/*
+ * ukernels.c — the micro-kernels for AVX2 + FMA (16 ymm registers): the
+ * templates instantiated with 8-lane vectors, and their table.  Compiled
+ * for any x86-64 with function-level target attributes; the dispatcher uses
+ * the table only on CPUs that have the instructions (supported()).
+ *
+ * Forward tile shape: Br = 16 rows (2 ymm), qk_tile blocks of 6 keys (12
+ * accumulators), pv_tile blocks of 6 widths (12 accumulators), Bc = 96.
+ * Backward gemm register block: 6 rows x 2 vectors = 12 accumulators, 2 B
+ * vectors, one broadcast: 15 of the 16 registers.
+ */
+#include "flash/ukernels.h"
+
+#include "isa/x86_avx2/vec.h"
+#include "isa/x86_avx2/exp2.h"
+
+#include <stdint.h>
+
+#define TILE_QV 2
+#define KEY_BLOCK 6
+#define PV_BLOCK 6
+#define PV_SMALL 2
+#define TILE_KEYS 96
+#define BLOCK_KEYS 64
+#define GEMM_MR 6
+#define GEMM_NV 2
+
+#include "isa/templates/flash_ukernels.h"
+#include "isa/templates/grad_ukernels.h"
+#include "isa/templates/peak.h"
+
+static bool avx2_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#define UKERNEL_TABLE attn__ukernels_avx2
+#define UKERNEL_ISA "avx2"
+#define UKERNEL_SUPPORTED avx2_supported
+#include "isa/templates/table.h"

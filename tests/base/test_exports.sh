@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# test_exports.sh INCLUDE_DIR LIBRARY... — the shared libraries export
+# exactly what the public headers declare (DESIGN.md §2, ABI):
+#   declared   every name X of an `ATTN_API ... X(` declaration in INCLUDE_DIR/*.h
+#   exported   every defined dynamic symbol of the libraries (nm -D)
+# Each exported symbol must be declared (nothing internal leaks), and each
+# declared function must be exported by one of the libraries (nothing
+# public is missing or hidden by mistake).  A library built without a
+# component (no cairo: its pictures still exist as stubs; no MPI: no
+# attn_mpi.h functions) is handled by passing only the libraries built: a
+# header's declarations count only when its library is given.
+set -euo pipefail
+include=$1
+shift
+work=$(mktemp -d "${TMPDIR:-/tmp}/attn-exports-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# Which header belongs to which library.
+headers_of() {
+    case $(basename "$1") in
+        libattn_viz.*) echo "$include/attn_viz.h" ;;
+        libattn_mpi.*) echo "$include/attn_mpi.h" ;;
+        libattn.*) ls "$include"/attn*.h | grep -v -e attn_viz.h -e attn_mpi.h ;;
+        *) echo "test_exports.sh: unknown library $1" >&2; exit 2 ;;
+    esac
+}
+
+status=0
+: > "$work/declared.all"
+: > "$work/exported.all"
+for lib in "$@"; do
+    # The declared names: the identifier right before the '(' of each
+    # ATTN_API line (every public prototype starts on its ATTN_API line).
+    headers_of "$lib" | xargs grep -hoE '^ATTN_API [^;(]*\(' | sed -E 's/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)\($/\1/' |
+        sort -u > "$work/declared"
+    nm -D --defined-only "$lib" | awk '{print $3}' | sort -u > "$work/exported"
+    extra=$(comm -13 "$work/declared" "$work/exported")
+    if [[ -n "$extra" ]]; then
+        echo "$lib exports symbols no public header declares:"
+        echo "$extra" | sed 's/^/  /'
+        status=1
+    fi
+    missing=$(comm -23 "$work/declared" "$work/exported")
+    if [[ -n "$missing" ]]; then
+        echo "$lib does not export what its headers declare:"
+        echo "$missing" | sed 's/^/  /'
+        status=1
+    fi
+    echo "$(basename "$lib"): $(wc -l < "$work/exported") symbols exported, $(wc -l < "$work/declared") declared"
+done
+[[ $status -eq 0 ]] && echo "test_exports: the exported symbols are exactly the declared ones"
+exit $status

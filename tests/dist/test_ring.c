@@ -1,0 +1,383 @@
+/*
+ * test_ring.c — `mpirun -np P attn ring` against single-process `attn sdpa`
+ * on the same files: P = 1..4 ranks (oversubscribed), lengths that 2P does
+ * not divide, fewer positions than ranks, both layouts, causal in both
+ * alignments, sliding windows, key lengths (a batch with none), GQA and MQA,
+ * cross-attention, Dv != D, 2-D/3-D/4-D files, a custom scale; outputs and
+ * lse within RING_OUT_FAIL x max|O|, gradients within RING_GRAD_FAIL x
+ * max|gradient|.  And failures: a bad input on one rank or all, an
+ * unwritable output, refused options; each ends every rank within a bounded
+ * time with one message and a non-zero status, leaving no output file.
+ *
+ * The launcher settings this machine needs (root, 2 cores for 4 ranks,
+ * shared-memory transport) are set here, for the tests only.
+ */
+#include "testutil.h"
+
+#include "attn.h"
+#include "attn_chapter.h"
+#include "attn_interp.h"
+#include "attn_io.h"
+#include "attn_machine.h"
+#include "attn_viz.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define RING_OUT_FAIL 1e-6  /* max |O - O_sdpa| and max |lse - lse_sdpa|, / max|O_sdpa| */
+#define RING_GRAD_FAIL 1e-5 /* |g - g_sdpa| / max|g_sdpa|                      */
+#define RING_FAIL_SECONDS 60
+
+#ifndef ATTN_MPIEXEC
+
+/* Without MPI the command exists and says why it cannot run. */
+static void ring_is_off_without_mpi(void **state) {
+    (void)state;
+    char *output;
+    int rc = test_run_cli(&output, "ring -q q.npy -k k.npy -v v.npy -o o.npy");
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(output, "built without MPI"));
+    free(output);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(ring_is_off_without_mpi)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+
+/* Runs a shell command with stdout and stderr captured; returns the exit
+ * status (128 + signal if killed) and the seconds it took. */
+static int run_shell(char **output, double *seconds, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run_shell(char **output, double *seconds, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd - 8, fmt, ap);
+    va_end(ap);
+    strcat(cmd, " 2>&1");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    FILE *f = popen(cmd, "r");
+    if (!f) fail_msg("popen failed");
+    size_t cap = 4096, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 2) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    int st = pclose(f);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    *output = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+/* `timeout T mpirun -np P attn ring ARGS`; returns the exit status. */
+static int run_ring(char **output, double *seconds, int ranks, const char *args) {
+    return run_shell(output, seconds, "timeout %d %s -np %d %s ring %s", RING_FAIL_SECONDS * 2,
+                     ATTN_MPIEXEC, ranks, ATTN_CLI_PATH, args);
+}
+
+static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
+    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
+    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
+    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
+}
+
+static float *random_file(test_rng *r, const char *name, int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    float *x = malloc(sizeof(float) * (size_t)n);
+    test_fill_normal(r, x, n, 1.0);
+    save_f32(test_path(name), ndim, shape, x);
+    return x;
+}
+
+/* *diff = max |got - want| (equal infinities equal; infinite where only
+ * one side is infinite), *scale = max |want| over finite elements. */
+static void compare(const char *got_name, const char *want_name, double *diff, double *scale) {
+    attn_array got = {0}, want = {0};
+    if (attn_npy_load(test_path(got_name), &got)) fail_msg("%s: %s", got_name, attn_last_error());
+    if (attn_npy_load(test_path(want_name), &want)) fail_msg("%s: %s", want_name, attn_last_error());
+    assert_int_equal(got.ndim, want.ndim);
+    for (int d = 0; d < got.ndim; d++) assert_int_equal(got.shape[d], want.shape[d]);
+    const float *g = got.data, *w = want.data;
+    *diff = 0;
+    *scale = 1e-30;
+    for (int64_t i = 0; i < got.count; i++) {
+        if (isinf(w[i]) || isinf(g[i])) {
+            if (g[i] != w[i]) *diff = INFINITY;
+            continue;
+        }
+        *diff = fmax(*diff, fabs((double)g[i] - w[i]));
+        *scale = fmax(*scale, fabs((double)w[i]));
+    }
+    attn_array_free(&got);
+    attn_array_free(&want);
+}
+
+/* The worst relative differences seen, printed at the end. */
+static double worst_out, worst_lse, worst_grad;
+
+typedef struct ring_case {
+    int ndim;                        /* of the files: 2, 3 or 4 */
+    int64_t B, L, S, Hq, Hkv, D, Dv;
+    const char *flags;               /* mask and scale flags, shared by both runs */
+    const int64_t *key_lengths;      /* [B] or NULL */
+    int grads;                       /* also compare dq, dk, dv */
+} ring_case;
+
+static void shape_of(int ndim, int64_t B, int64_t n, int64_t H, int64_t W, int64_t *shape) {
+    const int64_t full[4] = {B, n, H, W};
+    if (ndim == 2) { shape[0] = n; shape[1] = W; }
+    else memcpy(shape, full + (4 - ndim), sizeof(int64_t) * (size_t)ndim);
+}
+
+/* Writes the case's inputs and the single-process answers (o_ref, lse_ref,
+ * and the gradients); returns the extra flags both commands take. */
+static void write_case(test_rng *r, const ring_case *c, char *flags, size_t cap) {
+    int64_t qs[4], ks[4], vs[4], os[4];
+    shape_of(c->ndim, c->B, c->L, c->Hq, c->D, qs);
+    shape_of(c->ndim, c->B, c->S, c->Hkv, c->D, ks);
+    shape_of(c->ndim, c->B, c->S, c->Hkv, c->Dv, vs);
+    shape_of(c->ndim, c->B, c->L, c->Hq, c->Dv, os);
+    free(random_file(r, "q.npy", c->ndim, qs));
+    free(random_file(r, "k.npy", c->ndim, ks));
+    free(random_file(r, "v.npy", c->ndim, vs));
+    size_t n = (size_t)snprintf(flags, cap, "%s --threads 1", c->flags);
+    if (c->key_lengths) {
+        attn_array a = {.dtype = ATTN_I64, .ndim = 1, .shape = {c->B}, .count = c->B, .data = (void *)c->key_lengths};
+        if (attn_npy_save(test_path("lens.npy"), &a)) fail_msg("%s", attn_last_error());
+        n += (size_t)snprintf(flags + n, cap - n, " --key-lengths %s", test_path("lens.npy"));
+    }
+    char *output;
+    int rc;
+    if (c->grads) {
+        free(random_file(r, "do.npy", c->ndim, os));
+        rc = test_run_cli(&output, "sdpa -q %s -k %s -v %s -o %s --lse %s --grad-out %s --dq %s --dk %s --dv %s %s",
+                          test_path("q.npy"), test_path("k.npy"), test_path("v.npy"), test_path("o_ref.npy"),
+                          test_path("lse_ref.npy"), test_path("do.npy"), test_path("dq_ref.npy"),
+                          test_path("dk_ref.npy"), test_path("dv_ref.npy"), flags);
+    } else {
+        rc = test_run_cli(&output, "sdpa -q %s -k %s -v %s -o %s --lse %s %s", test_path("q.npy"), test_path("k.npy"),
+                          test_path("v.npy"), test_path("o_ref.npy"), test_path("lse_ref.npy"), flags);
+    }
+    if (rc) fail_msg("attn sdpa %s exited %d: %s", flags, rc, output);
+    free(output);
+}
+
+/* Runs the ring on the written case and compares with the references. */
+static void check_ring(const ring_case *c, const char *flags, int ranks, const char *layout) {
+    char args[4096], *output;
+    int n = snprintf(args, sizeof args, "-q %s -k %s -v %s -o %s --lse %s %s%s%s", test_path("q.npy"),
+                     test_path("k.npy"), test_path("v.npy"), test_path("o.npy"), test_path("lse.npy"), flags,
+                     layout ? " --layout " : "", layout ? layout : "");
+    if (c->grads)
+        snprintf(args + n, sizeof args - (size_t)n, " --grad-out %s --dq %s --dk %s --dv %s", test_path("do.npy"),
+                 test_path("dq.npy"), test_path("dk.npy"), test_path("dv.npy"));
+    int rc = run_ring(&output, NULL, ranks, args);
+    if (rc) {
+        printf("mpirun -np %d attn ring %s exited %d:\n%s\n", ranks, args, rc, output);
+        fail_msg("attn ring exited %d", rc);
+    }
+    free(output);
+    /* Both against max|O|, as the issue asks. */
+    double d_out, max_out, d_lse, max_lse;
+    compare("o.npy", "o_ref.npy", &d_out, &max_out);
+    compare("lse.npy", "lse_ref.npy", &d_lse, &max_lse);
+    d_out /= max_out;
+    d_lse /= max_out;
+    worst_out = fmax(worst_out, d_out);
+    worst_lse = fmax(worst_lse, d_lse);
+    if (!(d_out <= RING_OUT_FAIL) || !(d_lse <= RING_OUT_FAIL))
+        fail_msg("P=%d %s%s: out differs by %.3g, lse by %.3g (x max|O|)", ranks, flags, layout ? layout : "", d_out,
+                 d_lse);
+    if (!c->grads) return;
+    const char *names[3][2] = {{"dq.npy", "dq_ref.npy"}, {"dk.npy", "dk_ref.npy"}, {"dv.npy", "dv_ref.npy"}};
+    for (int g = 0; g < 3; g++) {
+        double d, scale;
+        compare(names[g][0], names[g][1], &d, &scale);
+        d /= scale;
+        worst_grad = fmax(worst_grad, d);
+        if (!(d <= RING_GRAD_FAIL)) fail_msg("P=%d %s: %s differs by %.3g (relative)", ranks, flags, names[g][0], d);
+    }
+}
+
+static void sweep(const ring_case *c, uint64_t seed, const int *ranks, int count, const char *layout) {
+    test_rng r;
+    test_rng_seed(&r, seed);
+    char flags[1024];
+    write_case(&r, c, flags, sizeof flags);
+    for (int i = 0; i < count; i++) check_ring(c, flags, ranks[i], layout);
+}
+
+static const int all_ranks[] = {1, 2, 3, 4};
+
+/* Self-attention, causal, GQA 2, 4-D files; L = 37 is divisible by no 2P. */
+static void causal_gqa_every_rank_count(void **state) {
+    (void)state;
+    const ring_case c = {4, 2, 37, 37, 4, 2, 16, 16, "--causal", NULL, 0};
+    sweep(&c, 1, all_ranks, 4, NULL);                          /* zigzag by default */
+    sweep(&c, 1, (const int[]){3, 4}, 2, "contiguous");
+}
+
+/* No mask, MQA, Dv != D, 3-D files, both layouts. */
+static void full_mqa_value_width(void **state) {
+    (void)state;
+    const ring_case c = {3, 1, 29, 29, 2, 1, 8, 12, "--scale 0.4", NULL, 0};
+    sweep(&c, 2, all_ranks, 4, NULL);
+    sweep(&c, 2, (const int[]){4}, 1, "zigzag");
+}
+
+/* Cross-attention L != S, lower-right causal, and a window around the
+ * lower-right diagonal without causality. */
+static void cross_attention_lower_right(void **state) {
+    (void)state;
+    const ring_case c = {4, 2, 23, 41, 4, 4, 8, 8, "--causal-lower-right", NULL, 0};
+    sweep(&c, 3, (const int[]){2, 3, 4}, 3, NULL);
+    const ring_case w = {4, 1, 20, 30, 2, 1, 8, 8, "--align lower-right --window 3,3", NULL, 0};
+    sweep(&w, 4, (const int[]){3, 4}, 2, NULL);
+}
+
+/* Sliding windows (causal and two-sided), so whole blocks are skipped. */
+static void sliding_windows(void **state) {
+    (void)state;
+    const ring_case c = {4, 1, 50, 50, 2, 2, 8, 8, "--causal --window 6,0", NULL, 0};
+    sweep(&c, 5, (const int[]){2, 4}, 2, NULL);
+    const ring_case d = {3, 1, 45, 45, 4, 2, 8, 8, "--window 4,9", NULL, 0};
+    sweep(&d, 6, (const int[]){3}, 1, "contiguous");
+}
+
+/* Key lengths, one batch with none at all: its rows are 0 with lse -inf. */
+static void key_lengths_and_empty_rows(void **state) {
+    (void)state;
+    static const int64_t lens[3] = {31, 10, 0};
+    const ring_case c = {4, 3, 31, 31, 2, 1, 8, 8, "", lens, 0};
+    sweep(&c, 7, (const int[]){2, 3}, 2, NULL);
+    const ring_case d = {4, 3, 31, 31, 2, 1, 8, 8, "--causal", lens, 0};
+    sweep(&d, 8, (const int[]){4}, 1, NULL);
+}
+
+/* 2-D files, fewer positions than ranks on some shards (L = 3 < 2P). */
+static void tiny_and_two_d(void **state) {
+    (void)state;
+    const ring_case c = {2, 1, 19, 19, 1, 1, 4, 4, "--causal --scale 0.3", NULL, 0};
+    sweep(&c, 9, (const int[]){4}, 1, NULL);
+    const ring_case t = {4, 1, 3, 5, 2, 1, 4, 4, "", NULL, 0};
+    sweep(&t, 10, (const int[]){4}, 1, "contiguous");
+    const ring_case u = {4, 1, 3, 5, 2, 1, 4, 4, "--causal-lower-right", NULL, 0};
+    sweep(&u, 11, (const int[]){3, 4}, 2, NULL);
+}
+
+/* Backward across the ring against attn sdpa's gradients. */
+static void gradients(void **state) {
+    (void)state;
+    const ring_case c = {4, 2, 27, 27, 4, 2, 8, 8, "--causal", NULL, 1};
+    sweep(&c, 12, (const int[]){1, 3}, 2, NULL);
+    sweep(&c, 12, (const int[]){4}, 1, "contiguous");
+    const ring_case x = {4, 1, 13, 22, 2, 1, 8, 6, "--causal-lower-right", NULL, 1};
+    sweep(&x, 13, (const int[]){2, 4}, 2, NULL);
+    static const int64_t lens[2] = {17, 5};
+    const ring_case k = {4, 2, 17, 17, 2, 2, 4, 4, "--window 3,2", lens, 1};
+    sweep(&k, 14, (const int[]){3}, 1, NULL);
+}
+
+/* ----------------------------------------------------------------- failures */
+
+/* The run fails quickly, with a non-zero status, one message containing
+ * `expect` (printed once, not once per rank), and no output file. */
+static void expect_failure(int ranks, const char *args, int want_status, const char *expect) {
+    char *output;
+    double seconds;
+    remove(test_path("o_fail.npy"));
+    int rc = run_ring(&output, &seconds, ranks, args);
+    int messages = 0;
+    for (const char *p = output; (p = strstr(p, "attn ring:")); p++) messages++;
+    if (rc == 0 || rc == 124 || rc >= 128 || seconds > RING_FAIL_SECONDS ||
+        (want_status && rc != want_status) || messages != 1 || !strstr(output, expect)) {
+        printf("attn ring %s\nexited %d after %.1f s with %d messages:\n%s\n", args, rc, seconds, messages, output);
+        fail_msg("expected a failure within %d s, status %d, one message containing '%s'", RING_FAIL_SECONDS,
+                 want_status, expect);
+    }
+    assert_false(test_file_exists(test_path("o_fail.npy")));
+    free(output);
+}
+
+static void failures_end_every_rank(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 99);
+    const int64_t qs[4] = {1, 40, 2, 8}, ks[4] = {1, 40, 2, 8}, bad_d[4] = {1, 40, 2, 6};
+    float *q = random_file(&r, "fq.npy", 4, qs);
+    free(random_file(&r, "fk.npy", 4, ks));
+    free(random_file(&r, "fv.npy", 4, ks));
+    free(random_file(&r, "fk6.npy", 4, bad_d));
+    char args[4096];
+#define FAIL_ARGS(qn, kn, extra)                                                                          \
+    (snprintf(args, sizeof args, "-q %s -k %s -v %s -o %s --threads 1 %s", test_path(qn), test_path(kn), \
+              test_path("fv.npy"), test_path("o_fail.npy"), extra),                                       \
+     args)
+
+    /* A missing file: every rank fails to open it, one message. */
+    expect_failure(4, FAIL_ARGS("fq.npy", "missing.npy", ""), 1, "missing.npy");
+    /* A shape mismatch (k's width 6, q's 8). */
+    expect_failure(3, FAIL_ARGS("fq.npy", "fk6.npy", "--causal"), 1, "width");
+    /* A NaN in rows only rank 2 of 4 reads (contiguous: rows 20..29). */
+    q[(int64_t)25 * 2 * 8 + 3] = NAN;
+    save_f32(test_path("fq_nan.npy"), 4, qs, q);
+    expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--layout contiguous"), 1,
+                   "rank 2 of 4: -q");
+    expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--layout contiguous"), 1, "position 25 is NaN");
+    /* A truncated file. */
+    size_t size;
+    char *bytes = test_read_file(test_path("fk.npy"), &size);
+    test_write_file(test_path("fk_short.npy"), bytes, size - 100);
+    free(bytes);
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk_short.npy", ""), 1, "truncated");
+    /* An output nobody can write. */
+    snprintf(args, sizeof args, "-q %s -k %s -v %s -o /nonexistent-dir/o.npy --threads 1", test_path("fq.npy"),
+             test_path("fk.npy"), test_path("fv.npy"));
+    expect_failure(3, args, 1, "/nonexistent-dir/o.npy");
+    /* Options that cannot be sharded: a usage error, once. */
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--mask m.npy"), 2, "--mask");
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--layout diagonal"), 2, "--layout");
+    free(q);
+#undef FAIL_ARGS
+}
+
+static int report_worst(void **state) {
+    (void)state;
+    printf("ring vs sdpa, worst differences: out %.3g and lse %.3g (x max|O|), gradients %.3g "
+           "(x max|gradient|); limits %.0e, %.0e, %.0e\n",
+           worst_out, worst_lse, worst_grad, RING_OUT_FAIL, RING_OUT_FAIL, RING_GRAD_FAIL);
+    test_tmpdir_cleanup();
+    return 0;
+}
+
+int main(void) {
+    /* This machine: run as root, 4 ranks on 2 cores, shared memory. */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    setenv("OMPI_MCA_btl", "self,vader", 0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(causal_gqa_every_rank_count),
+        cmocka_unit_test(full_mqa_value_width),
+        cmocka_unit_test(cross_attention_lower_right),
+        cmocka_unit_test(sliding_windows),
+        cmocka_unit_test(key_lengths_and_empty_rows),
+        cmocka_unit_test(tiny_and_two_d),
+        cmocka_unit_test(gradients),
+        cmocka_unit_test(failures_end_every_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, report_worst);
+}
+
+#endif /* ATTN_MPIEXEC */

@@ -1,0 +1,182 @@
+#include "oracle.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int64_t bcast_index(const int64_t shape[4], int64_t b, int64_t h, int64_t i, int64_t j) {
+    /* Each dimension is 1 or full, so "index modulo size" broadcasts. */
+    return ((b % shape[0] * shape[1] + h % shape[1]) * shape[2] + i % shape[2]) * shape[3] + j % shape[3];
+}
+
+void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
+                      double *out, double *weights, double *lse) {
+    const int64_t B = c->B, L = c->L, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
+    const long double scale = c->scale > 0 ? (long double)c->scale : 1.0L / sqrtl((long double)D);
+    const int64_t rep = Hq / Hkv;
+
+    /* repeat_kv: expanded keys/values [B, Hq, S, *], head-major. */
+    long double *kx = malloc(sizeof(long double) * (size_t)(B * Hq * S * D));
+    long double *vx = malloc(sizeof(long double) * (size_t)(B * Hq * S * Dv));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t j = 0; j < S; j++) {
+                int64_t src = (b * S + j) * Hkv + h / rep;
+                for (int64_t d = 0; d < D; d++) kx[((b * Hq + h) * S + j) * D + d] = k[src * D + d];
+                for (int64_t d = 0; d < Dv; d++) vx[((b * Hq + h) * S + j) * Dv + d] = v[src * Dv + d];
+            }
+
+    unsigned char *visible = malloc((size_t)(L * S));
+    long double *s = malloc(sizeof(long double) * (size_t)S);
+    long double *acc = malloc(sizeof(long double) * (size_t)Dv);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < Hq; h++) {
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t j = 0; j < S; j++) {
+                    int ok = 1;
+                    int64_t shift = (c->causal == 2 || (!c->causal && c->lower_right_window)) ? S - L : 0;
+                    int64_t rel = j - (i + shift); /* key offset from the diagonal */
+                    if (c->causal && rel > 0) ok = 0;
+                    if (c->window && c->left >= 0 && -rel > c->left) ok = 0;
+                    if (c->window && c->right >= 0 && rel > c->right) ok = 0;
+                    if (c->key_lengths && j >= c->key_lengths[b]) ok = 0;
+                    if (c->mask && !c->mask[bcast_index(c->mask_shape, b, h, i, j)]) ok = 0;
+                    if (c->bias && isinf(c->bias[bcast_index(c->bias_shape, b, h, i, j)]) &&
+                        c->bias[bcast_index(c->bias_shape, b, h, i, j)] < 0)
+                        ok = 0;
+                    visible[i * S + j] = (unsigned char)ok;
+                }
+            for (int64_t i = 0; i < L; i++) {
+                const float *qi = q + ((b * L + i) * Hq + h) * D;
+                long double m = -INFINITY;
+                int any = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    if (!visible[i * S + j]) continue;
+                    long double dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += (long double)qi[d] * kx[((b * Hq + h) * S + j) * D + d];
+                    s[j] = dot * scale + (c->bias ? c->bias[bcast_index(c->bias_shape, b, h, i, j)] : 0.0f);
+                    if (!any || s[j] > m) m = s[j];
+                    any = 1;
+                }
+                long double z = 0;
+                for (int64_t j = 0; j < S; j++)
+                    if (visible[i * S + j]) z += expl(s[j] - m);
+                for (int64_t d = 0; d < Dv; d++) acc[d] = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    long double w = visible[i * S + j] ? expl(s[j] - m) / z : 0.0L;
+                    if (weights) weights[((b * Hq + h) * L + i) * S + j] = (double)w;
+                    if (w != 0)
+                        for (int64_t d = 0; d < Dv; d++) acc[d] += w * vx[((b * Hq + h) * S + j) * Dv + d];
+                }
+                for (int64_t d = 0; d < Dv; d++) out[((b * L + i) * Hq + h) * Dv + d] = (double)acc[d];
+                if (lse) lse[(b * Hq + h) * L + i] = any ? (double)(m + logl(z)) : -INFINITY;
+            }
+        }
+    }
+    free(kx);
+    free(vx);
+    free(visible);
+    free(s);
+    free(acc);
+}
+
+const char *const mask_kind_names[MASK_KIND_COUNT] = {
+    "none", "causal", "causal-lower-right", "window", "window+causal",
+    "key-lengths", "bool-mask-2d", "bool-mask-4d", "bias", "all"};
+
+void random_case_make(random_case *rc, test_rng *r, int64_t B, int64_t L, int64_t S, int64_t Hq,
+                      int64_t Hkv, int64_t D, int64_t Dv, enum mask_kind kind) {
+    *rc = (random_case){0};
+    oracle_case *c = &rc->c;
+    c->B = B; c->L = L; c->S = S; c->Hq = Hq; c->Hkv = Hkv; c->D = D; c->Dv = Dv;
+    rc->q = malloc(sizeof(float) * (size_t)(B * L * Hq * D));
+    rc->k = malloc(sizeof(float) * (size_t)(B * S * Hkv * D));
+    rc->v = malloc(sizeof(float) * (size_t)(B * S * Hkv * Dv));
+    test_fill_normal(r, rc->q, B * L * Hq * D, 1.0);
+    test_fill_normal(r, rc->k, B * S * Hkv * D, 1.0);
+    test_fill_normal(r, rc->v, B * S * Hkv * Dv, 1.0);
+    if (test_rng_range(r, 4) == 0) c->scale = 0.05 + test_rng_uniform(r); /* custom scale */
+
+    int causal = kind == MASK_CAUSAL || kind == MASK_WINDOW_CAUSAL || kind == MASK_ALL;
+    if (kind == MASK_CAUSAL_LOWER_RIGHT) c->causal = 2;
+    else if (causal) c->causal = 1 + (int)test_rng_range(r, 2);
+    if (kind == MASK_WINDOW || kind == MASK_WINDOW_CAUSAL || kind == MASK_ALL) {
+        c->window = 1;
+        c->lower_right_window = (int)test_rng_range(r, 2);
+        c->left = test_rng_range(r, 4) == 0 ? -1 : test_rng_range(r, S + 2);
+        c->right = test_rng_range(r, 4) == 0 ? -1 : test_rng_range(r, S + 2);
+    }
+    if (kind == MASK_KEY_LENGTHS || kind == MASK_ALL) {
+        rc->key_lengths = malloc(sizeof(int64_t) * (size_t)B);
+        for (int64_t b = 0; b < B; b++) rc->key_lengths[b] = test_rng_range(r, S + 1); /* 0 allowed */
+        c->key_lengths = rc->key_lengths;
+    }
+    if (kind == MASK_BOOL_2D || kind == MASK_BOOL_4D || kind == MASK_ALL) {
+        int64_t *s = c->mask_shape;
+        s[0] = 1; s[1] = 1; s[2] = L; s[3] = S;
+        if (kind != MASK_BOOL_2D) { /* random broadcasting of each dimension */
+            s[0] = test_rng_range(r, 2) ? B : 1;
+            s[1] = test_rng_range(r, 2) ? Hq : 1;
+            s[2] = test_rng_range(r, 3) ? L : 1;
+            s[3] = test_rng_range(r, 5) ? S : 1;
+        }
+        int64_t n = s[0] * s[1] * s[2] * s[3];
+        rc->mask = malloc((size_t)n);
+        for (int64_t e = 0; e < n; e++) rc->mask[e] = test_rng_range(r, 4) != 0 ? (uint8_t)(1 + test_rng_range(r, 200)) : 0;
+        c->mask = rc->mask;
+    }
+    if (kind == MASK_BIAS || kind == MASK_ALL) {
+        int64_t *s = c->bias_shape;
+        s[0] = test_rng_range(r, 2) ? B : 1;
+        s[1] = test_rng_range(r, 2) ? Hq : 1;
+        s[2] = L;
+        s[3] = S;
+        int64_t n = s[0] * s[1] * s[2] * s[3];
+        rc->bias = malloc(sizeof(float) * (size_t)n);
+        for (int64_t e = 0; e < n; e++)
+            rc->bias[e] = test_rng_range(r, 6) == 0 ? -INFINITY : (float)(2.0 * test_rng_normal(r));
+        c->bias = rc->bias;
+    }
+}
+
+void random_case_free(random_case *rc) {
+    free(rc->q); free(rc->k); free(rc->v); free(rc->bias); free(rc->key_lengths); free(rc->mask);
+    *rc = (random_case){0};
+}
+
+attn_sdpa_options random_case_options(const random_case *rc) {
+    const oracle_case *c = &rc->c;
+    attn_sdpa_options o = ATTN_SDPA_OPTIONS_INIT;
+    o.scale = (float)c->scale;
+    o.causal = c->causal != 0;
+    o.align = (c->causal == 2 || (!c->causal && c->lower_right_window)) ? ATTN_ALIGN_LOWER_RIGHT
+                                                                         : ATTN_ALIGN_TOP_LEFT;
+    o.window = c->window;
+    o.window_left = c->left;
+    o.window_right = c->right;
+    o.key_lengths = c->key_lengths;
+    o.mask = c->mask;
+    for (int d = 0; d < 4; d++) o.mask_shape[d] = c->mask_shape[d];
+    o.bias = c->bias;
+    for (int d = 0; d < 4; d++) o.bias_shape[d] = c->bias_shape[d];
+    return o;
+}
+
+double max_abs_diff(const double *expected, const float *got, int64_t n) {
+    double worst = 0;
+    for (int64_t e = 0; e < n; e++) {
+        double a = expected[e], b = got[e];
+        if (isinf(a) || isinf(b) || isnan(a) || isnan(b)) {
+            if (a == b) continue;
+            return INFINITY;
+        }
+        if (fabs(a - b) > worst) worst = fabs(a - b);
+    }
+    return worst;
+}
+
+double max_abs(const double *x, int64_t n) {
+    double m = 0;
+    for (int64_t e = 0; e < n; e++)
+        if (isfinite(x[e]) && fabs(x[e]) > m) m = fabs(x[e]);
+    return m;
+}

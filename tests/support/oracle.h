@@ -1,0 +1,71 @@
+/*
+ * oracle.h — an independent attention oracle for the tests.
+ *
+ * It shares no code with the library's kernels and is structured
+ * differently on purpose: keys and values are first expanded to one copy per
+ * query head (Qwen3's repeat_kv) instead of indexing by group; visibility is
+ * built as an explicit dense L x S boolean table from the rules' own
+ * formulas; arithmetic is long double; outputs accumulate key by key.
+ *
+ * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
+ * Mask and bias are contiguous [mB, mH, mL, mS] with each m* = 1 or full.
+ */
+#ifndef ATTN_TEST_ORACLE_H
+#define ATTN_TEST_ORACLE_H
+
+#include <stdint.h>
+
+typedef struct oracle_case {
+    int64_t B, L, S, Hq, Hkv, D, Dv;
+    double scale;                 /* 0 = 1/sqrt(D)                    */
+    int causal;                   /* 0 none, 1 top-left, 2 lower-right */
+    int window;                   /* window active                    */
+    int lower_right_window;       /* window diagonal when not causal  */
+    int64_t left, right;          /* -1 unbounded                     */
+    const int64_t *key_lengths;   /* [B] or NULL                      */
+    const uint8_t *mask;          /* or NULL                          */
+    int64_t mask_shape[4];
+    const float *bias;            /* or NULL                          */
+    int64_t bias_shape[4];
+} oracle_case;
+
+/* Computes out (double), weights and lse (may be NULL). */
+void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
+                      double *out, double *weights, double *lse);
+
+#endif
+
+/* ---- random problems for sweeps (test-side; uses the library's types only
+ *      to hand the same problem to attn_sdpa_forward) ---- */
+#include "attn.h"
+#include "attn_chapter.h"
+#include "attn_interp.h"
+#include "attn_io.h"
+#include "attn_machine.h"
+#include "attn_viz.h"
+#include "testutil.h"
+
+enum mask_kind {
+    MASK_NONE, MASK_CAUSAL, MASK_CAUSAL_LOWER_RIGHT, MASK_WINDOW, MASK_WINDOW_CAUSAL,
+    MASK_KEY_LENGTHS, MASK_BOOL_2D, MASK_BOOL_4D, MASK_BIAS, MASK_ALL, MASK_KIND_COUNT
+};
+extern const char *const mask_kind_names[MASK_KIND_COUNT];
+
+typedef struct random_case {
+    oracle_case c;
+    float *q, *k, *v, *bias;
+    int64_t *key_lengths;
+    uint8_t *mask;
+} random_case;
+
+void random_case_make(random_case *rc, test_rng *r, int64_t B, int64_t L, int64_t S, int64_t Hq,
+                      int64_t Hkv, int64_t D, int64_t Dv, enum mask_kind kind);
+void random_case_free(random_case *rc);
+/* The same problem as library options (kernel and threads left at defaults). */
+attn_sdpa_options random_case_options(const random_case *rc);
+
+/* Max |a - b| over n elements, treating equal infinities as 0 difference;
+ * returns INFINITY if one side is infinite or NaN and the other is not. */
+double max_abs_diff(const double *expected, const float *got, int64_t n);
+double max_abs(const double *x, int64_t n);

@@ -1,0 +1,547 @@
+/*
+ * test_report.c — the self-contained HTML report (attn_report_write_html,
+ * `attn report`), opened in headless Chromium.
+ *
+ * The page has a self-test hook: with #selftest&cells=H:I:J;... in its URL it
+ * hovers those heat-map cells the way a mouse does and writes what the
+ * tooltip showed into <pre id="selftest">; window.onerror and console.error
+ * land in <pre id="errors">.  `chromium --dump-dom` prints the DOM after the
+ * page ran, so a test reads both.  Each hovered weight must read back as
+ * the very float the library computed (strtof of the tooltip's number,
+ * compared bit for bit).  A screenshot is decoded with zlib and must hold
+ * more than a handful of colours.  Without Chromium these tests are skipped
+ * with a message (set ATTN_CHROMIUM to name the browser's binary).
+ *
+ * Shape legend: q, k [L, H, D]; weights [H, L, S].
+ */
+#include "testutil.h"
+
+#include "attn.h"
+#include "attn_chapter.h"
+#include "attn_interp.h"
+#include "attn_io.h"
+#include "attn_machine.h"
+#include "attn_viz.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef ATTN_TEST_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+/* ----------------------------------------------------------------- helpers */
+
+#define assert_ok(status_expr)                                                                    \
+    do {                                                                                          \
+        attn_status st_ = (status_expr);                                                          \
+        if (st_ != ATTN_OK) fail_msg("%s: %s (%s)", #status_expr, attn_status_str(st_), attn_last_error()); \
+    } while (0)
+
+#define assert_fails_with(status_expr, code, needle)                                              \
+    do {                                                                                          \
+        attn_status st_ = (status_expr);                                                          \
+        if (st_ != (code) || !strstr(attn_last_error(), (needle)))                                \
+            fail_msg("%s: got status %d (want %d), message \"%s\" (want it to mention \"%s\")", \
+                     #status_expr, (int)st_, (int)(code), attn_last_error(), (needle));          \
+    } while (0)
+
+/* The browser: $ATTN_CHROMIUM, else the first of the usual names on PATH. */
+static const char *chromium(void) {
+    static char found[256];
+    static bool looked;
+    if (!looked) {
+        looked = true;
+        const char *env = getenv("ATTN_CHROMIUM");
+        if (env && *env) {
+            snprintf(found, sizeof found, "%s", env);
+        } else {
+            static const char *const names[] = {"chromium", "chromium-browser", "google-chrome-stable",
+                                                "google-chrome"};
+            for (size_t i = 0; i < sizeof names / sizeof names[0] && !found[0]; i++) {
+                char cmd[128];
+                snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", names[i]);
+                if (system(cmd) == 0) snprintf(found, sizeof found, "%s", names[i]);
+            }
+        }
+    }
+    return found[0] ? found : NULL;
+}
+
+#define require_chromium()                                                                        \
+    do {                                                                                          \
+        if (!chromium()) {                                                                        \
+            print_message("skipped: no Chromium found (Debian: apt-get install chromium; or set ATTN_CHROMIUM)\n"); \
+            skip();                                                                               \
+        }                                                                                         \
+    } while (0)
+
+/* Runs headless Chromium on file://path + fragment with the given action
+ * ("--dump-dom" or "--screenshot=FILE --window-size=W,H") and returns its
+ * standard output (malloc'd). */
+static char *run_chromium(const char *action, const char *path, const char *fragment) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 %s --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run "
+             "--user-data-dir='%s' %s 'file://%s%s' 2>/dev/null",
+             chromium(), test_path("chromium-profile"), action, path, fragment);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, n = 0, got;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    while ((got = fread(out + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 2) {
+            out = realloc(out, cap *= 2);
+            assert_non_null(out);
+        }
+    }
+    out[n] = 0;
+    int st = pclose(f);
+    if (st != 0) fail_msg("chromium exited with status %d:\n%s", st, cmd);
+    return out;
+}
+
+/* The text of <pre id="ID"> in a dumped DOM, with &amp; &lt; &gt; &quot;
+ * decoded (malloc'd; "" when the element is empty). */
+static char *pre_text(const char *dom, const char *id) {
+    char open[64];
+    snprintf(open, sizeof open, "<pre id=\"%s\">", id);
+    const char *start = strstr(dom, open);
+    if (!start) fail_msg("the page has no <pre id=\"%s\">:\n%.2000s", id, dom);
+    start += strlen(open);
+    const char *end = strstr(start, "</pre>");
+    assert_non_null(end);
+    char *text = malloc((size_t)(end - start) + 1);
+    assert_non_null(text);
+    size_t n = 0;
+    static const struct { const char *entity; char c; } entities[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&#39;", '\''}};
+    for (const char *p = start; p < end;) {
+        bool decoded = false;
+        for (size_t e = 0; e < sizeof entities / sizeof entities[0] && !decoded; e++)
+            if (strncmp(p, entities[e].entity, strlen(entities[e].entity)) == 0) {
+                text[n++] = entities[e].c;
+                p += strlen(entities[e].entity);
+                decoded = true;
+            }
+        if (!decoded) text[n++] = *p++;
+    }
+    text[n] = 0;
+    return text;
+}
+
+/* Opens the report with #selftest&cells=..., checks that the page ran to the
+ * end without errors, and returns the self-test's report (malloc'd). */
+static char *selftest(const char *path, const char *cells) {
+    char fragment[512];
+    snprintf(fragment, sizeof fragment, "#selftest&cells=%s", cells);
+    char *dom = run_chromium("--dump-dom", path, fragment);
+    char *errors = pre_text(dom, "errors");
+    if (*errors) fail_msg("the page reported errors:\n%s", errors);
+    char *report = pre_text(dom, "selftest");
+    if (!strstr(report, "status=done")) fail_msg("the self-test did not finish:\n%s", report);
+    free(errors);
+    free(dom);
+    return report;
+}
+
+/* The weight the tooltip showed for cell h:i:j ("hidden" for a hidden one),
+ * after checking that the synthetic mouse landed on that very cell. */
+static void hovered(const char *report, int h, int i, int j, char *out, size_t size) {
+    char key[96];
+    snprintf(key, sizeof key, "cell %d:%d:%d hovered=%d,%d weight=", h, i, j, i, j);
+    const char *at = strstr(report, key);
+    if (!at) fail_msg("no line for cell %d:%d:%d, or the mouse landed elsewhere:\n%s", h, i, j, report);
+    at += strlen(key);
+    size_t n = strcspn(at, " \n");
+    if (n >= size) n = size - 1;
+    memcpy(out, at, n);
+    out[n] = 0;
+}
+
+/* The tooltip must show exactly the float the library computed. */
+static void assert_shows_exactly(const char *report, int h, int i, int j, float expected) {
+    char shown[64];
+    hovered(report, h, i, j, shown, sizeof shown);
+    char *end;
+    float value = strtof(shown, &end);
+    uint32_t a, b;
+    memcpy(&a, &value, 4);
+    memcpy(&b, &expected, 4);
+    if (*end || a != b)
+        fail_msg("cell %d:%d:%d: the tooltip shows \"%s\", the library computed %.9g", h, i, j, shown,
+                 (double)expected);
+}
+
+/* A report must not reach outside its own file. */
+static void assert_self_contained(const char *path) {
+    size_t n;
+    char *html = test_read_file(path, &n);
+    assert_non_null(html);
+    static const char *const outside[] = {"http://", "https://", "<script src", "<link", "@import", "url("};
+    for (size_t k = 0; k < sizeof outside / sizeof outside[0]; k++)
+        if (strstr(html, outside[k])) fail_msg("%s refers outside itself (\"%s\")", path, outside[k]);
+    free(html);
+}
+
+/* --------------------------------------------------- the chapter example */
+
+/* The chapter's Q, K, V and the changed k2, v2 of Figure 2. */
+typedef struct {
+    float q[3][2], k[3][2], v[3][2], k2[3][2], v2[3][2];
+} chapter_inputs;
+
+static void chapter(chapter_inputs *c) {
+    const float s = (float)(sqrt(2.0) * log(2.0));
+    const chapter_inputs in = {{{1, 0}, {0, 1}, {1, 1}}, {{s, 0}, {0, s}, {s, s}}, {{2, 0}, {0, 1}, {2, 1}},
+                               {{s, 0}, {0, 2 * s}, {s, s}}, {{2, 0}, {0, 2}, {2, 1}}};
+    *c = in;
+}
+
+static void chapter_report_in_chromium(void **state) {
+    (void)state;
+    require_chromium();
+    chapter_inputs c;
+    chapter(&c);
+    attn_tensor q = attn_tensor_2d(&c.q[0][0], 3, 2), k = attn_tensor_2d(&c.k[0][0], 3, 2),
+                v = attn_tensor_2d(&c.v[0][0], 3, 2), k2 = attn_tensor_2d(&c.k2[0][0], 3, 2),
+                v2 = attn_tensor_2d(&c.v2[0][0], 3, 2);
+    float weights[9], out[6];
+    attn_tensor o = attn_tensor_2d(out, 3, 2);
+    assert_ok(attn_sdpa_forward(&q, &k, &v, NULL, &o, weights, NULL));
+    attn_paths paths = {0};
+    assert_ok(attn_sdpa_paths(&q, &k, &v, NULL, &k2, &v2, NULL, &paths));
+
+    /* labels that try to break out of the page: a closing script tag, quotes,
+     * an ampersand and a byte that is not UTF-8 */
+    const char *const labels[3] = {"x1 </script><b>", "x2 \"q\" & 'a'", "x3 \xff"};
+    attn_report r = {.struct_size = sizeof(attn_report), .title = "the chapter's example", .heads = 1, .len_q = 3, .len_kv = 3,
+                     .weights = weights, .query_labels = labels, .paths = &paths};
+    const char *path = test_path("chapter.html");
+    assert_ok(attn_report_write_html(path, &r));
+    attn_paths_free(&paths);
+    assert_self_contained(path);
+
+    char *report = selftest(path, "0:2:0;0:2:2;0:0:1");
+    assert_shows_exactly(report, 0, 2, 0, weights[6]); /* 1/4 */
+    assert_shows_exactly(report, 0, 2, 2, weights[8]); /* 1/2 */
+    assert_shows_exactly(report, 0, 0, 1, weights[1]); /* 1/5 */
+    if (!strstr(report, "query 2 “x3 \xef\xbf\xbd”  →  key 0 “x1 </script><b>”"))
+        fail_msg("the tooltip does not name the token pair as given:\n%s", report);
+    if (!strstr(report, "key 1 “x2 \"q\" & 'a'”")) fail_msg("quotes or & were mangled:\n%s", report);
+    if (!strstr(report, "focus=q 2")) fail_msg("hovering query 2 in the token view did not focus it:\n%s", report);
+    if (!strstr(report, "paths=yes")) fail_msg("the path table is missing:\n%s", report);
+    free(report);
+}
+
+#ifdef ATTN_TEST_HAVE_ZLIB
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int paeth(int a, int b, int c) {
+    int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+    return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+/* Decodes an 8-bit RGB or RGBA PNG (no interlace) and counts its distinct
+ * colours, up to limit. */
+static int png_colours(const char *path, int limit) {
+    size_t n;
+    uint8_t *png = test_read_file(path, &n);
+    if (!png || n < 33 || memcmp(png + 12, "IHDR", 4) != 0) fail_msg("%s is not a PNG", path);
+    const uint32_t width = be32(png + 16), height = be32(png + 20);
+    const int depth = png[24], type = png[25], interlace = png[28];
+    if (depth != 8 || (type != 2 && type != 6) || interlace)
+        fail_msg("%s: unexpected PNG format (depth %d, colour type %d, interlace %d)", path, depth, type, interlace);
+    const size_t bpp = type == 6 ? 4 : 3, stride = width * bpp;
+    uint8_t *z = malloc(n);
+    size_t zn = 0;
+    for (size_t at = 8; at + 12 <= n;) {
+        uint32_t len = be32(png + at);
+        if (memcmp(png + at + 4, "IDAT", 4) == 0) {
+            memcpy(z + zn, png + at + 8, len);
+            zn += len;
+        }
+        at += 12 + len;
+    }
+    uLongf raw_len = (uLongf)((stride + 1) * height);
+    uint8_t *raw = malloc(raw_len), *img = malloc(stride * height);
+    assert_true(z && raw && img);
+    if (uncompress(raw, &raw_len, z, (uLong)zn) != Z_OK || raw_len != (stride + 1) * height)
+        fail_msg("%s: the image data do not inflate", path);
+    for (uint32_t y = 0; y < height; y++) {
+        const uint8_t filter = raw[y * (stride + 1)], *line = raw + y * (stride + 1) + 1;
+        uint8_t *row = img + y * stride;
+        const uint8_t *up = y ? row - stride : NULL;
+        for (size_t x = 0; x < stride; x++) {
+            int a = x >= bpp ? row[x - bpp] : 0, b = up ? up[x] : 0, c = up && x >= bpp ? up[x - bpp] : 0;
+            int pred = filter == 0 ? 0 : filter == 1 ? a : filter == 2 ? b : filter == 3 ? (a + b) / 2 : paeth(a, b, c);
+            row[x] = (uint8_t)(line[x] + pred);
+        }
+    }
+    uint32_t *seen = malloc((size_t)limit * sizeof *seen);
+    int colours = 0;
+    for (size_t p = 0; p < (size_t)width * height && colours < limit; p++) {
+        const uint8_t *px = img + p * bpp;
+        uint32_t rgb = (uint32_t)px[0] << 16 | (uint32_t)px[1] << 8 | px[2];
+        bool known = false;
+        for (int k = 0; k < colours && !known; k++) known = seen[k] == rgb;
+        if (!known) seen[colours++] = rgb;
+    }
+    free(seen);
+    free(img);
+    free(raw);
+    free(z);
+    free(png);
+    return colours;
+}
+#endif
+
+static void report_screenshot_is_not_blank(void **state) {
+    (void)state;
+    require_chromium();
+#ifndef ATTN_TEST_HAVE_ZLIB
+    print_message("skipped: built without zlib, so the screenshot cannot be decoded\n");
+    skip();
+#else
+    chapter_inputs c;
+    chapter(&c);
+    attn_tensor q = attn_tensor_2d(&c.q[0][0], 3, 2), k = attn_tensor_2d(&c.k[0][0], 3, 2),
+                v = attn_tensor_2d(&c.v[0][0], 3, 2);
+    float weights[9], out[6];
+    attn_tensor o = attn_tensor_2d(out, 3, 2);
+    attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .causal = 1};
+    assert_ok(attn_sdpa_forward(&q, &k, &v, &opt, &o, weights, NULL));
+    uint8_t visible[9] = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+    attn_report r = {.struct_size = sizeof(attn_report), .heads = 1, .len_q = 3, .len_kv = 3, .weights = weights, .visible = visible};
+    const char *path = test_path("shot.html");
+    assert_ok(attn_report_write_html(path, &r));
+    char action[600];
+    snprintf(action, sizeof action, "--screenshot='%s' --window-size=1000,800", test_path("shot.png"));
+    free(run_chromium(action, path, ""));
+    int colours = png_colours(test_path("shot.png"), 64);
+    if (colours < 16) fail_msg("the screenshot has only %d colours: the page looks blank", colours);
+#endif
+}
+
+/* ------------------------------------------------- multi-head via the CLI */
+
+static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
+    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
+    for (int d = 0; d < ndim; d++) {
+        a.shape[d] = shape[d];
+        a.count *= shape[d];
+    }
+    assert_ok(attn_npy_save(path, &a));
+}
+
+static void cli_report_multi_head_causal_with_paths(void **state) {
+    (void)state;
+    require_chromium();
+    enum { L = 5, DM = 4, H = 2, D = 3 };
+    test_rng rng;
+    test_rng_seed(&rng, 5);
+    float x[L][DM], x2[L][DM], wq[DM][H * D], wk[DM][H * D], wv[DM][H * D], wo[H * D][DM];
+    test_fill_normal(&rng, &x[0][0], L * DM, 1.0);
+    test_fill_normal(&rng, &wq[0][0], DM * H * D, 1.0);
+    test_fill_normal(&rng, &wk[0][0], DM * H * D, 1.0);
+    test_fill_normal(&rng, &wv[0][0], DM * H * D, 1.0);
+    test_fill_normal(&rng, &wo[0][0], H * D * DM, 1.0);
+    memcpy(x2, x, sizeof x);
+    x2[1][2] += 1.5f; /* change position 1 */
+    const int64_t sx[2] = {L, DM}, sw[2] = {DM, H * D}, so[2] = {H * D, DM};
+    save_f32(test_path("x.npy"), 2, sx, &x[0][0]);
+    save_f32(test_path("x2.npy"), 2, sx, &x2[0][0]);
+    save_f32(test_path("wq.npy"), 2, sw, &wq[0][0]);
+    save_f32(test_path("wk.npy"), 2, sw, &wk[0][0]);
+    save_f32(test_path("wv.npy"), 2, sw, &wv[0][0]);
+    save_f32(test_path("wo.npy"), 2, so, &wo[0][0]);
+
+    /* the weights attn mha computes, for comparison */
+    attn_mha m = {.struct_size = sizeof(attn_mha), .d_model = DM, .heads = H, .head_dim = D, .d_out = DM,
+                  .wq = &wq[0][0], .wk = &wk[0][0], .wv = &wv[0][0], .wo = &wo[0][0]};
+    attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .causal = 1};
+    float out[L][DM], weights[H][L][L];
+    assert_ok(attn_mha_forward(&m, &x[0][0], 1, L, NULL, 0, &opt, &out[0][0], &weights[0][0][0], NULL));
+
+    char *output = NULL;
+    const char *path = test_path("mha.html");
+    int rc = test_run_cli(&output, "report -x '%s' --wq '%s' --wk '%s' --wv '%s' --wo '%s' --heads %d --causal "
+                          "--changed-x '%s' --tokens 我,吃,了,苹,果 --title 'two heads' --html '%s'",
+                          test_path("x.npy"), test_path("wq.npy"), test_path("wk.npy"), test_path("wv.npy"),
+                          test_path("wo.npy"), H, test_path("x2.npy"), path);
+    if (rc != 0) fail_msg("attn report: exit %d\n%s", rc, output);
+    free(output);
+    assert_self_contained(path);
+
+    char *report = selftest(path, "1:0:2;1:3:1;0:4:4");
+    char shown[64];
+    hovered(report, 1, 0, 2, shown, sizeof shown);
+    assert_string_equal(shown, "hidden"); /* query 0 may not read key 2 */
+    if (!strstr(report, "hidden by the mask")) fail_msg("a hidden cell's tooltip does not say so:\n%s", report);
+    assert_shows_exactly(report, 1, 3, 1, weights[1][3][1]);
+    assert_shows_exactly(report, 0, 4, 4, weights[0][4][4]);
+    if (!strstr(report, "query 3 “苹”  →  key 1 “吃”")) fail_msg("the tokens are missing:\n%s", report);
+    if (!strstr(report, "paths=yes module_output=yes")) fail_msg("the path tables are missing:\n%s", report);
+    free(report);
+}
+
+/* ------------------------------------------------------ 512 x 16 heads */
+
+static void large_report_stays_usable(void **state) {
+    (void)state;
+    require_chromium();
+    enum { L = 512, H = 16, D = 16 };
+    test_rng rng;
+    test_rng_seed(&rng, 512);
+    float *q = malloc(sizeof(float) * L * H * D), *k = malloc(sizeof(float) * L * H * D),
+          *v = malloc(sizeof(float) * L * H * D), *out = malloc(sizeof(float) * L * H * D);
+    float *weights = malloc(sizeof(float) * H * L * L);
+    uint8_t *visible = malloc((size_t)H * L * L);
+    assert_true(q && k && v && out && weights && visible);
+    test_fill_normal(&rng, q, L * H * D, 1.0);
+    test_fill_normal(&rng, k, L * H * D, 1.0);
+    test_fill_normal(&rng, v, L * H * D, 1.0);
+    attn_tensor qt = attn_tensor_3d(q, L, H, D), kt = attn_tensor_3d(k, L, H, D), vt = attn_tensor_3d(v, L, H, D),
+                ot = attn_tensor_3d(out, L, H, D);
+    attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .causal = 1};
+    assert_ok(attn_sdpa_forward(&qt, &kt, &vt, &opt, &ot, weights, NULL));
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t j = 0; j < L; j++) visible[(h * L + i) * L + j] = j <= i;
+    attn_report r = {.struct_size = sizeof(attn_report), .title = "512 positions, 16 heads", .heads = H, .len_q = L, .len_kv = L,
+                     .weights = weights, .visible = visible};
+    const char *path = test_path("large.html");
+    assert_ok(attn_report_write_html(path, &r));
+
+    /* base64 float32: 4/3 x 4 bytes a weight, plus the visibility bits and
+     * the page itself */
+    size_t n;
+    free(test_read_file(path, &n));
+    const double data = 4.0 / 3.0 * 4.0 * H * L * L;
+    if ((double)n < data || (double)n > data + 2.0 * 1024 * 1024)
+        fail_msg("large.html is %zu bytes; expected about %.0f", n, data);
+
+    char *report = selftest(path, "15:511:3;0:100:100;7:300:0;3:2:5");
+    assert_shows_exactly(report, 15, 511, 3, weights[(15 * L + 511) * L + 3]);
+    assert_shows_exactly(report, 0, 100, 100, weights[(0 * L + 100) * L + 100]);
+    assert_shows_exactly(report, 7, 300, 0, weights[(7 * L + 300) * L + 0]);
+    char shown[64];
+    hovered(report, 3, 2, 5, shown, sizeof shown);
+    assert_string_equal(shown, "hidden");
+    if (!strstr(report, "heads=16 len_q=512 len_kv=512")) fail_msg("wrong sizes:\n%s", report);
+    const char *colours = strstr(report, "map_colours=");
+    assert_non_null(colours);
+    if (atoi(colours + strlen("map_colours=")) < 16) fail_msg("the heat map looks blank:\n%s", report);
+    free(report);
+    free(q);
+    free(k);
+    free(v);
+    free(out);
+    free(weights);
+    free(visible);
+}
+
+/* --------------------------------------------------- errors (no browser) */
+
+static void report_refuses_bad_input(void **state) {
+    (void)state;
+    float w[4] = {1, 0, 0.5f, 0.5f};
+    attn_report r = {.struct_size = sizeof(attn_report), .heads = 1, .len_q = 2, .len_kv = 2, .weights = w};
+    assert_fails_with(attn_report_write_html(NULL, &r), ATTN_ERR_INVALID_ARGUMENT, "path");
+    assert_fails_with(attn_report_write_html(test_path("r.html"), NULL), ATTN_ERR_INVALID_ARGUMENT, "report");
+    r.heads = 0;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "at least 1");
+    r.heads = 1;
+    w[1] = NAN;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "NaN");
+    w[1] = -INFINITY;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "-inf");
+    w[1] = 0;
+    assert_fails_with(attn_report_write_html(test_path("no/dir/r.html"), &r), ATTN_ERR_IO, "no/dir/r.html");
+    assert_false(test_file_exists(test_path("r.html")));
+
+    /* paths must describe the same problem as the maps */
+    chapter_inputs c;
+    chapter(&c);
+    attn_tensor q = attn_tensor_2d(&c.q[0][0], 3, 2), k = attn_tensor_2d(&c.k[0][0], 3, 2),
+                v = attn_tensor_2d(&c.v[0][0], 3, 2), v2 = attn_tensor_2d(&c.v2[0][0], 3, 2);
+    attn_paths paths = {0};
+    assert_ok(attn_sdpa_paths(&q, &k, &v, NULL, NULL, &v2, NULL, &paths));
+    r.paths = &paths;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "3 queries x 3 keys");
+    attn_paths_free(&paths);
+}
+
+static void cli_report_names_its_errors(void **state) {
+    (void)state;
+    chapter_inputs c;
+    chapter(&c);
+    const int64_t s2[2] = {3, 2};
+    save_f32(test_path("q.npy"), 2, s2, &c.q[0][0]);
+    save_f32(test_path("k.npy"), 2, s2, &c.k[0][0]);
+    save_f32(test_path("v.npy"), 2, s2, &c.v[0][0]);
+    save_f32(test_path("v2.npy"), 2, s2, &c.v2[0][0]);
+    const int64_t s1[1] = {6};
+    save_f32(test_path("flat.npy"), 1, s1, &c.v[0][0]);
+    char *out = NULL;
+    int rc;
+    const char *q = test_path("q.npy"), *k = test_path("k.npy"), *v = test_path("v.npy"), *v2 = test_path("v2.npy");
+
+#define RUN(expect, needle, ...)                                                                   \
+    do {                                                                                          \
+        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
+        if (rc != (expect) || !strstr(out, (needle)))                                             \
+            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
+        free(out);                                                                                \
+    } while (0)
+
+    RUN(0, "", "report -q '%s' -k '%s' -v '%s' --changed-v '%s' --tokens a,b,c --html '%s'", q, k, v, v2,
+        test_path("ok.html"));
+    size_t n;
+    char *html = test_read_file(test_path("ok.html"), &n);
+    assert_non_null(html);
+    assert_non_null(strstr(html, "\"paths\":{\"value_dim\":2"));
+    free(html);
+    RUN(0, "usage: attn report", "report --help");
+    RUN(2, "missing --html", "report -q '%s' -k '%s' -v '%s'", q, k, v);
+    RUN(2, "missing the inputs", "report --html '%s'", test_path("x.html"));
+    RUN(2, "not both", "report -q '%s' -k '%s' -v '%s' -x '%s' --html '%s'", q, k, v, q, test_path("x.html"));
+    RUN(2, "--heads and --kv-heads belong", "report -q '%s' -k '%s' -v '%s' --heads 2 --html '%s'", q, k, v,
+        test_path("x.html"));
+    RUN(2, "unknown option '--bogus'", "report --bogus");
+    RUN(2, "--show-heads expects", "report -q '%s' -k '%s' -v '%s' --show-heads x --html '%s'", q, k, v,
+        test_path("x.html"));
+    RUN(1, "--tokens has 2 tokens but there are 3", "report -q '%s' -k '%s' -v '%s' --tokens a,b --html '%s'", q,
+        k, v, test_path("x.html"));
+    RUN(1, "head 1 is out of range", "report -q '%s' -k '%s' -v '%s' --show-heads 0,1 --html '%s'", q, k, v,
+        test_path("x.html"));
+    RUN(1, "--batch 2 is out of range", "report -q '%s' -k '%s' -v '%s' --batch 2 --html '%s'", q, k, v,
+        test_path("x.html"));
+    RUN(1, "--changed-v", "report -q '%s' -k '%s' -v '%s' --changed-v '%s' --html '%s'", q, k, v,
+        test_path("flat.npy"), test_path("x.html"));
+    RUN(1, "missing.npy", "report -q '%s' -k '%s' -v '%s' --html '%s'", test_path("missing.npy"), k, v,
+        test_path("x.html"));
+    assert_false(test_file_exists(test_path("x.html")));
+#undef RUN
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(chapter_report_in_chromium),
+        cmocka_unit_test(report_screenshot_is_not_blank),
+        cmocka_unit_test(cli_report_multi_head_causal_with_paths),
+        cmocka_unit_test(large_report_stays_usable),
+        cmocka_unit_test(report_refuses_bad_input),
+        cmocka_unit_test(cli_report_names_its_errors),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    test_tmpdir_cleanup();
+    return failed;
+}
