@@ -131,8 +131,9 @@ int main(int argc, char **argv) {
     opt.workspace = malloc(bytes);
     opt.workspace_size = bytes;
 
-    const double pairs = causal ? (double)L * (double)(L + 1) / 2 : (double)L * (double)L;
-    const double flops = 2.5 * 4.0 * (double)H * pairs * (double)D;
+    double flops = 0.0; /* 2.5 times the forward's, as attn_sdpa_flops counts them */
+    attn_sdpa_flops(&q, &k, &v, &opt, &flops);
+    flops *= 2.5;
     double peak_before = 0, peak_after = 0;
     attn_measure_fma_peak(threads, 0.5, &peak_before);
     const double core = thread_peak(threads);

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 static const char bench_usage[] =
-    "usage: attn bench [--quick] [--csv] [--threads N] [--kernel ref|flash|all] [--filter TEXT]\n\n"
+    "usage: attn bench [--quick] [--csv] [--threads N] [--kernel ref|flash|all] [--filter TEXT] [--list]\n\n"
     "Measures this machine's FP32 FMA peak and memory bandwidth, then times each\n"
     "attention kernel on the shapes of issue 3 and reports it as a fraction of them.\n\n"
     "options:\n"
@@ -34,7 +34,9 @@ static const char bench_usage[] =
     "  --kernel K       ref, flash or all (default all)\n"
     "  --filter TEXT    only rows whose name contains TEXT, e.g. 'decode S=4096' or\n"
     "                   'L=4096 Hkv=16 D=128'; commas separate alternatives\n"
-    "                   ('prefill,decode'); the machine limits are always measured\n\n"
+    "                   ('prefill,decode'); the machine limits are always measured;\n"
+    "                   a filter that matches no row is a usage error\n"
+    "  --list           print the names of the rows the run would measure, and stop\n\n"
     "sections (q [B, L, Hq, D], k and v [B, S, Hkv, D]):\n"
     "  prefill  B=1 Hq=16 Hkv=16|8 L=S=512..8192 D=64|128, causal (top-left) and full\n"
     "  backward the prefill shapes again, timing attn_sdpa_backward (dq, dk, dv from\n"
@@ -120,22 +122,22 @@ typedef struct bench_config {
     double target_seconds;  /* aim for this much timed work per row       */
 } bench_config;
 
-/* Query-key pairs a causal or full mask leaves visible: query i sees keys
- * j <= i + offset (offset 0 top-left, S - L lower-right), clipped to [0, S). */
-static double visible_pairs(const bench_case *c) {
-    if (c->mask == MASK_NONE) return (double)c->len_q * (double)c->len_kv;
-    int64_t offset = c->mask == MASK_LOWER_RIGHT ? c->len_kv - c->len_q : 0;
-    double pairs = 0.0;
-    for (int64_t i = 0; i < c->len_q; i++) {
-        int64_t seen = i + offset + 1;
-        pairs += (double)(seen < 0 ? 0 : seen > c->len_kv ? c->len_kv : seen);
-    }
-    return pairs;
+/* The options a case runs with. */
+static attn_sdpa_options case_options(const bench_case *c) {
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    opt.causal = c->mask != MASK_NONE;
+    opt.align = c->mask == MASK_LOWER_RIGHT ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    return opt;
 }
 
-/* Forward FLOPs 4·B·Hq·pairs·D (DESIGN.md §5); a backward counts 2.5 times that. */
+/* The library's count of the forward's FLOPs (attn_sdpa_flops: visible
+ * pairs x widths, DESIGN.md §5); a backward counts 2.5 times that. */
 static double case_flops(const bench_case *c) {
-    double forward = 4.0 * (double)(c->batch * c->heads_q) * visible_pairs(c) * (double)c->dim;
+    attn_tensor q = attn_tensor_4d(NULL, c->batch, c->len_q, c->heads_q, c->dim);
+    attn_tensor kv = attn_tensor_4d(NULL, c->batch, c->len_kv, c->heads_kv, c->dim);
+    attn_sdpa_options opt = case_options(c);
+    double forward = NAN;
+    if (attn_sdpa_flops(&q, &kv, &kv, &opt, &forward) != ATTN_OK) return NAN;
     return c->section == SEC_BACKWARD ? 2.5 * forward : forward;
 }
 
@@ -146,9 +148,28 @@ static double case_io_bytes(const bench_case *c) {
     return (2.0 * q + 2.0 * kv) * sizeof(float);
 }
 
-static int add_case(bench_case *cases, int n, bench_section section, int64_t len_q, int64_t len_kv,
-                    int64_t heads_q, int64_t heads_kv, int64_t dim, bench_mask mask) {
-    bench_case *c = &cases[n];
+/* The planned cases: a list that grows as cases are added, so that no
+ * plan can outgrow it (a fixed array once overflowed on the full plan). */
+typedef struct case_list {
+    bench_case *items;
+    int count, cap;
+    bool failed; /* an allocation failed: the list is incomplete */
+} case_list;
+
+static void add_case(case_list *list, bench_section section, int64_t len_q, int64_t len_kv,
+                     int64_t heads_q, int64_t heads_kv, int64_t dim, bench_mask mask) {
+    if (list->failed) return;
+    if (list->count == list->cap) {
+        int cap = list->cap ? 2 * list->cap : 64;
+        bench_case *grown = realloc(list->items, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            list->failed = true;
+            return;
+        }
+        list->items = grown;
+        list->cap = cap;
+    }
+    bench_case *c = &list->items[list->count++];
     *c = (bench_case){section, 1, len_q, len_kv, heads_q, heads_kv, dim, mask, {0}};
     switch (section) {
     case SEC_PREFILL:
@@ -166,37 +187,32 @@ static int add_case(bench_case *cases, int n, bench_section section, int64_t len
         snprintf(c->name, sizeof c->name, "scaling n=%lld", (long long)len_q);
         break;
     }
-    return n + 1;
 }
 
-enum { MAX_CASES = 64 };
 /* A call slower than this gets 3 timed runs instead of min_runs. */
 #define ATTN_BENCH_SLOW_SECONDS 2.0
 
 /* The shapes of issue 3, or the --quick subset: D=128 only, L=S=1024 with
  * Hkv 16 and 8, L=S=4096 (the issue's target shape) with Hkv=16, two decode
  * lengths, no long case, scaling up to n=3200. */
-static int plan_cases(const bench_config *cfg, bench_case *cases) {
+static void plan_cases(const bench_config *cfg, case_list *cases) {
     static const int64_t prefill_full[] = {512, 1024, 2048, 4096, 8192}, prefill_quick[] = {1024, 4096};
     static const int64_t decode_full[] = {4096, 32768, 131072}, decode_quick[] = {4096, 131072};
     const int64_t *prefill = cfg->quick ? prefill_quick : prefill_full;
     const int64_t *decode = cfg->quick ? decode_quick : decode_full;
     int n_prefill = cfg->quick ? 2 : 5, n_decode = cfg->quick ? 2 : 3;
     int64_t scaling_max = cfg->quick ? 3200 : 12800;
-    int n = 0;
     for (int section = SEC_PREFILL; section <= SEC_BACKWARD; section++)
         for (int l = 0; l < n_prefill; l++)
             for (int64_t heads_kv = 16; heads_kv >= (cfg->quick && prefill[l] > 1024 ? 16 : 8); heads_kv /= 2)
                 for (int64_t dim = cfg->quick ? 128 : 64; dim <= 128; dim *= 2)
                     for (int m = 0; m < 2; m++)
-                        n = add_case(cases, n, (bench_section)section, prefill[l], prefill[l], 16, heads_kv,
-                                     dim, m ? MASK_CAUSAL : MASK_NONE);
-    for (int s = 0; s < n_decode; s++)
-        n = add_case(cases, n, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT);
-    if (!cfg->quick) n = add_case(cases, n, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL);
+                        add_case(cases, (bench_section)section, prefill[l], prefill[l], 16, heads_kv, dim,
+                                 m ? MASK_CAUSAL : MASK_NONE);
+    for (int s = 0; s < n_decode; s++) add_case(cases, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT);
+    if (!cfg->quick) add_case(cases, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL);
     for (int64_t len = 100; len <= scaling_max; len *= 2)
-        n = add_case(cases, n, SEC_SCALING, len, len, 1, 1, 64, MASK_NONE);
-    return n;
+        add_case(cases, SEC_SCALING, len, len, 1, 1, 64, MASK_NONE);
 }
 
 /* True when name contains one of the comma-separated pieces of filter (or
@@ -349,11 +365,9 @@ static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kerne
     attn_tensor k = attn_tensor_4d(k_data, c->batch, c->len_kv, c->heads_kv, c->dim);
     attn_tensor v = attn_tensor_4d(v_data, c->batch, c->len_kv, c->heads_kv, c->dim);
     attn_tensor o = attn_tensor_4d(o_data, c->batch, c->len_q, c->heads_q, c->dim);
-    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    attn_sdpa_options opt = case_options(c);
     opt.kernel = kernel;
     opt.threads = cfg->threads;
-    opt.causal = c->mask != MASK_NONE;
-    opt.align = c->mask == MASK_LOWER_RIGHT ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
 
     const bool backward = c->section == SEC_BACKWARD;
     attn_status st = backward ? attn_sdpa_backward_workspace_size(&q, &k, &v, &opt, &row->workspace)
@@ -611,7 +625,7 @@ static void print_scaling_row(const bench_row *ref, const bench_row *flash, cons
 
 /* ------------------------------------------------------------------ main */
 
-static int parse_args(int argc, char **argv, bench_config *cfg, bool *help) {
+static int parse_args(int argc, char **argv, bench_config *cfg, bool *help, bool *list) {
     const char *kernel = "all";
     int64_t threads = 0;
     for (int i = 1; i < argc; i++) {
@@ -623,6 +637,8 @@ static int parse_args(int argc, char **argv, bench_config *cfg, bool *help) {
             cfg->quick = true;
         } else if (strcmp(flag, "--csv") == 0) {
             cfg->csv = true;
+        } else if (strcmp(flag, "--list") == 0) {
+            *list = true;
         } else if (strcmp(flag, "--threads") == 0 || strcmp(flag, "--kernel") == 0 ||
                    strcmp(flag, "--filter") == 0) {
             if (i + 1 >= argc) return cli_usage_error("bench", "%s needs a value", flag);
@@ -650,18 +666,12 @@ static int parse_args(int argc, char **argv, bench_config *cfg, bool *help) {
     return CLI_OK;
 }
 
-int cmd_bench(int argc, char **argv) {
-    bench_config cfg = {0};
-    bool help = false;
-    int rc = parse_args(argc, argv, &cfg, &help);
-    if (rc != CLI_OK) return rc;
-    if (help) {
-        printf("%s%s\ncsv header:\n  %s\n", bench_usage, bench_usage_columns, csv_header);
-        return CLI_OK;
-    }
-
-    bench_case cases[MAX_CASES];
-    int n_cases = plan_cases(&cfg, cases);
+/* Measures the machine, then every planned case the filter selects. */
+static int run_plan(const bench_config *cfg_in, const case_list *plan) {
+    const bench_config cfg = *cfg_in;
+    const bench_case *cases = plan->items;
+    const int n_cases = plan->count;
+    int rc = CLI_OK;
     progress prog = {isatty(STDERR_FILENO) == 1, false, now_seconds(), 0, 0};
     for (int i = 0; i < n_cases; i++)
         if (name_matches(cfg.filter, cases[i].name)) prog.total += cfg.run_ref + cfg.run_flash;
@@ -773,5 +783,34 @@ int cmd_bench(int argc, char **argv) {
                    "to %d, anything more is other processes competing for the cores.\n",
                    load_at_start, load_at_end, sysconf(_SC_NPROCESSORS_ONLN), cfg.threads);
     }
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_config cfg = {0};
+    bool help = false, list = false;
+    int rc = parse_args(argc, argv, &cfg, &help, &list);
+    if (rc != CLI_OK) return rc;
+    if (help) {
+        printf("%s%s\ncsv header:\n  %s\n", bench_usage, bench_usage_columns, csv_header);
+        return CLI_OK;
+    }
+    case_list plan = {0};
+    plan_cases(&cfg, &plan);
+    int selected = 0;
+    for (int i = 0; i < plan.count; i++) selected += name_matches(cfg.filter, plan.items[i].name);
+    if (plan.failed) {
+        rc = cli_data_error("bench", "out of memory for the plan of cases");
+    } else if (list) {
+        for (int i = 0; i < plan.count; i++)
+            if (name_matches(cfg.filter, plan.items[i].name)) printf("%s\n", plan.items[i].name);
+    } else if (selected == 0) {
+        rc = cli_usage_error("bench", "--filter '%s' matches none of the %d %s rows (attn bench%s --list "
+                             "names them)", cfg.filter, plan.count, cfg.quick ? "quick" : "full",
+                             cfg.quick ? " --quick" : "");
+    } else {
+        rc = run_plan(&cfg, &plan);
+    }
+    free(plan.items);
     return rc;
 }

@@ -333,28 +333,9 @@ static int share_key_lengths(ring_cli *c, int64_t B, int64_t Hq, int64_t L, int6
 enum { REP_QROWS, REP_KROWS, REP_PAIRS, REP_SKIPPED, REP_BUSY, REP_CPU, REP_WAIT, REP_PROGRESS,
        REP_TOTAL, REP_ALONE, REP_SENT, REP_COUNT };
 
-/* Visible query-key pairs of the whole problem (for the FLOP count). */
-static double visible_pairs(const attn_sdpa_options *o, int64_t B, int64_t L, int64_t S) {
-    const int64_t offset = o->align == ATTN_ALIGN_LOWER_RIGHT ? S - L : 0;
-    double pairs = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t limit = o->key_lengths ? o->key_lengths[b] : S;
-        for (int64_t i = 0; i < L; i++) {
-            int64_t lo = 0, hi = limit, diagonal = i + offset;
-            if (o->causal && diagonal + 1 < hi) hi = diagonal + 1;
-            if (o->window && o->window_left >= 0 && diagonal - o->window_left > lo)
-                lo = diagonal - o->window_left;
-            if (o->window && o->window_right >= 0 && diagonal + o->window_right + 1 < hi)
-                hi = diagonal + o->window_right + 1;
-            if (hi > lo) pairs += (double)(hi - lo);
-        }
-    }
-    return pairs;
-}
-
 static void print_report(const ring_cli *c, const char *what, const char *kernel,
                          const attn_ring_stats *s, const ring_input *q, const ring_input *k,
-                         const ring_input *v, double flops_per_pair) {
+                         const ring_input *v, double flops_factor) {
     double mine[REP_COUNT] = {(double)q->t.shape[1], (double)k->t.shape[1], (double)s->pairs_computed,
                               (double)s->pairs_skipped, s->busy_s, s->busy_cpu_s, s->wait_s, s->progress_s,
                               s->total_s, s->comm_alone_s, (double)s->bytes_sent};
@@ -394,7 +375,13 @@ static void print_report(const ring_cli *c, const char *what, const char *kernel
         alone_max = fmax(alone_max, x[REP_ALONE]);
     }
     const double busy_mean = busy_sum / c->ranks;
-    const double flops = flops_per_pair * (double)q->t.shape[2] * visible_pairs(o, B, L, S);
+    /* The whole problem's FLOPs, from the library's count (shapes only). */
+    attn_tensor qg = attn_tensor_4d(NULL, B, L, q->t.shape[2], q->t.shape[3]);
+    attn_tensor kg = attn_tensor_4d(NULL, B, S, k->t.shape[2], k->t.shape[3]);
+    attn_tensor vg = attn_tensor_4d(NULL, B, S, v->t.shape[2], v->t.shape[3]);
+    double flops = 0.0;
+    if (attn_sdpa_flops(&qg, &kg, &vg, o, &flops) != ATTN_OK) flops = NAN;
+    flops *= flops_factor;
     printf("busy: max %.3f s, mean %.3f s, balance max/mean %.2f\n", busy_max, busy_mean,
            busy_mean > 0 ? busy_max / busy_mean : 1.0);
     printf("wait: max %.3f s (%.1f%% of the slowest rank's time: for a block, a gradient or a\n"
@@ -480,7 +467,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     }
     if (c->report || c->bench[0])
         print_report(c, "forward", attn_sdpa_kernel_name(&q.t, &k.t, &v.t, &c->ao.opt), &stats, &q, &k, &v,
-                     2.0 * (double)(D + Dv));
+                     1.0);
 
     attn_tensor tdq, tdk, tdv;
     if (c->dout_path) {
@@ -518,7 +505,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
         }
         if (c->report)
             print_report(c, "backward", attn_sdpa_backward_kernel_name(&q.t, &k.t, &v.t, &c->ao.opt), &stats,
-                         &q, &k, &v, 5.0 * (double)(D + Dv));
+                         &q, &k, &v, 2.5); /* a backward counts 2.5 forwards */
     }
 
     if (c->bench[0]) {

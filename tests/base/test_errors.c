@@ -12,6 +12,7 @@
 #include "attn_viz.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 static float q_buf[64], k_buf[64], v_buf[64], o_buf[64];
@@ -148,6 +149,81 @@ static void non_finite_inputs_propagate(void **state) {
     assert_int_equal(attn_check_finite(v_buf, 6, NULL), ATTN_OK);
 }
 
+/* Tensors carry their dtype; the kernels compute float32 and refuse the
+ * others by name, as does every front door (and an unknown dtype is an
+ * invalid argument, not a guess). */
+static void dtypes_the_kernels_refuse(void **state) {
+    (void)state;
+    uint16_t half[6] = {0};
+    attn_tensor q = attn_tensor_2d(q_buf, 3, 2), k = attn_tensor_2d(k_buf, 3, 2),
+                v = attn_tensor_2d(v_buf, 3, 2), o = attn_tensor_2d(o_buf, 3, 2);
+    attn_tensor kh = attn_tensor_view(half, ATTN_BF16, 1, 3, 1, 2), vh = attn_tensor_view(half, ATTN_F16, 1, 3, 1, 2);
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    for (int kernel = ATTN_KERNEL_REF; kernel <= ATTN_KERNEL_FLASH; kernel++) {
+        opt.kernel = (attn_kernel)kernel;
+        EXPECT_FAIL(attn_sdpa_forward(&q, &kh, &v, &opt, &o, NULL, NULL), ATTN_ERR_UNSUPPORTED, "k holds bfloat16");
+        EXPECT_FAIL(attn_sdpa_forward(&q, &k, &vh, &opt, &o, NULL, NULL), ATTN_ERR_UNSUPPORTED, "v holds float16");
+        EXPECT_FAIL(attn_sdpa_backward(&q, &kh, &v, &opt, NULL, NULL, &o, &q, NULL, NULL), ATTN_ERR_UNSUPPORTED,
+                    "bfloat16");
+    }
+    EXPECT_FAIL(attn_sdpa_scores(&q, &kh, NULL, o_buf), ATTN_ERR_UNSUPPORTED, "bfloat16");
+    attn_tensor odd = q;
+    odd.dtype = (attn_dtype)99;
+    EXPECT_FAIL(attn_sdpa_forward(&odd, &k, &v, NULL, &o, NULL, NULL), ATTN_ERR_INVALID_ARGUMENT, "q: dtype 99");
+    odd.dtype = ATTN_I32; /* an array dtype, not a tensor's */
+    EXPECT_FAIL(attn_sdpa_forward(&odd, &k, &v, NULL, &o, NULL, NULL), ATTN_ERR_INVALID_ARGUMENT, "q: dtype");
+    assert_string_equal(attn_dtype_name(ATTN_BF16), "bfloat16");
+    assert_int_equal(attn_dtype_size(ATTN_BF16), 2);
+}
+
+/* Option structs grow by struct_size: a zeroed struct is refused with the
+ * initialiser's name; an older caller's smaller struct is read up to its
+ * size (what lies beyond is not looked at); a newer caller's larger struct
+ * is accepted when its unknown tail is zero and refused otherwise. */
+static void option_structs_carry_their_size(void **state) {
+    (void)state;
+    attn_tensor q = attn_tensor_2d(q_buf, 3, 2), k = attn_tensor_2d(k_buf, 3, 2),
+                v = attn_tensor_2d(v_buf, 3, 2), o = attn_tensor_2d(o_buf, 3, 2);
+    for (int i = 0; i < 6; i++) q_buf[i] = k_buf[i] = v_buf[i] = (float)(i + 1) / 4.0f;
+    attn_sdpa_options zeroed;
+    memset(&zeroed, 0, sizeof zeroed);
+    EXPECT_FAIL(attn_sdpa_forward(&q, &k, &v, &zeroed, &o, NULL, NULL), ATTN_ERR_INVALID_ARGUMENT,
+                "ATTN_SDPA_OPTIONS_INIT");
+    attn_mha m = {0};
+    EXPECT_FAIL(attn_mha_forward(&m, q_buf, 1, 3, NULL, 0, NULL, o_buf, NULL, NULL), ATTN_ERR_INVALID_ARGUMENT,
+                "ATTN_MHA_INIT");
+
+    /* An older caller knew the fields up to `causal` only. */
+    struct {
+        attn_sdpa_options opt;
+    } older;
+    memset(&older, 0x7f, sizeof older); /* garbage beyond the old size */
+    older.opt.struct_size = offsetof(attn_sdpa_options, align);
+    older.opt.scale = 0.0f;
+    older.opt.causal = 1;
+    float w_older[9], w_new[9];
+    assert_int_equal(attn_sdpa_forward(&q, &k, &v, &older.opt, &o, w_older, NULL), ATTN_OK);
+    attn_sdpa_options causal = ATTN_SDPA_OPTIONS_INIT;
+    causal.causal = 1;
+    assert_int_equal(attn_sdpa_forward(&q, &k, &v, &causal, &o, w_new, NULL), ATTN_OK);
+    assert_memory_equal(w_older, w_new, sizeof w_new);
+    assert_true(w_new[1] == 0.0f); /* row 0 sees key 0 only: causal was read */
+
+    /* A newer caller: its struct is larger. */
+    struct {
+        attn_sdpa_options opt;
+        int64_t newer_field;
+    } newer;
+    memset(&newer, 0, sizeof newer);
+    newer.opt = causal;
+    newer.opt.struct_size = sizeof newer;
+    assert_int_equal(attn_sdpa_forward(&q, &k, &v, &newer.opt, &o, w_older, NULL), ATTN_OK);
+    assert_memory_equal(w_older, w_new, sizeof w_new);
+    newer.newer_field = 1;
+    EXPECT_FAIL(attn_sdpa_forward(&q, &k, &v, &newer.opt, &o, NULL, NULL), ATTN_ERR_UNSUPPORTED,
+                "a field this library version does not have");
+}
+
 static void status_names(void **state) {
     (void)state;
     assert_string_equal(attn_status_str(ATTN_OK), "ok");
@@ -167,6 +243,8 @@ int main(void) {
         cmocka_unit_test(caller_workspace),
         cmocka_unit_test(non_finite_inputs_propagate),
         cmocka_unit_test(status_names),
+        cmocka_unit_test(dtypes_the_kernels_refuse),
+        cmocka_unit_test(option_structs_carry_their_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,13 +2,16 @@
 # test_exports.sh INCLUDE_DIR LIBRARY... — the shared libraries export
 # exactly what the public headers declare (DESIGN.md §2, ABI):
 #   declared   every name X of an `ATTN_API ... X(` declaration in INCLUDE_DIR/*.h
-#   exported   every defined dynamic symbol of the libraries (nm -D)
+#   exported   every defined dynamic symbol of a shared library (nm -D)
 # Each exported symbol must be declared (nothing internal leaks), and each
-# declared function must be exported by one of the libraries (nothing
-# public is missing or hidden by mistake).  A library built without a
-# component (no cairo: its pictures still exist as stubs; no MPI: no
-# attn_mpi.h functions) is handled by passing only the libraries built: a
-# header's declarations count only when its library is given.
+# declared function must be exported by its library (nothing public is
+# missing or hidden by mistake).  A header's declarations count only for
+# the library that implements it, so a build without MPI passes no
+# libattn_mpi and checks no attn_mpi.h.
+# Static libraries (.a) cannot hide symbols; for them the naming rule of
+# src/base/base.h is checked instead: every global symbol is either
+# declared in the headers or starts with the internal prefix attn__, so that
+# nothing internal can collide with a user's names or pass for public.
 set -euo pipefail
 include=$1
 shift
@@ -33,6 +36,17 @@ for lib in "$@"; do
     # ATTN_API line (every public prototype starts on its ATTN_API line).
     headers_of "$lib" | xargs grep -hoE '^ATTN_API [^;(]*\(' | sed -E 's/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)\($/\1/' |
         sort -u > "$work/declared"
+    if [[ "$lib" == *.a ]]; then
+        bad=$(nm -g --defined-only "$lib" | awk 'NF == 3 {print $3}' | sort -u | comm -23 - "$work/declared" |
+              grep -v '^attn__' || true)
+        if [[ -n "$bad" ]]; then
+            echo "$lib has global symbols that are neither public nor attn__ (internal):"
+            echo "$bad" | sed 's/^/  /'
+            status=1
+        fi
+        echo "$(basename "$lib"): every global symbol is public or attn__"
+        continue
+    fi
     nm -D --defined-only "$lib" | awk '{print $3}' | sort -u > "$work/exported"
     extra=$(comm -13 "$work/declared" "$work/exported")
     if [[ -n "$extra" ]]; then

@@ -163,11 +163,77 @@ static void kernel_choice_and_help(void **state) {
     free(out);
 }
 
+/* The rows a plan holds, counted from the sections --help documents:
+ * prefill and backward each L x Hkv x D x {full, causal}; decode per S; the
+ * long row in the full plan only; scaling n = 100, 200, ... up to its last n. */
+static int documented_rows(bool quick) {
+    const int prefill = quick ? 2 * 2 + 1 * 2    /* L=1024: Hkv 16, 8; L=4096: Hkv 16; D=128 */
+                              : 5 * 2 * 2 * 2;   /* L=512..8192, Hkv 16 and 8, D 64 and 128 */
+    const int decode = quick ? 2 : 3, longs = quick ? 0 : 1;
+    int scaling = 0;
+    for (int n = 100; n <= (quick ? 3200 : 12800); n *= 2) scaling++;
+    return 2 * prefill + decode + longs + scaling;
+}
+
+/* Counts the lines of text. */
+static int count_lines(const char *text) {
+    int n = 0;
+    for (const char *p = text; *p; p++) n += *p == '\n';
+    return n;
+}
+
+/* The full plan (92 rows) once overflowed a fixed array of 64 cases, so
+ * every full run crashed and some filters picked the wrong rows: the plan
+ * holds what --help documents, and a filter selects exactly the rows whose
+ * names contain it.  Then the full plan runs, filtered to its smallest rows
+ * of two sections, on 1 and 2 threads (the sanitizer build runs this too). */
+static void full_plan_and_filters(void **state) {
+    (void)state;
+    char *out = NULL;
+    for (int quick = 0; quick < 2; quick++) {
+        int rc = test_run_cli(&out, "bench --list%s", quick ? " --quick" : "");
+        if (rc != 0) fail_msg("bench --list exited %d:\n%s", rc, out);
+        assert_int_equal(count_lines(out), documented_rows(quick));
+        free(out);
+    }
+    static const struct {
+        const char *filter;
+        int rows;
+    } filters[] = {
+        {"prefill L=512 ", 8}, {"backward L=8192 Hkv=8", 4}, {"decode", 3}, {"long", 1},
+        {"scaling n=12800", 1}, {"causal", 41}, {"decode S=131072,scaling n=100", 2},
+    };
+    for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++) {
+        assert_int_equal(test_run_cli(&out, "bench --list --filter '%s'", filters[f].filter), 0);
+        if (count_lines(out) != filters[f].rows)
+            fail_msg("--filter '%s' selects %d rows, want %d:\n%s", filters[f].filter, count_lines(out),
+                     filters[f].rows, out);
+        char *save = NULL;
+        for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            bool matched = false;
+            char pieces[64];
+            snprintf(pieces, sizeof pieces, "%s", filters[f].filter);
+            char *save2 = NULL;
+            for (char *p = strtok_r(pieces, ",", &save2); p; p = strtok_r(NULL, ",", &save2))
+                matched |= strstr(line, p) != NULL;
+            if (!matched) fail_msg("--filter '%s' selected '%s'", filters[f].filter, line);
+        }
+        free(out);
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        int rc = test_run_cli(&out, "bench --csv --threads %d --filter 'scaling n=100,decode S=4096'", threads);
+        if (rc != 0) fail_msg("full plan, %d threads: exit %d:\n%s", threads, rc, out);
+        assert_non_null(strstr(out, "scaling,scaling n=100,flash"));
+        assert_non_null(strstr(out, "decode,decode S=4096,flash"));
+        free(out);
+    }
+}
+
 static void bad_flags_exit_2(void **state) {
     (void)state;
     static const char *const bad[] = {
         "bench --nope", "bench --threads", "bench --threads 0", "bench --threads two",
-        "bench --kernel fast", "bench --filter", "bench extra",
+        "bench --kernel fast", "bench --filter", "bench extra", "bench --filter 'no such row'",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out = NULL;
@@ -185,6 +251,7 @@ int main(void) {
         cmocka_unit_test(machine_limits_refuse_bad_arguments),
         cmocka_unit_test(csv_rows_are_well_formed),
         cmocka_unit_test(backward_rows),
+        cmocka_unit_test(full_plan_and_filters),
         cmocka_unit_test(kernel_choice_and_help),
         cmocka_unit_test(bad_flags_exit_2),
     };

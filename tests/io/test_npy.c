@@ -126,6 +126,7 @@ static void test_dtype_names_and_sizes(void **state) {
         {ATTN_BOOL, "bool", 1},   {ATTN_I8, "int8", 1},     {ATTN_I16, "int16", 2},
         {ATTN_I32, "int32", 4},   {ATTN_I64, "int64", 8},   {ATTN_U8, "uint8", 1},
         {ATTN_U16, "uint16", 2},  {ATTN_U32, "uint32", 4},  {ATTN_U64, "uint64", 8},
+        {ATTN_BF16, "bfloat16", 2},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         assert_string_equal(attn_dtype_name(want[i].t), want[i].name);
@@ -709,6 +710,55 @@ static void test_serialize_matches_numpy(void **state) {
     attn_array_free(&a);
 }
 
+/* bfloat16 by attn_io.h's convention: ml_dtypes' np.save writes '<V2';
+ * 'bfloat16' is the name some writers use.  The values are the top halves
+ * of float32 bits, so the expected floats are built from the bits here. */
+static void test_bfloat16(void **state) {
+    (void)state;
+    if (!host_little_endian()) skip();
+    /* 1.5, -2.0, the smallest normal 2^-126, +inf, 3.140625 (0x4049) */
+    const uint16_t bits[5] = {0x3FC0, 0xC000, 0x0080, 0x7F80, 0x4049};
+    const float want[5] = {1.5f, -2.0f, 0x1p-126f, INFINITY, 3.140625f};
+    static const char *const descrs[] = {"<V2", "|V2", "bfloat16"};
+    for (size_t d = 0; d < sizeof descrs / sizeof descrs[0]; d++) {
+        char header[128];
+        snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (5,), }\n", descrs[d]);
+        attn_array a;
+        if (parse_str(1, header, bits, sizeof bits, &a) != ATTN_OK) fail_msg("%s: %s", descrs[d], attn_last_error());
+        assert_int_equal(a.dtype, ATTN_BF16);
+        assert_memory_equal(a.data, bits, sizeof bits);
+        assert_int_equal(attn_array_convert(&a, ATTN_F32), ATTN_OK);
+        assert_memory_equal(a.data, want, sizeof want);
+        attn_array_free(&a);
+    }
+    /* Big-endian bytes under '>V2'. */
+    uint8_t swapped[10];
+    for (int i = 0; i < 5; i++) {
+        swapped[2 * i] = (uint8_t)(bits[i] >> 8);
+        swapped[2 * i + 1] = (uint8_t)bits[i];
+    }
+    attn_array a;
+    assert_int_equal(parse_str(1, "{'descr': '>V2', 'fortran_order': False, 'shape': (5,), }\n", swapped,
+                               sizeof swapped, &a),
+                     ATTN_OK);
+    assert_memory_equal(a.data, bits, sizeof bits);
+    /* Written back as '<V2', which reads back unchanged. */
+    void *buf;
+    size_t size;
+    assert_int_equal(attn_npy_serialize(&a, &buf, &size), ATTN_OK);
+    assert_non_null(strstr((char *)buf + 10, "{'descr': '<V2', 'fortran_order': False, 'shape': (5,), }"));
+    attn_array back;
+    assert_int_equal(attn_npy_parse(buf, size, &back), ATTN_OK);
+    assert_int_equal(back.dtype, ATTN_BF16);
+    assert_memory_equal(back.data, bits, sizeof bits);
+    free(buf);
+    attn_array_free(&back);
+    attn_array_free(&a);
+    /* Other void widths are not bfloat16. */
+    assert_fails_with(parse_str(1, "{'descr': '<V4', 'fortran_order': False, 'shape': (1,), }\n", bits, 4, &a),
+                      ATTN_ERR_UNSUPPORTED, "V4");
+}
+
 static void test_round_trip_random(void **state) {
     (void)state;
     test_rng rng;
@@ -858,6 +908,7 @@ int main(void) {
         cmocka_unit_test(test_size_overflow),
         cmocka_unit_test(test_header_limit),
         cmocka_unit_test(test_serialize_matches_numpy),
+        cmocka_unit_test(test_bfloat16),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_atomic),

@@ -1,25 +1,84 @@
 #!/usr/bin/env bash
-# install_test.sh SOURCE_DIR BUILD_DIR — installs attn into a scratch prefix
-# and builds examples/hello_attn.c against it twice, through find_package(attn)
-# and through pkg-config, then checks the program prints the chapter's
-# causal row 2: weights 1/3, 2/3, 0 and output [2/3, 2/3].
+# install_test.sh SOURCE_DIR BUILD_DIR CMAKE — the installed libraries work
+# for other projects, and the core needs neither cairo nor MPI.
+#
+#   1. BUILD_DIR (the tree under test) is installed into a scratch prefix;
+#      examples/ is built against it with find_package(attn COMPONENTS viz):
+#      the core shared and static, and a libattn_viz consumer.
+#   2. A second tree is configured from SOURCE_DIR with cairo and MPI forced
+#      off (core only, no program, no tests), built and installed; its
+#      libattn.so must not depend on cairo, X11 or MPI.  Consumers of the
+#      core are built against it by find_package and by pkg-config, shared
+#      and static; none may get -fopenmp on its compile line, and the
+#      exported CMake targets must not hard-code libm's path.
+# Every consumer must print the chapter's causal row 2: weights 1/3, 2/3, 0
+# and output [2/3, 2/3].
 set -euo pipefail
-src=$1 build=$2
+src=$1 build=$2 cmake=${3:-cmake}
 work=$(mktemp -d "${TMPDIR:-/tmp}/attn-install-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
+jobs=$(nproc 2>/dev/null || echo 2)
+want="o2 = \[0.6667, 0.6667\]   weights \[0.3333, 0.6667, 0.0000\]"
 
-cmake -S "$src/examples" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
-cmake --build "$work/consumer" >/dev/null
-LD_LIBRARY_PATH="$work/prefix/lib:$work/prefix/lib64:${LD_LIBRARY_PATH:-}" "$work/consumer/hello_attn" > "$work/out1.txt"
+fail() { echo "install test: $*" >&2; exit 1; }
+check_output() { # program...
+    local out
+    out=$(LD_LIBRARY_PATH="$lib_path" "$@") || fail "$1 failed"
+    grep -q "$want" <<<"$out" || fail "unexpected output of $1: $out"
+}
 
-libdir=$(find "$work/prefix" -name attn.pc -printf '%h\n' | head -n 1)
-cc "$src/examples/hello_attn.c" -o "$work/hello_pc" \
-    $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs attn) -lm -Wl,-rpath,"$(dirname "$libdir")"
-"$work/hello_pc" > "$work/out2.txt"
+# ------------------------------------------------ 1. the tree under test
+"$cmake" --install "$build" --prefix "$work/full" >/dev/null
+lib_path="$work/full/lib:$work/full/lib64"
+"$cmake" -S "$src/examples" -B "$work/consumer-full" -DCMAKE_PREFIX_PATH="$work/full" -DHELLO_VIZ=ON >/dev/null
+"$cmake" --build "$work/consumer-full" -j "$jobs" >/dev/null
+check_output "$work/consumer-full/hello_attn"
+check_output "$work/consumer-full/hello_attn_static"
+LD_LIBRARY_PATH="$lib_path" "$work/consumer-full/hello_viz" "$work/report.html" >/dev/null
+grep -q "the chapter's example, causal" "$work/report.html" || fail "hello_viz wrote no report"
+echo "install test: the tree under test: find_package consumers of attn::attn, attn::attn_static and attn::viz"
 
-for out in "$work/out1.txt" "$work/out2.txt"; do
-    grep -q "o2 = \[0.6667, 0.6667\]   weights \[0.3333, 0.6667, 0.0000\]" "$out" ||
-        { echo "unexpected output in $out:"; cat "$out"; exit 1; }
-done
-echo "install test: find_package and pkg-config consumers both print the chapter's causal row 2"
+# --------------------------------------------------- 2. a core-only tree
+"$cmake" -S "$src" -B "$work/core-build" -DCMAKE_BUILD_TYPE=Release -DATTN_WITH_CAIRO=OFF -DATTN_WITH_MPI=OFF \
+    -DATTN_BUILD_TOOLS=OFF -DATTN_BUILD_TESTS=OFF >"$work/core-configure.log" ||
+    { cat "$work/core-configure.log"; fail "the core-only configuration failed"; }
+"$cmake" --build "$work/core-build" -j "$jobs" >"$work/core-build.log" ||
+    { tail -30 "$work/core-build.log"; fail "the core-only build failed"; }
+"$cmake" --install "$work/core-build" --prefix "$work/core" >/dev/null
+lib_path="$work/core/lib:$work/core/lib64"
+libdir=$(dirname "$(find "$work/core" -name attn.pc | head -n 1)")/..
+[[ ! -e "$work/core/include/attn_mpi.h" ]] || fail "a build without MPI installed attn_mpi.h"
+so=$(find "$work/core" -name 'libattn.so' | head -n 1)
+needed=$(readelf -d "$so" | grep NEEDED || true)
+if grep -Eiq "cairo|X11|xcb|mpi|pixman|png" <<<"$needed"; then
+    fail "the core libattn.so depends on more than it needs: $needed"
+fi
+if grep -rq "/libm\." "$work"/core/lib*/cmake/attn/; then
+    fail "the exported targets hard-code libm's path: $(grep -rh "/libm\." "$work"/core/lib*/cmake/attn/)"
+fi
+
+# find_package, shared and static; compile lines recorded to look for -fopenmp.
+"$cmake" -S "$src/examples" -B "$work/consumer-core" -DCMAKE_PREFIX_PATH="$work/core" \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
+"$cmake" --build "$work/consumer-core" -j "$jobs" >/dev/null
+check_output "$work/consumer-core/hello_attn"
+check_output "$work/consumer-core/hello_attn_static"
+if grep -q -- "-fopenmp" "$work/consumer-core/compile_commands.json"; then
+    fail "find_package hands -fopenmp to consumers' compile lines"
+fi
+if ldd "$work/consumer-core/hello_attn_static" | grep -q "libattn\.so"; then
+    fail "hello_attn_static is linked to the shared library"
+fi
+
+# pkg-config, shared and static.
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+cflags=$(pkg-config --cflags attn)
+if grep -q -- "-fopenmp" <<<"$cflags"; then fail "pkg-config --cflags attn hands out -fopenmp"; fi
+cc "$src/examples/hello_attn.c" -o "$work/hello_pc" $cflags $(pkg-config --libs attn) -lm \
+    -Wl,-rpath,"$libdir"
+check_output "$work/hello_pc"
+static_libs=$(pkg-config --static --libs attn | sed 's/-lattn\b/-Wl,-Bstatic -lattn -Wl,-Bdynamic/')
+cc "$src/examples/hello_attn.c" -o "$work/hello_pc_static" $cflags $static_libs -lm
+check_output "$work/hello_pc_static"
+if ldd "$work/hello_pc_static" | grep -q "libattn\.so"; then fail "hello_pc_static is linked to the shared library"; fi
+echo "install test: a core built without cairo and MPI: find_package and pkg-config consumers, shared and static"

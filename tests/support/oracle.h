@@ -34,8 +34,6 @@ typedef struct oracle_case {
 void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
                       double *out, double *weights, double *lse);
 
-#endif
-
 /* ---- random problems for sweeps (test-side; uses the library's types only
  *      to hand the same problem to attn_sdpa_forward) ---- */
 #include "attn.h"
@@ -69,3 +67,5 @@ attn_sdpa_options random_case_options(const random_case *rc);
  * returns INFINITY if one side is infinite or NaN and the other is not. */
 double max_abs_diff(const double *expected, const float *got, int64_t n);
 double max_abs(const double *x, int64_t n);
+
+#endif /* ATTN_TEST_ORACLE_H */

@@ -74,7 +74,6 @@ bool cli_save_f32(const char *cmd, const char *path, int ndim, const int64_t *sh
 /* "[3, 2]" style text of a shape, for messages; returns buf. */
 const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
 
-#endif /* ATTN_CLI_H */
 
 /* ------------------------------------------------------------------------
  * The attention options sdpa, mha (and later commands) share:
@@ -114,3 +113,5 @@ typedef struct cli_output {
     const float *data;
 } cli_output;
 bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count);
+
+#endif /* ATTN_CLI_H */
