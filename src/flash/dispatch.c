@@ -29,13 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The instruction sets this build has, portable first. */
+/* The instruction sets, portable first, in increasing order of preference. */
 static const ukernel_table *const isas[] = {
     &attn__ukernels_generic,
-#if defined(ATTN_ISA_X86)
     &attn__ukernels_avx2,
     &attn__ukernels_avx512,
-#endif
 };
 enum { ISA_COUNT = sizeof isas / sizeof isas[0] };
 
@@ -130,11 +128,11 @@ static int isa_from_environment(const char **reason) {
     if (!env || !*env || strcmp(env, "ref") == 0) return best;
     int wanted = isa_from_name(env);
     if (wanted < 0) {
-        *reason = "ATTN_ARCH names no instruction set of this build; using the best the CPU supports";
+        *reason = "ATTN_ARCH names no known instruction set; using the best the CPU supports";
         return best;
     }
     if (!isa_supported(wanted)) {
-        *reason = "ATTN_ARCH names an instruction set this CPU lacks; using the best it supports";
+        *reason = "ATTN_ARCH names an instruction set this CPU or build lacks; using the best it supports";
         return best;
     }
     *reason = "forced by ATTN_ARCH";
@@ -189,7 +187,7 @@ attn_status attn__dispatch_force(const char *arch) {
         char names[128];
         isa_names(names, sizeof names);
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "unknown instruction set \"%s\" (this build has %s, and \"ref\" for the "
+                          "unknown instruction set \"%s\" (there are %s, and \"ref\" for the "
                           "reference kernel)", arch, names);
     }
     if (!isa_supported(wanted))

@@ -241,13 +241,12 @@ static inline void flash_prefetch_rest(flash_prefetch_cursor *c) {
 #define FLASH_ROWS_MAX 16
 
 /* The per-ISA tables (src/isa/<isa>/ukernels.c), named in dispatch.c's
- * list.  Only the portable one is always built; the x86 ones exist in
- * builds with ATTN_ISA_X86 (x86-64 without -DATTN_PORTABLE=ON). */
+ * list.  Every build has every table: where the instructions cannot be
+ * compiled (another architecture, -DATTN_PORTABLE=ON) a table has only its
+ * name and a supported() that says no. */
 extern const ukernel_table attn__ukernels_generic;
-#if defined(ATTN_ISA_X86)
 extern const ukernel_table attn__ukernels_avx2;
 extern const ukernel_table attn__ukernels_avx512;
-#endif
 
 /* ---------------------------------------------------------------- dispatch
  * (dispatch.c).  Chosen once, at first use, thread-safely. */

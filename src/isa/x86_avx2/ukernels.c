@@ -11,6 +11,8 @@
  */
 #include "flash/ukernels.h"
 
+#if defined(__x86_64__) && !defined(ATTN_PORTABLE)
+
 #include "isa/x86_avx2/vec.h"
 #include "isa/x86_avx2/exp2.h"
 
@@ -38,3 +40,11 @@ static bool avx2_supported(void) {
 #define UKERNEL_ISA "avx2"
 #define UKERNEL_SUPPORTED avx2_supported
 #include "isa/templates/table.h"
+
+#else
+/* A build without these instructions (another architecture, or
+ * -DATTN_PORTABLE=ON) still knows the ISA's name: it is a supported() =
+ * false table, so that asking for it says "not in this build". */
+static bool avx2_supported(void) { return false; }
+const ukernel_table attn__ukernels_avx2 = {.isa = "avx2", .supported = avx2_supported};
+#endif

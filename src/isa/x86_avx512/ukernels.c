@@ -12,6 +12,8 @@
  */
 #include "flash/ukernels.h"
 
+#if defined(__x86_64__) && !defined(ATTN_PORTABLE)
+
 #include "isa/x86_avx512/vec.h"
 #include "isa/x86_avx512/exp2.h"
 
@@ -40,3 +42,11 @@ static bool avx512_supported(void) {
 #define UKERNEL_ISA "avx512"
 #define UKERNEL_SUPPORTED avx512_supported
 #include "isa/templates/table.h"
+
+#else
+/* A build without these instructions (another architecture, or
+ * -DATTN_PORTABLE=ON) still knows the ISA's name: it is a supported() =
+ * false table, so that asking for it says "not in this build". */
+static bool avx512_supported(void) { return false; }
+const ukernel_table attn__ukernels_avx512 = {.isa = "avx512", .supported = avx512_supported};
+#endif
