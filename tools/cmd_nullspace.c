@@ -123,10 +123,11 @@ static int run_chapter(const attn_nullspace_options *opt, const char *o_path) {
     int rc = search_and_print(&r, opt, o_path);
     if (rc) return rc;
 
-    cli_chapter ch;
-    cli_chapter_init(&ch);
+    attn_chapter ch;
+    attn_status st = attn_chapter_compute(&ch);
+    const attn_mha m = attn_chapter_module(&ch);
     attn_trace t = {0};
-    attn_status st = attn_mha_forward_traced(&ch.m, ch.x, 1, 3, NULL, 0, NULL, NULL, 0, &t, NULL);
+    if (st == ATTN_OK) st = attn_mha_forward_traced(&m, &ch.x[0][0], 1, 3, NULL, 0, NULL, NULL, 0, &t, NULL);
     if (st) return cli_data_error("nullspace", "%s: %s", attn_status_str(st), attn_last_error());
     printf("\nThe worked example, query 3: v1 = [2, 0], v2 = [0, 1], v3 = [2, 1] = v1 + v2.\n");
     row_problem q3 = {.weights = t.pattern + 2 * 3, .values = t.v, .keys = 3, .width = 2};

@@ -295,12 +295,14 @@ int cmd_paths(int argc, char **argv) {
     if (mha && paths[IN_CHANGED_CONTEXT] && !paths[IN_CONTEXT])
         return cli_usage_error("paths", "--changed-context needs --context (for self-attention, change --changed)");
 
-    cli_chapter ch;
+    attn_chapter ch;
     if (chapter) {
-        cli_chapter_init(&ch);
         if (sel.query < 0) sel.query = 2;
         if ((rc = cli_load_attention_inputs("paths", &ao, 1, 1, 3, 3))) goto cleanup;
-        attn_status st = attn_mha_paths(&ch.m, ch.x, ch.x_changed, 1, 3, NULL, NULL, 0, &ao.opt, &p);
+        attn_status st = attn_chapter_compute(&ch);
+        const attn_mha m = attn_chapter_module(&ch);
+        if (st == ATTN_OK)
+            st = attn_mha_paths(&m, &ch.x[0][0], &ch.x_changed[0][0], 1, 3, NULL, NULL, 0, &ao.opt, &p);
         if (st) {
             rc = cli_data_error("paths", "%s: %s", attn_status_str(st), attn_last_error());
             goto cleanup;
@@ -326,7 +328,7 @@ int cmd_paths(int argc, char **argv) {
         if (chapter)
             printf("the chapter's example: X = [[1,0],[0,1],[1,1]], W_Q = I, W_K = c*I (c = sqrt(2)*ln 2 = %.6g),\n"
                    "W_V = diag(2, 1); changed input: x2 = [0, 1] -> [0, 2].  Query 2 (0-based) is the chapter's q3.\n",
-                   (double)ch.wk[0]);
+                   ch.c);
         const bool module_block = mha && (t->heads > 1 || mod.m.wo || mod.m.bo);
         print_tables(&p, &sel, module_block);
     }

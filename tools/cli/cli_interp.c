@@ -1,6 +1,6 @@
 /*
  * cli_interp.c — loading modules and q/k/v for the interpretability
- * subcommands, the chapter's example, and vector printing.
+ * subcommands, and vector printing.
  *
  * Shapes (row convention): wq [d_model, H*D]  wk [d_ctx, G*D]  wv [d_ctx, G*Dv]
  *   wo [H*Dv, d_out]  bq [H*D]  bk [G*D]  bv [G*Dv]  bo [d_out]
@@ -139,20 +139,6 @@ int cli_load_tensor(const char *cmd, const char *flag, const char *path, attn_ar
                                   cli_shape_str(a, buf, sizeof buf));
     *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
     return CLI_OK;
-}
-
-void cli_chapter_init(cli_chapter *ch) {
-    const float c = (float)(sqrt(2.0) * log(2.0));
-    const float x[6] = {1, 0, 0, 1, 1, 1}, identity[4] = {1, 0, 0, 1}, wv[4] = {2, 0, 0, 1};
-    memcpy(ch->x, x, sizeof x);
-    memcpy(ch->x_changed, x, sizeof x);
-    ch->x_changed[3] = 2; /* x2 = [0, 1] -> [0, 2] */
-    memcpy(ch->wq, identity, sizeof identity);
-    ch->wk[0] = ch->wk[3] = c;
-    ch->wk[1] = ch->wk[2] = 0;
-    memcpy(ch->wv, wv, sizeof wv);
-    ch->m = (attn_mha){.struct_size = sizeof(attn_mha), .d_model = 2, .heads = 1, .head_dim = 2, .d_out = 2,
-                       .wq = ch->wq, .wk = ch->wk, .wv = ch->wv};
 }
 
 static const char *format_vector(char *buf, size_t size, const float *xf, const double *xd, int64_t n,

@@ -1,7 +1,8 @@
 /*
  * cli_interp.h — what the interpretability subcommands (trace, paths,
  * nullspace) share: loading a multi-head module or bare q/k/v from .npy
- * flags, the chapter's worked example as inputs, and printing short vectors.
+ * flags, and printing short vectors.  (The chapter's worked example, which
+ * their --chapter takes as input, is the library's: attn_chapter.h.)
  */
 #ifndef ATTN_CLI_INTERP_H
 #define ATTN_CLI_INTERP_H
@@ -39,15 +40,6 @@ int cli_load_sequence(const char *cmd, const char *flag, const char *path, attn_
 /* Loads q, k or v of rank 2 [P, W], 3 [P, H, W] or 4 [B, P, H, W] as a tensor. */
 int cli_load_tensor(const char *cmd, const char *flag, const char *path, attn_array *a,
                     attn_tensor *t);
-
-/* ------------------------------------------- the chapter's worked example
- * X = [[1,0],[0,1],[1,1]], W_Q = I, W_K = c I (c = sqrt(2) ln 2),
- * W_V = diag(2, 1), one head, no W_O; the changed input has x2 = [0, 2]. */
-typedef struct cli_chapter {
-    float x[6], x_changed[6], wq[4], wk[4], wv[4];
-    attn_mha m;
-} cli_chapter;
-void cli_chapter_init(cli_chapter *ch);
 
 /* ------------------------------------------------------------- printing */
 /* Writes "[1.5, 0.75]" (%g to 6 digits, at most max entries, then ", ...")

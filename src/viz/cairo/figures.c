@@ -2,89 +2,24 @@
  * figures.c — attn_chapter_figure_write: the chapter's three figures, drawn
  * from numbers the library computes.
  *
- * Only the chapter's inputs are typed in (X, W_Q = I, W_K = c·I with
- * c = √2·ln2, W_V = diag(2, 1), the changed x2 = [0, 2]); Q, K, V, the
- * scores, weights and outputs come from attn_linear_forward,
- * attn_sdpa_scores and attn_sdpa_forward.  The drawing code itself only
- * takes exp of the library's scores (to show the chapter's 1, 2, 0), sums
- * the unmasked weights (the wrong way's 3/5) and multiplies each weight by
- * its value (Figure 1's term-by-term row).
+ * The numbers are the chapter's worked example as attn_chapter_compute
+ * fills it (attn_chapter.h); nothing of the example is typed in here.  The
+ * drawing code itself only takes exp of the library's scores (to show the
+ * chapter's 1, 2, 0), sums the unmasked weights (the wrong way's 3/5) and
+ * multiplies each weight by its value (Figure 1's term-by-term row).
  *
  * Shape legend: X, Q, K, V, O [3, 2]   W [2, 2]   scores, weights [3, 3]
  *               (rows: queries, columns: positions read)
  */
 #include "viz/cairo/draw.h"
 
+#include "attn_chapter.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-enum { POS = 3, WIDTH = 2 };
-
-/* ------------------------------------------------------------ the numbers */
-
-typedef struct {
-    float q[POS][WIDTH], k[POS][WIDTH], v[POS][WIDTH], out[POS][WIDTH];
-    float scaled[POS][POS]; /* q·k/√d, -inf where hidden */
-    float weights[POS][POS];
-} attention_pass;
-
-typedef struct {
-    double c;
-    float x[POS][WIDTH], x_changed[POS][WIDTH];
-    float wq[WIDTH][WIDTH], wk[WIDTH][WIDTH], wv[WIDTH][WIDTH];
-    attention_pass base, changed, causal;
-    attention_pass cases[4]; /* Figure 2: original, K only, V only, both */
-} chapter_numbers;
-
-static attn_status attend(attention_pass *p, int causal) {
-    attn_tensor q = attn_tensor_2d(&p->q[0][0], POS, WIDTH);
-    attn_tensor k = attn_tensor_2d(&p->k[0][0], POS, WIDTH);
-    attn_tensor v = attn_tensor_2d(&p->v[0][0], POS, WIDTH);
-    attn_tensor o = attn_tensor_2d(&p->out[0][0], POS, WIDTH);
-    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
-    opt.causal = causal;
-    attn_status st = attn_sdpa_scores(&q, &k, &opt, &p->scaled[0][0]);
-    return st ? st : attn_sdpa_forward(&q, &k, &v, &opt, &o, &p->weights[0][0], NULL);
-}
-
-static attn_status project(attention_pass *p, const float *x, const chapter_numbers *n) {
-    attn_status st;
-    if ((st = attn_linear_forward(x, POS, WIDTH, &n->wq[0][0], NULL, WIDTH, &p->q[0][0])) ||
-        (st = attn_linear_forward(x, POS, WIDTH, &n->wk[0][0], NULL, WIDTH, &p->k[0][0])) ||
-        (st = attn_linear_forward(x, POS, WIDTH, &n->wv[0][0], NULL, WIDTH, &p->v[0][0])))
-        return st;
-    return attend(p, 0);
-}
-
-static attn_status compute(chapter_numbers *n) {
-    memset(n, 0, sizeof *n);
-    n->c = sqrt(2.0) * log(2.0);
-    const float c = (float)n->c;
-    const float x[POS][WIDTH] = {{1, 0}, {0, 1}, {1, 1}};
-    const float wq[WIDTH][WIDTH] = {{1, 0}, {0, 1}};
-    const float wk[WIDTH][WIDTH] = {{c, 0}, {0, c}};
-    const float wv[WIDTH][WIDTH] = {{2, 0}, {0, 1}};
-    memcpy(n->x, x, sizeof x);
-    memcpy(n->x_changed, x, sizeof x);
-    n->x_changed[1][1] = 2; /* x2 = [0, 1] becomes [0, 2] */
-    memcpy(n->wq, wq, sizeof wq);
-    memcpy(n->wk, wk, sizeof wk);
-    memcpy(n->wv, wv, sizeof wv);
-    attn_status st;
-    if ((st = project(&n->base, &n->x[0][0], n)) || (st = project(&n->changed, &n->x_changed[0][0], n)))
-        return st;
-    /* Figure 2: bit 0 swaps in the changed keys, bit 1 the changed values. */
-    for (int i = 0; i < 4; i++) {
-        attention_pass *p = &n->cases[i];
-        memcpy(p->q, n->base.q, sizeof p->q);
-        memcpy(p->k, (i & 1) ? n->changed.k : n->base.k, sizeof p->k);
-        memcpy(p->v, (i & 2) ? n->changed.v : n->base.v, sizeof p->v);
-        if ((st = attend(p, 0))) return st;
-    }
-    n->causal = n->base;
-    return attend(&n->causal, 1);
-}
+enum { POS = ATTN_CHAPTER_POSITIONS, WIDTH = ATTN_CHAPTER_WIDTH };
 
 /* ------------------------------------------------------------------ text */
 
@@ -380,8 +315,8 @@ static void dashed_rect(cairo_t *cr, double x, double y, double w, double h, uns
 #define FIG1_W 980.0
 #define FIG1_H 720.0
 
-static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t) {
-    const attention_pass *b = &n->base;
+static void figure1(cairo_t *cr, const attn_chapter *n, const figure_text *t) {
+    const attn_chapter_pass *b = &n->base;
     const double cell = 34, mh = 3 * cell * 0.8; /* a 3x2 matrix: 68 x 81.6 */
     char text[96];
     label(cr, 24, 26, t->fig1_title, 15, true, VIZ_INK, 0);
@@ -496,12 +431,12 @@ static void figure1(cairo_t *cr, const chapter_numbers *n, const figure_text *t)
 #define FIG2_W 980.0
 #define FIG2_H 520.0
 
-static void figure2(cairo_t *cr, const chapter_numbers *n, const figure_text *t) {
+static void figure2(cairo_t *cr, const attn_chapter *n, const figure_text *t) {
     char text[64];
     label(cr, 24, 26, t->fig2_title, 15, true, VIZ_INK, 0);
     const double pw = 221, gap = 12, px0 = 24, py = 52, ph = 400;
     for (int c = 0; c < 4; c++) {
-        const attention_pass *p = &n->cases[c];
+        const attn_chapter_pass *p = &n->cases[c];
         const bool k_changed = c & 1, v_changed = c & 2;
         const double x = px0 + c * (pw + gap), mid = x + pw / 2;
         attn__viz_round_rect(cr, x, py, pw, ph, 10);
@@ -582,8 +517,8 @@ static void axis_labels(cairo_t *cr, double x, double y, double cell, const figu
     attn__viz_text_up(cr, x - 32, y + 1.5 * cell, t->queries, 0.5);
 }
 
-static void figure3(cairo_t *cr, const chapter_numbers *n, const figure_text *t) {
-    const attention_pass *cz = &n->causal, *b = &n->base;
+static void figure3(cairo_t *cr, const attn_chapter *n, const figure_text *t) {
+    const attn_chapter_pass *cz = &n->causal, *b = &n->base;
     char text[160], a[16], bb[16], s[16];
     label(cr, 24, 26, t->fig3_title, 15, true, VIZ_INK, 0);
 
@@ -678,8 +613,8 @@ attn_status attn_chapter_figure_write(const char *path, int figure, const char *
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_chapter_figure_write: lang must be \"en\" or \"zh\", got \"%s\"", lang);
     const figure_text *t = lang && strcmp(lang, "zh") == 0 ? &text_zh : &text_en;
-    chapter_numbers n;
-    attn_status st = compute(&n);
+    attn_chapter n;
+    attn_status st = attn_chapter_compute(&n);
     if (st != ATTN_OK) return st;
     static const double size[3][2] = {{FIG1_W, FIG1_H}, {FIG2_W, FIG2_H}, {FIG3_W, FIG3_H}};
     viz_doc doc;
