@@ -6,12 +6,11 @@
  * under several mask kinds.
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#define MHA_REL_FAIL 1e-5
 
 /* y[rows, n] = x[rows, m] w[m, n] + b, in long double, then stored as float
  * (the library stores its projections as float too). */
@@ -71,7 +70,8 @@ static void check_module(test_rng *r, int64_t B, int64_t L, int64_t S, int cross
     if (st) fail_msg("%s: %s", label, attn_last_error());
     double scale = fmax(1.0, max_abs(want, B * L * dout));
     double d_out = max_abs_diff(want, out, B * L * dout), d_w = max_abs_diff(want_w, w, B * Hq * L * S);
-    if (d_out > MHA_REL_FAIL * scale || d_w > 1e-6) fail_msg("%s: out diff %.3g, weights diff %.3g", label, d_out, d_w);
+    if (d_out > MHA_OUT_REL_FAIL * scale || d_w > MHA_WEIGHT_ABS_FAIL)
+        fail_msg("%s: out diff %.3g, weights diff %.3g", label, d_out, d_w);
 
     free(x); if (cross) free(ctx);
     free(wq); free(wk); free(wv); free(wo); free(bq); free(bk); free(bv); free(bo);
@@ -113,7 +113,8 @@ static void chapter_shape_walk(void **state) {
     assert_int_equal(attn_mha_forward(&m, x, 1, 3, NULL, 0, NULL, out, NULL, NULL), ATTN_OK);
     /* W_O here adds the two heads' outputs: out = head0 + head1. */
     for (int i = 0; i < 3; i++)
-        for (int d = 0; d < 2; d++) assert_float_equal(out[i * 2 + d], concat[i * 4 + d] + concat[i * 4 + 2 + d], 1e-6);
+        for (int d = 0; d < 2; d++)
+            assert_float_equal(out[i * 2 + d], concat[i * 4 + d] + concat[i * 4 + 2 + d], CHAPTER_HEAD_SUM_ABS_FAIL);
 }
 
 int main(void) {

@@ -12,13 +12,11 @@
  *   - each output coordinate of a bare head lies within the values' range (§4).
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ROW_SUM_FAIL 1e-6
-#define PERMUTE_REL_FAIL 1e-6
 
 typedef struct {
     int64_t L, S, H, D;
@@ -78,7 +76,7 @@ static void rows_sum_to_one_and_masked_weights_are_zero(void **state) {
                 visible |= ref_w[row * c->S + j] != 0.0;
                 sum += x;
             }
-            if (visible && fabs(sum - 1.0) > ROW_SUM_FAIL)
+            if (visible && fabs(sum - 1.0) > PROP_ROW_SUM_FAIL)
                 fail_msg("mask %s: row %lld sums to %.9f", mask_kind_names[kind], (long long)row, sum);
             if (!visible) assert_true(sum == 0.0);
         }
@@ -104,12 +102,13 @@ static void permuting_keys_and_values_together_changes_nothing(void **state) {
     }
     problem_run(&p, NULL);
     problem_run(&perm, NULL);
-    for (int e = 0; e < 11 * 3 * 8; e++) assert_float_equal(p.out[e], perm.out[e], PERMUTE_REL_FAIL * 4);
+    for (int e = 0; e < 11 * 3 * 8; e++) assert_float_equal(p.out[e], perm.out[e], PROP_PERMUTE_REL_FAIL * 4);
     /* The weights move with their keys. */
     for (int h = 0; h < 3; h++)
         for (int i = 0; i < 11; i++)
             for (int j = 0; j < 23; j++)
-                assert_float_equal(perm.w[(h * 11 + i) * 23 + j], p.w[(h * 11 + i) * 23 + order[j]], 1e-6);
+                assert_float_equal(perm.w[(h * 11 + i) * 23 + j], p.w[(h * 11 + i) * 23 + order[j]],
+                                   PROP_PERMUTE_WEIGHT_ABS_FAIL);
     problem_free(&p);
     problem_free(&perm);
 }
@@ -160,9 +159,9 @@ static void weight_moves_between_identical_values(void **state) {
         float bias[5] = {logf(0.6f * pair_splits[s]), logf(0.6f * (1 - pair_splits[s])), logf(0.1f), logf(0.2f), logf(0.1f)};
         opt.bias = bias;
         problem_run(&p, &opt);
-        assert_float_equal(p.w[0], 0.6f * pair_splits[s], 1e-6);
+        assert_float_equal(p.w[0], 0.6f * pair_splits[s], PROP_BIAS_WEIGHT_ABS_FAIL);
         if (s == 0) memcpy(first, p.out, sizeof first);
-        for (int d = 0; d < 4; d++) assert_float_equal(p.out[d], first[d], 1e-6);
+        for (int d = 0; d < 4; d++) assert_float_equal(p.out[d], first[d], PROP_SPLIT_OUT_ABS_FAIL);
     }
     problem_free(&p);
 }
@@ -189,7 +188,7 @@ static void outputs_lie_within_the_values_range(void **state) {
                 float x = out[i * 4 + d];
                 /* A fully masked row is 0, which need not lie in the range. */
                 if (x == 0.0f) continue;
-                assert_true(x >= lo - 1e-6f && x <= hi + 1e-6f);
+                assert_true(x >= lo - PROP_RANGE_ABS_FAIL && x <= hi + PROP_RANGE_ABS_FAIL);
             }
         }
         random_case_free(&rc);

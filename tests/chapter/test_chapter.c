@@ -10,6 +10,7 @@
  *               scores, weights [3, 3] (rows: queries, columns: keys)
  */
 #include "testutil.h"
+#include "tolerances.h"
 
 #include "attn.h"
 #include "attn_chapter.h"
@@ -21,10 +22,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* fp32 storage, double accumulation: the chapter's numbers come out within
- * a few float ulps. */
-#define CHAPTER_TOL 1e-6
 
 enum { POS = 3, WIDTH = 2 };
 
@@ -49,7 +46,7 @@ static void expect_near(const float *got, const double *want, int n, const char 
                 fail_msg("%s[%d] = %.9g, want %g", what, i, got[i], want[i]);
             continue;
         }
-        if (!(fabs((double)got[i] - want[i]) <= CHAPTER_TOL))
+        if (!(fabs((double)got[i] - want[i]) <= CHAPTER_ABS_FAIL))
             fail_msg("%s[%d] = %.9g, want %.9g (diff %.3g)", what, i, got[i], want[i],
                      fabs((double)got[i] - want[i]));
     }
@@ -99,7 +96,7 @@ static void projections(void **state) {
     expect_near(q, want_q, 6, "Q");
     expect_near(k, want_k, 6, "K");
     expect_near(v, want_v, 6, "V");
-    assert_true(fabs(c - 0.9803) < 0.5e-4); /* c ≈ 0.9803 */
+    assert_true(fabs(c - 0.9803) < CHAPTER_ROUNDED_ABS_FAIL); /* c ≈ 0.9803 */
 }
 
 /* §3: raw scores q·k (q3: c, c, 2c); scaled by 1/√2 they are multiples of

@@ -6,13 +6,12 @@
  * file left behind.
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CLI_REL_FAIL 1e-5
 
 static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
     attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
@@ -80,7 +79,7 @@ static void sdpa_case(test_rng *r, int64_t B, int64_t L, int64_t S, int64_t Hq, 
     double scale = fmax(1.0, max_abs(want_out, n_out));
     double d_out = max_abs_diff(want_out, out, n_out), d_w = max_abs_diff(want_w, w, n_w),
            d_lse = max_abs_diff(want_lse, lse, n_lse);
-    if (d_out > CLI_REL_FAIL * scale || d_w > 1e-6 || d_lse > 1e-5)
+    if (d_out > CLI_OUT_REL_FAIL * scale || d_w > CLI_WEIGHT_ABS_FAIL || d_lse > CLI_LSE_ABS_FAIL)
         fail_msg("sdpa%s: diff out %.3g weights %.3g lse %.3g", flags, d_out, d_w, d_lse);
     free(want_out); free(want_w); free(want_lse); free(out); free(w); free(lse);
     random_case_free(&rc);
@@ -113,9 +112,9 @@ static void sdpa_two_d_shapes(void **state) {
     float *o = load_f32(test_path("o2.npy"), 2, 6), *w = load_f32(test_path("w2.npy"), 2, 9),
           *l = load_f32(test_path("l2.npy"), 1, 3);
     /* Row 1 sees only key 1 under the causal mask: weight 1, output v1. */
-    assert_float_equal(w[0], 1.0, 1e-7);
-    assert_float_equal(o[0], 2.0, 1e-6);
-    assert_float_equal(l[0], 1.0 / sqrt(2.0), 1e-6);
+    assert_float_equal(w[0], 1.0, CLI_ONE_KEY_WEIGHT_ABS_FAIL);
+    assert_float_equal(o[0], 2.0, CLI_ONE_KEY_ABS_FAIL);
+    assert_float_equal(l[0], 1.0 / sqrt(2.0), CLI_ONE_KEY_ABS_FAIL);
     free(o); free(w); free(l);
 }
 

@@ -6,14 +6,12 @@
  * message naming the file or flag, and no output left behind.
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The CLI runs the default kernel; the reference is the oracle. */
-#define GRAD_REL_FAIL 1e-5
 
 static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
     attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
@@ -39,7 +37,7 @@ static float *load_f32(const char *path, int ndim, const int64_t *shape) {
     return a.data;
 }
 
-/* max |want - got| <= GRAD_REL_FAIL * max(1, max |want|). */
+/* max |want - got| <= CLI_GRAD_REL_FAIL * max(1, max |want|). */
 static void expect_close(const char *what, const float *want, const float *got, int64_t n) {
     double scale = 1, diff = 0;
     for (int64_t e = 0; e < n; e++) {
@@ -47,7 +45,7 @@ static void expect_close(const char *what, const float *want, const float *got, 
         diff = fmax(diff, fabs((double)want[e] - (double)got[e]));
         if (isnan(got[e])) fail_msg("%s: NaN at %lld", what, (long long)e);
     }
-    if (diff > GRAD_REL_FAIL * scale) fail_msg("%s: max diff %.3g (scale %.3g)", what, diff, scale);
+    if (diff > CLI_GRAD_REL_FAIL * scale) fail_msg("%s: max diff %.3g (scale %.3g)", what, diff, scale);
 }
 
 /* The mask flags of a random case, its mask files written. */

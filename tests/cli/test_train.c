@@ -5,13 +5,13 @@
  * count.  Ratios are asserted, never times.
  */
 #include "testutil.h"
+#include "tolerances.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TRAIN_STEPS 40
-#define LOSS_RATIO_FAIL 0.5   /* held-out loss after / before must be below this */
 
 /* Reads "<key> (...): loss X" from the output. */
 static double held_out_loss(const char *output, const char *key) {
@@ -30,7 +30,7 @@ static void learns(void **state) {
     if (st) fail_msg("attn train exited %d: %s", st, output);
     double before = held_out_loss(output, "before training"), after = held_out_loss(output, "after training");
     print_message("held-out loss %.4f -> %.4f after %d steps\n", before, after, TRAIN_STEPS);
-    if (!(after < LOSS_RATIO_FAIL * before)) fail_msg("loss %.4f -> %.4f: not below %.2f of the start", before, after, LOSS_RATIO_FAIL);
+    if (!(after < TRAIN_LOSS_RATIO_FAIL * before)) fail_msg("loss %.4f -> %.4f: not below %.2f of the start", before, after, TRAIN_LOSS_RATIO_FAIL);
     double w_before, inv_s, w_after;
     const char *line = strstr(output, "mean weight the query puts on the matching key:");
     if (!line || sscanf(line, "mean weight the query puts on the matching key: %lf before training (1/S = %lf), %lf after",

@@ -6,6 +6,7 @@
  * has; and bit-identical gradients for 1, 2 and 3 threads.
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include "flash/flash.h"
 #include "flash/ukernels.h"
@@ -14,10 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Relative to the largest gradient magnitude of each tensor (at least 1). */
-#define GRAD_REL_WARN 2e-6
-#define GRAD_REL_FAIL 1e-5
 
 static double worst_seen;
 
@@ -84,9 +81,9 @@ static void check_case(random_case *rc, test_rng *r, const char *label) {
     double d_q = rel_diff(ref.dq, fast[0].dq, nq), d_k = rel_diff(ref.dk, fast[0].dk, nk),
            d_v = rel_diff(ref.dv, fast[0].dv, nv);
     double worst = fmax(d_q, fmax(d_k, d_v));
-    if (!(worst <= GRAD_REL_FAIL))
+    if (!(worst <= FLASH_GRAD_REL_FAIL))
         fail_msg("%s: flash vs reference, relative max diff dq %.3g dk %.3g dv %.3g", label, d_q, d_k, d_v);
-    if (worst > GRAD_REL_WARN) print_message("warning: %s: relative diff %.3g (q %.3g k %.3g v %.3g)\n", label, worst, d_q, d_k, d_v);
+    if (worst > FLASH_GRAD_REL_WARN) print_message("warning: %s: relative diff %.3g (q %.3g k %.3g v %.3g)\n", label, worst, d_q, d_k, d_v);
     if (worst > worst_seen) worst_seen = worst;
     for (int t = 1; t < 3; t++) {
         if (memcmp(fast[0].dq, fast[t].dq, sizeof(float) * (size_t)nq) ||

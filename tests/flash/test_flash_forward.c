@@ -10,6 +10,7 @@
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
  */
 #include "oracle.h"
+#include "tolerances.h"
 #include "flash/flash.h"
 #include "flash/ukernels.h"
 
@@ -17,31 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Thresholds come in (warn, fail) pairs.  Both sides read the same fp32
- * inputs; what remains is flash's fp32 accumulation against the reference's
- * double, and above all the fp32 rounding of the scores, which grows with
- * their magnitude.  With sigma = scale·rms(q)·rms(k)·sqrt(D), the spread of
- * the scores (1 with the default scale on unit-variance data):
- *   outputs: |diff| <= OUT_REL · max(1, sigma) · max(max|reference output|, rms(v))
- *   weights: |diff| <= WEIGHT_ABS · max(1, sigma)        (weights are <= 1)
- *   lse:     |diff| <= LSE_REL · max(1, |lse|, sigma)
- * An output is a weighted average of values, rounded like them: rms(v)
- * stands in when averaging cancels the output down to much less (a single
- * value column averaged over 1000 keys).
- * So the thresholds apply as they stand at the default scale, and grow to
- * about 8x for a custom scale of 0.5 at D = 256, where an fp32 dot product
- * of 256 terms is off by up to ~2e-5 whatever kernel computes it (measured,
- * docs/kernels.md). */
-#define OUT_REL_WARN 1e-6
-#define OUT_REL_FAIL 2e-6
-#define WEIGHT_ABS_WARN 1e-6
-#define WEIGHT_ABS_FAIL 2e-6
-#define LSE_REL_WARN 1e-6
-#define LSE_REL_FAIL 4e-6
-/* exp2 of the vector kernels, relative error over [-126, 0]. */
-#define EXP2_REL_WARN 1.5e-7
-#define EXP2_REL_FAIL 2e-7
 
 static const char *const isas[] = {"generic", "avx2", "avx512"};
 enum { ISA_COUNT = 3 };
@@ -109,7 +85,7 @@ static double max_abs_f(const float *x, int64_t n) {
     return m;
 }
 
-/* sigma of the problem of rc (see the thresholds above). */
+/* sigma of the problem of rc (see the FLASH_ thresholds in tolerances.h). */
 static double score_spread(const random_case *rc) {
     const oracle_case *c = &rc->c;
     double sq = 0, sk = 0;
@@ -149,13 +125,13 @@ static void compare(const result *ref, const result *got, bool with_weights, dou
             if (rel > d_lse) d_lse = rel;
         }
     }
-    if (d_out > OUT_REL_FAIL * factor * out_scale || d_w > WEIGHT_ABS_FAIL * factor ||
-        d_lse > LSE_REL_FAIL)
+    if (d_out > FLASH_OUT_REL_FAIL * factor * out_scale || d_w > FLASH_WEIGHT_ABS_FAIL * factor ||
+        d_lse > FLASH_LSE_REL_FAIL)
         fail_msg("%s: out diff %.3g (scale %.3g, rel %.3g), weights %.3g, lse rel %.3g, "
                  "sigma %.3g", label, d_out, out_scale,
                  d_out / (out_scale > 0 ? out_scale : 1), d_w, d_lse, sigma);
-    if (d_out > OUT_REL_WARN * factor * out_scale || d_w > WEIGHT_ABS_WARN * factor ||
-        d_lse > LSE_REL_WARN)
+    if (d_out > FLASH_OUT_REL_WARN * factor * out_scale || d_w > FLASH_WEIGHT_ABS_WARN * factor ||
+        d_lse > FLASH_LSE_REL_WARN)
         print_message("warning: %s: out rel %.3g, weights %.3g, lse rel %.3g (sigma %.3g)\n",
                       label, d_out / (out_scale > 0 ? out_scale : 1), d_w, d_lse, sigma);
 }
@@ -435,8 +411,8 @@ static void vector_exp2(void **state) {
             if (rel > worst) worst = rel;
         }
         print_message("[%s] exp2 max relative error over [-126, 0]: %.3g\n", isas[i], worst);
-        if (worst > EXP2_REL_WARN) print_message("warning: [%s] exp2 error %.3g\n", isas[i], worst);
-        assert_true(worst <= EXP2_REL_FAIL);
+        if (worst > FLASH_EXP2_REL_WARN) print_message("warning: [%s] exp2 error %.3g\n", isas[i], worst);
+        assert_true(worst <= FLASH_EXP2_REL_FAIL);
         float special[5] = {-126.5f, -1000.0f, -INFINITY, NAN, 0.0f}, out[5];
         kern->exp2_n(special, out, 5);
         assert_true(out[0] == 0.0f && out[1] == 0.0f && out[2] == 0.0f);

@@ -9,6 +9,7 @@
  * replaced key moves only its own column of scores.
  */
 #include "testutil.h"
+#include "tolerances.h"
 
 #include "attn.h"
 #include "attn_chapter.h"
@@ -21,11 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHAPTER_ABS_FAIL 1e-6 /* the chapter's numbers are exact; fp32 storage */
-#define RATIO_REL_FAIL 1e-5   /* relative weights among untouched keys        */
-#define OUT_ABS_FAIL 1e-5     /* outputs of O(1) recomputed another way       */
-#define NULLSPACE_TOL 1e-6
 
 #define CHECK(call)                                                                     \
     do {                                                                                \
@@ -233,7 +229,7 @@ static void trace_matches_forward(void **state) {
             for (int64_t o = 0; o < mc.m.d_out; o++) {
                 double sum = mc.m.bo[o];
                 for (int64_t h = 0; h < 4; h++) sum += t.result[(row * 4 + h) * mc.m.d_out + o];
-                expect_near("sum of hook_result + bo", sum, out[row * mc.m.d_out + o], OUT_ABS_FAIL);
+                expect_near("sum of hook_result + bo", sum, out[row * mc.m.d_out + o], INTERP_OUT_ABS_FAIL);
             }
         attn_trace_free(&t);
         free(out); free(out_t); free(w);
@@ -305,7 +301,7 @@ static void self_patch_is_identity(void **state) {
     CHECK(attn_mha_forward_traced(&mc.m, mc.x, mc.B, mc.L, NULL, 0, &opt, &identity, 1, &patched, NULL));
     assert_memory_equal(base.pattern, patched.pattern, sizeof(float) * (size_t)hook_count(&base, ATTN_HOOK_PATTERN));
     for (int64_t i = 0; i < hook_count(&base, ATTN_HOOK_Z); i++)
-        expect_near("z from the unpatched pattern", patched.z[i], base.z[i], OUT_ABS_FAIL);
+        expect_near("z from the unpatched pattern", patched.z[i], base.z[i], INTERP_OUT_ABS_FAIL);
     attn_trace_free(&patched);
     attn_trace_free(&base);
     module_free(&mc);
@@ -349,7 +345,7 @@ static void ablation(void **state) {
             for (int64_t i = 0; i < mc.L; i++) want += base.z[((b * mc.L + i) * 3 + 1) * 4 + d];
             want /= (double)mc.L;
             for (int64_t i = 0; i < mc.L; i++) {
-                expect_near("mean-ablated z", t.z[((b * mc.L + i) * 3 + 1) * 4 + d], want, 1e-6);
+                expect_near("mean-ablated z", t.z[((b * mc.L + i) * 3 + 1) * 4 + d], want, INTERP_MEAN_ABS_FAIL);
                 /* other heads untouched */
                 assert_memory_equal(&t.z[((b * mc.L + i) * 3 + 0) * 4], &base.z[((b * mc.L + i) * 3 + 0) * 4], 4 * sizeof(float));
             }
@@ -411,7 +407,7 @@ static void replaced_key(void **state) {
                                 if (a == j || c == j || base.pattern[row + c] == 0) continue;
                                 double before = (double)base.pattern[row + a] / base.pattern[row + c];
                                 double after = (double)t.pattern[row + a] / t.pattern[row + c];
-                                if (fabs(after - before) > RATIO_REL_FAIL * fmax(1.0, before))
+                                if (fabs(after - before) > INTERP_RATIO_REL_FAIL * fmax(1.0, before))
                                     fail_msg("row proportions moved: %g -> %g", before, after);
                             }
                     }
@@ -453,8 +449,10 @@ static void pattern_override(void **state) {
     float want_o[L * Dv], want_w[L * S];
     attn_tensor ot = attn_tensor_2d(want_o, L, Dv);
     CHECK(attn_sdpa_forward(&qt, &kt, &vt, &masked, &ot, want_w, NULL));
-    for (int64_t n = 0; n < L * S; n++) expect_near("renormalised pattern = masked weights", t.pattern[n], want_w[n], 1e-6);
-    for (int64_t n = 0; n < L * Dv; n++) expect_near("renormalised z = masked output", t.z[n], want_o[n], OUT_ABS_FAIL);
+    for (int64_t n = 0; n < L * S; n++)
+        expect_near("renormalised pattern = masked weights", t.pattern[n], want_w[n], INTERP_WEIGHT_ABS_FAIL);
+    for (int64_t n = 0; n < L * Dv; n++)
+        expect_near("renormalised z = masked output", t.z[n], want_o[n], INTERP_OUT_ABS_FAIL);
     attn_trace_free(&t);
 
     /* the same without renormalisation: z_i = sum_{c != j} p_c v_c */
@@ -462,12 +460,12 @@ static void pattern_override(void **state) {
     CHECK(attn_sdpa_forward_traced(&qt, &kt, &vt, NULL, &hide, 1, &t, NULL));
     double sum = 0;
     for (int64_t c = 0; c < S; c++) sum += t.pattern[i * S + c];
-    expect_near("unrenormalised row sum", sum, 1.0 - base.pattern[i * S + j], 1e-6);
+    expect_near("unrenormalised row sum", sum, 1.0 - base.pattern[i * S + j], INTERP_WEIGHT_ABS_FAIL);
     for (int64_t d = 0; d < Dv; d++) {
         double want = 0;
         for (int64_t c = 0; c < S; c++)
             if (c != j) want += (double)base.pattern[i * S + c] * v[c * Dv + d];
-        expect_near("unrenormalised z", t.z[i * Dv + d], want, OUT_ABS_FAIL);
+        expect_near("unrenormalised z", t.z[i * Dv + d], want, INTERP_OUT_ABS_FAIL);
     }
     /* other rows untouched */
     assert_memory_equal(t.pattern, base.pattern, (size_t)(i * S) * sizeof(float));
@@ -483,8 +481,9 @@ static void pattern_override(void **state) {
     CHECK(attn_sdpa_forward_traced(&qt, &kt, &vt, NULL, &set, 1, &t, NULL));
     sum = 0;
     for (int64_t c = 0; c < S; c++) sum += t.pattern[3 * S + c];
-    expect_near("set + renormalise: row sum", sum, 1.0, 1e-6);
-    expect_near("set + renormalise: entry", t.pattern[3 * S], 1.0 / (1.0 + 1.0 - base.pattern[3 * S]), 1e-6);
+    expect_near("set + renormalise: row sum", sum, 1.0, INTERP_WEIGHT_ABS_FAIL);
+    expect_near("set + renormalise: entry", t.pattern[3 * S], 1.0 / (1.0 + 1.0 - base.pattern[3 * S]),
+                INTERP_WEIGHT_ABS_FAIL);
     attn_trace_free(&t);
 
     /* SCALE a whole row by 2 without renormalising doubles z */
@@ -492,7 +491,7 @@ static void pattern_override(void **state) {
     twice.position = 0;
     twice.factor = 2.0f;
     CHECK(attn_sdpa_forward_traced(&qt, &kt, &vt, NULL, &twice, 1, &t, NULL));
-    for (int64_t d = 0; d < Dv; d++) expect_near("scaled row doubles z", t.z[d], 2.0 * base.z[d], OUT_ABS_FAIL);
+    for (int64_t d = 0; d < Dv; d++) expect_near("scaled row doubles z", t.z[d], 2.0 * base.z[d], INTERP_OUT_ABS_FAIL);
     attn_trace_free(&t);
 
     /* REPLACE a row with uniform weights: z = mean of the values */
@@ -505,7 +504,7 @@ static void pattern_override(void **state) {
     for (int64_t d = 0; d < Dv; d++) {
         double want = 0;
         for (int64_t c = 0; c < S; c++) want += v[c * Dv + d] / (double)S;
-        expect_near("uniform row reads the mean value", t.z[2 * Dv + d], want, OUT_ABS_FAIL);
+        expect_near("uniform row reads the mean value", t.z[2 * Dv + d], want, INTERP_OUT_ABS_FAIL);
     }
     attn_trace_free(&t);
     attn_trace_free(&base);
@@ -558,12 +557,13 @@ static void expect_valid_move(const float *w, const float *v, int64_t S, int64_t
         total_m += moved[j];
         l1 += fabsl(moved[j] - (long double)w[j]);
     }
-    if (fabsl(total_m - total_w) > 1e-12L) fail_msg("%s: sum %.17Lg, want %.17Lg", label, total_m, total_w);
-    if (fabsl(l1 - res->l1) > 1e-12L) fail_msg("%s: reported L1 %g, recomputed %Lg", label, res->l1, l1);
+    if (fabsl(total_m - total_w) > NULLSPACE_TOTAL_ABS_FAIL)
+        fail_msg("%s: sum %.17Lg, want %.17Lg", label, total_m, total_w);
+    if (fabsl(l1 - res->l1) > NULLSPACE_L1_ABS_FAIL) fail_msg("%s: reported L1 %g, recomputed %Lg", label, res->l1, l1);
     for (int64_t d = 0; d < width; d++) {
         long double change = 0;
         for (int64_t j = 0; j < S; j++) change += (moved[j] - (long double)w[j]) * v[j * width + d];
-        if (fabsl(change) > tol * (1 + 1e-9)) fail_msg("%s: output %lld moved by %Lg > %g", label, (long long)d, fabsl(change), tol);
+        if (fabsl(change) > tol * (1 + NULLSPACE_RECOMPUTE_REL_FAIL)) fail_msg("%s: output %lld moved by %Lg > %g", label, (long long)d, fabsl(change), tol);
     }
     if (res->max_output_change > tol) fail_msg("%s: reported output change %g > %g", label, res->max_output_change, tol);
 }
@@ -574,13 +574,13 @@ static void nullspace_chapter(void **state) {
      * From [0.2, 0.8] the furthest row is [1, 0]: L1 = 0.8 + 0.8 = 1.6
      * (the chapter's [0.7, 0.3] is L1 = 1.0 away). */
     const float w[2] = {0.2f, 0.8f}, v[4] = {2, 1, 2, 1};
-    attn_nullspace_options opt = {.struct_size = sizeof(attn_nullspace_options), .tolerance = NULLSPACE_TOL};
+    attn_nullspace_options opt = {.struct_size = sizeof(attn_nullspace_options), .tolerance = NULLSPACE_OUT_ABS_FAIL};
     attn_nullspace_result res;
     double moved[2];
     CHECK(attn_nullspace_search(w, v, 2, 2, NULL, &opt, moved, &res));
-    expect_valid_move(w, v, 2, 2, NULL, moved, &res, NULLSPACE_TOL, "exercise 3");
-    expect_near("exercise 3: L1", res.l1, 1.6, 1e-6);
-    expect_near("exercise 3: moved[0]", moved[0], 1.0, 1e-6);
+    expect_valid_move(w, v, 2, 2, NULL, moved, &res, NULLSPACE_OUT_ABS_FAIL, "exercise 3");
+    expect_near("exercise 3: L1", res.l1, 1.6, NULLSPACE_ANSWER_ABS_FAIL);
+    expect_near("exercise 3: moved[0]", moved[0], 1.0, NULLSPACE_ANSWER_ABS_FAIL);
     assert_int_equal(res.exact, 1);
 
     /* The worked example's query 3: v3 = v1 + v2 makes the values affinely
@@ -589,16 +589,16 @@ static void nullspace_chapter(void **state) {
     const float w3[3] = {0.25f, 0.25f, 0.5f}, v3[6] = {2, 0, 0, 1, 2, 1};
     double moved3[3];
     CHECK(attn_nullspace_search(w3, v3, 3, 2, NULL, &opt, moved3, &res));
-    expect_valid_move(w3, v3, 3, 2, NULL, moved3, &res, NULLSPACE_TOL, "query 3");
-    assert_true(res.l1 < 1e-5);
+    expect_valid_move(w3, v3, 3, 2, NULL, moved3, &res, NULLSPACE_OUT_ABS_FAIL, "query 3");
+    assert_true(res.l1 < NULLSPACE_PINNED_L1_FAIL);
 
     /* Two equal values and one distinct (1-D): mass moves only between the
      * equal pair, [0.3, 0.3, 0.4] -> [0.6, 0, 0.4]: L1 = 0.6. */
     const float wp[3] = {0.3f, 0.3f, 0.4f}, vp[3] = {1, 1, 5};
     CHECK(attn_nullspace_search(wp, vp, 3, 1, NULL, &opt, moved3, &res));
-    expect_valid_move(wp, vp, 3, 1, NULL, moved3, &res, NULLSPACE_TOL, "pair");
-    expect_near("pair: L1", res.l1, 0.6, 1e-6);
-    expect_near("pair: key 2 keeps its weight", moved3[2], 0.4, 1e-6);
+    expect_valid_move(wp, vp, 3, 1, NULL, moved3, &res, NULLSPACE_OUT_ABS_FAIL, "pair");
+    expect_near("pair: L1", res.l1, 0.6, NULLSPACE_ANSWER_ABS_FAIL);
+    expect_near("pair: key 2 keeps its weight", moved3[2], 0.4, NULLSPACE_ANSWER_ABS_FAIL);
 
     /* Bad input */
     const float neg[2] = {-0.1f, 1.1f};
@@ -631,7 +631,7 @@ static void nullspace_random(void **state) {
             sum += w[j];
         }
         for (int64_t j = 0; j < S; j++) w[j] = (float)(w[j] / (sum > 0 ? sum : 1));
-        const double tol = trial % 2 ? 1e-6 : 1e-3;
+        const double tol = trial % 2 ? NULLSPACE_OUT_ABS_FAIL : NULLSPACE_LOOSE_OUT_ABS_FAIL;
         attn_nullspace_options opt = {.struct_size = sizeof(attn_nullspace_options), .tolerance = tol};
         attn_nullspace_result res, res_local;
         char label[64];
@@ -642,7 +642,7 @@ static void nullspace_random(void **state) {
         CHECK(attn_nullspace_search(w, v, S, width, visible, &opt, moved_local, &res_local));
         expect_valid_move(w, v, S, width, visible, moved_local, &res_local, tol, label);
         if (res_local.visible > 1) assert_int_equal(res_local.exact, 0);
-        if (res.exact && res_local.l1 > res.l1 + 1e-9)
+        if (res.exact && res_local.l1 > res.l1 + NULLSPACE_LOCAL_L1_ABS_FAIL)
             fail_msg("%s: local search %g beats the exact maximum %g", label, res_local.l1, res.l1);
         free(w); free(v); free(visible); free(moved); free(moved_local);
     }

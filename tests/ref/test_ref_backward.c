@@ -8,21 +8,12 @@
  * c(h) = (L(x + h) - L(x - h)) / 2h are combined by Richardson,
  * fd = c(h) + (c(h) - c(2h)) / 3, which cancels the h^2 error term.
  *
- * Why the tolerance is sound (and why the test can fail):
- *   - inputs are rounded to multiples of 2^-12 and h = 2^-6, so x +- h and
- *     x +- 2h are exactly representable: the steps are exact;
- *   - the forward stores O (and the module Q, K, V, Z) as float, so L
- *     carries a rounding error of about 6e-8 * sum|dout * O|, a few 1e-6;
- *     divided by 2h and amplified ~1.5x by the Richardson weights that is
- *     ~1e-4 at most, below FD_ABS_FAIL;
- *   - what remains of the truncation error is O(h^4) ~ 1e-7 * L^(5);
- *   - a wrong gradient (a missing scale, a missing GQA sum, a sign, a lost
- *     term) is wrong by O(0.1 .. 1) on some element, and even a 0.5% error
- *     on an O(1) gradient exceeds the tolerance (checked by breaking the
- *     reference backward on purpose).
+ * Why the tolerance is sound (and why the test can fail) is told beside
+ * FD_ABS_FAIL in tolerances.h.
  * The worst error seen is printed so that the margin is visible.
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,9 +22,6 @@
 
 #define FD_STEP (1.0 / 64.0)     /* h = 2^-6 (and 2h)                 */
 #define FD_GRID 4096.0           /* inputs rounded to multiples of 2^-12 */
-#define FD_ABS_WARN 1e-4
-#define FD_ABS_FAIL 3e-4
-#define FD_REL_FAIL 1e-3
 
 static double worst_seen; /* max over all checks of |analytic - fd| / tolerance */
 

@@ -5,16 +5,11 @@
  * are easy to get wrong: fully masked rows, broadcasting masks, strides.
  */
 #include "oracle.h"
+#include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* Relative to the largest output magnitude: fp32 storage of the inputs is
- * shared by both sides, so what remains is the kernel's accumulation error. */
-#define OUT_REL_FAIL 1e-5
-#define WEIGHT_ABS_FAIL 1e-6
-#define LSE_ABS_FAIL 1e-5
 
 /* Runs one case through attn_sdpa_forward (reference kernel) and the oracle. */
 static void check_case(random_case *rc, const char *label) {
@@ -38,7 +33,7 @@ static void check_case(random_case *rc, const char *label) {
     double scale = max_abs(want_out, n_out) > 1 ? max_abs(want_out, n_out) : 1;
     double d_out = max_abs_diff(want_out, out, n_out), d_w = max_abs_diff(want_w, w, n_w),
            d_lse = max_abs_diff(want_lse, lse, n_lse);
-    if (d_out > OUT_REL_FAIL * scale || d_w > WEIGHT_ABS_FAIL || d_lse > LSE_ABS_FAIL)
+    if (d_out > REF_OUT_REL_FAIL * scale || d_w > REF_WEIGHT_ABS_FAIL || d_lse > REF_LSE_ABS_FAIL)
         fail_msg("%s: max diff out %.3g (max|O| %.3g), weights %.3g, lse %.3g", label, d_out, scale, d_w, d_lse);
     for (int64_t e = 0; e < n_out; e++)
         if (isnan(out[e])) fail_msg("%s: NaN in output at %lld", label, (long long)e);
@@ -201,7 +196,8 @@ static void check_chunks(attn_kernel kernel) {
                 if (kernel == ATTN_KERNEL_REF)
                     assert_memory_equal(got, want, sizeof(float) * (size_t)((b - a) * H * D));
                 else
-                    for (int64_t e = 0; e < (b - a) * H * D; e++) assert_float_equal(got[e], want[e], 2e-6);
+                    for (int64_t e = 0; e < (b - a) * H * D; e++)
+                        assert_float_equal(got[e], want[e], CHUNK_OUT_ABS_FAIL);
             }
 
             /* Key halves merged by lse. */
@@ -224,11 +220,11 @@ static void check_chunks(attn_kernel kernel) {
                         double m = fmax(la, lb);
                         double wa = isinf(la) ? 0 : exp(la - m), wb = isinf(lb) ? 0 : exp(lb - m);
                         if (isinf(lw)) { assert_true(isinf(la) && isinf(lb)); continue; }
-                        assert_float_equal(m + log(wa + wb), lw, 1e-5);
+                        assert_float_equal(m + log(wa + wb), lw, KEY_SPLIT_LSE_ABS_FAIL);
                         for (int64_t d = 0; d < D; d++) {
                             int64_t e = ((bb * L + i) * H + h) * D + d;
                             double merged = (wa * o1[e] + wb * o2[e]) / (wa + wb);
-                            assert_float_equal(merged, whole[e], 1e-5);
+                            assert_float_equal(merged, whole[e], KEY_SPLIT_OUT_ABS_FAIL);
                         }
                     }
             free(whole); free(whole_lse); free(part); free(o1); free(o2); free(l1); free(l2);

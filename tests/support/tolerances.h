@@ -1,0 +1,185 @@
+/*
+ * tolerances.h — every tolerance of the test suite, in one place.
+ *
+ * Each constant bounds a difference between two computations of the same
+ * number; its comment says what is compared and why the bound holds.  Where
+ * a test has a (warn, fail) pair, crossing WARN prints a warning and
+ * crossing FAIL fails the test.  Names read <what>_<quantity>_<REL|ABS>_
+ * <WARN|FAIL>: REL is relative to the scale the test states (usually
+ * max(1, max|expected|)), ABS is absolute.  Literal suffixes (f, L) are part
+ * of the value: they keep each comparison in the precision it was written in.
+ *
+ * Data is not here: inputs, exact expected values, step sizes, time limits.
+ */
+#ifndef ATTN_TEST_TOLERANCES_H
+#define ATTN_TEST_TOLERANCES_H
+
+/* ---- the reference kernel against the independent oracle
+ *      (ref/test_sdpa_ref.c, api/test_mha.c).  fp32 storage of the inputs is
+ *      shared by both sides, so what remains is the kernel's accumulation
+ *      error. ---- */
+
+/* outputs, relative to the largest output magnitude (at least 1) */
+#define REF_OUT_REL_FAIL 1e-5
+/* weights, absolute: they are <= 1 */
+#define REF_WEIGHT_ABS_FAIL 1e-6
+/* lse, absolute */
+#define REF_LSE_ABS_FAIL 1e-5
+/* the module's outputs against long-double projections, the oracle and W_O, relative to max(1, max|out|) */
+#define MHA_OUT_REL_FAIL 1e-5
+/* the module's per-head weights against the oracle's: as for the bare kernel */
+#define MHA_WEIGHT_ABS_FAIL 1e-6
+
+/* ---- flash against the reference kernel (flash/test_flash_forward.c,
+ *      flash/test_flash_backward.c).
+ *
+ * Both sides read the same fp32 inputs; what remains is flash's fp32
+ * accumulation against the reference's double, and above all the fp32
+ * rounding of the scores, which grows with their magnitude.  With
+ * sigma = scale·rms(q)·rms(k)·sqrt(D), the spread of the scores (1 with the
+ * default scale on unit-variance data):
+ *   outputs: |diff| <= FLASH_OUT_REL · max(1, sigma) · max(max|reference output|, rms(v))
+ *   weights: |diff| <= FLASH_WEIGHT_ABS · max(1, sigma)        (weights are <= 1)
+ *   lse:     |diff| <= FLASH_LSE_REL · max(1, |lse|, sigma)
+ * An output is a weighted average of values, rounded like them: rms(v)
+ * stands in when averaging cancels the output down to much less (a single
+ * value column averaged over 1000 keys).
+ * So the thresholds apply as they stand at the default scale, and grow to
+ * about 8x for a custom scale of 0.5 at D = 256, where an fp32 dot product
+ * of 256 terms is off by up to ~2e-5 whatever kernel computes it (measured,
+ * docs/kernels.md). ---- */
+
+/* outputs, scaled as above */
+#define FLASH_OUT_REL_WARN 1e-6
+#define FLASH_OUT_REL_FAIL 2e-6
+/* weights, scaled as above */
+#define FLASH_WEIGHT_ABS_WARN 1e-6
+#define FLASH_WEIGHT_ABS_FAIL 2e-6
+/* lse, relative as above */
+#define FLASH_LSE_REL_WARN 1e-6
+#define FLASH_LSE_REL_FAIL 4e-6
+/* exp2 of the vector kernels against exp2 in double, relative error over [-126, 0] */
+#define FLASH_EXP2_REL_WARN 1.5e-7
+#define FLASH_EXP2_REL_FAIL 2e-7
+/* flash gradients against the reference's, relative to the largest gradient magnitude of each tensor (at least 1) */
+#define FLASH_GRAD_REL_WARN 2e-6
+#define FLASH_GRAD_REL_FAIL 1e-5
+
+/* ---- the reference gradients against finite differences
+ *      (ref/test_ref_backward.c: Richardson-combined central differences of
+ *      L = sum(dout * O) with steps h = FD_STEP and 2h on inputs rounded to
+ *      FD_GRID).  An element fails when |analytic - fd| > FD_ABS_FAIL +
+ *      FD_REL_FAIL·|fd| and warns above FD_ABS_WARN + FD_REL_FAIL·|fd|.
+ *
+ * Why the tolerance is sound (and why the test can fail):
+ *   - inputs are rounded to multiples of 2^-12 and h = 2^-6, so x +- h and
+ *     x +- 2h are exactly representable: the steps are exact;
+ *   - the forward stores O (and the module Q, K, V, Z) as float, so L
+ *     carries a rounding error of about 6e-8 * sum|dout * O|, a few 1e-6;
+ *     divided by 2h and amplified ~1.5x by the Richardson weights that is
+ *     ~1e-4 at most, below FD_ABS_FAIL;
+ *   - what remains of the truncation error is O(h^4) ~ 1e-7 * L^(5);
+ *   - a wrong gradient (a missing scale, a missing GQA sum, a sign, a lost
+ *     term) is wrong by O(0.1 .. 1) on some element, and even a 0.5% error
+ *     on an O(1) gradient exceeds the tolerance (checked by breaking the
+ *     reference backward on purpose). ---- */
+
+/* absolute part: the float rounding of L, divided by 2h and amplified by Richardson, is ~1e-4 at most */
+#define FD_ABS_WARN 1e-4
+#define FD_ABS_FAIL 3e-4
+/* relative part, on |fd|: the O(h^4) truncation left after Richardson */
+#define FD_REL_FAIL 1e-3
+
+/* ---- the chapter's exact numbers (chapter/test_chapter.c,
+ *      interp/test_interp.c, api/test_mha.c) ---- */
+
+/* the library against the chapter's closed forms: fp32 storage, double accumulation: within a few float ulps */
+#define CHAPTER_ABS_FAIL 1e-6
+/* c = sqrt(2)·ln 2 against the chapter's printed 0.9803: half a unit in its fourth decimal */
+#define CHAPTER_ROUNDED_ABS_FAIL 0.5e-4
+/* the shape walk's output through W_O against the sum of its two heads: one fp32 rounding of an O(1) sum */
+#define CHAPTER_HEAD_SUM_ABS_FAIL 1e-6
+
+/* ---- interventions and the null-space search (interp/test_interp.c) ---- */
+
+/* relative weights among untouched keys, before and after replacing a key, relative to max(1, ratio) */
+#define INTERP_RATIO_REL_FAIL 1e-5
+/* outputs of O(1) recomputed another way (sums of hook_result, z from a patched or masked pattern) */
+#define INTERP_OUT_ABS_FAIL 1e-5
+/* patched patterns and their row sums against weights recomputed another way: weights are <= 1, fp32 storage */
+#define INTERP_WEIGHT_ABS_FAIL 1e-6
+/* a mean-ablated z against the mean of the recorded z taken in double: one fp32 rounding of O(1) values */
+#define INTERP_MEAN_ABS_FAIL 1e-6
+/* the output change the null-space search is given as its tolerance, and checked against */
+#define NULLSPACE_OUT_ABS_FAIL 1e-6
+/* the looser search tolerance every other random trial is given, and checked against */
+#define NULLSPACE_LOOSE_OUT_ABS_FAIL 1e-3
+/* relative slack of the output change recomputed in long double over the tolerance: the search works in double */
+#define NULLSPACE_RECOMPUTE_REL_FAIL 1e-9
+/* a moved row's total against the input row's, summed in long double: the search keeps the total to double rounding */
+#define NULLSPACE_TOTAL_ABS_FAIL 1e-12L
+/* the reported L1 distance against the one recomputed in long double: the search sums it in double */
+#define NULLSPACE_L1_ABS_FAIL 1e-12L
+/* the search's answers against hand-derived ones (exercise 3, the equal pair): as tight as the search's tolerance */
+#define NULLSPACE_ANSWER_ABS_FAIL 1e-6
+/* L1 moved from a row whose values are affinely independent (nothing can move beyond what the tolerance allows) */
+#define NULLSPACE_PINNED_L1_FAIL 1e-5
+/* the local search's L1 may exceed the exact maximum only by rounding */
+#define NULLSPACE_LOCAL_L1_ABS_FAIL 1e-9
+
+/* ---- CLI round trips through float32 .npy files (cli/) ---- */
+
+/* attn sdpa's output file against the oracle, relative to max(1, max|O|): float32 files hold the results unchanged */
+#define CLI_OUT_REL_FAIL 1e-5
+/* attn sdpa's weights file against the oracle: as REF_WEIGHT_ABS_FAIL */
+#define CLI_WEIGHT_ABS_FAIL 1e-6
+/* attn sdpa's lse file against the oracle: as REF_LSE_ABS_FAIL */
+#define CLI_LSE_ABS_FAIL 1e-5
+/* gradient files (default kernel) against the reference backward, the oracle here; relative to max(1, max|want|) */
+#define CLI_GRAD_REL_FAIL 1e-5
+/* the 2-D shorthand's weight of a row that sees one key against 1: one float ulp below 1 is 6e-8 */
+#define CLI_ONE_KEY_WEIGHT_ABS_FAIL 1e-7
+/* that row's output and lse against v1 and 1/sqrt(2): one fp32 rounding of O(1) */
+#define CLI_ONE_KEY_ABS_FAIL 1e-6
+/* rows read back from float32 files (a moved row, a renormalised pattern) against a sum of 1 */
+#define CLI_ROW_SUM_ABS_FAIL 1e-6
+/* the output change of attn nullspace's moved row: 1e-6 in double, plus the float32 file */
+#define CLI_NULLSPACE_OUT_ABS_FAIL 1e-5
+/* attn bench's GFLOP/s column against FLOPs / its ms column: both are rounded for print */
+#define BENCH_GFLOPS_REL_FAIL 0.01
+
+/* ---- the ring against single-process attn sdpa (dist/test_ring.c) ---- */
+
+/* max |O - O_sdpa| and max |lse - lse_sdpa|, / max|O_sdpa| */
+#define RING_OUT_FAIL 1e-6
+/* |g - g_sdpa| / max|g_sdpa| */
+#define RING_GRAD_FAIL 1e-5
+
+/* ---- properties the chapter states, and position offsets
+ *      (api/test_properties.c, ref/test_sdpa_ref.c) ---- */
+
+/* each visible row of fp32 weights, summed in double, against 1 */
+#define PROP_ROW_SUM_FAIL 1e-6
+/* outputs after permuting key/value pairs together (times 4 in the test): only the order of the fp32 sums changes */
+#define PROP_PERMUTE_REL_FAIL 1e-6
+/* weights after the permutation against the unpermuted ones at the keys' old places: fp32 rounding of weights <= 1 */
+#define PROP_PERMUTE_WEIGHT_ABS_FAIL 1e-6
+/* with q = 0 a bias of log(w) makes softmax return w: float log and exp round-trip */
+#define PROP_BIAS_WEIGHT_ABS_FAIL 1e-6
+/* outputs as weight moves between keys with identical values, against the first split's: fp32 rounding */
+#define PROP_SPLIT_OUT_ABS_FAIL 1e-6
+/* outputs against the values' range [lo, hi], in float: a weighted average rounds a little past its ends */
+#define PROP_RANGE_ABS_FAIL 1e-6f
+/* the fast kernel's query chunks (query_start) against the whole call: its decode path may take a short chunk */
+#define CHUNK_OUT_ABS_FAIL 2e-6
+/* the lse of two key halves (key_start) merged in double against the whole call's */
+#define KEY_SPLIT_LSE_ABS_FAIL 1e-5
+/* the outputs of two key halves merged by their lse against the whole call's */
+#define KEY_SPLIT_OUT_ABS_FAIL 1e-5
+
+/* ---- a short training run (cli/test_train.c) ---- */
+
+/* held-out loss after / before must be below this */
+#define TRAIN_LOSS_RATIO_FAIL 0.5
+
+#endif /* ATTN_TEST_TOLERANCES_H */
