@@ -163,15 +163,7 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
                          "needs Hq = G * Hkv)",
                          (long long)p->heads_q, (long long)p->heads_kv);
     p->group = p->heads_q / p->heads_kv;
-    if (v) {
-        if (v->shape[0] != p->batch || v->shape[1] != p->len_kv || v->shape[2] != p->heads_kv)
-            return attn__fail(ATTN_ERR_SHAPE,
-                             "v is [%lld, %lld, %lld, %lld] but k is [%lld, %lld, %lld, %lld]: v must "
-                             "match k in batch, positions and heads",
-                             (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2],
-                             (long long)v->shape[3], (long long)k->shape[0], (long long)k->shape[1],
-                             (long long)k->shape[2], (long long)k->shape[3]);
-    }
+    if (v && (st = problem_check_v_like_k(k, v))) return st;
     if (out) {
         if (out->shape[0] != p->batch || out->shape[1] != p->len_q || out->shape[2] != p->heads_q ||
             (v && out->shape[3] != p->dim_v))

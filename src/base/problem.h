@@ -53,6 +53,20 @@ attn_status attn__tensor_check_shape(const attn_tensor *t, const char *name, con
 attn_status attn__problem_require_f32(const sdpa_problem *p, const attn_tensor *out,
                                       const char *kernel);
 
+/* ATTN_OK when v matches k in batch, positions and heads (what a value
+ * tensor must share with its keys), else a shape error naming both.
+ * Inline: libattn_mpi checks its local shards with it too. */
+static inline attn_status problem_check_v_like_k(const attn_tensor *k, const attn_tensor *v) {
+    if (v->shape[0] == k->shape[0] && v->shape[1] == k->shape[1] && v->shape[2] == k->shape[2])
+        return ATTN_OK;
+    return attn__fail(ATTN_ERR_SHAPE,
+                      "v is [%lld, %lld, %lld, %lld] but k is [%lld, %lld, %lld, %lld]: v must match k in "
+                      "batch, positions and heads",
+                      (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2],
+                      (long long)v->shape[3], (long long)k->shape[0], (long long)k->shape[1],
+                      (long long)k->shape[2], (long long)k->shape[3]);
+}
+
 /* Pointer to row (b, position, head) of a float32 tensor. */
 static inline float *problem_row(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
     return (float *)t->data + b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];

@@ -116,13 +116,7 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
     if ((st = check_local_tensor(q, "q")) || (st = check_local_tensor(k, "k")) ||
         (st = check_local_tensor(v, "v")) || (st = check_local_tensor(out, "out")))
         return st;
-    if (v->shape[0] != k->shape[0] || v->shape[1] != k->shape[1] || v->shape[2] != k->shape[2])
-        return attn__fail(ATTN_ERR_SHAPE,
-                         "v is [%lld, %lld, %lld, %lld] but k is [%lld, %lld, %lld, %lld]: v must "
-                         "match k in batch, positions and heads",
-                         (long long)v->shape[0], (long long)v->shape[1], (long long)v->shape[2],
-                         (long long)v->shape[3], (long long)k->shape[0], (long long)k->shape[1],
-                         (long long)k->shape[2], (long long)k->shape[3]);
+    if ((st = problem_check_v_like_k(k, v))) return st;
     if (out->shape[0] != q->shape[0] || out->shape[1] != q->shape[1] ||
         out->shape[2] != q->shape[2] || out->shape[3] != v->shape[3])
         return attn__fail(ATTN_ERR_SHAPE,

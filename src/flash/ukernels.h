@@ -248,6 +248,11 @@ extern const ukernel_table attn__ukernels_generic;
 extern const ukernel_table attn__ukernels_avx2;
 extern const ukernel_table attn__ukernels_avx512;
 
+/* supported() of an ISA this build cannot compile: always false. */
+bool attn__ukernels_absent(void);
+/* The table of such an ISA: its name alone (an ISA folder's #else). */
+#define UKERNELS_ABSENT(table, name) const ukernel_table table = {.isa = name, .supported = attn__ukernels_absent}
+
 /* ---------------------------------------------------------------- dispatch
  * (dispatch.c).  Chosen once, at first use, thread-safely. */
 

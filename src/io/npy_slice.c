@@ -99,14 +99,20 @@ cleanup:
     return status;
 }
 
+/* The checks both readers begin with: out (named out_name for messages)
+ * zeroed, path present, then the file opened and its header parsed. */
+static attn_status begin_reading(const char *fn, const char *path, attn_array *out,
+                                 const char *out_name, int *fd, npy_layout *layout) {
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, out_name);
+    memset(out, 0, sizeof *out);
+    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: path is NULL", fn);
+    return open_and_parse(path, fd, layout);
+}
+
 attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_t *data_offset) {
-    if (!shape_only)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_header: shape_only is NULL");
-    memset(shape_only, 0, sizeof *shape_only);
-    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_header: path is NULL");
     int fd;
     npy_layout layout;
-    attn_status status = open_and_parse(path, &fd, &layout);
+    attn_status status = begin_reading("attn_npy_read_header", path, shape_only, "shape_only", &fd, &layout);
     if (status != ATTN_OK) return status;
     close(fd);
     shape_only->dtype = layout.dtype;
@@ -119,12 +125,9 @@ attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_
 
 attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_t count,
                                attn_array *out) {
-    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_rows: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_read_rows: path is NULL");
     int fd;
     npy_layout layout;
-    attn_status status = open_and_parse(path, &fd, &layout);
+    attn_status status = begin_reading("attn_npy_read_rows", path, out, "out", &fd, &layout);
     if (status != ATTN_OK) return status;
 
     if (axis < 0 || axis >= layout.ndim) {

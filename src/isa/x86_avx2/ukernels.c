@@ -43,8 +43,7 @@ static bool avx2_supported(void) {
 
 #else
 /* A build without these instructions (another architecture, or
- * -DATTN_PORTABLE=ON) still knows the ISA's name: it is a supported() =
- * false table, so that asking for it says "not in this build". */
-static bool avx2_supported(void) { return false; }
-const ukernel_table attn__ukernels_avx2 = {.isa = "avx2", .supported = avx2_supported};
+ * -DATTN_PORTABLE=ON) still knows the ISA's name: asking for it says "not in
+ * this build". */
+UKERNELS_ABSENT(attn__ukernels_avx2, "avx2");
 #endif
