@@ -204,32 +204,21 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
     return ATTN_OK;
 }
 
-/* One step: every local query run against every run of the block in hand. */
-static attn_status backward_step(const ring_problem *rp, const backward_args *x, float *block,
-                                 const attn_ring_shard *ks, backward_state *s,
-                                 ring_requests *reqs, attn_ring_stats *stats) {
-    const attn_ring_shard *qs = &rp->q_shard;
-    attn_status st;
-    for (int a = 0; a < qs->runs; a++)
-        for (int c = 0; c < ks->runs; c++) {
-            if (qs->len[a] == 0 || ks->len[c] == 0) continue;
-            if (!attn__ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
-                stats->pairs_skipped++;
-                continue;
-            }
-            stats->pairs_computed++;
-            const int64_t q_off = a ? qs->len[0] : 0, k_off = c ? ks->len[0] : 0;
-            for (int64_t p0 = 0; p0 < qs->len[a]; p0 += rp->piece_rows) {
-                const int64_t n = qs->len[a] - p0 < rp->piece_rows ? qs->len[a] - p0 : rp->piece_rows;
-                const double start = MPI_Wtime(), cpu_start = attn__ring_cpu_seconds();
-                st = backward_piece(rp, x, block, ks->rows, q_off + p0, qs->start[a] + p0, n, k_off,
-                                    ks->start[c], ks->len[c], s, reqs, stats);
-                stats->busy_s += MPI_Wtime() - start;
-                stats->busy_cpu_s += attn__ring_cpu_seconds() - cpu_start;
-                if (st) return st;
-            }
-        }
-    return ATTN_OK;
+/* What a backward piece works on. */
+typedef struct backward_piece_ctx {
+    const ring_problem *rp;
+    const backward_args *x;
+    float *block;
+    int64_t block_rows;
+    backward_state *s;
+    ring_requests *reqs;
+    attn_ring_stats *stats;
+} backward_piece_ctx;
+
+static attn_status step_piece(void *ctx, const ring_piece *pc) {
+    const backward_piece_ctx *c = ctx;
+    return backward_piece(c->rp, c->x, c->block, c->block_rows, pc->q_row, pc->q_start, pc->n, pc->k_off,
+                          pc->k_start, pc->m, c->s, c->reqs, c->stats);
 }
 
 /* Writes a [B, rows, Hkv, Dv + D] float block gradient into dk and dv. */
@@ -306,7 +295,9 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
             MPI_Irecv(s.dblock_in, (int)(B * ks->rows), rp.unit_type, rp.left, TAG_DKV, comm,
                       &incoming.req[incoming.count++]);
         memset(s.dblock_part, 0, sizeof(double) * part);
-        if (failed == ATTN_OK) failed = backward_step(&rp, &x, blocks[0], ks, &s, &reqs, stats);
+        /* backward_piece drives MPI progress itself, between its kernel calls */
+        backward_piece_ctx ctx = {&rp, &x, blocks[0], ks->rows, &s, &reqs, stats};
+        if (failed == ATTN_OK) failed = attn__ring_step(&rp, ks, step_piece, &ctx, NULL, stats);
         if (s.want_dkv) {
             /* Sum in ring order: what came from the left, then this rank's part. */
             attn__ring_wait(&incoming, stats);

@@ -402,3 +402,31 @@ void attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_r
     }
     stats->comm_alone_s = MPI_Wtime() - start;
 }
+
+attn_status attn__ring_step(const ring_problem *rp, const attn_ring_shard *ks, ring_piece_fn fn, void *ctx,
+                            ring_requests *reqs, attn_ring_stats *stats) {
+    const attn_ring_shard *qs = &rp->q_shard;
+    for (int a = 0; a < qs->runs; a++)
+        for (int c = 0; c < ks->runs; c++) {
+            if (qs->len[a] == 0 || ks->len[c] == 0) continue;
+            if (!attn__ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
+                stats->pairs_skipped++;
+                continue;
+            }
+            stats->pairs_computed++;
+            ring_piece piece = {0, 0, 0, c ? ks->len[0] : 0, ks->start[c], ks->len[c]};
+            const int64_t q_off = a ? qs->len[0] : 0;
+            for (int64_t p0 = 0; p0 < qs->len[a]; p0 += rp->piece_rows) {
+                piece.q_row = q_off + p0;
+                piece.q_start = qs->start[a] + p0;
+                piece.n = qs->len[a] - p0 < rp->piece_rows ? qs->len[a] - p0 : rp->piece_rows;
+                const double start = MPI_Wtime(), cpu_start = attn__ring_cpu_seconds();
+                attn_status st = fn(ctx, &piece);
+                stats->busy_s += MPI_Wtime() - start;
+                stats->busy_cpu_s += attn__ring_cpu_seconds() - cpu_start;
+                if (st) return st;
+                if (reqs) attn__ring_progress(reqs, stats);
+            }
+        }
+    return ATTN_OK;
+}

@@ -54,45 +54,38 @@ static void merge_piece(const ring_problem *rp, forward_state *s, int64_t row, i
             }
 }
 
-/* One step: the local queries against every run of the block in hand. */
-static attn_status forward_step(const ring_problem *rp, const attn_tensor *q, float *block,
-                                const attn_ring_shard *ks, forward_state *s, ring_requests *reqs,
-                                attn_ring_stats *stats) {
-    const attn_ring_shard *qs = &rp->q_shard;
-    attn_status st = ATTN_OK;
-    for (int a = 0; a < qs->runs; a++)
-        for (int c = 0; c < ks->runs; c++) {
-            if (qs->len[a] == 0 || ks->len[c] == 0) continue;
-            if (!attn__ring_runs_interact(rp, qs->start[a], qs->len[a], ks->start[c], ks->len[c])) {
-                stats->pairs_skipped++;
-                continue;
-            }
-            stats->pairs_computed++;
-            const int64_t q_off = a ? qs->len[0] : 0, k_off = c ? ks->len[0] : 0;
-            attn_tensor k = attn__ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'k');
-            attn_tensor v = attn__ring_block_view(rp, block, ks->rows, k_off, ks->len[c], 'v');
-            for (int64_t p0 = 0; p0 < qs->len[a]; p0 += rp->piece_rows) {
-                const int64_t n = qs->len[a] - p0 < rp->piece_rows ? qs->len[a] - p0 : rp->piece_rows;
-                const double start = MPI_Wtime(), cpu_start = attn__ring_cpu_seconds();
-                attn_tensor qv = *q;
-                qv.data = (float *)qv.data + (q_off + p0) * q->stride[1];
-                qv.shape[1] = n;
-                attn_tensor o = attn_tensor_4d(s->piece_o, rp->batch, n, rp->heads_q, rp->dim_v);
-                attn_sdpa_options opt = attn__ring_call_options(rp, qs->start[a] + p0, ks->start[c], NULL, 0);
-                size_t need;
-                if ((st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
-                    (st = attn__ring_scratch_reserve(&s->workspace, need)))
-                    return st;
-                opt.workspace = s->workspace.data;
-                opt.workspace_size = s->workspace.size;
-                if ((st = attn_sdpa_forward(&qv, &k, &v, &opt, &o, NULL, s->piece_lse))) return st;
-                merge_piece(rp, s, q_off + p0, n);
-                stats->busy_s += MPI_Wtime() - start;
-                stats->busy_cpu_s += attn__ring_cpu_seconds() - cpu_start;
-                attn__ring_progress(reqs, stats);
-            }
-        }
-    return st;
+/* What a forward piece works on. */
+typedef struct forward_piece_ctx {
+    const ring_problem *rp;
+    const attn_tensor *q;
+    float *block;
+    int64_t block_rows;
+    forward_state *s;
+} forward_piece_ctx;
+
+/* One piece: its queries against the key run, merged into the running
+ * (acc_o, acc_lse). */
+static attn_status forward_piece(void *ctx, const ring_piece *pc) {
+    const forward_piece_ctx *x = ctx;
+    const ring_problem *rp = x->rp;
+    forward_state *s = x->s;
+    attn_tensor k = attn__ring_block_view(rp, x->block, x->block_rows, pc->k_off, pc->m, 'k');
+    attn_tensor v = attn__ring_block_view(rp, x->block, x->block_rows, pc->k_off, pc->m, 'v');
+    attn_tensor qv = *x->q;
+    qv.data = (float *)qv.data + pc->q_row * x->q->stride[1];
+    qv.shape[1] = pc->n;
+    attn_tensor o = attn_tensor_4d(s->piece_o, rp->batch, pc->n, rp->heads_q, rp->dim_v);
+    attn_sdpa_options opt = attn__ring_call_options(rp, pc->q_start, pc->k_start, NULL, 0);
+    size_t need;
+    attn_status st;
+    if ((st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
+        (st = attn__ring_scratch_reserve(&s->workspace, need)))
+        return st;
+    opt.workspace = s->workspace.data;
+    opt.workspace_size = s->workspace.size;
+    if ((st = attn_sdpa_forward(&qv, &k, &v, &opt, &o, NULL, s->piece_lse))) return st;
+    merge_piece(rp, s, pc->q_row, pc->n);
+    return ATTN_OK;
 }
 
 attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
@@ -138,7 +131,8 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
         if (t + 1 < rp.ranks)
             attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
                             rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, TAG_KV, stats);
-        if (failed == ATTN_OK) failed = forward_step(&rp, q, blocks[0], ks, &s, &reqs, stats);
+        forward_piece_ctx ctx = {&rp, q, blocks[0], ks->rows, &s};
+        if (failed == ATTN_OK) failed = attn__ring_step(&rp, ks, forward_piece, &ctx, &reqs, stats);
         attn__ring_wait(&reqs, stats);
         float *swap = blocks[0];
         blocks[0] = blocks[1];

@@ -93,6 +93,24 @@ void attn__ring_wait(ring_requests *r, attn_ring_stats *stats);
  * CPU-seconds, which other load on a shared machine does not inflate. */
 double attn__ring_cpu_seconds(void);
 
+/* One piece of a step: n query rows (local row q_row, global row q_start)
+ * against the block's key run of m rows at row k_off (global row k_start). */
+typedef struct ring_piece {
+    int64_t q_row, q_start, n;
+    int64_t k_off, k_start, m;
+} ring_piece;
+
+typedef attn_status (*ring_piece_fn)(void *ctx, const ring_piece *piece);
+
+/* One step of a ring: for every pair of this rank's query runs and the
+ * runs of the key shard ks in hand that can see each other (the others are
+ * counted in stats->pairs_skipped), fn on each piece of at most piece_rows
+ * query rows; the pieces' wall and CPU time count as busy.  After each
+ * piece, when reqs is not NULL, MPI progress is driven (attn__ring_progress).
+ * Stops at the first failure. */
+attn_status attn__ring_step(const ring_problem *rp, const attn_ring_shard *ks, ring_piece_fn fn, void *ctx,
+                            ring_requests *reqs, attn_ring_stats *stats);
+
 /* A grow-only scratch buffer for kernel workspaces. */
 typedef struct ring_scratch {
     void *data;
