@@ -102,30 +102,41 @@ ATTN_API attn_status attn_npy_format_header(attn_dtype dtype, int ndim, const in
 /* ------------------------------------------------------------ output files
  * Every file attn writes (.npy, pictures, reports, the ring's shards) goes
  * through these, so that a file under its final name is always complete:
- * the data go to a temporary file beside the target
- * (PATH.tmp-<pid>-<n>, created exclusively with mode 0666 less the umask),
- * which attn_output_commit renames over the target only when everything is
- * written; attn_output_discard (and any failure) removes it.  The target
- * itself is never removed or truncated by a failed write. */
+ *   - a regular file, or a new name: the data go to a temporary file beside
+ *     it (PATH.tmp-<pid>-<n>, created exclusively, mode 0666 less the
+ *     umask), which attn_output_commit fsyncs and renames over the target
+ *     only when everything is written; attn_output_discard (and any
+ *     failure) removes it.  The target is never removed or truncated by a
+ *     failed write.  A symbolic link is followed: the file it names is
+ *     replaced and the link stays.
+ *   - an existing non-regular file (a character device such as /dev/null or
+ *     a terminal, a FIFO with a reader), and the names of open descriptors
+ *     (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N, whatever they
+ *     lead to): written in place, from the start, since there is nothing to
+ *     replace and renaming over it would destroy it.  Errors (/dev/full)
+ *     are reported as for any file.
+ *   - a directory, a socket, a dangling symbolic link: refused. */
 typedef struct attn_output attn_output; /* opaque */
 
-/* Starts writing path.  *out is the handle to write through, commit or
- * discard (exactly one of the two, which frees it). */
+/* Starts writing path.  *out is the handle to write through, then commit
+ * or discard (exactly one of the two, which frees it). */
 ATTN_API attn_status attn_output_open(const char *path, attn_output **out);
 
 /* Appends size bytes. */
 ATTN_API attn_status attn_output_write(attn_output *o, const void *data, size_t size);
 
 /* The temporary file's name, for writers that fill it otherwise (several
- * processes writing their parts at their offsets, as the ring does). */
+ * processes writing their parts at their offsets, as the ring does); NULL
+ * for a target written in place. */
 ATTN_API const char *attn_output_temp_path(const attn_output *o);
 
-/* Sets the temporary file's size (ftruncate): the parts not written read 0. */
+/* Sets the temporary file's size (ftruncate): the parts not written read 0.
+ * Refused for a target written in place. */
 ATTN_API attn_status attn_output_resize(attn_output *o, uint64_t size);
 
-/* Finishes: closes the temporary file and renames it over the target.
- * Frees o whatever happens; on failure the target is unchanged and the
- * temporary file is gone. */
+/* Finishes: fsync, close, and rename over the target (then fsync of its
+ * directory).  Frees o whatever happens; on failure the target is unchanged
+ * and the temporary file is gone. */
 ATTN_API attn_status attn_output_commit(attn_output *o);
 
 /* Abandons: removes the temporary file and frees o (NULL is allowed). */
@@ -133,6 +144,12 @@ ATTN_API void attn_output_discard(attn_output *o);
 
 /* Writes a whole file through the calls above. */
 ATTN_API attn_status attn_output_write_file(const char *path, const void *data, size_t size);
+
+/* For a program's handler of SIGINT, SIGTERM and the like (the library
+ * installs none): removes the temporary file of every output not yet
+ * committed or discarded.  Async-signal-safe (it only reads a table and
+ * calls unlink); the outputs themselves are left for the exiting process. */
+ATTN_API void attn_output_discard_all(void);
 
 #ifdef __cplusplus
 }

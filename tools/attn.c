@@ -14,6 +14,7 @@
  */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,7 +48,31 @@ static void print_usage(FILE *f) {
     fprintf(f, "\nexit status: 0 success, 1 data error (bad file, shape mismatch), 2 usage error\n");
 }
 
+/* Interrupted (Ctrl-C, kill, a closed terminal): the temporary files of the
+ * outputs being written are removed, then the signal ends the process as it
+ * would have. */
+static void on_terminating_signal(int sig) {
+    attn_output_discard_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void remove_temporaries_on_signals(void) {
+    static const int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_terminating_signal;
+        sigemptyset(&sa.sa_mask);
+        /* A signal the parent chose to ignore stays ignored. */
+        struct sigaction old;
+        if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(signals[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv) {
+    remove_temporaries_on_signals();
     if (argc < 2) {
         print_usage(stderr);
         return CLI_USAGE_ERROR;

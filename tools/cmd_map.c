@@ -102,6 +102,14 @@ int cmd_map(int argc, char **argv) {
                                     strcasecmp(strrchr(out_path, '.'), ".svg") &&
                                     strcasecmp(strrchr(out_path, '.'), ".pdf")))
         return cli_usage_error("map", "-o '%s': the name must end in .png, .svg or .pdf", out_path);
+    {
+        const char *tokens_file = tokens_text && tokens_text[0] == '@' ? tokens_text + 1 : NULL;
+        const char *key_tokens_file = key_tokens_text && key_tokens_text[0] == '@' ? key_tokens_text + 1 : NULL;
+        const char *const inputs[] = {weights_path, tokens_file, key_tokens_file, ao.mask_path, ao.bias_path,
+                                      ao.key_lengths_path};
+        const char *const outputs[] = {out_path};
+        if (cli_check_paths("map", inputs, 6, outputs, 1)) return CLI_USAGE_ERROR;
+    }
     if ((vmin != 0 || vmax != 0) && !(vmax > vmin))
         return cli_usage_error("map", "--vmax (%g) must be greater than --vmin (%g)", vmax, vmin);
     hopt.vmin = (float)vmin;

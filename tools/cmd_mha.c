@@ -159,6 +159,14 @@ int cmd_mha(int argc, char **argv) {
     for (int n = IN_CONTEXT; n <= IN_WO; n += IN_WO - IN_CONTEXT)
         if (grad_paths[n] && !paths[n])
             return cli_usage_error("mha", "%s needs %s", grad_flags[n], input_flags[n]);
+    {
+        const char *inputs[IN_COUNT + 4], *outputs[IN_COUNT + 3];
+        for (int n = 0; n < IN_COUNT; n++) inputs[n] = paths[n], outputs[n] = grad_paths[n];
+        inputs[IN_COUNT] = ao.key_lengths_path, inputs[IN_COUNT + 1] = ao.mask_path;
+        inputs[IN_COUNT + 2] = ao.bias_path, inputs[IN_COUNT + 3] = dout_path;
+        outputs[IN_COUNT] = o_path, outputs[IN_COUNT + 1] = weights_path, outputs[IN_COUNT + 2] = lse_path;
+        if (cli_check_paths("mha", inputs, IN_COUNT + 4, outputs, IN_COUNT + 3)) return CLI_USAGE_ERROR;
+    }
     if (!kv_heads) kv_heads = heads;
     if (heads % kv_heads)
         return cli_usage_error("mha", "--heads %lld is not a multiple of --kv-heads %lld", (long long)heads,

@@ -293,6 +293,10 @@ int cmd_nullspace(int argc, char **argv) {
                        ao.opt.scale != 0 || ao.opt.kernel != ATTN_KERNEL_AUTO || ao.opt.threads))
         return cli_usage_error("nullspace", "mask and computation options apply to -q/-k/-v input only");
 
+    const char *const inputs[] = {w_path, v_path, qkv[0], qkv[1], qkv[2], ao.key_lengths_path, ao.mask_path,
+                                  ao.bias_path};
+    const char *const outputs[] = {o_path};
+    if (cli_check_paths("nullspace", inputs, 8, outputs, 1)) return CLI_USAGE_ERROR;
     int rc = chapter ? run_chapter(&opt, o_path)
            : rows    ? run_weights(w_path, v_path, query, zero_keys_may_gain, &opt, o_path)
                      : run_qkv(qkv, batch, head, query, &ao, &opt, o_path);

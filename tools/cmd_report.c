@@ -248,6 +248,13 @@ int cmd_report(int argc, char **argv) {
     const bool sdpa = r.paths[IN_Q] || r.paths[IN_K] || r.paths[IN_V];
     const bool mha = r.paths[IN_X] != NULL;
     if (!html_path) return cli_usage_error("report", "missing --html OUT.html");
+    {
+        const char *inputs[IN_COUNT + 3];
+        for (int n = 0; n < IN_COUNT; n++) inputs[n] = r.paths[n];
+        inputs[IN_COUNT] = ao.key_lengths_path, inputs[IN_COUNT + 1] = ao.mask_path, inputs[IN_COUNT + 2] = ao.bias_path;
+        const char *const outputs[] = {html_path};
+        if (cli_check_paths("report", inputs, IN_COUNT + 3, outputs, 1)) return CLI_USAGE_ERROR;
+    }
     if (sdpa == mha)
         return cli_usage_error("report", sdpa ? "give either -q/-k/-v (bare attention) or -x (multi-head), not both"
                                               : "missing the inputs: -q Q.npy -k K.npy -v V.npy, or -x X.npy and the projections");

@@ -210,6 +210,11 @@ static int parse_args(ring_cli *c, int argc, char **argv) {
         rc = cli_usage_error("ring", "--dq, --dk and --dv need --grad-out DO.npy");
     if (rc < 0 && c->bench[0] && (c->q_path || c->dout_path || c->ao.key_lengths_path))
         rc = cli_usage_error("ring", "--bench makes its own inputs: give no files");
+    if (rc < 0) {
+        const char *const inputs[] = {c->q_path, c->k_path, c->v_path, c->dout_path, c->ao.key_lengths_path};
+        const char *const outputs[] = {c->o_path, c->lse_path, c->dq_path, c->dk_path, c->dv_path};
+        if (cli_check_paths("ring", inputs, 5, outputs, 5)) rc = CLI_USAGE_ERROR;
+    }
     if (saved >= 0) {
         fflush(stderr);
         dup2(saved, 2);

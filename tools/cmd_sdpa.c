@@ -114,6 +114,10 @@ int cmd_sdpa(int argc, char **argv) {
     if (grads != (dout_path != NULL))
         return cli_usage_error("sdpa", grads ? "--dq, --dk and --dv need --grad-out DO.npy (dLoss/dO)"
                                              : "--grad-out needs at least one of --dq, --dk, --dv");
+    const char *const inputs[] = {q_path, k_path, v_path, ao.key_lengths_path, ao.mask_path, ao.bias_path,
+                                  dout_path};
+    const char *const output_paths[] = {o_path, weights_path, lse_path, dq_path, dk_path, dv_path};
+    if (cli_check_paths("sdpa", inputs, 7, output_paths, 6)) return CLI_USAGE_ERROR;
 
     attn_tensor q, k, v;
     if (!cli_load_f32("sdpa", "-q", q_path, false, &qa) || !cli_load_f32("sdpa", "-k", k_path, false, &ka) ||

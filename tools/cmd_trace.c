@@ -298,6 +298,13 @@ int cmd_trace(int argc, char **argv) {
     } else if (module && paths[IN_SOURCE_CONTEXT] && !paths[IN_CONTEXT]) {
         rc = cli_usage_error("trace", "--source-context needs --context");
     }
+    if (!rc) {
+        const char *inputs[IN_COUNT + 3];
+        for (int n = 0; n < IN_COUNT; n++) inputs[n] = paths[n];
+        inputs[IN_COUNT] = ao.key_lengths_path, inputs[IN_COUNT + 1] = ao.mask_path, inputs[IN_COUNT + 2] = ao.bias_path;
+        const char *const outputs[1] = {o_path};
+        rc = cli_check_paths("trace", inputs, IN_COUNT + 3, outputs, 1);
+    }
     if (rc) goto cleanup;
 
     attn_status st;

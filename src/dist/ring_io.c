@@ -151,9 +151,10 @@ static attn_status write_rows(const attn_ring_output *o, const char *tmp, attn_r
     return st;
 }
 
-/* Outputs are written one after the other; each one is complete under its
- * name or not there at all (an earlier output that was committed stays: it
- * is complete, and a file the run did not create is never removed). */
+/* Outputs are written as a set: every output's rows go to its temporary
+ * file first, and only when all of them are complete does rank 0 rename
+ * them over their targets; a failure before that leaves every target as it
+ * was (attn_io.h: a file the run did not finish is never under its name). */
 attn_status attn_ring_save_npy(MPI_Comm comm, attn_ring_layout layout,
                                const attn_ring_output *outputs, int count) {
     int rank, ranks;
@@ -170,33 +171,37 @@ attn_status attn_ring_save_npy(MPI_Comm comm, attn_ring_layout layout,
     }
     if ((st = attn_ring_agree(comm, st, NULL))) return st;
 
+    attn_output **open_files = calloc(count > 0 ? (size_t)count : 1, sizeof *open_files); /* rank 0's */
+    st = open_files ? ATTN_OK : attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the list of outputs");
+    if ((st = attn_ring_agree(comm, st, NULL))) goto done;
     for (int i = 0; i < count; i++) {
         const attn_ring_output *o = &outputs[i];
         if (!o->path) continue;
-        attn_output *out = NULL;
         char temp[4096] = "";
-        st = ATTN_OK;
-        if (rank == 0 && (st = begin_output(o, &out)) == ATTN_OK) {
-            const char *name = attn_output_temp_path(out);
-            if (strlen(name) >= sizeof temp)
+        if (rank == 0 && (st = begin_output(o, &open_files[i])) == ATTN_OK) {
+            const char *name = attn_output_temp_path(open_files[i]);
+            if (!name)
+                st = attn__fail(ATTN_ERR_IO, "'%s' is not a regular file: the ranks cannot write their rows into it",
+                                o->path);
+            else if (strlen(name) >= sizeof temp)
                 st = attn__fail(ATTN_ERR_IO, "'%s': the path is too long to share between ranks", o->path);
             else
                 snprintf(temp, sizeof temp, "%s", name);
         }
-        if ((st = attn_ring_agree(comm, st, NULL))) {
-            attn_output_discard(out);
-            return st;
-        }
+        if ((st = attn_ring_agree(comm, st, NULL))) goto done;
         MPI_Bcast(temp, (int)sizeof temp, MPI_CHAR, 0, comm);
-        st = attn_ring_agree(comm, write_rows(o, temp, layout, ranks, rank), NULL);
-        /* Everyone wrote its rows (or someone failed): rank 0 publishes or discards. */
-        if (rank == 0) {
-            if (st == ATTN_OK)
-                st = attn_output_commit(out);
-            else
-                attn_output_discard(out);
-        }
-        if ((st = attn_ring_agree(comm, st, NULL))) return st;
+        if ((st = attn_ring_agree(comm, write_rows(o, temp, layout, ranks, rank), NULL))) goto done;
     }
-    return ATTN_OK;
+    /* Every rank wrote every output: rank 0 publishes the set. */
+    if (rank == 0)
+        for (int i = 0; i < count && st == ATTN_OK; i++) {
+            if (!open_files[i]) continue;
+            st = attn_output_commit(open_files[i]);
+            open_files[i] = NULL;
+        }
+    st = attn_ring_agree(comm, st, NULL);
+done:
+    for (int i = 0; open_files && i < count; i++) attn_output_discard(open_files[i]);
+    free(open_files);
+    return st;
 }

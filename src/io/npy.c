@@ -1,6 +1,7 @@
 /*
- * npy.c — NumPy's .npy format: parse an image held in memory, load a file,
- * serialise to memory, save a file atomically.
+ * npy.c — NumPy's .npy format: parse an image held in memory, serialise to
+ * memory, save a file (never half-written).  Reading files, whole or by
+ * rows, is npy_file.c's.
  *
  * File layout (numpy.lib.format):
  *   bytes 0..5   "\x93NUMPY"                       magic
@@ -393,73 +394,6 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
     memcpy(out->data, bytes + h.data_offset, (size_t)data_bytes);
     attn__npy_to_native(&h, out->data, h.count);
     return ATTN_OK;
-}
-
-/* The whole content of path in a malloc'd buffer. */
-static attn_status read_file(const char *path, uint8_t **buf, size_t *size) {
-    char reason[256];
-    attn_status status = ATTN_OK;
-    uint8_t *data = NULL;
-    size_t used = 0, cap = 1 << 16;
-    struct stat st;
-
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
-                         errno_text(errno, reason, sizeof reason));
-    /* A regular file's size is known: one read fills it, and the spare byte
-     * lets the next read see the end without growing the buffer. */
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size < SIZE_MAX)
-        cap = (size_t)st.st_size + 1;
-    for (;;) {
-        if (used == cap || !data) {
-            if (data) {
-                if (cap > SIZE_MAX / 2) {
-                    status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "'%s' is too large to read", path);
-                    goto cleanup;
-                }
-                cap *= 2;
-            }
-            uint8_t *grown = realloc(data, cap);
-            if (!grown) {
-                status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to read '%s'",
-                                   cap, path);
-                goto cleanup;
-            }
-            data = grown;
-        }
-        ssize_t got = read(fd, data + used, cap - used);
-        if (got == 0) break;
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            status = attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
-                               errno_text(errno, reason, sizeof reason));
-            goto cleanup;
-        }
-        used += (size_t)got;
-    }
-    *buf = data;
-    *size = used;
-    data = NULL;
-cleanup:
-    free(data);
-    close(fd);
-    return status;
-}
-
-attn_status attn_npy_load(const char *path, attn_array *out) {
-    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_load: path is NULL");
-    uint8_t *buf = NULL;
-    size_t size = 0;
-    attn_status status = read_file(path, &buf, &size);
-    if (status == ATTN_OK) {
-        status = attn_npy_parse(buf, size, out);
-        if (status != ATTN_OK) status = npy_fail_with_path(status, path);
-    }
-    free(buf);
-    return status;
 }
 
 /* ------------------------------------------------------- serialise, save */

@@ -1,6 +1,6 @@
 /*
  * npy_format.h — the pieces of the .npy codec (npy.c) that the by-offset
- * reader and the header writer (npy_slice.c) share with it: parse the
+ * reader and the header writer (npy_file.c) share with it: parse the
  * preamble and header of an image without its data, convert read data to
  * native order, format the header numpy.save writes.
  *

@@ -1,5 +1,5 @@
 /*
- * test_npy_slice.c — .npy by offset (src/io/npy_slice.c): the header alone,
+ * test_npy_slice.c — .npy by offset (src/io/npy_file.c): the header alone,
  * rows of any axis read with positional reads equal the same rows of the
  * whole array as attn_npy_load reads it (native and swapped byte order,
  * bools normalised), empty and full reads, and every refusal with its

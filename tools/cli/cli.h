@@ -67,9 +67,19 @@ bool cli_load_f32(const char *cmd, const char *flag, const char *path, bool allo
 /* Loads any integer/bool array converted to dtype (ATTN_I64 or ATTN_BOOL). */
 bool cli_load_ints(const char *cmd, const char *flag, const char *path, attn_dtype dtype,
                    attn_array *out);
-/* Saves float32 data atomically; prints a data error naming path on failure. */
+/* Saves float32 data (never half-written: attn_io.h's output files);
+ * prints a data error naming path on failure. */
 bool cli_save_f32(const char *cmd, const char *path, int ndim, const int64_t *shape,
                   const float *data);
+
+/* Refuses, before any work is done, a run whose outputs would destroy its
+ * inputs or each other: an output that is the same file as an input (by
+ * device and inode, so symbolic and hard links count), and two outputs that
+ * name the same file (only the last would survive).  Devices (-o /dev/null
+ * twice) are exempt.  NULL paths are skipped.  Returns CLI_OK or prints a
+ * usage error naming both and returns CLI_USAGE_ERROR. */
+int cli_check_paths(const char *cmd, const char *const *inputs, int n_inputs,
+                    const char *const *outputs, int n_outputs);
 
 /* "[3, 2]" style text of a shape, for messages; returns buf. */
 const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
@@ -104,8 +114,11 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
                               int64_t heads_q, int64_t len_q, int64_t len_kv);
 void cli_attention_options_free(cli_attention_options *o);
 
-/* Saves each (path, array) pair that has a path; on any failure removes the
- * files this call already wrote, so no set of outputs is left half done. */
+/* Saves each (path, array) pair that has a path, as a set: every file is
+ * written in full to its temporary file first, and only when all of them
+ * are complete are they renamed over their targets.  On a failure before
+ * that, no target is touched (a previous good file stays as it was); the
+ * message names the file at fault. */
 typedef struct cli_output {
     const char *path;
     int ndim;

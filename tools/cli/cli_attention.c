@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const char cli_attention_options_help[] =
     "masks (combine freely; a key is visible when every rule allows it):\n"
@@ -148,13 +147,49 @@ void cli_attention_options_free(cli_attention_options *o) {
 }
 
 bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count) {
+    attn_output **open_files = calloc(count > 0 ? (size_t)count : 1, sizeof *open_files);
+    bool ok = open_files != NULL;
+    if (!ok) cli_data_error(cmd, "out of memory for the list of outputs");
+    /* 1. Every file written to its temporary: nothing is touched yet. */
+    for (int i = 0; i < count && ok; i++) {
+        const cli_output *o = &outputs[i];
+        if (!o->path) continue;
+        uint8_t header[ATTN_NPY_HEADER_MAX];
+        size_t header_size;
+        size_t bytes = sizeof(float);
+        for (int d = 0; d < o->ndim; d++) bytes *= (size_t)o->shape[d];
+        ok = attn_npy_format_header(ATTN_F32, o->ndim, o->shape, header, sizeof header, &header_size) == ATTN_OK &&
+             attn_output_open(o->path, &open_files[i]) == ATTN_OK &&
+             attn_output_write(open_files[i], header, header_size) == ATTN_OK &&
+             attn_output_write(open_files[i], o->data, bytes) == ATTN_OK;
+        if (!ok) cli_data_error(cmd, "%s", attn_last_error());
+    }
+    if (!ok) {
+        for (int i = 0; open_files && i < count; i++) attn_output_discard(open_files[i]);
+        free(open_files);
+        return false;
+    }
+    /* 2. All complete: each renamed over its target.  A rename that fails
+     * now (rare: the directory changed under us) leaves the earlier outputs
+     * written and complete, and says so. */
+    int committed = 0;
     for (int i = 0; i < count; i++) {
-        if (!outputs[i].path) continue;
-        if (!cli_save_f32(cmd, outputs[i].path, outputs[i].ndim, outputs[i].shape, outputs[i].data)) {
-            for (int j = 0; j < i; j++)
-                if (outputs[j].path) unlink(outputs[j].path);
-            return false;
+        if (!open_files[i]) continue;
+        attn_output *o = open_files[i];
+        open_files[i] = NULL;
+        if (ok && attn_output_commit(o) == ATTN_OK) {
+            committed++;
+            continue;
+        }
+        if (ok) {
+            cli_data_error(cmd, "%s%s", attn_last_error(),
+                           committed ? " (the outputs before it were written; it and the ones after were not)"
+                                     : "");
+            ok = false;
+        } else {
+            attn_output_discard(o);
         }
     }
-    return true;
+    free(open_files);
+    return ok;
 }

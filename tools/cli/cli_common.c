@@ -2,13 +2,18 @@
  * cli_common.c — argument parsing and .npy loading with messages that name
  * the flag and the file, shared by every subcommand.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
+
 #include "cli.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -133,4 +138,54 @@ bool cli_save_f32(const char *cmd, const char *path, int ndim, const int64_t *sh
         return false;
     }
     return true;
+}
+
+/* An output path in a comparable form: the canonical directory and the
+ * name, for a file that does not exist yet.  *buf is malloc'd (NULL when
+ * the directory itself does not exist: such an output fails on its own). */
+static char *canonical_new_path(const char *path) {
+    char *dir_copy = strdup(path), *base_copy = strdup(path);
+    char *dir = dir_copy ? realpath(dirname(dir_copy), NULL) : NULL;
+    char *result = NULL;
+    if (dir && base_copy) {
+        const char *base = basename(base_copy);
+        size_t n = strlen(dir) + strlen(base) + 2;
+        if ((result = malloc(n))) snprintf(result, n, "%s/%s", dir, base);
+    }
+    free(dir);
+    free(dir_copy);
+    free(base_copy);
+    return result;
+}
+
+/* True when a and b name the same file (existing: same device and inode;
+ * new: the same canonical path). */
+static bool same_file(const char *a, const char *b, bool *devices) {
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    *devices = ea && eb && !S_ISREG(sa.st_mode) && !S_ISREG(sb.st_mode);
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb) return false;
+    char *ca = canonical_new_path(a), *cb = canonical_new_path(b);
+    bool same = ca && cb && strcmp(ca, cb) == 0;
+    free(ca);
+    free(cb);
+    return same;
+}
+
+int cli_check_paths(const char *cmd, const char *const *inputs, int n_inputs, const char *const *outputs,
+                    int n_outputs) {
+    for (int o = 0; o < n_outputs; o++) {
+        if (!outputs[o]) continue;
+        bool devices;
+        for (int i = 0; i < n_inputs; i++)
+            if (inputs[i] && same_file(outputs[o], inputs[i], &devices) && !devices)
+                return cli_usage_error(cmd, "the output '%s' is the input '%s': writing it would destroy what "
+                                       "the run reads; choose another output name", outputs[o], inputs[i]);
+        for (int p = 0; p < o; p++)
+            if (outputs[p] && same_file(outputs[o], outputs[p], &devices) && !devices)
+                return cli_usage_error(cmd, "two outputs name the same file ('%s' and '%s'): only the last "
+                                       "would be kept", outputs[p], outputs[o]);
+    }
+    return CLI_OK;
 }

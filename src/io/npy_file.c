@@ -1,7 +1,16 @@
 /*
- * npy_slice.c — .npy by offset: read a file's header alone, read some rows
- * of one axis with positional reads, format the header a writer of rows
- * puts in front of them.  The header grammar is npy.c's (npy_format.h).
+ * npy_file.c — .npy files: load a whole file, read a file's header alone,
+ * read some rows of one axis with positional reads, format the header a
+ * writer of rows puts in front of them.  The header grammar is npy.c's
+ * (npy_format.h).
+ *
+ * Every reader validates the header, and the file's size against it,
+ * before it allocates anything for the data, and then reads exactly the
+ * bytes the header justifies into the array's own buffer: a small header
+ * in front of a large hole, /dev/zero or a growing file costs nothing.
+ * Only regular files are read (a FIFO or a device would block or never
+ * end); they are opened without blocking, so that a FIFO is refused, not
+ * waited on.
  *
  * Shape legend: a file of shape (d0, ..., d{n-1}) seen around one axis a as
  *   [outer, rows, inner]   outer = d0 * ... * d{a-1}   rows = d{a}
@@ -45,7 +54,7 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
     char reason[256];
     uint8_t *header = NULL;
     struct stat st;
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (*fd < 0)
         return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
                          errno_text(errno, reason, sizeof reason));
@@ -56,7 +65,11 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
         goto cleanup;
     }
     if (!S_ISREG(st.st_mode)) {
-        status = attn__fail(ATTN_ERR_IO, "'%s' is not a regular file", path);
+        status = attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (.npy inputs are "
+                            "read from files)", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                       : S_ISCHR(st.st_mode) ? "a character device"
+                                                       : S_ISBLK(st.st_mode) ? "a block device"
+                                                                             : "a socket or other special file");
         goto cleanup;
     }
     /* The preamble (10 or 12 bytes) says how long the header is. */
@@ -123,6 +136,35 @@ attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_
     return ATTN_OK;
 }
 
+attn_status attn_npy_load(const char *path, attn_array *out) {
+    int fd;
+    npy_layout layout;
+    attn_status status = begin_reading("attn_npy_load", path, out, "out", &fd, &layout);
+    if (status != ATTN_OK) return status;
+    if ((status = attn_array_alloc(out, layout.dtype, layout.ndim, layout.shape))) {
+        status = npy_fail_with_path(status, path);
+        goto cleanup;
+    }
+    if ((status = read_at(fd, path, out->data, (size_t)layout.data_bytes, (off_t)layout.data_offset))) {
+        attn_array_free(out);
+        goto cleanup;
+    }
+    /* The size was checked before reading: more bytes now means the file
+     * grew while it was read, and what was read may not be what it holds. */
+    uint8_t extra;
+    ssize_t more = pread(fd, &extra, 1, (off_t)layout.data_offset + (off_t)layout.data_bytes);
+    if (more != 0) {
+        attn_array_free(out);
+        status = attn__fail(ATTN_ERR_IO, "'%s' changed while it was read (it grew past the %lld bytes its "
+                            "header describes)", path, (long long)(layout.data_offset + (size_t)layout.data_bytes));
+        goto cleanup;
+    }
+    attn__npy_to_native(&layout, out->data, out->count);
+cleanup:
+    close(fd);
+    return status;
+}
+
 attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_t count,
                                attn_array *out) {
     int fd;
@@ -137,20 +179,21 @@ attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_
     }
     const int64_t rows = layout.shape[axis];
     if (first < 0 || count < 0 || first > rows || count > rows - first) {
-        status = attn__fail(ATTN_ERR_SHAPE, "%s: rows [%lld, %lld) of axis %d are outside [0, %lld)",
-                           path, (long long)first, (long long)(first + count), axis,
-                           (long long)rows);
+        status = attn__fail(ATTN_ERR_SHAPE, "%s: %lld rows from row %lld of axis %d are outside [0, %lld)",
+                            path, (long long)count, (long long)first, axis, (long long)rows);
         goto cleanup;
     }
-    /* The file's size was checked against its shape, so these products of
-     * its dimensions cannot overflow. */
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; d++) outer *= layout.shape[d];
-    for (int d = axis + 1; d < layout.ndim; d++) inner *= layout.shape[d];
     int64_t shape[ATTN_MAX_DIMS];
     memcpy(shape, layout.shape, sizeof shape);
     shape[axis] = count;
     if ((status = attn_array_alloc(out, layout.dtype, layout.ndim, shape))) goto cleanup;
+    /* An empty array has nothing to read; its other dimensions may be
+     * anything (numpy allows (0, 2^40, 2^40)), so their products are only
+     * taken when the file holds elements, which bounds them by its size. */
+    if (layout.count == 0 || out->count == 0) goto cleanup;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++) outer *= layout.shape[d];
+    for (int d = axis + 1; d < layout.ndim; d++) inner *= layout.shape[d];
 
     const size_t elem = attn_dtype_size(layout.dtype);
     const size_t run = (size_t)(count * inner) * elem;
