@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
-# fuzz.sh SECONDS — builds the libFuzzer targets in build-fuzz/ with clang
-# and runs the .npy reader's fuzzer for SECONDS (default 60) on a scratch
-# copy of fuzz/corpus/npy/, so the committed seeds stay as they are.
+# fuzz.sh [--all | TARGET...] [--seconds N | --minutes N] — builds the
+# libFuzzer targets in build-fuzz/ with clang and runs each for the time
+# given (default 60 seconds each) on a scratch copy of its seed corpus, so
+# the committed seeds stay as they are.
+#
+#   npy_fuzz        the .npy parser on memory images (fuzz/corpus/npy/)
+#   npy_file_fuzz   the .npy file readers: whole, header, rows by offset
+#                   (the same seeds, each behind 8 bytes that choose the read)
+#
+# A bare number is taken as seconds (fuzz.sh 60, as .ci/run calls it).
 # Exits 0 when no crash was found (or clang is missing: then it says so and
 # skips), and libFuzzer's status otherwise; crash inputs land in
-# build-fuzz/artifacts/.
+# build-fuzz/artifacts/.  Each run's executions and coverage are printed as
+# libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
-seconds=${1:-60}
-case $seconds in
-    ''|*[!0-9]*) echo "usage: $0 SECONDS" >&2; exit 2 ;;
-esac
+all_targets=(npy_fuzz npy_file_fuzz)
+targets=()
+seconds=60
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --all) targets=("${all_targets[@]}") ;;
+        --seconds) seconds=${2:-}; shift ;;
+        --minutes) seconds=$(( ${2:-0} * 60 )); shift ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        ''|*[!0-9]*) targets+=("$1") ;;
+        *) seconds=$1 ;;
+    esac
+    shift
+done
+case $seconds in ''|*[!0-9]*|0) echo "usage: $0 [--all | TARGET...] [--seconds N | --minutes N]" >&2; exit 2 ;; esac
+[[ ${#targets[@]} -gt 0 ]] || targets=("${all_targets[@]}")
+for t in "${targets[@]}"; do
+    [[ " ${all_targets[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target '$t' (${all_targets[*]})" >&2; exit 2; }
+done
 if ! command -v clang >/dev/null 2>&1; then
     echo "clang not found, skipping fuzzing"
     exit 0
@@ -18,13 +41,25 @@ fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DATTN_BUILD_FUZZERS=ON -DATTN_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" --target npy_fuzz -j "$(nproc 2>/dev/null || echo 2)"
+    -DATTN_BUILD_FUZZERS=ON -DATTN_BUILD_TESTS=OFF -DATTN_BUILD_TOOLS=OFF >/dev/null
+cmake --build "$build" --target "${targets[@]}" -j "$(nproc 2>/dev/null || echo 2)"
 
-corpus="$(mktemp -d "${TMPDIR:-/tmp}/attn-npy-corpus-XXXXXX")"
-trap 'rm -rf "$corpus"' EXIT
-cp "$root"/fuzz/corpus/npy/* "$corpus"/
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/attn-fuzz-XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$build/artifacts"
-"$build/fuzz/npy_fuzz" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
-    -artifact_prefix="$build/artifacts/" "$corpus"
-echo "fuzz.sh: no crash in $seconds s"
+for t in "${targets[@]}"; do
+    corpus="$scratch/$t"
+    mkdir -p "$corpus"
+    case $t in
+        npy_fuzz) cp "$root"/fuzz/corpus/npy/* "$corpus"/ ;;
+        npy_file_fuzz)
+            # axis 0, first row 0, two rows; then the file
+            for seed in "$root"/fuzz/corpus/npy/*; do
+                { printf '\0\0\0\2\0\0\0\0'; cat "$seed"; } > "$corpus/$(basename "$seed")"
+            done ;;
+    esac
+    echo "== $t for $seconds s"
+    "$build/fuzz/$t" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$build/artifacts/$t-" "$corpus"
+done
+echo "fuzz.sh: no crash in ${targets[*]} ($seconds s each)"

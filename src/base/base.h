@@ -46,6 +46,18 @@ static inline bool mul_overflows(int64_t a, int64_t b, int64_t *out) {
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
 
+/* a + b and a - b clamped to the int64 range: position arithmetic with
+ * user-given window sides and offsets near INT64_MAX stays defined (and a
+ * clamped bound is beyond every real position anyway). */
+static inline int64_t sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+static inline int64_t sat_sub(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }

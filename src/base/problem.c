@@ -198,14 +198,19 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
     if (total_q < 0 || total_kv < 0 || o->query_start > total_q - p->len_q ||
         o->key_start > total_kv - p->len_kv)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "rows [%lld, %lld) of %lld queries and [%lld, %lld) of %lld keys do not fit: "
-                         "query_start + L must be <= total_len_q and key_start + S <= total_len_kv",
-                         (long long)o->query_start, (long long)(o->query_start + p->len_q),
-                         (long long)total_q, (long long)o->key_start,
-                         (long long)(o->key_start + p->len_kv), (long long)total_kv);
+                          "%lld query rows from position %lld of %lld, and %lld key rows from position %lld "
+                          "of %lld, do not fit: query_start + L must be <= total_len_q and key_start + S "
+                          "<= total_len_kv",
+                          (long long)p->len_q, (long long)o->query_start, (long long)total_q,
+                          (long long)p->len_kv, (long long)o->key_start, (long long)total_kv);
     p->total_len_kv = total_kv;
-    p->diagonal_offset = (o->align == ATTN_ALIGN_LOWER_RIGHT ? total_kv - total_q : 0) +
-                         o->query_start - o->key_start;
+    /* Formed so that no step overflows: each parenthesis lies in
+     * [0, INT64_MAX] (the checks above), and so does their difference's
+     * magnitude; any query's diagonal, i + offset, then lies within the
+     * sequence's positions. */
+    p->diagonal_offset = o->align == ATTN_ALIGN_LOWER_RIGHT
+                             ? (total_kv - o->key_start) - (total_q - o->query_start)
+                             : o->query_start - o->key_start;
     if (o->window && (o->window_left < -1 || o->window_right < -1))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "window (%lld, %lld): each side must be >= 0, or -1 for unbounded",

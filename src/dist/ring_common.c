@@ -306,9 +306,9 @@ bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, in
     const int64_t first = qs + offset, last = qs + lq - 1 + offset;
     int64_t lo = INT64_MIN, hi = rp->max_key_length - 1;
     if (o->causal && last < hi) hi = last;
-    if (o->window) {
-        if (o->window_left >= 0) lo = first - o->window_left;
-        if (o->window_right >= 0 && last + o->window_right < hi) hi = last + o->window_right;
+    if (o->window) { /* saturated: window sides may be anything up to INT64_MAX */
+        if (o->window_left >= 0) lo = sat_sub(first, o->window_left);
+        if (o->window_right >= 0 && sat_add(last, o->window_right) < hi) hi = last + o->window_right;
     }
     if (lo < ks) lo = ks;
     if (hi > ks + lk - 1) hi = ks + lk - 1;
