@@ -2,8 +2,8 @@
  * backward_bench.c — times attn_sdpa_backward against this machine's FP32
  * FMA peak, until `attn bench` has backward rows (docs/backward.md).
  *
- *   cc -O2 -fopenmp -I include bench/backward_bench.c build/libattn.a -lm \
- *      $(pkg-config --libs cairo 2>/dev/null) -o backward_bench
+ *   cc -O2 -fopenmp -I include -I build/include bench/backward_bench.c \
+ *      build/libattn.a -lm -o backward_bench
  *   ./backward_bench [L [Hq [D [threads [causal [runs]]]]]]
  *                                      (default 4096 16 128 2 0 3)
  *
