@@ -235,6 +235,14 @@ ATTN_API attn_status attn_mha_paths(const attn_mha *m, const float *x, const flo
  * rounding left it outside the tolerance, so it always satisfies the
  * constraints.  To ask about a head's contribution after W_O, pass the
  * values already multiplied by that head's slice of W_O.
+ *
+ * Work budget: the enumeration costs about 2^n programs of r = 1 + 2*width
+ * rows (fewer when coordinates cannot move) and n columns, each ~ r (n + r)
+ * min(r, n) steps of about a nanosecond, so 20 keys of width 64 would take
+ * ten minutes.  Beyond 5e10 steps (under a minute) it is not started: with
+ * the default exact_limit the local search runs instead (result->exact = 0);
+ * with an exact_limit the caller chose, the call fails with ATTN_ERR_BUDGET
+ * naming the estimate, unless allow_slow is set.
  */
 typedef struct attn_nullspace_options {
     size_t struct_size;  /* sizeof(attn_nullspace_options): ATTN_NULLSPACE_OPTIONS_INIT */
@@ -242,6 +250,7 @@ typedef struct attn_nullspace_options {
     int64_t exact_limit; /* enumerate when at most this many keys are visible;
                             0 = 12; at most 20                                */
     int64_t starts;      /* local-search starts beyond the limit; 0 = 32      */
+    int allow_slow;      /* 1: no work budget for the enumeration (below)     */
 } attn_nullspace_options;
 
 #define ATTN_NULLSPACE_OPTIONS_INIT {.struct_size = sizeof(attn_nullspace_options)}

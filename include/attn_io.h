@@ -99,6 +99,13 @@ ATTN_API attn_status attn_npy_read_rows(const char *path, int axis, int64_t firs
 ATTN_API attn_status attn_npy_format_header(attn_dtype dtype, int ndim, const int64_t *shape,
                                             void *header, size_t cap, size_t *size);
 
+/* ------------------------------------------------------------- input files
+ * Reads a whole regular file of at most max_bytes into *data (malloc'd, one
+ * extra 0 byte after the *size bytes, for text).  A FIFO, device or
+ * directory is refused at once (a FIFO is not waited on), and a file larger
+ * than max_bytes is refused before anything is allocated. */
+ATTN_API attn_status attn_read_file(const char *path, size_t max_bytes, void **data, size_t *size);
+
 /* ------------------------------------------------------------ output files
  * Every file attn writes (.npy, pictures, reports, the ring's shards) goes
  * through these, so that a file under its final name is always complete:

@@ -45,6 +45,10 @@
 #define STARTS_DEFAULT 32
 #define SEARCH_ROUNDS 20       /* local-search steps from one start            */
 #define RAISED_EPS 1e-12       /* w'_j - w_j above this (normalised) = raised  */
+/* Simplex steps the enumeration may take (attn_interp.h): about 0.85 ns
+ * each on the machine that measured it (2^14 programs, width 64: 3.6 s). */
+#define EXACT_WORK_BUDGET 5e10
+#define SECONDS_PER_STEP 0.85e-9
 
 typedef struct search {
     const float *w, *values;
@@ -271,7 +275,22 @@ attn_status attn_nullspace_search(const float *weights, const float *values, int
         goto cleanup;
     }
     build_program(&s);
-    const bool exact = s.n <= exact_limit;
+    /* The enumeration's cost (attn_interp.h), against its budget. */
+    const double rows = (double)s.lp.rows, cols = (double)s.n;
+    const double work = (ldexp(1.0, (int)s.n) - 2.0) * rows * (cols + rows) * fmin(rows, cols);
+    bool exact = s.n <= exact_limit;
+    if (exact && work > EXACT_WORK_BUDGET && !opt->allow_slow) {
+        if (opt->exact_limit) {
+            st = attn__fail(ATTN_ERR_BUDGET,
+                            "attn_nullspace_search: the exact search over %lld visible keys (value width %lld) is "
+                            "2^%lld linear programs of %lld rows, about %.0f s, beyond the budget of about %.0f s: "
+                            "lower exact_limit below %lld (the local search gives a lower bound) or set allow_slow",
+                            (long long)s.n, (long long)width, (long long)s.n, (long long)s.lp.rows,
+                            work * SECONDS_PER_STEP, EXACT_WORK_BUDGET * SECONDS_PER_STEP, (long long)s.n);
+            goto cleanup;
+        }
+        exact = false; /* the default limit: the local search, reported as such */
+    }
     st = exact ? enumerate(&s) : local_search(&s, starts);
     if (st) goto cleanup;
     result->l1 = s.best_l1;

@@ -1,0 +1,90 @@
+/*
+ * file.c — reading input files safely: only regular files (a FIFO or a
+ * device would block or never end), opened without blocking so that a FIFO
+ * is refused rather than waited on, and never more bytes than the caller's
+ * limit or than the file held when it was opened (a growing file, a hole).
+ */
+#include "io/file.h"
+
+#include "base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *kind_of(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : "a socket or other special file";
+}
+
+attn_status attn__open_regular(const char *path, const char *what, int *fd, uint64_t *size) {
+    char reason[256];
+    struct stat st;
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0)
+        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path, errno_text(errno, reason, sizeof reason));
+    attn_status status = ATTN_OK;
+    if (fstat(*fd, &st) != 0)
+        status = attn__fail(ATTN_ERR_IO, "cannot stat '%s': %s", path, errno_text(errno, reason, sizeof reason));
+    else if (!S_ISREG(st.st_mode))
+        status = attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (%s are read from files)",
+                            path, kind_of(st.st_mode), what);
+    if (status != ATTN_OK) {
+        close(*fd);
+        *fd = -1;
+        return status;
+    }
+    *size = (uint64_t)st.st_size;
+    return ATTN_OK;
+}
+
+attn_status attn__read_exactly(int fd, const char *path, void *buf, size_t size, uint64_t offset) {
+    char reason[256];
+    size_t done = 0;
+    while (done < size) {
+        ssize_t got = pread(fd, (uint8_t *)buf + done, size - done, (off_t)(offset + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path, errno_text(errno, reason, sizeof reason));
+        if (got == 0)
+            return attn__fail(ATTN_ERR_FORMAT, "'%s': truncated: the file ends at byte %llu", path,
+                              (unsigned long long)(offset + done));
+        done += (size_t)got;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_read_file(const char *path, size_t max_bytes, void **data, size_t *size) {
+    if (!path || !data || !size)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_read_file: %s is NULL", !path ? "path" : !data ? "data" : "size");
+    *data = NULL;
+    *size = 0;
+    int fd;
+    uint64_t file_size;
+    attn_status status = attn__open_regular(path, "inputs", &fd, &file_size);
+    if (status != ATTN_OK) return status;
+    if (file_size > max_bytes) {
+        close(fd);
+        return attn__fail(ATTN_ERR_FORMAT, "'%s' is %llu bytes, more than the %zu this input may have", path,
+                          (unsigned long long)file_size, max_bytes);
+    }
+    /* One byte more, for the terminating 0 text readers want. */
+    uint8_t *buf = malloc((size_t)file_size + 1);
+    if (!buf) {
+        close(fd);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "'%s': cannot allocate %llu bytes", path,
+                          (unsigned long long)file_size);
+    }
+    status = attn__read_exactly(fd, path, buf, (size_t)file_size, 0);
+    close(fd);
+    if (status != ATTN_OK) {
+        free(buf);
+        return status;
+    }
+    buf[file_size] = 0;
+    *data = buf;
+    *size = (size_t)file_size;
+    return ATTN_OK;
+}
