@@ -40,7 +40,7 @@ static const subcommand subcommands[] = {
 
 static void print_usage(FILE *f) {
     fprintf(f, "attn %s: the attention mechanism, from the chapter's 3x2 example to fast kernels\n\n"
-               "usage: attn <command> [options]     (attn <command> --help for its options)\n\n"
+               "usage: attn <command> [options]     (attn <command> --help, or attn help <command>, for its options)\n\n"
                "commands:\n",
             attn_version());
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
@@ -77,9 +77,19 @@ int main(int argc, char **argv) {
         print_usage(stderr);
         return CLI_USAGE_ERROR;
     }
-    if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
         print_usage(stdout);
         return CLI_OK;
+    }
+    if (strcmp(argv[1], "help") == 0) { /* attn help CMD: CMD's own help */
+        for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+            if (strcmp(argv[2], subcommands[i].name) == 0) {
+                char *help_argv[] = {argv[2], "--help", NULL};
+                return subcommands[i].run(2, help_argv);
+            }
+        fprintf(stderr, "attn help: unknown command '%s'\n\n", argv[2]);
+        print_usage(stderr);
+        return CLI_USAGE_ERROR;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("attn %s\n", attn_version());
@@ -87,7 +97,11 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "attn: unknown command '%s'\n\n", argv[1]);
+    const char *names[sizeof subcommands / sizeof subcommands[0]];
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) names[i] = subcommands[i].name;
+    const char *guess = cli_nearest_name(argv[1], strlen(argv[1]), names, (int)(sizeof names / sizeof names[0]));
+    if (guess) fprintf(stderr, "attn: unknown command '%s' (did you mean %s?)\n\n", argv[1], guess);
+    else fprintf(stderr, "attn: unknown command '%s'\n\n", argv[1]);
     print_usage(stderr);
     return CLI_USAGE_ERROR;
 }

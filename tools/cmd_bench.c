@@ -625,33 +625,34 @@ static void print_scaling_row(const bench_row *ref, const bench_row *flash, cons
 
 /* ------------------------------------------------------------------ main */
 
-static int parse_args(int argc, char **argv, bench_config *cfg, bool *help, bool *list) {
+enum { F_QUICK = 1, F_CSV, F_LIST, F_THREADS, F_KERNEL, F_FILTER };
+static const cli_flag bench_flags[] = {
+    {"--quick", NULL, F_QUICK, 0},          {"--csv", NULL, F_CSV, 0},       {"--list", NULL, F_LIST, 0},
+    {"--threads", "N", F_THREADS, 0},       {"--kernel", "ref|flash|all", F_KERNEL, 0},
+    {"--filter", "TEXT", F_FILTER, 0},      CLI_FLAGS_END};
+static void bench_help(FILE *out) { fprintf(out, "%s%s\ncsv header:\n  %s\n", bench_usage, bench_usage_columns, csv_header); }
+static const cli_flag *const bench_tables[] = {bench_flags, NULL};
+const cli_spec cli_bench_spec = {"bench", bench_tables, bench_help, false};
+
+/* Reads the flags into cfg.  Returns CLI_OK, or a usage error (printed);
+ * *stopped when the run ends here (--help printed, or a usage error). */
+static int parse_args(int argc, char **argv, bench_config *cfg, bool *stopped, bool *list) {
     const char *kernel = "all";
     int64_t threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        if (cli_is_help(flag)) {
-            *help = true;
-            return CLI_OK;
-        } else if (strcmp(flag, "--quick") == 0) {
-            cfg->quick = true;
-        } else if (strcmp(flag, "--csv") == 0) {
-            cfg->csv = true;
-        } else if (strcmp(flag, "--list") == 0) {
-            *list = true;
-        } else if (strcmp(flag, "--threads") == 0 || strcmp(flag, "--kernel") == 0 ||
-                   strcmp(flag, "--filter") == 0) {
-            if (i + 1 >= argc) return cli_usage_error("bench", "%s needs a value", flag);
-            const char *value = argv[++i];
-            if (strcmp(flag, "--threads") == 0) {
-                if (!cli_parse_int("bench", flag, value, 1, 4096, &threads)) return CLI_USAGE_ERROR;
-            } else if (strcmp(flag, "--kernel") == 0) {
-                kernel = value;
-            } else {
-                cfg->filter = value;
-            }
-        } else {
-            return cli_usage_error("bench", "unknown option '%s'", flag);
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_bench_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        switch (id) {
+        case CLI_ARGS_STOP: *stopped = true; return args.status;
+        case F_QUICK: cfg->quick = true; break;
+        case F_CSV: cfg->csv = true; break;
+        case F_LIST: *list = true; break;
+        case F_THREADS:
+            if (!cli_parse_int("bench", "--threads", value, 1, 4096, &threads)) return CLI_USAGE_ERROR;
+            break;
+        case F_KERNEL: kernel = value; break;
+        default: cfg->filter = value; break;
         }
     }
     cfg->run_ref = strcmp(kernel, "ref") == 0 || strcmp(kernel, "all") == 0;
@@ -788,13 +789,9 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
 
 int cmd_bench(int argc, char **argv) {
     bench_config cfg = {0};
-    bool help = false, list = false;
-    int rc = parse_args(argc, argv, &cfg, &help, &list);
-    if (rc != CLI_OK) return rc;
-    if (help) {
-        printf("%s%s\ncsv header:\n  %s\n", bench_usage, bench_usage_columns, csv_header);
-        return CLI_OK;
-    }
+    bool stopped = false, list = false;
+    int rc = parse_args(argc, argv, &cfg, &stopped, &list);
+    if (rc != CLI_OK || stopped) return rc;
     case_list plan = {0};
     plan_cases(&cfg, &plan);
     int selected = 0;

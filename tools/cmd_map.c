@@ -8,14 +8,28 @@
  */
 #include "cli_pictures.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-static const char map_usage[] =
+enum { F_WEIGHTS = 1, F_O, F_HEADS, F_TOKENS, F_KEY_TOKENS, F_TITLE, F_LANG, F_VALUES, F_BATCH, F_COLUMNS,
+       F_VMIN, F_VMAX };
+
+static const cli_flag map_flags[] = {
+    {"--weights", "W.npy", F_WEIGHTS, 0},       {"-o", "MAP.png|.svg|.pdf", F_O, 0},
+    {"--heads", "LIST", F_HEADS, 0},            {"--tokens", "LIST|@FILE", F_TOKENS, 0},
+    {"--key-tokens", "LIST|@FILE", F_KEY_TOKENS, 0}, {"--title", "TEXT", F_TITLE, 0},
+    {"--lang", "en|zh", F_LANG, 0},             {"--values", "auto|on|off", F_VALUES, 0},
+    {"--batch", "N", F_BATCH, 0},               {"--columns", "N", F_COLUMNS, 0},
+    {"--vmin", "X", F_VMIN, 0},                 {"--vmax", "X", F_VMAX, 0},
+    CLI_FLAGS_END};
+
+static void map_help(FILE *out) {
+    fprintf(out,
     "usage: attn map --weights W.npy -o MAP.png|MAP.svg|MAP.pdf [--tokens LIST] [--key-tokens LIST]\n"
     "                [--heads LIST] [--batch N] [--title TEXT] [--lang en|zh] [--values auto|on|off]\n"
-    "                [--vmin X] [--vmax X] [--columns N] [mask options]\n\n"
+    "                [--vmin X] [--vmax X] [--columns N] [mask options] [--quiet]\n\n"
     "Draws attention weights as heat maps, one panel per head: rows are queries, columns the keys\n"
     "they read (as in the chapter's Figure 3), token labels on both axes, a colour legend, hidden\n"
     "cells hatched, each weight printed when a map is at most 16 x 16.\n\n"
@@ -31,19 +45,53 @@ static const char map_usage[] =
     "  -o MAP.pdf         one head per page\n"
     "  --title TEXT       a line above the maps        --lang en|zh   axis captions\n"
     "  --values auto|on|off   print each weight in its cell (auto: maps of at most 16 x 16)\n"
-    "  --vmin X --vmax X  the colour scale (default [0, 1])      --columns N   panels per row\n\n"
+    "  --vmin X --vmax X  the colour scale, vmin < vmax (default [0, 1], or the data's range when\n"
+    "                     values lie outside it)       --columns N   panels per row\n"
+    "  --quiet            no line on stderr naming what was written\n\n"
     "masks: the options below (as in attn sdpa) mark the cells they hide; hidden cells are drawn\n"
-    "hatched grey, never as the colour of 0.\n"
+    "hatched grey, never as the colour of 0.  Give the options the weights were computed with:\n"
+    "a hidden cell that holds weight, or cells of weight exactly 0 with no mask given, are warned of.\n"
     "%s\n"
     "example:\n"
     "  attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy --weights W.npy --causal\n"
-    "  attn map --weights W.npy --causal --tokens \"我,吃,了,一,个,苹,果\" -o map.png\n";
+    "  attn map --weights W.npy --causal --tokens \"我,吃,了,一,个,苹,果\" -o map.png\n",
+    cli_mask_help);
+}
+
+static const cli_flag *const map_tables[] = {map_flags, cli_mask_flags, cli_quiet_flags, NULL};
+const cli_spec cli_map_spec = {"map", map_tables, map_help, false};
+
+/* The plausible mistake the hatching cannot show: weights computed with
+ * other mask options than the ones given.  Warns when a cell the options
+ * hide holds weight, and when no mask was given but cells hold exactly 0
+ * (a softmax gives exactly 0 only to hidden keys, or after underflow). */
+static void check_hidden_cells(const float *w, const uint8_t *visible, int64_t n_heads, int64_t L, int64_t S,
+                               const int64_t *head_ids, bool masks_given) {
+    int64_t holding = 0, zeros = 0, at = -1;
+    float largest = 0;
+    for (int64_t c = 0; c < n_heads * L * S; c++) {
+        if (!visible[c] && w[c] != 0) {
+            if (holding++ == 0 || fabsf(w[c]) > largest) largest = fabsf(w[c]), at = c;
+        }
+        zeros += w[c] == 0;
+    }
+    if (holding) {
+        const int64_t head = at / (L * S), query = at / S % L, key = at % S;
+        cli_warning("map", "%lld cells the mask options hide hold weight (the largest, %.3g, at head %lld, query "
+                    "%lld, key %lld): the weights were computed with other mask options than these; the cells are "
+                    "drawn hatched all the same", (long long)holding, (double)largest,
+                    (long long)(head_ids ? head_ids[head] : head), (long long)query, (long long)key);
+    } else if (!masks_given && zeros) {
+        cli_warning("map", "%lld cells hold weight exactly 0 and are drawn as the colour of 0; if a mask hid them, "
+                    "give its options (e.g. --causal) to draw them hatched", (long long)zeros);
+    }
+}
 
 int cmd_map(int argc, char **argv) {
     const char *weights_path = NULL, *out_path = NULL, *heads_text = NULL;
     const char *tokens_text = NULL, *key_tokens_text = NULL;
     int64_t batch = 0;
-    double vmin = 0, vmax = 0;
+    double vmin = 0, vmax = 1; /* one end given: the other is its default */
     attn_heatmap_options hopt = ATTN_HEATMAP_OPTIONS_INIT;
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     cli_tokens tokens = {0}, key_tokens = {0};
@@ -53,48 +101,46 @@ int cmd_map(int argc, char **argv) {
     uint8_t *visible_all = NULL, *visible = NULL;
     int rc = CLI_OK;
 
-    for (int i = 1; i < argc;) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            printf(map_usage, cli_attention_options_help);
-            return CLI_OK;
-        }
-        int taken = cli_parse_attention_option("map", argc, argv, &i, &ao);
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_map_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        int taken = cli_attention_take(&ao, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
         if (taken) continue;
-        static const char *const known[] = {"--weights", "-o", "--heads", "--tokens", "--key-tokens",
-                                            "--title", "--lang", "--values", "--batch", "--columns",
-                                            "--vmin", "--vmax"};
-        bool is_known = false;
-        for (size_t n = 0; n < sizeof known / sizeof known[0]; n++) is_known |= strcmp(flag, known[n]) == 0;
-        if (!is_known) return cli_usage_error("map", "unknown option '%s'", flag);
-        if (!value) return cli_usage_error("map", "%s needs a value", flag);
-        if (strcmp(flag, "--weights") == 0) weights_path = value;
-        else if (strcmp(flag, "-o") == 0) out_path = value;
-        else if (strcmp(flag, "--heads") == 0) heads_text = value;
-        else if (strcmp(flag, "--tokens") == 0) tokens_text = value;
-        else if (strcmp(flag, "--key-tokens") == 0) key_tokens_text = value;
-        else if (strcmp(flag, "--title") == 0) hopt.title = value;
-        else if (strcmp(flag, "--lang") == 0) {
+        const char *flag = args.flag;
+        switch (id) {
+        case F_WEIGHTS: weights_path = value; break;
+        case F_O: out_path = value; break;
+        case F_HEADS: heads_text = value; break;
+        case F_TOKENS: tokens_text = value; break;
+        case F_KEY_TOKENS: key_tokens_text = value; break;
+        case F_TITLE: hopt.title = value; break;
+        case F_LANG:
             if (strcmp(value, "en") && strcmp(value, "zh"))
                 return cli_usage_error("map", "--lang expects en or zh, got '%s'", value);
             hopt.lang = value;
-        } else if (strcmp(flag, "--values") == 0) {
+            break;
+        case F_VALUES:
             if (strcmp(value, "auto") == 0) hopt.values = 0;
             else if (strcmp(value, "on") == 0) hopt.values = 1;
             else if (strcmp(value, "off") == 0) hopt.values = -1;
             else return cli_usage_error("map", "--values expects auto, on or off, got '%s'", value);
-        } else if (strcmp(flag, "--batch") == 0) {
+            break;
+        case F_BATCH:
             if (!cli_parse_int("map", flag, value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
-        } else if (strcmp(flag, "--columns") == 0) {
+            break;
+        case F_COLUMNS: {
             int64_t columns;
             if (!cli_parse_int("map", flag, value, 1, 64, &columns)) return CLI_USAGE_ERROR;
             hopt.columns = (int)columns;
-        } else { /* --vmin, --vmax */
-            if (!cli_parse_float("map", flag, value, -1e30, 1e30, flag[3] == 'i' ? &vmin : &vmax))
-                return CLI_USAGE_ERROR;
+            break;
         }
-        i += 2;
+        default: /* --vmin, --vmax */
+            if (!cli_parse_float("map", flag, value, -1e30, 1e30, id == F_VMIN ? &vmin : &vmax)) return CLI_USAGE_ERROR;
+            break;
+        }
     }
     if (!weights_path || !out_path)
         return cli_usage_error("map", "missing %s", !weights_path ? "--weights W.npy" : "-o MAP.png|.svg|.pdf");
@@ -110,10 +156,16 @@ int cmd_map(int argc, char **argv) {
         const char *const outputs[] = {out_path};
         if (cli_check_paths("map", inputs, 6, outputs, 1)) return CLI_USAGE_ERROR;
     }
-    if ((vmin != 0 || vmax != 0) && !(vmax > vmin))
-        return cli_usage_error("map", "--vmax (%g) must be greater than --vmin (%g)", vmax, vmin);
-    hopt.vmin = (float)vmin;
-    hopt.vmax = (float)vmax;
+    /* Neither end given: the library's automatic scale ([0, 1], or the
+     * data's range when values lie outside it). */
+    if (cli_args_given(&args, F_VMIN) || cli_args_given(&args, F_VMAX)) {
+        if (!(vmax > vmin))
+            return cli_usage_error("map", "--vmax (%g) must be greater than --vmin (%g)%s", vmax, vmin,
+                                   cli_args_given(&args, F_VMIN) != cli_args_given(&args, F_VMAX)
+                                       ? " (the end not given is its default: 0 for --vmin, 1 for --vmax)" : "");
+        hopt.vmin = (float)vmin;
+        hopt.vmax = (float)vmax;
+    }
     if (heads_text && !cli_index_list_parse("map", "--heads", heads_text, &heads)) return CLI_USAGE_ERROR;
     if ((tokens_text && (rc = cli_tokens_parse("map", "--tokens", tokens_text, &tokens))) ||
         (key_tokens_text && (rc = cli_tokens_parse("map", "--key-tokens", key_tokens_text, &key_tokens))))
@@ -177,8 +229,15 @@ int cmd_map(int argc, char **argv) {
     hopt.key_labels = (const char *const *)key_tokens.items;
     hopt.visible = visible;
     hopt.head_ids = ids;
+    check_hidden_cells(selected, visible, n_heads, L, S, ids,
+                       ao.opt.causal || ao.opt.window || ao.key_lengths_path || ao.mask_path || ao.bias_path);
     attn_status st = attn_heatmap_write(out_path, selected, n_heads, L, S, &hopt);
-    if (st != ATTN_OK) rc = cli_data_error("map", "%s", attn_last_error());
+    if (st != ATTN_OK) {
+        rc = cli_data_error("map", "%s", attn_last_error());
+    } else if (!cli_args_given(&args, CLI_ID_QUIET)) {
+        fprintf(stderr, "attn map: wrote %s (%lld head%s of %lld x %lld)\n", out_path, (long long)n_heads,
+                n_heads == 1 ? "" : "s", (long long)L, (long long)S);
+    }
 
 cleanup:
     free(selected);

@@ -16,10 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char nullspace_usage[] =
+static void nullspace_help(FILE *out) {
+    fprintf(out,
     "usage: attn nullspace --chapter\n"
     "       attn nullspace --weights W.npy --values V.npy [--query I] [options]\n"
-    "       attn nullspace -q Q.npy -k K.npy -v V.npy --query I [--head H] [--batch B]\n"
+    "       attn nullspace -q Q.npy -k K.npy -v V.npy --query I [--head H] [--batch B] [--layout BLHD|BHLD]\n"
     "                      [mask and computation options] [options]\n\n"
     "Weights are not an explanation: how far can one query's weight row move (L1 distance) while\n"
     "its output sum_j w_j v_j stays the same within a tolerance?  The search maximises\n"
@@ -39,12 +40,34 @@ static const char nullspace_usage[] =
     "                       worked example's query 3\n"
     "options:\n"
     "  --tol T              allowed change of any output coordinate (default 1e-6)\n"
-    "  --exact-limit N      solve every sign pattern up to N visible keys (default 12, at most 20)\n"
+    "  --exact-limit N      solve every sign pattern up to N visible keys (default 12, at most 20);\n"
+    "                       an enumeration of more than about a minute is refused (with the default\n"
+    "                       limit the local search runs instead) unless --allow-slow is given\n"
     "  --starts N           local-search starts beyond the limit (default 32)\n"
     "  -o MOVED.npy         save the row found (float32 [S])\n\n"
-    "%s";
+    "%s%s%s",
+    cli_layout_help, cli_mask_help, cli_compute_help);
+}
 
 #define PRINT_MAX 12
+#define NULLSPACE_EXACT_MAX 20 /* attn_nullspace_options.exact_limit's range */
+
+enum { F_WEIGHTS = 1, F_VALUES, F_ZERO_KEYS_MAY_GAIN, F_Q, F_K, F_V, F_CHAPTER, F_TOL, F_EXACT_LIMIT, F_STARTS, F_O,
+       F_QUERY, F_HEAD, F_BATCH };
+
+static const cli_flag nullspace_flags[] = {
+    {"--weights", "W.npy", F_WEIGHTS, 0},       {"--values", "V.npy", F_VALUES, 0},
+    {"--zero-keys-may-gain", NULL, F_ZERO_KEYS_MAY_GAIN, 0},
+    {"-q", "Q.npy", F_Q, 0},                    {"-k", "K.npy", F_K, 0},          {"-v", "V.npy", F_V, 0},
+    {"--chapter", NULL, F_CHAPTER, 0},          {"--tol", "T", F_TOL, 0},
+    {"--exact-limit", "N", F_EXACT_LIMIT, 0},   {"--starts", "N", F_STARTS, 0},
+    {"-o", "MOVED.npy", F_O, 0},                {"--query", "I", F_QUERY, 0},
+    {"--head", "H", F_HEAD, 0},                 {"--batch", "B", F_BATCH, 0},
+    CLI_FLAGS_END};
+
+static const cli_flag *const nullspace_tables[] = {nullspace_flags, cli_layout_flags, cli_mask_flags,
+                                                   cli_compute_flags, NULL};
+const cli_spec cli_nullspace_spec = {"nullspace", nullspace_tables, nullspace_help, false};
 
 typedef struct row_problem {
     const float *weights, *values; /* [S], [S, Dv] */
@@ -74,7 +97,8 @@ static int search_and_print(const row_problem *r, const attn_nullspace_options *
     attn_nullspace_result res;
     attn_status st = attn_nullspace_search(r->weights, r->values, r->keys, r->width, r->visible, opt, moved, &res);
     if (st) {
-        rc = cli_data_error("nullspace", "%s: %s", attn_status_str(st), attn_last_error());
+        rc = cli_data_error("nullspace", "%s: %s%s", attn_status_str(st), attn_last_error(),
+                            st == ATTN_ERR_BUDGET ? "\n  (here: a lower --exact-limit, or --allow-slow)" : "");
         goto cleanup;
     }
     for (int64_t j = 0; j < r->keys; j++) w[j] = r->weights[j];
@@ -197,7 +221,8 @@ static int run_qkv(const char *const qkv_paths[3], int64_t batch, int64_t head, 
     float *values = NULL;
     int rc = CLI_OK;
     for (int n = 0; n < 3; n++)
-        if ((rc = cli_load_tensor("nullspace", flags[n], qkv_paths[n], &a[n], &t[n]))) goto cleanup;
+        if ((rc = cli_load_qkv("nullspace", flags[n], qkv_paths[n], ao->layout, &a[n], &t[n]))) goto cleanup;
+    cli_warn_if_transposed("nullspace", ao, &t[0], qkv_paths[0], &t[1], qkv_paths[1]);
     const int64_t B = t[0].shape[0], L = t[0].shape[1], Hq = t[0].shape[2], S = t[1].shape[1];
     const int64_t sizes[3] = {B, Hq, L}, want[3] = {batch, head, query};
     static const char *const names[3] = {"--batch", "--head", "--query"};
@@ -244,40 +269,33 @@ int cmd_nullspace(int argc, char **argv) {
     attn_nullspace_options opt = {.struct_size = sizeof(attn_nullspace_options), .tolerance = 1e-6};
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
 
-    for (int i = 1; i < argc;) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            printf(nullspace_usage, cli_attention_options_help);
-            return CLI_OK;
-        }
-        int taken = cli_parse_attention_option("nullspace", argc, argv, &i, &ao);
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_nullspace_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        int taken = cli_attention_take(&ao, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
         if (taken) continue;
-        if (strcmp(flag, "--chapter") == 0 || strcmp(flag, "--zero-keys-may-gain") == 0) {
-            *(flag[2] == 'c' ? &chapter : &zero_keys_may_gain) = true;
-            i++;
-            continue;
-        }
+        const char *flag = args.flag;
         bool ok = true;
-        if (strcmp(flag, "--tol") == 0) ok = cli_parse_float("nullspace", flag, value, 0, 1e30, &opt.tolerance);
-        else if (strcmp(flag, "--exact-limit") == 0) ok = cli_parse_int("nullspace", flag, value, 1, 20, &opt.exact_limit);
-        else if (strcmp(flag, "--starts") == 0) ok = cli_parse_int("nullspace", flag, value, 1, 1 << 20, &opt.starts);
-        else if (strcmp(flag, "--query") == 0) ok = cli_parse_int("nullspace", flag, value, 0, INT64_MAX, &query);
-        else if (strcmp(flag, "--head") == 0) ok = cli_parse_int("nullspace", flag, value, 0, INT64_MAX, &head);
-        else if (strcmp(flag, "--batch") == 0) ok = cli_parse_int("nullspace", flag, value, 0, INT64_MAX, &batch);
-        else {
-            const char **target = strcmp(flag, "--weights") == 0 ? &w_path
-                                : strcmp(flag, "--values") == 0  ? &v_path
-                                : strcmp(flag, "-o") == 0        ? &o_path
-                                : strcmp(flag, "-q") == 0        ? &qkv[0]
-                                : strcmp(flag, "-k") == 0        ? &qkv[1]
-                                : strcmp(flag, "-v") == 0        ? &qkv[2] : NULL;
-            if (!target) return cli_usage_error("nullspace", "unknown option '%s'", flag);
-            if (!value) return cli_usage_error("nullspace", "%s needs a file name", flag);
-            *target = value;
+        switch (id) {
+        case F_CHAPTER: chapter = true; break;
+        case F_ZERO_KEYS_MAY_GAIN: zero_keys_may_gain = true; break;
+        case F_TOL: ok = cli_parse_float("nullspace", flag, value, 0, 1e30, &opt.tolerance); break;
+        case F_EXACT_LIMIT:
+            ok = cli_parse_int("nullspace", flag, value, 1, NULLSPACE_EXACT_MAX, &opt.exact_limit);
+            break;
+        case F_STARTS: ok = cli_parse_int("nullspace", flag, value, 1, 1 << 20, &opt.starts); break;
+        case F_QUERY: ok = cli_parse_int("nullspace", flag, value, 0, INT64_MAX, &query); break;
+        case F_HEAD: ok = cli_parse_int("nullspace", flag, value, 0, INT64_MAX, &head); break;
+        case F_BATCH: ok = cli_parse_int("nullspace", flag, value, 0, INT64_MAX, &batch); break;
+        case F_WEIGHTS: w_path = value; break;
+        case F_VALUES: v_path = value; break;
+        case F_O: o_path = value; break;
+        default: qkv[id - F_Q] = value; break; /* -q, -k, -v */
         }
         if (!ok) return CLI_USAGE_ERROR;
-        i += 2;
     }
     const bool rows = w_path || v_path, attention = qkv[0] || qkv[1] || qkv[2];
     if (chapter + rows + attention != 1)
@@ -289,9 +307,9 @@ int cmd_nullspace(int argc, char **argv) {
     if (attention && (!qkv[0] || !qkv[1] || !qkv[2] || query < 0))
         return cli_usage_error("nullspace", "missing %s", !qkv[0] ? "-q Q.npy" : !qkv[1] ? "-k K.npy"
                                                         : !qkv[2] ? "-v V.npy" : "--query I");
-    if (!attention && (ao.opt.causal || ao.opt.window || ao.key_lengths_path || ao.mask_path || ao.bias_path ||
-                       ao.opt.scale != 0 || ao.opt.kernel != ATTN_KERNEL_AUTO || ao.opt.threads))
-        return cli_usage_error("nullspace", "mask and computation options apply to -q/-k/-v input only");
+    opt.allow_slow = ao.allow_slow;
+    if (!attention && (cli_attention_given(&args) || ao.layout_given))
+        return cli_usage_error("nullspace", "mask, layout and computation options apply to -q/-k/-v input only");
 
     const char *const inputs[] = {w_path, v_path, qkv[0], qkv[1], qkv[2], ao.key_lengths_path, ao.mask_path,
                                   ao.bias_path};

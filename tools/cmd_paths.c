@@ -19,10 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char paths_usage[] =
+#define PRINT_ROWS 32 /* (batch, query, head) tables printed without --all */
+#define PRINT_ROWS_TEXT "32"
+
+static void paths_help(FILE *out) {
+    fprintf(out,
     "usage: attn paths --chapter [--query I] [--json]\n"
     "       attn paths --base-q Q.npy --base-k K.npy --base-v V.npy\n"
-    "                  [--changed-q Q2.npy] [--changed-k K2.npy] [--changed-v V2.npy] [options]\n"
+    "                  [--changed-q Q2.npy] [--changed-k K2.npy] [--changed-v V2.npy] [--layout BLHD|BHLD]\n"
+    "                  [options]\n"
     "       attn paths --base X.npy --changed X2.npy [--context C.npy [--changed-context C2.npy]]\n"
     "                  --wq WQ.npy --wk WK.npy --wv WV.npy [--wo ..] [biases] --heads H [options]\n\n"
     "Path decomposition (the chapter's Figure 2): weight and content are separate causal paths.\n"
@@ -43,17 +48,40 @@ static const char paths_usage[] =
     "%s"
     "selection and output:\n"
     "  --batch B  --head H  --query I   print only these (0-based; default all)\n"
+    "  --all                            print every row (without it the tables stop after " PRINT_ROWS_TEXT "\n"
+    "                                   rows and say how to see the rest)\n"
     "  --chapter                        the chapter's example; --query defaults to 2 (the chapter's q3)\n"
     "  --json                           one JSON object on stdout instead of the tables\n\n"
-    "%s\n"
+    "%s%s%s\n"
     "example:\n"
-    "  attn paths --chapter        # q3: [1.5, 0.75] / [1.2, 0.8] / [1.5, 1] / [1.2, 1.2]\n";
+    "  attn paths --chapter        # q3: [1.5, 0.75] / [1.2, 0.8] / [1.5, 1] / [1.2, 1.2]\n",
+    cli_module_help, cli_layout_help, cli_mask_help, cli_compute_help);
+}
 
 enum { IN_BASE_Q, IN_BASE_K, IN_BASE_V, IN_CHANGED_Q, IN_CHANGED_K, IN_CHANGED_V,
        IN_BASE, IN_CHANGED, IN_CONTEXT, IN_CHANGED_CONTEXT, IN_COUNT };
 static const char *const input_flags[IN_COUNT] = {
     "--base-q", "--base-k", "--base-v", "--changed-q", "--changed-k", "--changed-v",
     "--base", "--changed", "--context", "--changed-context"};
+
+/* Flag ids: an input's is F_INPUT + IN_*. */
+enum { F_INPUT = 1, F_CHAPTER = F_INPUT + IN_COUNT, F_JSON, F_ALL, F_BATCH, F_HEAD, F_QUERY };
+
+static const cli_flag paths_flags[] = {
+    {"--base-q", "Q.npy", F_INPUT + IN_BASE_Q, 0},        {"--base-k", "K.npy", F_INPUT + IN_BASE_K, 0},
+    {"--base-v", "V.npy", F_INPUT + IN_BASE_V, 0},        {"--changed-q", "Q2.npy", F_INPUT + IN_CHANGED_Q, 0},
+    {"--changed-k", "K2.npy", F_INPUT + IN_CHANGED_K, 0}, {"--changed-v", "V2.npy", F_INPUT + IN_CHANGED_V, 0},
+    {"--base", "X.npy", F_INPUT + IN_BASE, 0},            {"--changed", "X2.npy", F_INPUT + IN_CHANGED, 0},
+    {"--context", "C.npy", F_INPUT + IN_CONTEXT, 0},
+    {"--changed-context", "C2.npy", F_INPUT + IN_CHANGED_CONTEXT, 0},
+    {"--chapter", NULL, F_CHAPTER, 0},                    {"--json", NULL, F_JSON, 0},
+    {"--all", NULL, F_ALL, 0},                            {"--batch", "B", F_BATCH, 0},
+    {"--head", "H", F_HEAD, 0},                           {"--query", "I", F_QUERY, 0},
+    CLI_FLAGS_END};
+
+static const cli_flag *const paths_tables[] = {paths_flags, cli_module_flags, cli_layout_flags, cli_mask_flags,
+                                               cli_compute_flags, NULL};
+const cli_spec cli_paths_spec = {"paths", paths_tables, paths_help, false};
 
 #define PRINT_MAX 8 /* entries of a vector shown in the tables */
 
@@ -99,22 +127,32 @@ static void print_module_rows(const attn_paths *p, int64_t b, int64_t i) {
            cli_format_vector(buf, sizeof buf, p->interaction_out + (b * t->len + i) * d_out, d_out, PRINT_MAX));
 }
 
-static void print_tables(const attn_paths *p, const selection *sel, bool module_block) {
+/* The tables of every selected (batch, query, head), at most PRINT_ROWS of
+ * them unless all: a long input would otherwise print megabytes. */
+static void print_tables(const attn_paths *p, const selection *sel, bool module_block, bool all) {
     const attn_trace *t = &p->run[ATTN_PATH_BASE];
     if (t->context_len > PRINT_MAX)
         printf("(weights and vectors show their first %d entries; --json has them all)\n", PRINT_MAX);
+    int64_t printed = 0, left = 0;
     for (int64_t b = 0; b < t->batch; b++) {
         if (!selected(sel->batch, b)) continue;
         for (int64_t i = 0; i < t->len; i++) {
             if (!selected(sel->query, i)) continue;
+            bool shown = false;
             for (int64_t h = 0; h < t->heads; h++) {
                 if (!selected(sel->head, h)) continue;
+                if (!all && printed >= PRINT_ROWS) {
+                    left++;
+                    continue;
+                }
+                printed++;
+                shown = true;
                 printf("\n");
                 if (t->batch > 1) printf("batch %lld, ", (long long)b);
                 printf("query %lld, head %lld\n", (long long)i, (long long)h);
                 print_case_rows(p, b, h, i);
             }
-            if (module_block) {
+            if (module_block && shown) {
                 printf("\n");
                 if (t->batch > 1) printf("batch %lld, ", (long long)b);
                 printf("query %lld, the module's output\n", (long long)i);
@@ -122,6 +160,9 @@ static void print_tables(const attn_paths *p, const selection *sel, bool module_
             }
         }
     }
+    if (left)
+        printf("\n(%lld more (batch, query, head) tables not printed: choose with --batch, --query and --head, "
+               "or print them all with --all or --json)\n", (long long)left);
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -186,7 +227,8 @@ static int run_sdpa(const char *const paths[IN_COUNT], attn_array in[IN_COUNT], 
     attn_tensor t[6];
     int rc;
     for (int n = IN_BASE_Q; n <= IN_CHANGED_V; n++)
-        if (paths[n] && (rc = cli_load_tensor("paths", input_flags[n], paths[n], &in[n], &t[n]))) return rc;
+        if (paths[n] && (rc = cli_load_qkv("paths", input_flags[n], paths[n], ao->layout, &in[n], &t[n]))) return rc;
+    cli_warn_if_transposed("paths", ao, &t[IN_BASE_Q], paths[IN_BASE_Q], &t[IN_BASE_K], paths[IN_BASE_K]);
     for (int n = IN_CHANGED_Q; n <= IN_CHANGED_V; n++) {
         const attn_tensor *base = &t[n - 3];
         if (paths[n] && memcmp(t[n].shape, base->shape, sizeof base->shape)) {
@@ -248,35 +290,23 @@ int cmd_paths(int argc, char **argv) {
     bool chapter = false, json = false;
     int rc = CLI_OK;
 
-    for (int i = 1; i < argc;) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            printf(paths_usage, cli_module_help, cli_attention_options_help);
-            return CLI_OK;
-        }
-        int taken = cli_parse_attention_option("paths", argc, argv, &i, &ao);
-        if (!taken) taken = cli_parse_module_option("paths", argc, argv, &i, &mod);
+    bool all = false;
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_paths_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        int taken = cli_attention_take(&ao, &args, id, value);
+        if (!taken) taken = cli_module_take(&mod, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
         if (taken) continue;
-        if (strcmp(flag, "--chapter") == 0 || strcmp(flag, "--json") == 0) {
-            *(flag[2] == 'c' ? &chapter : &json) = true;
-            i++;
-            continue;
-        }
-        int64_t *index = strcmp(flag, "--batch") == 0 ? &sel.batch
-                       : strcmp(flag, "--head") == 0  ? &sel.head
-                       : strcmp(flag, "--query") == 0 ? &sel.query : NULL;
-        if (index) {
-            if (!cli_parse_int("paths", flag, value, 0, INT64_MAX, index)) return CLI_USAGE_ERROR;
-            i += 2;
-            continue;
-        }
-        int n = 0;
-        while (n < IN_COUNT && strcmp(flag, input_flags[n]) != 0) n++;
-        if (n == IN_COUNT) return cli_usage_error("paths", "unknown option '%s'", flag);
-        if (!value) return cli_usage_error("paths", "%s needs a file name", flag);
-        paths[n] = value;
-        i += 2;
+        if (id >= F_INPUT && id < F_INPUT + IN_COUNT) paths[id - F_INPUT] = value;
+        else if (id == F_CHAPTER) chapter = true;
+        else if (id == F_JSON) json = true;
+        else if (id == F_ALL) all = true;
+        else if (!cli_parse_int("paths", args.flag, value, 0, INT64_MAX,
+                                id == F_BATCH ? &sel.batch : id == F_HEAD ? &sel.head : &sel.query))
+            return CLI_USAGE_ERROR;
     }
 
     bool sdpa = false, mha = false;
@@ -330,7 +360,7 @@ int cmd_paths(int argc, char **argv) {
                    "W_V = diag(2, 1); changed input: x2 = [0, 1] -> [0, 2].  Query 2 (0-based) is the chapter's q3.\n",
                    ch.c);
         const bool module_block = mha && (t->heads > 1 || mod.m.wo || mod.m.bo);
-        print_tables(&p, &sel, module_block);
+        print_tables(&p, &sel, module_block, all);
     }
 
 cleanup:

@@ -10,17 +10,40 @@
  * attn_mha_forward_traced, or attn_sdpa_paths / attn_mha_paths); the page
  * shows one batch: the pattern [Hq, L, S] and which keys the scores hid.
  */
+#include "cli_interp.h"
 #include "cli_pictures.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char report_usage[] =
+enum { IN_Q, IN_K, IN_V, IN_CQ, IN_CK, IN_CV, /* bare attention */
+       IN_X, IN_CONTEXT, IN_CX, IN_CCONTEXT,   /* a module, with cli_module's weights */
+       IN_COUNT };
+static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q", "--changed-k", "--changed-v",
+                                                  "-x", "--context", "--changed-x", "--changed-context"};
+
+/* Flag ids: an input's is F_INPUT + IN_*. */
+enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH };
+
+static const cli_flag report_flags[] = {
+    {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
+    {"-v", "V.npy", F_INPUT + IN_V, 0},                  {"--changed-q", "Q2.npy", F_INPUT + IN_CQ, 0},
+    {"--changed-k", "K2.npy", F_INPUT + IN_CK, 0},       {"--changed-v", "V2.npy", F_INPUT + IN_CV, 0},
+    {"-x", "X.npy", F_INPUT + IN_X, 0},                  {"--context", "C.npy", F_INPUT + IN_CONTEXT, 0},
+    {"--changed-x", "X2.npy", F_INPUT + IN_CX, 0},
+    {"--changed-context", "C2.npy", F_INPUT + IN_CCONTEXT, 0},
+    {"--html", "OUT.html", F_HTML, 0},                   {"--tokens", "LIST|@FILE", F_TOKENS, 0},
+    {"--key-tokens", "LIST|@FILE", F_KEY_TOKENS, 0},     {"--show-heads", "LIST", F_SHOW_HEADS, 0},
+    {"--title", "TEXT", F_TITLE, 0},                     {"--batch", "N", F_BATCH, 0},
+    CLI_FLAGS_END};
+
+static void report_help(FILE *out) {
+    fprintf(out,
     "usage: attn report -q Q.npy -k K.npy -v V.npy [--changed-q F] [--changed-k F] [--changed-v F]\n"
-    "                   [mask options] [--tokens LIST] [--key-tokens LIST] --html OUT.html\n"
+    "                   [--layout BLHD|BHLD] [mask options] [--tokens LIST] [--key-tokens LIST] --html OUT.html\n"
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
-    "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G]\n"
+    "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n\n"
     "Writes ONE self-contained HTML file (no network access, no external scripts or fonts): a heat\n"
     "map per head (hover a cell for the token pair and its exact weight), a token view with lines\n"
@@ -31,8 +54,8 @@ static const char report_usage[] =
     "  -q Q.npy -k K.npy -v V.npy        [L, D] / [S, D] / [S, Dv], or with heads and batch\n"
     "  --changed-q/-k/-v F.npy           the changed input's tensors (same shapes; default: the base)\n"
     "multi-head inputs (as attn mha):\n"
-    "  -x X.npy [--context C.npy] --wq .. --wk .. --wv .. [--wo ..] [--bq .. --bk .. --bv .. --bo ..]\n"
-    "  --heads H [--kv-heads G]\n"
+    "  -x X.npy [--context C.npy]        [L, d_model] / [S, d_ctx], or with batch\n"
+    "%s"
     "  --changed-x F.npy [--changed-context F.npy]   the changed input\n"
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
@@ -40,54 +63,24 @@ static const char report_usage[] =
     "  --key-tokens LIST   key labels (cross-attention)\n"
     "  --batch N           the batch shown (default 0)\n"
     "  --show-heads LIST   the heads shown, e.g. 0,3 or 0-3 (default all)\n"
-    "  --title TEXT        the page's title\n\n"
-    "%s\n"
+    "  --title TEXT        the page's title\n"
+    "  --quiet             no line on stderr naming what was written\n\n"
+    "%s%s%s\n"
     "examples:\n"
     "  attn report -q Q.npy -k K.npy -v V.npy --causal --tokens \"我,吃,了\" --html report.html\n"
-    "  attn report -q Q.npy -k K.npy -v V.npy --changed-k K2.npy --changed-v V2.npy --html paths.html\n";
+    "  attn report -q Q.npy -k K.npy -v V.npy --changed-k K2.npy --changed-v V2.npy --html paths.html\n",
+    cli_module_help, cli_layout_help, cli_mask_help, cli_compute_help);
+}
 
-enum {
-    IN_Q, IN_K, IN_V, IN_CQ, IN_CK, IN_CV,                     /* bare attention */
-    IN_X, IN_CONTEXT, IN_WQ, IN_WK, IN_WV, IN_WO, IN_BQ, IN_BK, IN_BV, IN_BO, IN_CX, IN_CCONTEXT,
-    IN_COUNT
-};
-static const char *const input_flags[IN_COUNT] = {
-    "-q", "-k", "-v", "--changed-q", "--changed-k", "--changed-v",
-    "-x", "--context", "--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo",
-    "--changed-x", "--changed-context"};
+static const cli_flag *const report_tables[] = {report_flags, cli_module_flags, cli_layout_flags, cli_mask_flags,
+                                                cli_compute_flags, cli_quiet_flags, NULL};
+const cli_spec cli_report_spec = {"report", report_tables, report_help, false};
 
 typedef struct {
     const char *paths[IN_COUNT];
     attn_array in[IN_COUNT];
-    int64_t heads, kv_heads;
+    cli_module mod;
 } report_inputs;
-
-/* Views an array of rank 2..4 as [B, positions, heads, width] (as attn sdpa). */
-static int as_tensor(const report_inputs *r, int n, attn_tensor *t) {
-    const attn_array *a = &r->in[n];
-    char buf[128];
-    if (a->ndim < 2 || a->ndim > 4 || a->count == 0)
-        return cli_data_error("report", "%s '%s' has shape %s; expected [L, D], [L, H, D] or [B, L, H, D]",
-                              input_flags[n], r->paths[n], cli_shape_str(a, buf, sizeof buf));
-    int64_t s[4] = {1, 1, 1, 1};
-    if (a->ndim == 2) { s[1] = a->shape[0]; s[3] = a->shape[1]; }
-    else for (int d = 0; d < a->ndim; d++) s[4 - a->ndim + d] = a->shape[d];
-    *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
-    return CLI_OK;
-}
-
-/* Splits a sequence [L, d] or [B, L, d] into (batch, len, width). */
-static int sequence_dims(const report_inputs *r, int n, int64_t dims[3]) {
-    const attn_array *a = &r->in[n];
-    char buf[128];
-    if ((a->ndim != 2 && a->ndim != 3) || a->count == 0)
-        return cli_data_error("report", "%s '%s' has shape %s; expected [L, d] or [B, L, d]", input_flags[n],
-                              r->paths[n], cli_shape_str(a, buf, sizeof buf));
-    dims[0] = a->ndim == 3 ? a->shape[0] : 1;
-    dims[1] = a->shape[a->ndim - 2];
-    dims[2] = a->shape[a->ndim - 1];
-    return CLI_OK;
-}
 
 static int check_shape(const report_inputs *r, int n, int ndim, const int64_t *shape, const char *what) {
     const attn_array *a = &r->in[n];
@@ -107,7 +100,9 @@ static int run_sdpa(report_inputs *r, cli_attention_options *ao, attn_trace *tra
     attn_tensor t[6];
     int rc;
     for (int n = IN_Q; n <= IN_CV; n++)
-        if (r->paths[n] && (rc = as_tensor(r, n, &t[n]))) return rc;
+        if (r->paths[n] && (rc = cli_load_qkv("report", input_flags[n], r->paths[n], ao->layout, &r->in[n], &t[n])))
+            return rc;
+    cli_warn_if_transposed("report", ao, &t[IN_Q], r->paths[IN_Q], &t[IN_K], r->paths[IN_K]);
     const int64_t B = t[IN_Q].shape[0], L = t[IN_Q].shape[1], Hq = t[IN_Q].shape[2];
     const int64_t S = t[IN_K].shape[1];
     for (int n = IN_CQ; n <= IN_CV; n++)
@@ -115,6 +110,7 @@ static int run_sdpa(report_inputs *r, cli_attention_options *ao, attn_trace *tra
                                              "the shape of the base tensor")))
             return rc;
     if ((rc = cli_load_attention_inputs("report", ao, B, Hq, L, S))) return rc;
+    if ((rc = cli_check_budget("report", ao, &t[IN_Q], &t[IN_K], &t[IN_V], false, 0))) return rc;
     *have_paths = r->paths[IN_CQ] || r->paths[IN_CK] || r->paths[IN_CV];
     attn_status st = *have_paths
         ? attn_sdpa_paths(&t[IN_Q], &t[IN_K], &t[IN_V], r->paths[IN_CQ] ? &t[IN_CQ] : NULL,
@@ -129,62 +125,39 @@ static int run_sdpa(report_inputs *r, cli_attention_options *ao, attn_trace *tra
     return CLI_OK;
 }
 
-/* Multi-head attention: checks every matrix against the widths, then runs. */
+/* Multi-head attention: the weights checked against the widths, then the run. */
 static int run_mha(report_inputs *r, cli_attention_options *ao, attn_trace *trace, attn_paths *paths,
                    bool *have_paths) {
-    int64_t xd[3] = {0}, cd[3] = {0};
+    int64_t xd[3] = {0}, cd[3] = {0}, unused[3];
     int rc;
-    if ((rc = sequence_dims(r, IN_X, xd))) return rc;
+    if (r->paths[IN_CCONTEXT] && !r->paths[IN_CONTEXT])
+        return cli_usage_error("report", "--changed-context needs --context (for self-attention use --changed-x)");
+    if ((rc = cli_load_sequence("report", "-x", r->paths[IN_X], &r->in[IN_X], xd))) return rc;
     if (r->paths[IN_CONTEXT]) {
-        if ((rc = sequence_dims(r, IN_CONTEXT, cd))) return rc;
+        if ((rc = cli_load_sequence("report", "--context", r->paths[IN_CONTEXT], &r->in[IN_CONTEXT], cd))) return rc;
         if (cd[0] != xd[0])
             return cli_data_error("report", "--context has batch %lld but -x has batch %lld", (long long)cd[0],
                                   (long long)xd[0]);
     } else {
         memcpy(cd, xd, sizeof cd);
     }
-    if (r->paths[IN_CCONTEXT] && !r->paths[IN_CONTEXT])
-        return cli_usage_error("report", "--changed-context needs --context (for self-attention use --changed-x)");
-    const int64_t H = r->heads, G = r->kv_heads ? r->kv_heads : r->heads;
-    if (H % G) return cli_usage_error("report", "--heads %lld is not a multiple of --kv-heads %lld", (long long)H, (long long)G);
-    const attn_array *wq = &r->in[IN_WQ], *wk = &r->in[IN_WK], *wv = &r->in[IN_WV];
-    if (wq->ndim != 2 || wk->ndim != 2 || wv->ndim != 2 || wq->shape[1] % H || wk->shape[1] % G ||
-        wv->shape[1] % G || wq->shape[1] == 0 || wv->shape[1] == 0)
-        return cli_data_error("report", "--wq, --wk, --wv must be matrices [d_in, heads * width] whose columns split "
-                              "into %lld query heads and %lld key/value heads", (long long)H, (long long)G);
-    attn_mha m = {.struct_size = sizeof(attn_mha), .d_model = xd[2], .d_context = cd[2], .heads = H, .kv_heads = G,
-                  .head_dim = wq->shape[1] / H, .value_dim = wv->shape[1] / G};
-    m.d_out = H * m.value_dim;
-    const int64_t sq[2] = {m.d_model, H * m.head_dim}, sk[2] = {m.d_context, G * m.head_dim},
-                  sv[2] = {m.d_context, G * m.value_dim};
-    if ((rc = check_shape(r, IN_WQ, 2, sq, "[width of X, heads * D]")) ||
-        (rc = check_shape(r, IN_WK, 2, sk, "[context width, kv heads * D]")) ||
-        (rc = check_shape(r, IN_WV, 2, sv, "[context width, kv heads * Dv]")))
-        return rc;
-    if (r->paths[IN_WO]) {
-        if (r->in[IN_WO].ndim != 2 || r->in[IN_WO].shape[0] != m.d_out)
-            return cli_data_error("report", "--wo must be [heads * Dv = %lld, d_out]", (long long)m.d_out);
-        m.d_out = r->in[IN_WO].shape[1];
-    }
-    const int64_t nq = H * m.head_dim, nk = G * m.head_dim, nv = G * m.value_dim;
-    if ((r->paths[IN_BQ] && (rc = check_shape(r, IN_BQ, 1, &nq, "heads * D"))) ||
-        (r->paths[IN_BK] && (rc = check_shape(r, IN_BK, 1, &nk, "kv heads * D"))) ||
-        (r->paths[IN_BV] && (rc = check_shape(r, IN_BV, 1, &nv, "kv heads * Dv"))) ||
-        (r->paths[IN_BO] && (rc = check_shape(r, IN_BO, 1, &m.d_out, "d_out"))) ||
+    if ((r->paths[IN_CX] && (rc = cli_load_sequence("report", "--changed-x", r->paths[IN_CX], &r->in[IN_CX], unused))) ||
+        (r->paths[IN_CCONTEXT] &&
+         (rc = cli_load_sequence("report", "--changed-context", r->paths[IN_CCONTEXT], &r->in[IN_CCONTEXT], unused))) ||
         (r->paths[IN_CX] && (rc = check_shape(r, IN_CX, r->in[IN_X].ndim, r->in[IN_X].shape, "the shape of -x"))) ||
         (r->paths[IN_CCONTEXT] && (rc = check_shape(r, IN_CCONTEXT, r->in[IN_CONTEXT].ndim,
                                                     r->in[IN_CONTEXT].shape, "the shape of --context"))))
         return rc;
-    m.wq = wq->data; m.wk = wk->data; m.wv = wv->data; m.wo = r->in[IN_WO].data;
-    m.bq = r->in[IN_BQ].data; m.bk = r->in[IN_BK].data; m.bv = r->in[IN_BV].data; m.bo = r->in[IN_BO].data;
+    if ((rc = cli_module_load("report", &r->mod, xd[2], cd[2]))) return rc;
+    const attn_mha *m = &r->mod.m;
     const int64_t B = xd[0], L = xd[1], S = cd[1];
-    if ((rc = cli_load_attention_inputs("report", ao, B, H, L, S))) return rc;
+    if ((rc = cli_load_attention_inputs("report", ao, B, m->heads, L, S))) return rc;
     const float *x = r->in[IN_X].data, *ctx = r->in[IN_CONTEXT].data;
     *have_paths = r->paths[IN_CX] || r->paths[IN_CCONTEXT];
     attn_status st = *have_paths
-        ? attn_mha_paths(&m, x, r->paths[IN_CX] ? r->in[IN_CX].data : x, B, L, ctx, r->in[IN_CCONTEXT].data, S,
+        ? attn_mha_paths(m, x, r->paths[IN_CX] ? r->in[IN_CX].data : x, B, L, ctx, r->in[IN_CCONTEXT].data, S,
                          &ao->opt, paths)
-        : attn_mha_forward_traced(&m, x, B, L, ctx, S, &ao->opt, NULL, 0, trace, NULL);
+        : attn_mha_forward_traced(m, x, B, L, ctx, S, &ao->opt, NULL, 0, trace, NULL);
     if (st != ATTN_OK) return cli_data_error("report", "%s: %s", attn_status_str(st), attn_last_error());
     return CLI_OK;
 }
@@ -220,40 +193,34 @@ int cmd_report(int argc, char **argv) {
     bool have_paths = false;
     int rc = CLI_OK;
 
-    for (int i = 1; i < argc;) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            printf(report_usage, cli_attention_options_help);
-            return CLI_OK;
-        }
-        int taken = cli_parse_attention_option("report", argc, argv, &i, &ao);
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_report_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        int taken = cli_attention_take(&ao, &args, id, value);
+        if (!taken) taken = cli_module_take(&r.mod, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
         if (taken) continue;
-        const char **target = strcmp(flag, "--html") == 0 ? &html_path
-                            : strcmp(flag, "--tokens") == 0 ? &tokens_text
-                            : strcmp(flag, "--key-tokens") == 0 ? &key_tokens_text
-                            : strcmp(flag, "--show-heads") == 0 ? &show_text
-                            : strcmp(flag, "--title") == 0 ? &title : NULL;
-        for (int n = 0; n < IN_COUNT && !target; n++)
-            if (strcmp(flag, input_flags[n]) == 0) target = &r.paths[n];
-        bool number = strcmp(flag, "--heads") == 0 || strcmp(flag, "--kv-heads") == 0 || strcmp(flag, "--batch") == 0;
-        if (!target && !number) return cli_usage_error("report", "unknown option '%s'", flag);
-        if (!value) return cli_usage_error("report", "%s needs a value", flag);
-        if (target) *target = value;
-        else if (!cli_parse_int("report", flag, value, flag[2] == 'b' ? 0 : 1, flag[2] == 'b' ? INT64_MAX : 1 << 20,
-                                flag[2] == 'b' ? &batch : flag[2] == 'h' ? &r.heads : &r.kv_heads))
-            return CLI_USAGE_ERROR;
-        i += 2;
+        if (id >= F_INPUT && id < F_INPUT + IN_COUNT) r.paths[id - F_INPUT] = value;
+        else if (id == F_HTML) html_path = value;
+        else if (id == F_TOKENS) tokens_text = value;
+        else if (id == F_KEY_TOKENS) key_tokens_text = value;
+        else if (id == F_SHOW_HEADS) show_text = value;
+        else if (id == F_TITLE) title = value;
+        else if (!cli_parse_int("report", "--batch", value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
     }
     const bool sdpa = r.paths[IN_Q] || r.paths[IN_K] || r.paths[IN_V];
     const bool mha = r.paths[IN_X] != NULL;
     if (!html_path) return cli_usage_error("report", "missing --html OUT.html");
     {
-        const char *inputs[IN_COUNT + 3];
-        for (int n = 0; n < IN_COUNT; n++) inputs[n] = r.paths[n];
-        inputs[IN_COUNT] = ao.key_lengths_path, inputs[IN_COUNT + 1] = ao.mask_path, inputs[IN_COUNT + 2] = ao.bias_path;
+        const char *inputs[IN_COUNT + MOD_COUNT + 3];
+        int n_inputs = 0;
+        for (int n = 0; n < IN_COUNT; n++) inputs[n_inputs++] = r.paths[n];
+        for (int n = 0; n < MOD_COUNT; n++) inputs[n_inputs++] = r.mod.paths[n];
+        inputs[n_inputs++] = ao.key_lengths_path, inputs[n_inputs++] = ao.mask_path, inputs[n_inputs++] = ao.bias_path;
         const char *const outputs[] = {html_path};
-        if (cli_check_paths("report", inputs, IN_COUNT + 3, outputs, 1)) return CLI_USAGE_ERROR;
+        if (cli_check_paths("report", inputs, n_inputs, outputs, 1)) return CLI_USAGE_ERROR;
     }
     if (sdpa == mha)
         return cli_usage_error("report", sdpa ? "give either -q/-k/-v (bare attention) or -x (multi-head), not both"
@@ -265,22 +232,16 @@ int cmd_report(int argc, char **argv) {
     }
     if (sdpa && (!r.paths[IN_Q] || !r.paths[IN_K] || !r.paths[IN_V]))
         return cli_usage_error("report", "missing %s", !r.paths[IN_Q] ? "-q Q.npy" : !r.paths[IN_K] ? "-k K.npy" : "-v V.npy");
-    if (mha && (!r.paths[IN_WQ] || !r.paths[IN_WK] || !r.paths[IN_WV] || !r.heads))
-        return cli_usage_error("report", "missing %s", !r.paths[IN_WQ] ? "--wq WQ.npy" : !r.paths[IN_WK] ? "--wk WK.npy"
-                                                     : !r.paths[IN_WV] ? "--wv WV.npy" : "--heads H");
-    if (sdpa && (r.heads || r.kv_heads))
-        return cli_usage_error("report", "--heads and --kv-heads belong to the multi-head inputs; with -q/-k/-v the "
-                               "heads come from the arrays (use --show-heads to choose the heads shown)");
+    if (sdpa && cli_module_given(&r.mod))
+        return cli_usage_error("report", "the weights, --heads and --kv-heads belong to the multi-head inputs (-x); "
+                               "with -q/-k/-v the heads come from the arrays (use --show-heads to choose the heads shown)");
+    if (mha && ao.layout_given)
+        return cli_usage_error("report", "--layout is for -q/-k/-v; -x is [L, d_model] or [B, L, d_model]");
     if (show_text && !cli_index_list_parse("report", "--show-heads", show_text, &show)) return CLI_USAGE_ERROR;
     if ((tokens_text && (rc = cli_tokens_parse("report", "--tokens", tokens_text, &tokens))) ||
         (key_tokens_text && (rc = cli_tokens_parse("report", "--key-tokens", key_tokens_text, &key_tokens))))
         goto cleanup;
 
-    for (int n = 0; n < IN_COUNT; n++)
-        if (r.paths[n] && !cli_load_f32("report", input_flags[n], r.paths[n], false, &r.in[n])) {
-            rc = CLI_DATA_ERROR;
-            goto cleanup;
-        }
     if ((rc = sdpa ? run_sdpa(&r, &ao, &trace, &paths, &have_paths) : run_mha(&r, &ao, &trace, &paths, &have_paths)))
         goto cleanup;
     const attn_trace *t = have_paths ? &paths.run[ATTN_PATH_BASE] : &trace;
@@ -325,7 +286,11 @@ int cmd_report(int argc, char **argv) {
                           .query_labels = (const char *const *)tokens.items,
                           .key_labels = (const char *const *)key_tokens.items,
                           .paths = have_paths ? &paths : NULL, .paths_batch = batch};
-    if (attn_report_write_html(html_path, &report) != ATTN_OK) rc = cli_data_error("report", "%s", attn_last_error());
+    if (attn_report_write_html(html_path, &report) != ATTN_OK)
+        rc = cli_data_error("report", "%s", attn_last_error());
+    else if (!cli_args_given(&args, CLI_ID_QUIET))
+        fprintf(stderr, "attn report: wrote %s (%lld head%s of %lld x %lld%s)\n", html_path, (long long)n_heads,
+                n_heads == 1 ? "" : "s", (long long)L, (long long)S, have_paths ? ", with the path decomposition" : "");
 
 cleanup:
     free(weights);
@@ -334,6 +299,7 @@ cleanup:
     attn_trace_free(&trace);
     attn_paths_free(&paths);
     for (int n = 0; n < IN_COUNT; n++) attn_array_free(&r.in[n]);
+    cli_module_free(&r.mod);
     cli_tokens_free(&tokens);
     cli_tokens_free(&key_tokens);
     cli_index_list_free(&show);

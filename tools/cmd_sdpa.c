@@ -7,6 +7,9 @@
  *   4-D  q [B, L, Hq, D]   k [B, S, Hkv, D]  v [B, S, Hkv, Dv] o [B, L, Hq, Dv]
  *   weights [B, Hq, L, S], lse [B, Hq, L], with the leading dims the input
  *   rank leaves out dropped ([L, S] and [L] for 2-D inputs).
+ * With --layout BHLD the files of q, k, v, o (and their gradients) hold
+ * heads before positions ([B, Hq, L, D], PyTorch's); they are reordered to
+ * [B, L, Hq, D] on reading and back on writing.
  * Gradients (--grad-out dO, shaped like o): dq like q, dk like k, dv like v.
  */
 #include "cli.h"
@@ -14,10 +17,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char sdpa_usage[] =
+enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV };
+
+static const cli_flag sdpa_flags[] = {
+    {"-q", "Q.npy", F_Q, 0},           {"-k", "K.npy", F_K, 0},         {"-v", "V.npy", F_V, 0},
+    {"-o", "O.npy", F_O, 0},           {"--weights", "W.npy", F_WEIGHTS, 0},
+    {"--lse", "LSE.npy", F_LSE, 0},    {"--grad-out", "DO.npy", F_DOUT, 0},
+    {"--dq", "DQ.npy", F_DQ, 0},       {"--dk", "DK.npy", F_DK, 0},     {"--dv", "DV.npy", F_DV, 0},
+    CLI_FLAGS_END};
+
+static void sdpa_help(FILE *out) {
+    fprintf(out,
     "usage: attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy [--weights W.npy] [--lse LSE.npy]\n"
     "                 [--grad-out DO.npy [--dq DQ.npy] [--dk DK.npy] [--dv DV.npy]]\n"
-    "                 [mask and computation options]\n\n"
+    "                 [--layout BLHD|BHLD] [mask and computation options] [--quiet]\n\n"
     "Scaled dot-product attention: O = softmax(scale * Q K^T + bias, over visible keys) V.\n"
     "With --grad-out, also its backward pass: the gradients of a loss whose gradient with\n"
     "respect to O is DO.\n\n"
@@ -25,160 +38,145 @@ static const char sdpa_usage[] =
     "  -q Q.npy   queries [L, D], [L, Hq, D] or [B, L, Hq, D]\n"
     "  -k K.npy   keys    [S, D], [S, Hkv, D] or [B, S, Hkv, D]   (Hq a multiple of Hkv: GQA)\n"
     "  -v V.npy   values  [S, Dv], [S, Hkv, Dv] or [B, S, Hkv, Dv] (Dv may differ from D)\n"
-    "outputs (float32, written atomically):\n"
-    "  -o O.npy          output [.., L, Hq, Dv], same rank as Q\n"
+    "             (with --layout BHLD heads come before positions: [B, Hq, L, D] and so on)\n"
+    "outputs (float32; written as a set: every file complete, or none touched):\n"
+    "  -o O.npy          output [.., L, Hq, Dv], same rank (and layout) as Q\n"
     "  --weights W.npy   attention weights [B, Hq, L, S]  (heads before positions)\n"
     "  --lse LSE.npy     log-sum-exp of each row's scores [B, Hq, L]\n"
     "  (for 2-D/3-D inputs the leading B/Hq dimensions are dropped likewise)\n"
+    "  --quiet           no line on stderr naming what was written\n"
     "gradients (-o is optional when one of these is asked for):\n"
     "  --grad-out DO.npy dLoss/dO, shaped like O (same rank as Q)\n"
     "  --dq DQ.npy       dLoss/dQ, shaped like Q\n"
     "  --dk DK.npy       dLoss/dK, shaped like K   (GQA: summed over the query heads of a group)\n"
     "  --dv DV.npy       dLoss/dV, shaped like V\n"
     "  (the masks and the bias are constants: no gradient of --bias is written)\n\n"
-    "%s\n"
-    "examples (the chapter's 3x2 example with a causal mask; its gradients):\n"
+    "%s%s%s\n"
+    "examples (the chapter's 3x2 example with a causal mask; its gradients; a decode step):\n"
     "  attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy --weights W.npy --causal\n"
-    "  attn sdpa -q Q.npy -k K.npy -v V.npy --causal --grad-out DO.npy --dq DQ.npy --dk DK.npy --dv DV.npy\n";
-
-/* Views a loaded array of rank 2..4 as [B, positions, heads, width]. */
-static int as_tensor(const char *flag, const char *path, attn_array *a, attn_tensor *t) {
-    char buf[128];
-    if (a->ndim < 2 || a->ndim > 4)
-        return cli_data_error("sdpa", "%s '%s' has shape %s; expected rank 2 [L, D], 3 [L, H, D] or 4 [B, L, H, D]",
-                              flag, path, cli_shape_str(a, buf, sizeof buf));
-    int64_t s[4] = {1, 1, 1, 1};
-    if (a->ndim == 2) { s[1] = a->shape[0]; s[3] = a->shape[1]; }
-    else for (int d = 0; d < a->ndim; d++) s[4 - a->ndim + d] = a->shape[d];
-    for (int d = 0; d < 4; d++)
-        if (s[d] == 0)
-            return cli_data_error("sdpa", "%s '%s' has shape %s; every dimension must be at least 1", flag,
-                                  path, cli_shape_str(a, buf, sizeof buf));
-    *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
-    return CLI_OK;
+    "  attn sdpa -q Q.npy -k K.npy -v V.npy --causal --grad-out DO.npy --dq DQ.npy --dk DK.npy --dv DV.npy\n"
+    "  attn sdpa -q q_step.npy -k cache_k.npy -v cache_v.npy -o o.npy --causal-lower-right\n",
+    cli_layout_help, cli_mask_help, cli_compute_help);
 }
 
-/* Loads --grad-out: dLoss/dO must have the shape O gets, [.., L, Hq, Dv] in
- * the rank of q. */
-static int load_dout(const char *path, attn_array *douta, const attn_array *qa, int64_t Dv) {
+static const cli_flag *const sdpa_tables[] = {sdpa_flags, cli_layout_flags, cli_mask_flags, cli_compute_flags,
+                                              cli_quiet_flags, NULL};
+const cli_spec cli_sdpa_spec = {"sdpa", sdpa_tables, sdpa_help, false};
+
+/* Loads --grad-out: dLoss/dO must be shaped like O, [.., L, Hq, Dv] in the
+ * rank and layout of q. */
+static int load_dout(const char *path, cli_layout layout, attn_array *douta, attn_tensor *dout, int rank,
+                     const int64_t o_blhd[4]) {
+    if (cli_load_qkv("sdpa", "--grad-out", path, layout, douta, dout)) return CLI_DATA_ERROR;
+    if (douta->ndim == rank && memcmp(dout->shape, o_blhd, sizeof dout->shape) == 0) return CLI_OK;
     char got[128], want[128];
-    if (!cli_load_f32("sdpa", "--grad-out", path, false, douta)) return CLI_DATA_ERROR;
-    attn_array expected = *qa; /* only its shape is used */
-    expected.shape[expected.ndim - 1] = Dv;
-    bool same = douta->ndim == expected.ndim;
-    for (int d = 0; same && d < expected.ndim; d++) same = douta->shape[d] == expected.shape[d];
-    if (!same)
-        return cli_data_error("sdpa", "--grad-out '%s' has shape %s; it must be shaped like the output O, %s",
-                              path, cli_shape_str(douta, got, sizeof got),
-                              cli_shape_str(&expected, want, sizeof want));
-    return CLI_OK;
+    attn_array expected = {.ndim = rank};
+    cli_qkv_file_shape(layout, rank, o_blhd, expected.shape);
+    return cli_data_error("sdpa", "--grad-out '%s' has shape %s; it must be shaped like the output O, %s", path,
+                          cli_shape_str(douta, got, sizeof got), cli_shape_str(&expected, want, sizeof want));
 }
 
 int cmd_sdpa(int argc, char **argv) {
-    const char *q_path = NULL, *k_path = NULL, *v_path = NULL, *o_path = NULL;
-    const char *weights_path = NULL, *lse_path = NULL;
-    const char *dout_path = NULL, *dq_path = NULL, *dk_path = NULL, *dv_path = NULL;
+    const char *path[F_DV + 1] = {0};
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     attn_array qa = {0}, ka = {0}, va = {0}, douta = {0};
     float *out = NULL, *weights = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     int rc = CLI_OK;
 
-    for (int i = 1; i < argc;) {
-        const char *flag = argv[i];
-        if (cli_is_help(flag)) {
-            printf(sdpa_usage, cli_attention_options_help);
-            return CLI_OK;
-        }
-        int taken = cli_parse_attention_option("sdpa", argc, argv, &i, &ao);
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_sdpa_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        int taken = cli_attention_take(&ao, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
-        if (taken) continue;
-        const char **target = strcmp(flag, "-q") == 0 ? &q_path
-                            : strcmp(flag, "-k") == 0 ? &k_path
-                            : strcmp(flag, "-v") == 0 ? &v_path
-                            : strcmp(flag, "-o") == 0 ? &o_path
-                            : strcmp(flag, "--weights") == 0 ? &weights_path
-                            : strcmp(flag, "--lse") == 0 ? &lse_path
-                            : strcmp(flag, "--grad-out") == 0 ? &dout_path
-                            : strcmp(flag, "--dq") == 0 ? &dq_path
-                            : strcmp(flag, "--dk") == 0 ? &dk_path
-                            : strcmp(flag, "--dv") == 0 ? &dv_path : NULL;
-        if (!target) return cli_usage_error("sdpa", "unknown option '%s'", flag);
-        if (i + 1 >= argc) return cli_usage_error("sdpa", "%s needs a file name", flag);
-        *target = argv[i + 1];
-        i += 2;
+        if (!taken) path[id] = value; /* every flag of sdpa_flags names a file */
     }
-    const bool grads = dq_path || dk_path || dv_path;
-    if (!q_path || !k_path || !v_path || (!o_path && !grads))
-        return cli_usage_error("sdpa", "missing %s", !q_path ? "-q Q.npy" : !k_path ? "-k K.npy"
-                                                   : !v_path ? "-v V.npy" : "-o O.npy");
-    if (grads != (dout_path != NULL))
+    const bool grads = path[F_DQ] || path[F_DK] || path[F_DV], quiet = cli_args_given(&args, CLI_ID_QUIET);
+    if (!path[F_Q] || !path[F_K] || !path[F_V] || (!path[F_O] && !grads))
+        return cli_usage_error("sdpa", "missing %s", !path[F_Q] ? "-q Q.npy" : !path[F_K] ? "-k K.npy"
+                                                   : !path[F_V] ? "-v V.npy" : "-o O.npy");
+    if (grads != (path[F_DOUT] != NULL))
         return cli_usage_error("sdpa", grads ? "--dq, --dk and --dv need --grad-out DO.npy (dLoss/dO)"
                                              : "--grad-out needs at least one of --dq, --dk, --dv");
-    const char *const inputs[] = {q_path, k_path, v_path, ao.key_lengths_path, ao.mask_path, ao.bias_path,
-                                  dout_path};
-    const char *const output_paths[] = {o_path, weights_path, lse_path, dq_path, dk_path, dv_path};
+    const char *const inputs[] = {path[F_Q], path[F_K], path[F_V], ao.key_lengths_path, ao.mask_path,
+                                  ao.bias_path, path[F_DOUT]};
+    const char *const output_paths[] = {path[F_O], path[F_WEIGHTS], path[F_LSE], path[F_DQ], path[F_DK], path[F_DV]};
     if (cli_check_paths("sdpa", inputs, 7, output_paths, 6)) return CLI_USAGE_ERROR;
 
-    attn_tensor q, k, v;
-    if (!cli_load_f32("sdpa", "-q", q_path, false, &qa) || !cli_load_f32("sdpa", "-k", k_path, false, &ka) ||
-        !cli_load_f32("sdpa", "-v", v_path, false, &va) || as_tensor("-q", q_path, &qa, &q) ||
-        as_tensor("-k", k_path, &ka, &k) || as_tensor("-v", v_path, &va, &v)) {
+    attn_tensor q, k, v, dot;
+    if (cli_load_qkv("sdpa", "-q", path[F_Q], ao.layout, &qa, &q) ||
+        cli_load_qkv("sdpa", "-k", path[F_K], ao.layout, &ka, &k) ||
+        cli_load_qkv("sdpa", "-v", path[F_V], ao.layout, &va, &v)) {
         rc = CLI_DATA_ERROR;
         goto cleanup;
     }
+    cli_warn_if_transposed("sdpa", &ao, &q, path[F_Q], &k, path[F_K]);
     const int64_t B = q.shape[0], L = q.shape[1], Hq = q.shape[2], S = k.shape[1], Dv = v.shape[3];
+    const int64_t o_blhd[4] = {B, L, Hq, Dv};
     if ((rc = cli_load_attention_inputs("sdpa", &ao, B, Hq, L, S))) goto cleanup;
-    if (grads && (rc = load_dout(dout_path, &douta, &qa, Dv))) goto cleanup;
+    if (grads && (rc = load_dout(path[F_DOUT], ao.layout, &douta, &dot, qa.ndim, o_blhd))) goto cleanup;
+    const double output_bytes = 4.0 * ((double)(B * L * Hq * Dv) + (path[F_WEIGHTS] ? (double)(B * Hq) * L * S : 0) +
+                                       (double)qa.count + (double)ka.count + (double)va.count);
+    if ((rc = cli_check_budget("sdpa", &ao, &q, &k, &v, grads, output_bytes))) goto cleanup;
 
     /* Sizes come from files already held in memory, so these products fit. */
     out = malloc((size_t)(B * L * Hq * Dv) * sizeof(float));
-    weights = weights_path ? malloc((size_t)(B * Hq * L * S) * sizeof(float)) : NULL;
-    lse = lse_path || grads ? malloc((size_t)(B * Hq * L) * sizeof(float)) : NULL;
-    dq = dq_path ? malloc((size_t)qa.count * sizeof(float)) : NULL;
-    dk = dk_path ? malloc((size_t)ka.count * sizeof(float)) : NULL;
-    dv = dv_path ? malloc((size_t)va.count * sizeof(float)) : NULL;
-    if (!out || (weights_path && !weights) || ((lse_path || grads) && !lse) || (dq_path && !dq) ||
-        (dk_path && !dk) || (dv_path && !dv)) {
+    weights = path[F_WEIGHTS] ? malloc((size_t)(B * Hq * L * S) * sizeof(float)) : NULL;
+    lse = path[F_LSE] || grads ? malloc((size_t)(B * Hq * L) * sizeof(float)) : NULL;
+    dq = path[F_DQ] ? malloc((size_t)qa.count * sizeof(float)) : NULL;
+    dk = path[F_DK] ? malloc((size_t)ka.count * sizeof(float)) : NULL;
+    dv = path[F_DV] ? malloc((size_t)va.count * sizeof(float)) : NULL;
+    if (!out || (path[F_WEIGHTS] && !weights) || ((path[F_LSE] || grads) && !lse) || (path[F_DQ] && !dq) ||
+        (path[F_DK] && !dk) || (path[F_DV] && !dv)) {
         rc = cli_data_error("sdpa", "out of memory for the outputs (%lld x %lld weights table?)",
                             (long long)L, (long long)S);
         goto cleanup;
     }
+    const double start = cli_seconds();
     attn_tensor o = attn_tensor_4d(out, B, L, Hq, Dv);
     attn_status st = attn_sdpa_forward(&q, &k, &v, &ao.opt, &o, weights, lse);
     if (st == ATTN_OK && grads) {
-        attn_tensor dot = attn_tensor_4d(douta.data, B, L, Hq, Dv);
         attn_tensor dqt = attn_tensor_4d(dq, B, L, Hq, q.shape[3]);
         attn_tensor dkt = attn_tensor_4d(dk, B, S, k.shape[2], k.shape[3]);
         attn_tensor dvt = attn_tensor_4d(dv, B, S, v.shape[2], Dv);
         st = attn_sdpa_backward(&q, &k, &v, &ao.opt, &o, lse, &dot, dq ? &dqt : NULL, dk ? &dkt : NULL,
                                 dv ? &dvt : NULL);
     }
+    const double elapsed = cli_seconds() - start;
     if (st != ATTN_OK) {
         char qs[96], ks[96], vs[96];
         rc = cli_data_error("sdpa", "%s: %s\n  (-q '%s' %s, -k '%s' %s, -v '%s' %s)", attn_status_str(st),
-                            attn_last_error(), q_path, cli_shape_str(&qa, qs, sizeof qs), k_path,
-                            cli_shape_str(&ka, ks, sizeof ks), v_path, cli_shape_str(&va, vs, sizeof vs));
+                            attn_last_error(), path[F_Q], cli_shape_str(&qa, qs, sizeof qs), path[F_K],
+                            cli_shape_str(&ka, ks, sizeof ks), path[F_V], cli_shape_str(&va, vs, sizeof vs));
         goto cleanup;
     }
 
-    /* Outputs mirror the rank of q: drop the leading dims the input left out. */
-    int drop = 4 - qa.ndim;
-    int64_t o_shape4[4] = {B, L, Hq, Dv};
-    cli_output outputs[6] = {{o_path, qa.ndim, {0}, out},
-                             {weights_path, qa.ndim, {0}, weights},
-                             {lse_path, qa.ndim - 1, {0}, lse},
-                             {dq_path, qa.ndim, {0}, dq},
-                             {dk_path, ka.ndim, {0}, dk},
-                             {dv_path, va.ndim, {0}, dv}};
-    memcpy(outputs[3].shape, qa.shape, (size_t)qa.ndim * sizeof(int64_t));
-    memcpy(outputs[4].shape, ka.shape, (size_t)ka.ndim * sizeof(int64_t));
-    memcpy(outputs[5].shape, va.shape, (size_t)va.ndim * sizeof(int64_t));
-    if (qa.ndim == 2) { outputs[0].shape[0] = L; outputs[0].shape[1] = Dv; }
-    else memcpy(outputs[0].shape, o_shape4 + drop, (size_t)qa.ndim * sizeof(int64_t));
-    int64_t w_shape4[4] = {B, Hq, L, S};
+    /* Outputs mirror the rank (and layout) of their inputs: o and dq of q,
+     * dk of k, dv of v; weights and lse drop the leading dims q leaves out. */
+    const int drop = 4 - qa.ndim;
+    cli_output outputs[6] = {{path[F_O], qa.ndim, {0}, out},    {path[F_WEIGHTS], qa.ndim, {0}, weights},
+                             {path[F_LSE], qa.ndim - 1, {0}, lse}, {path[F_DQ], qa.ndim, {0}, dq},
+                             {path[F_DK], ka.ndim, {0}, dk},     {path[F_DV], va.ndim, {0}, dv}};
+    const attn_tensor *like[6] = {&o, NULL, NULL, &q, &k, &v};
+    for (int n = 0; n < 6; n++) {
+        if (!like[n]) continue;
+        cli_qkv_file_shape(ao.layout, outputs[n].ndim, like[n]->shape, outputs[n].shape);
+        if (!cli_qkv_to_layout("sdpa", ao.layout, (float *)outputs[n].data, like[n]->shape)) {
+            rc = CLI_DATA_ERROR;
+            goto cleanup;
+        }
+    }
+    const int64_t w_shape4[4] = {B, Hq, L, S};
     memcpy(outputs[1].shape, w_shape4 + drop, (size_t)qa.ndim * sizeof(int64_t));
     memcpy(outputs[2].shape, w_shape4 + drop, (size_t)(qa.ndim - 1) * sizeof(int64_t));
-    if (!cli_save_outputs("sdpa", outputs, 6)) rc = CLI_DATA_ERROR;
+    if (!cli_save_outputs("sdpa", outputs, 6)) {
+        rc = CLI_DATA_ERROR;
+    } else if (!quiet) {
+        char how[160];
+        cli_describe_run(how, sizeof how, attn_sdpa_kernel_name(&q, &k, &v, &ao.opt), ao.opt.threads, elapsed);
+        cli_print_written("sdpa", outputs, 6, how);
+    }
 
 cleanup:
     free(out);

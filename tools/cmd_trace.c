@@ -16,10 +16,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char trace_usage[] =
+static void trace_help(FILE *out) {
+    fprintf(out,
     "usage: attn trace -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo ..]\n"
     "                  [biases] --heads H [--kv-heads G]  --dir DIR [-o OUT.npy] [patches] [options]\n"
-    "       attn trace -q Q.npy -k K.npy -v V.npy  --dir DIR [-o OUT.npy] [patches] [options]\n\n"
+    "       attn trace -q Q.npy -k K.npy -v V.npy [--layout BLHD|BHLD] --dir DIR [-o OUT.npy] [patches]\n"
+    "                  [options]\n\n"
     "Runs a module (or bare attention), records every intermediate per head under TransformerLens's\n"
     "hook names and writes DIR/hook_q.npy, hook_k, hook_v, hook_attn_scores, hook_pattern, hook_z and,\n"
     "for a module, hook_result (each head through its slice of W_O) and hook_attn_out.  Hooks hold\n"
@@ -27,7 +29,7 @@ static const char trace_usage[] =
     "inputs (float32; float64/float16 converted):\n"
     "  -x X.npy  [L, d_model] or [B, L, d_model]    --context C.npy  [S, d_ctx] or [B, S, d_ctx]\n"
     "%s"
-    "  -q/-k/-v F.npy   bare attention, as `attn sdpa`\n"
+    "  -q/-k/-v F.npy   bare attention, as `attn sdpa` (--layout BHLD for PyTorch's [B, H, L, D])\n"
     "outputs:\n"
     "  --dir DIR        the hook files (created if missing; every file keeps the batch dimension)\n"
     "  -o OUT.npy       the output ([L, d_out] / [B, L, d_out]; bare attention: the rank of -q)\n\n"
@@ -36,7 +38,8 @@ static const char trace_usage[] =
     "  --replace SEL=source      selected rows := the same rows of the source run (activation patching)\n"
     "  --zero SEL                selected rows (or pattern entries) := 0\n"
     "  --mean SEL                selected rows := their mean over all positions (q, k, v, z)\n"
-    "  --scale SEL=F             selected rows (or pattern entries) *= F\n"
+    "  --scale SEL=F             selected rows (or pattern entries) *= F  (--scale S, a number\n"
+    "                            alone, is the score scale of the computation options)\n"
     "  --set SEL=W               pattern entries := W (hook pattern only)\n"
     "  --ablate HEAD[:mean]      zero (or mean-ablate) one query head: --zero z::HEAD\n"
     "  --renormalise | --no-renormalise\n"
@@ -49,17 +52,44 @@ static const char trace_usage[] =
     "source run (for =source):\n"
     "  --source X2.npy [--source-context C2.npy]     a module's second input\n"
     "  --source-q/-k/-v F.npy                        bare attention's (each defaults to the base's)\n\n"
-    "%s\n"
+    "%s%s%s\n"
     "examples:\n"
     "  attn trace -x X.npy --wq WQ.npy --wk WK.npy --wv WV.npy --heads 1 --dir hooks/\n"
     "  attn trace -x X.npy ... --source X2.npy --replace k:1=source --replace v:1=source --dir kv/\n"
-    "  attn trace -q Q.npy -k K.npy -v V.npy --zero pattern:2::1 --renormalise --dir hide/\n";
+    "  attn trace -q Q.npy -k K.npy -v V.npy --zero pattern:2::1 --renormalise --dir hide/\n",
+    cli_module_help, cli_layout_help, cli_mask_help, cli_compute_help);
+}
 
 enum { IN_X, IN_CONTEXT, IN_Q, IN_K, IN_V, IN_SOURCE, IN_SOURCE_CONTEXT, IN_SOURCE_Q, IN_SOURCE_K,
        IN_SOURCE_V, IN_COUNT };
 static const char *const input_flags[IN_COUNT] = {"-x", "--context", "-q", "-k", "-v", "--source",
                                                   "--source-context", "--source-q", "--source-k",
                                                   "--source-v"};
+
+/* Flag ids: an input's is F_INPUT + IN_*. */
+enum { F_INPUT = 1, F_DIR = F_INPUT + IN_COUNT, F_O, F_REPLACE, F_ZERO, F_MEAN, F_SCALE, F_SET, F_ABLATE,
+       F_RENORMALISE, F_NO_RENORMALISE, F_BATCH };
+
+static const cli_flag trace_flags[] = {
+    {"-x", "X.npy", F_INPUT + IN_X, 0},              {"--context", "C.npy", F_INPUT + IN_CONTEXT, 0},
+    {"-q", "Q.npy", F_INPUT + IN_Q, 0},              {"-k", "K.npy", F_INPUT + IN_K, 0},
+    {"-v", "V.npy", F_INPUT + IN_V, 0},              {"--source", "X2.npy", F_INPUT + IN_SOURCE, 0},
+    {"--source-context", "C2.npy", F_INPUT + IN_SOURCE_CONTEXT, 0},
+    {"--source-q", "Q2.npy", F_INPUT + IN_SOURCE_Q, 0}, {"--source-k", "K2.npy", F_INPUT + IN_SOURCE_K, 0},
+    {"--source-v", "V2.npy", F_INPUT + IN_SOURCE_V, 0},
+    {"--dir", "DIR", F_DIR, 0},                      {"-o", "OUT.npy", F_O, 0},
+    {"--replace", "SEL=FILE|SEL=source", F_REPLACE, CLI_REPEATABLE},
+    {"--zero", "SEL", F_ZERO, CLI_REPEATABLE},       {"--mean", "SEL", F_MEAN, CLI_REPEATABLE},
+    /* Before the computation options' --scale: SEL=F is a patch, a number the score scale. */
+    {"--scale", "SEL=F|S", F_SCALE, CLI_REPEATABLE}, {"--set", "SEL=W", F_SET, CLI_REPEATABLE},
+    {"--ablate", "HEAD[:mean]", F_ABLATE, CLI_REPEATABLE},
+    {"--renormalise", NULL, F_RENORMALISE, 0},       {"--no-renormalise", NULL, F_NO_RENORMALISE, 0},
+    {"--batch", "B", F_BATCH, 0},
+    CLI_FLAGS_END};
+
+static const cli_flag *const trace_tables[] = {trace_flags, cli_module_flags, cli_layout_flags, cli_mask_flags,
+                                               cli_compute_flags, NULL};
+const cli_spec cli_trace_spec = {"trace", trace_tables, trace_help, false};
 
 typedef struct patch_spec {
     attn_patch p;
@@ -148,11 +178,6 @@ static bool parse_patch(const char *flag, const char *value, patch_spec *s) {
     return false;
 }
 
-static bool is_patch_flag(const char *flag) {
-    return strcmp(flag, "--replace") == 0 || strcmp(flag, "--zero") == 0 || strcmp(flag, "--mean") == 0 ||
-           strcmp(flag, "--scale") == 0 || strcmp(flag, "--set") == 0 || strcmp(flag, "--ablate") == 0;
-}
-
 /* Width of one row of a patchable hook in a trace of these sizes. */
 static int64_t row_width(const attn_trace *t, attn_hook hook) {
     return hook == ATTN_HOOK_PATTERN ? t->context_len
@@ -190,28 +215,49 @@ static int make_dir(const char *dir) {
     return CLI_OK;
 }
 
-static int write_hooks(const char *dir, const attn_trace *t) {
-    cli_output outputs[ATTN_HOOK_COUNT];
+/* The hook file names under dir, in hook order (names[h] empty for a hook
+ * this kind of run does not have: bare attention has no result, attn_out). */
+static void hook_paths(const char *dir, char names[ATTN_HOOK_COUNT][4096]) {
+    for (int h = 0; h < ATTN_HOOK_COUNT; h++)
+        snprintf(names[h], sizeof names[h], "%s/%s.npy", dir, attn_hook_name((attn_hook)h));
+}
+
+/* Every file of the run as one set: the hooks under dir (if given), then
+ * -o (if given): all of them complete, or none touched. */
+static int write_outputs(const char *dir, const char *o_path, const attn_trace *t, int out_ndim,
+                         const int64_t *out_shape, const float *out_data) {
+    cli_output outputs[ATTN_HOOK_COUNT + 1];
     char names[ATTN_HOOK_COUNT][4096];
     int n = 0;
-    for (int h = 0; h < ATTN_HOOK_COUNT; h++) {
-        attn_hook_tensor view;
-        if (attn_trace_get(t, (attn_hook)h, &view)) continue; /* bare attention: no result / attn_out */
-        snprintf(names[n], sizeof names[n], "%s/%s.npy", dir, view.name);
-        outputs[n] = (cli_output){names[n], view.ndim, {0}, view.data};
-        memcpy(outputs[n].shape, view.shape, sizeof view.shape);
+    if (dir) {
+        hook_paths(dir, names);
+        for (int h = 0; h < ATTN_HOOK_COUNT; h++) {
+            attn_hook_tensor view;
+            if (attn_trace_get(t, (attn_hook)h, &view)) continue; /* bare attention: no result / attn_out */
+            outputs[n] = (cli_output){names[h], view.ndim, {0}, view.data};
+            memcpy(outputs[n].shape, view.shape, sizeof view.shape);
+            n++;
+        }
+    }
+    const int hooks = n;
+    if (o_path) {
+        outputs[n] = (cli_output){o_path, out_ndim, {0}, out_data};
+        memcpy(outputs[n].shape, out_shape, sizeof(int64_t) * (size_t)out_ndim);
         n++;
     }
     if (!cli_save_outputs("trace", outputs, n)) return CLI_DATA_ERROR;
-    printf("attn trace: wrote %d hooks to %s/\n", n, dir);
-    for (int h = 0, i = 0; h < ATTN_HOOK_COUNT; h++) {
-        attn_hook_tensor view;
-        if (attn_trace_get(t, (attn_hook)h, &view)) continue;
-        char shape[96];
-        attn_array a = {.ndim = view.ndim};
-        memcpy(a.shape, view.shape, sizeof view.shape);
-        printf("  %-17s %-18s %-36s %s\n", view.name, cli_shape_str(&a, shape, sizeof shape), view.axes, names[i++]);
+    if (dir) {
+        printf("attn trace: wrote %d hooks to %s/\n", hooks, dir);
+        for (int h = 0; h < ATTN_HOOK_COUNT; h++) {
+            attn_hook_tensor view;
+            if (attn_trace_get(t, (attn_hook)h, &view)) continue;
+            char shape[96];
+            attn_array a = {.ndim = view.ndim};
+            memcpy(a.shape, view.shape, sizeof view.shape);
+            printf("  %-17s %-18s %-36s %s\n", view.name, cli_shape_str(&a, shape, sizeof shape), view.axes, names[h]);
+        }
     }
+    if (o_path) printf("attn trace: wrote the output to %s\n", o_path);
     return CLI_OK;
 }
 
@@ -235,39 +281,57 @@ int cmd_trace(int argc, char **argv) {
     attn_trace t = {0}, source = {0};
     int n_specs = 0, renormalise = -1, rc = CLI_OK;
     int64_t batch = ATTN_ALL;
+    float *z_copy = NULL;
     if (!specs || !patches) {
         rc = cli_data_error("trace", "out of memory");
         goto cleanup;
     }
 
-    for (int i = 1; i < argc;) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            printf(trace_usage, cli_module_help, cli_attention_options_help);
+    cli_args args;
+    const char *value;
+    bool score_scale_given = false;
+    cli_args_begin(&args, &cli_trace_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) {
+            rc = args.status;
             goto cleanup;
         }
-        int taken = cli_parse_attention_option("trace", argc, argv, &i, &ao);
-        if (!taken) taken = cli_parse_module_option("trace", argc, argv, &i, &mod);
-        if (taken < 0) { rc = CLI_USAGE_ERROR; goto cleanup; }
+        if (id == F_SCALE && !strchr(value, '=')) { /* the score scale, not a patch */
+            if (score_scale_given) {
+                rc = cli_usage_error("trace", "the score scale (--scale S) is given twice; give it once");
+                goto cleanup;
+            }
+            score_scale_given = true;
+            id = CLI_ID_SCALE;
+        }
+        int taken = cli_attention_take(&ao, &args, id, value);
+        if (!taken) taken = cli_module_take(&mod, &args, id, value);
+        if (taken < 0) {
+            rc = CLI_USAGE_ERROR;
+            goto cleanup;
+        }
         if (taken) continue;
-        if (strcmp(flag, "--renormalise") == 0 || strcmp(flag, "--no-renormalise") == 0) {
-            renormalise = flag[2] == 'r';
-            i++;
-            continue;
+        if (id >= F_INPUT && id < F_INPUT + IN_COUNT) {
+            paths[id - F_INPUT] = value;
+        } else if (id == F_DIR) {
+            dir = value;
+        } else if (id == F_O) {
+            o_path = value;
+        } else if (id == F_RENORMALISE || id == F_NO_RENORMALISE) {
+            if (renormalise >= 0) {
+                rc = cli_usage_error("trace", "give only one of --renormalise and --no-renormalise");
+                goto cleanup;
+            }
+            renormalise = id == F_RENORMALISE;
+        } else if (id == F_BATCH) {
+            if (!cli_parse_int("trace", "--batch", value, 0, INT64_MAX, &batch)) {
+                rc = CLI_USAGE_ERROR;
+                goto cleanup;
+            }
+        } else if (!parse_patch(args.flag, value, &specs[n_specs++])) { /* a patch flag */
+            rc = CLI_USAGE_ERROR;
+            goto cleanup;
         }
-        if (is_patch_flag(flag)) {
-            if (!parse_patch(flag, value, &specs[n_specs++])) { rc = CLI_USAGE_ERROR; goto cleanup; }
-        } else if (strcmp(flag, "--batch") == 0) {
-            if (!cli_parse_int("trace", flag, value, 0, INT64_MAX, &batch)) { rc = CLI_USAGE_ERROR; goto cleanup; }
-        } else {
-            const char **target = strcmp(flag, "--dir") == 0 ? &dir : strcmp(flag, "-o") == 0 ? &o_path : NULL;
-            for (int n = 0; n < IN_COUNT && !target; n++)
-                if (strcmp(flag, input_flags[n]) == 0) target = &paths[n];
-            if (!target) { rc = cli_usage_error("trace", "unknown option '%s'", flag); goto cleanup; }
-            if (!value) { rc = cli_usage_error("trace", "%s needs a file name", flag); goto cleanup; }
-            *target = value;
-        }
-        i += 2;
     }
 
     const bool module = paths[IN_X] || paths[IN_CONTEXT] || paths[IN_SOURCE] || paths[IN_SOURCE_CONTEXT] ||
@@ -299,16 +363,25 @@ int cmd_trace(int argc, char **argv) {
         rc = cli_usage_error("trace", "--source-context needs --context");
     }
     if (!rc) {
-        const char *inputs[IN_COUNT + 3];
-        for (int n = 0; n < IN_COUNT; n++) inputs[n] = paths[n];
-        inputs[IN_COUNT] = ao.key_lengths_path, inputs[IN_COUNT + 1] = ao.mask_path, inputs[IN_COUNT + 2] = ao.bias_path;
-        const char *const outputs[1] = {o_path};
-        rc = cli_check_paths("trace", inputs, IN_COUNT + 3, outputs, 1);
+        /* Every file read (patch files too), against every file written. */
+        const char *inputs[IN_COUNT + MOD_COUNT + 3 + 64];
+        int n_inputs = 0;
+        for (int n = 0; n < IN_COUNT; n++) inputs[n_inputs++] = paths[n];
+        for (int n = 0; n < MOD_COUNT; n++) inputs[n_inputs++] = mod.paths[n];
+        inputs[n_inputs++] = ao.key_lengths_path, inputs[n_inputs++] = ao.mask_path, inputs[n_inputs++] = ao.bias_path;
+        for (int n = 0; n < n_specs && n < 64; n++) inputs[n_inputs++] = specs[n].file;
+        char names[ATTN_HOOK_COUNT][4096];
+        const char *outputs[ATTN_HOOK_COUNT + 1];
+        if (dir) hook_paths(dir, names);
+        for (int h = 0; h < ATTN_HOOK_COUNT; h++) outputs[h] = dir ? names[h] : NULL;
+        outputs[ATTN_HOOK_COUNT] = o_path;
+        rc = cli_check_paths("trace", inputs, n_inputs, outputs, ATTN_HOOK_COUNT + 1);
     }
     if (rc) goto cleanup;
 
     attn_status st;
     int64_t out_shape[4], out_ndim;
+    const float *out_data = NULL;
     if (module) {
         int64_t dims[IN_COUNT][3];
         for (int n = 0; n < IN_COUNT; n++)
@@ -353,13 +426,15 @@ int cmd_trace(int argc, char **argv) {
         const int64_t full[3] = {B, L, mod.m.d_out};
         out_ndim = 3 - drop;
         memcpy(out_shape, full + drop, sizeof(int64_t) * (size_t)out_ndim);
+        out_data = t.attn_out;
     } else {
         attn_tensor qkv[IN_COUNT];
         for (int n = IN_Q; n < IN_COUNT; n++)
             if (paths[n] && n != IN_SOURCE && n != IN_SOURCE_CONTEXT &&
-                (rc = cli_load_tensor("trace", input_flags[n], paths[n], &in[n], &qkv[n])))
+                (rc = cli_load_qkv("trace", input_flags[n], paths[n], ao.layout, &in[n], &qkv[n])))
                 goto cleanup;
         const attn_tensor *q = &qkv[IN_Q], *k = &qkv[IN_K];
+        cli_warn_if_transposed("trace", &ao, q, paths[IN_Q], k, paths[IN_K]);
         if ((rc = cli_load_attention_inputs("trace", &ao, q->shape[0], q->shape[2], q->shape[1], k->shape[1])))
             goto cleanup;
         const attn_tensor *src[3];
@@ -377,25 +452,30 @@ int cmd_trace(int argc, char **argv) {
             rc = patch_error(st, specs, n_specs);
             goto cleanup;
         }
-        /* -o mirrors the rank of -q, as `attn sdpa -o`. */
-        const int rank = in[IN_Q].ndim;
-        const int64_t full[4] = {t.batch, t.len, t.heads, t.value_dim};
-        out_ndim = rank;
-        if (rank == 2) {
-            out_shape[0] = t.len;
-            out_shape[1] = t.value_dim;
-        } else {
-            memcpy(out_shape, full + (4 - rank), sizeof(int64_t) * (size_t)rank);
+        /* -o mirrors the rank and layout of -q, as `attn sdpa -o` (the
+         * hooks keep TransformerLens's [B, L, H, D]). */
+        const int64_t blhd[4] = {t.batch, t.len, t.heads, t.value_dim};
+        out_ndim = in[IN_Q].ndim;
+        cli_qkv_file_shape(ao.layout, (int)out_ndim, blhd, out_shape);
+        const size_t bytes = sizeof(float) * (size_t)(t.batch * t.len * t.heads * t.value_dim);
+        if (o_path && !(z_copy = malloc(bytes))) {
+            rc = cli_data_error("trace", "out of memory for -o");
+            goto cleanup;
         }
+        if (z_copy) {
+            memcpy(z_copy, t.z, bytes);
+            if (!cli_qkv_to_layout("trace", ao.layout, z_copy, blhd)) {
+                rc = CLI_DATA_ERROR;
+                goto cleanup;
+            }
+        }
+        out_data = z_copy;
     }
-    if (dir && ((rc = make_dir(dir)) || (rc = write_hooks(dir, &t)))) goto cleanup;
-    if (o_path) {
-        const float *data = t.attn_out ? t.attn_out : t.z;
-        if (!cli_save_f32("trace", o_path, (int)out_ndim, out_shape, data)) rc = CLI_DATA_ERROR;
-        else printf("attn trace: wrote the output to %s\n", o_path);
-    }
+    if ((dir && (rc = make_dir(dir))) || (rc = write_outputs(dir, o_path, &t, (int)out_ndim, out_shape, out_data)))
+        goto cleanup;
 
 cleanup:
+    free(z_copy);
     for (int n = 0; n < n_specs; n++) attn_array_free(&specs[n].values);
     free(specs);
     free(patches);

@@ -314,25 +314,32 @@ static void print_map(const batch *b, const pass *p, int s, int shown) {
     printf("\n");
 }
 
+enum { F_STEPS = 1, F_SEQ_LEN, F_SEED, F_LR, F_THREADS };
+static const cli_flag train_flags[] = {
+    {"--steps", "N", F_STEPS, 0}, {"--seq-len", "S", F_SEQ_LEN, 0}, {"--seed", "N", F_SEED, 0},
+    {"--lr", "RATE", F_LR, 0},    {"--threads", "N", F_THREADS, 0}, CLI_FLAGS_END};
+static void train_help(FILE *out) { fputs(train_usage, out); }
+static const cli_flag *const train_tables[] = {train_flags, NULL};
+const cli_spec cli_train_spec = {"train", train_tables, train_help, false};
+
 int cmd_train(int argc, char **argv) {
     int64_t steps = 500, len = 8, seed = 1, threads = 0;
     double lr = 0.01;
-    for (int i = 1; i < argc; i += 2) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            fputs(train_usage, stdout);
-            return CLI_OK;
-        }
-        bool ok = strcmp(flag, "--steps") == 0     ? cli_parse_int("train", flag, value, 1, 10000000, &steps)
-                  : strcmp(flag, "--seq-len") == 0 ? cli_parse_int("train", flag, value, 2, KEY_TOKENS, &len)
-                  : strcmp(flag, "--seed") == 0    ? cli_parse_int("train", flag, value, 0, INT64_MAX, &seed)
-                  : strcmp(flag, "--threads") == 0 ? cli_parse_int("train", flag, value, 1, 4096, &threads)
-                  : strcmp(flag, "--lr") == 0      ? cli_parse_float("train", flag, value, 1e-6, 1.0, &lr)
-                                                   : (cli_usage_error("train", "unknown option '%s'", flag), false);
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_train_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        const char *flag = args.flag;
+        bool ok = id == F_STEPS     ? cli_parse_int("train", flag, value, 1, 10000000, &steps)
+                  : id == F_SEQ_LEN ? cli_parse_int("train", flag, value, 2, KEY_TOKENS, &len)
+                  : id == F_SEED    ? cli_parse_int("train", flag, value, 0, INT64_MAX, &seed)
+                  : id == F_THREADS ? cli_parse_int("train", flag, value, 1, 4096, &threads)
+                                    : cli_parse_float("train", flag, value, 1e-6, 1.0, &lr);
         if (!ok) return CLI_USAGE_ERROR;
         /* --threads governs every library call of the run (the projections
          * read $ATTN_NUM_THREADS); the results do not depend on it. */
-        if (strcmp(flag, "--threads") == 0) setenv("ATTN_NUM_THREADS", value, 1);
+        if (id == F_THREADS) setenv("ATTN_NUM_THREADS", value, 1);
     }
 
     /* The model is tiny: one thread runs it fastest (a parallel region costs

@@ -15,6 +15,7 @@
 #include "attn_io.h"
 #include "attn_machine.h"
 #include "attn_viz.h"
+#include "cli_args.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -55,8 +56,8 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t 
 bool cli_parse_float(const char *cmd, const char *flag, const char *text, double min,
                      double max, double *out);
 
-/* True if arg is exactly "-h" or "--help". */
-bool cli_is_help(const char *arg);
+/* "attn CMD: warning: message" on stderr. */
+void cli_warning(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 /* Loads a float array (float32, or float64/float16 converted) and refuses
  * NaN/Inf unless allow_neg_inf is set, in which case -inf is allowed (a bias)
@@ -86,33 +87,91 @@ const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
 
 
 /* ------------------------------------------------------------------------
- * The attention options sdpa, mha (and later commands) share:
- *   --causal | --causal-lower-right  --align top-left|lower-right
- *   --window LEFT,RIGHT  --key-lengths F  --mask F  --bias F
- *   --scale S  --kernel auto|ref|flash  --threads N
+ * The option families the attention subcommands share (cli_attention.c).
+ * A command lists the families it takes in its cli_spec, prints the help of
+ * the same families, and hands every id to cli_attention_take:
+ *   masks        --causal | --causal-lower-right  --align top-left|lower-right
+ *                --window LEFT,RIGHT  --key-lengths F  --mask F  --bias F
+ *   computation  --scale S  --kernel auto|ref|flash  --threads N  --allow-slow
+ *   layout       --layout BLHD|BHLD   (how q, k, v and their outputs are stored)
  */
+enum {
+    CLI_ID_CAUSAL = CLI_SHARED_IDS, CLI_ID_CAUSAL_LOWER_RIGHT, CLI_ID_ALIGN, CLI_ID_WINDOW,
+    CLI_ID_KEY_LENGTHS, CLI_ID_MASK, CLI_ID_BIAS,
+    CLI_ID_SCALE, CLI_ID_KERNEL, CLI_ID_THREADS, CLI_ID_ALLOW_SLOW,
+    CLI_ID_LAYOUT,
+    CLI_ID_QUIET,
+    CLI_ID_MODULE_FIRST = CLI_SHARED_IDS + 100 /* cli_interp.h's module flags */
+};
+/* The reference kernel's budget: about a minute at its few GFLOP/s. */
+#define CLI_REF_BUDGET_GFLOP 100
+#define CLI_REF_BUDGET_TEXT "100 GFLOP"
+
+extern const cli_flag cli_mask_flags[], cli_compute_flags[], cli_layout_flags[];
+/* --quiet: no line on stderr saying what was written (commands that write files). */
+extern const cli_flag cli_quiet_flags[];
+/* Their lines for a --help text. */
+extern const char cli_mask_help[], cli_compute_help[], cli_layout_help[];
+
+/* How a file stores q, k, v (and how their outputs are written):
+ * BLHD [B, L, H, D] (attn's own, FlashAttention's), BHLD [B, H, L, D]
+ * (PyTorch's scaled_dot_product_attention).  3-D files drop B. */
+typedef enum { CLI_LAYOUT_BLHD = 0, CLI_LAYOUT_BHLD = 1 } cli_layout;
+
 typedef struct cli_attention_options {
     attn_sdpa_options opt;
     const char *key_lengths_path, *mask_path, *bias_path;
     attn_array key_lengths, mask, bias; /* owned once loaded */
+    cli_layout layout;
+    bool layout_given; /* --layout was typed: no guessing about it */
+    bool allow_slow;   /* --allow-slow: no budget for the reference kernel */
 } cli_attention_options;
 
 #define CLI_ATTENTION_OPTIONS_INIT {.opt = ATTN_SDPA_OPTIONS_INIT}
 
-/* The options' lines for a --help text. */
-extern const char cli_attention_options_help[];
+/* Applies a shared flag: 1 when id is one (and it was valid), 0 when it is
+ * not a shared id, -1 after printing a usage error. */
+int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, const char *value);
+/* True when any mask or computation option but --allow-slow was given (for
+ * commands whose other inputs they do not apply to). */
+bool cli_attention_given(const cli_args *a);
 
-/* If argv[*i] is one of the shared options, consumes it (and its value),
- * advancing *i, and returns 1; returns 0 if it is not one; returns -1 after
- * printing a usage error. */
-int cli_parse_attention_option(const char *cmd, int argc, char **argv, int *i,
-                               cli_attention_options *o);
+/* Loads q, k, v (or a gradient shaped like them) of rank 2 [P, W], 3 [P, H, W]
+ * or 4 [B, P, H, W] (BHLD: [H, P, W], [B, H, P, W]) as a contiguous
+ * [B, P, H, W] tensor viewing a->data, which holds it in that order (a's
+ * shape stays the file's, for messages and for the outputs).  Returns
+ * CLI_OK or CLI_DATA_ERROR (printed). */
+int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
+                 attn_tensor *t);
+/* Warns when q and k, read as BLHD, look like PyTorch's BHLD (more heads
+ * than positions in both, or more than 256 heads), unless --layout was given. */
+void cli_warn_if_transposed(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
+                            const char *q_path, const attn_tensor *k, const char *k_path);
+/* The file shape of an output stored like q/k/v: [B, P, H, W] in the
+ * layout, dropping the leading dims a rank-`rank` input leaves out. */
+void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int64_t *shape);
+/* In place: data [B, P, H, W] -> the layout's order (a no-op for BLHD).
+ * Returns false (printed) when out of memory. */
+bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]);
 
 /* Loads --key-lengths, --mask and --bias and checks them against the
- * problem's sizes; fills o->opt.  Returns CLI_OK or CLI_DATA_ERROR (printed). */
+ * problem's sizes; fills o->opt; warns about a causal alignment that is
+ * probably not meant (--causal with L < S: a decode step).  Returns CLI_OK
+ * or CLI_DATA_ERROR (printed). */
 int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t batch,
                               int64_t heads_q, int64_t len_q, int64_t len_kv);
+/* Refuses work the machine cannot do in reasonable time or memory: the
+ * reference kernel beyond its budget (unless --allow-slow; a backward too
+ * when asked), and outputs larger than the machine's memory (bytes).
+ * CLI_OK or CLI_DATA_ERROR (printed). */
+int cli_check_budget(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
+                     const attn_tensor *k, const attn_tensor *v, bool backward, double output_bytes);
 void cli_attention_options_free(cli_attention_options *o);
+
+/* The argv-loop interface attn ring still uses (cli_attention.c). */
+extern const char cli_attention_options_help[];
+bool cli_is_help(const char *arg);
+int cli_parse_attention_option(const char *cmd, int argc, char **argv, int *i, cli_attention_options *o);
 
 /* Saves each (path, array) pair that has a path, as a set: every file is
  * written in full to its temporary file first, and only when all of them
@@ -126,5 +185,13 @@ typedef struct cli_output {
     const float *data;
 } cli_output;
 bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count);
+/* "attn CMD: wrote O.npy [3, 2], W.npy [3, 3] (how)" on stderr — stderr, so
+ * that -o /dev/stdout stays a clean .npy stream, and nothing when stderr is
+ * itself one of the outputs.  how may be NULL. */
+void cli_print_written(const char *cmd, const cli_output *outputs, int count, const char *how);
+/* A monotonic clock in seconds, and "flash kernel on avx512, 2 threads,
+ * 0.012 s" into buf (kernel as attn_sdpa_kernel_name gives it). */
+double cli_seconds(void);
+void cli_describe_run(char *buf, size_t size, const char *kernel, int threads, double seconds);
 
 #endif /* ATTN_CLI_H */

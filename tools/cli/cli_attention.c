@@ -1,16 +1,46 @@
 /*
- * cli_attention.c — the masking, scale, kernel and thread options that every
- * attention subcommand shares, parsed and loaded in one place.
+ * cli_attention.c — the option families every attention subcommand shares
+ * (masks, computation, the layout of q/k/v), parsed and loaded in one place,
+ * and the guards against plausible mistakes with them: a layout that looks
+ * transposed, a causal alignment a decode step does not mean, a reference
+ * run that would not end today.
  */
 #include "cli.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-const char cli_attention_options_help[] =
+const cli_flag cli_mask_flags[] = {
+    {"--causal", NULL, CLI_ID_CAUSAL, 0},
+    {"--causal-lower-right", NULL, CLI_ID_CAUSAL_LOWER_RIGHT, 0},
+    {"--align", "top-left|lower-right", CLI_ID_ALIGN, 0},
+    {"--window", "LEFT,RIGHT", CLI_ID_WINDOW, 0},
+    {"--key-lengths", "LENS.npy", CLI_ID_KEY_LENGTHS, 0},
+    {"--mask", "M.npy", CLI_ID_MASK, 0},
+    {"--bias", "B.npy", CLI_ID_BIAS, 0},
+    CLI_FLAGS_END};
+
+const cli_flag cli_compute_flags[] = {
+    {"--scale", "S", CLI_ID_SCALE, 0},
+    {"--kernel", "auto|ref|flash", CLI_ID_KERNEL, 0},
+    {"--threads", "N", CLI_ID_THREADS, 0},
+    {"--allow-slow", NULL, CLI_ID_ALLOW_SLOW, 0},
+    CLI_FLAGS_END};
+
+const cli_flag cli_layout_flags[] = {{"--layout", "BLHD|BHLD", CLI_ID_LAYOUT, 0}, CLI_FLAGS_END};
+
+const cli_flag cli_quiet_flags[] = {{"--quiet", NULL, CLI_ID_QUIET, 0}, CLI_FLAGS_END};
+
+const char cli_mask_help[] =
     "masks (combine freely; a key is visible when every rule allows it):\n"
     "  --causal                query i sees keys j <= i (top-left, PyTorch is_causal)\n"
-    "  --causal-lower-right    query i sees keys j <= i + S - L (FlashAttention, KV-cache decoding)\n"
+    "  --causal-lower-right    query i sees keys j <= i + S - L (FlashAttention, KV-cache decoding:\n"
+    "                          the last query sees every key)\n"
     "  --align top-left|lower-right\n"
     "                          diagonal used by --window without a causal flag (default top-left)\n"
     "  --window LEFT,RIGHT     keys within LEFT before and RIGHT after the diagonal; -1 = unbounded\n"
@@ -18,11 +48,32 @@ const char cli_attention_options_help[] =
     "  --mask F.npy            bool/int [L,S], [H,L,S] or [B,H,L,S] (size-1 dims broadcast):\n"
     "                          NONZERO = MAY ATTEND (PyTorch SDPA; nn.MultiheadAttention is the opposite)\n"
     "  --bias F.npy            float, same shapes: added to the scaled scores; -inf hides a key\n"
+    "a row that sees no key gets output 0, weights 0 and lse -inf (never NaN)\n";
+
+const char cli_compute_help[] =
     "computation:\n"
     "  --scale S               score scale (default 1/sqrt(D))\n"
     "  --kernel auto|ref|flash kernel (default auto: the fastest that supports the request)\n"
-    "  --threads N             threads (default: $ATTN_NUM_THREADS, else all cores)\n"
-    "a row that sees no key gets output 0, weights 0 and lse -inf (never NaN)\n";
+    "  --threads N             threads (default: $ATTN_NUM_THREADS, else all cores); the results\n"
+    "                          are the same bits for any N\n"
+    "  --allow-slow            run the reference kernel beyond its budget (by default a request\n"
+    "                          of more than " CLI_REF_BUDGET_TEXT " is refused: --kernel flash is\n"
+    "                          about a hundred times faster)\n";
+
+const char cli_layout_help[] =
+    "layout of q, k, v (and of the outputs shaped like them):\n"
+    "  --layout BLHD|BHLD      BLHD [B, L, H, D]: positions before heads (the default; FlashAttention,\n"
+    "                          llama.cpp); BHLD [B, H, L, D]: heads before positions (PyTorch's\n"
+    "                          scaled_dot_product_attention, Hugging Face); 3-D files drop B\n";
+
+void cli_warning(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "attn %s: warning: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
 
 static bool parse_window(const char *cmd, const char *text, attn_sdpa_options *opt) {
     char left[64], right[64];
@@ -40,53 +91,149 @@ static bool parse_window(const char *cmd, const char *text, attn_sdpa_options *o
            cli_parse_int(cmd, "--window RIGHT", right, -1, INT64_MAX, &opt->window_right);
 }
 
-int cli_parse_attention_option(const char *cmd, int argc, char **argv, int *i,
-                               cli_attention_options *o) {
-    const char *flag = argv[*i];
-    const char *value = *i + 1 < argc ? argv[*i + 1] : NULL;
-    bool takes_value = true;
-    if (strcmp(flag, "--causal") == 0 || strcmp(flag, "--causal-lower-right") == 0) {
-        if (o->opt.causal)
-            return cli_usage_error(cmd, "give only one of --causal and --causal-lower-right"), -1;
+int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, const char *value) {
+    const char *cmd = a->spec->cmd;
+    switch (id) {
+    case CLI_ID_CAUSAL:
+    case CLI_ID_CAUSAL_LOWER_RIGHT:
+        if (o->opt.causal) return cli_usage_error(cmd, "give only one of --causal and --causal-lower-right"), -1;
         o->opt.causal = 1;
-        o->opt.align = flag[8] ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
-        takes_value = false;
-    } else if (strcmp(flag, "--align") == 0 || strcmp(flag, "--window") == 0 ||
-               strcmp(flag, "--key-lengths") == 0 || strcmp(flag, "--mask") == 0 ||
-               strcmp(flag, "--bias") == 0 || strcmp(flag, "--scale") == 0 ||
-               strcmp(flag, "--kernel") == 0 || strcmp(flag, "--threads") == 0) {
-        if (!value) return cli_usage_error(cmd, "%s needs a value", flag), -1;
-        if (strcmp(flag, "--align") == 0) {
-            if (strcmp(value, "top-left") == 0) o->opt.align = ATTN_ALIGN_TOP_LEFT;
-            else if (strcmp(value, "lower-right") == 0) o->opt.align = ATTN_ALIGN_LOWER_RIGHT;
-            else return cli_usage_error(cmd, "--align expects top-left or lower-right, got '%s'", value), -1;
-        } else if (strcmp(flag, "--window") == 0) {
-            if (!parse_window(cmd, value, &o->opt)) return -1;
-        } else if (strcmp(flag, "--key-lengths") == 0) {
-            o->key_lengths_path = value;
-        } else if (strcmp(flag, "--mask") == 0) {
-            o->mask_path = value;
-        } else if (strcmp(flag, "--bias") == 0) {
-            o->bias_path = value;
-        } else if (strcmp(flag, "--scale") == 0) {
-            double scale;
-            if (!cli_parse_float(cmd, "--scale", value, 1e-30, 1e30, &scale)) return -1;
-            o->opt.scale = (float)scale;
-        } else if (strcmp(flag, "--kernel") == 0) {
-            if (strcmp(value, "auto") == 0) o->opt.kernel = ATTN_KERNEL_AUTO;
-            else if (strcmp(value, "ref") == 0) o->opt.kernel = ATTN_KERNEL_REF;
-            else if (strcmp(value, "flash") == 0) o->opt.kernel = ATTN_KERNEL_FLASH;
-            else return cli_usage_error(cmd, "--kernel expects auto, ref or flash, got '%s'", value), -1;
-        } else {
-            int64_t threads;
-            if (!cli_parse_int(cmd, "--threads", value, 1, 4096, &threads)) return -1;
-            o->opt.threads = (int)threads;
-        }
-    } else {
-        return 0;
+        o->opt.align = id == CLI_ID_CAUSAL ? ATTN_ALIGN_TOP_LEFT : ATTN_ALIGN_LOWER_RIGHT;
+        return 1;
+    case CLI_ID_ALIGN:
+        if (strcmp(value, "top-left") == 0) o->opt.align = ATTN_ALIGN_TOP_LEFT;
+        else if (strcmp(value, "lower-right") == 0) o->opt.align = ATTN_ALIGN_LOWER_RIGHT;
+        else return cli_usage_error(cmd, "--align expects top-left or lower-right, got '%s'", value), -1;
+        return 1;
+    case CLI_ID_WINDOW: return parse_window(cmd, value, &o->opt) ? 1 : -1;
+    case CLI_ID_KEY_LENGTHS: o->key_lengths_path = value; return 1;
+    case CLI_ID_MASK: o->mask_path = value; return 1;
+    case CLI_ID_BIAS: o->bias_path = value; return 1;
+    case CLI_ID_SCALE: {
+        double scale;
+        if (!cli_parse_float(cmd, "--scale", value, 1e-30, 1e30, &scale)) return -1;
+        o->opt.scale = (float)scale;
+        return 1;
     }
-    *i += takes_value ? 2 : 1;
-    return 1;
+    case CLI_ID_KERNEL:
+        if (strcmp(value, "auto") == 0) o->opt.kernel = ATTN_KERNEL_AUTO;
+        else if (strcmp(value, "ref") == 0) o->opt.kernel = ATTN_KERNEL_REF;
+        else if (strcmp(value, "flash") == 0) o->opt.kernel = ATTN_KERNEL_FLASH;
+        else return cli_usage_error(cmd, "--kernel expects auto, ref or flash, got '%s'", value), -1;
+        return 1;
+    case CLI_ID_THREADS: {
+        int64_t threads;
+        if (!cli_parse_int(cmd, "--threads", value, 1, 4096, &threads)) return -1;
+        o->opt.threads = (int)threads;
+        return 1;
+    }
+    case CLI_ID_ALLOW_SLOW: o->allow_slow = true; return 1;
+    case CLI_ID_LAYOUT:
+        if (strcasecmp(value, "BLHD") == 0) o->layout = CLI_LAYOUT_BLHD;
+        else if (strcasecmp(value, "BHLD") == 0) o->layout = CLI_LAYOUT_BHLD;
+        else return cli_usage_error(cmd, "--layout expects BLHD ([B, L, H, D], the default) or BHLD "
+                                    "([B, H, L, D], PyTorch's), got '%s'", value), -1;
+        o->layout_given = true;
+        return 1;
+    case CLI_ID_QUIET: return 1; /* read with cli_args_given */
+    default: return 0;
+    }
+}
+
+bool cli_attention_given(const cli_args *a) {
+    for (int id = CLI_ID_CAUSAL; id < CLI_ID_ALLOW_SLOW; id++) /* --allow-slow is not about the attention */
+        if (cli_args_given(a, id)) return true;
+    return false;
+}
+
+/* ------------------------------------------------------ q, k, v and layouts */
+
+/* The [B, P, H, W] sizes of a file of rank 2..4 in a layout. */
+static void blhd_of_file(cli_layout layout, const attn_array *a, int64_t s[4]) {
+    s[0] = s[1] = s[2] = s[3] = 1;
+    if (a->ndim == 2) {
+        s[1] = a->shape[0];
+        s[3] = a->shape[1];
+        return;
+    }
+    int64_t f[4] = {1, 1, 1, 1}; /* the file's [B, x, y, W] */
+    for (int d = 0; d < a->ndim; d++) f[4 - a->ndim + d] = a->shape[d];
+    s[0] = f[0];
+    s[1] = layout == CLI_LAYOUT_BHLD ? f[2] : f[1];
+    s[2] = layout == CLI_LAYOUT_BHLD ? f[1] : f[2];
+    s[3] = f[3];
+}
+
+/* Swaps the middle two axes of data [B, X, Y, W] into [B, Y, X, W]. */
+static bool swap_middle_axes(const char *cmd, float *data, const int64_t s[4]) {
+    const int64_t B = s[0], X = s[1], Y = s[2], W = s[3];
+    if (X == 1 || Y == 1) return true; /* the same order in memory */
+    float *copy = malloc(sizeof(float) * (size_t)(B * X * Y * W));
+    if (!copy) return cli_data_error(cmd, "out of memory for a change of layout"), false;
+    memcpy(copy, data, sizeof(float) * (size_t)(B * X * Y * W));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t x = 0; x < X; x++)
+            for (int64_t y = 0; y < Y; y++)
+                memcpy(data + ((b * Y + y) * X + x) * W, copy + ((b * X + x) * Y + y) * W, sizeof(float) * (size_t)W);
+    free(copy);
+    return true;
+}
+
+int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
+                 attn_tensor *t) {
+    char buf[128];
+    if (!cli_load_f32(cmd, flag, path, false, a)) return CLI_DATA_ERROR;
+    if (a->ndim < 2 || a->ndim > 4)
+        return cli_data_error(cmd, "%s '%s' has shape %s; expected rank 2 [P, W], 3 [%s] or 4 [%s]", flag, path,
+                              cli_shape_str(a, buf, sizeof buf), layout == CLI_LAYOUT_BHLD ? "H, P, W" : "P, H, W",
+                              layout == CLI_LAYOUT_BHLD ? "B, H, P, W" : "B, P, H, W");
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] == 0)
+            return cli_data_error(cmd, "%s '%s' has shape %s; every dimension must be at least 1", flag, path,
+                                  cli_shape_str(a, buf, sizeof buf));
+    int64_t s[4];
+    blhd_of_file(layout, a, s);
+    if (layout == CLI_LAYOUT_BHLD && a->ndim > 2) {
+        const int64_t file_order[4] = {s[0], s[2], s[1], s[3]};
+        if (!swap_middle_axes(cmd, a->data, file_order)) return CLI_DATA_ERROR;
+    }
+    *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
+    return CLI_OK;
+}
+
+void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int64_t *shape) {
+    if (rank == 2) {
+        shape[0] = blhd[1];
+        shape[1] = blhd[3];
+        return;
+    }
+    const int64_t file[4] = {blhd[0], layout == CLI_LAYOUT_BHLD ? blhd[2] : blhd[1],
+                             layout == CLI_LAYOUT_BHLD ? blhd[1] : blhd[2], blhd[3]};
+    memcpy(shape, file + (4 - rank), sizeof(int64_t) * (size_t)rank);
+}
+
+bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]) {
+    return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, blhd);
+}
+
+void cli_warn_if_transposed(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
+                            const char *q_path, const attn_tensor *k, const char *k_path) {
+    if (o->layout_given) return;
+    const attn_tensor *t[2] = {q, k};
+    const char *paths[2] = {q_path, k_path}, *flags[2] = {"-q", "-k"};
+    /* A model has at most a few hundred heads; a decode step (one query)
+     * legitimately has more heads than positions, a cache then does not. */
+    const bool both_wide = q->shape[2] > q->shape[1] && k->shape[2] > k->shape[1] && k->shape[1] > 1;
+    for (int n = 0; n < 2; n++) {
+        const int64_t P = t[n]->shape[1], H = t[n]->shape[2];
+        if (H > 256 || (both_wide && n == 0)) {
+            cli_warning(cmd, "%s '%s' read as %s [B, L, H, D] has %lld position%s and %lld heads; if it is "
+                        "PyTorch's [B, H, L, D], add --layout BHLD (--layout BLHD silences this)", flags[n],
+                        paths[n], o->layout == CLI_LAYOUT_BHLD ? "BHLD" : "BLHD", (long long)P, P == 1 ? "" : "s",
+                        (long long)H);
+            return;
+        }
+    }
 }
 
 /* Broadcast shape [B|1, H|1, L|1, S|1] of a mask or bias file of rank 2..4. */
@@ -137,7 +284,35 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
             return CLI_DATA_ERROR;
         o->opt.bias = o->bias.data;
     }
+    /* Alignments that are valid but rarely meant. */
+    if (o->opt.causal && o->opt.align == ATTN_ALIGN_TOP_LEFT && len_q < len_kv)
+        cli_warning(cmd, "--causal aligns the diagonal top-left: with %lld quer%s and %lld keys, query i sees keys "
+                    "0..i only, not the %lld keys before it (a decode step or a chunk appended to a cache wants "
+                    "--causal-lower-right)", (long long)len_q, len_q == 1 ? "y" : "ies", (long long)len_kv,
+                    (long long)(len_kv - len_q));
+    if (o->opt.causal && o->opt.align == ATTN_ALIGN_LOWER_RIGHT && len_q > len_kv)
+        cli_warning(cmd, "--causal-lower-right with %lld queries and %lld keys: the first %lld queries see no key "
+                    "and get output 0 (lse -inf)", (long long)len_q, (long long)len_kv,
+                    (long long)(len_q - len_kv));
     return CLI_OK;
+}
+
+int cli_check_budget(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
+                     const attn_tensor *k, const attn_tensor *v, bool backward, double output_bytes) {
+    const double memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (memory > 0 && output_bytes > memory)
+        return cli_data_error(cmd, "the outputs asked for need %.1f GB, more than this machine's %.1f GB of memory "
+                              "(--weights is a [B, Hq, L, S] table: leave it out, or give fewer positions)",
+                              output_bytes / 1e9, memory / 1e9);
+    if (o->allow_slow || strcmp(attn_sdpa_kernel_name(q, k, v, &o->opt), "ref") != 0) return CLI_OK;
+    double flops;
+    if (attn_sdpa_flops(q, k, v, &o->opt, &flops) != ATTN_OK) return CLI_OK; /* the call itself will say why */
+    if (backward) flops *= 3.5; /* the forward, then 2.5 times it */
+    if (flops <= CLI_REF_BUDGET_GFLOP * 1e9) return CLI_OK;
+    return cli_data_error(cmd, "the reference kernel would need %.0f GFLOP for this request, beyond its budget of "
+                          CLI_REF_BUDGET_TEXT " (it runs at a few GFLOP/s: minutes to hours); use --kernel flash "
+                          "(or auto)%s, or add --allow-slow to run it anyway", flops / 1e9,
+                          o->opt.kernel == ATTN_KERNEL_REF ? "" : " and unset ATTN_KERNEL=ref");
 }
 
 void cli_attention_options_free(cli_attention_options *o) {
@@ -192,4 +367,75 @@ bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count) {
     }
     free(open_files);
     return ok;
+}
+
+void cli_print_written(const char *cmd, const cli_output *outputs, int count, const char *how) {
+    /* Silent when stderr is one of the outputs (-o /dev/stdout > f 2>&1):
+     * the line would land inside the array. */
+    struct stat err, out;
+    if (fstat(STDERR_FILENO, &err) == 0)
+        for (int i = 0; i < count; i++)
+            if (outputs[i].path && stat(outputs[i].path, &out) == 0 && out.st_dev == err.st_dev &&
+                out.st_ino == err.st_ino)
+                return;
+    fprintf(stderr, "attn %s: wrote", cmd);
+    int n = 0;
+    for (int i = 0; i < count; i++) {
+        if (!outputs[i].path) continue;
+        attn_array shape = {.ndim = outputs[i].ndim};
+        memcpy(shape.shape, outputs[i].shape, sizeof(int64_t) * (size_t)outputs[i].ndim);
+        char buf[128];
+        fprintf(stderr, "%s %s %s", n++ ? "," : "", outputs[i].path, cli_shape_str(&shape, buf, sizeof buf));
+    }
+    if (how) fprintf(stderr, " (%s)", how);
+    fputc('\n', stderr);
+}
+
+double cli_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cli_describe_run(char *buf, size_t size, const char *kernel, int threads, double seconds) {
+    const bool flash = strcmp(kernel, "flash") == 0;
+    const int n = attn_thread_count(threads);
+    snprintf(buf, size, "%s kernel%s%s, %d thread%s, %.3g %s", kernel, flash ? " on " : "", flash ? attn_isa_name() : "",
+             n, n == 1 ? "" : "s", seconds < 1 ? 1e3 * seconds : seconds, seconds < 1 ? "ms" : "s");
+}
+
+/* ------------------------------------------------------------------------
+ * The argv-loop interface attn ring still uses (its flags move to a table
+ * when the ring's pending changes land): the shared families by name. */
+const char cli_attention_options_help[] =
+    "masks (combine freely; a key is visible when every rule allows it):\n"
+    "  --causal                query i sees keys j <= i (top-left, PyTorch is_causal)\n"
+    "  --causal-lower-right    query i sees keys j <= i + S - L (FlashAttention, KV-cache decoding)\n"
+    "  --align top-left|lower-right\n"
+    "                          diagonal used by --window without a causal flag (default top-left)\n"
+    "  --window LEFT,RIGHT     keys within LEFT before and RIGHT after the diagonal; -1 = unbounded\n"
+    "  --key-lengths F.npy     integers [B]: keys at or past the length are padding (hidden)\n"
+    "computation:\n"
+    "  --scale S               score scale (default 1/sqrt(D))\n"
+    "  --kernel auto|ref|flash kernel (default auto: the fastest that supports the request)\n"
+    "  --threads N             threads (default: $ATTN_NUM_THREADS, else all cores)\n"
+    "a row that sees no key gets output 0 and lse -inf (never NaN)\n";
+
+bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cli_parse_attention_option(const char *cmd, int argc, char **argv, int *i, cli_attention_options *o) {
+    static const cli_flag *const tables[] = {cli_mask_flags, cli_compute_flags, NULL};
+    const cli_spec spec = {cmd, tables, NULL, false};
+    cli_args a;
+    cli_args_begin(&a, &spec, 0, NULL);
+    for (const cli_flag *const *t = tables; *t; t++)
+        for (const cli_flag *f = *t; f->name; f++) {
+            if (strcmp(argv[*i], f->name) != 0) continue;
+            const char *value = f->value_name ? (*i + 1 < argc ? argv[*i + 1] : NULL) : NULL;
+            if (f->value_name && !value) return cli_usage_error(cmd, "%s needs a value", f->name), -1;
+            int taken = cli_attention_take(o, &a, f->id, value);
+            if (taken > 0) *i += f->value_name ? 2 : 1;
+            return taken;
+        }
+    return 0;
 }

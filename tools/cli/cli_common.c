@@ -35,8 +35,6 @@ int cli_data_error(const char *cmd, const char *fmt, ...) {
     return CLI_DATA_ERROR;
 }
 
-bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
-
 bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
                    int64_t *out) {
     char *end;

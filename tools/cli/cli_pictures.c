@@ -31,26 +31,20 @@ int cli_tokens_parse(const char *cmd, const char *flag, const char *text, cli_to
     cli_tokens_free(t);
     if (!text || !*text) return cli_usage_error(cmd, "%s needs a comma-separated list or @FILE", flag);
     if (text[0] == '@') {
-        FILE *f = fopen(text + 1, "rb");
-        if (!f) return cli_data_error(cmd, "%s: cannot open '%s'", flag, text + 1);
-        size_t cap = 4096, len = 0, got;
-        t->storage = malloc(cap);
-        while (t->storage && (got = fread(t->storage + len, 1, cap - len - 1, f)) > 0) {
-            len += got;
-            if (len + 1 == cap) {
-                char *grown = realloc(t->storage, cap *= 2);
-                if (!grown) free(t->storage);
-                t->storage = grown;
-            }
-        }
-        bool failed = !t->storage || ferror(f);
-        fclose(f);
-        if (failed) {
+        /* A token file is text: a regular file of at most 64 MiB (not a
+         * FIFO, not /dev/zero), read once. */
+        void *data;
+        size_t len;
+        if (attn_read_file(text + 1, (size_t)64 << 20, &data, &len) != ATTN_OK)
+            return cli_data_error(cmd, "%s: %s", flag, attn_last_error());
+        t->storage = data;
+        if (memchr(t->storage, 0, len)) {
             cli_tokens_free(t);
-            return cli_data_error(cmd, "%s: cannot read '%s'", flag, text + 1);
+            return cli_data_error(cmd, "%s: '%s' holds a NUL byte: a token file is UTF-8 text, one token per line",
+                                  flag, text + 1);
         }
-        t->storage[len] = 0;
         if (len && t->storage[len - 1] == '\n') t->storage[--len] = 0; /* no empty last token */
+        if (len && t->storage[len - 1] == '\r') t->storage[--len] = 0; /* ... nor a CR on the last one */
         for (size_t i = 0; i + 1 < len; i++)
             if (t->storage[i] == '\r' && t->storage[i + 1] == '\n') t->storage[i] = 0; /* CRLF: ends the token */
         if (split(t->storage, '\n', t)) goto oom;

@@ -865,31 +865,25 @@ static const demo_text *text_from_environment(void) {
     return lang && strncmp(lang, "zh", 2) == 0 ? &demo_text_zh : &demo_text_en;
 }
 
+enum { F_LANG = 1, F_FIGURES };
+static const cli_flag demo_flags[] = {{"--lang", "en|zh", F_LANG, 0}, {"--figures", "DIR", F_FIGURES, 0},
+                                      CLI_FLAGS_END};
+static const cli_flag *const demo_tables[] = {demo_flags, NULL};
+/* The help is printed after the rest is read: --lang chooses its language. */
+const cli_spec cli_demo_spec = {"demo", demo_tables, NULL, false};
+
 int cmd_demo(int argc, char **argv) {
     const demo_text *t = NULL;
     const char *figures_dir = NULL;
     bool help = false;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *value = NULL;
-        if (cli_is_help(arg)) {
-            help = true;
-            continue;
-        }
-        if (strcmp(arg, "--lang") == 0) {
-            if (i + 1 >= argc) return cli_usage_error("demo", "--lang needs a value: en or zh");
-            value = argv[++i];
-        } else if (strncmp(arg, "--lang=", 7) == 0) {
-            value = arg + 7;
-        } else if (strcmp(arg, "--figures") == 0) {
-            if (i + 1 >= argc) return cli_usage_error("demo", "--figures needs a directory");
-            figures_dir = argv[++i];
-            continue;
-        } else if (arg[0] == '-') {
-            return cli_usage_error("demo", "unknown option '%s'", arg);
-        } else {
-            return cli_usage_error("demo", "unexpected argument '%s'", arg);
-        }
-        if (!(t = text_for(value)))
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_demo_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        if (id == CLI_ARGS_HELP) help = true;
+        else if (id == F_FIGURES) figures_dir = value;
+        else if (!(t = text_for(value)))
             return cli_usage_error("demo", "--lang must be en or zh, got '%s'", value);
     }
     if (!t) t = text_from_environment();
