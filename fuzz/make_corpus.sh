@@ -42,3 +42,20 @@ npy i1_v3.npy        3 '|i1' False '(4,)'   '\200\377\000\177'
 npy f4_empty.npy     1 '<f4' False '(0, 3)' ''
 npy f4_fortran.npy   1 '<f4' True  '(2, 2)' '\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000'
 npy f4_truncated.npy 1 '<f4' False '(2, 3)' '\000\000\200\077\000\000\000\100'
+
+# The command line's parsers (fuzz/cli_args_fuzz.c): one command line per
+# seed, its arguments separated by NUL bytes, next to every family's values.
+cli="$(dirname "$out")/cli"
+mkdir -p "$cli"
+seed() { local file=$1; shift; printf '%s\0' "$@" | head -c -1 > "$cli/$file"; }
+seed masks.txt      --causal --window 128,0 --align lower-right --key-lengths l.npy --mask m.npy --bias b.npy
+seed lower.txt      --causal-lower-right --window=-1,-1
+seed window_max.txt --window 9223372036854775807,9223372036854775806
+seed compute.txt    --scale 0.125 --kernel flash --threads 2 --allow-slow --layout BHLD --quiet
+seed equals.txt     --scale=1e-3 --kernel=ref --threads=4096 --layout=blhd
+seed module.txt     --wq a --wk b --wv c --wo d --bq e --heads 8 --kv-heads 2 --weight-layout torch
+seed numbers.txt    --int -5 --float 1e10 --int 0x10 --float nan --int 99999999999999999999
+seed lists.txt      --heads-list 0,3-5,7 --tokens "我,吃,了" --tokens=a,,b
+seed repeat.txt     --replace q:0=source --replace 'pattern:1::2=0.5' -o x.npy -- -o positional
+seed mistakes.txt   --wieghts w.npy -o --causal -q=x --causal=1 -o a -o b
+seed help.txt       --list-options -h

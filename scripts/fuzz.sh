@@ -7,6 +7,8 @@
 #   npy_fuzz        the .npy parser on memory images (fuzz/corpus/npy/)
 #   npy_file_fuzz   the .npy file readers: whole, header, rows by offset
 #                   (the same seeds, each behind 8 bytes that choose the read)
+#   cli_args_fuzz   the command line's argument walk and value parsers
+#                   (fuzz/corpus/cli/: command lines, arguments NUL-separated)
 #
 # A bare number is taken as seconds (fuzz.sh 60, as .ci/run calls it).
 # Exits 0 when no crash was found (or clang is missing: then it says so and
@@ -14,7 +16,7 @@
 # build-fuzz/artifacts/.  Each run's executions and coverage are printed as
 # libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
-all_targets=(npy_fuzz npy_file_fuzz)
+all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz)
 targets=()
 seconds=60
 while [[ $# -gt 0 ]]; do
@@ -22,7 +24,7 @@ while [[ $# -gt 0 ]]; do
         --all) targets=("${all_targets[@]}") ;;
         --seconds) seconds=${2:-}; shift ;;
         --minutes) seconds=$(( ${2:-0} * 60 )); shift ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         ''|*[!0-9]*) targets+=("$1") ;;
         *) seconds=$1 ;;
     esac
@@ -52,6 +54,7 @@ for t in "${targets[@]}"; do
     mkdir -p "$corpus"
     case $t in
         npy_fuzz) cp "$root"/fuzz/corpus/npy/* "$corpus"/ ;;
+        cli_args_fuzz) cp "$root"/fuzz/corpus/cli/* "$corpus"/ ;;
         npy_file_fuzz)
             # axis 0, first row 0, two rows; then the file
             for seed in "$root"/fuzz/corpus/npy/*; do

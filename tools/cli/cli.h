@@ -58,6 +58,8 @@ bool cli_parse_float(const char *cmd, const char *flag, const char *text, double
 
 /* "attn CMD: warning: message" on stderr. */
 void cli_warning(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* Where the three above write (NULL: stderr); the fuzzer silences them. */
+void cli_set_message_stream(FILE *f);
 
 /* Loads a float array (float32, or float64/float16 converted) and refuses
  * NaN/Inf unless allow_neg_inf is set, in which case -inf is allowed (a bias)

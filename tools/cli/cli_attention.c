@@ -66,15 +66,6 @@ const char cli_layout_help[] =
     "                          llama.cpp); BHLD [B, H, L, D]: heads before positions (PyTorch's\n"
     "                          scaled_dot_product_attention, Hugging Face); 3-D files drop B\n";
 
-void cli_warning(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "attn %s: warning: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 static bool parse_window(const char *cmd, const char *text, attn_sdpa_options *opt) {
     char left[64], right[64];
     const char *comma = text ? strchr(text, ',') : NULL;

@@ -15,24 +15,39 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static FILE *message_stream; /* NULL: stderr */
+
+void cli_set_message_stream(FILE *f) { message_stream = f; }
+
+static FILE *messages(void) { return message_stream ? message_stream : stderr; }
+
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "attn %s: ", cmd);
+    fprintf(messages(), "attn %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vfprintf(messages(), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n(see 'attn %s --help')\n", cmd);
+    fprintf(messages(), "\n(see 'attn %s --help')\n", cmd);
     return CLI_USAGE_ERROR;
 }
 
 int cli_data_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "attn %s: ", cmd);
+    fprintf(messages(), "attn %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vfprintf(messages(), fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fputc('\n', messages());
     return CLI_DATA_ERROR;
+}
+
+void cli_warning(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(messages(), "attn %s: warning: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(messages(), fmt, ap);
+    va_end(ap);
+    fputc('\n', messages());
 }
 
 bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t min, int64_t max,
