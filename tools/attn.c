@@ -69,6 +69,11 @@ static void remove_temporaries_on_signals(void) {
         if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaction(signals[i], &sa, NULL);
     }
+    /* A write past the file size limit (ulimit -f) raises SIGXFSZ, whose
+     * default ends the process with a core and no message, its temporary
+     * files left behind.  Ignored, the write fails with EFBIG instead and
+     * is reported like a full disk: the file named, exit status 1. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int main(int argc, char **argv) {

@@ -67,16 +67,28 @@ void attn_output_discard_all(void) {
 /* Creates path.tmp-<pid>-<n> exclusively with mode 0666 less the umask, as
  * for any new file (mkstemp would force 0600 on a file meant to be shared).
  * The counter is per thread; O_EXCL settles any collision, which is retried.
- * Returns the descriptor, or -1 with errno set. */
-static int create_temp_beside(const char *path, char *temp, size_t cap) {
+ * The name is listed in `in_flight` (*slot) before the file is created: a
+ * signal that came between the creation and the listing would leave the
+ * file behind, while one that comes before the creation only unlinks a
+ * name that is not there yet.  Returns the descriptor, or -1 with errno
+ * set and nothing listed. */
+static int create_temp_beside(const char *path, char *temp, size_t cap, int *slot) {
     static _Thread_local unsigned counter;
     for (int attempt = 0; attempt < 1000; attempt++) {
         if ((size_t)snprintf(temp, cap, "%s.tmp-%ld-%u", path, (long)getpid(), counter++) >= cap) {
             errno = ENAMETOOLONG;
             return -1;
         }
+        *slot = in_flight_add(temp);
         int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
+        if (fd >= 0) return fd;
+        int err = errno;
+        in_flight_remove(*slot); /* before the name is rewritten */
+        *slot = -1;
+        if (err != EEXIST) {
+            errno = err;
+            return -1;
+        }
     }
     errno = EEXIST;
     return -1;
@@ -169,13 +181,11 @@ attn_status attn_output_open(const char *path, attn_output **out) {
         const size_t cap = strlen(o->path) + 48;
         if (!(o->temp = malloc(cap))) {
             st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "'%s': out of memory", path);
-        } else if ((o->fd = create_temp_beside(o->path, o->temp, cap)) < 0) {
+        } else if ((o->fd = create_temp_beside(o->path, o->temp, cap, &o->slot)) < 0) {
             st = attn__fail(ATTN_ERR_IO, "cannot create a temporary file beside '%s': %s", path,
                             errno_text(errno, reason, sizeof reason));
             free(o->temp);
             o->temp = NULL; /* nothing was created */
-        } else {
-            o->slot = in_flight_add(o->temp);
         }
     }
     if (st) {

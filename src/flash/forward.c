@@ -548,9 +548,8 @@ attn_status attn__flash_forward(const sdpa_problem *p, void *workspace, attn_ten
     plan_make(p, &pl);
     float *partials = workspace; /* 64-byte aligned by the front door */
     float *scratch_all = partials + pl.partial_floats * (size_t)pl.items;
-    const int threads = pl.threads;
 
-    FLASH_OMP("omp parallel num_threads(threads) if (threads > 1)")
+    FLASH_OMP("omp parallel num_threads(pl.threads) if (pl.threads > 1)")
     {
 #ifdef ATTN_HAVE_OPENMP
         int tid = omp_get_thread_num();

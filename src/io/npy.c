@@ -103,6 +103,8 @@ static attn_status parse_string(header_cursor *c, const char **str, size_t *len)
     size_t start = c->pos;
     while (c->pos < c->len && c->text[c->pos] != quote) {
         unsigned char ch = (unsigned char)c->text[c->pos];
+        /* A line ends a Python string literal: the quote is missing. */
+        if (ch == '\n' || ch == '\r') return header_malformed(c, "unterminated string");
         if (ch == '\\' || ch < 0x20) return header_malformed(c, "unsupported character in a string");
         c->pos++;
     }
@@ -302,6 +304,10 @@ static void swap_bytes(uint8_t *data, int64_t count, size_t size) {
 attn_status attn__npy_parse_preamble(const void *buf, size_t size, size_t *data_offset) {
     const uint8_t *bytes = buf;
     size_t magic_seen = size < NPY_MAGIC_LEN ? size : NPY_MAGIC_LEN;
+    /* np.savez writes a zip of .npy files: users hand those over for one. */
+    if (size >= 4 && memcmp(bytes, "PK\x03\x04", 4) == 0)
+        return attn__fail(ATTN_ERR_FORMAT, "not a .npy file: it is a zip archive (a .npz from np.savez?); "
+                          "save the array it holds with np.save(path, np.load(npz)[name])");
     if (magic_seen > 0 && memcmp(bytes, NPY_MAGIC, magic_seen) != 0)
         return attn__fail(ATTN_ERR_FORMAT, "not a .npy file: it does not start with \\x93NUMPY");
     if (size < 8)

@@ -48,6 +48,13 @@ static attn_status read_at(int fd, const char *path, void *buf, size_t size, off
     return ATTN_OK;
 }
 
+static attn_status not_a_regular_file(const char *path, mode_t mode) {
+    return attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (.npy inputs are read from files)",
+                      path, S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO"
+                            : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device"
+                            : S_ISSOCK(mode) ? "a socket" : "a special file");
+}
+
 /* Opens path and parses its header; the file's size must be exactly the
  * header plus the data, as attn_npy_load requires.  *fd is open on success. */
 static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout) {
@@ -55,9 +62,13 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
     uint8_t *header = NULL;
     struct stat st;
     *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0)
-        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path,
-                         errno_text(errno, reason, sizeof reason));
+    if (*fd < 0) {
+        /* A UNIX socket cannot be opened at all (ENXIO, "No such device or
+         * address"): say what it is instead. */
+        int err = errno;
+        if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return not_a_regular_file(path, st.st_mode);
+        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path, errno_text(err, reason, sizeof reason));
+    }
     attn_status status = ATTN_OK;
     if (fstat(*fd, &st) != 0) {
         status = attn__fail(ATTN_ERR_IO, "cannot stat '%s': %s", path,
@@ -65,11 +76,7 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
         goto cleanup;
     }
     if (!S_ISREG(st.st_mode)) {
-        status = attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (.npy inputs are "
-                            "read from files)", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                                                       : S_ISCHR(st.st_mode) ? "a character device"
-                                                       : S_ISBLK(st.st_mode) ? "a block device"
-                                                                             : "a socket or other special file");
+        status = not_a_regular_file(path, st.st_mode);
         goto cleanup;
     }
     /* The preamble (10 or 12 bytes) says how long the header is. */

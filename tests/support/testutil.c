@@ -1,6 +1,16 @@
+#define _DEFAULT_SOURCE /* wait4 */
+
 #include "testutil.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <time.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +96,192 @@ int test_run_cli(char **output, const char *fmt, ...) {
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return -1;
+}
+
+double test_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- the launcher: a process forked while the test is small, which forks
+ * and execs the children asked of it and reports how each ended.  A child
+ * forked by the test itself starts with the test's resident pages as its
+ * own, and wait4's ru_maxrss keeps the larger of those and what the
+ * program used; forked from the launcher, it starts with the launcher's
+ * few.  Messages are packets on a socket pair: a request is the log path
+ * and argv, NUL-separated; a reply says a child started or ended. */
+enum { LAUNCH_REQUEST_MAX = 16384, LAUNCH_ENDED_MAX = 256 };
+typedef struct launch_reply { int ended, pid, wait_status; long maxrss_kb; } launch_reply;
+static int launcher = -1;
+static launch_reply ended[LAUNCH_ENDED_MAX];
+static int n_ended;
+
+/* Stdin from /dev/null, stdout and stderr to log, then exec. */
+static void exec_child(const char *log_path, int log, char *const *argv, void (*setup)(void *), void *arg) {
+    if (log < 0) log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    if (setup) setup(arg);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+static void launcher_loop(int sock) {
+    static char request[LAUNCH_REQUEST_MAX];
+    for (;;) {
+        struct pollfd p = {sock, POLLIN, 0};
+        int ready = poll(&p, 1, 1);
+        int st;
+        struct rusage ru;
+        for (pid_t pid; (pid = wait4(-1, &st, WNOHANG, &ru)) > 0;) {
+            launch_reply r = {1, (int)pid, st, ru.ru_maxrss};
+            if (send(sock, &r, sizeof r, 0) != (ssize_t)sizeof r) _exit(1);
+        }
+        if (ready <= 0) continue;
+        ssize_t n = recv(sock, request, sizeof request - 2, 0);
+        if (n <= 0) _exit(0); /* the test is gone */
+        request[n] = request[n + 1] = 0;
+        char *argv[64];
+        int argc = 0;
+        char *log_path = request;
+        for (char *a = log_path + strlen(log_path) + 1; *a && argc < 63; a += strlen(a) + 1) argv[argc++] = a;
+        argv[argc] = NULL;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(sock);
+            exec_child(log_path, -1, argv, NULL, NULL);
+        }
+        launch_reply r = {0, (int)pid, 0, 0};
+        if (send(sock, &r, sizeof r, 0) != (ssize_t)sizeof r) _exit(1);
+    }
+}
+
+void test_launcher_start(void) {
+    if (launcher >= 0) return;
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) { perror("socketpair"); abort(); }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); abort(); }
+    if (pid == 0) {
+        close(pair[0]);
+        launcher_loop(pair[1]);
+    }
+    close(pair[1]);
+    launcher = pair[0];
+}
+
+/* Receives one reply (waiting for it if block); an ended child's is kept
+ * for test_child_poll.  Returns the reply's kind, or -1 if none came. */
+static int launcher_receive(bool block, launch_reply *r) {
+    ssize_t n = recv(launcher, r, sizeof *r, block ? 0 : MSG_DONTWAIT);
+    if (n != (ssize_t)sizeof *r) {
+        if (!block && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
+        fprintf(stderr, "the test's launcher is gone\n");
+        abort();
+    }
+    if (r->ended) {
+        if (n_ended == LAUNCH_ENDED_MAX) { fprintf(stderr, "too many children ended unseen\n"); abort(); }
+        ended[n_ended++] = *r;
+    }
+    return r->ended;
+}
+
+void test_child_start(test_child *c, const char *const *argv, void (*setup)(void *), void *arg) {
+    static int next;
+    memset(c, 0, sizeof *c);
+    c->status = -1;
+    snprintf(c->log, sizeof c->log, "%s/child-%d-%d.out", test_tmpdir(), (int)getpid(), next++);
+    c->started = test_now();
+    if (launcher >= 0 && !setup) {
+        char request[LAUNCH_REQUEST_MAX];
+        size_t n = 0;
+        for (int i = -1; i < 0 || argv[i]; i++) {
+            const char *text = i < 0 ? c->log : argv[i];
+            size_t len = strlen(text) + 1;
+            if (n + len + 1 > sizeof request) { fprintf(stderr, "arguments too long\n"); abort(); }
+            memcpy(request + n, text, len);
+            n += len;
+        }
+        if (send(launcher, request, n, 0) != (ssize_t)n) { perror("send"); abort(); }
+        launch_reply r;
+        while (launcher_receive(true, &r) != 0) continue;
+        if (r.pid < 0) { fprintf(stderr, "the launcher could not fork\n"); abort(); }
+        c->pid = r.pid;
+        c->launched = 1;
+        return;
+    }
+    int log = open(c->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (log < 0) { perror(c->log); abort(); }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); abort(); }
+    if (pid == 0) exec_child(c->log, log, (char *const *)argv, setup, arg);
+    close(log);
+    c->pid = (int)pid;
+}
+
+/* Fills in what an ended child left: status, peak memory, output. */
+static void child_ended(test_child *c, int st, long maxrss_kb) {
+    c->seconds = test_now() - c->started;
+    c->maxrss_kb = maxrss_kb;
+    c->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    size_t size;
+    c->output = test_read_file(c->log, &size);
+    if (!c->output) c->output = strdup("");
+    unlink(c->log);
+}
+
+int test_child_poll(test_child *c) {
+    if (c->output) return 1;
+    if (c->launched) {
+        launch_reply r;
+        while (launcher_receive(false, &r) >= 0) continue;
+        for (int i = 0; i < n_ended; i++)
+            if (ended[i].pid == c->pid) {
+                child_ended(c, ended[i].wait_status, ended[i].maxrss_kb);
+                ended[i] = ended[--n_ended];
+                return 1;
+            }
+        return 0;
+    }
+    int st;
+    struct rusage ru;
+    if (wait4((pid_t)c->pid, &st, WNOHANG, &ru) == (pid_t)c->pid) {
+        child_ended(c, st, ru.ru_maxrss);
+        return 1;
+    }
+    return 0;
+}
+
+void test_child_finish(test_child *c, double timeout_s) {
+    const struct timespec tick = {0, 1000 * 1000};
+    while (!test_child_poll(c)) {
+        if (test_now() - c->started > timeout_s && !c->timed_out) {
+            c->timed_out = 1;
+            kill((pid_t)c->pid, SIGKILL);
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
+void test_child_free(test_child *c) {
+    free(c->output);
+    c->output = NULL;
+}
+
+void test_child_run_cli(test_child *c, const char *const *args, double timeout_s, void (*setup)(void *),
+                        void *arg) {
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = ATTN_CLI_PATH;
+    while (args[n - 1] && n < 63) { argv[n] = args[n - 1]; n++; }
+    argv[n] = NULL;
+    test_child_start(c, argv, setup, arg);
+    test_child_finish(c, timeout_s);
 }
 
 int test_write_file(const char *path, const void *data, size_t size) {

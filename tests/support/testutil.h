@@ -36,6 +36,46 @@ int test_group_teardown(void **state);
  * malloc'd, NUL-terminated (free it). */
 int test_run_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A child process run without a shell, for the tests that must watch it:
+ * its exit, its peak memory, a hang, a signal sent mid-run.  stdout and
+ * stderr go together to a file of the temporary directory. */
+typedef struct test_child {
+    int pid;
+    int status;     /* exit status, or 128 + signal; -1 before it ended */
+    int timed_out;  /* it ran past the limit and was killed (SIGKILL)   */
+    long maxrss_kb; /* peak resident set size (wait4's ru_maxrss)        */
+    double seconds; /* wall time from start to end                       */
+    char *output;   /* stdout + stderr, NUL-terminated (malloc'd)        */
+    char log[512];
+    double started;
+    int launched;   /* started by the launcher (below)                   */
+} test_child;
+
+/* Forks, now, a small process that starts the children asked for later
+ * (those without a setup function).  A child forked by the test itself
+ * starts with the test's resident pages counted as its own, and wait4
+ * reports the larger of those and what the program used; started by the
+ * launcher, it starts with the launcher's few, and maxrss_kb is the
+ * program's.  Call it early (a group setup), before the test grows. */
+void test_launcher_start(void);
+
+/* Starts argv[0] with argv (NULL-terminated).  setup, if not NULL, runs in
+ * the child just before exec (rlimits, signal dispositions); such a child
+ * is forked by the test itself.  Aborts the test on failure to fork. */
+void test_child_start(test_child *c, const char *const *argv, void (*setup)(void *), void *arg);
+/* Waits for the child, killing it with SIGKILL after timeout_s seconds,
+ * and fills status, timed_out, maxrss_kb, seconds and output. */
+void test_child_finish(test_child *c, double timeout_s);
+/* True once the child has ended (reaped and filled in as by finish). */
+int test_child_poll(test_child *c);
+void test_child_free(test_child *c);
+/* Runs ATTN_CLI_PATH with args (NULL-terminated, without argv[0]) to the
+ * end, as start + finish. */
+void test_child_run_cli(test_child *c, const char *const *args, double timeout_s, void (*setup)(void *),
+                        void *arg);
+/* A monotonic clock in seconds. */
+double test_now(void);
+
 /* Writes raw bytes to a file; returns 0 on success. */
 int test_write_file(const char *path, const void *data, size_t size);
 /* Reads a whole file (malloc'd); NULL if missing. */
