@@ -170,6 +170,7 @@ int cli_args_next(cli_args *a, const char **value) {
     }
     if (eq) {
         *value = eq + 1;
+        if (!**value) return stop(a, cli_usage_error(cmd, "%s needs a value (%s), got an empty one", f->name, f->value_name));
         return f->id;
     }
     if (a->next >= a->argc)
@@ -180,6 +181,7 @@ int cli_args_next(cli_args *a, const char **value) {
                                        f->name, f->value_name, next,
                                        f->name[1] == '-' ? "; write --flag=VALUE for a value that starts with -"
                                                          : ""));
+    if (!*next) return stop(a, cli_usage_error(cmd, "%s needs a value (%s), got an empty one", f->name, f->value_name));
     a->next++;
     *value = next;
     return f->id;
