@@ -151,6 +151,13 @@ static const row sdpa_rows[] = {
     {SDPA_ALL " --window 3", 2, .says = "--window expects LEFT,RIGHT|'3'", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {SDPA_ALL " --window 1,x", 2, .says = "--window RIGHT|integer|'x'", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {SDPA_ALL " --align middle", 2, .says = "--align expects top-left or lower-right|'middle'", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
+    /* --align is for a window without a causal flag: one that contradicts the flag is refused, in either order */
+    {SDPA_ALL " --causal --align lower-right", 2, .says = "--causal aligns the diagonal top-left, and --align says lower-right",
+     .f = {DIMS(1, 3, 4, 1, 1, 2, 2)}},
+    {SDPA_ALL " --align lower-right --causal", 2, .says = "--causal aligns the diagonal top-left, and --align says lower-right",
+     .f = {DIMS(1, 3, 4, 1, 1, 2, 2)}},
+    {SDPA_ALL " --causal-lower-right --align top-left", 2, .says = "give --causal alone", .f = {DIMS(1, 3, 4, 1, 1, 2, 2)}},
+    {SDPA_ALL " --align lower-right --causal-lower-right --window 1,0", .check = CHECK_SDPA, .f = {DIMS(1, 3, 5, 2, 1, 2, 2)}},
     /* key lengths: 0 (a fully masked batch), S, > S and < 0 refused, any integer dtype */
     {SDPA_ALL " --key-lengths {lens}", .check = CHECK_SDPA, .f = {DIMS(2, 4, 7, 2, 1, 3, 2), LENS(0, 7)}, .masked_rows = true},
     {SDPA_ALL SDPA_GRADS " --key-lengths {lens} --kernel ref", .check = CHECK_SDPA,

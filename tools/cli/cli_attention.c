@@ -91,20 +91,40 @@ static bool parse_window(const char *cmd, const char *text, attn_sdpa_options *o
            cli_parse_int(cmd, "--window RIGHT", right, -1, INT64_MAX, &opt->window_right);
 }
 
+/* A causal flag fixes the diagonal's alignment; an --align that says the
+ * other would silently lose to whichever came later. */
+static int align_conflict(const char *cmd, attn_align causal_align) {
+    const bool top_left = causal_align == ATTN_ALIGN_TOP_LEFT;
+    return cli_usage_error(cmd, "%s aligns the diagonal %s, and --align says %s: give %s alone (--align is for "
+                           "--window without a causal flag)", top_left ? "--causal" : "--causal-lower-right",
+                           top_left ? "top-left" : "lower-right", top_left ? "lower-right" : "top-left",
+                           top_left ? "--causal-lower-right" : "--causal");
+}
+
 int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, const char *value) {
     const char *cmd = a->spec->cmd;
     switch (id) {
     case CLI_ID_CAUSAL:
-    case CLI_ID_CAUSAL_LOWER_RIGHT:
+    case CLI_ID_CAUSAL_LOWER_RIGHT: {
         if (o->opt.causal) return cli_usage_error(cmd, "give only one of --causal and --causal-lower-right"), -1;
+        const attn_align align = id == CLI_ID_CAUSAL ? ATTN_ALIGN_TOP_LEFT : ATTN_ALIGN_LOWER_RIGHT;
+        /* Whichever of the two comes second sees the first: the same
+         * answer in either order. */
+        if (o->align_given && o->opt.align != align) return align_conflict(cmd, align), -1;
         o->opt.causal = 1;
-        o->opt.align = id == CLI_ID_CAUSAL ? ATTN_ALIGN_TOP_LEFT : ATTN_ALIGN_LOWER_RIGHT;
+        o->opt.align = align;
         return 1;
-    case CLI_ID_ALIGN:
-        if (strcmp(value, "top-left") == 0) o->opt.align = ATTN_ALIGN_TOP_LEFT;
-        else if (strcmp(value, "lower-right") == 0) o->opt.align = ATTN_ALIGN_LOWER_RIGHT;
+    }
+    case CLI_ID_ALIGN: {
+        attn_align align;
+        if (strcmp(value, "top-left") == 0) align = ATTN_ALIGN_TOP_LEFT;
+        else if (strcmp(value, "lower-right") == 0) align = ATTN_ALIGN_LOWER_RIGHT;
         else return cli_usage_error(cmd, "--align expects top-left or lower-right, got '%s'", value), -1;
+        if (o->opt.causal && o->opt.align != align) return align_conflict(cmd, o->opt.align), -1;
+        o->opt.align = align;
+        o->align_given = true;
         return 1;
+    }
     case CLI_ID_WINDOW: return parse_window(cmd, value, &o->opt) ? 1 : -1;
     case CLI_ID_KEY_LENGTHS: o->key_lengths_path = value; return 1;
     case CLI_ID_MASK: o->mask_path = value; return 1;
