@@ -127,6 +127,7 @@ static const row sdpa_rows[] = {
     {SDPA_ALL " --causal", .check = CHECK_SDPA, .f = {DIMS(2, 6, 6, 2, 1, 3, 3)}, .never = "warning"},
     {SDPA_ALL " --causal", .check = CHECK_SDPA, .f = {DIMS(1, 3, 7, 2, 1, 3, 3)},
      .says = "warning|--causal aligns the diagonal top-left|--causal-lower-right"},
+    {SDPA_ALL " --causal", .check = CHECK_SDPA, .f = {DIMS(1, 3, 4, 2, 1, 3, 3)}, .says = "warning|with 3 queries and 4 keys|not the 1 key before it"},
     {SDPA_ALL " --causal-lower-right", .check = CHECK_SDPA, .f = {DIMS(2, 7, 3, 2, 2, 3, 2)},
      .says = "warning|--causal-lower-right with 7 queries and 3 keys|first 4 queries see no key", .masked_rows = true},
     {SDPA_ALL " --causal-lower-right" SDPA_GRADS " --kernel ref", .check = CHECK_SDPA, .f = {DIMS(1, 6, 2, 2, 1, 3, 2)},

@@ -307,9 +307,9 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
     /* Alignments that are valid but rarely meant. */
     if (o->opt.causal && o->opt.align == ATTN_ALIGN_TOP_LEFT && len_q < len_kv)
         cli_warning(cmd, "--causal aligns the diagonal top-left: with %lld quer%s and %lld keys, query i sees keys "
-                    "0..i only, not the %lld keys before it (a decode step or a chunk appended to a cache wants "
+                    "0..i only, not the %lld key%s before it (a decode step or a chunk appended to a cache wants "
                     "--causal-lower-right)", (long long)len_q, len_q == 1 ? "y" : "ies", (long long)len_kv,
-                    (long long)(len_kv - len_q));
+                    (long long)(len_kv - len_q), len_kv - len_q == 1 ? "" : "s");
     if (o->opt.causal && o->opt.align == ATTN_ALIGN_LOWER_RIGHT && len_q > len_kv)
         cli_warning(cmd, "--causal-lower-right with %lld queries and %lld keys: the first %lld queries see no key "
                     "and get output 0 (lse -inf)", (long long)len_q, (long long)len_kv,
