@@ -344,12 +344,18 @@ static const row trace_rows[] = {
     {TRACE_IN " --dir {hooks/} -o {to} --scale pattern:2:1:0=3 --renormalise --causal --batch 1", .check = CHECK_TRACE,
      .f = {DIMS(2, 4, 4, 2, 2, 3, 2)}},
     {TRACE_IN " --dir {hooks/} -o {to} --zero z::1", .check = CHECK_TRACE, .f = {DIMS(1, 3, 4, 2, 1, 3, 2), .rank = 3}},
+    {TRACE_IN " --dir {hooks/} -o {to} --source-v {v2} --replace v:1=source --zero k:0:0 --scale q::1=2 --causal", .check = CHECK_TRACE,
+     .f = {DIMS(2, 3, 4, 2, 2, 3, 2)}},
+    {TRACE_IN " --dir {hooks/} --replace q:2={vec_d} --replace hook_v:0:1={vec_dv} --batch 1", .check = CHECK_TRACE,
+     .f = {DIMS(2, 3, 4, 4, 2, 3, 2)}},
     {TRACE_IN " --dir {hooks/} --threads 1 --causal", .check = CHECK_TRACE, .f = {DIMS(2, 17, 19, 4, 2, 5, 3)},
      .twin = TRACE_IN " --dir {hooks/} --threads 2 --causal"},
     {TRACE_MODULE " --wo {wo} --bo {bo} --heads 2 --causal --dir {hooks/} -o {to}", .check = CHECK_TRACE,
      .f = {DIMS(2, 4, 4, 2, 2, 3, 2), .dm = 4, .dout = 3}, .says = "wrote 8 hooks"},
     {TRACE_MODULE " --context {ctx} --bq {bq} --bk {bk} --bv {bv} --heads 4 --kv-heads 2 --dir {hooks/} -o {to} --ablate 1",
      .check = CHECK_TRACE, .f = {DIMS(1, 3, 5, 4, 2, 3, 2), .dm = 4, .dc = 3, .rank = 2}},
+    {TRACE_MODULE " --context {ctx} --heads 2 --source {x2} --source-context {ctx2} --replace k:1=source --replace v:2=source "
+     "--dir {hooks/} -o {to}", .check = CHECK_TRACE, .f = {DIMS(2, 3, 4, 2, 2, 3, 2), .dm = 4, .dc = 3}},
     {TRACE_MODULE " --wo {wo} --heads 2 --weight-layout torch --dir {hooks/} --mask {mask}", .check = CHECK_TRACE,
      .f = {DIMS(1, 4, 4, 2, 2, 3, 2), .dm = 5, .dout = 3, MASK(2, 1, 1, 4, 4)}},
     {TRACE_IN " --dir {hooks/} --zero pattern:1", 2, .says = "a pattern patch needs an explicit choice|--renormalise", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
@@ -578,7 +584,7 @@ static void placeholder_file(const char *name, size_t len, char *file, size_t si
 static const char *const input_names[] = {
     "q", "k", "v", "q2", "k2", "v2", "qb", "kb", "vb", "do", "dob", "mask", "bias", "lens",
     "x", "x2", "ctx", "ctx2", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "wqr", "wkr", "wvr", "wor",
-    "wqt", "wkt", "wvt", "mdo", "rows", "vals", "attnw"};
+    "wqt", "wkt", "wvt", "mdo", "rows", "vals", "attnw", "vec_d", "vec_dv"};
 
 static bool is_input(const char *name, size_t len) {
     for (size_t n = 0; n < sizeof input_names / sizeof input_names[0]; n++)
@@ -899,6 +905,13 @@ static bool make_input(run *x, const char *name, const char *path) {
         const bool is_rows = name[0] == 'r';
         const int64_t shape2[2] = {is_rows ? L : S, is_rows ? S : Dv};
         test_save_f32(path, 2, shape2, is_rows ? x->rows : x->vals);
+        return true;
+    }
+    if (!strcmp(name, "vec_d") || !strcmp(name, "vec_dv")) { /* a row for trace --replace SEL=FILE */
+        const int64_t width[1] = {name[5] ? Dv : D};
+        float *vector = draw_array(x, width[0], FT_F32, 1);
+        test_save_f32(path, 1, width, vector);
+        free(vector);
         return true;
     }
     if (!strcmp(name, "attnw")) {
@@ -1297,8 +1310,11 @@ static bool patch_stage(run *x, bool on_pattern_stage, double *pattern, double *
         const bool scale = !strcmp(flag, "--scale") && strchr(sel, '='), zero = !strcmp(flag, "--zero");
         const bool ablate = !strcmp(flag, "--ablate");
         if (!scale && !zero && !ablate) continue;
-        const bool on_pattern = !ablate && (!strncmp(sel, "pattern", 7) || !strncmp(sel, "hook_pattern", 12));
-        if (on_pattern != on_pattern_stage) continue;
+        const char *hook = strncmp(sel, "hook_", 5) ? sel : sel + 5;
+        const size_t hook_len = strcspn(hook, ":=");
+        const bool on_pattern = !ablate && hook_len == 7 && !strncmp(hook, "pattern", 7);
+        const bool on_z = ablate || (hook_len == 1 && hook[0] == 'z');
+        if (on_pattern_stage ? !on_pattern : !on_z) continue; /* q, k, v: patch_qkv */
         const char *p = sel + strcspn(sel, ":=");
         const int64_t pos = ablate ? ATTN_ALL : selector_field(&p);
         const int64_t head = ablate ? strtoll(sel, NULL, 10) : selector_field(&p);
@@ -1349,6 +1365,39 @@ static void apply_patches(run *x, double *pattern, double *z, const float *v) {
     free(touched);
 }
 
+/* The row's q, k and v patches (--replace HOOK:..=FILE or =source, --zero
+ * HOOK:.., --scale HOOK:..=F), in order, on t = q [B, L, Hq, D], k [B, S,
+ * Hkv, D], v [B, S, Hkv, Dv]; source: the source run's. */
+static void patch_qkv(run *x, float *const t[3], float *const source[3]) {
+    const fixture *f = &x->f;
+    const int64_t P[3] = {f->L, f->S, f->S}, H[3] = {f->Hq, f->Hkv, f->Hkv}, W[3] = {f->D, f->D, f->Dv};
+    const char *batch_text = flag_value(x, "--batch");
+    const int64_t batch = batch_text ? strtoll(batch_text, NULL, 10) : ATTN_ALL;
+    for (int i = 0; i + 1 < x->ntok; i++) {
+        const char *flag = x->tok[i], *sel = x->tok[i + 1];
+        const bool replace = !strcmp(flag, "--replace"), zero = !strcmp(flag, "--zero");
+        const bool scale = !strcmp(flag, "--scale") && strchr(sel, '=');
+        if (!replace && !zero && !scale) continue;
+        const char *name = strncmp(sel, "hook_", 5) ? sel : sel + 5;
+        const int n = name[0] == 'q' ? 0 : name[0] == 'k' ? 1 : name[0] == 'v' ? 2 : -1;
+        if (n < 0 || (name[1] != ':' && name[1] != '=' && name[1])) continue;
+        const char *p = name + 1, *eq = strchr(sel, '=');
+        const int64_t pos = selector_field(&p), head = selector_field(&p);
+        attn_array file = {0};
+        if (replace && strcmp(eq + 1, "source") && (attn_npy_load(eq + 1, &file) || attn_array_convert(&file, ATTN_F32)))
+            fail_msg("reading back %s: %s", eq + 1, attn_last_error());
+        for (int64_t b = 0; b < f->B; b++)
+            for (int64_t pp = 0; pp < P[n]; pp++)
+                for (int64_t h = 0; h < H[n]; h++) {
+                    if (!selected(batch, b) || !selected(pos, pp) || !selected(head, h)) continue;
+                    float *dst = t[n] + ((b * P[n] + pp) * H[n] + h) * W[n];
+                    const float *from = file.data ? file.data : source[n] + (dst - t[n]);
+                    for (int64_t d = 0; d < W[n]; d++) dst[d] = replace ? from[d] : zero ? 0.0f : dst[d] * strtof(eq + 1, NULL);
+                }
+        attn_array_free(&file);
+    }
+}
+
 static void check_hook(run *x, const char *dir, const char *hook, int64_t b, int64_t p, int64_t h, int64_t w,
                        const double *want, double tol, bool relative) {
     char path[800];
@@ -1371,12 +1420,21 @@ static void check_trace(run *x) {
     const fixture *f = &x->f;
     const bool module = flag_value(x, "-x") != NULL;
     const int64_t B = f->B, L = f->L, S = f->S, Hq = f->Hq, Hkv = f->Hkv, D = f->D, Dv = f->Dv;
-    float *q = x->q, *k = x->k, *v = x->v;
+    const int64_t nq = B * L * Hq * D, nk = B * S * Hkv * D, nv = B * S * Hkv * Dv;
+    float *q = malloc(sizeof(float) * (size_t)nq), *k = malloc(sizeof(float) * (size_t)nk), *v = malloc(sizeof(float) * (size_t)nv);
+    float *sq = malloc(sizeof(float) * (size_t)nq), *sk = malloc(sizeof(float) * (size_t)nk), *sv = malloc(sizeof(float) * (size_t)nv);
     if (module) {
-        q = malloc(sizeof(float) * (size_t)(B * L * Hq * D)), k = malloc(sizeof(float) * (size_t)(B * S * Hkv * D));
-        v = malloc(sizeof(float) * (size_t)(B * S * Hkv * Dv));
+        /* the source run: --source X2 (and --source-context C2), each defaulting to the base's */
         module_qkv(x, x->x, x->ctx, q, k, v);
+        module_qkv(x, flag_value(x, "--source") ? x->x2 : x->x, flag_value(x, "--source-context") ? x->ctx2 : x->ctx, sq, sk, sv);
+    } else {
+        memcpy(q, x->q, sizeof(float) * (size_t)nq), memcpy(k, x->k, sizeof(float) * (size_t)nk), memcpy(v, x->v, sizeof(float) * (size_t)nv);
+        memcpy(sq, flag_value(x, "--source-q") ? x->q2 : x->q, sizeof(float) * (size_t)nq);
+        memcpy(sk, flag_value(x, "--source-k") ? x->k2 : x->k, sizeof(float) * (size_t)nk);
+        memcpy(sv, flag_value(x, "--source-v") ? x->v2 : x->v, sizeof(float) * (size_t)nv);
     }
+    patch_qkv(x, (float *const[3]){q, k, v}, (float *const[3]){sq, sk, sv});
+    free(sq), free(sk), free(sv);
     double *z = malloc(sizeof(double) * (size_t)(B * L * Hq * Dv)), *pattern = malloc(sizeof(double) * (size_t)(B * Hq * L * S)),
            *scores = malloc(sizeof(double) * (size_t)(B * Hq * L * S)), *lse = malloc(sizeof(double) * (size_t)(B * Hq * L));
     oracle_attention_scores(&x->c, q, k, v, z, pattern, lse, scores);
@@ -1432,7 +1490,7 @@ static void check_trace(run *x) {
             free(got);
         }
     }
-    if (module) free(q), free(k), free(v);
+    free(q), free(k), free(v);
     free(z); free(pattern); free(scores); free(lse); free(result); free(out);
 }
 
