@@ -83,6 +83,7 @@ typedef struct row {
     fixture f;
     const char *twin;     /* a command whose outputs equal this one's bit for bit */
     const char *files;    /* ' '-separated further files the run writes (pictures), checked by magic */
+    const char *in_file, *file_says; /* the output file in_file holds the text file_says */
     const char *count_of; /* the output holds this text exactly `count` times */
     int count;
     bool masked_rows;     /* the problem has fully masked rows (asserted, then checked exactly) */
@@ -456,6 +457,11 @@ static const row picture_rows[] = {
     {MAP_IN " -o {map.png} --scale 2", 2, .says = "unknown option '--scale'", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {MAP_IN " -o {map.png} --lang fr", 2, .says = "--lang expects en or zh", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {REPORT_IN " --causal --tokens a,b,c,d --html {r.html}", .check = CHECK_FILES, .f = {DIMS(1, 4, 4, 2, 1, 3, 2), .rank = 3}},
+    /* token files: CRLF ends a token as LF does; a NUL byte is refused */
+    {REPORT_IN " --tokens @{crlf.txt} --key-tokens w,x,y,z --html {r.html}", .check = CHECK_FILES, .f = {DIMS(1, 3, 4, 1, 1, 2, 2)},
+     .in_file = "r.html", .file_says = "\"query_labels\":[\"t0\",\"t1\",\"t2\"],\"key_labels\":[\"w\",\"x\",\"y\",\"z\"]"},
+    {MAP_IN " -o {map.png} --tokens @{crlf.txt}", .check = CHECK_FILES, .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
+    {MAP_IN " -o {map.png} --tokens @{nul.txt}", 1, .says = "--tokens|nul.txt|holds a NUL byte", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {REPORT_IN " --changed-k {k2} --changed-v {v2} --html {r.html} --key-lengths {lens}", .check = CHECK_FILES,
      .f = {DIMS(2, 3, 5, 2, 1, 3, 2), LENS(5, 3)}, .says = "with the path decomposition"},
     {"report -x {x} --wq {wq} --wk {wk} --wv {wv} --wo {wo} --heads 2 --changed-x {x2} --html {r.html} --mask {mask}",
@@ -584,7 +590,7 @@ static void placeholder_file(const char *name, size_t len, char *file, size_t si
 static const char *const input_names[] = {
     "q", "k", "v", "q2", "k2", "v2", "qb", "kb", "vb", "do", "dob", "mask", "bias", "lens",
     "x", "x2", "ctx", "ctx2", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "wqr", "wkr", "wvr", "wor",
-    "wqt", "wkt", "wvt", "mdo", "rows", "vals", "attnw", "vec_d", "vec_dv"};
+    "wqt", "wkt", "wvt", "mdo", "rows", "vals", "attnw", "vec_d", "vec_dv", "crlf.txt", "nul.txt"};
 
 static bool is_input(const char *name, size_t len) {
     for (size_t n = 0; n < sizeof input_names / sizeof input_names[0]; n++)
@@ -905,6 +911,14 @@ static bool make_input(run *x, const char *name, const char *path) {
         const bool is_rows = name[0] == 'r';
         const int64_t shape2[2] = {is_rows ? L : S, is_rows ? S : Dv};
         test_save_f32(path, 2, shape2, is_rows ? x->rows : x->vals);
+        return true;
+    }
+    if (!strcmp(name, "crlf.txt") || !strcmp(name, "nul.txt")) { /* --tokens @FILE: t0, t1, ... one per query */
+        char text[4096];
+        size_t n = 0;
+        for (int64_t i = 0; i < L && n + 16 < sizeof text; i++) n += (size_t)snprintf(text + n, sizeof text - n, "t%lld\r\n", (long long)i);
+        if (name[0] == 'n') text[1] = 0;
+        if (test_write_file(path, text, n)) fail_msg("writing %s", path);
         return true;
     }
     if (!strcmp(name, "vec_d") || !strcmp(name, "vec_dv")) { /* a row for trace --replace SEL=FILE */
@@ -1895,6 +1909,13 @@ static void run_row(const row *r, const char *table, int index, uint64_t seed) {
     if (status != r->status) run_fail(&x, "exit status %d, want %d; output:\n%s", status, r->status, x.output);
     if (r->says) expect_words(&x, r->says, false);
     if (r->never) expect_words(&x, r->never, true);
+    if (r->in_file && status == 0) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/%s", x.dir, r->in_file);
+        char *text = test_read_file(path, NULL);
+        if (!text || !strstr(text, r->file_says)) run_fail(&x, "%s does not hold '%s'", path, r->file_says);
+        free(text);
+    }
     if (r->count_of && count_of(x.output, r->count_of) != r->count)
         run_fail(&x, "'%s' printed %d times, want %d", r->count_of, count_of(x.output, r->count_of), r->count);
     if (status == 0 && r->status == 0) {
