@@ -369,6 +369,7 @@ static const row trace_rows[] = {
     {TRACE_IN " --dir {q}", 1, .says = "--dir|q.npy|exists and is not a directory", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {TRACE_IN, 2, .says = "nothing to write: give --dir DIR and/or -o OUT.npy", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {TRACE_IN " -x {x} --dir {hooks/}", 2, .says = "not both", .f = {DIMS(1, 3, 3, 1, 1, 2, 2), .dm = 4}},
+    {TRACE_MODULE " --heads 1 --layout BHLD -o {to}", 2, .says = "--layout is for -q/-k/-v", .f = {DIMS(1, 3, 3, 1, 1, 2, 2), .dm = 4}},
     {TRACE_IN " -o {to}", .check = CHECK_TRACE, .f = {DIMS(1, 2, 3, 8, 8, 2, 2)}, .says = "warning|2 positions and 8 heads|--layout BHLD"},
     {TRACE_IN " --dir {hooks/} --zero pattern:1 --renormalise --batch 9", 1, .says = "batch = 9 is outside [0, 2)|--zero pattern:1",
      .f = {DIMS(2, 3, 3, 1, 1, 2, 2)}},
@@ -397,6 +398,9 @@ static const row paths_rows[] = {
     {"paths --base-q {q} --base-k {k} --base-v {v} --changed-k {q}", 1, .says = "--changed-k|q.npy|the changed input must have the base's shape",
      .f = {DIMS(1, 3, 4, 1, 1, 2, 2)}},
     {PATHS_IN " --chapter", 2, .says = "give one kind of input", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
+    {PATHS_MODULE " --heads 1 --layout BHLD", 2, .says = "--layout is for --base-q/-k/-v|--base is [L, d_model]",
+     .f = {DIMS(1, 3, 3, 1, 1, 2, 2), .dm = 4}},
+    {"paths --chapter --layout BHLD", 2, .says = "--layout is for --base-q/-k/-v|--chapter has no layout"},
     {PATHS_IN " --json", .check = CHECK_PATHS, .f = {DIMS(1, 2, 3, 8, 8, 2, 2)}, .says = "warning|2 positions and 8 heads"},
     {"paths --chapter --json", 0, .says = "\"cases\": [\"base\", \"K only\", \"V only\", \"both\", \"changed\"]|\"interaction_z\": [0, 0.15"},
 };
