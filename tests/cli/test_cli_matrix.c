@@ -662,15 +662,14 @@ static void write_typed(const char *path, enum ftype t, int ndim, const int64_t 
     free(buf);
 }
 
-/* data [B, P, H, W] to the order of a file of this layout (a copy). */
-static float *to_file_order(const float *data, const int64_t s[4], bool bhld) {
-    const int64_t n = s[0] * s[1] * s[2] * s[3];
-    float *out = malloc(sizeof(float) * (size_t)n);
+/* [B, X, Y, W] -> [B, Y, X, W] (a copy); s is the source's shape. */
+static float *swap_middle(const float *data, const int64_t s[4]) {
+    float *out = malloc(sizeof(float) * (size_t)(s[0] * s[1] * s[2] * s[3]));
     for (int64_t b = 0; b < s[0]; b++)
-        for (int64_t p = 0; p < s[1]; p++)
-            for (int64_t h = 0; h < s[2]; h++)
-                memcpy(out + (bhld ? ((b * s[2] + h) * s[1] + p) : ((b * s[1] + p) * s[2] + h)) * s[3],
-                       data + ((b * s[1] + p) * s[2] + h) * s[3], sizeof(float) * (size_t)s[3]);
+        for (int64_t i = 0; i < s[1]; i++)
+            for (int64_t j = 0; j < s[2]; j++)
+                memcpy(out + ((b * s[2] + j) * s[1] + i) * s[3], data + ((b * s[1] + i) * s[2] + j) * s[3],
+                       sizeof(float) * (size_t)s[3]);
     return out;
 }
 
@@ -688,8 +687,8 @@ static int qkv_file_shape(const int64_t s[4], int rank, bool bhld, int64_t *shap
 static void write_qkv(const char *path, const float *data, const int64_t s[4], int rank, bool bhld, enum ftype t) {
     int64_t shape[4];
     const int ndim = qkv_file_shape(s, rank, bhld && rank > 2, shape);
-    float *file = to_file_order(data, s, bhld && rank > 2);
-    write_typed(path, t, ndim, shape, file, s[0] * s[1] * s[2] * s[3]);
+    float *file = bhld && rank > 2 ? swap_middle(data, s) : NULL; /* [B, P, H, W] -> [B, H, P, W] */
+    write_typed(path, t, ndim, shape, file ? file : data, s[0] * s[1] * s[2] * s[3]);
     free(file);
 }
 
@@ -1099,17 +1098,6 @@ static float *load_output(run *x, const char *what, const char *path, int ndim, 
     return a.data;
 }
 
-/* [B, X, Y, W] -> [B, Y, X, W] (a copy); s is the source's shape. */
-static float *swap_middle(const float *data, const int64_t s[4]) {
-    float *out = malloc(sizeof(float) * (size_t)(s[0] * s[1] * s[2] * s[3]));
-    for (int64_t b = 0; b < s[0]; b++)
-        for (int64_t i = 0; i < s[1]; i++)
-            for (int64_t j = 0; j < s[2]; j++)
-                memcpy(out + ((b * s[2] + j) * s[1] + i) * s[3], data + ((b * s[1] + i) * s[2] + j) * s[3],
-                       sizeof(float) * (size_t)s[3]);
-    return out;
-}
-
 /* A q/k/v-shaped output (BLHD sizes s) read in the row's rank and layout,
  * returned in BLHD order; NULL after a failure. */
 static float *load_qkv_output(run *x, const char *flag, const int64_t s[4]) {
@@ -1131,9 +1119,14 @@ static void expect_near(run *x, const char *what, const double *want, const floa
     if (!(diff <= tol * scale)) run_fail(x, "%s: max |diff| %.3g against the oracle (allowed %.3g)", what, diff, tol * scale);
 }
 
+static double *to_double(const float *data, int64_t n) {
+    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    for (int64_t e = 0; e < n; e++) d[e] = data[e];
+    return d;
+}
+
 static void expect_near_f(run *x, const char *what, const float *want, const float *got, int64_t n, double tol) {
-    double *wd = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    for (int64_t e = 0; e < n; e++) wd[e] = want[e];
+    double *wd = to_double(want, n);
     expect_near(x, what, wd, got, n, tol, true);
     free(wd);
 }
@@ -1416,6 +1409,7 @@ static void patch_qkv(run *x, float *const t[3], float *const source[3]) {
     }
 }
 
+/* DIR/HOOK.npy is [b, p, h, w] (h = 0: [b, p, w]) and holds want. */
 static void check_hook(run *x, const char *dir, const char *hook, int64_t b, int64_t p, int64_t h, int64_t w,
                        const double *want, double tol, bool relative) {
     char path[800];
@@ -1426,12 +1420,6 @@ static void check_hook(run *x, const char *dir, const char *hook, int64_t b, int
     float *got = load_output(x, hook, path, ndim, ndim == 4 ? shape : shape3);
     if (got) expect_near(x, hook, want, got, b * p * (h ? h : 1) * w, tol, relative);
     free(got);
-}
-
-static double *to_double(const float *data, int64_t n) {
-    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    for (int64_t e = 0; e < n; e++) d[e] = data[e];
-    return d;
 }
 
 static void check_trace(run *x) {
