@@ -798,13 +798,13 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < plan.count; i++) selected += name_matches(cfg.filter, plan.items[i].name);
     if (plan.failed) {
         rc = cli_data_error("bench", "out of memory for the plan of cases");
-    } else if (list) {
-        for (int i = 0; i < plan.count; i++)
-            if (name_matches(cfg.filter, plan.items[i].name)) printf("%s\n", plan.items[i].name);
-    } else if (selected == 0) {
+    } else if (selected == 0) { /* with --list too: listing nothing would say the filter is fine */
         rc = cli_usage_error("bench", "--filter '%s' matches none of the %d %s rows (attn bench%s --list "
                              "names them)", cfg.filter, plan.count, cfg.quick ? "quick" : "full",
                              cfg.quick ? " --quick" : "");
+    } else if (list) {
+        for (int i = 0; i < plan.count; i++)
+            if (name_matches(cfg.filter, plan.items[i].name)) printf("%s\n", plan.items[i].name);
     } else {
         rc = run_plan(&cfg, &plan);
     }

@@ -324,6 +324,9 @@ int cmd_paths(int argc, char **argv) {
         return cli_usage_error("paths", "missing %s", !paths[IN_BASE] ? "--base X.npy" : "--changed X2.npy");
     if (mha && paths[IN_CHANGED_CONTEXT] && !paths[IN_CONTEXT])
         return cli_usage_error("paths", "--changed-context needs --context (for self-attention, change --changed)");
+    if (!sdpa && ao.layout_given)
+        return cli_usage_error("paths", "--layout is for --base-q/-k/-v; %s", chapter ? "--chapter has no layout to choose"
+                                                                                  : "--base is [L, d_model] or [B, L, d_model]");
 
     attn_chapter ch;
     if (chapter) {

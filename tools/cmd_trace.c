@@ -361,6 +361,8 @@ int cmd_trace(int argc, char **argv) {
         rc = cli_usage_error("trace", "=source needs a source run: --source X2.npy (module) or --source-q/-k/-v");
     } else if (module && paths[IN_SOURCE_CONTEXT] && !paths[IN_CONTEXT]) {
         rc = cli_usage_error("trace", "--source-context needs --context");
+    } else if (module && ao.layout_given) {
+        rc = cli_usage_error("trace", "--layout is for -q/-k/-v; -x is [L, d_model] or [B, L, d_model]");
     }
     if (!rc) {
         /* Every file read (patch files too), against every file written. */

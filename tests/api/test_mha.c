@@ -12,17 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* y[rows, n] = x[rows, m] w[m, n] + b, in long double, then stored as float
- * (the library stores its projections as float too). */
-static void project(const float *x, int64_t rows, int64_t m, const float *w, const float *b, int64_t n, float *y) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < n; c++) {
-            long double acc = b ? b[c] : 0;
-            for (int64_t i = 0; i < m; i++) acc += (long double)x[r * m + i] * w[i * n + c];
-            y[r * n + c] = (float)acc;
-        }
-}
-
 static float *random_floats(test_rng *r, int64_t n, double scale) {
     float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     test_fill_normal(r, x, n, scale);
@@ -42,20 +31,14 @@ static void check_module(test_rng *r, int64_t B, int64_t L, int64_t S, int cross
     /* Expected: project, attend (oracle), concatenate, project. */
     random_case rc;
     random_case_make(&rc, r, B, L, S, Hq, Hkv, D, Dv, kind); /* only its masks are used */
-    project(x, B * L, dm, wq, bq, Hq * D, rc.q);
-    project(ctx, B * S, dc, wk, bk, Hkv * D, rc.k);
-    project(ctx, B * S, dc, wv, bv, Hkv * Dv, rc.v);
+    oracle_project(x, B * L, dm, wq, bq, Hq * D, rc.q);
+    oracle_project(ctx, B * S, dc, wk, bk, Hkv * D, rc.k);
+    oracle_project(ctx, B * S, dc, wv, bv, Hkv * Dv, rc.v);
     double *z = malloc(sizeof(double) * (size_t)(B * L * Hq * Dv));
     double *want_w = malloc(sizeof(double) * (size_t)(B * Hq * L * S));
     oracle_attention(&rc.c, rc.q, rc.k, rc.v, z, want_w, NULL);
     double *want = malloc(sizeof(double) * (size_t)(B * L * dout));
-    for (int64_t row = 0; row < B * L; row++)
-        for (int64_t c = 0; c < dout; c++) {
-            if (!with_wo) { want[row * dout + c] = z[row * dout + c] + (bo ? bo[c] : 0); continue; }
-            long double acc = bo ? bo[c] : 0;
-            for (int64_t i = 0; i < Hq * Dv; i++) acc += (long double)z[row * Hq * Dv + i] * wo[i * dout + c];
-            want[row * dout + c] = (double)acc;
-        }
+    oracle_output_projection(z, B * L, Hq * Dv, wo, bo, dout, want);
 
     attn_mha m = {.struct_size = sizeof(attn_mha), .d_model = dm, .d_context = dc, .heads = Hq, .kv_heads = Hkv, .head_dim = D,
                   .value_dim = Dv, .d_out = dout, .wq = wq, .wk = wk, .wv = wv, .wo = wo,

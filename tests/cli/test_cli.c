@@ -5,34 +5,13 @@
  * documented exit status, a message naming the file or flag, and no output
  * file left behind.
  */
-#include "oracle.h"
+#include "cli_files.h"
 #include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
-
-static void save_typed(const char *path, attn_dtype dtype, int ndim, const int64_t *shape, const void *data) {
-    attn_array a = {.dtype = dtype, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
-
-static float *load_f32(const char *path, int want_ndim, int64_t want_count) {
-    attn_array a = {0};
-    if (attn_npy_load(path, &a)) fail_msg("loading %s: %s", path, attn_last_error());
-    assert_int_equal(a.dtype, ATTN_F32);
-    assert_int_equal(a.ndim, want_ndim);
-    assert_int_equal(a.count, want_count);
-    return a.data; /* the caller frees */
-}
 
 /* Runs `attn sdpa` on a random case written to files and compares O,
  * weights and lse with the oracle. */
@@ -41,28 +20,11 @@ static void sdpa_case(test_rng *r, int64_t B, int64_t L, int64_t S, int64_t Hq, 
     random_case rc;
     random_case_make(&rc, r, B, L, S, Hq, Hkv, D, Dv, kind);
     const oracle_case *c = &rc.c;
-    save_f32(test_path("q.npy"), 4, (int64_t[]){B, L, Hq, D}, rc.q);
-    save_f32(test_path("k.npy"), 4, (int64_t[]){B, S, Hkv, D}, rc.k);
-    save_f32(test_path("v.npy"), 4, (int64_t[]){B, S, Hkv, Dv}, rc.v);
-    char flags[1024] = "";
-    size_t n = 0;
-    if (c->scale > 0) n += (size_t)snprintf(flags + n, sizeof flags - n, " --scale %.9g", c->scale);
-    if (c->causal == 1) n += (size_t)snprintf(flags + n, sizeof flags - n, " --causal");
-    if (c->causal == 2) n += (size_t)snprintf(flags + n, sizeof flags - n, " --causal-lower-right");
-    if (!c->causal && c->lower_right_window) n += (size_t)snprintf(flags + n, sizeof flags - n, " --align lower-right");
-    if (c->window) n += (size_t)snprintf(flags + n, sizeof flags - n, " --window %lld,%lld", (long long)c->left, (long long)c->right);
-    if (c->key_lengths) {
-        save_typed(test_path("lens.npy"), ATTN_I64, 1, (int64_t[]){B}, c->key_lengths);
-        n += (size_t)snprintf(flags + n, sizeof flags - n, " --key-lengths %s", test_path("lens.npy"));
-    }
-    if (c->mask) {
-        save_typed(test_path("mask.npy"), ATTN_U8, 4, c->mask_shape, c->mask);
-        n += (size_t)snprintf(flags + n, sizeof flags - n, " --mask %s", test_path("mask.npy"));
-    }
-    if (c->bias) {
-        save_f32(test_path("bias.npy"), 4, c->bias_shape, c->bias);
-        n += (size_t)snprintf(flags + n, sizeof flags - n, " --bias %s", test_path("bias.npy"));
-    }
+    test_save_f32(test_path("q.npy"), 4, (int64_t[]){B, L, Hq, D}, rc.q);
+    test_save_f32(test_path("k.npy"), 4, (int64_t[]){B, S, Hkv, D}, rc.k);
+    test_save_f32(test_path("v.npy"), 4, (int64_t[]){B, S, Hkv, Dv}, rc.v);
+    char flags[1024];
+    random_case_cli_flags(&rc, flags, sizeof flags);
     char *output;
     int rc_exit = test_run_cli(&output, "sdpa -q %s -k %s -v %s -o %s --weights %s --lse %s%s", test_path("q.npy"),
                                test_path("k.npy"), test_path("v.npy"), test_path("o.npy"), test_path("w.npy"),
@@ -74,8 +36,9 @@ static void sdpa_case(test_rng *r, int64_t B, int64_t L, int64_t S, int64_t Hq, 
     double *want_out = malloc(sizeof(double) * (size_t)n_out), *want_w = malloc(sizeof(double) * (size_t)n_w),
            *want_lse = malloc(sizeof(double) * (size_t)n_lse);
     oracle_attention(c, rc.q, rc.k, rc.v, want_out, want_w, want_lse);
-    float *out = load_f32(test_path("o.npy"), 4, n_out), *w = load_f32(test_path("w.npy"), 4, n_w),
-          *lse = load_f32(test_path("lse.npy"), 3, n_lse);
+    float *out = test_load_f32(test_path("o.npy"), 4, (int64_t[]){B, L, Hq, Dv}),
+          *w = test_load_f32(test_path("w.npy"), 4, (int64_t[]){B, Hq, L, S}),
+          *lse = test_load_f32(test_path("lse.npy"), 3, (int64_t[]){B, Hq, L});
     double scale = fmax(1.0, max_abs(want_out, n_out));
     double d_out = max_abs_diff(want_out, out, n_out), d_w = max_abs_diff(want_w, w, n_w),
            d_lse = max_abs_diff(want_lse, lse, n_lse);
@@ -100,17 +63,17 @@ static void sdpa_matches_oracle(void **state) {
 static void sdpa_two_d_shapes(void **state) {
     (void)state;
     float q[6] = {1, 0, 0, 1, 1, 1}, k[6] = {1, 0, 0, 1, 1, 1}, v[6] = {2, 0, 0, 1, 2, 1};
-    save_f32(test_path("q2.npy"), 2, (int64_t[]){3, 2}, q);
-    save_f32(test_path("k2.npy"), 2, (int64_t[]){3, 2}, k);
-    save_f32(test_path("v2.npy"), 2, (int64_t[]){3, 2}, v);
+    test_save_f32(test_path("q2.npy"), 2, (int64_t[]){3, 2}, q);
+    test_save_f32(test_path("k2.npy"), 2, (int64_t[]){3, 2}, k);
+    test_save_f32(test_path("v2.npy"), 2, (int64_t[]){3, 2}, v);
     char *output;
     int st = test_run_cli(&output, "sdpa -q %s -k %s -v %s -o %s --weights %s --lse %s --causal", test_path("q2.npy"),
                           test_path("k2.npy"), test_path("v2.npy"), test_path("o2.npy"), test_path("w2.npy"),
                           test_path("l2.npy"));
     if (st) fail_msg("exit %d: %s", st, output);
     free(output);
-    float *o = load_f32(test_path("o2.npy"), 2, 6), *w = load_f32(test_path("w2.npy"), 2, 9),
-          *l = load_f32(test_path("l2.npy"), 1, 3);
+    float *o = test_load_f32(test_path("o2.npy"), 2, (int64_t[]){3, 2}), *w = test_load_f32(test_path("w2.npy"), 2, (int64_t[]){3, 3}),
+          *l = test_load_f32(test_path("l2.npy"), 1, (int64_t[]){3});
     /* Row 1 sees only key 1 under the causal mask: weight 1, output v1. */
     assert_float_equal(w[0], 1.0, CLI_ONE_KEY_WEIGHT_ABS_FAIL);
     assert_float_equal(o[0], 2.0, CLI_ONE_KEY_ABS_FAIL);
@@ -128,14 +91,14 @@ static void mha_matches_library(void **state) {
     test_fill_normal(&r, x, 60, 1); test_fill_normal(&r, ctx, 56, 1); test_fill_normal(&r, wq, 72, 0.5);
     test_fill_normal(&r, wk, 24, 0.5); test_fill_normal(&r, wv, 16, 0.5); test_fill_normal(&r, wo, 40, 0.5);
     test_fill_normal(&r, bq, 12, 0.3); test_fill_normal(&r, bo, 5, 0.3);
-    save_f32(test_path("x.npy"), 3, (int64_t[]){B, L, dm}, x);
-    save_f32(test_path("c.npy"), 3, (int64_t[]){B, S, dc}, ctx);
-    save_f32(test_path("wq.npy"), 2, (int64_t[]){dm, H * D}, wq);
-    save_f32(test_path("wk.npy"), 2, (int64_t[]){dc, G * D}, wk);
-    save_f32(test_path("wv.npy"), 2, (int64_t[]){dc, G * Dv}, wv);
-    save_f32(test_path("wo.npy"), 2, (int64_t[]){H * Dv, dout}, wo);
-    save_f32(test_path("bq.npy"), 1, (int64_t[]){H * D}, bq);
-    save_f32(test_path("bo.npy"), 1, (int64_t[]){dout}, bo);
+    test_save_f32(test_path("x.npy"), 3, (int64_t[]){B, L, dm}, x);
+    test_save_f32(test_path("c.npy"), 3, (int64_t[]){B, S, dc}, ctx);
+    test_save_f32(test_path("wq.npy"), 2, (int64_t[]){dm, H * D}, wq);
+    test_save_f32(test_path("wk.npy"), 2, (int64_t[]){dc, G * D}, wk);
+    test_save_f32(test_path("wv.npy"), 2, (int64_t[]){dc, G * Dv}, wv);
+    test_save_f32(test_path("wo.npy"), 2, (int64_t[]){H * Dv, dout}, wo);
+    test_save_f32(test_path("bq.npy"), 1, (int64_t[]){H * D}, bq);
+    test_save_f32(test_path("bo.npy"), 1, (int64_t[]){dout}, bo);
     char *output;
     int st = test_run_cli(&output, "mha -x %s --context %s --wq %s --wk %s --wv %s --wo %s --bq %s --bo %s --heads 4 "
                           "--kv-heads 2 -o %s --weights %s --causal-lower-right",
@@ -149,7 +112,8 @@ static void mha_matches_library(void **state) {
     float want[2 * 5 * 5], want_w[2 * 4 * 5 * 7];
     attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .causal = 1, .align = ATTN_ALIGN_LOWER_RIGHT};
     assert_int_equal(attn_mha_forward(&m, x, B, L, ctx, S, &opt, want, want_w, NULL), ATTN_OK);
-    float *got = load_f32(test_path("mo.npy"), 3, 50), *got_w = load_f32(test_path("mw.npy"), 4, 280);
+    float *got = test_load_f32(test_path("mo.npy"), 3, (int64_t[]){B, L, dout}),
+          *got_w = test_load_f32(test_path("mw.npy"), 4, (int64_t[]){B, H, L, S});
     assert_memory_equal(got, want, sizeof want);
     assert_memory_equal(got_w, want_w, sizeof want_w);
     free(got); free(got_w);
@@ -174,9 +138,9 @@ static void expect_error(int want_status, const char *out_path, const char *args
 
 static void good_inputs(void) {
     float q[12] = {0}, k[15] = {0}, v[10] = {0};
-    save_f32(test_path("gq.npy"), 2, (int64_t[]){4, 3}, q);
-    save_f32(test_path("gk.npy"), 2, (int64_t[]){5, 3}, k);
-    save_f32(test_path("gv.npy"), 2, (int64_t[]){5, 2}, v);
+    test_save_f32(test_path("gq.npy"), 2, (int64_t[]){4, 3}, q);
+    test_save_f32(test_path("gk.npy"), 2, (int64_t[]){5, 3}, k);
+    test_save_f32(test_path("gv.npy"), 2, (int64_t[]){5, 2}, v);
 }
 
 static void bad_files(void **state) {
@@ -212,7 +176,7 @@ static void bad_files(void **state) {
 
     /* Wrong dtype: integers where floats are expected. */
     int32_t ints[12] = {0};
-    save_typed(test_path("ints.npy"), ATTN_I32, 2, (int64_t[]){4, 3}, ints);
+    test_save_array(test_path("ints.npy"), ATTN_I32, 2, (int64_t[]){4, 3}, ints);
     expect_error(1, out, SDPA_WITH_Q(test_path("ints.npy")), "ints.npy", "int32", NULL);
 
     /* Not a .npy file at all. */
@@ -221,37 +185,37 @@ static void bad_files(void **state) {
 
     /* Wrong rank. */
     float flat[12] = {0};
-    save_f32(test_path("flat.npy"), 1, (int64_t[]){12}, flat);
+    test_save_f32(test_path("flat.npy"), 1, (int64_t[]){12}, flat);
     expect_error(1, out, SDPA_WITH_Q(test_path("flat.npy")), "flat.npy", "[12]", NULL);
-    save_f32(test_path("five.npy"), 5, (int64_t[]){1, 1, 4, 1, 3}, flat);
+    test_save_f32(test_path("five.npy"), 5, (int64_t[]){1, 1, 4, 1, 3}, flat);
     expect_error(1, out, SDPA_WITH_Q(test_path("five.npy")), "five.npy", NULL);
 
     /* Mismatched shapes: q width 4 against k width 3. */
     float q4[16] = {0};
-    save_f32(test_path("q4.npy"), 2, (int64_t[]){4, 4}, q4);
+    test_save_f32(test_path("q4.npy"), 2, (int64_t[]){4, 4}, q4);
     expect_error(1, out, SDPA_WITH_Q(test_path("q4.npy")), "q4.npy", "gk.npy", "width", NULL);
 
     /* NaN and Inf in inputs are refused by the CLI. */
     float nanq[12] = {0};
     nanq[5] = NAN;
-    save_f32(test_path("nan.npy"), 2, (int64_t[]){4, 3}, nanq);
+    test_save_f32(test_path("nan.npy"), 2, (int64_t[]){4, 3}, nanq);
     expect_error(1, out, SDPA_WITH_Q(test_path("nan.npy")), "nan.npy", "NaN", "element 5", NULL);
     nanq[5] = INFINITY;
-    save_f32(test_path("inf.npy"), 2, (int64_t[]){4, 3}, nanq);
+    test_save_f32(test_path("inf.npy"), 2, (int64_t[]){4, 3}, nanq);
     expect_error(1, out, SDPA_WITH_Q(test_path("inf.npy")), "inf.npy", "inf", NULL);
 
     /* Zero-sized dimension. */
-    save_f32(test_path("empty.npy"), 2, (int64_t[]){0, 3}, flat);
+    test_save_f32(test_path("empty.npy"), 2, (int64_t[]){0, 3}, flat);
     expect_error(1, out, SDPA_WITH_Q(test_path("empty.npy")), "empty.npy", NULL);
 
     /* A mask of the wrong shape, key lengths out of range, float mask. */
     uint8_t mask[6] = {1, 1, 1, 1, 1, 1};
-    save_typed(test_path("mask23.npy"), ATTN_U8, 2, (int64_t[]){2, 3}, mask);
+    test_save_array(test_path("mask23.npy"), ATTN_U8, 2, (int64_t[]){2, 3}, mask);
     snprintf(args, sizeof args, "sdpa -q %s -k %s -v %s -o %s --mask %s", test_path("gq.npy"), test_path("gk.npy"),
              test_path("gv.npy"), out, test_path("mask23.npy"));
     expect_error(1, out, args, "mask23.npy", "--mask", NULL);
     int64_t lens[1] = {9};
-    save_typed(test_path("lens9.npy"), ATTN_I64, 1, (int64_t[]){1}, lens);
+    test_save_array(test_path("lens9.npy"), ATTN_I64, 1, (int64_t[]){1}, lens);
     snprintf(args, sizeof args, "sdpa -q %s -k %s -v %s -o %s --key-lengths %s", test_path("gq.npy"),
              test_path("gk.npy"), test_path("gv.npy"), out, test_path("lens9.npy"));
     expect_error(1, out, args, "lens9.npy", "outside", NULL);
@@ -312,10 +276,10 @@ static void mha_bad_files(void **state) {
     char out[512];
     snprintf(out, sizeof out, "%s", test_path("never.npy"));
     float x[6] = {1, 0, 0, 1, 1, 1}, w4[8] = {0}, w6[12] = {0};
-    save_f32(test_path("mx.npy"), 2, (int64_t[]){3, 2}, x);
-    save_f32(test_path("w24.npy"), 2, (int64_t[]){2, 4}, w4);
-    save_f32(test_path("w34.npy"), 2, (int64_t[]){3, 4}, w6);
-    save_f32(test_path("w26.npy"), 2, (int64_t[]){2, 6}, w6);
+    test_save_f32(test_path("mx.npy"), 2, (int64_t[]){3, 2}, x);
+    test_save_f32(test_path("w24.npy"), 2, (int64_t[]){2, 4}, w4);
+    test_save_f32(test_path("w34.npy"), 2, (int64_t[]){3, 4}, w6);
+    test_save_f32(test_path("w26.npy"), 2, (int64_t[]){2, 6}, w6);
     char args[2048];
     /* W_Q's rows must equal X's width. */
     snprintf(args, sizeof args, "mha -x %s --wq %s --wk %s --wv %s --heads 2 -o %s", test_path("mx.npy"),
@@ -340,7 +304,7 @@ static void mha_bad_files(void **state) {
     int st = test_run_cli(&output, "%s", args);
     if (st) fail_msg("exit %d: %s", st, output);
     free(output);
-    float *o = load_f32(test_path("ok.npy"), 2, 12);
+    float *o = test_load_f32(test_path("ok.npy"), 2, (int64_t[]){3, 4});
     free(o);
 }
 

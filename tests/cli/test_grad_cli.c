@@ -5,72 +5,13 @@
  * outputs for every input rank, and bad input: the documented exit status, a
  * message naming the file or flag, and no output left behind.
  */
-#include "oracle.h"
+#include "cli_files.h"
 #include "tolerances.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
-
-static void save_typed(const char *path, attn_dtype dtype, int ndim, const int64_t *shape, const void *data) {
-    attn_array a = {.dtype = dtype, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
-
-/* Loads a float32 file and checks its shape. */
-static float *load_f32(const char *path, int ndim, const int64_t *shape) {
-    attn_array a = {0};
-    if (attn_npy_load(path, &a)) fail_msg("loading %s: %s", path, attn_last_error());
-    assert_int_equal(a.dtype, ATTN_F32);
-    if (a.ndim != ndim) fail_msg("%s has rank %d, want %d", path, a.ndim, ndim);
-    for (int d = 0; d < ndim; d++)
-        if (a.shape[d] != shape[d])
-            fail_msg("%s: dimension %d is %lld, want %lld", path, d, (long long)a.shape[d], (long long)shape[d]);
-    return a.data;
-}
-
-/* max |want - got| <= CLI_GRAD_REL_FAIL * max(1, max |want|). */
-static void expect_close(const char *what, const float *want, const float *got, int64_t n) {
-    double scale = 1, diff = 0;
-    for (int64_t e = 0; e < n; e++) {
-        scale = fmax(scale, fabs((double)want[e]));
-        diff = fmax(diff, fabs((double)want[e] - (double)got[e]));
-        if (isnan(got[e])) fail_msg("%s: NaN at %lld", what, (long long)e);
-    }
-    if (diff > CLI_GRAD_REL_FAIL * scale) fail_msg("%s: max diff %.3g (scale %.3g)", what, diff, scale);
-}
-
-/* The mask flags of a random case, its mask files written. */
-static void mask_flags(const random_case *rc, char *flags, size_t size) {
-    const oracle_case *c = &rc->c;
-    size_t n = 0;
-    flags[0] = 0;
-    if (c->scale > 0) n += (size_t)snprintf(flags + n, size - n, " --scale %.9g", c->scale);
-    if (c->causal == 1) n += (size_t)snprintf(flags + n, size - n, " --causal");
-    if (c->causal == 2) n += (size_t)snprintf(flags + n, size - n, " --causal-lower-right");
-    if (!c->causal && c->lower_right_window) n += (size_t)snprintf(flags + n, size - n, " --align lower-right");
-    if (c->window) n += (size_t)snprintf(flags + n, size - n, " --window %lld,%lld", (long long)c->left, (long long)c->right);
-    if (c->key_lengths) {
-        save_typed(test_path("lens.npy"), ATTN_I64, 1, (int64_t[]){c->B}, c->key_lengths);
-        n += (size_t)snprintf(flags + n, size - n, " --key-lengths %s", test_path("lens.npy"));
-    }
-    if (c->mask) {
-        save_typed(test_path("mask.npy"), ATTN_U8, 4, c->mask_shape, c->mask);
-        n += (size_t)snprintf(flags + n, size - n, " --mask %s", test_path("mask.npy"));
-    }
-    if (c->bias) {
-        save_f32(test_path("bias.npy"), 4, c->bias_shape, c->bias);
-        n += (size_t)snprintf(flags + n, size - n, " --bias %s", test_path("bias.npy"));
-    }
-}
 
 /* ------------------------------------------------------------------ sdpa */
 
@@ -88,12 +29,12 @@ static void sdpa_case(test_rng *r, int rank, int64_t B, int64_t L, int64_t S, in
     const int64_t no = B * L * Hq * Dv;
     float *dout = malloc(sizeof(float) * (size_t)no);
     test_fill_normal(r, dout, no, 1.0);
-    save_f32(test_path("q.npy"), rank, shape_q, rc.q);
-    save_f32(test_path("k.npy"), rank, shape_k, rc.k);
-    save_f32(test_path("v.npy"), rank, shape_v, rc.v);
-    save_f32(test_path("do.npy"), rank, shape_o, dout);
+    test_save_f32(test_path("q.npy"), rank, shape_q, rc.q);
+    test_save_f32(test_path("k.npy"), rank, shape_k, rc.k);
+    test_save_f32(test_path("v.npy"), rank, shape_v, rc.v);
+    test_save_f32(test_path("do.npy"), rank, shape_o, dout);
     char flags[1024], *output;
-    mask_flags(&rc, flags, sizeof flags);
+    random_case_cli_flags(&rc, flags, sizeof flags);
     int st = test_run_cli(&output, "sdpa -q %s -k %s -v %s -o %s --grad-out %s --dq %s --dk %s --dv %s%s",
                           test_path("q.npy"), test_path("k.npy"), test_path("v.npy"), test_path("o.npy"),
                           test_path("do.npy"), test_path("dq.npy"), test_path("dk.npy"), test_path("dv.npy"), flags);
@@ -111,15 +52,15 @@ static void sdpa_case(test_rng *r, int rank, int64_t B, int64_t L, int64_t S, in
     opt.kernel = ATTN_KERNEL_REF;
     if (attn_sdpa_backward(&q, &k, &v, &opt, NULL, NULL, &dot, &dqt, &dkt, &dvt))
         fail_msg("reference backward: %s", attn_last_error());
-    float *dq = load_f32(test_path("dq.npy"), rank, shape_q), *dk = load_f32(test_path("dk.npy"), rank, shape_k),
-          *dv = load_f32(test_path("dv.npy"), rank, shape_v);
+    float *dq = test_load_f32(test_path("dq.npy"), rank, shape_q), *dk = test_load_f32(test_path("dk.npy"), rank, shape_k),
+          *dv = test_load_f32(test_path("dv.npy"), rank, shape_v);
     char what[1100];
     snprintf(what, sizeof what, "rank %d dq%s", rank, flags);
-    expect_close(what, want_dq, dq, nq);
+    test_expect_close(what, want_dq, dq, nq, CLI_GRAD_REL_FAIL);
     what[8] = 'k';
-    expect_close(what, want_dk, dk, nk);
+    test_expect_close(what, want_dk, dk, nk, CLI_GRAD_REL_FAIL);
     what[8] = 'v';
-    expect_close(what, want_dv, dv, nv);
+    test_expect_close(what, want_dv, dv, nv, CLI_GRAD_REL_FAIL);
     free(dq); free(dk); free(dv); free(want_dq); free(want_dk); free(want_dv); free(dout);
     random_case_free(&rc);
 }
@@ -161,7 +102,7 @@ static void mha_case(test_rng *r, int cross, int with_bias, int64_t Hq, int64_t 
         test_fill_normal(r, arrays[a], counts[a], a <= CTX ? 1.0 : 0.5);
         char file[32];
         snprintf(file, sizeof file, "%s.npy", names[a]);
-        save_f32(test_path(file), ranks[a], shapes[a], arrays[a]);
+        test_save_f32(test_path(file), ranks[a], shapes[a], arrays[a]);
         n += (size_t)snprintf(flags + n, sizeof flags - n, " %s%s %s", a == X ? "-" : "--", names[a], test_path(file));
     }
     for (int a = 0; a < N_ARRAYS; a++) {
@@ -172,11 +113,11 @@ static void mha_case(test_rng *r, int cross, int with_bias, int64_t Hq, int64_t 
     }
     float *dout = malloc(sizeof(float) * (size_t)(B * L * dout_w));
     test_fill_normal(r, dout, B * L * dout_w, 1.0);
-    save_f32(test_path("dout.npy"), 3, (int64_t[]){B, L, dout_w}, dout);
+    test_save_f32(test_path("dout.npy"), 3, (int64_t[]){B, L, dout_w}, dout);
     random_case rc; /* only its masks are used */
     random_case_make(&rc, r, B, L, S, Hq, Hkv, D, Dv, kind);
     char masks[1024], *output;
-    mask_flags(&rc, masks, sizeof masks);
+    random_case_cli_flags(&rc, masks, sizeof masks);
     int st = test_run_cli(&output, "mha%s --heads %lld --kv-heads %lld --grad-out %s%s", flags, (long long)Hq,
                           (long long)Hkv, test_path("dout.npy"), masks);
     if (st) fail_msg("attn mha --grad-out exited %d: %s", st, output);
@@ -195,10 +136,10 @@ static void mha_case(test_rng *r, int cross, int with_bias, int64_t Hq, int64_t 
         if (a == CTX && !cross) continue;
         char file[32], what[200];
         snprintf(file, sizeof file, "d%s.npy", names[a]);
-        float *got = load_f32(test_path(file), ranks[a], shapes[a]);
+        float *got = test_load_f32(test_path(file), ranks[a], shapes[a]);
         snprintf(what, sizeof what, "mha cross=%d bias=%d Hq=%lld Hkv=%lld mask=%s: d%s", cross, with_bias,
                  (long long)Hq, (long long)Hkv, mask_kind_names[kind], names[a]);
-        expect_close(what, want[a], got, counts[a]);
+        test_expect_close(what, want[a], got, counts[a], CLI_GRAD_REL_FAIL);
         free(got);
     }
     for (int a = 0; a < N_ARRAYS; a++) { free(arrays[a]); free(want[a]); }
@@ -236,11 +177,11 @@ static void bad_input(void **state) {
     test_rng_seed(&r, 73);
     float data[64];
     test_fill_normal(&r, data, 64, 1.0);
-    save_f32(test_path("q.npy"), 2, (int64_t[]){3, 2}, data);
-    save_f32(test_path("k.npy"), 2, (int64_t[]){4, 2}, data);
-    save_f32(test_path("v.npy"), 2, (int64_t[]){4, 3}, data);
-    save_f32(test_path("do.npy"), 2, (int64_t[]){3, 3}, data);
-    save_f32(test_path("do_bad.npy"), 2, (int64_t[]){3, 2}, data);
+    test_save_f32(test_path("q.npy"), 2, (int64_t[]){3, 2}, data);
+    test_save_f32(test_path("k.npy"), 2, (int64_t[]){4, 2}, data);
+    test_save_f32(test_path("v.npy"), 2, (int64_t[]){4, 3}, data);
+    test_save_f32(test_path("do.npy"), 2, (int64_t[]){3, 3}, data);
+    test_save_f32(test_path("do_bad.npy"), 2, (int64_t[]){3, 2}, data);
     char args[2048];
     const char *o = test_path("o.npy"), *dq = test_path("dq.npy");
 
@@ -262,13 +203,13 @@ static void bad_input(void **state) {
     assert_int_equal(test_run_cli(&output, "sdpa -q %s -k %s -v %s --grad-out %s --dv %s", test_path("q.npy"),
                                   test_path("k.npy"), test_path("v.npy"), test_path("do.npy"), test_path("dv.npy")), 0);
     free(output);
-    float *dv = load_f32(test_path("dv.npy"), 2, (int64_t[]){4, 3});
+    float *dv = test_load_f32(test_path("dv.npy"), 2, (int64_t[]){4, 3});
     free(dv);
 
-    save_f32(test_path("x.npy"), 2, (int64_t[]){3, 4}, data);
-    save_f32(test_path("w.npy"), 2, (int64_t[]){4, 2}, data);
-    save_f32(test_path("mdo.npy"), 2, (int64_t[]){3, 2}, data);
-    save_f32(test_path("mdo_bad.npy"), 3, (int64_t[]){1, 3, 3}, data);
+    test_save_f32(test_path("x.npy"), 2, (int64_t[]){3, 4}, data);
+    test_save_f32(test_path("w.npy"), 2, (int64_t[]){4, 2}, data);
+    test_save_f32(test_path("mdo.npy"), 2, (int64_t[]){3, 2}, data);
+    test_save_f32(test_path("mdo_bad.npy"), 3, (int64_t[]){1, 3, 3}, data);
     const char *dx = test_path("dx.npy");
     snprintf(args, sizeof args, "mha -x %s --wq %s --wk %s --wv %s --heads 1 --grad-out %s --dx %s --dcontext %s",
              test_path("x.npy"), test_path("w.npy"), test_path("w.npy"), test_path("w.npy"), test_path("mdo.npy"), dx,
@@ -289,9 +230,9 @@ static void bad_input(void **state) {
                                   test_path("x.npy"), test_path("w.npy"), test_path("w.npy"), test_path("w.npy"),
                                   test_path("mdo.npy"), dx, test_path("dbv.npy")), 0);
     free(output);
-    float *g = load_f32(dx, 2, (int64_t[]){3, 4});
+    float *g = test_load_f32(dx, 2, (int64_t[]){3, 4});
     free(g);
-    g = load_f32(test_path("dbv.npy"), 1, (int64_t[]){2});
+    g = test_load_f32(test_path("dbv.npy"), 1, (int64_t[]){2});
     free(g);
 }
 

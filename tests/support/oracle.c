@@ -8,8 +8,8 @@ static int64_t bcast_index(const int64_t shape[4], int64_t b, int64_t h, int64_t
     return ((b % shape[0] * shape[1] + h % shape[1]) * shape[2] + i % shape[2]) * shape[3] + j % shape[3];
 }
 
-void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
-                      double *out, double *weights, double *lse) {
+void oracle_attention_scores(const oracle_case *c, const float *q, const float *k, const float *v,
+                             double *out, double *weights, double *lse, double *scores) {
     const int64_t B = c->B, L = c->L, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
     const long double scale = c->scale > 0 ? (long double)c->scale : 1.0L / sqrtl((long double)D);
     const int64_t rep = Hq / Hkv;
@@ -57,6 +57,9 @@ void oracle_attention(const oracle_case *c, const float *q, const float *k, cons
                     if (!any || s[j] > m) m = s[j];
                     any = 1;
                 }
+                if (scores)
+                    for (int64_t j = 0; j < S; j++)
+                        scores[((b * Hq + h) * L + i) * S + j] = visible[i * S + j] ? (double)s[j] : -INFINITY;
                 long double z = 0;
                 for (int64_t j = 0; j < S; j++)
                     if (visible[i * S + j]) z += expl(s[j] - m);
@@ -77,6 +80,32 @@ void oracle_attention(const oracle_case *c, const float *q, const float *k, cons
     free(visible);
     free(s);
     free(acc);
+}
+
+void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
+                      double *out, double *weights, double *lse) {
+    oracle_attention_scores(c, q, k, v, out, weights, lse, NULL);
+}
+
+void oracle_project(const float *x, int64_t rows, int64_t m, const float *w, const float *b, int64_t n, float *y) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) {
+            long double acc = b ? b[c] : 0;
+            for (int64_t i = 0; i < m; i++) acc += (long double)x[r * m + i] * w[i * n + c];
+            y[r * n + c] = (float)acc;
+        }
+}
+
+void oracle_output_projection(const double *z, int64_t rows, int64_t m, const float *wo, const float *bo,
+                              int64_t dout, double *out) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < dout; c++) {
+            long double acc = bo ? bo[c] : 0;
+            if (!wo) acc += z[r * m + c];
+            else
+                for (int64_t i = 0; i < m; i++) acc += (long double)z[r * m + i] * wo[i * dout + c];
+            out[r * dout + c] = (double)acc;
+        }
 }
 
 const char *const mask_kind_names[MASK_KIND_COUNT] = {

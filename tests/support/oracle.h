@@ -33,6 +33,19 @@ typedef struct oracle_case {
 /* Computes out (double), weights and lse (may be NULL). */
 void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
                       double *out, double *weights, double *lse);
+/* The same, and scores [B, Hq, L, S] (may be NULL): the scaled scores plus
+ * the bias where a key is visible, -inf where it is hidden. */
+void oracle_attention_scores(const oracle_case *c, const float *q, const float *k, const float *v,
+                             double *out, double *weights, double *lse, double *scores);
+
+/* A module's projections, written as plain loops.
+ * y [rows, n] = x [rows, m] w [m, n] + b (b may be NULL), in long double, then
+ * stored as float (the library stores its projections as float too). */
+void oracle_project(const float *x, int64_t rows, int64_t m, const float *w, const float *b, int64_t n, float *y);
+/* out [rows, dout] = z [rows, m] wo [m, dout] + bo, in long double; without
+ * wo (NULL) the heads are the output: out = z + bo, dout = m. */
+void oracle_output_projection(const double *z, int64_t rows, int64_t m, const float *wo, const float *bo,
+                              int64_t dout, double *out);
 
 /* ---- random problems for sweeps (test-side; uses the library's types only
  *      to hand the same problem to attn_sdpa_forward) ---- */

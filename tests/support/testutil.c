@@ -284,6 +284,15 @@ void test_child_run_cli(test_child *c, const char *const *args, double timeout_s
     test_child_finish(c, timeout_s);
 }
 
+void test_suppress_picture_leaks_in_children(void) {
+    const char *path = test_path("lsan-pictures.supp");
+    if (test_write_file(path, TEST_PICTURE_LIBRARY_LEAKS, strlen(TEST_PICTURE_LIBRARY_LEAKS)) != 0) return;
+    char options[1024];
+    const char *old = getenv("LSAN_OPTIONS");
+    snprintf(options, sizeof options, "%s%ssuppressions=%s:print_suppressions=0", old ? old : "", old ? ":" : "", path);
+    setenv("LSAN_OPTIONS", options, 1);
+}
+
 int test_write_file(const char *path, const void *data, size_t size) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;

@@ -145,6 +145,10 @@
 #define CLI_ROW_SUM_ABS_FAIL 1e-6
 /* the output change of attn nullspace's moved row: 1e-6 in double, plus the float32 file */
 #define CLI_NULLSPACE_OUT_ABS_FAIL 1e-5
+/* attn nullspace's printed L1 move (%.6g of a number <= 2) against the one recomputed from its float32 file */
+#define CLI_NULLSPACE_L1_ABS_FAIL 1e-5
+/* attn trace's hook_attn_scores against the oracle's scaled scores plus bias, relative to max(1, max|score|): fp32 dot products */
+#define CLI_SCORES_REL_FAIL 1e-5
 /* attn bench's GFLOP/s column against FLOPs / its ms column: both are rounded for print */
 #define BENCH_GFLOPS_REL_FAIL 0.01
 

@@ -28,24 +28,9 @@
 
 /* ----------------------------------------------------------------- helpers */
 
-/* Under LeakSanitizer (-DATTN_SANITIZE=ON): fontconfig keeps its
- * configuration for the life of a process, and cairo 1.16 leaks one font
- * subset (768 bytes) for every PDF with text it writes.  Neither is ours:
- * with cairo_debug_reset_static_data() and FcFini() called before exit, PNG
- * and SVG output shows no leak and PDF output only cairo's subset.  The
- * same text goes to the attn processes the tests start (LSAN_OPTIONS). */
-#define PICTURE_LIBRARY_LEAKS "leak:libfontconfig.so\nleak:libcairo.so\n"
+/* Under LeakSanitizer: the picture libraries' own leaks (testutil.h). */
 const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return PICTURE_LIBRARY_LEAKS; }
-
-static void suppress_library_leaks_in_children(void) {
-    const char *path = test_path("lsan-pictures.supp");
-    if (test_write_file(path, PICTURE_LIBRARY_LEAKS, strlen(PICTURE_LIBRARY_LEAKS)) != 0) return;
-    char options[1024];
-    const char *old = getenv("LSAN_OPTIONS");
-    snprintf(options, sizeof options, "%s%ssuppressions=%s:print_suppressions=0", old ? old : "", old ? ":" : "", path);
-    setenv("LSAN_OPTIONS", options, 1);
-}
+const char *__lsan_default_suppressions(void) { return TEST_PICTURE_LIBRARY_LEAKS; }
 
 #define assert_fails_with(status_expr, code, needle)                                              \
     do {                                                                                          \
@@ -465,7 +450,7 @@ int main(void) {
         cmocka_unit_test(cli_map_draws_and_names_errors),
         cmocka_unit_test(cli_demo_writes_the_three_figures),
     };
-    suppress_library_leaks_in_children();
+    test_suppress_picture_leaks_in_children();
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     test_tmpdir_cleanup();
     return failed;

@@ -126,6 +126,7 @@ typedef struct cli_attention_options {
     attn_array key_lengths, mask, bias; /* owned once loaded */
     cli_layout layout;
     bool layout_given; /* --layout was typed: no guessing about it */
+    bool align_given;  /* --align was typed: a causal flag must agree with it */
     bool allow_slow;   /* --allow-slow: no budget for the reference kernel */
 } cli_attention_options;
 

@@ -82,20 +82,40 @@ static bool parse_window(const char *cmd, const char *text, attn_sdpa_options *o
            cli_parse_int(cmd, "--window RIGHT", right, -1, INT64_MAX, &opt->window_right);
 }
 
+/* A causal flag fixes the diagonal's alignment; an --align that says the
+ * other would silently lose to whichever came later. */
+static int align_conflict(const char *cmd, attn_align causal_align) {
+    const bool top_left = causal_align == ATTN_ALIGN_TOP_LEFT;
+    return cli_usage_error(cmd, "%s aligns the diagonal %s, and --align says %s: give %s alone (--align is for "
+                           "--window without a causal flag)", top_left ? "--causal" : "--causal-lower-right",
+                           top_left ? "top-left" : "lower-right", top_left ? "lower-right" : "top-left",
+                           top_left ? "--causal-lower-right" : "--causal");
+}
+
 int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, const char *value) {
     const char *cmd = a->spec->cmd;
     switch (id) {
     case CLI_ID_CAUSAL:
-    case CLI_ID_CAUSAL_LOWER_RIGHT:
+    case CLI_ID_CAUSAL_LOWER_RIGHT: {
         if (o->opt.causal) return cli_usage_error(cmd, "give only one of --causal and --causal-lower-right"), -1;
+        const attn_align align = id == CLI_ID_CAUSAL ? ATTN_ALIGN_TOP_LEFT : ATTN_ALIGN_LOWER_RIGHT;
+        /* Whichever of the two comes second sees the first: the same
+         * answer in either order. */
+        if (o->align_given && o->opt.align != align) return align_conflict(cmd, align), -1;
         o->opt.causal = 1;
-        o->opt.align = id == CLI_ID_CAUSAL ? ATTN_ALIGN_TOP_LEFT : ATTN_ALIGN_LOWER_RIGHT;
+        o->opt.align = align;
         return 1;
-    case CLI_ID_ALIGN:
-        if (strcmp(value, "top-left") == 0) o->opt.align = ATTN_ALIGN_TOP_LEFT;
-        else if (strcmp(value, "lower-right") == 0) o->opt.align = ATTN_ALIGN_LOWER_RIGHT;
+    }
+    case CLI_ID_ALIGN: {
+        attn_align align;
+        if (strcmp(value, "top-left") == 0) align = ATTN_ALIGN_TOP_LEFT;
+        else if (strcmp(value, "lower-right") == 0) align = ATTN_ALIGN_LOWER_RIGHT;
         else return cli_usage_error(cmd, "--align expects top-left or lower-right, got '%s'", value), -1;
+        if (o->opt.causal && o->opt.align != align) return align_conflict(cmd, o->opt.align), -1;
+        o->opt.align = align;
+        o->align_given = true;
         return 1;
+    }
     case CLI_ID_WINDOW: return parse_window(cmd, value, &o->opt) ? 1 : -1;
     case CLI_ID_KEY_LENGTHS: o->key_lengths_path = value; return 1;
     case CLI_ID_MASK: o->mask_path = value; return 1;
@@ -278,9 +298,9 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
     /* Alignments that are valid but rarely meant. */
     if (o->opt.causal && o->opt.align == ATTN_ALIGN_TOP_LEFT && len_q < len_kv)
         cli_warning(cmd, "--causal aligns the diagonal top-left: with %lld quer%s and %lld keys, query i sees keys "
-                    "0..i only, not the %lld keys before it (a decode step or a chunk appended to a cache wants "
+                    "0..i only, not the %lld key%s before it (a decode step or a chunk appended to a cache wants "
                     "--causal-lower-right)", (long long)len_q, len_q == 1 ? "y" : "ies", (long long)len_kv,
-                    (long long)(len_kv - len_q));
+                    (long long)(len_kv - len_q), len_kv - len_q == 1 ? "" : "s");
     if (o->opt.causal && o->opt.align == ATTN_ALIGN_LOWER_RIGHT && len_q > len_kv)
         cli_warning(cmd, "--causal-lower-right with %lld queries and %lld keys: the first %lld queries see no key "
                     "and get output 0 (lse -inf)", (long long)len_q, (long long)len_kv,

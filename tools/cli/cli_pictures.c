@@ -45,8 +45,12 @@ int cli_tokens_parse(const char *cmd, const char *flag, const char *text, cli_to
         }
         if (len && t->storage[len - 1] == '\n') t->storage[--len] = 0; /* no empty last token */
         if (len && t->storage[len - 1] == '\r') t->storage[--len] = 0; /* ... nor a CR on the last one */
-        for (size_t i = 0; i + 1 < len; i++)
-            if (t->storage[i] == '\r' && t->storage[i + 1] == '\n') t->storage[i] = 0; /* CRLF: ends the token */
+        /* CRLF ends a token as LF does: the CR is dropped (a NUL in its
+         * place would end the whole list there). */
+        size_t kept = 0;
+        for (size_t i = 0; i < len; i++)
+            if (!(t->storage[i] == '\r' && i + 1 < len && t->storage[i + 1] == '\n')) t->storage[kept++] = t->storage[i];
+        t->storage[kept] = 0;
         if (split(t->storage, '\n', t)) goto oom;
         return CLI_OK;
     }
