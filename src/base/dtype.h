@@ -115,10 +115,15 @@ static inline uint16_t dtype_f32_to_bf16(float f) {
  * direct rounding would. */
 static inline float dtype_f64_to_f32_odd(double x) {
     float f = (float)x;
-    if ((double)f == x || f != f) return f;
-    if (fabs((double)f) > fabs(x)) f = nextafterf(f, 0.0f); /* (float) rounded away: step back */
+    if ((double)f == x || x != x) return f;
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
+    /* (float) rounded away from zero: one step back toward it (a float's
+     * bits order its magnitudes, whatever the sign; infinity steps back to
+     * FLT_MAX).  Written without a branch: which way (float) went is a coin
+     * toss on real data, and a mispredicted branch per element was most of
+     * the cost of a bfloat16 RoPE. */
+    bits -= (uint32_t)(fabs((double)f) > fabs(x));
     bits |= 1u;
     memcpy(&f, &bits, sizeof f);
     return f;

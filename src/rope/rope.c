@@ -61,15 +61,27 @@ static void position_table(int64_t position, const double *inv_freq, int64_t fre
     }
 }
 
-/* Rotates the first 2F widths of one head's row in place; the rest is not touched. */
-static void rotate_row(void *row, attn_dtype dtype, attn_rope_pairing pairing, int64_t freqs, const double *c,
-                       const double *s) {
+/* Rotates the first 2F widths of one head's row in place; the rest is not
+ * touched.  Always inlined into rotate_row_of, once per dtype, so that the
+ * loads and stores are not a switch per element. */
+static inline __attribute__((always_inline)) void rotate_row_as(void *row, attn_dtype dtype,
+                                                                attn_rope_pairing pairing, int64_t freqs,
+                                                                const double *c, const double *s) {
     const int64_t step = pairing == ATTN_ROPE_GPTJ ? 2 : 1, partner = pairing == ATTN_ROPE_GPTJ ? 1 : freqs;
     for (int64_t f = 0; f < freqs; f++) {
         const int64_t a = f * step, b = a + partner;
         const double xa = load_element(row, dtype, a), xb = load_element(row, dtype, b);
         store_element(row, dtype, a, xa * c[f] - xb * s[f]);
         store_element(row, dtype, b, xb * c[f] + xa * s[f]);
+    }
+}
+
+static void rotate_row(void *row, attn_dtype dtype, attn_rope_pairing pairing, int64_t freqs, const double *c,
+                       const double *s) {
+    switch (dtype) {
+    case ATTN_F16: rotate_row_as(row, ATTN_F16, pairing, freqs, c, s); break;
+    case ATTN_BF16: rotate_row_as(row, ATTN_BF16, pairing, freqs, c, s); break;
+    default: rotate_row_as(row, ATTN_F32, pairing, freqs, c, s); break;
     }
 }
 
