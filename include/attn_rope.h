@@ -44,8 +44,9 @@
  * rounded once to the storage type: a float32 result is the exact rotation
  * of the stored inputs to within half an ulp (plus ~1e-15 relative), and a
  * float16 or bfloat16 result likewise to within half an ulp of its type —
- * not the float32 result rounded again (which may be one ulp away).  The op
- * is memory-bound, so double costs nothing measurable.
+ * not the float32 result rounded again (which may be one ulp away).  In
+ * float32 the op runs at the memory's bandwidth, so double costs nothing
+ * there; the half types are limited by their conversions (docs/rope.md).
  *
  * Positions may be negative (a rotation by -p undoes one by p: re-rotating
  * cached keys by a negative delta, as llama.cpp's context shift does, is a

@@ -2,9 +2,9 @@
  * rope_freqs.c — RoPE's options, checked, and the frequency table of each
  * scaling variant, as transformers computes it (modeling_rope_utils.py, the
  * functions named below), but in double: HF works in float32, whose
- * rounding of inv_freq (about ln(theta) float ulps, ~1e-6 relative for
- * theta = 1e6) becomes an angle error of p * inv_freq * 1e-6 rad, 0.1 rad
- * at p = 10^5 for the fastest pair.
+ * rounding of inv_freq (a few float ulps, up to 3e-7 relative in the test
+ * fixtures) becomes an angle error of p * inv_freq * 3e-7 rad, ~1e-2 rad at
+ * p = 10^5 on the fast pairs.
  *
  * Shape legend: R rotary width, F = R / 2, f in [0, F); inv_freq [F];
  *   base table  w_f = theta^(-2f / R)                       (HF: 1 / theta^(2f/R))
