@@ -25,7 +25,7 @@ What this script does itself, and why:
   - the float64 twin of each HF frequency function (twin_* below: HF's
     formula line by line in numpy float64), because HF's functions compute
     in float32 too.  Each twin is checked here against HF's own float32
-    table to float32 accuracy ((ln(theta) + 2 factor + 8) float32 ulps,
+    table to float32 accuracy ((ln(theta) + 2 factor + 8) units of 2^-24,
     relative; the measured worst case is printed), which any mistake in
     the formula would exceed by orders of magnitude.
 
