@@ -8,6 +8,7 @@
  *   attn_io.h       n-dimensional arrays, .npy files, atomic output files
  *   attn_interp.h   hooks, patches, path decomposition, the null-space search
  *   attn_machine.h  this machine's measured FMA peak and bandwidth
+ *   attn_rope.h     rotary position embedding (RoPE), forward and backward
  *   attn_chapter.h  the chapter's worked example: its inputs and numbers
  *   attn_viz.h      heat maps, the chapter's figures, the HTML report
  *                                                               (libattn_viz)

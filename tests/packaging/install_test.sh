@@ -48,6 +48,12 @@ echo "install test: the tree under test: find_package consumers of attn::attn, a
 lib_path="$work/core/lib:$work/core/lib64"
 libdir=$(dirname "$(find "$work/core" -name attn.pc | head -n 1)")/..
 [[ ! -e "$work/core/include/attn_mpi.h" ]] || fail "a build without MPI installed attn_mpi.h"
+# Every other public header is installed (a header left out of the install
+# list compiles in the tree and breaks only installed consumers).
+for header in "$src"/include/attn*.h; do
+    [[ $(basename "$header") == attn_mpi.h || -e "$work/core/include/$(basename "$header")" ]] ||
+        fail "the core install lacks $(basename "$header")"
+done
 so=$(find "$work/core" -name 'libattn.so' | head -n 1)
 needed=$(readelf -d "$so" | grep NEEDED || true)
 if grep -Eiq "cairo|X11|xcb|mpi|pixman|png" <<<"$needed"; then

@@ -181,6 +181,56 @@
 /* the outputs of two key halves merged by their lse against the whole call's */
 #define KEY_SPLIT_OUT_ABS_FAIL 1e-5
 
+/* ---- RoPE (rope/test_rope.c).
+ *
+ * attn_rope_apply computes in double and rounds each result once to its
+ * storage type, so a stored result y is within u|y| + a of the double one,
+ * with u the unit roundoff (half an ulp, relative) and a half the spacing
+ * of the subnormals (for results too small to be normal):
+ *   float32  u = 2^-24   a = 2^-150        float16   u = 2^-11  a = 2^-25
+ *   bfloat16 u = 2^-8    a = 2^-134
+ * Two double computations of the same value (the library's and the test
+ * script's tables, glibc's cos and torch's) differ by a few double
+ * roundings, amplified by at most ln(theta) (< 14 for theta <= 1e6) in
+ * theta^(-2f/R): ROPE_F64_REL_FAIL below.  An angle p·w inherits that
+ * relative difference, so a rotated value moves by ROPE_F64_REL_FAIL·|p|·w
+ * times m·|pair| (w <= 1 in every table tested). ---- */
+
+/* the unit roundoffs and subnormal half-spacings above */
+#define ROPE_STORE_F32_REL_FAIL 0x1p-24
+#define ROPE_STORE_F32_ABS_FAIL 0x1p-150
+#define ROPE_STORE_F16_REL_FAIL 0x1p-11
+#define ROPE_STORE_F16_ABS_FAIL 0x1p-25
+#define ROPE_STORE_BF16_REL_FAIL 0x1p-8
+#define ROPE_STORE_BF16_ABS_FAIL 0x1p-134
+/* two double evaluations of a table entry, angle or rotated value, relative:
+ * <= 4 roundings (4 * 2^-53 = 4.4e-16) times ln(theta) + 1 <= 15 is 6.7e-15 */
+#define ROPE_F64_REL_FAIL 1e-14
+/* HF's float32 inv_freq against the library's double one, relative, in units
+ * of 2^-24: the exponent 2f/R rounded and amplified by ln(theta) in the
+ * power, the power and the reciprocal (2 each), the YaRN blend and the
+ * division by factor (4), and llama3's smooth factor, whose absolute
+ * rounding is amplified by up to factor where it is near 0 (2·factor).
+ * A bound, not a fit: the fixtures measure at most 5.4 units (llama3). */
+#define ROPE_HF_TABLE_REL_FAIL(theta, factor) ((log(theta) + 2.0 * (factor) + 8.0) * 0x1p-24)
+/* the attention factor against HF's: both are 0.1·ln(f) + 1 (or a ratio of two) in double */
+#define ROPE_ATTENTION_FACTOR_REL_FAIL 1e-15
+/* a pair's and a row's norm after rotation against m times before: each
+ * float32 result is off by <= u|y|, so the norm by <= u·norm, plus double
+ * rounding (1e-15) */
+#define ROPE_NORM_REL_FAIL 6.0e-8
+/* q·k with q at p and k at p + delta against q at 0 and k at delta, relative
+ * to |q||k|: each dot product reads two rounded rotations (2u each side) */
+#define ROPE_DOT_REL_FAIL 2.4e-7
+/* backward after apply against the input (m = 1), and <R x, y> against
+ * <x, R^T y>, relative to the pair norm (resp. m|x||y|): two roundings of u */
+#define ROPE_ROUNDTRIP_REL_FAIL 1.2e-7
+/* float16/bfloat16 results against the float32 result rounded to the
+ * storage type, in units in the last place: the library rounds the double
+ * result once, the comparison rounds it twice (to float32, then to half),
+ * and two roundings of the same value can land on neighbours at a tie */
+#define ROPE_HALF_VS_F32_ULP_FAIL 1
+
 /* ---- a short training run (cli/test_train.c) ---- */
 
 /* held-out loss after / before must be below this */
