@@ -157,7 +157,7 @@ int cmd_mha(int argc, char **argv) {
         attn_tensor k = attn_tensor_4d(NULL, B, S, m->kv_heads, m->head_dim);
         attn_tensor v = attn_tensor_4d(NULL, B, S, m->kv_heads, m->value_dim);
         const double bytes = 4.0 * ((double)(B * L * m->d_out) + (path[F_WEIGHTS] ? (double)(B * m->heads) * L * S : 0));
-        if ((rc = cli_check_budget("mha", &ao, &q, &k, &v, want_grads, bytes))) goto cleanup;
+        if ((rc = cli_check_budget("mha", &ao, &q, &k, &v, want_grads ? 3.5 : 1, bytes))) goto cleanup;
     }
 
     /* Shapes of the gradients: like the inputs, biases [width] even when absent. */

@@ -232,7 +232,9 @@ static int run_qkv(const char *const qkv_paths[3], int64_t batch, int64_t head, 
                                  qkv_paths[0], (long long)sizes[n]);
             goto cleanup;
         }
-    if ((rc = cli_load_attention_inputs("nullspace", ao, B, Hq, L, S))) goto cleanup;
+    if ((rc = cli_load_attention_inputs("nullspace", ao, B, Hq, L, S)) ||
+        (rc = cli_check_traced_budget("nullspace", ao, B, Hq, t[1].shape[2], L, S, t[0].shape[3], t[2].shape[3], 1)))
+        goto cleanup;
     attn_status st = attn_sdpa_forward_traced(&t[0], &t[1], &t[2], &ao->opt, NULL, 0, &tr, NULL);
     if (st) {
         rc = cli_data_error("nullspace", "%s: %s", attn_status_str(st), attn_last_error());

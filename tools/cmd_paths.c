@@ -239,7 +239,10 @@ static int run_sdpa(const char *const paths[IN_COUNT], attn_array in[IN_COUNT], 
         }
     }
     const attn_tensor *q = &t[IN_BASE_Q], *k = &t[IN_BASE_K];
-    if ((rc = cli_load_attention_inputs("paths", ao, q->shape[0], q->shape[2], q->shape[1], k->shape[1]))) return rc;
+    if ((rc = cli_load_attention_inputs("paths", ao, q->shape[0], q->shape[2], q->shape[1], k->shape[1])) ||
+        (rc = cli_check_traced_budget("paths", ao, q->shape[0], q->shape[2], k->shape[2], q->shape[1], k->shape[1],
+                                      q->shape[3], t[IN_BASE_V].shape[3], ATTN_PATH_CASES)))
+        return rc;
     attn_status st = attn_sdpa_paths(&t[IN_BASE_Q], &t[IN_BASE_K], &t[IN_BASE_V],
                                      paths[IN_CHANGED_Q] ? &t[IN_CHANGED_Q] : NULL,
                                      paths[IN_CHANGED_K] ? &t[IN_CHANGED_K] : NULL,
@@ -272,7 +275,9 @@ static int run_mha(const char *const paths[IN_COUNT], attn_array in[IN_COUNT], c
     const int64_t S = paths[IN_CONTEXT] ? dims[IN_CONTEXT][1] : L;
     const int64_t d_ctx = paths[IN_CONTEXT] ? dims[IN_CONTEXT][2] : dims[IN_BASE][2];
     if ((rc = cli_module_load("paths", mod, dims[IN_BASE][2], d_ctx)) ||
-        (rc = cli_load_attention_inputs("paths", ao, B, mod->m.heads, L, S)))
+        (rc = cli_load_attention_inputs("paths", ao, B, mod->m.heads, L, S)) ||
+        (rc = cli_check_traced_budget("paths", ao, B, mod->m.heads, mod->m.kv_heads, L, S, mod->m.head_dim,
+                                      mod->m.value_dim, ATTN_PATH_CASES)))
         return rc;
     attn_status st = attn_mha_paths(&mod->m, in[IN_BASE].data, in[IN_CHANGED].data, B, L, in[IN_CONTEXT].data,
                                     in[IN_CHANGED_CONTEXT].data, S, &ao->opt, p);

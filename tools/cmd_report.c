@@ -110,8 +110,10 @@ static int run_sdpa(report_inputs *r, cli_attention_options *ao, attn_trace *tra
                                              "the shape of the base tensor")))
             return rc;
     if ((rc = cli_load_attention_inputs("report", ao, B, Hq, L, S))) return rc;
-    if ((rc = cli_check_budget("report", ao, &t[IN_Q], &t[IN_K], &t[IN_V], false, 0))) return rc;
     *have_paths = r->paths[IN_CQ] || r->paths[IN_CK] || r->paths[IN_CV];
+    if ((rc = cli_check_traced_budget("report", ao, B, Hq, t[IN_K].shape[2], L, S, t[IN_Q].shape[3], t[IN_V].shape[3],
+                                      *have_paths ? ATTN_PATH_CASES : 1)))
+        return rc;
     attn_status st = *have_paths
         ? attn_sdpa_paths(&t[IN_Q], &t[IN_K], &t[IN_V], r->paths[IN_CQ] ? &t[IN_CQ] : NULL,
                           r->paths[IN_CK] ? &t[IN_CK] : NULL, r->paths[IN_CV] ? &t[IN_CV] : NULL, &ao->opt, paths)
@@ -154,6 +156,9 @@ static int run_mha(report_inputs *r, cli_attention_options *ao, attn_trace *trac
     if ((rc = cli_load_attention_inputs("report", ao, B, m->heads, L, S))) return rc;
     const float *x = r->in[IN_X].data, *ctx = r->in[IN_CONTEXT].data;
     *have_paths = r->paths[IN_CX] || r->paths[IN_CCONTEXT];
+    if ((rc = cli_check_traced_budget("report", ao, B, m->heads, m->kv_heads, L, S, m->head_dim, m->value_dim,
+                                      *have_paths ? ATTN_PATH_CASES : 1)))
+        return rc;
     attn_status st = *have_paths
         ? attn_mha_paths(m, x, r->paths[IN_CX] ? r->in[IN_CX].data : x, B, L, ctx, r->in[IN_CCONTEXT].data, S,
                          &ao->opt, paths)

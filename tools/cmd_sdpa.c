@@ -118,7 +118,7 @@ int cmd_sdpa(int argc, char **argv) {
     if (grads && (rc = load_dout(path[F_DOUT], ao.layout, &douta, &dot, qa.ndim, o_blhd))) goto cleanup;
     const double output_bytes = 4.0 * ((double)(B * L * Hq * Dv) + (path[F_WEIGHTS] ? (double)(B * Hq) * L * S : 0) +
                                        (double)qa.count + (double)ka.count + (double)va.count);
-    if ((rc = cli_check_budget("sdpa", &ao, &q, &k, &v, grads, output_bytes))) goto cleanup;
+    if ((rc = cli_check_budget("sdpa", &ao, &q, &k, &v, grads ? 3.5 : 1, output_bytes))) goto cleanup;
 
     /* Sizes come from files already held in memory, so these products fit. */
     out = malloc((size_t)(B * L * Hq * Dv) * sizeof(float));

@@ -405,7 +405,9 @@ int cmd_trace(int argc, char **argv) {
         const int64_t B = dims[IN_X][0], L = dims[IN_X][1], S = paths[IN_CONTEXT] ? dims[IN_CONTEXT][1] : L;
         const int64_t d_ctx = paths[IN_CONTEXT] ? dims[IN_CONTEXT][2] : dims[IN_X][2];
         if ((rc = cli_module_load("trace", &mod, dims[IN_X][2], d_ctx)) ||
-            (rc = cli_load_attention_inputs("trace", &ao, B, mod.m.heads, L, S)))
+            (rc = cli_load_attention_inputs("trace", &ao, B, mod.m.heads, L, S)) ||
+            (rc = cli_check_traced_budget("trace", &ao, B, mod.m.heads, mod.m.kv_heads, L, S, mod.m.head_dim,
+                                          mod.m.value_dim, 2)))
             goto cleanup;
         /* The source run (or, without one, an unpatched run to size the patch files). */
         const float *source_x = paths[IN_SOURCE] ? in[IN_SOURCE].data : in[IN_X].data;
@@ -437,7 +439,9 @@ int cmd_trace(int argc, char **argv) {
                 goto cleanup;
         const attn_tensor *q = &qkv[IN_Q], *k = &qkv[IN_K];
         cli_warn_if_transposed("trace", &ao, q, paths[IN_Q], k, paths[IN_K]);
-        if ((rc = cli_load_attention_inputs("trace", &ao, q->shape[0], q->shape[2], q->shape[1], k->shape[1])))
+        if ((rc = cli_load_attention_inputs("trace", &ao, q->shape[0], q->shape[2], q->shape[1], k->shape[1])) ||
+            (rc = cli_check_traced_budget("trace", &ao, q->shape[0], q->shape[2], k->shape[2], q->shape[1], k->shape[1],
+                                          q->shape[3], qkv[IN_V].shape[3], 2)))
             goto cleanup;
         const attn_tensor *src[3];
         for (int n = 0; n < 3; n++) src[n] = paths[IN_SOURCE_Q + n] ? &qkv[IN_SOURCE_Q + n] : &qkv[IN_Q + n];

@@ -269,6 +269,11 @@ static const row sdpa_rows[] = {
     {SDPA_IN " -o {o} --kernel ref", 1, .says = "reference kernel would need 275 GFLOP|budget of 100 GFLOP|--allow-slow",
      .f = {DIMS(1, 262144, 262144, 1, 1, 1, 1), .rank = 2}},
     {SDPA_IN " -o {o} --weights {w}", 1, .says = "--weights|more than this machine's", .f = {DIMS(1, 1048576, 1048576, 1, 1, 1, 1), .rank = 2}},
+    /* a decode step early in a generation: fewer cached positions than heads is not "transposed" */
+    {SDPA_IN " -o {o} --causal-lower-right", .check = CHECK_SDPA, .f = {DIMS(1, 1, 4, 8, 8, 3, 3)}, .never = "warning"},
+    /* the reference kernel runs on one thread, whatever --threads says */
+    {SDPA_IN " -o {o} --kernel ref --threads 2", .check = CHECK_SDPA, .f = {DIMS(1, 3, 3, 1, 1, 2, 2)},
+     .says = "ref kernel, 1 thread,"},
 };
 
 /* mha: projections, heads, W_O, biases, cross-attention, every gradient flag. */
@@ -342,7 +347,12 @@ static const row trace_rows[] = {
      .twin = "trace -q {qb} -k {kb} -v {vb} --dir {hooks/} -o {to} --causal-lower-right"},
     {TRACE_IN " --dir {hooks/} -o {to} --scale 0.7 --scale pattern:1:0=0.5 --no-renormalise", .check = CHECK_TRACE,
      .f = {DIMS(2, 3, 4, 2, 1, 3, 2)}},
-    {TRACE_IN " --dir {hooks/} -o {to} --scale pattern:2:1:0=3 --renormalise --causal --batch 1", .check = CHECK_TRACE,
+    /* traced runs keep [B, Hq, L, S] tables and run the reference when asked: budgets */
+    {TRACE_IN " --dir {hooks/} --kernel ref", 1, .says = "reference kernel would need|--allow-slow",
+     .f = {DIMS(1, 65536, 65536, 4, 4, 2, 2), .rank = 3}},
+    {TRACE_IN " --dir {hooks/}", 1, .says = "for its outputs and tables|more than this machine's",
+     .f = {DIMS(1, 262144, 262144, 1, 1, 1, 1), .rank = 2}},
+    {TRACE_IN " --dir {hooks/} --scale pattern:2:1:0=3 --renormalise --causal --batch 1", .check = CHECK_TRACE,
      .f = {DIMS(2, 4, 4, 2, 2, 3, 2)}},
     {TRACE_IN " --dir {hooks/} -o {to} --zero z::1", .check = CHECK_TRACE, .f = {DIMS(1, 3, 4, 2, 1, 3, 2), .rank = 3}},
     {TRACE_IN " --dir {hooks/} -o {to} --source-v {v2} --replace v:1=source --zero k:0:0 --scale q::1=2 --causal", .check = CHECK_TRACE,
@@ -394,6 +404,7 @@ static const row paths_rows[] = {
     {PATHS_IN " --all", .f = {DIMS(1, 40, 40, 1, 1, 2, 2)}, .count_of = ", head ", .count = 40, .never = "not printed"},
     {PATHS_IN " --query 39", .f = {DIMS(1, 40, 40, 1, 1, 2, 2)}, .count_of = ", head ", .count = 1, .never = "not printed"},
     {PATHS_IN " --query 3", 2, .says = "--query 3 is out of range", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
+    {PATHS_IN, 1, .says = "for its outputs and tables|more than this machine's", .f = {DIMS(1, 131072, 131072, 1, 1, 1, 1), .rank = 2}},
     {"paths --base-q {q} --base-k {k} --base-v {v}", 2, .says = "nothing changed", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {"paths --base-q {q} --base-k {k} --base-v {v} --changed-k {q}", 1, .says = "--changed-k|q.npy|the changed input must have the base's shape",
      .f = {DIMS(1, 3, 4, 1, 1, 2, 2)}},
@@ -433,6 +444,7 @@ static const row nullspace_rows[] = {
     {"nullspace -q {q} -k {k} -v {v} --query 9", 2, .says = "--query 9 is out of range", .f = {DIMS(1, 3, 3, 1, 1, 2, 2)}},
     {NULL_IN " -o {moved} --layout BLHD", .check = CHECK_NULLSPACE, .f = {DIMS(1, 2, 3, 8, 8, 2, 2)}, .never = "warning"},
     {NULL_IN " -o {moved}", .check = CHECK_NULLSPACE, .f = {DIMS(1, 2, 3, 8, 8, 2, 2)}, .says = "warning|--layout BHLD"},
+    {NULL_IN, 1, .says = "for its outputs and tables|more than this machine's", .f = {DIMS(1, 262144, 262144, 1, 1, 1, 1), .rank = 2}},
 };
 
 /* map and report: pictures and pages, by their magic bytes. */

@@ -164,11 +164,15 @@ bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const in
 int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t batch,
                               int64_t heads_q, int64_t len_q, int64_t len_kv);
 /* Refuses work the machine cannot do in reasonable time or memory: the
- * reference kernel beyond its budget (unless --allow-slow; a backward too
- * when asked), and outputs larger than the machine's memory (bytes).
- * CLI_OK or CLI_DATA_ERROR (printed). */
+ * reference kernel beyond its budget for `passes` forward calls' worth of
+ * work (a backward counts 2.5; unless --allow-slow), and outputs larger
+ * than the machine's memory (bytes).  CLI_OK or CLI_DATA_ERROR (printed). */
 int cli_check_budget(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
-                     const attn_tensor *k, const attn_tensor *v, bool backward, double output_bytes);
+                     const attn_tensor *k, const attn_tensor *v, double passes, double output_bytes);
+/* The same for `runs` traced passes (trace, paths, nullspace, report),
+ * which keep two [B, Hq, L, S] tables each. */
+int cli_check_traced_budget(const char *cmd, const cli_attention_options *o, int64_t B, int64_t Hq, int64_t Hkv,
+                            int64_t L, int64_t S, int64_t D, int64_t Dv, int runs);
 void cli_attention_options_free(cli_attention_options *o);
 
 /* The argv-loop interface attn ring still uses (cli_attention.c). */

@@ -232,9 +232,10 @@ void cli_warn_if_transposed(const char *cmd, const cli_attention_options *o, con
     if (o->layout_given) return;
     const attn_tensor *t[2] = {q, k};
     const char *paths[2] = {q_path, k_path}, *flags[2] = {"-q", "-k"};
-    /* A model has at most a few hundred heads; a decode step (one query)
-     * legitimately has more heads than positions, a cache then does not. */
-    const bool both_wide = q->shape[2] > q->shape[1] && k->shape[2] > k->shape[1] && k->shape[1] > 1;
+    /* A model has at most a few hundred heads.  A decode step (one query)
+     * legitimately has more heads than positions, and early in a generation
+     * so may its cache: one query is never taken for transposed. */
+    const bool both_wide = q->shape[2] > q->shape[1] && k->shape[2] > k->shape[1] && q->shape[1] > 1;
     for (int n = 0; n < 2; n++) {
         const int64_t P = t[n]->shape[1], H = t[n]->shape[2];
         if (H > 256 || (both_wide && n == 0)) {
@@ -309,21 +310,28 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
 }
 
 int cli_check_budget(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
-                     const attn_tensor *k, const attn_tensor *v, bool backward, double output_bytes) {
+                     const attn_tensor *k, const attn_tensor *v, double passes, double output_bytes) {
+    double flops;
+    if (!o->allow_slow && strcmp(attn_sdpa_kernel_name(q, k, v, &o->opt), "ref") == 0 &&
+        attn_sdpa_flops(q, k, v, &o->opt, &flops) == ATTN_OK && flops * passes > CLI_REF_BUDGET_GFLOP * 1e9)
+        return cli_data_error(cmd, "the reference kernel would need %.0f GFLOP for this request, beyond its budget of "
+                              CLI_REF_BUDGET_TEXT " (it runs at a few GFLOP/s: minutes to hours); use --kernel flash "
+                              "(or auto)%s, or add --allow-slow to run it anyway", flops * passes / 1e9,
+                              o->opt.kernel == ATTN_KERNEL_REF ? "" : " and unset ATTN_KERNEL=ref");
     const double memory = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (memory > 0 && output_bytes > memory)
-        return cli_data_error(cmd, "the outputs asked for need %.1f GB, more than this machine's %.1f GB of memory "
-                              "(--weights is a [B, Hq, L, S] table: leave it out, or give fewer positions)",
-                              output_bytes / 1e9, memory / 1e9);
-    if (o->allow_slow || strcmp(attn_sdpa_kernel_name(q, k, v, &o->opt), "ref") != 0) return CLI_OK;
-    double flops;
-    if (attn_sdpa_flops(q, k, v, &o->opt, &flops) != ATTN_OK) return CLI_OK; /* the call itself will say why */
-    if (backward) flops *= 3.5; /* the forward, then 2.5 times it */
-    if (flops <= CLI_REF_BUDGET_GFLOP * 1e9) return CLI_OK;
-    return cli_data_error(cmd, "the reference kernel would need %.0f GFLOP for this request, beyond its budget of "
-                          CLI_REF_BUDGET_TEXT " (it runs at a few GFLOP/s: minutes to hours); use --kernel flash "
-                          "(or auto)%s, or add --allow-slow to run it anyway", flops / 1e9,
-                          o->opt.kernel == ATTN_KERNEL_REF ? "" : " and unset ATTN_KERNEL=ref");
+        return cli_data_error(cmd, "this run needs %.1f GB for its outputs and tables, more than this machine's %.1f GB "
+                              "of memory (--weights and every traced run keep [B, Hq, L, S] tables): give fewer "
+                              "positions or heads", output_bytes / 1e9, memory / 1e9);
+    return CLI_OK;
+}
+
+int cli_check_traced_budget(const char *cmd, const cli_attention_options *o, int64_t B, int64_t Hq, int64_t Hkv,
+                            int64_t L, int64_t S, int64_t D, int64_t Dv, int runs) {
+    const attn_tensor q = attn_tensor_4d(NULL, B, L, Hq, D), k = attn_tensor_4d(NULL, B, S, Hkv, D),
+                      v = attn_tensor_4d(NULL, B, S, Hkv, Dv);
+    /* Each traced run keeps hook_attn_scores and hook_pattern, [B, Hq, L, S] each. */
+    return cli_check_budget(cmd, o, &q, &k, &v, runs, runs * 2.0 * 4.0 * (double)B * (double)Hq * (double)L * (double)S);
 }
 
 void cli_attention_options_free(cli_attention_options *o) {
@@ -410,7 +418,7 @@ double cli_seconds(void) {
 
 void cli_describe_run(char *buf, size_t size, const char *kernel, int threads, double seconds) {
     const bool flash = strcmp(kernel, "flash") == 0;
-    const int n = attn_thread_count(threads);
+    const int n = flash ? attn_thread_count(threads) : 1; /* the reference kernel runs on one */
     snprintf(buf, size, "%s kernel%s%s, %d thread%s, %.3g %s", kernel, flash ? " on " : "", flash ? attn_isa_name() : "",
              n, n == 1 ? "" : "s", seconds < 1 ? 1e3 * seconds : seconds, seconds < 1 ? "ms" : "s");
 }
