@@ -31,7 +31,16 @@
  * n % m parts.  Any n >= 1 works with any number of ranks.
  *
  * Collective calls: every function below taking an MPI_Comm must be called
- * by every rank of comm, with the same options.  Each returns the SAME status
+ * by every rank of comm, with the same options.  attn_ring_forward and
+ * attn_ring_backward check it: before any data moves, every rank's
+ * description of its call (shapes, causal, alignment, window, the scale as
+ * it acts, whether key lengths are given and a hash of them, kernel,
+ * layout, L and S, the gradients asked for) is gathered at rank 0 and
+ * compared, and a difference fails on every rank with
+ *     ranks disagree on causal: rank 0 has 1, rank 2 has 0
+ * naming the first field that differs (in that order) and the lowest rank
+ * that differs.  Threads and piece_rows may differ per rank: they do not
+ * change the result.  Each returns the SAME status
  * on every rank: ATTN_OK when every rank succeeded, else the status of the
  * lowest failing rank, with attn_last_error() on every rank reading
  * "rank R of P: <that rank's message>" ("rank R of P (and N more): ..." when
@@ -78,12 +87,33 @@ ATTN_API attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank,
  * checking) before the next collective step. */
 ATTN_API attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message);
 
+/* A setting every rank must share, for attn_ring_agree_values. */
+typedef struct attn_ring_value {
+    const char *name; /* for the message: "causal", "whether --mask is given" */
+    int64_t value;
+} attn_ring_value;
+
+#define ATTN_RING_MAX_VALUES 64
+
+/* Collective: every rank passes its values of the same `count` settings
+ * (at most ATTN_RING_MAX_VALUES), in the same order.  ATTN_OK on every rank
+ * when every rank's values equal rank 0's; otherwise
+ * ATTN_ERR_INVALID_ARGUMENT on every rank, with the message
+ *     ranks disagree on NAME: rank 0 has A, rank R has B
+ * for the first setting in the list that differs and the lowest rank R
+ * that differs (names are rank 0's).  For callers' own settings that decide
+ * which collective steps follow (which optional inputs a program reads),
+ * checked before those steps so that no rank is left in a step the others
+ * skip.  attn_ring_forward and attn_ring_backward do the same for the
+ * problem they are given (see there). */
+ATTN_API attn_status attn_ring_agree_values(MPI_Comm comm, const attn_ring_value *values, int count);
+
 /* --------------------------------------------------------- ring attention */
 
 typedef struct attn_ring_options {
     size_t struct_size;    /* sizeof(attn_ring_options): set by ATTN_RING_OPTIONS_INIT */
     /* scale, causal, align, window, key_lengths ([B], global positions, the
-     * same array on every rank), kernel and threads, as for
+     * same values on every rank), kernel and threads, as for
      * attn_sdpa_forward; NULL = the defaults.  query_start, key_start,
      * total_len_q, total_len_kv, mask, bias and workspace must be zero: the
      * ring places every block at its global positions itself.  Boolean

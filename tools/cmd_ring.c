@@ -132,19 +132,21 @@ static bool parse_bench(const char *text, int64_t out[5]) {
     return true;
 }
 
-/* Parses argv identically on every rank; ranks other than 0 parse with
- * stderr closed so that a usage error is printed once.  Returns -1 to go
- * on, else the exit status. */
-static int parse_args(ring_cli *c, int argc, char **argv) {
+/* Parses this rank's argv.  Ranks other than 0 parse with stderr captured
+ * (into `message`, the first line without the "attn ring: " prefix), so
+ * that a usage error is printed once, by rank 0, whichever rank has it.
+ * Returns -1 to go on, else the exit status. */
+static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t cap) {
     int saved = -1;
+    FILE *capture = NULL;
+    message[0] = 0;
     if (c->rank != 0) {
         fflush(stderr);
         saved = dup(2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) {
-            dup2(devnull, 2);
-            close(devnull);
-        }
+        capture = tmpfile();
+        int sink = capture ? fileno(capture) : open("/dev/null", O_WRONLY);
+        if (sink >= 0) dup2(sink, 2);
+        if (!capture && sink >= 0) close(sink);
     }
     int rc = -1;
     for (int i = 1; i < argc && rc < 0;) {
@@ -220,8 +222,49 @@ static int parse_args(ring_cli *c, int argc, char **argv) {
         dup2(saved, 2);
         close(saved);
     }
+    if (capture) {
+        rewind(capture);
+        size_t n = fread(message, 1, cap - 1, capture);
+        message[n] = 0;
+        fclose(capture);
+        const char *prefix = "attn ring: ";
+        if (strncmp(message, prefix, strlen(prefix)) == 0) memmove(message, message + strlen(prefix), n + 1 - strlen(prefix));
+        message[strcspn(message, "\n")] = 0;
+    }
     if (rc < 0 && c->layout < 0)
         c->layout = c->ao.opt.causal || c->ao.opt.window ? ATTN_RING_ZIGZAG : ATTN_RING_CONTIGUOUS;
+    return rc;
+}
+
+/* Every rank parsed its own argv (mpirun may give ranks different ones).
+ * Before any collective step that depends on them, the ranks agree: a
+ * usage error on any rank stops every rank (printed once, by rank 0), and
+ * every rank must read, compute, report and write the same set of things,
+ * or one would wait in a step the others skip.  Options that change the
+ * numbers (masks, scale, kernel, layout) are compared by the library
+ * itself; threads and --piece-rows may differ.  Returns -1 to go on, else
+ * the exit status. */
+static int agree_on_arguments(const ring_cli *c, int rc, const char *message) {
+    const bool usage = rc == CLI_USAGE_ERROR;
+    if (attn_ring_agree(c->comm, usage ? ATTN_ERR_INVALID_ARGUMENT : ATTN_OK, message) != ATTN_OK) {
+        if (!usage) ring_error(c, CLI_USAGE_ERROR, "%s", attn_last_error()); /* rank 0 printed its own */
+        return CLI_USAGE_ERROR;
+    }
+    const attn_ring_value values[] = {
+        {"--help", rc == CLI_OK},
+        {"--bench L", c->bench[0]}, {"--bench S", c->bench[1]}, {"--bench Hq", c->bench[2]},
+        {"--bench Hkv", c->bench[3]}, {"--bench D", c->bench[4]},
+        {"whether -o is given", c->o_path != NULL},
+        {"whether --lse is given", c->lse_path != NULL},
+        {"whether --grad-out is given", c->dout_path != NULL},
+        {"whether --dq is given", c->dq_path != NULL},
+        {"whether --dk is given", c->dk_path != NULL},
+        {"whether --dv is given", c->dv_path != NULL},
+        {"whether --key-lengths is given", c->ao.key_lengths_path != NULL},
+        {"whether --report is given", c->report},
+    };
+    if (attn_ring_agree_values(c->comm, values, (int)(sizeof values / sizeof values[0])) != ATTN_OK)
+        return ring_error(c, CLI_USAGE_ERROR, "%s", attn_last_error());
     return rc;
 }
 
@@ -411,8 +454,9 @@ static void print_report(const ring_cli *c, const char *what, const char *kernel
 static void free_input(ring_input *in) { attn_array_free(&in->local); }
 
 static int run_ring(ring_cli *c, int argc, char **argv) {
-    int rc = parse_args(c, argc, argv);
-    if (rc >= 0) return rc;
+    char message[1024];
+    int rc = parse_args(c, argc, argv, message, sizeof message);
+    if ((rc = agree_on_arguments(c, rc, message)) >= 0) return rc;
     /* Threads by default: the cores a rank may use, shared among the ranks
      * on its machine (collective, so every rank splits). */
     MPI_Comm machine;

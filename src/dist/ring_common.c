@@ -70,6 +70,122 @@ attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message
                      text);
 }
 
+/* ------------------------------------------------------ agreeing on values */
+
+/* What rank 0 decided, sent to every rank. */
+typedef struct ring_verdict {
+    int32_t status;     /* attn_status                                   */
+    int64_t value[2];   /* what the decision computed (L and S)          */
+    char message[1024];
+} ring_verdict;
+
+typedef void (*ring_decide_fn)(const void *records, int ranks, void *ctx, ring_verdict *verdict);
+
+/* Every rank sends rank 0 a record; rank 0 decides, and every rank gets
+ * the verdict.  The pattern behind each agreement that needs more than a
+ * status: the problem's description, a caller's values.  records: room for
+ * every rank's record at rank 0 (unused elsewhere).  Returns the verdict's
+ * status on every rank, with its message as the last error. */
+static attn_status gather_decide(MPI_Comm comm, const void *mine, size_t bytes, void *records,
+                                 ring_decide_fn decide, void *ctx, ring_verdict *verdict) {
+    int rank, ranks;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    memset(verdict, 0, sizeof *verdict);
+    MPI_Gather(mine, (int)bytes, MPI_BYTE, records, (int)bytes, MPI_BYTE, 0, comm);
+    if (rank == 0) decide(records, ranks, ctx, verdict);
+    MPI_Bcast(verdict, (int)sizeof *verdict, MPI_BYTE, 0, comm);
+    if (verdict->status != ATTN_OK) return attn__fail((attn_status)verdict->status, "%s", verdict->message);
+    return ATTN_OK;
+}
+
+/* How a compared value reads in a message. */
+typedef enum value_format { AS_INT, AS_HASH, AS_FLOAT_BITS, AS_ALIGN, AS_KERNEL, AS_LAYOUT } value_format;
+
+static const char *format_value(value_format format, int64_t value, char *buf, size_t cap) {
+    static const char *const aligns[] = {"top-left", "lower-right"}, *const kernels[] = {"auto", "ref", "flash"},
+                             *const layouts[] = {"contiguous", "zigzag"};
+    const char *const *names = format == AS_ALIGN ? aligns : format == AS_KERNEL ? kernels : layouts;
+    const int64_t known = format == AS_KERNEL ? 3 : 2;
+    if (format == AS_HASH) {
+        snprintf(buf, cap, "%016llx", (unsigned long long)value);
+    } else if (format == AS_FLOAT_BITS) {
+        const uint32_t bits = (uint32_t)value;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        snprintf(buf, cap, "%g", (double)x);
+    } else if (format != AS_INT && value >= 0 && value < known) {
+        snprintf(buf, cap, "%s", names[value]);
+    } else {
+        snprintf(buf, cap, "%lld", (long long)value);
+    }
+    return buf;
+}
+
+/* The first of `count` values (each record's value v at values[v]) where a
+ * rank differs from rank 0, as a verdict: "ranks disagree on NAME: rank 0
+ * has A, rank R has B".  False when all agree. */
+static bool first_difference(const int64_t *records, size_t record_len, int ranks, int count,
+                             const char *(*name_of)(const void *ctx, int v, value_format *format,
+                                                    attn_status *status),
+                             const void *ctx, ring_verdict *verdict) {
+    for (int f = 0; f < count; f++)
+        for (int i = 1; i < ranks; i++) {
+            const int64_t a = records[f], b = records[(size_t)i * record_len + (size_t)f];
+            if (a == b) continue;
+            value_format format = AS_INT;
+            attn_status status = ATTN_ERR_INVALID_ARGUMENT;
+            const char *name = name_of(ctx, f, &format, &status);
+            char va[64], vb[64];
+            verdict->status = status;
+            snprintf(verdict->message, sizeof verdict->message, "ranks disagree on %s: rank 0 has %s, rank %d has %s%s",
+                     name, format_value(format, a, va, sizeof va), i, format_value(format, b, vb, sizeof vb),
+                     status == ATTN_ERR_SHAPE ? " (only the position axes are sharded: every rank holds every "
+                                                "batch, head and width)"
+                                              : "");
+            return true;
+        }
+    return false;
+}
+
+/* attn_ring_agree_values: a record is the count, then the values. */
+enum { VALUES_RECORD = 1 + ATTN_RING_MAX_VALUES };
+
+static const char *value_name(const void *ctx, int v, value_format *format, attn_status *status) {
+    (void)format;
+    (void)status;
+    return v == 0 ? "the number of values" : ((const attn_ring_value *)ctx)[v - 1].name;
+}
+
+static void decide_values(const void *records, int ranks, void *ctx, ring_verdict *verdict) {
+    first_difference(records, VALUES_RECORD, ranks, 1 + (int)((const int64_t *)records)[0], value_name, ctx,
+                     verdict);
+}
+
+attn_status attn_ring_agree_values(MPI_Comm comm, const attn_ring_value *values, int count) {
+    int rank, ranks;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    int64_t mine[VALUES_RECORD] = {0};
+    int64_t *records = rank == 0 ? malloc(sizeof mine * (size_t)ranks) : NULL;
+    attn_status st = ATTN_OK;
+    if (count < 0 || count > ATTN_RING_MAX_VALUES || (count > 0 && !values))
+        st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_agree_values: %d values (at most %d, not NULL)",
+                        count, ATTN_RING_MAX_VALUES);
+    else if (rank == 0 && !records)
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_ring_agree_values: cannot allocate %d records", ranks);
+    for (int i = 0; st == ATTN_OK && i < count; i++)
+        if (!values[i].name) st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_agree_values: value %d has no name", i);
+    if ((st = attn_ring_agree(comm, st, NULL)) == ATTN_OK) {
+        mine[0] = count;
+        for (int i = 0; i < count; i++) mine[1 + i] = values[i].value;
+        ring_verdict verdict;
+        st = gather_decide(comm, mine, sizeof mine, records, decide_values, (void *)values, &verdict);
+    }
+    free(records);
+    return st;
+}
+
 /* ------------------------------------------------------------- validation */
 
 static attn_status check_local_tensor(const attn_tensor *t, const char *name) {
@@ -87,14 +203,17 @@ static attn_status check_local_tensor(const attn_tensor *t, const char *name) {
         return attn__fail(ATTN_ERR_SHAPE, "%s: the last dimension must be contiguous (stride 1)", name);
     if (t->shape[1] > 0 && !t->data)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    /* Blocks are packed and merged as floats. */
+    if (t->dtype != ATTN_F32)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s holds %s; ring attention computes on float32 tensors",
+                          name, attn_dtype_name(t->dtype));
     return ATTN_OK;
 }
 
 static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                               const attn_tensor *out, const attn_ring_options *o) {
+                               const attn_tensor *out, const attn_ring_options *o,
+                               const attn_sdpa_options *s) {
     attn_status st;
-    const attn_sdpa_options *s = o->sdpa;
-    if (!s) s = &(const attn_sdpa_options)ATTN_SDPA_OPTIONS_INIT;
     if (s->query_start || s->key_start || s->total_len_q || s->total_len_kv)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.query_start, key_start, total_len_q and total_len_kv "
@@ -129,80 +248,163 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
     return ATTN_OK;
 }
 
-enum { DIM_B, DIM_LR, DIM_HQ, DIM_D, DIM_KB, DIM_SR, DIM_HKV, DIM_DV, DIM_FLAGS, DIM_COUNT };
+/* What every rank describes of its call: everything that determines the
+ * result, which must be the same on every rank (F_COMPARED fields, in the
+ * order a disagreement is reported), then what differs by design (its
+ * rows).  Options are recorded as they act: the scale resolved, the window
+ * sides only with a window, the alignment only where a rule uses it, and
+ * the lengths L and S resolved by rank 0 (0 = the sum of the rows). */
+enum {
+    F_BATCH, F_HEADS_Q, F_DIM, F_BATCH_K, F_HEADS_KV, F_DIM_K, F_DIM_V,
+    F_CAUSAL, F_ALIGN, F_WINDOW, F_WINDOW_LEFT, F_WINDOW_RIGHT, F_SCALE,
+    F_KEY_LENGTHS, F_KEY_LENGTHS_HASH, F_KERNEL, F_LAYOUT, F_LEN_Q, F_LEN_KV,
+    F_TIME_COMM_ALONE, F_GRADIENTS,
+    F_COMPARED,
+    F_ROWS_Q = F_COMPARED, F_ROWS_KV,
+    F_COUNT
+};
 
-/* Checks what every rank reported; every rank runs this on the same table
- * and reaches the same verdict and message, so no agreement is needed. */
-static attn_status check_global(ring_problem *rp, const int64_t *all, const attn_ring_options *o) {
-    const int64_t *r0 = all;
-    const char *layout = o->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous";
-    for (int i = 0; i < rp->ranks; i++) {
-        const int64_t *ri = all + (size_t)i * DIM_COUNT;
-        if (ri[DIM_B] != r0[DIM_B] || ri[DIM_HQ] != r0[DIM_HQ] || ri[DIM_D] != r0[DIM_D] ||
-            ri[DIM_HKV] != r0[DIM_HKV] || ri[DIM_DV] != r0[DIM_DV] || ri[DIM_KB] != r0[DIM_KB])
-            return attn__fail(ATTN_ERR_SHAPE,
-                             "rank %d has (B, Hq, D, Hkv, Dv) = (%lld, %lld, %lld, %lld, %lld) but "
-                             "rank 0 has (%lld, %lld, %lld, %lld, %lld): every rank must hold the "
-                             "same batches, heads and widths",
-                             i, (long long)ri[DIM_B], (long long)ri[DIM_HQ], (long long)ri[DIM_D],
-                             (long long)ri[DIM_HKV], (long long)ri[DIM_DV], (long long)r0[DIM_B],
-                             (long long)r0[DIM_HQ], (long long)r0[DIM_D], (long long)r0[DIM_HKV],
-                             (long long)r0[DIM_DV]);
-        if (ri[DIM_FLAGS] != r0[DIM_FLAGS])
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                             "rank %d asks for other gradients than rank 0: every rank must pass "
-                             "the same set of dq, dk, dv (NULL or not)", i);
-    }
-    rp->batch = r0[DIM_B];
-    rp->heads_q = r0[DIM_HQ];
-    rp->dim = r0[DIM_D];
-    rp->heads_kv = r0[DIM_HKV];
-    rp->dim_v = r0[DIM_DV];
-    if (r0[DIM_KB] != rp->batch)
-        return attn__fail(ATTN_ERR_SHAPE, "k has batch %lld but q has batch %lld",
-                         (long long)r0[DIM_KB], (long long)rp->batch);
-    if (rp->heads_q % rp->heads_kv != 0)
-        return attn__fail(ATTN_ERR_SHAPE,
-                         "q has %lld heads, not a multiple of k's %lld heads (grouped-query "
-                         "attention needs Hq = G * Hkv)",
-                         (long long)rp->heads_q, (long long)rp->heads_kv);
+static const struct problem_field {
+    const char *name;
+    value_format format;
+    attn_status status;
+} problem_fields[F_COMPARED] = {
+    [F_BATCH] = {"batch B of q", AS_INT, ATTN_ERR_SHAPE},
+    [F_HEADS_Q] = {"query heads Hq", AS_INT, ATTN_ERR_SHAPE},
+    [F_DIM] = {"query width D", AS_INT, ATTN_ERR_SHAPE},
+    [F_BATCH_K] = {"batch of k", AS_INT, ATTN_ERR_SHAPE},
+    [F_HEADS_KV] = {"key/value heads Hkv", AS_INT, ATTN_ERR_SHAPE},
+    [F_DIM_K] = {"key width", AS_INT, ATTN_ERR_SHAPE},
+    [F_DIM_V] = {"value width Dv", AS_INT, ATTN_ERR_SHAPE},
+    [F_CAUSAL] = {"causal", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_ALIGN] = {"align", AS_ALIGN, ATTN_ERR_INVALID_ARGUMENT},
+    [F_WINDOW] = {"window", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_WINDOW_LEFT] = {"window left", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_WINDOW_RIGHT] = {"window right", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_SCALE] = {"scale", AS_FLOAT_BITS, ATTN_ERR_INVALID_ARGUMENT},
+    [F_KEY_LENGTHS] = {"key lengths given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_KEY_LENGTHS_HASH] = {"key lengths (a hash of the values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
+    [F_KERNEL] = {"kernel", AS_KERNEL, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LAYOUT] = {"layout", AS_LAYOUT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LEN_Q] = {"len_q (L)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LEN_KV] = {"len_kv (S)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_TIME_COMM_ALONE] = {"time_comm_alone", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_GRADIENTS] = {"the gradients asked for (dq 1 + dk 2 + dv 4)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+};
+
+/* FNV-1a: a fingerprint of contents every rank must hold identically. */
+static int64_t hash_bytes(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return (int64_t)h;
+}
+
+static void describe(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                     const attn_ring_options *o, const attn_sdpa_options *s, int extra_flags, int64_t *d) {
+    memset(d, 0, sizeof(int64_t) * F_COUNT);
+    d[F_BATCH] = q->shape[0];
+    d[F_HEADS_Q] = q->shape[2];
+    d[F_DIM] = q->shape[3];
+    d[F_BATCH_K] = k->shape[0];
+    d[F_HEADS_KV] = k->shape[2];
+    d[F_DIM_K] = k->shape[3];
+    d[F_DIM_V] = v->shape[3];
+    d[F_CAUSAL] = s->causal != 0;
+    d[F_WINDOW] = s->window != 0;
+    d[F_ALIGN] = s->causal || s->window ? (int64_t)s->align : 0;
+    d[F_WINDOW_LEFT] = s->window ? s->window_left : 0;
+    d[F_WINDOW_RIGHT] = s->window ? s->window_right : 0;
+    const float scale = s->scale > 0.0f ? s->scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    uint32_t bits;
+    memcpy(&bits, &scale, sizeof bits);
+    d[F_SCALE] = bits;
+    d[F_KEY_LENGTHS] = s->key_lengths != NULL;
+    if (s->key_lengths) d[F_KEY_LENGTHS_HASH] = hash_bytes(s->key_lengths, sizeof(int64_t) * (size_t)q->shape[0]);
+    d[F_KERNEL] = s->kernel;
+    d[F_LAYOUT] = o->layout;
+    d[F_LEN_Q] = o->len_q;
+    d[F_LEN_KV] = o->len_kv;
+    d[F_TIME_COMM_ALONE] = o->time_comm_alone != 0;
+    d[F_GRADIENTS] = extra_flags;
+    d[F_ROWS_Q] = q->shape[1];
+    d[F_ROWS_KV] = k->shape[1];
+}
+
+static const char *problem_field_name(const void *ctx, int f, value_format *format, attn_status *status) {
+    (void)ctx;
+    *format = problem_fields[f].format;
+    *status = problem_fields[f].status;
+    return problem_fields[f].name;
+}
+
+/* Rank 0's decision on the ranks' descriptions: the first field where a
+ * rank differs from rank 0, then whether the shapes fit together and each
+ * rank holds the rows the layout gives it.  verdict->value: L and S. */
+static void decide_problem(const void *records, int ranks, void *ctx, ring_verdict *verdict) {
+    (void)ctx;
+    int64_t *all = (int64_t *)records; /* rank 0's own table: resolved in place */
     int64_t sum_q = 0, sum_kv = 0;
-    for (int i = 0; i < rp->ranks; i++) {
-        sum_q += all[(size_t)i * DIM_COUNT + DIM_LR];
-        sum_kv += all[(size_t)i * DIM_COUNT + DIM_SR];
+    for (int i = 0; i < ranks; i++) {
+        sum_q += all[(size_t)i * F_COUNT + F_ROWS_Q];
+        sum_kv += all[(size_t)i * F_COUNT + F_ROWS_KV];
     }
-    rp->len_q = o->len_q ? o->len_q : sum_q;
-    rp->len_kv = o->len_kv ? o->len_kv : sum_kv;
-    if (rp->len_q < 1 || rp->len_kv < 1)
-        return attn__fail(ATTN_ERR_SHAPE,
-                         "the ranks hold %lld query and %lld key positions in all; ring attention "
-                         "needs at least one of each",
-                         (long long)rp->len_q, (long long)rp->len_kv);
-    for (int i = 0; i < rp->ranks; i++) {
+    for (int i = 0; i < ranks; i++) {
+        int64_t *ri = all + (size_t)i * F_COUNT;
+        if (ri[F_LEN_Q] == 0) ri[F_LEN_Q] = sum_q;
+        if (ri[F_LEN_KV] == 0) ri[F_LEN_KV] = sum_kv;
+    }
+    if (first_difference(all, F_COUNT, ranks, F_COMPARED, problem_field_name, NULL, verdict)) return;
+
+    const int64_t *r0 = all;
+    const int64_t L = r0[F_LEN_Q], S = r0[F_LEN_KV];
+    const attn_ring_layout layout = (attn_ring_layout)r0[F_LAYOUT];
+    attn_status *st = (attn_status *)&verdict->status;
+    char *msg = verdict->message;
+    const size_t cap = sizeof verdict->message;
+    if (r0[F_BATCH_K] != r0[F_BATCH]) {
+        *st = ATTN_ERR_SHAPE;
+        snprintf(msg, cap, "k has batch %lld but q has batch %lld", (long long)r0[F_BATCH_K], (long long)r0[F_BATCH]);
+        return;
+    }
+    if (r0[F_HEADS_Q] % r0[F_HEADS_KV] != 0) {
+        *st = ATTN_ERR_SHAPE;
+        snprintf(msg, cap, "q has %lld heads, not a multiple of k's %lld heads (grouped-query attention needs "
+                 "Hq = G * Hkv)", (long long)r0[F_HEADS_Q], (long long)r0[F_HEADS_KV]);
+        return;
+    }
+    if (L < 1 || S < 1) {
+        *st = ATTN_ERR_SHAPE;
+        snprintf(msg, cap, "the ranks hold %lld query and %lld key positions in all; ring attention needs at "
+                 "least one of each", (long long)L, (long long)S);
+        return;
+    }
+    int64_t max_kv_rows = 0;
+    for (int i = 0; i < ranks; i++) {
         attn_ring_shard qs, ks;
-        attn_ring_shard_of(rp->len_q, rp->ranks, i, o->layout, &qs);
-        attn_ring_shard_of(rp->len_kv, rp->ranks, i, o->layout, &ks);
-        const int64_t *ri = all + (size_t)i * DIM_COUNT;
-        if (ri[DIM_LR] != qs.rows || ri[DIM_SR] != ks.rows)
-            return attn__fail(ATTN_ERR_SHAPE,
-                             "rank %d holds %lld query and %lld key rows, but the %s layout of "
-                             "L = %lld and S = %lld over %d ranks gives it %lld and %lld",
-                             i, (long long)ri[DIM_LR], (long long)ri[DIM_SR], layout,
-                             (long long)rp->len_q, (long long)rp->len_kv, rp->ranks,
-                             (long long)qs.rows, (long long)ks.rows);
-        rp->kv_shards[i] = ks;
-        if (ks.rows > rp->max_kv_rows) rp->max_kv_rows = ks.rows;
-        if (i == rp->rank) rp->q_shard = qs;
+        attn_ring_shard_of(L, ranks, i, layout, &qs);
+        attn_ring_shard_of(S, ranks, i, layout, &ks);
+        const int64_t *ri = all + (size_t)i * F_COUNT;
+        if (ri[F_ROWS_Q] != qs.rows || ri[F_ROWS_KV] != ks.rows) {
+            *st = ATTN_ERR_SHAPE;
+            snprintf(msg, cap, "rank %d holds %lld query and %lld key rows, but the %s layout of L = %lld and "
+                     "S = %lld over %d ranks gives it %lld and %lld", i, (long long)ri[F_ROWS_Q],
+                     (long long)ri[F_ROWS_KV], layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous",
+                     (long long)L, (long long)S, ranks, (long long)qs.rows, (long long)ks.rows);
+            return;
+        }
+        if (ks.rows > max_kv_rows) max_kv_rows = ks.rows;
     }
-    /* Blocks travel as B * rows units of Hkv * (Dv + D) floats: MPI counts
-     * are int. */
-    rp->unit = rp->heads_kv * (rp->dim_v + rp->dim);
-    if (rp->unit > INT_MAX || rp->batch * rp->max_kv_rows > INT_MAX)
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                         "a key/value block of %lld x %lld rows of %lld floats exceeds MPI's int "
-                         "counts; use more ranks",
-                         (long long)rp->batch, (long long)rp->max_kv_rows, (long long)rp->unit);
-    return ATTN_OK;
+    /* Blocks travel as B * rows units of Hkv * (Dv + D) floats: MPI counts are int. */
+    const int64_t unit = r0[F_HEADS_KV] * (r0[F_DIM_V] + r0[F_DIM]);
+    if (unit > INT_MAX || r0[F_BATCH] * max_kv_rows > INT_MAX) {
+        *st = ATTN_ERR_UNSUPPORTED;
+        snprintf(msg, cap, "a key/value block of %lld x %lld rows of %lld floats exceeds MPI's int counts; use "
+                 "more ranks", (long long)r0[F_BATCH], (long long)max_kv_rows, (long long)unit);
+        return;
+    }
+    verdict->value[0] = L;
+    verdict->value[1] = S;
 }
 
 /* The library's own checks of the options (scale, window, key lengths,
@@ -227,8 +429,7 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_ring_options *opt,
                               int extra_flags) {
-    attn_ring_options options = ATTN_RING_OPTIONS_INIT;
-    const attn_ring_options *o = &options;
+    attn_ring_options o = ATTN_RING_OPTIONS_INIT;
     memset(rp, 0, sizeof *rp);
     rp->unit_type = MPI_DATATYPE_NULL;
     rp->comm = comm;
@@ -238,22 +439,35 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
     rp->right = (rp->rank + 1) % rp->ranks;
     rp->sdpa = (attn_sdpa_options)ATTN_SDPA_OPTIONS_INIT;
 
-    int64_t *all = malloc(sizeof(int64_t) * DIM_COUNT * (size_t)rp->ranks);
+    /* Every rank's description, gathered at rank 0. */
+    int64_t mine[F_COUNT] = {0};
+    int64_t *all = rp->rank == 0 ? malloc(sizeof mine * (size_t)rp->ranks) : NULL;
     rp->kv_shards = calloc((size_t)rp->ranks, sizeof *rp->kv_shards);
-    attn_status st = !all || !rp->kv_shards
+    attn_status st = (rp->rank == 0 && !all) || !rp->kv_shards
                          ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table")
                          : ATTN_OK;
-    if (st == ATTN_OK && opt) st = options_copy(&options, sizeof options, opt, "attn_ring_options");
-    if (st == ATTN_OK && options.sdpa)
-        st = options_copy(&rp->sdpa, sizeof rp->sdpa, options.sdpa, "attn_sdpa_options");
-    if (st == ATTN_OK) st = check_local(q, k, v, out, o);
+    if (st == ATTN_OK && opt) st = options_copy(&o, sizeof o, opt, "attn_ring_options");
+    if (st == ATTN_OK && o.sdpa) st = options_copy(&rp->sdpa, sizeof rp->sdpa, o.sdpa, "attn_sdpa_options");
+    if (st == ATTN_OK) st = check_local(q, k, v, out, &o, &rp->sdpa);
+    if (st == ATTN_OK) describe(q, k, v, &o, &rp->sdpa, extra_flags, mine);
     if ((st = attn_ring_agree(comm, st, NULL))) goto fail;
 
-    const int64_t mine[DIM_COUNT] = {q->shape[0], q->shape[1], q->shape[2], q->shape[3],
-                                     k->shape[0], k->shape[1], k->shape[2], v->shape[3],
-                                     extra_flags};
-    MPI_Allgather(mine, DIM_COUNT, MPI_INT64_T, all, DIM_COUNT, MPI_INT64_T, comm);
-    if ((st = check_global(rp, all, o))) goto fail;
+    /* The same problem everywhere, or the same error everywhere. */
+    ring_verdict verdict;
+    if ((st = gather_decide(comm, mine, sizeof mine, all, decide_problem, NULL, &verdict))) goto fail;
+    rp->batch = mine[F_BATCH];
+    rp->heads_q = mine[F_HEADS_Q];
+    rp->dim = mine[F_DIM];
+    rp->heads_kv = mine[F_HEADS_KV];
+    rp->dim_v = mine[F_DIM_V];
+    rp->len_q = verdict.value[0];
+    rp->len_kv = verdict.value[1];
+    rp->unit = rp->heads_kv * (rp->dim_v + rp->dim);
+    attn_ring_shard_of(rp->len_q, rp->ranks, rp->rank, o.layout, &rp->q_shard);
+    for (int i = 0; i < rp->ranks; i++) {
+        attn_ring_shard_of(rp->len_kv, rp->ranks, i, o.layout, &rp->kv_shards[i]);
+        if (rp->kv_shards[i].rows > rp->max_kv_rows) rp->max_kv_rows = rp->kv_shards[i].rows;
+    }
     if ((st = attn_ring_agree(comm, check_options(rp, q, k, v), NULL))) goto fail;
 
     rp->max_key_length = rp->len_kv;
@@ -263,7 +477,7 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
             if (rp->sdpa.key_lengths[b] > rp->max_key_length)
                 rp->max_key_length = rp->sdpa.key_lengths[b];
     }
-    rp->piece_rows = o->piece_rows;
+    rp->piece_rows = o.piece_rows;
     if (rp->piece_rows == 0) {
         rp->piece_rows = (rp->q_shard.rows + 3) / 4;
         if (rp->piece_rows < 64) rp->piece_rows = 64;

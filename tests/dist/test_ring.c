@@ -6,8 +6,10 @@
  * cross-attention, Dv != D, 2-D/3-D/4-D files, a custom scale; outputs and
  * lse within RING_OUT_FAIL x max|O|, gradients within RING_GRAD_FAIL x
  * max|gradient|.  And failures: a bad input on one rank or all, an
- * unwritable output, refused options; each ends every rank within a bounded
- * time with one message and a non-zero status, leaving no output file.
+ * unwritable output, refused options, ranks started with different options
+ * (and, through ring_probe, ranks passing the library different ones);
+ * each ends every rank within a bounded time with one message and a
+ * non-zero status, leaving no output file.
  *
  * The launcher settings this machine needs (root, 2 cores for 4 ranks,
  * shared-memory transport) are set here, for the tests only.
@@ -78,10 +80,17 @@ static int run_shell(char **output, double *seconds, const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
 }
 
+/* `timeout T mpirun LAUNCH`, LAUNCH being mpirun's arguments (several
+ * programs for MPMD: "-np 1 A : -np 2 B"); returns the exit status. */
+static int run_launch(char **output, double *seconds, const char *launch) {
+    return run_shell(output, seconds, "timeout %d %s %s", RING_FAIL_SECONDS * 2, ATTN_MPIEXEC, launch);
+}
+
 /* `timeout T mpirun -np P attn ring ARGS`; returns the exit status. */
 static int run_ring(char **output, double *seconds, int ranks, const char *args) {
-    return run_shell(output, seconds, "timeout %d %s -np %d %s ring %s", RING_FAIL_SECONDS * 2,
-                     ATTN_MPIEXEC, ranks, ATTN_CLI_PATH, args);
+    char launch[8192];
+    snprintf(launch, sizeof launch, "-np %d %s ring %s", ranks, ATTN_CLI_PATH, args);
+    return run_launch(output, seconds, launch);
 }
 
 static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
@@ -290,23 +299,30 @@ static void gradients(void **state) {
 
 /* ----------------------------------------------------------------- failures */
 
-/* The run fails quickly, with a non-zero status, one message containing
- * `expect` (printed once, not once per rank), and no output file. */
-static void expect_failure(int ranks, const char *args, int want_status, const char *expect) {
+/* `mpirun LAUNCH` fails quickly, with a non-zero status, one message
+ * containing `expect` (printed once, not once per rank), and no output
+ * file. */
+static void expect_launch_failure(const char *launch, int want_status, const char *expect) {
     char *output;
     double seconds;
     remove(test_path("o_fail.npy"));
-    int rc = run_ring(&output, &seconds, ranks, args);
+    int rc = run_launch(&output, &seconds, launch);
     int messages = 0;
     for (const char *p = output; (p = strstr(p, "attn ring:")); p++) messages++;
     if (rc == 0 || rc == 124 || rc >= 128 || seconds > RING_FAIL_SECONDS ||
         (want_status && rc != want_status) || messages != 1 || !strstr(output, expect)) {
-        printf("attn ring %s\nexited %d after %.1f s with %d messages:\n%s\n", args, rc, seconds, messages, output);
+        printf("mpirun %s\nexited %d after %.1f s with %d messages:\n%s\n", launch, rc, seconds, messages, output);
         fail_msg("expected a failure within %d s, status %d, one message containing '%s'", RING_FAIL_SECONDS,
                  want_status, expect);
     }
     assert_false(test_file_exists(test_path("o_fail.npy")));
     free(output);
+}
+
+static void expect_failure(int ranks, const char *args, int want_status, const char *expect) {
+    char launch[8192];
+    snprintf(launch, sizeof launch, "-np %d %s ring %s", ranks, ATTN_CLI_PATH, args);
+    expect_launch_failure(launch, want_status, expect);
 }
 
 static void failures_end_every_rank(void **state) {
@@ -351,6 +367,82 @@ static void failures_end_every_rank(void **state) {
 #undef FAIL_ARGS
 }
 
+/* Ranks started with different options (mpirun's MPMD form gives each
+ * program its own arguments) would compute a silently mixed result; they
+ * must refuse it together, naming the first difference and the ranks. */
+static void ranks_must_agree(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 98);
+    const int64_t shape[4] = {1, 40, 2, 8}, lens[1] = {30};
+    free(random_file(&r, "aq.npy", 4, shape));
+    free(random_file(&r, "ak.npy", 4, shape));
+    free(random_file(&r, "av.npy", 4, shape));
+    attn_array a = {.dtype = ATTN_I64, .ndim = 1, .shape = {1}, .count = 1, .data = (void *)lens};
+    if (attn_npy_save(test_path("alens.npy"), &a)) fail_msg("%s", attn_last_error());
+    char base[2048], launch[8192];
+    snprintf(base, sizeof base, "%s ring -q %s -k %s -v %s -o %s --threads 1", ATTN_CLI_PATH, test_path("aq.npy"),
+             test_path("ak.npy"), test_path("av.npy"), test_path("o_fail.npy"));
+    static const struct {
+        int first_ranks, other_ranks;
+        const char *first, *other, *expect;
+        int status;
+    } cases[] = {
+        /* (the first program also gets the zigzag layout by default) */
+        {1, 2, "--causal", "", "ranks disagree on causal: rank 0 has 1, rank 1 has 0", 1},
+        {2, 1, "--window 3,0", "--window 4,0", "ranks disagree on window left: rank 0 has 3, rank 2 has 4", 1},
+        {1, 1, "--scale 0.5", "--scale 0.25", "ranks disagree on scale: rank 0 has 0.5, rank 1 has 0.25", 1},
+        {2, 1, "--kernel ref", "--kernel flash", "ranks disagree on kernel: rank 0 has ref, rank 2 has flash", 1},
+        {1, 2, "--layout zigzag", "--layout contiguous", "ranks disagree on layout", 1},
+        {1, 1, "", "--key-lengths ALENS", "ranks disagree on whether --key-lengths is given", 2},
+        {2, 1, "", "--report", "ranks disagree on whether --report is given", 2},
+        /* A usage error on one rank only: every rank stops, rank 0 prints it. */
+        {2, 1, "", "--piece-rows 0", "rank 2 of 3: --piece-rows", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char other[512];
+        const char *lens_at = strstr(cases[i].other, "ALENS");
+        if (lens_at) snprintf(other, sizeof other, "--key-lengths %s", test_path("alens.npy"));
+        else snprintf(other, sizeof other, "%s", cases[i].other);
+        snprintf(launch, sizeof launch, "-np %d %s %s : -np %d %s %s", cases[i].first_ranks, base, cases[i].first,
+                 cases[i].other_ranks, base, other);
+        expect_launch_failure(launch, cases[i].status, cases[i].expect);
+    }
+    /* Per-rank settings that do not change the result are not compared. */
+    char *output;
+    snprintf(launch, sizeof launch, "-np 1 %s --threads 2 : -np 1 %s --piece-rows 7", base, base);
+    int rc = run_launch(&output, NULL, launch);
+    if (rc) fail_msg("different --threads and --piece-rows per rank: exited %d:\n%s", rc, output);
+    free(output);
+    remove(test_path("o_fail.npy"));
+}
+
+/* The same through the library: ring_probe passes the last rank options
+ * the others do not have; every rank gets the same error. */
+static void library_ranks_must_agree(void **state) {
+    (void)state;
+    static const struct {
+        const char *mode, *expect;
+    } cases[] = {
+        {"same", "rank 2: ok: \n"},
+        {"threads", "rank 2: ok: \n"},
+        {"key-lengths", "rank 1: invalid argument: ranks disagree on key lengths"},
+        {"len", "rank 0: invalid argument: ranks disagree on len_kv (S): rank 0 has 13, rank 2 has 14"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char launch[1024], *output;
+        snprintf(launch, sizeof launch, "-np 3 %s %s", ATTN_RING_PROBE_PATH, cases[i].mode);
+        int rc = run_launch(&output, NULL, launch);
+        int lines = 0;
+        for (const char *p = output; (p = strstr(p, cases[i].expect + 8)); p++) lines++;
+        if (rc != 0 || !strstr(output, cases[i].expect) || lines != 3) {
+            printf("mpirun %s exited %d:\n%s\n", launch, rc, output);
+            fail_msg("expected every rank to print '%s'", cases[i].expect + 8);
+        }
+        free(output);
+    }
+}
+
 static int report_worst(void **state) {
     (void)state;
     printf("ring vs sdpa, worst differences: out %.3g and lse %.3g (x max|O|), gradients %.3g "
@@ -375,6 +467,8 @@ int main(void) {
         cmocka_unit_test(tiny_and_two_d),
         cmocka_unit_test(gradients),
         cmocka_unit_test(failures_end_every_rank),
+        cmocka_unit_test(ranks_must_agree),
+        cmocka_unit_test(library_ranks_must_agree),
     };
     return cmocka_run_group_tests(tests, NULL, report_worst);
 }
