@@ -106,7 +106,9 @@ typedef enum attn_status {
     ATTN_ERR_FORMAT = -6,           /* malformed or truncated file          */
     ATTN_ERR_UNSUPPORTED = -7,      /* valid input this build cannot handle */
     ATTN_ERR_NONFINITE = -8,        /* attn_check_finite found NaN/Inf      */
-    ATTN_ERR_INTERNAL = -9
+    ATTN_ERR_INTERNAL = -9,
+    ATTN_ERR_TIMEOUT = -10          /* another process did not answer in time
+                                       (ring attention, attn_mpi.h)          */
 } attn_status;
 
 /* Static English name of a status code ("shape mismatch", ...). */

@@ -44,11 +44,30 @@
  * on every rank: ATTN_OK when every rank succeeded, else the status of the
  * lowest failing rank, with attn_last_error() on every rank reading
  * "rank R of P: <that rank's message>" ("rank R of P (and N more): ..." when
- * several failed).  Errors are agreed (an MPI_Allreduce
- * of a flag) after each phase and before any data is exchanged, so a bad
- * input on one rank never leaves the others waiting.  MPI's own failures
- * follow the communicator's error handler (MPI_ERRORS_ARE_FATAL by default:
- * mpirun aborts the whole job).
+ * several failed).  Errors are agreed (every rank's status and message
+ * sent to rank 0, its verdict sent back) after each phase and before any
+ * data is exchanged, so a bad input on one rank never leaves the others
+ * waiting.  MPI's own failures follow the communicator's error handler
+ * (MPI_ERRORS_ARE_FATAL by default: mpirun aborts the whole job).
+ *
+ * A rank that stops answering (stopped, hung, far slower): inside
+ * attn_ring_forward and attn_ring_backward every wait for another rank is
+ * bounded by attn_ring_options.timeout_seconds (60 s by default), and the
+ * ranks that waited in vain return ATTN_ERR_TIMEOUT with a message that
+ * begins with the rank that noticed and names the silent one:
+ *     rank 0 of 3: no data from rank 2 for 60 s (waiting for a key/value
+ *     block: is rank 2 stopped, or much slower?)
+ * That status is NOT agreed (the silent rank cannot take part): other ranks
+ * may still be waiting, or time out later naming a neighbour that gave up.
+ * After it, comm is unusable: the job can only end, with MPI_Abort (what
+ * attn ring does).  The buffers of abandoned transfers are deliberately
+ * left allocated (a rank that resumes could still make MPI touch them).
+ * The other collective calls (attn_ring_agree, attn_ring_agree_values, the
+ * .npy reader and writer) wait without a limit.
+ *
+ * Messages: the ring uses tags 16720-16723 on comm (point to point, for
+ * the blocks and the agreements); keep no receives of your own that could
+ * match them (MPI_ANY_TAG) pending on comm during a call.
  */
 #ifndef ATTN_MPI_H
 #define ATTN_MPI_H
@@ -128,9 +147,19 @@ typedef struct attn_ring_options {
                               a quarter of the local rows, at least 64         */
     int time_comm_alone;   /* nonzero: before the work, time one rotation of
                               the blocks with no compute (comm_alone_s)        */
+    /* The longest this rank waits for another: for a block or a gradient
+     * from a neighbour, for a neighbour to take one, for an agreement.
+     * Past it the call fails with ATTN_ERR_TIMEOUT ("rank 1 of 3: no data
+     * from rank 2 for 60 s ...") instead of hanging on a rank that stopped.
+     * 0 = ATTN_RING_DEFAULT_TIMEOUT_SECONDS, < 0 = no limit.  A legitimate
+     * wait is at most about one ring step of a busier neighbour (an
+     * unbalanced layout, a slower machine): raise it when steps take
+     * minutes.  May differ per rank. */
+    double timeout_seconds;
 } attn_ring_options;
 
 #define ATTN_RING_OPTIONS_INIT {.struct_size = sizeof(attn_ring_options)}
+#define ATTN_RING_DEFAULT_TIMEOUT_SECONDS 60.0
 
 /* Per-rank timings of one call (this rank's own; gather them to compare). */
 typedef struct attn_ring_stats {
@@ -138,7 +167,7 @@ typedef struct attn_ring_stats {
     double busy_s;         /* in attention kernels and the merges (compute)   */
     double busy_cpu_s;     /* the same in CPU-seconds of all threads: what the
                               compute cost, whatever else the machine ran     */
-    double wait_s;         /* blocked in MPI_Waitall for a block or gradient:
+    double wait_s;         /* waiting for a block or gradient to arrive or leave:
                               the communication the compute did not hide      */
     double progress_s;     /* in MPI_Testall between kernel calls: Open MPI
                               moving messages along (over shared memory the

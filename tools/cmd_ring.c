@@ -14,7 +14,9 @@
  *   dv like v; --grad-out like o.
  *
  * Messages: every failure is agreed among the ranks first (attn_ring_agree)
- * and printed once, by rank 0; every rank exits with the same status.
+ * and printed once, by rank 0; every rank exits with the same status.  A
+ * timeout is the exception: the rank that noticed a silent rank prints it
+ * and ends the job with MPI_Abort.
  */
 #include "cli.h"
 
@@ -70,6 +72,9 @@ static const char ring_usage[] =
     "                    (default: a quarter of a rank's rows, at least 64)\n"
     "  --threads N       as below, but by default the cores a rank may use divided\n"
     "                    among the ranks on its machine\n"
+    "  --timeout SECONDS give up when another rank has sent or taken nothing for this\n"
+    "                    long (stopped, hung, or far slower): print which rank and end\n"
+    "                    every rank (default 60; 0 = wait forever)\n"
     "  --report          per-rank busy (compute) and wait (communication not hidden)\n"
     "                    times, the balance and the share of communication hidden\n"
     "  --bench L,S,Hq,Hkv,D\n"
@@ -90,6 +95,7 @@ typedef struct ring_cli {
     int layout; /* -1 = by the mask */
     int report;
     int64_t piece_rows;
+    double timeout; /* as attn_ring_options.timeout_seconds */
     int64_t bench[5]; /* L, S, Hq, Hkv, D; bench[0] == 0: files */
     cli_attention_options ao;
 } ring_cli;
@@ -115,6 +121,20 @@ static int ring_error(const ring_cli *c, int code, const char *fmt, ...) {
         fprintf(stderr, code == CLI_USAGE_ERROR ? "\n(see 'attn ring --help')\n" : "\n");
     }
     return code;
+}
+
+/* A rank that timed out waiting for another ends the whole job: the silent
+ * rank cannot take part in an orderly exit.  The message names the rank
+ * that noticed ("rank 0 of 3: no answer from rank 2 ..."); that rank
+ * prints it, and ranks that only heard of it from rank 0 stay quiet. */
+static void ring_timed_out(const ring_cli *c) {
+    char mine[32];
+    snprintf(mine, sizeof mine, "rank %d of ", c->rank);
+    if (strncmp(attn_last_error(), mine, strlen(mine)) == 0) {
+        fprintf(stderr, "attn ring: %s; --timeout sets the limit\n", attn_last_error());
+        fflush(stderr);
+    }
+    MPI_Abort(c->comm, CLI_DATA_ERROR);
 }
 
 /* ------------------------------------------------------------- arguments */
@@ -191,6 +211,10 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
             if (strcmp(value, "contiguous") == 0) c->layout = ATTN_RING_CONTIGUOUS;
             else if (strcmp(value, "zigzag") == 0) c->layout = ATTN_RING_ZIGZAG;
             else rc = cli_usage_error("ring", "--layout expects contiguous or zigzag, got '%s'", value);
+        } else if (strcmp(flag, "--timeout") == 0) {
+            double seconds;
+            if (!cli_parse_float("ring", "--timeout", value, 0.0, 1e9, &seconds)) rc = CLI_USAGE_ERROR;
+            c->timeout = seconds > 0 ? seconds : -1.0; /* 0: no limit */
         } else if (strcmp(flag, "--piece-rows") == 0) {
             if (!cli_parse_int("ring", "--piece-rows", value, 1, INT64_MAX / 2, &c->piece_rows))
                 rc = CLI_USAGE_ERROR;
@@ -497,6 +521,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     ro.len_q = L;
     ro.len_kv = S;
     ro.piece_rows = c->piece_rows;
+    ro.timeout_seconds = c->timeout;
     ro.time_comm_alone = c->bench[0] != 0;
     out = malloc(sizeof(float) * (size_t)(B * Lr * Hq * Dv + 1));
     lse = malloc(sizeof(float) * (size_t)(B * Hq * Lr + 1));
@@ -508,6 +533,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     attn_tensor o = attn_tensor_4d(out, B, Lr, Hq, Dv);
     attn_ring_stats stats;
     if ((st = attn_ring_forward(c->comm, &q.t, &k.t, &v.t, &ro, &o, lse, &stats))) {
+        if (st == ATTN_ERR_TIMEOUT) ring_timed_out(c);
         char qs[96], ks[96], vs[96];
         ring_error(c, rc, "%s: %s\n  (-q %s, -k %s, -v %s)", attn_status_str(st), attn_last_error(),
                    cli_shape_str(&q.header, qs, sizeof qs), cli_shape_str(&k.header, ks, sizeof ks),
@@ -549,6 +575,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
         tdv = attn_tensor_4d(dv, B, Sr, Hkv, Dv);
         if ((st = attn_ring_backward(c->comm, &q.t, &k.t, &v.t, &ro, &o, lse, &dout.t, dq ? &tdq : NULL,
                                      dk ? &tdk : NULL, dv ? &tdv : NULL, &stats))) {
+            if (st == ATTN_ERR_TIMEOUT) ring_timed_out(c);
             ring_error(c, rc, "%s: %s", attn_status_str(st), attn_last_error());
             goto cleanup;
         }

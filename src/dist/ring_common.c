@@ -49,54 +49,176 @@ attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_rin
     return ATTN_OK;
 }
 
-attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message) {
-    int rank, ranks, flag, first;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &ranks);
-    flag = mine != ATTN_OK ? rank : ranks;
-    MPI_Allreduce(&flag, &first, 1, MPI_INT, MPI_MIN, comm);
-    if (first == ranks) return ATTN_OK;
-    /* The lowest failing rank's status and message, to everyone. */
-    int status = mine;
-    char text[1024] = "";
-    if (rank == first) snprintf(text, sizeof text, "%s", message ? message : attn_last_error());
-    int failing = mine != ATTN_OK, failed;
-    MPI_Allreduce(&failing, &failed, 1, MPI_INT, MPI_SUM, comm);
-    MPI_Bcast(&status, 1, MPI_INT, first, comm);
-    MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first, comm);
-    if (ranks == 1) return attn__fail((attn_status)status, "%s", text);
-    if (failed == 1) return attn__fail((attn_status)status, "rank %d of %d: %s", first, ranks, text);
-    return attn__fail((attn_status)status, "rank %d of %d (and %d more): %s", first, ranks, failed - 1,
-                     text);
+/* ------------------------------------------------------- waiting, bounded */
+
+/* Tests the requests until every one is complete or the deadline (an
+ * MPI_Wtime; INFINITY: none) passes.  Returns -1 when all completed, else
+ * the index of the first one still pending.  It spins for the first
+ * millisecond, as MPI_Waitall would (a neighbour a moment behind is served
+ * at once), then sleeps 100 us between tests, leaving the core to a rank
+ * that computes (ranks often share cores); over shared memory a large
+ * message is one copy inside a single test (Open MPI's CMA), so the sleeps
+ * do not slow a transfer under way. */
+static int poll_until(MPI_Request *req, int n, double deadline) {
+    const double start = MPI_Wtime();
+    for (;;) {
+        int done;
+        MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+        if (done) return -1;
+        const double now = MPI_Wtime();
+        if (now >= deadline) break;
+        if (now - start > 1e-3) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    for (int i = 0; i < n; i++) {
+        int done;
+        MPI_Test(&req[i], &done, MPI_STATUS_IGNORE);
+        if (!done) return i;
+    }
+    return -1; /* the last ones completed at the deadline */
 }
 
-/* ------------------------------------------------------ agreeing on values */
+/* Gives up on requests that will not complete: receives are cancelled (so
+ * a late message is not written into a buffer the caller reuses), and every
+ * request is freed.  A send cannot be cancelled in Open MPI: its buffer
+ * must outlive it (the callers leak the ring's blocks after a timeout). */
+static void abandon(MPI_Request *req, const bool *sending, int n) {
+    for (int i = 0; i < n; i++) {
+        if (req[i] == MPI_REQUEST_NULL) continue;
+        if (!sending[i]) MPI_Cancel(&req[i]);
+        MPI_Request_free(&req[i]);
+    }
+}
+
+static double deadline_after(double timeout) { return isinf(timeout) ? INFINITY : MPI_Wtime() + timeout; }
+
+/* ------------------------------------------------------------- agreements */
 
 /* What rank 0 decided, sent to every rank. */
 typedef struct ring_verdict {
     int32_t status;     /* attn_status                                   */
     int64_t value[2];   /* what the decision computed (L and S)          */
-    char message[1024];
+    char message[1152]; /* room for a rank's message and the prefix      */
 } ring_verdict;
 
-typedef void (*ring_decide_fn)(const void *records, int ranks, void *ctx, ring_verdict *verdict);
+/* How rank 0 reaches a verdict: take() sees every rank's record in rank
+ * order (rank 0's first), then decide() fills the verdict. */
+typedef struct ring_decision {
+    void (*take)(void *ctx, int rank, const void *record);
+    void (*decide)(void *ctx, int ranks, ring_verdict *verdict);
+    void *ctx;
+} ring_decision;
 
-/* Every rank sends rank 0 a record; rank 0 decides, and every rank gets
- * the verdict.  The pattern behind each agreement that needs more than a
- * status: the problem's description, a caller's values.  records: room for
- * every rank's record at rank 0 (unused elsewhere).  Returns the verdict's
- * status on every rank, with its message as the last error. */
-static attn_status gather_decide(MPI_Comm comm, const void *mine, size_t bytes, void *records,
-                                 ring_decide_fn decide, void *ctx, ring_verdict *verdict) {
+/* Every rank sends rank 0 a record of `bytes` bytes; rank 0 decides and
+ * sends every rank the verdict.  The pattern behind every agreement: a
+ * status and a message, the problem's description, a caller's values.
+ * Point to point rather than collectives, so that a rank that does not
+ * answer is known by name: rank 0 gives up on it after timeout seconds and
+ * tells the others which rank it missed; the others give up on rank 0
+ * itself after 1.5 times the timeout (so that rank 0's word arrives first
+ * when another rank is the one missing).  scratch: `bytes` bytes rank 0
+ * receives into.  Returns the verdict's status on every rank, with its
+ * message as the last error. */
+static attn_status gather_decide(MPI_Comm comm, double timeout, const void *mine, void *scratch, size_t bytes,
+                                 const ring_decision *d, ring_verdict *verdict) {
     int rank, ranks;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &ranks);
     memset(verdict, 0, sizeof *verdict);
-    MPI_Gather(mine, (int)bytes, MPI_BYTE, records, (int)bytes, MPI_BYTE, 0, comm);
-    if (rank == 0) decide(records, ranks, ctx, verdict);
-    MPI_Bcast(verdict, (int)sizeof *verdict, MPI_BYTE, 0, comm);
-    if (verdict->status != ATTN_OK) return attn__fail((attn_status)verdict->status, "%s", verdict->message);
-    return ATTN_OK;
+    if (rank != 0) {
+        MPI_Request req[2];
+        const bool sending[2] = {true, false};
+        MPI_Isend(mine, (int)bytes, MPI_BYTE, 0, RING_TAG_RECORD, comm, &req[0]);
+        MPI_Irecv(verdict, (int)sizeof *verdict, MPI_BYTE, 0, RING_TAG_VERDICT, comm, &req[1]);
+        if (poll_until(req, 2, deadline_after(1.5 * timeout)) >= 0) {
+            abandon(req, sending, 2);
+            return attn__fail(ATTN_ERR_TIMEOUT,
+                              "rank %d of %d: no answer from rank 0 for %g s (it gathers every agreement of the "
+                              "ranks: stopped, or much slower?)",
+                              rank, ranks, 1.5 * timeout);
+        }
+        return verdict->status ? attn__fail((attn_status)verdict->status, "%s", verdict->message) : ATTN_OK;
+    }
+
+    const double deadline = deadline_after(timeout);
+    d->take(d->ctx, 0, mine);
+    int missing = -1;
+    for (int r = 1; r < ranks && missing < 0; r++) {
+        MPI_Request req;
+        const bool sending = false;
+        MPI_Irecv(scratch, (int)bytes, MPI_BYTE, r, RING_TAG_RECORD, comm, &req);
+        if (poll_until(&req, 1, deadline) >= 0) {
+            abandon(&req, &sending, 1);
+            missing = r;
+        } else {
+            d->take(d->ctx, r, scratch);
+        }
+    }
+    if (missing >= 0) {
+        verdict->status = ATTN_ERR_TIMEOUT;
+        snprintf(verdict->message, sizeof verdict->message,
+                 "rank 0 of %d: no answer from rank %d for %g s (stopped, or much slower?)", ranks, missing, timeout);
+    } else {
+        d->decide(d->ctx, ranks, verdict);
+    }
+    /* The verdict to every rank that answered (small: sent at once), each
+     * send bounded so that one stopped rank cannot hold the others' word. */
+    for (int r = 1; r < ranks && (missing < 0 || r < missing); r++) {
+        MPI_Request req;
+        const bool sending = true;
+        MPI_Isend(verdict, (int)sizeof *verdict, MPI_BYTE, r, RING_TAG_VERDICT, comm, &req);
+        if (poll_until(&req, 1, deadline_after(timeout)) >= 0) {
+            abandon(&req, &sending, 1);
+            return attn__fail(ATTN_ERR_TIMEOUT, "rank 0 of %d: rank %d took no answer for %g s (stopped, or much "
+                              "slower?)", ranks, r, timeout);
+        }
+    }
+    return verdict->status ? attn__fail((attn_status)verdict->status, "%s", verdict->message) : ATTN_OK;
+}
+
+/* attn_ring_agree: a record is a status and a message; the verdict is the
+ * lowest failing rank's, with the count of the others. */
+typedef struct status_record {
+    int32_t status;
+    char message[1020];
+} status_record;
+
+typedef struct status_decision {
+    status_record first;
+    int first_rank, failed;
+} status_decision;
+
+static void take_status(void *ctx, int rank, const void *record) {
+    status_decision *s = ctx;
+    const status_record *r = record;
+    if (r->status == ATTN_OK) return;
+    if (s->failed++ == 0) {
+        s->first = *r;
+        s->first_rank = rank;
+    }
+}
+
+static void decide_status(void *ctx, int ranks, ring_verdict *verdict) {
+    const status_decision *s = ctx;
+    verdict->status = s->failed ? s->first.status : ATTN_OK;
+    char *m = verdict->message;
+    const size_t cap = sizeof verdict->message;
+    if (!s->failed) return;
+    if (ranks == 1) snprintf(m, cap, "%s", s->first.message);
+    else if (s->failed == 1) snprintf(m, cap, "rank %d of %d: %s", s->first_rank, ranks, s->first.message);
+    else snprintf(m, cap, "rank %d of %d (and %d more): %s", s->first_rank, ranks, s->failed - 1, s->first.message);
+}
+
+attn_status attn__ring_agree_within(MPI_Comm comm, attn_status mine, const char *message, double timeout) {
+    status_record record = {mine, ""}, scratch;
+    if (mine != ATTN_OK) snprintf(record.message, sizeof record.message, "%s", message ? message : attn_last_error());
+    status_decision s = {.failed = 0};
+    const ring_decision d = {take_status, decide_status, &s};
+    ring_verdict verdict;
+    return gather_decide(comm, timeout, &record, &scratch, sizeof record, &d, &verdict);
+}
+
+attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message) {
+    return attn__ring_agree_within(comm, mine, message, INFINITY);
 }
 
 /* How a compared value reads in a message. */
@@ -122,68 +244,70 @@ static const char *format_value(value_format format, int64_t value, char *buf, s
     return buf;
 }
 
-/* The first of `count` values (each record's value v at values[v]) where a
- * rank differs from rank 0, as a verdict: "ranks disagree on NAME: rank 0
- * has A, rank R has B".  False when all agree. */
-static bool first_difference(const int64_t *records, size_t record_len, int ranks, int count,
-                             const char *(*name_of)(const void *ctx, int v, value_format *format,
-                                                    attn_status *status),
-                             const void *ctx, ring_verdict *verdict) {
-    for (int f = 0; f < count; f++)
-        for (int i = 1; i < ranks; i++) {
-            const int64_t a = records[f], b = records[(size_t)i * record_len + (size_t)f];
-            if (a == b) continue;
-            value_format format = AS_INT;
-            attn_status status = ATTN_ERR_INVALID_ARGUMENT;
-            const char *name = name_of(ctx, f, &format, &status);
-            char va[64], vb[64];
-            verdict->status = status;
-            snprintf(verdict->message, sizeof verdict->message, "ranks disagree on %s: rank 0 has %s, rank %d has %s%s",
-                     name, format_value(format, a, va, sizeof va), i, format_value(format, b, vb, sizeof vb),
-                     status == ATTN_ERR_SHAPE ? " (only the position axes are sharded: every rank holds every "
-                                                "batch, head and width)"
-                                              : "");
-            return true;
+/* Values compared across ranks, one record per rank: the first field (in
+ * the record's order) where some rank differs from rank 0, and the lowest
+ * such rank. */
+typedef struct difference {
+    int field, rank; /* field = -1: none yet */
+    int64_t ours, theirs;
+} difference;
+
+static void find_difference(difference *d, int rank, const int64_t *ours, const int64_t *theirs, int count) {
+    for (int f = 0; f < count && (d->field < 0 || f < d->field); f++)
+        if (theirs[f] != ours[f]) {
+            *d = (difference){f, rank, ours[f], theirs[f]};
+            return;
         }
-    return false;
+}
+
+static void report_difference(const difference *d, const char *name, value_format format, attn_status status,
+                              ring_verdict *verdict) {
+    char a[64], b[64];
+    verdict->status = status;
+    snprintf(verdict->message, sizeof verdict->message, "ranks disagree on %s: rank 0 has %s, rank %d has %s%s",
+             name, format_value(format, d->ours, a, sizeof a), d->rank, format_value(format, d->theirs, b, sizeof b),
+             status == ATTN_ERR_SHAPE ? " (only the position axes are sharded: every rank holds every batch, "
+                                        "head and width)"
+                                      : "");
 }
 
 /* attn_ring_agree_values: a record is the count, then the values. */
 enum { VALUES_RECORD = 1 + ATTN_RING_MAX_VALUES };
 
-static const char *value_name(const void *ctx, int v, value_format *format, attn_status *status) {
-    (void)format;
-    (void)status;
-    return v == 0 ? "the number of values" : ((const attn_ring_value *)ctx)[v - 1].name;
+typedef struct values_decision {
+    const attn_ring_value *names; /* rank 0's */
+    int64_t ours[VALUES_RECORD];
+    difference d;
+} values_decision;
+
+static void take_values(void *ctx, int rank, const void *record) {
+    values_decision *v = ctx;
+    if (rank == 0) memcpy(v->ours, record, sizeof v->ours);
+    else find_difference(&v->d, rank, v->ours, record, 1 + (int)v->ours[0]);
 }
 
-static void decide_values(const void *records, int ranks, void *ctx, ring_verdict *verdict) {
-    first_difference(records, VALUES_RECORD, ranks, 1 + (int)((const int64_t *)records)[0], value_name, ctx,
-                     verdict);
+static void decide_values(void *ctx, int ranks, ring_verdict *verdict) {
+    (void)ranks;
+    const values_decision *v = ctx;
+    if (v->d.field >= 0)
+        report_difference(&v->d, v->d.field == 0 ? "the number of values" : v->names[v->d.field - 1].name, AS_INT,
+                          ATTN_ERR_INVALID_ARGUMENT, verdict);
 }
 
 attn_status attn_ring_agree_values(MPI_Comm comm, const attn_ring_value *values, int count) {
-    int rank, ranks;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &ranks);
-    int64_t mine[VALUES_RECORD] = {0};
-    int64_t *records = rank == 0 ? malloc(sizeof mine * (size_t)ranks) : NULL;
     attn_status st = ATTN_OK;
     if (count < 0 || count > ATTN_RING_MAX_VALUES || (count > 0 && !values))
         st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_agree_values: %d values (at most %d, not NULL)",
                         count, ATTN_RING_MAX_VALUES);
-    else if (rank == 0 && !records)
-        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_ring_agree_values: cannot allocate %d records", ranks);
     for (int i = 0; st == ATTN_OK && i < count; i++)
         if (!values[i].name) st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_agree_values: value %d has no name", i);
-    if ((st = attn_ring_agree(comm, st, NULL)) == ATTN_OK) {
-        mine[0] = count;
-        for (int i = 0; i < count; i++) mine[1 + i] = values[i].value;
-        ring_verdict verdict;
-        st = gather_decide(comm, mine, sizeof mine, records, decide_values, (void *)values, &verdict);
-    }
-    free(records);
-    return st;
+    if ((st = attn_ring_agree(comm, st, NULL))) return st;
+    int64_t mine[VALUES_RECORD] = {count}, scratch[VALUES_RECORD];
+    for (int i = 0; i < count; i++) mine[1 + i] = values[i].value;
+    values_decision v = {.names = values, .d = {.field = -1}};
+    const ring_decision d = {take_values, decide_values, &v};
+    ring_verdict verdict;
+    return gather_decide(comm, INFINITY, mine, scratch, sizeof mine, &d, &verdict);
 }
 
 /* ------------------------------------------------------------- validation */
@@ -232,6 +356,9 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
     if (o->len_q < 0 || o->len_kv < 0 || o->piece_rows < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: len_q, len_kv and piece_rows must be >= 0");
+    if (isnan(o->timeout_seconds))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "ring options: timeout_seconds is NaN (0 = the default, < 0 = no limit)");
     if ((st = check_local_tensor(q, "q")) || (st = check_local_tensor(k, "k")) ||
         (st = check_local_tensor(v, "v")) || (st = check_local_tensor(out, "out")))
         return st;
@@ -331,19 +458,16 @@ static void describe(const attn_tensor *q, const attn_tensor *k, const attn_tens
     d[F_ROWS_KV] = k->shape[1];
 }
 
-static const char *problem_field_name(const void *ctx, int f, value_format *format, attn_status *status) {
-    (void)ctx;
-    *format = problem_fields[f].format;
-    *status = problem_fields[f].status;
-    return problem_fields[f].name;
+/* Rank 0's table of every rank's description. */
+static void take_description(void *ctx, int rank, const void *record) {
+    memcpy((int64_t *)ctx + (size_t)rank * F_COUNT, record, sizeof(int64_t) * F_COUNT);
 }
 
 /* Rank 0's decision on the ranks' descriptions: the first field where a
  * rank differs from rank 0, then whether the shapes fit together and each
  * rank holds the rows the layout gives it.  verdict->value: L and S. */
-static void decide_problem(const void *records, int ranks, void *ctx, ring_verdict *verdict) {
-    (void)ctx;
-    int64_t *all = (int64_t *)records; /* rank 0's own table: resolved in place */
+static void decide_problem(void *ctx, int ranks, ring_verdict *verdict) {
+    int64_t *all = ctx;
     int64_t sum_q = 0, sum_kv = 0;
     for (int i = 0; i < ranks; i++) {
         sum_q += all[(size_t)i * F_COUNT + F_ROWS_Q];
@@ -354,7 +478,13 @@ static void decide_problem(const void *records, int ranks, void *ctx, ring_verdi
         if (ri[F_LEN_Q] == 0) ri[F_LEN_Q] = sum_q;
         if (ri[F_LEN_KV] == 0) ri[F_LEN_KV] = sum_kv;
     }
-    if (first_difference(all, F_COUNT, ranks, F_COMPARED, problem_field_name, NULL, verdict)) return;
+    difference d = {.field = -1};
+    for (int i = 1; i < ranks; i++) find_difference(&d, i, all, all + (size_t)i * F_COUNT, F_COMPARED);
+    if (d.field >= 0) {
+        report_difference(&d, problem_fields[d.field].name, problem_fields[d.field].format,
+                          problem_fields[d.field].status, verdict);
+        return;
+    }
 
     const int64_t *r0 = all;
     const int64_t L = r0[F_LEN_Q], S = r0[F_LEN_KV];
@@ -428,7 +558,7 @@ static attn_status check_options(const ring_problem *rp, const attn_tensor *q,
 attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_ring_options *opt,
-                              int extra_flags) {
+                              attn_status mine_status, int extra_flags) {
     attn_ring_options o = ATTN_RING_OPTIONS_INIT;
     memset(rp, 0, sizeof *rp);
     rp->unit_type = MPI_DATATYPE_NULL;
@@ -443,18 +573,24 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
     int64_t mine[F_COUNT] = {0};
     int64_t *all = rp->rank == 0 ? malloc(sizeof mine * (size_t)rp->ranks) : NULL;
     rp->kv_shards = calloc((size_t)rp->ranks, sizeof *rp->kv_shards);
-    attn_status st = (rp->rank == 0 && !all) || !rp->kv_shards
-                         ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table")
-                         : ATTN_OK;
+    attn_status st = mine_status;
+    if (st == ATTN_OK && ((rp->rank == 0 && !all) || !rp->kv_shards))
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table");
     if (st == ATTN_OK && opt) st = options_copy(&o, sizeof o, opt, "attn_ring_options");
+    /* Every wait from here on is bounded, this first agreement included. */
+    rp->timeout_s = o.timeout_seconds > 0 ? o.timeout_seconds
+                    : o.timeout_seconds < 0 ? INFINITY
+                                            : ATTN_RING_DEFAULT_TIMEOUT_SECONDS;
     if (st == ATTN_OK && o.sdpa) st = options_copy(&rp->sdpa, sizeof rp->sdpa, o.sdpa, "attn_sdpa_options");
     if (st == ATTN_OK) st = check_local(q, k, v, out, &o, &rp->sdpa);
     if (st == ATTN_OK) describe(q, k, v, &o, &rp->sdpa, extra_flags, mine);
-    if ((st = attn_ring_agree(comm, st, NULL))) goto fail;
+    if ((st = attn__ring_agree_within(comm, st, NULL, rp->timeout_s))) goto fail;
 
     /* The same problem everywhere, or the same error everywhere. */
     ring_verdict verdict;
-    if ((st = gather_decide(comm, mine, sizeof mine, all, decide_problem, NULL, &verdict))) goto fail;
+    int64_t scratch[F_COUNT];
+    const ring_decision decision = {take_description, decide_problem, all};
+    if ((st = gather_decide(comm, rp->timeout_s, mine, scratch, sizeof mine, &decision, &verdict))) goto fail;
     rp->batch = mine[F_BATCH];
     rp->heads_q = mine[F_HEADS_Q];
     rp->dim = mine[F_DIM];
@@ -468,7 +604,7 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
         attn_ring_shard_of(rp->len_kv, rp->ranks, i, o.layout, &rp->kv_shards[i]);
         if (rp->kv_shards[i].rows > rp->max_kv_rows) rp->max_kv_rows = rp->kv_shards[i].rows;
     }
-    if ((st = attn_ring_agree(comm, check_options(rp, q, k, v), NULL))) goto fail;
+    if ((st = attn__ring_agree_within(comm, check_options(rp, q, k, v), NULL, rp->timeout_s))) goto fail;
 
     rp->max_key_length = rp->len_kv;
     if (rp->sdpa.key_lengths) {
@@ -559,13 +695,21 @@ attn_tensor attn__ring_block_view(const ring_problem *rp, float *block, int64_t 
     return t;
 }
 
+void attn__ring_post(const ring_problem *rp, ring_requests *r, bool send, void *buf, int64_t count,
+                     int peer, int tag, const char *what) {
+    const int i = r->count++;
+    r->peer[i] = peer;
+    r->sending[i] = send;
+    r->what[i] = what;
+    if (send) MPI_Isend(buf, (int)count, rp->unit_type, peer, tag, rp->comm, &r->req[i]);
+    else MPI_Irecv(buf, (int)count, rp->unit_type, peer, tag, rp->comm, &r->req[i]);
+}
+
 void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
                      int64_t send_rows, float *recv, int64_t recv_rows, int tag,
                      attn_ring_stats *stats) {
-    MPI_Irecv(recv, (int)(rp->batch * recv_rows), rp->unit_type, rp->left, tag, rp->comm,
-              &r->req[r->count++]);
-    MPI_Isend(send, (int)(rp->batch * send_rows), rp->unit_type, rp->right, tag, rp->comm,
-              &r->req[r->count++]);
+    attn__ring_post(rp, r, false, recv, rp->batch * recv_rows, rp->left, tag, "a key/value block");
+    attn__ring_post(rp, r, true, (void *)send, rp->batch * send_rows, rp->right, tag, "a key/value block");
     if (stats) stats->bytes_sent += rp->batch * send_rows * rp->unit * (int64_t)sizeof(float);
 }
 
@@ -577,12 +721,30 @@ void attn__ring_progress(ring_requests *r, attn_ring_stats *stats) {
     stats->progress_s += MPI_Wtime() - start;
 }
 
-void attn__ring_wait(ring_requests *r, attn_ring_stats *stats) {
-    if (r->count == 0) return;
-    double start = MPI_Wtime();
-    MPI_Waitall(r->count, r->req, MPI_STATUSES_IGNORE);
-    if (stats) stats->wait_s += MPI_Wtime() - start;
+void attn__ring_abandon(ring_requests *r) {
+    abandon(r->req, r->sending, r->count);
     r->count = 0;
+}
+
+attn_status attn__ring_wait(const ring_problem *rp, ring_requests *r, attn_ring_stats *stats) {
+    if (r->count == 0) return ATTN_OK;
+    const double start = MPI_Wtime();
+    const int pending = poll_until(r->req, r->count, deadline_after(rp->timeout_s));
+    if (stats) stats->wait_s += MPI_Wtime() - start;
+    const int count = r->count;
+    r->count = 0;
+    if (pending < 0) return ATTN_OK;
+    abandon(r->req, r->sending, count);
+    const int peer = r->peer[pending];
+    if (r->sending[pending])
+        return attn__fail(ATTN_ERR_TIMEOUT,
+                          "rank %d of %d: rank %d took no data for %g s (sending it %s: is rank %d stopped, or "
+                          "much slower?)",
+                          rp->rank, rp->ranks, peer, rp->timeout_s, r->what[pending], peer);
+    return attn__fail(ATTN_ERR_TIMEOUT,
+                      "rank %d of %d: no data from rank %d for %g s (waiting for %s: is rank %d stopped, or much "
+                      "slower?)",
+                      rp->rank, rp->ranks, peer, rp->timeout_s, r->what[pending], peer);
 }
 
 double attn__ring_cpu_seconds(void) {
@@ -600,21 +762,22 @@ attn_status attn__ring_scratch_reserve(ring_scratch *s, size_t bytes) {
     return ATTN_OK;
 }
 
-void attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats) {
+attn_status attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats) {
     stats->comm_alone_s = 0.0;
-    if (rp->ranks == 1) return;
-    MPI_Barrier(rp->comm);
+    if (rp->ranks == 1) return ATTN_OK;
+    attn_status st = attn__ring_agree_within(rp->comm, ATTN_OK, NULL, rp->timeout_s); /* start together */
     double start = MPI_Wtime();
-    for (int t = 0; t + 1 < rp->ranks; t++) {
+    for (int t = 0; st == ATTN_OK && t + 1 < rp->ranks; t++) {
         ring_requests r = {0};
         attn__ring_post_shift(rp, &r, a, rp->kv_shards[ring_owner_at(rp, t)].rows, b,
-                        rp->kv_shards[ring_owner_at(rp, t + 1)].rows, 0, NULL);
-        attn__ring_wait(&r, NULL);
+                        rp->kv_shards[ring_owner_at(rp, t + 1)].rows, RING_TAG_KV, NULL);
+        st = attn__ring_wait(rp, &r, NULL);
         float *swap = a;
         a = b;
         b = swap;
     }
     stats->comm_alone_s = MPI_Wtime() - start;
+    return st;
 }
 
 attn_status attn__ring_step(const ring_problem *rp, const attn_ring_shard *ks, ring_piece_fn fn, void *ctx,

@@ -28,10 +28,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RING_FAIL_SECONDS 60
+/* Open MPI ends a job within about a second of a rank's death (measured
+ * 1.0-1.2 s here); the bound leaves room for a loaded machine. */
+#define RING_KILLED_SECONDS 15
 
 #ifndef ATTN_MPIEXEC
 
@@ -363,8 +368,103 @@ static void failures_end_every_rank(void **state) {
     /* Options that cannot be sharded: a usage error, once. */
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--mask m.npy"), 2, "--mask");
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--layout diagonal"), 2, "--layout");
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--timeout -1"), 2, "--timeout");
     free(q);
 #undef FAIL_ARGS
+}
+
+/* ------------------------------------------------ ranks that stop or die */
+
+/* Starts a command (exec, so the rank is the command itself) and, once it
+ * has used TICKS hundredths of a second of CPU (by then the ring is
+ * computing: startup takes little CPU), sends it SIGNAL and logs the time
+ * (seconds since the epoch) to LOG:  stopper.sh SIGNAL TICKS LOG CMD...  */
+static const char stopper_script[] =
+    "#!/bin/sh\n"
+    "sig=$1; ticks=$2; log=$3; shift 3; pid=$$\n"
+    "( while kill -0 $pid 2>/dev/null; do\n"
+    "    t=$(awk '{print $14 + $15}' /proc/$pid/stat 2>/dev/null)\n"
+    "    if [ -n \"$t\" ] && [ \"$t\" -ge \"$ticks\" ]; then\n"
+    "      kill -$sig $pid; date +%s.%N > \"$log\"; exit 0\n"
+    "    fi\n"
+    "    sleep 0.05\n"
+    "  done ) </dev/null >/dev/null 2>&1 &\n"
+    "exec \"$@\"\n";
+
+/* Processes still running (zombies aside: nothing here reaps orphans)
+ * whose program was started as `argv0`. */
+static int live_processes(const char *argv0) {
+    int live = 0;
+    char *listing;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "for p in /proc/[0-9]*; do tr '\\0' '\\n' 2>/dev/null <$p/cmdline | head -n 1 | "
+             "grep -qxF '%s' || continue; s=$(awk '{print $3}' $p/stat 2>/dev/null); "
+             "[ -n \"$s\" ] && [ \"$s\" != Z ] && echo \"live $p\"; done", argv0);
+    run_shell(&listing, NULL, "%s", cmd);
+    for (const char *p = listing; (p = strstr(p, "live /proc/")); p++) live++;
+    if (live) printf("still running: %s\n", listing);
+    free(listing);
+    return live;
+}
+
+/* Rank 2 of 3 gets `signal` in the middle of the ring; every rank must be
+ * gone within bound seconds of it, with exit status want_status and
+ * output containing `expect` and `expect2` (if not NULL).  Returns the
+ * seconds from the signal to the end. */
+static double signal_rank_in_ring(const char *signal, const char *extra, double bound, const char *expect,
+                                  const char *expect2, int want_status) {
+    char launch[8192], marker[1024], ring[2048], *output;
+    snprintf(marker, sizeof marker, "%s", test_path("attn-ring-marker"));
+    remove(marker);
+    if (symlink(ATTN_CLI_PATH, marker) != 0) fail_msg("symlink %s", marker);
+    test_write_file(test_path("stopper.sh"), stopper_script, strlen(stopper_script));
+    chmod(test_path("stopper.sh"), 0755);
+    remove(test_path("signalled"));
+    /* Several seconds of compute on each rank, in steps of one or two, so
+     * that the signal lands inside the ring and a waiting rank soon starts
+     * to wait (AddressSanitizer makes the kernels about 25 times slower). */
+#if defined(__SANITIZE_ADDRESS__)
+    const int positions = 24576;
+#else
+    const int positions = 98304;
+#endif
+    snprintf(ring, sizeof ring, "%s ring --bench %d,%d,1,1,64 --threads 1 %s", marker, positions, positions, extra);
+    snprintf(launch, sizeof launch, "-np 2 %s : -np 1 %s %s 100 %s %s", ring, test_path("stopper.sh"), signal,
+             test_path("signalled"), ring);
+    int rc = run_launch(&output, NULL, launch);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    size_t size;
+    char *stamp = test_file_exists(test_path("signalled")) ? test_read_file(test_path("signalled"), &size) : NULL;
+    if (!stamp) fail_msg("rank 2 ended before it got SIG%s (exit %d):\n%s", signal, rc, output);
+    const double after = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec - strtod(stamp, NULL);
+    free(stamp);
+    if (rc != want_status || after > bound || !strstr(output, expect) || (expect2 && !strstr(output, expect2))) {
+        printf("mpirun %s\nexited %d, %.1f s after SIG%s:\n%s\n", launch, rc, after, signal, output);
+        fail_msg("expected status %d within %.0f s of SIG%s, with '%s'", want_status, bound, signal, expect);
+    }
+    assert_int_equal(live_processes(marker), 0);
+    free(output);
+    return after;
+}
+
+/* A stopped rank (SIGSTOP: alive, silent) used to hold every other rank
+ * forever.  With --timeout the ranks waiting on it give up, name it, and
+ * MPI_Abort ends the job, the stopped rank included.  The bound: the
+ * timeout, plus the rest of the step the waiting rank was computing, plus
+ * the abort. */
+static void stopped_rank_times_out(void **state) {
+    (void)state;
+    const double after =
+        signal_rank_in_ring("STOP", "--timeout 10", 10 + RING_FAIL_SECONDS, "rank 2", "for 10 s", 1);
+    printf("stopped rank: every rank gone %.1f s after SIGSTOP (--timeout 10)\n", after);
+}
+
+/* A killed rank: Open MPI's runtime notices the exit and kills the rest. */
+static void killed_rank_ends_the_job(void **state) {
+    (void)state;
+    const double after = signal_rank_in_ring("KILL", "", RING_KILLED_SECONDS, "exited on signal 9", NULL, 137);
+    printf("killed rank: every rank gone %.1f s after SIGKILL\n", after);
 }
 
 /* Ranks started with different options (mpirun's MPMD form gives each
@@ -468,6 +568,8 @@ int main(void) {
         cmocka_unit_test(gradients),
         cmocka_unit_test(failures_end_every_rank),
         cmocka_unit_test(ranks_must_agree),
+        cmocka_unit_test(stopped_rank_times_out),
+        cmocka_unit_test(killed_rank_ends_the_job),
         cmocka_unit_test(library_ranks_must_agree),
     };
     return cmocka_run_group_tests(tests, NULL, report_worst);
