@@ -34,8 +34,9 @@
  * by every rank of comm, with the same options.  attn_ring_forward and
  * attn_ring_backward check it: before any data moves, every rank's
  * description of its call (shapes, causal, alignment, window, the scale as
- * it acts, whether key lengths are given and a hash of them, kernel,
- * layout, L and S, the gradients asked for) is gathered at rank 0 and
+ * it acts, whether key lengths are given and a hash of them, the mask's and
+ * bias's shapes and, when they have one query row for all, a hash of them,
+ * kernel, layout, L and S, the gradients asked for) is gathered at rank 0 and
  * compared, and a difference fails on every rank with
  *     ranks disagree on causal: rank 0 has 1, rank 2 has 0
  * naming the first field that differs (in that order) and the lowest rank
@@ -132,12 +133,20 @@ ATTN_API attn_status attn_ring_agree_values(MPI_Comm comm, const attn_ring_value
 typedef struct attn_ring_options {
     size_t struct_size;    /* sizeof(attn_ring_options): set by ATTN_RING_OPTIONS_INIT */
     /* scale, causal, align, window, key_lengths ([B], global positions, the
-     * same values on every rank), kernel and threads, as for
+     * same values on every rank), mask, bias, kernel and threads, as for
      * attn_sdpa_forward; NULL = the defaults.  query_start, key_start,
-     * total_len_q, total_len_kv, mask, bias and workspace must be zero: the
-     * ring places every block at its global positions itself.  Boolean
-     * masks and biases are refused (ATTN_ERR_UNSUPPORTED): they would have
-     * to be sliced per block. */
+     * total_len_q, total_len_kv and workspace must be zero: the ring places
+     * every block at its global positions itself.
+     * mask and bias are sharded like q: mask_shape and bias_shape give the
+     * WHOLE table's shape [B|1, Hq|1, L|1, S|1] (the same on every rank),
+     * and the pointer this rank's rows of it, [B|1, Hq|1, Lr, S|1]
+     * contiguous (its query rows, runs concatenated, as attn_ring_read_npy
+     * reads them along the L axis), or, for a table with one query row for
+     * all (shape[2] == 1), that row, on every rank.  Every key column is
+     * held: the ring copies each piece's block of columns for the kernel.
+     * Every rank passes a mask (a bias) or none; a rank without query rows
+     * passes any non-NULL pointer.  Contents with one query row are
+     * compared across ranks (a hash), sharded contents cannot be. */
     const attn_sdpa_options *sdpa;
     attn_ring_layout layout;
     int64_t len_q, len_kv; /* L and S of the whole problem; 0 = the sum of the
@@ -183,12 +192,14 @@ typedef struct attn_ring_stats {
  * left neighbour (MPI_Isend/MPI_Irecv, two buffers); partial results merge
  * by their lse in double precision (exact up to rounding, stable, -inf lse
  * of a fully hidden block handled, never NaN).  Pairs of runs that the
- * causal, window and key-length rules hide entirely are skipped.
+ * causal, window and key-length rules hide entirely are skipped (a mask or
+ * bias only hides more: a piece it hides entirely is computed, to lse -inf).
  *   q [B, Lr, Hq, D]  k [B, Sr, Hkv, D]  v [B, Sr, Hkv, Dv]     local shards
  *   out [B, Lr, Hq, Dv] (written)  lse [B, Hq, Lr] contiguous, or NULL
  *   stats: this rank's timings, or NULL.
  * Memory per rank beyond the shards: two key/value blocks of the largest
- * shard, the output in double, and one piece of kernel output. */
+ * shard, the output in double, and one piece of kernel output (and of the
+ * mask and bias: [B|1, Hq|1, piece rows, block rows]). */
 ATTN_API attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_tensor *k,
                               const attn_tensor *v, const attn_ring_options *opt,
                               attn_tensor *out, float *lse, attn_ring_stats *stats);

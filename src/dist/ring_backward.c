@@ -60,6 +60,7 @@ typedef struct backward_state {
     float *dq_b;             /* [B, n, Hq, D]                            */
     float *dk_b, *dv_b, *dk_c; /* [B, m, Hkv, D], [B, m, Hkv, Dv], [B, m, Hkv, D] */
     ring_scratch workspace;
+    ring_slices slices;      /* the piece's mask and bias                */
 } backward_state;
 
 static attn_status check_like(const attn_tensor *t, const char *name, const attn_tensor *like,
@@ -116,14 +117,14 @@ static attn_status reserve(backward_state *s, attn_sdpa_options *opt, size_t nee
     return st;
 }
 
-/* The gradient of n query rows (local row `row`, global row q_start)
- * against key run [k_off, k_off + m) of the block (global row k_start). */
+/* The gradient of a piece's n query rows (local row `row`) against key run
+ * [k_off, k_off + m) of the block of `rows` positions. */
 static attn_status backward_piece(const ring_problem *rp, const backward_args *x, float *block,
-                                  int64_t rows, int64_t row, int64_t q_start, int64_t n,
-                                  int64_t k_off, int64_t k_start, int64_t m, backward_state *s,
+                                  int64_t rows, const ring_piece *pc, backward_state *s,
                                   ring_requests *reqs, attn_ring_stats *stats) {
     const int64_t B = rp->batch, Hq = rp->heads_q, Hkv = rp->heads_kv, D = rp->dim,
                   Dv = rp->dim_v, Lr = rp->q_shard.rows, W = Dv + D;
+    const int64_t row = pc->q_row, n = pc->n, k_off = pc->k_off, m = pc->m;
     attn_status st;
     attn_tensor qv = *x->q;
     qv.data = (float *)qv.data + row * x->q->stride[1];
@@ -131,12 +132,13 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
     attn_tensor k = attn__ring_block_view(rp, block, rows, k_off, m, 'k');
     attn_tensor v = attn__ring_block_view(rp, block, rows, k_off, m, 'v');
     attn_tensor vk = attn__ring_block_view(rp, block, rows, k_off, m, 'a');
-    attn_sdpa_options opt = attn__ring_call_options(rp, q_start, k_start, NULL, 0);
+    attn_sdpa_options opt;
     size_t need;
 
     /* The block's own forward with values [v | k]: o_b and kbar, lse_b. */
     attn_tensor o_aug = attn_tensor_4d(s->o_aug, B, n, Hq, W);
-    if ((st = attn_sdpa_workspace_size(&qv, &k, &vk, &opt, &need)) || (st = reserve(s, &opt, need)) ||
+    if ((st = attn__ring_piece_options(rp, pc, &s->slices, &opt)) ||
+        (st = attn_sdpa_workspace_size(&qv, &k, &vk, &opt, &need)) || (st = reserve(s, &opt, need)) ||
         (st = attn_sdpa_forward(&qv, &k, &vk, &opt, &o_aug, NULL, s->lse_b)))
         return st;
     attn__ring_progress(reqs, stats);
@@ -216,8 +218,7 @@ typedef struct backward_piece_ctx {
 
 static attn_status step_piece(void *ctx, const ring_piece *pc) {
     const backward_piece_ctx *c = ctx;
-    return backward_piece(c->rp, c->x, c->block, c->block_rows, pc->q_row, pc->q_start, pc->n, pc->k_off,
-                          pc->k_start, pc->m, c->s, c->reqs, c->stats);
+    return backward_piece(c->rp, c->x, c->block, c->block_rows, pc, c->s, c->reqs, c->stats);
 }
 
 /* Writes a [B, rows, Hkv, Dv + D] float block gradient into dk and dv. */
@@ -361,6 +362,7 @@ cleanup:
     free(s.dv_b);
     free(s.dk_c);
     free(s.workspace.data);
+    attn__ring_slices_free(&s.slices);
     attn__ring_problem_free(&rp);
     stats->total_s = MPI_Wtime() - start;
     return st;

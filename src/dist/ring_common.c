@@ -342,11 +342,16 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.query_start, key_start, total_len_q and total_len_kv "
                          "must be 0 (the ring places every block at its global positions)");
-    if (s->mask || s->bias)
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                         "ring attention does not support a boolean mask or a bias (each block "
-                         "would need its slice of them); use causal, window and key lengths, or "
-                         "attn_sdpa_forward in one process");
+    for (int t = 0; t < 2; t++) {
+        const int64_t *shape = t ? s->bias_shape : s->mask_shape;
+        if ((t ? (const void *)s->bias : (const void *)s->mask) &&
+            (shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[3] < 1))
+            return attn__fail(ATTN_ERR_SHAPE,
+                              "%s_shape is [%lld, %lld, %lld, %lld]; every dimension must be >= 1 (the whole "
+                              "table's shape [B|1, Hq|1, L|1, S|1])",
+                              t ? "bias" : "mask", (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                              (long long)shape[3]);
+    }
     if (s->workspace || s->workspace_size)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.workspace must be NULL (the ring keeps its own)");
@@ -384,7 +389,10 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
 enum {
     F_BATCH, F_HEADS_Q, F_DIM, F_BATCH_K, F_HEADS_KV, F_DIM_K, F_DIM_V,
     F_CAUSAL, F_ALIGN, F_WINDOW, F_WINDOW_LEFT, F_WINDOW_RIGHT, F_SCALE,
-    F_KEY_LENGTHS, F_KEY_LENGTHS_HASH, F_KERNEL, F_LAYOUT, F_LEN_Q, F_LEN_KV,
+    F_KEY_LENGTHS, F_KEY_LENGTHS_HASH,
+    F_MASK, F_MASK_B, F_MASK_H, F_MASK_L, F_MASK_S, F_MASK_HASH,
+    F_BIAS, F_BIAS_B, F_BIAS_H, F_BIAS_L, F_BIAS_S, F_BIAS_HASH,
+    F_KERNEL, F_LAYOUT, F_LEN_Q, F_LEN_KV,
     F_TIME_COMM_ALONE, F_GRADIENTS,
     F_COMPARED,
     F_ROWS_Q = F_COMPARED, F_ROWS_KV,
@@ -411,6 +419,18 @@ static const struct problem_field {
     [F_SCALE] = {"scale", AS_FLOAT_BITS, ATTN_ERR_INVALID_ARGUMENT},
     [F_KEY_LENGTHS] = {"key lengths given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
     [F_KEY_LENGTHS_HASH] = {"key lengths (a hash of the values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK] = {"mask given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_B] = {"the mask's batch dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_H] = {"the mask's head dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_L] = {"the mask's query dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_S] = {"the mask's key dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_HASH] = {"the mask (one query row for all: a hash of its values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS] = {"bias given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_B] = {"the bias's batch dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_H] = {"the bias's head dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_L] = {"the bias's query dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_S] = {"the bias's key dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_HASH] = {"the bias (one query row for all: a hash of its values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
     [F_KERNEL] = {"kernel", AS_KERNEL, ATTN_ERR_INVALID_ARGUMENT},
     [F_LAYOUT] = {"layout", AS_LAYOUT, ATTN_ERR_INVALID_ARGUMENT},
     [F_LEN_Q] = {"len_q (L)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
@@ -448,6 +468,18 @@ static void describe(const attn_tensor *q, const attn_tensor *k, const attn_tens
     d[F_SCALE] = bits;
     d[F_KEY_LENGTHS] = s->key_lengths != NULL;
     if (s->key_lengths) d[F_KEY_LENGTHS_HASH] = hash_bytes(s->key_lengths, sizeof(int64_t) * (size_t)q->shape[0]);
+    /* A table with one query row is the same on every rank, so its values
+     * are compared too; one sharded by query rows differs by design. */
+    for (int t = 0; t < 2; t++) {
+        const void *table = t ? (const void *)s->bias : (const void *)s->mask;
+        const int64_t *shape = t ? s->bias_shape : s->mask_shape;
+        int64_t *f = d + (t ? F_BIAS : F_MASK);
+        if (!table) continue;
+        f[0] = 1;
+        memcpy(f + 1, shape, sizeof(int64_t) * 4);
+        if (shape[2] == 1)
+            f[5] = hash_bytes(table, (t ? sizeof(float) : 1) * (size_t)(shape[0] * shape[1] * shape[3]));
+    }
     d[F_KERNEL] = s->kernel;
     d[F_LAYOUT] = o->layout;
     d[F_LEN_Q] = o->len_q;
@@ -509,6 +541,19 @@ static void decide_problem(void *ctx, int ranks, ring_verdict *verdict) {
                  "least one of each", (long long)L, (long long)S);
         return;
     }
+    const int64_t full[4] = {r0[F_BATCH], r0[F_HEADS_Q], L, S};
+    static const char *const dims[4] = {"batch", "heads", "query positions", "key positions"};
+    for (int t = 0; t < 2; t++) {
+        const int64_t *f = r0 + (t ? F_BIAS : F_MASK);
+        for (int i = 0; f[0] && i < 4; i++)
+            if (f[1 + i] != 1 && f[1 + i] != full[i]) {
+                *st = ATTN_ERR_SHAPE;
+                snprintf(msg, cap, "%s: %s dimension is %lld, must be 1 or %lld (the whole table's shape "
+                         "[B, Hq, L, S], size-1 dimensions broadcast)", t ? "bias" : "mask", dims[i],
+                         (long long)f[1 + i], (long long)full[i]);
+                return;
+            }
+    }
     int64_t max_kv_rows = 0;
     for (int i = 0; i < ranks; i++) {
         attn_ring_shard qs, ks;
@@ -550,7 +595,10 @@ static attn_status check_options(const ring_problem *rp, const attn_tensor *q,
     kv.data = (float *)kv.data + (ka ? ks->len[0] : 0) * k->stride[1];
     vv.data = (float *)vv.data + (ka ? ks->len[0] : 0) * v->stride[1];
     kv.shape[1] = vv.shape[1] = ks->len[ka];
-    attn_sdpa_options o = attn__ring_call_options(rp, rp->q_shard.start[qa], ks->start[ka], NULL, 0);
+    const ring_piece pc = {qa ? rp->q_shard.len[0] : 0, rp->q_shard.start[qa], rp->q_shard.len[qa],
+                           ka ? ks->len[0] : 0, ks->start[ka], ks->len[ka]};
+    attn_sdpa_options o;
+    attn__ring_piece_options(rp, &pc, NULL, &o);
     size_t bytes;
     return attn_sdpa_workspace_size(&qv, &kv, &vv, &o, &bytes);
 }
@@ -634,16 +682,71 @@ void attn__ring_problem_free(ring_problem *rp) {
     if (rp->unit_type != MPI_DATATYPE_NULL) MPI_Type_free(&rp->unit_type);
 }
 
-attn_sdpa_options attn__ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
-                                    void *workspace, size_t workspace_size) {
-    attn_sdpa_options o = rp->sdpa;
-    o.query_start = q_start;
-    o.key_start = k_start;
-    o.total_len_q = rp->len_q;
-    o.total_len_kv = rp->len_kv;
-    o.workspace = workspace;
-    o.workspace_size = workspace_size;
-    return o;
+/* Copies one piece's block of a rank's rows of a table (mask or bias),
+ * `local` [s0, s1, rows, s3] with rows = the rank's query rows, or 1 when
+ * the table has one query row for all (shape[2] == 1), into dst
+ * [s0, s1, n|1, m|1]; elements of `size` bytes.  shape: the whole table's
+ * [B|1, Hq|1, L|1, S|1]; out: dst's shape. */
+static void slice_table(const void *local, const int64_t shape[4], int64_t rows, size_t size,
+                        const ring_piece *pc, void *dst, int64_t out[4]) {
+    const bool all_rows = shape[2] == 1, all_keys = shape[3] == 1;
+    const int64_t n = all_rows ? 1 : pc->n, m = all_keys ? 1 : pc->m;
+    const int64_t row0 = all_rows ? 0 : pc->q_row, key0 = all_keys ? 0 : pc->k_start;
+    const int64_t local_rows = all_rows ? 1 : rows;
+    out[0] = shape[0];
+    out[1] = shape[1];
+    out[2] = n;
+    out[3] = m;
+    if (!dst) return;
+    const unsigned char *src = local;
+    unsigned char *d = dst;
+    for (int64_t bh = 0; bh < shape[0] * shape[1]; bh++)
+        for (int64_t i = 0; i < n; i++)
+            memcpy(d + (size_t)((bh * n + i) * m) * size,
+                   src + (size_t)(((bh * local_rows + row0 + i) * shape[3]) + key0) * size, (size_t)m * size);
+}
+
+attn_status attn__ring_piece_options(const ring_problem *rp, const ring_piece *pc, ring_slices *slices,
+                                     attn_sdpa_options *o) {
+    *o = rp->sdpa;
+    o->query_start = pc->q_start;
+    o->key_start = pc->k_start;
+    o->total_len_q = rp->len_q;
+    o->total_len_kv = rp->len_kv;
+    o->workspace = NULL;
+    o->workspace_size = 0;
+    const int64_t rows = rp->q_shard.rows;
+    attn_status st;
+    if (o->mask) {
+        int64_t shape[4];
+        slice_table(rp->sdpa.mask, rp->sdpa.mask_shape, rows, 1, pc, NULL, shape);
+        if (slices) {
+            if ((st = attn__ring_scratch_reserve(&slices->mask, (size_t)(shape[0] * shape[1] * shape[2] * shape[3]))))
+                return st;
+            slice_table(rp->sdpa.mask, rp->sdpa.mask_shape, rows, 1, pc, slices->mask.data, shape);
+            o->mask = slices->mask.data;
+        }
+        memcpy(o->mask_shape, shape, sizeof shape);
+    }
+    if (o->bias) {
+        int64_t shape[4];
+        slice_table(rp->sdpa.bias, rp->sdpa.bias_shape, rows, sizeof(float), pc, NULL, shape);
+        if (slices) {
+            if ((st = attn__ring_scratch_reserve(
+                     &slices->bias, sizeof(float) * (size_t)(shape[0] * shape[1] * shape[2] * shape[3]))))
+                return st;
+            slice_table(rp->sdpa.bias, rp->sdpa.bias_shape, rows, sizeof(float), pc, slices->bias.data, shape);
+            o->bias = slices->bias.data;
+        }
+        memcpy(o->bias_shape, shape, sizeof shape);
+    }
+    return ATTN_OK;
+}
+
+void attn__ring_slices_free(ring_slices *s) {
+    free(s->mask.data);
+    free(s->bias.data);
+    memset(s, 0, sizeof *s);
 }
 
 bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk) {

@@ -27,6 +27,7 @@ typedef struct forward_state {
     double *acc_o, *acc_lse;
     float *piece_o, *piece_lse;
     ring_scratch workspace;
+    ring_slices slices;
 } forward_state;
 
 /* Folds a piece of n rows, starting at local row `row`, into the accumulators. */
@@ -73,10 +74,11 @@ static attn_status forward_piece(void *ctx, const ring_piece *pc) {
     qv.data = (float *)qv.data + pc->q_row * x->q->stride[1];
     qv.shape[1] = pc->n;
     attn_tensor o = attn_tensor_4d(s->piece_o, rp->batch, pc->n, rp->heads_q, rp->dim_v);
-    attn_sdpa_options opt = attn__ring_call_options(rp, pc->q_start, pc->k_start, NULL, 0);
+    attn_sdpa_options opt;
     size_t need;
     attn_status st;
-    if ((st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
+    if ((st = attn__ring_piece_options(rp, pc, &s->slices, &opt)) ||
+        (st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
         (st = attn__ring_scratch_reserve(&s->workspace, need)))
         return st;
     opt.workspace = s->workspace.data;
@@ -166,6 +168,7 @@ cleanup:
     free(s.piece_o);
     free(s.piece_lse);
     free(s.workspace.data);
+    attn__ring_slices_free(&s.slices);
     attn__ring_problem_free(&rp);
     stats->total_s = MPI_Wtime() - start - stats->comm_alone_s;
     return st;

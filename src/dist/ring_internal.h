@@ -31,7 +31,9 @@ typedef struct ring_problem {
     int64_t max_key_length;         /* largest key length over batches (S
                                        without key lengths)                   */
     int64_t piece_rows;             /* query rows per kernel call             */
-    attn_sdpa_options sdpa;         /* the caller's options, positions zero   */
+    attn_sdpa_options sdpa;         /* the caller's options, positions zero;
+                                       mask and bias: this rank's rows, their
+                                       shapes the whole tables' (attn_mpi.h) */
     MPI_Datatype unit_type;         /* unit contiguous floats                 */
     double timeout_s;               /* the longest any wait may take; INFINITY
                                        for no limit                           */
@@ -60,11 +62,6 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
  * noticed, with a message naming the rank that did not answer. */
 attn_status attn__ring_agree_within(MPI_Comm comm, attn_status mine, const char *message, double timeout);
 void attn__ring_problem_free(ring_problem *rp);
-
-/* Options of the kernel call for query rows starting at global row q_start
- * and key rows starting at global row k_start. */
-attn_sdpa_options attn__ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
-                                    void *workspace, size_t workspace_size);
 
 /* True unless the causal, window and key-length rules hide every pair of
  * global query rows [qs, qs + lq) and key rows [ks, ks + lk). */
@@ -150,6 +147,22 @@ typedef struct ring_scratch {
     size_t size;
 } ring_scratch;
 attn_status attn__ring_scratch_reserve(ring_scratch *s, size_t bytes);
+
+/* One piece's slices of the mask and the bias. */
+typedef struct ring_slices {
+    ring_scratch mask, bias;
+} ring_slices;
+void attn__ring_slices_free(ring_slices *s);
+
+/* The options of the kernel calls of one piece: its queries' and keys'
+ * global positions (the causal, window and key-length rules act on them),
+ * and its block of the mask and the bias, copied into `slices` as the
+ * kernel wants them: [B|1, Hq|1, n|1, m|1], contiguous.  With slices NULL
+ * only the shapes are set, for workspace queries (the pointers then still
+ * point at the rank's rows, which such a query does not read).  No
+ * workspace is set. */
+attn_status attn__ring_piece_options(const ring_problem *rp, const ring_piece *pc, ring_slices *slices,
+                                     attn_sdpa_options *o);
 
 /* One rotation of the blocks with nothing to overlap, timed
  * (attn_ring_options.time_comm_alone).  ATTN_ERR_TIMEOUT as attn__ring_wait. */

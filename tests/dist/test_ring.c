@@ -25,6 +25,7 @@
 #include "attn_viz.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +146,46 @@ typedef struct ring_case {
     const char *flags;               /* mask and scale flags, shared by both runs */
     const int64_t *key_lengths;      /* [B] or NULL */
     int grads;                       /* also compare dq, dk, dv */
+    const char *mask, *bias;         /* their files' shapes, as "B,H,L,S",
+                                        "H,1,S", "L,S" (letters: the case's
+                                        sizes, H = Hq), or NULL */
 } ring_case;
+
+/* The shape a mask or bias spec names; returns its rank. */
+static int table_shape(const ring_case *c, const char *spec, int64_t *shape) {
+    int ndim = 0;
+    for (const char *p = spec; *p; p++) {
+        if (*p == ',') continue;
+        shape[ndim++] = *p == 'B' ? c->B : *p == 'H' ? c->Hq : *p == 'L' ? c->L : *p == 'S' ? c->S : 1;
+    }
+    return ndim;
+}
+
+/* A random mask (three keys in four visible, int32 for 2-D files and bool
+ * for the others, which the commands convert alike) or bias (normal, one
+ * entry in ten -inf), written as `name`; with a query axis, one query row
+ * is hidden entirely (output 0, lse -inf through the ring). */
+static void write_table(test_rng *r, const ring_case *c, const char *spec, bool is_mask, const char *name) {
+    int64_t shape[4];
+    const int ndim = table_shape(c, spec, shape);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    const bool has_rows = ndim >= 2 && shape[ndim - 2] == c->L && c->L > 1;
+    const int64_t keys = shape[ndim - 1], rows = shape[ndim - 2], hidden_row = rows / 3;
+    attn_array a = {.dtype = is_mask ? (ndim == 2 ? ATTN_I32 : ATTN_BOOL) : ATTN_F32, .ndim = ndim, .count = n};
+    memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    a.data = malloc(attn_dtype_size(a.dtype) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        const bool hide = has_rows && i / keys % rows == hidden_row;
+        const double u = test_rng_uniform(r);
+        if (a.dtype == ATTN_I32) ((int32_t *)a.data)[i] = !hide && u < 0.75 ? 7 : 0;
+        else if (is_mask) ((uint8_t *)a.data)[i] = !hide && u < 0.75;
+        else ((float *)a.data)[i] = hide || u < 0.1 ? -INFINITY : (float)test_rng_normal(r);
+    }
+    if (attn_npy_save(test_path(name), &a)) fail_msg("saving %s: %s", name, attn_last_error());
+    free(a.data);
+}
+
 
 static void shape_of(int ndim, int64_t B, int64_t n, int64_t H, int64_t W, int64_t *shape) {
     const int64_t full[4] = {B, n, H, W};
@@ -169,6 +209,14 @@ static void write_case(test_rng *r, const ring_case *c, char *flags, size_t cap)
         attn_array a = {.dtype = ATTN_I64, .ndim = 1, .shape = {c->B}, .count = c->B, .data = (void *)c->key_lengths};
         if (attn_npy_save(test_path("lens.npy"), &a)) fail_msg("%s", attn_last_error());
         n += (size_t)snprintf(flags + n, cap - n, " --key-lengths %s", test_path("lens.npy"));
+    }
+    if (c->mask) {
+        write_table(r, c, c->mask, true, "mask.npy");
+        n += (size_t)snprintf(flags + n, cap - n, " --mask %s", test_path("mask.npy"));
+    }
+    if (c->bias) {
+        write_table(r, c, c->bias, false, "bias.npy");
+        n += (size_t)snprintf(flags + n, cap - n, " --bias %s", test_path("bias.npy"));
     }
     char *output;
     int rc;
@@ -236,7 +284,7 @@ static const int all_ranks[] = {1, 2, 3, 4};
 /* Self-attention, causal, GQA 2, 4-D files; L = 37 is divisible by no 2P. */
 static void causal_gqa_every_rank_count(void **state) {
     (void)state;
-    const ring_case c = {4, 2, 37, 37, 4, 2, 16, 16, "--causal", NULL, 0};
+    const ring_case c = {4, 2, 37, 37, 4, 2, 16, 16, "--causal", NULL, 0, NULL, NULL};
     sweep(&c, 1, all_ranks, 4, NULL);                          /* zigzag by default */
     sweep(&c, 1, (const int[]){3, 4}, 2, "contiguous");
 }
@@ -244,7 +292,7 @@ static void causal_gqa_every_rank_count(void **state) {
 /* No mask, MQA, Dv != D, 3-D files, both layouts. */
 static void full_mqa_value_width(void **state) {
     (void)state;
-    const ring_case c = {3, 1, 29, 29, 2, 1, 8, 12, "--scale 0.4", NULL, 0};
+    const ring_case c = {3, 1, 29, 29, 2, 1, 8, 12, "--scale 0.4", NULL, 0, NULL, NULL};
     sweep(&c, 2, all_ranks, 4, NULL);
     sweep(&c, 2, (const int[]){4}, 1, "zigzag");
 }
@@ -253,18 +301,18 @@ static void full_mqa_value_width(void **state) {
  * lower-right diagonal without causality. */
 static void cross_attention_lower_right(void **state) {
     (void)state;
-    const ring_case c = {4, 2, 23, 41, 4, 4, 8, 8, "--causal-lower-right", NULL, 0};
+    const ring_case c = {4, 2, 23, 41, 4, 4, 8, 8, "--causal-lower-right", NULL, 0, NULL, NULL};
     sweep(&c, 3, (const int[]){2, 3, 4}, 3, NULL);
-    const ring_case w = {4, 1, 20, 30, 2, 1, 8, 8, "--align lower-right --window 3,3", NULL, 0};
+    const ring_case w = {4, 1, 20, 30, 2, 1, 8, 8, "--align lower-right --window 3,3", NULL, 0, NULL, NULL};
     sweep(&w, 4, (const int[]){3, 4}, 2, NULL);
 }
 
 /* Sliding windows (causal and two-sided), so whole blocks are skipped. */
 static void sliding_windows(void **state) {
     (void)state;
-    const ring_case c = {4, 1, 50, 50, 2, 2, 8, 8, "--causal --window 6,0", NULL, 0};
+    const ring_case c = {4, 1, 50, 50, 2, 2, 8, 8, "--causal --window 6,0", NULL, 0, NULL, NULL};
     sweep(&c, 5, (const int[]){2, 4}, 2, NULL);
-    const ring_case d = {3, 1, 45, 45, 4, 2, 8, 8, "--window 4,9", NULL, 0};
+    const ring_case d = {3, 1, 45, 45, 4, 2, 8, 8, "--window 4,9", NULL, 0, NULL, NULL};
     sweep(&d, 6, (const int[]){3}, 1, "contiguous");
 }
 
@@ -272,34 +320,68 @@ static void sliding_windows(void **state) {
 static void key_lengths_and_empty_rows(void **state) {
     (void)state;
     static const int64_t lens[3] = {31, 10, 0};
-    const ring_case c = {4, 3, 31, 31, 2, 1, 8, 8, "", lens, 0};
+    const ring_case c = {4, 3, 31, 31, 2, 1, 8, 8, "", lens, 0, NULL, NULL};
     sweep(&c, 7, (const int[]){2, 3}, 2, NULL);
-    const ring_case d = {4, 3, 31, 31, 2, 1, 8, 8, "--causal", lens, 0};
+    const ring_case d = {4, 3, 31, 31, 2, 1, 8, 8, "--causal", lens, 0, NULL, NULL};
     sweep(&d, 8, (const int[]){4}, 1, NULL);
 }
 
 /* 2-D files, fewer positions than ranks on some shards (L = 3 < 2P). */
 static void tiny_and_two_d(void **state) {
     (void)state;
-    const ring_case c = {2, 1, 19, 19, 1, 1, 4, 4, "--causal --scale 0.3", NULL, 0};
+    const ring_case c = {2, 1, 19, 19, 1, 1, 4, 4, "--causal --scale 0.3", NULL, 0, NULL, NULL};
     sweep(&c, 9, (const int[]){4}, 1, NULL);
-    const ring_case t = {4, 1, 3, 5, 2, 1, 4, 4, "", NULL, 0};
+    const ring_case t = {4, 1, 3, 5, 2, 1, 4, 4, "", NULL, 0, NULL, NULL};
     sweep(&t, 10, (const int[]){4}, 1, "contiguous");
-    const ring_case u = {4, 1, 3, 5, 2, 1, 4, 4, "--causal-lower-right", NULL, 0};
+    const ring_case u = {4, 1, 3, 5, 2, 1, 4, 4, "--causal-lower-right", NULL, 0, NULL, NULL};
     sweep(&u, 11, (const int[]){3, 4}, 2, NULL);
 }
 
 /* Backward across the ring against attn sdpa's gradients. */
 static void gradients(void **state) {
     (void)state;
-    const ring_case c = {4, 2, 27, 27, 4, 2, 8, 8, "--causal", NULL, 1};
+    const ring_case c = {4, 2, 27, 27, 4, 2, 8, 8, "--causal", NULL, 1, NULL, NULL};
     sweep(&c, 12, (const int[]){1, 3}, 2, NULL);
     sweep(&c, 12, (const int[]){4}, 1, "contiguous");
-    const ring_case x = {4, 1, 13, 22, 2, 1, 8, 6, "--causal-lower-right", NULL, 1};
+    const ring_case x = {4, 1, 13, 22, 2, 1, 8, 6, "--causal-lower-right", NULL, 1, NULL, NULL};
     sweep(&x, 13, (const int[]){2, 4}, 2, NULL);
     static const int64_t lens[2] = {17, 5};
-    const ring_case k = {4, 2, 17, 17, 2, 2, 4, 4, "--window 3,2", lens, 1};
+    const ring_case k = {4, 2, 17, 17, 2, 2, 4, 4, "--window 3,2", lens, 1, NULL, NULL};
     sweep(&k, 14, (const int[]){3}, 1, NULL);
+}
+
+/* Masks and biases across ranks: every shape attn sdpa takes ([L, S],
+ * [H, L, S], [B, H, L, S], size-1 dimensions broadcast, one query row for
+ * all included), with causal masks in the zigzag layout, windows, key
+ * lengths, GQA and cross-attention; a query row hidden entirely; outputs,
+ * lse and gradients against attn sdpa's. */
+static void masks_and_biases(void **state) {
+    (void)state;
+    const int two_three[] = {2, 3};
+    const ring_case a = {4, 2, 23, 23, 4, 2, 8, 8, "--causal", NULL, 0, "L,S", NULL};
+    sweep(&a, 21, two_three, 2, NULL); /* zigzag */
+    const ring_case b = {3, 1, 29, 29, 4, 2, 8, 8, "", NULL, 0, "H,L,S", "1,L,S"};
+    sweep(&b, 22, two_three, 2, NULL);
+    sweep(&b, 22, (const int[]){3}, 1, "zigzag");
+    const ring_case x = {4, 2, 19, 31, 2, 1, 8, 6, "--causal-lower-right", NULL, 0, "B,1,1,S", "B,H,L,S"};
+    sweep(&x, 23, two_three, 2, NULL);
+    const ring_case t = {2, 1, 26, 26, 1, 1, 4, 4, "--window 5,1", NULL, 0, "L,S", "L,1"};
+    sweep(&t, 24, two_three, 2, NULL);
+    /* Fewer query rows than ranks: some ranks hold no rows of the tables. */
+    const ring_case u = {4, 1, 3, 5, 2, 1, 4, 4, "", NULL, 0, "L,S", "1,1,L,S"};
+    sweep(&u, 27, (const int[]){4}, 1, "contiguous");
+}
+
+/* The backward with masks and biases. */
+static void masks_and_biases_gradients(void **state) {
+    (void)state;
+    const int two_three[] = {2, 3};
+    static const int64_t lens[2] = {21, 12};
+    const ring_case c = {4, 2, 21, 21, 2, 2, 8, 8, "--causal", lens, 1, "L,S", "H,L,S"};
+    sweep(&c, 25, two_three, 2, NULL);
+    sweep(&c, 25, (const int[]){3}, 1, "contiguous");
+    const ring_case w = {4, 1, 17, 25, 4, 2, 4, 4, "--window 3,2", NULL, 1, "1,H,1,S", "1,1,L,S"};
+    sweep(&w, 26, two_three, 2, NULL);
 }
 
 /* ----------------------------------------------------------------- failures */
@@ -365,8 +447,22 @@ static void failures_end_every_rank(void **state) {
     snprintf(args, sizeof args, "-q %s -k %s -v %s -o /nonexistent-dir/o.npy --threads 1", test_path("fq.npy"),
              test_path("fk.npy"), test_path("fv.npy"));
     expect_failure(3, args, 1, "/nonexistent-dir/o.npy");
-    /* Options that cannot be sharded: a usage error, once. */
-    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--mask m.npy"), 2, "--mask");
+    /* A mask of the wrong shape; a NaN in the rows of a bias only rank 2
+     * of 4 reads. */
+    const int64_t mask_shape[2] = {7, 40}, bias_shape[3] = {2, 40, 40};
+    char extra[1024];
+    free(random_file(&r, "fmask.npy", 2, mask_shape));
+    snprintf(extra, sizeof extra, "--mask %s", test_path("fmask.npy"));
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "its L dimension must be 1 or 40");
+    float *bias = random_file(&r, "fbias.npy", 3, bias_shape);
+    bias[(int64_t)1 * 40 * 40 + 23 * 40 + 5] = NAN;
+    save_f32(test_path("fbias_nan.npy"), 3, bias_shape, bias);
+    free(bias);
+    snprintf(extra, sizeof extra, "--layout contiguous --bias %s", test_path("fbias_nan.npy"));
+    expect_failure(4, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "rank 2 of 4: --bias");
+    expect_failure(4, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "query row 23 is NaN");
+    /* What cannot be sharded: a usage error, once. */
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--weights w.npy"), 2, "--weights");
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--layout diagonal"), 2, "--layout");
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--timeout -1"), 2, "--timeout");
     free(q);
@@ -495,17 +591,23 @@ static void ranks_must_agree(void **state) {
         {2, 1, "--kernel ref", "--kernel flash", "ranks disagree on kernel: rank 0 has ref, rank 2 has flash", 1},
         {1, 2, "--layout zigzag", "--layout contiguous", "ranks disagree on layout", 1},
         {1, 1, "", "--key-lengths ALENS", "ranks disagree on whether --key-lengths is given", 2},
+        {2, 1, "--mask AMASK", "", "ranks disagree on whether --mask is given: rank 0 has 1, rank 2 has 0", 2},
         {2, 1, "", "--report", "ranks disagree on whether --report is given", 2},
         /* A usage error on one rank only: every rank stops, rank 0 prints it. */
         {2, 1, "", "--piece-rows 0", "rank 2 of 3: --piece-rows", 2},
     };
+    const int64_t mask_shape[2] = {40, 40};
+    free(random_file(&r, "amask.npy", 2, mask_shape)); /* never read: the ranks disagree first */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char other[512];
-        const char *lens_at = strstr(cases[i].other, "ALENS");
-        if (lens_at) snprintf(other, sizeof other, "--key-lengths %s", test_path("alens.npy"));
-        else snprintf(other, sizeof other, "%s", cases[i].other);
-        snprintf(launch, sizeof launch, "-np %d %s %s : -np %d %s %s", cases[i].first_ranks, base, cases[i].first,
-                 cases[i].other_ranks, base, other);
+        char args[2][512];
+        const char *given[2] = {cases[i].first, cases[i].other};
+        for (int g = 0; g < 2; g++) {
+            if (strstr(given[g], "ALENS")) snprintf(args[g], sizeof args[g], "--key-lengths %s", test_path("alens.npy"));
+            else if (strstr(given[g], "AMASK")) snprintf(args[g], sizeof args[g], "--mask %s", test_path("amask.npy"));
+            else snprintf(args[g], sizeof args[g], "%s", given[g]);
+        }
+        snprintf(launch, sizeof launch, "-np %d %s %s : -np %d %s %s", cases[i].first_ranks, base, args[0],
+                 cases[i].other_ranks, base, args[1]);
         expect_launch_failure(launch, cases[i].status, cases[i].expect);
     }
     /* Per-rank settings that do not change the result are not compared. */
@@ -528,6 +630,7 @@ static void library_ranks_must_agree(void **state) {
         {"threads", "rank 2: ok: \n"},
         {"key-lengths", "rank 1: invalid argument: ranks disagree on key lengths"},
         {"len", "rank 0: invalid argument: ranks disagree on len_kv (S): rank 0 has 13, rank 2 has 14"},
+        {"mask", "rank 2: invalid argument: ranks disagree on the mask (one query row for all: a hash"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char launch[1024], *output;
@@ -566,6 +669,8 @@ int main(void) {
         cmocka_unit_test(key_lengths_and_empty_rows),
         cmocka_unit_test(tiny_and_two_d),
         cmocka_unit_test(gradients),
+        cmocka_unit_test(masks_and_biases),
+        cmocka_unit_test(masks_and_biases_gradients),
         cmocka_unit_test(failures_end_every_rank),
         cmocka_unit_test(ranks_must_agree),
         cmocka_unit_test(stopped_rank_times_out),
