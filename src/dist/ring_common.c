@@ -108,6 +108,20 @@ typedef struct ring_decision {
     void *ctx;
 } ring_decision;
 
+/* Rank 0: the verdict to rank r (small: it leaves at once), the wait
+ * bounded so that one stopped rank cannot hold the others' word. */
+static attn_status send_verdict(MPI_Comm comm, const ring_verdict *verdict, int r, double timeout) {
+    MPI_Request req;
+    const bool sending = true;
+    MPI_Isend(verdict, (int)sizeof *verdict, MPI_BYTE, r, RING_TAG_VERDICT, comm, &req);
+    if (poll_until(&req, 1, deadline_after(timeout)) < 0) return ATTN_OK;
+    abandon(&req, &sending, 1);
+    int ranks;
+    MPI_Comm_size(comm, &ranks);
+    return attn__fail(ATTN_ERR_TIMEOUT, "rank 0 of %d: rank %d took no answer for %g s (stopped, or much slower?)",
+                      ranks, r, timeout);
+}
+
 /* Every rank sends rank 0 a record of `bytes` bytes; rank 0 decides and
  * sends every rank the verdict.  The pattern behind every agreement: a
  * status and a message, the problem's description, a caller's values.
@@ -139,39 +153,35 @@ static attn_status gather_decide(MPI_Comm comm, double timeout, const void *mine
         return verdict->status ? attn__fail((attn_status)verdict->status, "%s", verdict->message) : ATTN_OK;
     }
 
+    /* Records in rank order, each wait up to the common deadline.  Once a
+     * rank is missing the verdict is fixed: the ranks after it that have
+     * answered already (their records wait here) get it at once, so that
+     * they too hear which rank is missing. */
     const double deadline = deadline_after(timeout);
     d->take(d->ctx, 0, mine);
     int missing = -1;
-    for (int r = 1; r < ranks && missing < 0; r++) {
+    attn_status st = ATTN_OK;
+    for (int r = 1; r < ranks; r++) {
         MPI_Request req;
         const bool sending = false;
         MPI_Irecv(scratch, (int)bytes, MPI_BYTE, r, RING_TAG_RECORD, comm, &req);
-        if (poll_until(&req, 1, deadline) >= 0) {
+        if (poll_until(&req, 1, missing < 0 ? deadline : -INFINITY) >= 0) {
             abandon(&req, &sending, 1);
+            if (missing >= 0) continue;
             missing = r;
-        } else {
+            verdict->status = ATTN_ERR_TIMEOUT;
+            snprintf(verdict->message, sizeof verdict->message,
+                     "rank 0 of %d: no answer from rank %d for %g s (stopped, or much slower?)", ranks, missing,
+                     timeout);
+        } else if (missing < 0) {
             d->take(d->ctx, r, scratch);
+        } else if (!st) {
+            st = send_verdict(comm, verdict, r, timeout);
         }
     }
-    if (missing >= 0) {
-        verdict->status = ATTN_ERR_TIMEOUT;
-        snprintf(verdict->message, sizeof verdict->message,
-                 "rank 0 of %d: no answer from rank %d for %g s (stopped, or much slower?)", ranks, missing, timeout);
-    } else {
-        d->decide(d->ctx, ranks, verdict);
-    }
-    /* The verdict to every rank that answered (small: sent at once), each
-     * send bounded so that one stopped rank cannot hold the others' word. */
-    for (int r = 1; r < ranks && (missing < 0 || r < missing); r++) {
-        MPI_Request req;
-        const bool sending = true;
-        MPI_Isend(verdict, (int)sizeof *verdict, MPI_BYTE, r, RING_TAG_VERDICT, comm, &req);
-        if (poll_until(&req, 1, deadline_after(timeout)) >= 0) {
-            abandon(&req, &sending, 1);
-            return attn__fail(ATTN_ERR_TIMEOUT, "rank 0 of %d: rank %d took no answer for %g s (stopped, or much "
-                              "slower?)", ranks, r, timeout);
-        }
-    }
+    if (missing < 0) d->decide(d->ctx, ranks, verdict);
+    for (int r = 1; r < (missing < 0 ? ranks : missing) && !st; r++) st = send_verdict(comm, verdict, r, timeout);
+    if (st) return st;
     return verdict->status ? attn__fail((attn_status)verdict->status, "%s", verdict->message) : ATTN_OK;
 }
 

@@ -20,12 +20,18 @@
  *   mask          a mask broadcast over query rows ([1, 1, 1, S]) differs
  *   len           attn_ring_options.len_kv: one more than the keys held (the
  *                 others pass 0, the keys held)
+ *   stop          the last rank stops itself (SIGSTOP) before the call; the
+ *                 others, with a 2 s timeout, must time out naming it, and
+ *                 then end the job with MPI_Abort (rank 0 a second later, so
+ *                 that every rank's line is printed first)
  */
 #include "attn_mpi.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { B = 2, LEN = 13, HQ = 2, HKV = 1, D = 4 };
 
@@ -81,6 +87,9 @@ int main(int argc, char **argv) {
         if (odd) mask[4] = 0;
     } else if (strcmp(mode, "len") == 0) {
         ro.len_kv = odd ? LEN + 1 : 0;
+    } else if (strcmp(mode, "stop") == 0) {
+        ro.timeout_seconds = 2;
+        if (odd) raise(SIGSTOP);
     } else if (strcmp(mode, "same") != 0) {
         fprintf(stderr, "ring_probe: unknown case '%s'\n", mode);
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -88,6 +97,11 @@ int main(int argc, char **argv) {
     attn_status st = attn_ring_forward(MPI_COMM_WORLD, &tq, &tk, &tv, &ro, &to, NULL, NULL);
     printf("rank %d: %s: %s\n", rank, attn_status_str(st), st ? attn_last_error() : "");
     fflush(stdout);
+    if (st == ATTN_ERR_TIMEOUT) {
+        /* A silent rank cannot take part in MPI_Finalize. */
+        if (rank == 0) sleep(1);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     free(q);
     free(k);
     free(v);

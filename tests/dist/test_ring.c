@@ -563,6 +563,25 @@ static void killed_rank_ends_the_job(void **state) {
     printf("killed rank: every rank gone %.1f s after SIGKILL\n", after);
 }
 
+/* The library alone: a rank stopped before the call leaves the others in
+ * its first agreement; rank 0 gives up after the timeout naming it and
+ * tells rank 1, which names it too. */
+static void library_times_out_on_a_stopped_rank(void **state) {
+    (void)state;
+    char launch[1024], *output;
+    double seconds;
+    snprintf(launch, sizeof launch, "-np 3 %s stop", ATTN_RING_PROBE_PATH);
+    const int rc = run_launch(&output, &seconds, launch);
+    const char *expect[2] = {"rank 0: timed out: rank 0 of 3: no answer from rank 2 for 2 s",
+                             "rank 1: timed out: rank 0 of 3: no answer from rank 2 for 2 s"};
+    if (rc != 1 || seconds > RING_FAIL_SECONDS || !strstr(output, expect[0]) || !strstr(output, expect[1])) {
+        printf("mpirun %s exited %d after %.1f s:\n%s\n", launch, rc, seconds, output);
+        fail_msg("expected status 1 within %d s, and '%s' and '%s'", RING_FAIL_SECONDS, expect[0], expect[1]);
+    }
+    assert_int_equal(live_processes(ATTN_RING_PROBE_PATH), 0);
+    free(output);
+}
+
 /* Ranks started with different options (mpirun's MPMD form gives each
  * program its own arguments) would compute a silently mixed result; they
  * must refuse it together, naming the first difference and the ranks. */
@@ -675,6 +694,7 @@ int main(void) {
         cmocka_unit_test(ranks_must_agree),
         cmocka_unit_test(stopped_rank_times_out),
         cmocka_unit_test(killed_rank_ends_the_job),
+        cmocka_unit_test(library_times_out_on_a_stopped_rank),
         cmocka_unit_test(library_ranks_must_agree),
     };
     return cmocka_run_group_tests(tests, NULL, report_worst);
