@@ -144,9 +144,10 @@ typedef struct attn_ring_options {
      * reads them along the L axis), or, for a table with one query row for
      * all (shape[2] == 1), that row, on every rank.  Every key column is
      * held: the ring copies each piece's block of columns for the kernel.
-     * Every rank passes a mask (a bias) or none; a rank without query rows
-     * passes any non-NULL pointer.  Contents with one query row are
-     * compared across ranks (a hash), sharded contents cannot be. */
+     * Every rank passes a mask (a bias) or none; for a sharded table a rank
+     * without query rows passes any non-NULL pointer.  A table with one
+     * query row is compared across ranks (a hash of it); sharded contents
+     * cannot be. */
     const attn_sdpa_options *sdpa;
     attn_ring_layout layout;
     int64_t len_q, len_kv; /* L and S of the whole problem; 0 = the sum of the

@@ -213,7 +213,7 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
         } else if (strcmp(flag, "--timeout") == 0) {
             double seconds;
             if (!cli_parse_float("ring", "--timeout", value, 0.0, 1e9, &seconds)) rc = CLI_USAGE_ERROR;
-            c->timeout = seconds > 0 ? seconds : -1.0; /* 0: no limit */
+            else c->timeout = seconds > 0 ? seconds : -1.0; /* 0: no limit */
         } else if (strcmp(flag, "--piece-rows") == 0) {
             if (!cli_parse_int("ring", "--piece-rows", value, 1, INT64_MAX / 2, &c->piece_rows))
                 rc = CLI_USAGE_ERROR;
