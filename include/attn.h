@@ -108,6 +108,8 @@ typedef enum attn_status {
     ATTN_ERR_UNSUPPORTED = -7,      /* valid input this build cannot handle */
     ATTN_ERR_NONFINITE = -8,        /* attn_check_finite found NaN/Inf      */
     ATTN_ERR_INTERNAL = -9,
+    ATTN_ERR_TIMEOUT = -10,         /* another process did not answer in time
+                                       (ring attention, attn_mpi.h)          */
     ATTN_ERR_BUDGET = -11           /* beyond a documented work budget: the
                                        message names the cheaper alternative */
 } attn_status;

@@ -14,7 +14,9 @@
  *   dv like v; --grad-out like o.
  *
  * Messages: every failure is agreed among the ranks first (attn_ring_agree)
- * and printed once, by rank 0; every rank exits with the same status.
+ * and printed once, by rank 0; every rank exits with the same status.  A
+ * timeout is the exception: the rank that noticed a silent rank prints it
+ * and ends the job with MPI_Abort.
  */
 #include "cli.h"
 
@@ -70,6 +72,9 @@ static const char ring_usage[] =
     "                    (default: a quarter of a rank's rows, at least 64)\n"
     "  --threads N       as below, but by default the cores a rank may use divided\n"
     "                    among the ranks on its machine\n"
+    "  --timeout SECONDS give up when another rank has sent or taken nothing for this\n"
+    "                    long (stopped, hung, or far slower): print which rank and end\n"
+    "                    every rank (default 60; 0 = wait forever)\n"
     "  --report          per-rank busy (compute) and wait (communication not hidden)\n"
     "                    times, the balance and the share of communication hidden\n"
     "  --bench L,S,Hq,Hkv,D\n"
@@ -77,8 +82,9 @@ static const char ring_usage[] =
     "                    same numbers for any P), runs the forward and prints --report\n"
     "                    with one rotation of the blocks timed alone\n\n"
     "%s\n"
-    "not available across ranks: --mask, --bias (they would have to be sliced per\n"
-    "block) and --weights (an L x S table); use attn sdpa for those.\n\n"
+    "--mask and --bias are read like the inputs: each rank reads only its query rows\n"
+    "of them (every rank the whole file when it has one query row for all).\n"
+    "not available across ranks: --weights (an L x S table); use attn sdpa for it.\n\n"
     "example:\n"
     "  mpirun -np 4 attn ring -q Q.npy -k K.npy -v V.npy -o O.npy --causal --report\n";
 
@@ -90,6 +96,7 @@ typedef struct ring_cli {
     int layout; /* -1 = by the mask */
     int report;
     int64_t piece_rows;
+    double timeout; /* as attn_ring_options.timeout_seconds */
     int64_t bench[5]; /* L, S, Hq, Hkv, D; bench[0] == 0: files */
     cli_attention_options ao;
 } ring_cli;
@@ -117,6 +124,20 @@ static int ring_error(const ring_cli *c, int code, const char *fmt, ...) {
     return code;
 }
 
+/* A rank that timed out waiting for another ends the whole job: the silent
+ * rank cannot take part in an orderly exit.  The message names the rank
+ * that noticed ("rank 0 of 3: no answer from rank 2 ..."); that rank
+ * prints it, and ranks that only heard of it from rank 0 stay quiet. */
+static void ring_timed_out(const ring_cli *c) {
+    char mine[32];
+    snprintf(mine, sizeof mine, "rank %d of ", c->rank);
+    if (strncmp(attn_last_error(), mine, strlen(mine)) == 0) {
+        fprintf(stderr, "attn ring: %s; --timeout sets the limit\n", attn_last_error());
+        fflush(stderr);
+    }
+    MPI_Abort(c->comm, CLI_DATA_ERROR);
+}
+
 /* ------------------------------------------------------------- arguments */
 
 static bool parse_bench(const char *text, int64_t out[5]) {
@@ -132,19 +153,21 @@ static bool parse_bench(const char *text, int64_t out[5]) {
     return true;
 }
 
-/* Parses argv identically on every rank; ranks other than 0 parse with
- * stderr closed so that a usage error is printed once.  Returns -1 to go
- * on, else the exit status. */
-static int parse_args(ring_cli *c, int argc, char **argv) {
+/* Parses this rank's argv.  Ranks other than 0 parse with stderr captured
+ * (into `message`, the first line without the "attn ring: " prefix), so
+ * that a usage error is printed once, by rank 0, whichever rank has it.
+ * Returns -1 to go on, else the exit status. */
+static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t cap) {
     int saved = -1;
+    FILE *capture = NULL;
+    message[0] = 0;
     if (c->rank != 0) {
         fflush(stderr);
         saved = dup(2);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) {
-            dup2(devnull, 2);
-            close(devnull);
-        }
+        capture = tmpfile();
+        int sink = capture ? fileno(capture) : open("/dev/null", O_WRONLY);
+        if (sink >= 0) dup2(sink, 2);
+        if (!capture && sink >= 0) close(sink);
     }
     int rc = -1;
     for (int i = 1; i < argc && rc < 0;) {
@@ -154,11 +177,9 @@ static int parse_args(ring_cli *c, int argc, char **argv) {
             rc = CLI_OK;
             break;
         }
-        if (strcmp(flag, "--weights") == 0 || strcmp(flag, "--mask") == 0 ||
-            strcmp(flag, "--bias") == 0) {
-            rc = cli_usage_error("ring", "%s is not available across ranks (%s); use attn sdpa", flag,
-                                 flag[2] == 'w' ? "an L x S table on one rank"
-                                                : "each block would need its slice of it");
+        if (strcmp(flag, "--weights") == 0) {
+            rc = cli_usage_error("ring", "--weights is not available across ranks (an L x S table on one "
+                                 "rank); use attn sdpa");
             break;
         }
         int taken = cli_parse_attention_option("ring", argc, argv, &i, &c->ao);
@@ -189,6 +210,10 @@ static int parse_args(ring_cli *c, int argc, char **argv) {
             if (strcmp(value, "contiguous") == 0) c->layout = ATTN_RING_CONTIGUOUS;
             else if (strcmp(value, "zigzag") == 0) c->layout = ATTN_RING_ZIGZAG;
             else rc = cli_usage_error("ring", "--layout expects contiguous or zigzag, got '%s'", value);
+        } else if (strcmp(flag, "--timeout") == 0) {
+            double seconds;
+            if (!cli_parse_float("ring", "--timeout", value, 0.0, 1e9, &seconds)) rc = CLI_USAGE_ERROR;
+            else c->timeout = seconds > 0 ? seconds : -1.0; /* 0: no limit */
         } else if (strcmp(flag, "--piece-rows") == 0) {
             if (!cli_parse_int("ring", "--piece-rows", value, 1, INT64_MAX / 2, &c->piece_rows))
                 rc = CLI_USAGE_ERROR;
@@ -208,20 +233,65 @@ static int parse_args(ring_cli *c, int argc, char **argv) {
         rc = cli_usage_error("ring", "--grad-out needs at least one of --dq, --dk, --dv");
     if (rc < 0 && !c->dout_path && (c->dq_path || c->dk_path || c->dv_path))
         rc = cli_usage_error("ring", "--dq, --dk and --dv need --grad-out DO.npy");
-    if (rc < 0 && c->bench[0] && (c->q_path || c->dout_path || c->ao.key_lengths_path))
+    if (rc < 0 && c->bench[0] &&
+        (c->q_path || c->dout_path || c->ao.key_lengths_path || c->ao.mask_path || c->ao.bias_path))
         rc = cli_usage_error("ring", "--bench makes its own inputs: give no files");
     if (rc < 0) {
-        const char *const inputs[] = {c->q_path, c->k_path, c->v_path, c->dout_path, c->ao.key_lengths_path};
+        const char *const inputs[] = {c->q_path,  c->k_path, c->v_path, c->dout_path, c->ao.key_lengths_path,
+                                      c->ao.mask_path, c->ao.bias_path};
         const char *const outputs[] = {c->o_path, c->lse_path, c->dq_path, c->dk_path, c->dv_path};
-        if (cli_check_paths("ring", inputs, 5, outputs, 5)) rc = CLI_USAGE_ERROR;
+        if (cli_check_paths("ring", inputs, 7, outputs, 5)) rc = CLI_USAGE_ERROR;
     }
     if (saved >= 0) {
         fflush(stderr);
         dup2(saved, 2);
         close(saved);
     }
+    if (capture) {
+        rewind(capture);
+        size_t n = fread(message, 1, cap - 1, capture);
+        message[n] = 0;
+        fclose(capture);
+        const char *prefix = "attn ring: ";
+        if (strncmp(message, prefix, strlen(prefix)) == 0) memmove(message, message + strlen(prefix), n + 1 - strlen(prefix));
+        message[strcspn(message, "\n")] = 0;
+    }
     if (rc < 0 && c->layout < 0)
         c->layout = c->ao.opt.causal || c->ao.opt.window ? ATTN_RING_ZIGZAG : ATTN_RING_CONTIGUOUS;
+    return rc;
+}
+
+/* Every rank parsed its own argv (mpirun may give ranks different ones).
+ * Before any collective step that depends on them, the ranks agree: a
+ * usage error on any rank stops every rank (printed once, by rank 0), and
+ * every rank must read, compute, report and write the same set of things,
+ * or one would wait in a step the others skip.  Options that change the
+ * numbers (masks, scale, kernel, layout) are compared by the library
+ * itself; threads and --piece-rows may differ.  Returns -1 to go on, else
+ * the exit status. */
+static int agree_on_arguments(const ring_cli *c, int rc, const char *message) {
+    const bool usage = rc == CLI_USAGE_ERROR;
+    if (attn_ring_agree(c->comm, usage ? ATTN_ERR_INVALID_ARGUMENT : ATTN_OK, message) != ATTN_OK) {
+        if (!usage) ring_error(c, CLI_USAGE_ERROR, "%s", attn_last_error()); /* rank 0 printed its own */
+        return CLI_USAGE_ERROR;
+    }
+    const attn_ring_value values[] = {
+        {"--help", rc == CLI_OK},
+        {"--bench L", c->bench[0]}, {"--bench S", c->bench[1]}, {"--bench Hq", c->bench[2]},
+        {"--bench Hkv", c->bench[3]}, {"--bench D", c->bench[4]},
+        {"whether -o is given", c->o_path != NULL},
+        {"whether --lse is given", c->lse_path != NULL},
+        {"whether --grad-out is given", c->dout_path != NULL},
+        {"whether --dq is given", c->dq_path != NULL},
+        {"whether --dk is given", c->dk_path != NULL},
+        {"whether --dv is given", c->dv_path != NULL},
+        {"whether --key-lengths is given", c->ao.key_lengths_path != NULL},
+        {"whether --mask is given", c->ao.mask_path != NULL},
+        {"whether --bias is given", c->ao.bias_path != NULL},
+        {"whether --report is given", c->report},
+    };
+    if (attn_ring_agree_values(c->comm, values, (int)(sizeof values / sizeof values[0])) != ATTN_OK)
+        return ring_error(c, CLI_USAGE_ERROR, "%s", attn_last_error());
     return rc;
 }
 
@@ -323,7 +393,13 @@ static attn_status bench_input(const ring_cli *c, ring_input *in, uint64_t strea
 /* Key lengths: rank 0 reads and checks the (small) file, everyone gets it. */
 static int share_key_lengths(ring_cli *c, int64_t B, int64_t Hq, int64_t L, int64_t S) {
     int rc = CLI_OK;
-    if (c->rank == 0) rc = cli_load_attention_inputs("ring", &c->ao, B, Hq, L, S);
+    if (c->rank == 0 && c->ao.key_lengths_path) {
+        /* Only the key lengths: the mask and bias are read by rows (read_table). */
+        cli_attention_options lens = CLI_ATTENTION_OPTIONS_INIT;
+        lens.key_lengths_path = c->ao.key_lengths_path;
+        rc = cli_load_attention_inputs("ring", &lens, B, Hq, L, S);
+        c->ao.key_lengths = lens.key_lengths;
+    }
     MPI_Bcast(&rc, 1, MPI_INT, 0, c->comm);
     if (rc != CLI_OK || !c->ao.key_lengths_path) return rc;
     attn_status st = c->rank == 0 ? ATTN_OK : attn_array_alloc(&c->ao.key_lengths, ATTN_I64, 1, &B);
@@ -333,10 +409,80 @@ static int share_key_lengths(ring_cli *c, int64_t B, int64_t Hq, int64_t L, int6
     return CLI_OK;
 }
 
+/* --mask and --bias: [L, S], [H, L, S] or [B, H, L, S] with size-1
+ * dimensions broadcast, as attn sdpa takes them.  The file's shape is
+ * checked against the problem (full = B, Hq, L, S), then each rank reads
+ * only its query rows (its shard of the L axis, for every batch and head),
+ * or every rank the whole file when it has one query row for all.  The
+ * library gets the whole table's shape and this rank's rows (attn_mpi.h);
+ * the agreed message names the flag, the file and a bad value's global row. */
+static attn_status read_table(const ring_cli *c, ring_input *in, bool is_mask, const int64_t full[4],
+                              int64_t shape[4]) {
+    char msg[1024] = "", buf[128];
+    attn_status st = attn_npy_read_header(in->path, &in->header, NULL);
+    if (st) snprintf(msg, sizeof msg, "%s: %s", in->flag, attn_last_error());
+    if (!st && (in->header.ndim < 2 || in->header.ndim > 4)) {
+        st = ATTN_ERR_SHAPE;
+        snprintf(msg, sizeof msg, "%s '%s' has shape %s; expected [L, S], [H, L, S] or [B, H, L, S]", in->flag,
+                 in->path, cli_shape_str(&in->header, buf, sizeof buf));
+    }
+    static const char *const names[4] = {"B", "H", "L", "S"};
+    for (int d = 0; d < 4; d++) shape[d] = 1;
+    for (int d = 0; !st && d < in->header.ndim; d++) shape[4 - in->header.ndim + d] = in->header.shape[d];
+    for (int d = 0; !st && d < 4; d++)
+        if (shape[d] != 1 && shape[d] != full[d]) {
+            st = ATTN_ERR_SHAPE;
+            snprintf(msg, sizeof msg, "%s '%s' has shape %s: its %s dimension must be 1 or %lld", in->flag,
+                     in->path, cli_shape_str(&in->header, buf, sizeof buf), names[d], (long long)full[d]);
+        }
+    if ((st = attn_ring_agree(c->comm, st, msg))) return st;
+    in->axis = in->header.ndim - 2;
+    if (shape[2] == 1) {
+        st = attn_npy_load(in->path, &in->local);
+        if (st) snprintf(msg, sizeof msg, "%s: %s", in->flag, attn_last_error());
+        if ((st = attn_ring_agree(c->comm, st, msg))) return st;
+    } else if ((st = attn_ring_read_npy(c->comm, in->path, in->axis, (attn_ring_layout)c->layout, &in->local,
+                                        NULL))) {
+        return st;
+    }
+    const attn_dtype original = in->local.dtype;
+    if ((st = attn_array_convert(&in->local, is_mask ? ATTN_BOOL : ATTN_F32)))
+        snprintf(msg, sizeof msg, "%s '%s': dtype %s cannot be used here, %s is needed (%s)", in->flag, in->path,
+                 attn_dtype_name(original), is_mask ? "an integer or bool array" : "a float array",
+                 attn_last_error());
+    const float *x = in->local.data;
+    for (int64_t i = 0; !st && !is_mask && i < in->local.count; i++) {
+        if (isfinite(x[i]) || x[i] == -INFINITY) continue;
+        /* Local element -> global query row. */
+        int64_t row = i / shape[3] % in->local.shape[in->axis];
+        if (shape[2] != 1) {
+            attn_ring_shard sh;
+            attn_ring_shard_of(full[2], c->ranks, c->rank, (attn_ring_layout)c->layout, &sh);
+            row = row < sh.len[0] ? sh.start[0] + row : sh.start[1] + row - sh.len[0];
+        }
+        st = ATTN_ERR_NONFINITE;
+        snprintf(msg, sizeof msg, "%s '%s': a value in query row %lld is %s; it must be finite or -inf (which "
+                 "hides a key)", in->flag, in->path, (long long)row, isnan(x[i]) ? "NaN" : "+inf");
+    }
+    return attn_ring_agree(c->comm, st, msg);
+}
+
 /* ----------------------------------------------------------------- report */
 
 enum { REP_QROWS, REP_KROWS, REP_PAIRS, REP_SKIPPED, REP_BUSY, REP_CPU, REP_WAIT, REP_PROGRESS,
        REP_TOTAL, REP_ALONE, REP_SENT, REP_COUNT };
+
+/* The options the report asks the library about (kernel names, FLOPs)
+ * for shapes that are not the ones the rank's rows of the mask and bias
+ * fit: without them.  The kernel does not depend on them, and the FLOPs
+ * then count the pairs the position rules leave, the mask's and bias's
+ * hidden ones included. */
+static attn_sdpa_options report_options(const ring_cli *c) {
+    attn_sdpa_options o = c->ao.opt;
+    o.mask = NULL;
+    o.bias = NULL;
+    return o;
+}
 
 static void print_report(const ring_cli *c, const char *what, const char *kernel,
                          const attn_ring_stats *s, const ring_input *q, const ring_input *k,
@@ -351,14 +497,15 @@ static void print_report(const ring_cli *c, const char *what, const char *kernel
     MPI_Gather(mine, REP_COUNT, MPI_DOUBLE, all, REP_COUNT, MPI_DOUBLE, 0, c->comm);
     if (c->rank != 0) return;
     const int64_t B = q->t.shape[0], L = q->header.shape[q->axis], S = k->header.shape[k->axis];
-    const attn_sdpa_options *o = &c->ao.opt;
+    const attn_sdpa_options counted = report_options(c), *o = &counted;
     printf("attn ring %s: %d ranks, %s layout, B=%lld L=%lld S=%lld Hq=%lld Hkv=%lld D=%lld Dv=%lld, "
-           "%s%s, kernel %s, %d threads per rank\n",
+           "%s%s%s%s, kernel %s, %d threads per rank\n",
            what, c->ranks, c->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous", (long long)B,
            (long long)L, (long long)S, (long long)q->t.shape[2], (long long)k->t.shape[2],
            (long long)q->t.shape[3], (long long)v->t.shape[3],
            !o->causal ? "no causal mask" : o->align == ATTN_ALIGN_LOWER_RIGHT ? "causal-lower-right" : "causal",
-           o->window ? " + window" : "", kernel, attn_thread_count(o->threads));
+           o->window ? " + window" : "", c->ao.opt.mask ? " + mask" : "", c->ao.opt.bias ? " + bias" : "", kernel,
+           attn_thread_count(o->threads));
     printf("rank  q_rows  kv_rows  pairs  skipped    busy_s  busy_cpu_s    wait_s  progress_s   total_s  alone_s"
            "   sent_MB\n");
     double busy_max = 0, busy_sum = 0, cpu_sum = 0, wait_max = 0, total_max = 0, alone_max = 0, busiest_wait = 0,
@@ -411,8 +558,9 @@ static void print_report(const ring_cli *c, const char *what, const char *kernel
 static void free_input(ring_input *in) { attn_array_free(&in->local); }
 
 static int run_ring(ring_cli *c, int argc, char **argv) {
-    int rc = parse_args(c, argc, argv);
-    if (rc >= 0) return rc;
+    char message[1024];
+    int rc = parse_args(c, argc, argv, message, sizeof message);
+    if ((rc = agree_on_arguments(c, rc, message)) >= 0) return rc;
     /* Threads by default: the cores a rank may use, shared among the ranks
      * on its machine (collective, so every rank splits). */
     MPI_Comm machine;
@@ -425,7 +573,8 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
         c->ao.opt.threads = share > 0 ? share : 1;
     }
     ring_input q = {"-q", c->q_path, {0}, {0}, {0}, 0}, k = {"-k", c->k_path, {0}, {0}, {0}, 0},
-               v = {"-v", c->v_path, {0}, {0}, {0}, 0}, dout = {"--grad-out", c->dout_path, {0}, {0}, {0}, 0};
+               v = {"-v", c->v_path, {0}, {0}, {0}, 0}, dout = {"--grad-out", c->dout_path, {0}, {0}, {0}, 0},
+               mask = {"--mask", c->ao.mask_path, {0}, {0}, {0}, 0}, bias = {"--bias", c->ao.bias_path, {0}, {0}, {0}, 0};
     float *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
     attn_status st;
     rc = CLI_DATA_ERROR;
@@ -446,6 +595,24 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     const int64_t L = q.header.shape[q.axis], S = k.header.shape[k.axis];
     if ((rc = share_key_lengths(c, B, Hq, L, S))) goto cleanup;
     rc = CLI_DATA_ERROR;
+    const int64_t full[4] = {B, Hq, L, S};
+    /* A rank that holds no query rows has no rows of them either: any
+     * non-NULL pointer says the table is there. */
+    static const float no_rows[1];
+    if (mask.path) {
+        if ((st = read_table(c, &mask, true, full, c->ao.opt.mask_shape))) {
+            ring_error(c, rc, "%s", attn_last_error());
+            goto cleanup;
+        }
+        c->ao.opt.mask = mask.local.data ? mask.local.data : (const uint8_t *)no_rows;
+    }
+    if (bias.path) {
+        if ((st = read_table(c, &bias, false, full, c->ao.opt.bias_shape))) {
+            ring_error(c, rc, "%s", attn_last_error());
+            goto cleanup;
+        }
+        c->ao.opt.bias = bias.local.data ? bias.local.data : no_rows;
+    }
 
     attn_ring_options ro = ATTN_RING_OPTIONS_INIT;
     ro.sdpa = &c->ao.opt;
@@ -453,6 +620,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     ro.len_q = L;
     ro.len_kv = S;
     ro.piece_rows = c->piece_rows;
+    ro.timeout_seconds = c->timeout;
     ro.time_comm_alone = c->bench[0] != 0;
     out = malloc(sizeof(float) * (size_t)(B * Lr * Hq * Dv + 1));
     lse = malloc(sizeof(float) * (size_t)(B * Hq * Lr + 1));
@@ -464,14 +632,16 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     attn_tensor o = attn_tensor_4d(out, B, Lr, Hq, Dv);
     attn_ring_stats stats;
     if ((st = attn_ring_forward(c->comm, &q.t, &k.t, &v.t, &ro, &o, lse, &stats))) {
+        if (st == ATTN_ERR_TIMEOUT) ring_timed_out(c);
         char qs[96], ks[96], vs[96];
         ring_error(c, rc, "%s: %s\n  (-q %s, -k %s, -v %s)", attn_status_str(st), attn_last_error(),
                    cli_shape_str(&q.header, qs, sizeof qs), cli_shape_str(&k.header, ks, sizeof ks),
                    cli_shape_str(&v.header, vs, sizeof vs));
         goto cleanup;
     }
+    const attn_sdpa_options named = report_options(c);
     if (c->report || c->bench[0])
-        print_report(c, "forward", attn_sdpa_kernel_name(&q.t, &k.t, &v.t, &c->ao.opt), &stats, &q, &k, &v,
+        print_report(c, "forward", attn_sdpa_kernel_name(&q.t, &k.t, &v.t, &named), &stats, &q, &k, &v,
                      1.0);
 
     attn_tensor tdq, tdk, tdv;
@@ -505,11 +675,12 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
         tdv = attn_tensor_4d(dv, B, Sr, Hkv, Dv);
         if ((st = attn_ring_backward(c->comm, &q.t, &k.t, &v.t, &ro, &o, lse, &dout.t, dq ? &tdq : NULL,
                                      dk ? &tdk : NULL, dv ? &tdv : NULL, &stats))) {
+            if (st == ATTN_ERR_TIMEOUT) ring_timed_out(c);
             ring_error(c, rc, "%s: %s", attn_status_str(st), attn_last_error());
             goto cleanup;
         }
         if (c->report)
-            print_report(c, "backward", attn_sdpa_backward_kernel_name(&q.t, &k.t, &v.t, &c->ao.opt), &stats,
+            print_report(c, "backward", attn_sdpa_backward_kernel_name(&q.t, &k.t, &v.t, &named), &stats,
                          &q, &k, &v, 2.5); /* a backward counts 2.5 forwards */
     }
 
@@ -545,6 +716,8 @@ cleanup:
     free_input(&k);
     free_input(&v);
     free_input(&dout);
+    free_input(&mask);
+    free_input(&bias);
     return rc;
 }
 

@@ -26,6 +26,7 @@ const char *attn_status_str(attn_status status) {
     case ATTN_ERR_UNSUPPORTED: return "unsupported";
     case ATTN_ERR_NONFINITE: return "non-finite value";
     case ATTN_ERR_INTERNAL: return "internal error";
+    case ATTN_ERR_TIMEOUT: return "timed out";
     case ATTN_ERR_BUDGET: return "beyond the work budget";
     }
     return "unknown status";

@@ -41,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TAG_KV = 1, TAG_DKV = 2 };
 enum { WANT_DQ = 1, WANT_DK = 2, WANT_DV = 4 };
 
 typedef struct backward_args {
@@ -61,6 +60,7 @@ typedef struct backward_state {
     float *dq_b;             /* [B, n, Hq, D]                            */
     float *dk_b, *dv_b, *dk_c; /* [B, m, Hkv, D], [B, m, Hkv, Dv], [B, m, Hkv, D] */
     ring_scratch workspace;
+    ring_slices slices;      /* the piece's mask and bias                */
 } backward_state;
 
 static attn_status check_like(const attn_tensor *t, const char *name, const attn_tensor *like,
@@ -117,14 +117,14 @@ static attn_status reserve(backward_state *s, attn_sdpa_options *opt, size_t nee
     return st;
 }
 
-/* The gradient of n query rows (local row `row`, global row q_start)
- * against key run [k_off, k_off + m) of the block (global row k_start). */
+/* The gradient of a piece's n query rows (local row `row`) against key run
+ * [k_off, k_off + m) of the block of `rows` positions. */
 static attn_status backward_piece(const ring_problem *rp, const backward_args *x, float *block,
-                                  int64_t rows, int64_t row, int64_t q_start, int64_t n,
-                                  int64_t k_off, int64_t k_start, int64_t m, backward_state *s,
+                                  int64_t rows, const ring_piece *pc, backward_state *s,
                                   ring_requests *reqs, attn_ring_stats *stats) {
     const int64_t B = rp->batch, Hq = rp->heads_q, Hkv = rp->heads_kv, D = rp->dim,
                   Dv = rp->dim_v, Lr = rp->q_shard.rows, W = Dv + D;
+    const int64_t row = pc->q_row, n = pc->n, k_off = pc->k_off, m = pc->m;
     attn_status st;
     attn_tensor qv = *x->q;
     qv.data = (float *)qv.data + row * x->q->stride[1];
@@ -132,12 +132,13 @@ static attn_status backward_piece(const ring_problem *rp, const backward_args *x
     attn_tensor k = attn__ring_block_view(rp, block, rows, k_off, m, 'k');
     attn_tensor v = attn__ring_block_view(rp, block, rows, k_off, m, 'v');
     attn_tensor vk = attn__ring_block_view(rp, block, rows, k_off, m, 'a');
-    attn_sdpa_options opt = attn__ring_call_options(rp, q_start, k_start, NULL, 0);
+    attn_sdpa_options opt;
     size_t need;
 
     /* The block's own forward with values [v | k]: o_b and kbar, lse_b. */
     attn_tensor o_aug = attn_tensor_4d(s->o_aug, B, n, Hq, W);
-    if ((st = attn_sdpa_workspace_size(&qv, &k, &vk, &opt, &need)) || (st = reserve(s, &opt, need)) ||
+    if ((st = attn__ring_piece_options(rp, pc, &s->slices, &opt)) ||
+        (st = attn_sdpa_workspace_size(&qv, &k, &vk, &opt, &need)) || (st = reserve(s, &opt, need)) ||
         (st = attn_sdpa_forward(&qv, &k, &vk, &opt, &o_aug, NULL, s->lse_b)))
         return st;
     attn__ring_progress(reqs, stats);
@@ -217,8 +218,7 @@ typedef struct backward_piece_ctx {
 
 static attn_status step_piece(void *ctx, const ring_piece *pc) {
     const backward_piece_ctx *c = ctx;
-    return backward_piece(c->rp, c->x, c->block, c->block_rows, pc->q_row, pc->q_start, pc->n, pc->k_off,
-                          pc->k_start, pc->m, c->s, c->reqs, c->stats);
+    return backward_piece(c->rp, c->x, c->block, c->block_rows, pc, c->s, c->reqs, c->stats);
 }
 
 /* Writes a [B, rows, Hkv, Dv + D] float block gradient into dk and dv. */
@@ -243,11 +243,11 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
     attn_ring_stats own_stats;
     if (!stats) stats = &own_stats;
     memset(stats, 0, sizeof *stats);
-    attn_status st = attn_ring_agree(comm, check_args(q, k, v, out, lse, dout, dq, dk, dv), NULL);
-    if (st) return st;
     ring_problem rp;
     const int flags = (dq ? WANT_DQ : 0) | (dk ? WANT_DK : 0) | (dv ? WANT_DV : 0);
-    if ((st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, flags))) return st;
+    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt,
+                                             check_args(q, k, v, out, lse, dout, dq, dk, dv), flags);
+    if (st) return st;
 
     const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Hkv = rp.heads_kv,
                   D = rp.dim, Dv = rp.dim_v, W = Dv + D, M = rp.max_kv_rows;
@@ -277,7 +277,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
              ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's backward buffers "
                          "(blocks of %lld key rows)", (long long)M)
              : ATTN_OK;
-    if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
+    if ((st = attn__ring_agree_within(comm, st, NULL, rp.timeout_s))) goto cleanup;
 
     attn__ring_pack_block(&rp, k, v, blocks[0]);
     const backward_args x = {q, out, dout, lse};
@@ -290,26 +290,29 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
         ring_requests reqs = {0}, incoming = {0};
         if (t + 1 < rp.ranks)
             attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
-                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, TAG_KV, stats);
+                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, RING_TAG_KV, stats);
         if (s.want_dkv && t > 0)
-            MPI_Irecv(s.dblock_in, (int)(B * ks->rows), rp.unit_type, rp.left, TAG_DKV, comm,
-                      &incoming.req[incoming.count++]);
+            attn__ring_post(&rp, &incoming, false, s.dblock_in, B * ks->rows, rp.left, RING_TAG_DKV,
+                            "a block's gradient");
         memset(s.dblock_part, 0, sizeof(double) * part);
         /* backward_piece drives MPI progress itself, between its kernel calls */
         backward_piece_ctx ctx = {&rp, &x, blocks[0], ks->rows, &s, &reqs, stats};
         if (failed == ATTN_OK) failed = attn__ring_step(&rp, ks, step_piece, &ctx, NULL, stats);
         if (s.want_dkv) {
             /* Sum in ring order: what came from the left, then this rank's part. */
-            attn__ring_wait(&incoming, stats);
-            attn__ring_wait(&sends[t % 2], stats); /* the buffer's previous send */
+            if ((st = attn__ring_wait(&rp, &incoming, stats)) ||
+                (st = attn__ring_wait(&rp, &sends[t % 2], stats))) { /* the buffer's previous send */
+                attn__ring_abandon(&reqs);
+                goto abandon;
+            }
             float *sum = s.dblock_send[t % 2];
             for (size_t i = 0; i < part; i++)
                 sum[i] = (float)((t > 0 ? (double)s.dblock_in[i] : 0.0) + s.dblock_part[i]);
-            MPI_Isend(sum, (int)(B * ks->rows), rp.unit_type, rp.right, TAG_DKV, comm,
-                      &sends[t % 2].req[sends[t % 2].count++]);
+            attn__ring_post(&rp, &sends[t % 2], true, sum, B * ks->rows, rp.right, RING_TAG_DKV,
+                            "a block's gradient");
             stats->bytes_sent += (int64_t)(part * sizeof(float));
         }
-        attn__ring_wait(&reqs, stats);
+        if ((st = attn__ring_wait(&rp, &reqs, stats))) goto abandon;
         float *swap = blocks[0];
         blocks[0] = blocks[1];
         blocks[1] = swap;
@@ -317,13 +320,13 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
     if (s.want_dkv) {
         /* The extra hop: this rank's own block's gradient, complete. */
         ring_requests last = {0};
-        MPI_Irecv(s.dblock_in, (int)(B * rp.kv_shards[rp.rank].rows), rp.unit_type, rp.left,
-                  TAG_DKV, comm, &last.req[last.count++]);
-        attn__ring_wait(&last, stats);
-        attn__ring_wait(&sends[0], stats);
-        attn__ring_wait(&sends[1], stats);
+        attn__ring_post(&rp, &last, false, s.dblock_in, B * rp.kv_shards[rp.rank].rows, rp.left, RING_TAG_DKV,
+                        "its own block's gradient");
+        if ((st = attn__ring_wait(&rp, &last, stats)) || (st = attn__ring_wait(&rp, &sends[0], stats)) ||
+            (st = attn__ring_wait(&rp, &sends[1], stats)))
+            goto abandon;
     }
-    if ((st = attn_ring_agree(comm, failed, NULL))) goto cleanup;
+    if ((st = attn__ring_agree_within(comm, failed, NULL, rp.timeout_s))) goto cleanup;
 
     if (dq)
         for (int64_t b = 0; b < B; b++)
@@ -334,6 +337,14 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
                     for (int64_t d = 0; d < D; d++) dq_bih[d] = (float)acc[d];
                 }
     if (s.want_dkv) unpack_gradient(&rp, s.dblock_in, rp.kv_shards[rp.rank].rows, dk, dv);
+    goto cleanup;
+abandon:
+    /* A wait timed out: the other exchanges are abandoned too, and the
+     * buffers MPI may still touch if the silent rank resumes stay
+     * allocated. */
+    attn__ring_abandon(&sends[0]);
+    attn__ring_abandon(&sends[1]);
+    blocks[0] = blocks[1] = s.dblock_in = s.dblock_send[0] = s.dblock_send[1] = NULL;
 cleanup:
     free(blocks[0]);
     free(blocks[1]);
@@ -351,6 +362,7 @@ cleanup:
     free(s.dv_b);
     free(s.dk_c);
     free(s.workspace.data);
+    attn__ring_slices_free(&s.slices);
     attn__ring_problem_free(&rp);
     stats->total_s = MPI_Wtime() - start;
     return st;

@@ -49,25 +49,275 @@ attn_status attn_ring_shard_of(int64_t total_rows, int ranks, int rank, attn_rin
     return ATTN_OK;
 }
 
-attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message) {
-    int rank, ranks, flag, first;
+/* ------------------------------------------------------- waiting, bounded */
+
+/* Tests the requests until every one is complete or the deadline (an
+ * MPI_Wtime; INFINITY: none) passes.  Returns -1 when all completed, else
+ * the index of the first one still pending.  It spins for the first
+ * millisecond, as MPI_Waitall would (a neighbour a moment behind is served
+ * at once), then sleeps 100 us between tests, leaving the core to a rank
+ * that computes (ranks often share cores); over shared memory a large
+ * message is one copy inside a single test (Open MPI's CMA), so the sleeps
+ * do not slow a transfer under way. */
+static int poll_until(MPI_Request *req, int n, double deadline) {
+    const double start = MPI_Wtime();
+    for (;;) {
+        int done;
+        MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+        if (done) return -1;
+        const double now = MPI_Wtime();
+        if (now >= deadline) break;
+        if (now - start > 1e-3) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    for (int i = 0; i < n; i++) {
+        int done;
+        MPI_Test(&req[i], &done, MPI_STATUS_IGNORE);
+        if (!done) return i;
+    }
+    return -1; /* the last ones completed at the deadline */
+}
+
+/* Gives up on requests that will not complete: receives are cancelled (so
+ * a late message is not written into a buffer the caller reuses), and every
+ * request is freed.  A send cannot be cancelled in Open MPI: its buffer
+ * must outlive it (the callers leak the ring's blocks after a timeout). */
+static void abandon(MPI_Request *req, const bool *sending, int n) {
+    for (int i = 0; i < n; i++) {
+        if (req[i] == MPI_REQUEST_NULL) continue;
+        if (!sending[i]) MPI_Cancel(&req[i]);
+        MPI_Request_free(&req[i]);
+    }
+}
+
+static double deadline_after(double timeout) { return isinf(timeout) ? INFINITY : MPI_Wtime() + timeout; }
+
+/* ------------------------------------------------------------- agreements */
+
+/* What rank 0 decided, sent to every rank. */
+typedef struct ring_verdict {
+    int32_t status;     /* attn_status                                   */
+    int64_t value[2];   /* what the decision computed (L and S)          */
+    char message[1152]; /* room for a rank's message and the prefix      */
+} ring_verdict;
+
+/* How rank 0 reaches a verdict: take() sees every rank's record in rank
+ * order (rank 0's first), then decide() fills the verdict. */
+typedef struct ring_decision {
+    void (*take)(void *ctx, int rank, const void *record);
+    void (*decide)(void *ctx, int ranks, ring_verdict *verdict);
+    void *ctx;
+} ring_decision;
+
+/* Rank 0: the verdict to rank r (small: it leaves at once), the wait
+ * bounded so that one stopped rank cannot hold the others' word. */
+static attn_status send_verdict(MPI_Comm comm, const ring_verdict *verdict, int r, double timeout) {
+    MPI_Request req;
+    const bool sending = true;
+    MPI_Isend(verdict, (int)sizeof *verdict, MPI_BYTE, r, RING_TAG_VERDICT, comm, &req);
+    if (poll_until(&req, 1, deadline_after(timeout)) < 0) return ATTN_OK;
+    abandon(&req, &sending, 1);
+    int ranks;
+    MPI_Comm_size(comm, &ranks);
+    return attn__fail(ATTN_ERR_TIMEOUT, "rank 0 of %d: rank %d took no answer for %g s (stopped, or much slower?)",
+                      ranks, r, timeout);
+}
+
+/* Every rank sends rank 0 a record of `bytes` bytes; rank 0 decides and
+ * sends every rank the verdict.  The pattern behind every agreement: a
+ * status and a message, the problem's description, a caller's values.
+ * Point to point rather than collectives, so that a rank that does not
+ * answer is known by name: rank 0 gives up on it after timeout seconds and
+ * tells the others which rank it missed; the others give up on rank 0
+ * itself after 1.5 times the timeout (so that rank 0's word arrives first
+ * when another rank is the one missing).  scratch: `bytes` bytes rank 0
+ * receives into.  Returns the verdict's status on every rank, with its
+ * message as the last error. */
+static attn_status gather_decide(MPI_Comm comm, double timeout, const void *mine, void *scratch, size_t bytes,
+                                 const ring_decision *d, ring_verdict *verdict) {
+    int rank, ranks;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &ranks);
-    flag = mine != ATTN_OK ? rank : ranks;
-    MPI_Allreduce(&flag, &first, 1, MPI_INT, MPI_MIN, comm);
-    if (first == ranks) return ATTN_OK;
-    /* The lowest failing rank's status and message, to everyone. */
-    int status = mine;
-    char text[1024] = "";
-    if (rank == first) snprintf(text, sizeof text, "%s", message ? message : attn_last_error());
-    int failing = mine != ATTN_OK, failed;
-    MPI_Allreduce(&failing, &failed, 1, MPI_INT, MPI_SUM, comm);
-    MPI_Bcast(&status, 1, MPI_INT, first, comm);
-    MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first, comm);
-    if (ranks == 1) return attn__fail((attn_status)status, "%s", text);
-    if (failed == 1) return attn__fail((attn_status)status, "rank %d of %d: %s", first, ranks, text);
-    return attn__fail((attn_status)status, "rank %d of %d (and %d more): %s", first, ranks, failed - 1,
-                     text);
+    memset(verdict, 0, sizeof *verdict);
+    if (rank != 0) {
+        MPI_Request req[2];
+        const bool sending[2] = {true, false};
+        MPI_Isend(mine, (int)bytes, MPI_BYTE, 0, RING_TAG_RECORD, comm, &req[0]);
+        MPI_Irecv(verdict, (int)sizeof *verdict, MPI_BYTE, 0, RING_TAG_VERDICT, comm, &req[1]);
+        if (poll_until(req, 2, deadline_after(1.5 * timeout)) >= 0) {
+            abandon(req, sending, 2);
+            return attn__fail(ATTN_ERR_TIMEOUT,
+                              "rank %d of %d: no answer from rank 0 for %g s (it gathers every agreement of the "
+                              "ranks: stopped, or much slower?)",
+                              rank, ranks, 1.5 * timeout);
+        }
+        return verdict->status ? attn__fail((attn_status)verdict->status, "%s", verdict->message) : ATTN_OK;
+    }
+
+    /* Records in rank order, each wait up to the common deadline.  Once a
+     * rank is missing the verdict is fixed: the ranks after it that have
+     * answered already (their records wait here) get it at once, so that
+     * they too hear which rank is missing. */
+    const double deadline = deadline_after(timeout);
+    d->take(d->ctx, 0, mine);
+    int missing = -1;
+    attn_status st = ATTN_OK;
+    for (int r = 1; r < ranks; r++) {
+        MPI_Request req;
+        const bool sending = false;
+        MPI_Irecv(scratch, (int)bytes, MPI_BYTE, r, RING_TAG_RECORD, comm, &req);
+        if (poll_until(&req, 1, missing < 0 ? deadline : -INFINITY) >= 0) {
+            abandon(&req, &sending, 1);
+            if (missing >= 0) continue;
+            missing = r;
+            verdict->status = ATTN_ERR_TIMEOUT;
+            snprintf(verdict->message, sizeof verdict->message,
+                     "rank 0 of %d: no answer from rank %d for %g s (stopped, or much slower?)", ranks, missing,
+                     timeout);
+        } else if (missing < 0) {
+            d->take(d->ctx, r, scratch);
+        } else if (!st) {
+            st = send_verdict(comm, verdict, r, timeout);
+        }
+    }
+    if (missing < 0) d->decide(d->ctx, ranks, verdict);
+    for (int r = 1; r < (missing < 0 ? ranks : missing) && !st; r++) st = send_verdict(comm, verdict, r, timeout);
+    if (st) return st;
+    return verdict->status ? attn__fail((attn_status)verdict->status, "%s", verdict->message) : ATTN_OK;
+}
+
+/* attn_ring_agree: a record is a status and a message; the verdict is the
+ * lowest failing rank's, with the count of the others. */
+typedef struct status_record {
+    int32_t status;
+    char message[1020];
+} status_record;
+
+typedef struct status_decision {
+    status_record first;
+    int first_rank, failed;
+} status_decision;
+
+static void take_status(void *ctx, int rank, const void *record) {
+    status_decision *s = ctx;
+    const status_record *r = record;
+    if (r->status == ATTN_OK) return;
+    if (s->failed++ == 0) {
+        s->first = *r;
+        s->first_rank = rank;
+    }
+}
+
+static void decide_status(void *ctx, int ranks, ring_verdict *verdict) {
+    const status_decision *s = ctx;
+    verdict->status = s->failed ? s->first.status : ATTN_OK;
+    char *m = verdict->message;
+    const size_t cap = sizeof verdict->message;
+    if (!s->failed) return;
+    if (ranks == 1) snprintf(m, cap, "%s", s->first.message);
+    else if (s->failed == 1) snprintf(m, cap, "rank %d of %d: %s", s->first_rank, ranks, s->first.message);
+    else snprintf(m, cap, "rank %d of %d (and %d more): %s", s->first_rank, ranks, s->failed - 1, s->first.message);
+}
+
+attn_status attn__ring_agree_within(MPI_Comm comm, attn_status mine, const char *message, double timeout) {
+    status_record record = {mine, ""}, scratch;
+    if (mine != ATTN_OK) snprintf(record.message, sizeof record.message, "%s", message ? message : attn_last_error());
+    status_decision s = {.failed = 0};
+    const ring_decision d = {take_status, decide_status, &s};
+    ring_verdict verdict;
+    return gather_decide(comm, timeout, &record, &scratch, sizeof record, &d, &verdict);
+}
+
+attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message) {
+    return attn__ring_agree_within(comm, mine, message, INFINITY);
+}
+
+/* How a compared value reads in a message. */
+typedef enum value_format { AS_INT, AS_HASH, AS_FLOAT_BITS, AS_ALIGN, AS_KERNEL, AS_LAYOUT } value_format;
+
+static const char *format_value(value_format format, int64_t value, char *buf, size_t cap) {
+    static const char *const aligns[] = {"top-left", "lower-right"}, *const kernels[] = {"auto", "ref", "flash"},
+                             *const layouts[] = {"contiguous", "zigzag"};
+    const char *const *names = format == AS_ALIGN ? aligns : format == AS_KERNEL ? kernels : layouts;
+    const int64_t known = format == AS_KERNEL ? 3 : 2;
+    if (format == AS_HASH) {
+        snprintf(buf, cap, "%016llx", (unsigned long long)value);
+    } else if (format == AS_FLOAT_BITS) {
+        const uint32_t bits = (uint32_t)value;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        snprintf(buf, cap, "%g", (double)x);
+    } else if (format != AS_INT && value >= 0 && value < known) {
+        snprintf(buf, cap, "%s", names[value]);
+    } else {
+        snprintf(buf, cap, "%lld", (long long)value);
+    }
+    return buf;
+}
+
+/* Values compared across ranks, one record per rank: the first field (in
+ * the record's order) where some rank differs from rank 0, and the lowest
+ * such rank. */
+typedef struct difference {
+    int field, rank; /* field = -1: none yet */
+    int64_t ours, theirs;
+} difference;
+
+static void find_difference(difference *d, int rank, const int64_t *ours, const int64_t *theirs, int count) {
+    for (int f = 0; f < count && (d->field < 0 || f < d->field); f++)
+        if (theirs[f] != ours[f]) {
+            *d = (difference){f, rank, ours[f], theirs[f]};
+            return;
+        }
+}
+
+static void report_difference(const difference *d, const char *name, value_format format, attn_status status,
+                              ring_verdict *verdict) {
+    char a[64], b[64];
+    verdict->status = status;
+    snprintf(verdict->message, sizeof verdict->message, "ranks disagree on %s: rank 0 has %s, rank %d has %s%s",
+             name, format_value(format, d->ours, a, sizeof a), d->rank, format_value(format, d->theirs, b, sizeof b),
+             status == ATTN_ERR_SHAPE ? " (only the position axes are sharded: every rank holds every batch, "
+                                        "head and width)"
+                                      : "");
+}
+
+/* attn_ring_agree_values: a record is the count, then the values. */
+enum { VALUES_RECORD = 1 + ATTN_RING_MAX_VALUES };
+
+typedef struct values_decision {
+    const attn_ring_value *names; /* rank 0's */
+    int64_t ours[VALUES_RECORD];
+    difference d;
+} values_decision;
+
+static void take_values(void *ctx, int rank, const void *record) {
+    values_decision *v = ctx;
+    if (rank == 0) memcpy(v->ours, record, sizeof v->ours);
+    else find_difference(&v->d, rank, v->ours, record, 1 + (int)v->ours[0]);
+}
+
+static void decide_values(void *ctx, int ranks, ring_verdict *verdict) {
+    (void)ranks;
+    const values_decision *v = ctx;
+    if (v->d.field >= 0)
+        report_difference(&v->d, v->d.field == 0 ? "the number of values" : v->names[v->d.field - 1].name, AS_INT,
+                          ATTN_ERR_INVALID_ARGUMENT, verdict);
+}
+
+attn_status attn_ring_agree_values(MPI_Comm comm, const attn_ring_value *values, int count) {
+    attn_status st = ATTN_OK;
+    if (count < 0 || count > ATTN_RING_MAX_VALUES || (count > 0 && !values))
+        st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_agree_values: %d values (at most %d, not NULL)",
+                        count, ATTN_RING_MAX_VALUES);
+    for (int i = 0; st == ATTN_OK && i < count; i++)
+        if (!values[i].name) st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_ring_agree_values: value %d has no name", i);
+    if ((st = attn_ring_agree(comm, st, NULL))) return st;
+    int64_t mine[VALUES_RECORD] = {count}, scratch[VALUES_RECORD];
+    for (int i = 0; i < count; i++) mine[1 + i] = values[i].value;
+    values_decision v = {.names = values, .d = {.field = -1}};
+    const ring_decision d = {take_values, decide_values, &v};
+    ring_verdict verdict;
+    return gather_decide(comm, INFINITY, mine, scratch, sizeof mine, &d, &verdict);
 }
 
 /* ------------------------------------------------------------- validation */
@@ -87,23 +337,31 @@ static attn_status check_local_tensor(const attn_tensor *t, const char *name) {
         return attn__fail(ATTN_ERR_SHAPE, "%s: the last dimension must be contiguous (stride 1)", name);
     if (t->shape[1] > 0 && !t->data)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    /* Blocks are packed and merged as floats. */
+    if (t->dtype != ATTN_F32)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s holds %s; ring attention computes on float32 tensors",
+                          name, attn_dtype_name(t->dtype));
     return ATTN_OK;
 }
 
 static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                               const attn_tensor *out, const attn_ring_options *o) {
+                               const attn_tensor *out, const attn_ring_options *o,
+                               const attn_sdpa_options *s) {
     attn_status st;
-    const attn_sdpa_options *s = o->sdpa;
-    if (!s) s = &(const attn_sdpa_options)ATTN_SDPA_OPTIONS_INIT;
     if (s->query_start || s->key_start || s->total_len_q || s->total_len_kv)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.query_start, key_start, total_len_q and total_len_kv "
                          "must be 0 (the ring places every block at its global positions)");
-    if (s->mask || s->bias)
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                         "ring attention does not support a boolean mask or a bias (each block "
-                         "would need its slice of them); use causal, window and key lengths, or "
-                         "attn_sdpa_forward in one process");
+    for (int t = 0; t < 2; t++) {
+        const int64_t *shape = t ? s->bias_shape : s->mask_shape;
+        if ((t ? (const void *)s->bias : (const void *)s->mask) &&
+            (shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[3] < 1))
+            return attn__fail(ATTN_ERR_SHAPE,
+                              "%s_shape is [%lld, %lld, %lld, %lld]; every dimension must be >= 1 (the whole "
+                              "table's shape [B|1, Hq|1, L|1, S|1])",
+                              t ? "bias" : "mask", (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                              (long long)shape[3]);
+    }
     if (s->workspace || s->workspace_size)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.workspace must be NULL (the ring keeps its own)");
@@ -113,6 +371,9 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
     if (o->len_q < 0 || o->len_kv < 0 || o->piece_rows < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: len_q, len_kv and piece_rows must be >= 0");
+    if (isnan(o->timeout_seconds))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "ring options: timeout_seconds is NaN (0 = the default, < 0 = no limit)");
     if ((st = check_local_tensor(q, "q")) || (st = check_local_tensor(k, "k")) ||
         (st = check_local_tensor(v, "v")) || (st = check_local_tensor(out, "out")))
         return st;
@@ -129,80 +390,206 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
     return ATTN_OK;
 }
 
-enum { DIM_B, DIM_LR, DIM_HQ, DIM_D, DIM_KB, DIM_SR, DIM_HKV, DIM_DV, DIM_FLAGS, DIM_COUNT };
+/* What every rank describes of its call: everything that determines the
+ * result, which must be the same on every rank (F_COMPARED fields, in the
+ * order a disagreement is reported), then what differs by design (its
+ * rows).  Options are recorded as they act: the scale resolved, the window
+ * sides only with a window, the alignment only where a rule uses it, and
+ * the lengths L and S resolved by rank 0 (0 = the sum of the rows). */
+enum {
+    F_BATCH, F_HEADS_Q, F_DIM, F_BATCH_K, F_HEADS_KV, F_DIM_K, F_DIM_V,
+    F_CAUSAL, F_ALIGN, F_WINDOW, F_WINDOW_LEFT, F_WINDOW_RIGHT, F_SCALE,
+    F_KEY_LENGTHS, F_KEY_LENGTHS_HASH,
+    F_MASK, F_MASK_B, F_MASK_H, F_MASK_L, F_MASK_S, F_MASK_HASH,
+    F_BIAS, F_BIAS_B, F_BIAS_H, F_BIAS_L, F_BIAS_S, F_BIAS_HASH,
+    F_KERNEL, F_LAYOUT, F_LEN_Q, F_LEN_KV,
+    F_TIME_COMM_ALONE, F_GRADIENTS,
+    F_COMPARED,
+    F_ROWS_Q = F_COMPARED, F_ROWS_KV,
+    F_COUNT
+};
 
-/* Checks what every rank reported; every rank runs this on the same table
- * and reaches the same verdict and message, so no agreement is needed. */
-static attn_status check_global(ring_problem *rp, const int64_t *all, const attn_ring_options *o) {
-    const int64_t *r0 = all;
-    const char *layout = o->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous";
-    for (int i = 0; i < rp->ranks; i++) {
-        const int64_t *ri = all + (size_t)i * DIM_COUNT;
-        if (ri[DIM_B] != r0[DIM_B] || ri[DIM_HQ] != r0[DIM_HQ] || ri[DIM_D] != r0[DIM_D] ||
-            ri[DIM_HKV] != r0[DIM_HKV] || ri[DIM_DV] != r0[DIM_DV] || ri[DIM_KB] != r0[DIM_KB])
-            return attn__fail(ATTN_ERR_SHAPE,
-                             "rank %d has (B, Hq, D, Hkv, Dv) = (%lld, %lld, %lld, %lld, %lld) but "
-                             "rank 0 has (%lld, %lld, %lld, %lld, %lld): every rank must hold the "
-                             "same batches, heads and widths",
-                             i, (long long)ri[DIM_B], (long long)ri[DIM_HQ], (long long)ri[DIM_D],
-                             (long long)ri[DIM_HKV], (long long)ri[DIM_DV], (long long)r0[DIM_B],
-                             (long long)r0[DIM_HQ], (long long)r0[DIM_D], (long long)r0[DIM_HKV],
-                             (long long)r0[DIM_DV]);
-        if (ri[DIM_FLAGS] != r0[DIM_FLAGS])
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                             "rank %d asks for other gradients than rank 0: every rank must pass "
-                             "the same set of dq, dk, dv (NULL or not)", i);
+static const struct problem_field {
+    const char *name;
+    value_format format;
+    attn_status status;
+} problem_fields[F_COMPARED] = {
+    [F_BATCH] = {"batch B of q", AS_INT, ATTN_ERR_SHAPE},
+    [F_HEADS_Q] = {"query heads Hq", AS_INT, ATTN_ERR_SHAPE},
+    [F_DIM] = {"query width D", AS_INT, ATTN_ERR_SHAPE},
+    [F_BATCH_K] = {"batch of k", AS_INT, ATTN_ERR_SHAPE},
+    [F_HEADS_KV] = {"key/value heads Hkv", AS_INT, ATTN_ERR_SHAPE},
+    [F_DIM_K] = {"key width", AS_INT, ATTN_ERR_SHAPE},
+    [F_DIM_V] = {"value width Dv", AS_INT, ATTN_ERR_SHAPE},
+    [F_CAUSAL] = {"causal", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_ALIGN] = {"align", AS_ALIGN, ATTN_ERR_INVALID_ARGUMENT},
+    [F_WINDOW] = {"window", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_WINDOW_LEFT] = {"window left", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_WINDOW_RIGHT] = {"window right", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_SCALE] = {"scale", AS_FLOAT_BITS, ATTN_ERR_INVALID_ARGUMENT},
+    [F_KEY_LENGTHS] = {"key lengths given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_KEY_LENGTHS_HASH] = {"key lengths (a hash of the values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK] = {"mask given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_B] = {"the mask's batch dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_H] = {"the mask's head dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_L] = {"the mask's query dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_S] = {"the mask's key dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_MASK_HASH] = {"the mask (one query row for all: a hash of its values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS] = {"bias given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_B] = {"the bias's batch dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_H] = {"the bias's head dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_L] = {"the bias's query dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_S] = {"the bias's key dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_BIAS_HASH] = {"the bias (one query row for all: a hash of its values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
+    [F_KERNEL] = {"kernel", AS_KERNEL, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LAYOUT] = {"layout", AS_LAYOUT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LEN_Q] = {"len_q (L)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LEN_KV] = {"len_kv (S)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_TIME_COMM_ALONE] = {"time_comm_alone", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+    [F_GRADIENTS] = {"the gradients asked for (dq 1 + dk 2 + dv 4)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+};
+
+/* FNV-1a: a fingerprint of contents every rank must hold identically. */
+static int64_t hash_bytes(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return (int64_t)h;
+}
+
+static void describe(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                     const attn_ring_options *o, const attn_sdpa_options *s, int extra_flags, int64_t *d) {
+    memset(d, 0, sizeof(int64_t) * F_COUNT);
+    d[F_BATCH] = q->shape[0];
+    d[F_HEADS_Q] = q->shape[2];
+    d[F_DIM] = q->shape[3];
+    d[F_BATCH_K] = k->shape[0];
+    d[F_HEADS_KV] = k->shape[2];
+    d[F_DIM_K] = k->shape[3];
+    d[F_DIM_V] = v->shape[3];
+    d[F_CAUSAL] = s->causal != 0;
+    d[F_WINDOW] = s->window != 0;
+    d[F_ALIGN] = s->causal || s->window ? (int64_t)s->align : 0;
+    d[F_WINDOW_LEFT] = s->window ? s->window_left : 0;
+    d[F_WINDOW_RIGHT] = s->window ? s->window_right : 0;
+    const float scale = s->scale > 0.0f ? s->scale : (float)(1.0 / sqrt((double)q->shape[3]));
+    uint32_t bits;
+    memcpy(&bits, &scale, sizeof bits);
+    d[F_SCALE] = bits;
+    d[F_KEY_LENGTHS] = s->key_lengths != NULL;
+    if (s->key_lengths) d[F_KEY_LENGTHS_HASH] = hash_bytes(s->key_lengths, sizeof(int64_t) * (size_t)q->shape[0]);
+    /* A table with one query row is the same on every rank, so its values
+     * are compared too; one sharded by query rows differs by design. */
+    for (int t = 0; t < 2; t++) {
+        const void *table = t ? (const void *)s->bias : (const void *)s->mask;
+        const int64_t *shape = t ? s->bias_shape : s->mask_shape;
+        int64_t *f = d + (t ? F_BIAS : F_MASK);
+        if (!table) continue;
+        f[0] = 1;
+        memcpy(f + 1, shape, sizeof(int64_t) * 4);
+        if (shape[2] == 1)
+            f[5] = hash_bytes(table, (t ? sizeof(float) : 1) * (size_t)(shape[0] * shape[1] * shape[3]));
     }
-    rp->batch = r0[DIM_B];
-    rp->heads_q = r0[DIM_HQ];
-    rp->dim = r0[DIM_D];
-    rp->heads_kv = r0[DIM_HKV];
-    rp->dim_v = r0[DIM_DV];
-    if (r0[DIM_KB] != rp->batch)
-        return attn__fail(ATTN_ERR_SHAPE, "k has batch %lld but q has batch %lld",
-                         (long long)r0[DIM_KB], (long long)rp->batch);
-    if (rp->heads_q % rp->heads_kv != 0)
-        return attn__fail(ATTN_ERR_SHAPE,
-                         "q has %lld heads, not a multiple of k's %lld heads (grouped-query "
-                         "attention needs Hq = G * Hkv)",
-                         (long long)rp->heads_q, (long long)rp->heads_kv);
+    d[F_KERNEL] = s->kernel;
+    d[F_LAYOUT] = o->layout;
+    d[F_LEN_Q] = o->len_q;
+    d[F_LEN_KV] = o->len_kv;
+    d[F_TIME_COMM_ALONE] = o->time_comm_alone != 0;
+    d[F_GRADIENTS] = extra_flags;
+    d[F_ROWS_Q] = q->shape[1];
+    d[F_ROWS_KV] = k->shape[1];
+}
+
+/* Rank 0's table of every rank's description. */
+static void take_description(void *ctx, int rank, const void *record) {
+    memcpy((int64_t *)ctx + (size_t)rank * F_COUNT, record, sizeof(int64_t) * F_COUNT);
+}
+
+/* Rank 0's decision on the ranks' descriptions: the first field where a
+ * rank differs from rank 0, then whether the shapes fit together and each
+ * rank holds the rows the layout gives it.  verdict->value: L and S. */
+static void decide_problem(void *ctx, int ranks, ring_verdict *verdict) {
+    int64_t *all = ctx;
     int64_t sum_q = 0, sum_kv = 0;
-    for (int i = 0; i < rp->ranks; i++) {
-        sum_q += all[(size_t)i * DIM_COUNT + DIM_LR];
-        sum_kv += all[(size_t)i * DIM_COUNT + DIM_SR];
+    for (int i = 0; i < ranks; i++) {
+        sum_q += all[(size_t)i * F_COUNT + F_ROWS_Q];
+        sum_kv += all[(size_t)i * F_COUNT + F_ROWS_KV];
     }
-    rp->len_q = o->len_q ? o->len_q : sum_q;
-    rp->len_kv = o->len_kv ? o->len_kv : sum_kv;
-    if (rp->len_q < 1 || rp->len_kv < 1)
-        return attn__fail(ATTN_ERR_SHAPE,
-                         "the ranks hold %lld query and %lld key positions in all; ring attention "
-                         "needs at least one of each",
-                         (long long)rp->len_q, (long long)rp->len_kv);
-    for (int i = 0; i < rp->ranks; i++) {
+    for (int i = 0; i < ranks; i++) {
+        int64_t *ri = all + (size_t)i * F_COUNT;
+        if (ri[F_LEN_Q] == 0) ri[F_LEN_Q] = sum_q;
+        if (ri[F_LEN_KV] == 0) ri[F_LEN_KV] = sum_kv;
+    }
+    difference d = {.field = -1};
+    for (int i = 1; i < ranks; i++) find_difference(&d, i, all, all + (size_t)i * F_COUNT, F_COMPARED);
+    if (d.field >= 0) {
+        report_difference(&d, problem_fields[d.field].name, problem_fields[d.field].format,
+                          problem_fields[d.field].status, verdict);
+        return;
+    }
+
+    const int64_t *r0 = all;
+    const int64_t L = r0[F_LEN_Q], S = r0[F_LEN_KV];
+    const attn_ring_layout layout = (attn_ring_layout)r0[F_LAYOUT];
+    attn_status *st = (attn_status *)&verdict->status;
+    char *msg = verdict->message;
+    const size_t cap = sizeof verdict->message;
+    if (r0[F_BATCH_K] != r0[F_BATCH]) {
+        *st = ATTN_ERR_SHAPE;
+        snprintf(msg, cap, "k has batch %lld but q has batch %lld", (long long)r0[F_BATCH_K], (long long)r0[F_BATCH]);
+        return;
+    }
+    if (r0[F_HEADS_Q] % r0[F_HEADS_KV] != 0) {
+        *st = ATTN_ERR_SHAPE;
+        snprintf(msg, cap, "q has %lld heads, not a multiple of k's %lld heads (grouped-query attention needs "
+                 "Hq = G * Hkv)", (long long)r0[F_HEADS_Q], (long long)r0[F_HEADS_KV]);
+        return;
+    }
+    if (L < 1 || S < 1) {
+        *st = ATTN_ERR_SHAPE;
+        snprintf(msg, cap, "the ranks hold %lld query and %lld key positions in all; ring attention needs at "
+                 "least one of each", (long long)L, (long long)S);
+        return;
+    }
+    const int64_t full[4] = {r0[F_BATCH], r0[F_HEADS_Q], L, S};
+    static const char *const dims[4] = {"batch", "heads", "query positions", "key positions"};
+    for (int t = 0; t < 2; t++) {
+        const int64_t *f = r0 + (t ? F_BIAS : F_MASK);
+        for (int i = 0; f[0] && i < 4; i++)
+            if (f[1 + i] != 1 && f[1 + i] != full[i]) {
+                *st = ATTN_ERR_SHAPE;
+                snprintf(msg, cap, "%s: %s dimension is %lld, must be 1 or %lld (the whole table's shape "
+                         "[B, Hq, L, S], size-1 dimensions broadcast)", t ? "bias" : "mask", dims[i],
+                         (long long)f[1 + i], (long long)full[i]);
+                return;
+            }
+    }
+    int64_t max_kv_rows = 0;
+    for (int i = 0; i < ranks; i++) {
         attn_ring_shard qs, ks;
-        attn_ring_shard_of(rp->len_q, rp->ranks, i, o->layout, &qs);
-        attn_ring_shard_of(rp->len_kv, rp->ranks, i, o->layout, &ks);
-        const int64_t *ri = all + (size_t)i * DIM_COUNT;
-        if (ri[DIM_LR] != qs.rows || ri[DIM_SR] != ks.rows)
-            return attn__fail(ATTN_ERR_SHAPE,
-                             "rank %d holds %lld query and %lld key rows, but the %s layout of "
-                             "L = %lld and S = %lld over %d ranks gives it %lld and %lld",
-                             i, (long long)ri[DIM_LR], (long long)ri[DIM_SR], layout,
-                             (long long)rp->len_q, (long long)rp->len_kv, rp->ranks,
-                             (long long)qs.rows, (long long)ks.rows);
-        rp->kv_shards[i] = ks;
-        if (ks.rows > rp->max_kv_rows) rp->max_kv_rows = ks.rows;
-        if (i == rp->rank) rp->q_shard = qs;
+        attn_ring_shard_of(L, ranks, i, layout, &qs);
+        attn_ring_shard_of(S, ranks, i, layout, &ks);
+        const int64_t *ri = all + (size_t)i * F_COUNT;
+        if (ri[F_ROWS_Q] != qs.rows || ri[F_ROWS_KV] != ks.rows) {
+            *st = ATTN_ERR_SHAPE;
+            snprintf(msg, cap, "rank %d holds %lld query and %lld key rows, but the %s layout of L = %lld and "
+                     "S = %lld over %d ranks gives it %lld and %lld", i, (long long)ri[F_ROWS_Q],
+                     (long long)ri[F_ROWS_KV], layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous",
+                     (long long)L, (long long)S, ranks, (long long)qs.rows, (long long)ks.rows);
+            return;
+        }
+        if (ks.rows > max_kv_rows) max_kv_rows = ks.rows;
     }
-    /* Blocks travel as B * rows units of Hkv * (Dv + D) floats: MPI counts
-     * are int. */
-    rp->unit = rp->heads_kv * (rp->dim_v + rp->dim);
-    if (rp->unit > INT_MAX || rp->batch * rp->max_kv_rows > INT_MAX)
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                         "a key/value block of %lld x %lld rows of %lld floats exceeds MPI's int "
-                         "counts; use more ranks",
-                         (long long)rp->batch, (long long)rp->max_kv_rows, (long long)rp->unit);
-    return ATTN_OK;
+    /* Blocks travel as B * rows units of Hkv * (Dv + D) floats: MPI counts are int. */
+    const int64_t unit = r0[F_HEADS_KV] * (r0[F_DIM_V] + r0[F_DIM]);
+    if (unit > INT_MAX || r0[F_BATCH] * max_kv_rows > INT_MAX) {
+        *st = ATTN_ERR_UNSUPPORTED;
+        snprintf(msg, cap, "a key/value block of %lld x %lld rows of %lld floats exceeds MPI's int counts; use "
+                 "more ranks", (long long)r0[F_BATCH], (long long)max_kv_rows, (long long)unit);
+        return;
+    }
+    verdict->value[0] = L;
+    verdict->value[1] = S;
 }
 
 /* The library's own checks of the options (scale, window, key lengths,
@@ -218,7 +605,10 @@ static attn_status check_options(const ring_problem *rp, const attn_tensor *q,
     kv.data = (float *)kv.data + (ka ? ks->len[0] : 0) * k->stride[1];
     vv.data = (float *)vv.data + (ka ? ks->len[0] : 0) * v->stride[1];
     kv.shape[1] = vv.shape[1] = ks->len[ka];
-    attn_sdpa_options o = attn__ring_call_options(rp, rp->q_shard.start[qa], ks->start[ka], NULL, 0);
+    const ring_piece pc = {qa ? rp->q_shard.len[0] : 0, rp->q_shard.start[qa], rp->q_shard.len[qa],
+                           ka ? ks->len[0] : 0, ks->start[ka], ks->len[ka]};
+    attn_sdpa_options o;
+    attn__ring_piece_options(rp, &pc, NULL, &o);
     size_t bytes;
     return attn_sdpa_workspace_size(&qv, &kv, &vv, &o, &bytes);
 }
@@ -226,9 +616,8 @@ static attn_status check_options(const ring_problem *rp, const attn_tensor *q,
 attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_ring_options *opt,
-                              int extra_flags) {
-    attn_ring_options options = ATTN_RING_OPTIONS_INIT;
-    const attn_ring_options *o = &options;
+                              attn_status mine_status, int extra_flags) {
+    attn_ring_options o = ATTN_RING_OPTIONS_INIT;
     memset(rp, 0, sizeof *rp);
     rp->unit_type = MPI_DATATYPE_NULL;
     rp->comm = comm;
@@ -238,23 +627,42 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
     rp->right = (rp->rank + 1) % rp->ranks;
     rp->sdpa = (attn_sdpa_options)ATTN_SDPA_OPTIONS_INIT;
 
-    int64_t *all = malloc(sizeof(int64_t) * DIM_COUNT * (size_t)rp->ranks);
+    /* Every rank's description, gathered at rank 0. */
+    int64_t mine[F_COUNT] = {0};
+    int64_t *all = rp->rank == 0 ? malloc(sizeof mine * (size_t)rp->ranks) : NULL;
     rp->kv_shards = calloc((size_t)rp->ranks, sizeof *rp->kv_shards);
-    attn_status st = !all || !rp->kv_shards
-                         ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table")
-                         : ATTN_OK;
-    if (st == ATTN_OK && opt) st = options_copy(&options, sizeof options, opt, "attn_ring_options");
-    if (st == ATTN_OK && options.sdpa)
-        st = options_copy(&rp->sdpa, sizeof rp->sdpa, options.sdpa, "attn_sdpa_options");
-    if (st == ATTN_OK) st = check_local(q, k, v, out, o);
-    if ((st = attn_ring_agree(comm, st, NULL))) goto fail;
+    attn_status st = mine_status;
+    if (st == ATTN_OK && ((rp->rank == 0 && !all) || !rp->kv_shards))
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table");
+    if (st == ATTN_OK && opt) st = options_copy(&o, sizeof o, opt, "attn_ring_options");
+    /* Every wait from here on is bounded, this first agreement included. */
+    rp->timeout_s = o.timeout_seconds > 0 ? o.timeout_seconds
+                    : o.timeout_seconds < 0 ? INFINITY
+                                            : ATTN_RING_DEFAULT_TIMEOUT_SECONDS;
+    if (st == ATTN_OK && o.sdpa) st = options_copy(&rp->sdpa, sizeof rp->sdpa, o.sdpa, "attn_sdpa_options");
+    if (st == ATTN_OK) st = check_local(q, k, v, out, &o, &rp->sdpa);
+    if (st == ATTN_OK) describe(q, k, v, &o, &rp->sdpa, extra_flags, mine);
+    if ((st = attn__ring_agree_within(comm, st, NULL, rp->timeout_s))) goto fail;
 
-    const int64_t mine[DIM_COUNT] = {q->shape[0], q->shape[1], q->shape[2], q->shape[3],
-                                     k->shape[0], k->shape[1], k->shape[2], v->shape[3],
-                                     extra_flags};
-    MPI_Allgather(mine, DIM_COUNT, MPI_INT64_T, all, DIM_COUNT, MPI_INT64_T, comm);
-    if ((st = check_global(rp, all, o))) goto fail;
-    if ((st = attn_ring_agree(comm, check_options(rp, q, k, v), NULL))) goto fail;
+    /* The same problem everywhere, or the same error everywhere. */
+    ring_verdict verdict;
+    int64_t scratch[F_COUNT];
+    const ring_decision decision = {take_description, decide_problem, all};
+    if ((st = gather_decide(comm, rp->timeout_s, mine, scratch, sizeof mine, &decision, &verdict))) goto fail;
+    rp->batch = mine[F_BATCH];
+    rp->heads_q = mine[F_HEADS_Q];
+    rp->dim = mine[F_DIM];
+    rp->heads_kv = mine[F_HEADS_KV];
+    rp->dim_v = mine[F_DIM_V];
+    rp->len_q = verdict.value[0];
+    rp->len_kv = verdict.value[1];
+    rp->unit = rp->heads_kv * (rp->dim_v + rp->dim);
+    attn_ring_shard_of(rp->len_q, rp->ranks, rp->rank, o.layout, &rp->q_shard);
+    for (int i = 0; i < rp->ranks; i++) {
+        attn_ring_shard_of(rp->len_kv, rp->ranks, i, o.layout, &rp->kv_shards[i]);
+        if (rp->kv_shards[i].rows > rp->max_kv_rows) rp->max_kv_rows = rp->kv_shards[i].rows;
+    }
+    if ((st = attn__ring_agree_within(comm, check_options(rp, q, k, v), NULL, rp->timeout_s))) goto fail;
 
     rp->max_key_length = rp->len_kv;
     if (rp->sdpa.key_lengths) {
@@ -263,7 +671,7 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
             if (rp->sdpa.key_lengths[b] > rp->max_key_length)
                 rp->max_key_length = rp->sdpa.key_lengths[b];
     }
-    rp->piece_rows = o->piece_rows;
+    rp->piece_rows = o.piece_rows;
     if (rp->piece_rows == 0) {
         rp->piece_rows = (rp->q_shard.rows + 3) / 4;
         if (rp->piece_rows < 64) rp->piece_rows = 64;
@@ -284,16 +692,71 @@ void attn__ring_problem_free(ring_problem *rp) {
     if (rp->unit_type != MPI_DATATYPE_NULL) MPI_Type_free(&rp->unit_type);
 }
 
-attn_sdpa_options attn__ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
-                                    void *workspace, size_t workspace_size) {
-    attn_sdpa_options o = rp->sdpa;
-    o.query_start = q_start;
-    o.key_start = k_start;
-    o.total_len_q = rp->len_q;
-    o.total_len_kv = rp->len_kv;
-    o.workspace = workspace;
-    o.workspace_size = workspace_size;
-    return o;
+/* Copies one piece's block of a rank's rows of a table (mask or bias),
+ * `local` [s0, s1, rows, s3] with rows = the rank's query rows, or 1 when
+ * the table has one query row for all (shape[2] == 1), into dst
+ * [s0, s1, n|1, m|1]; elements of `size` bytes.  shape: the whole table's
+ * [B|1, Hq|1, L|1, S|1]; out: dst's shape. */
+static void slice_table(const void *local, const int64_t shape[4], int64_t rows, size_t size,
+                        const ring_piece *pc, void *dst, int64_t out[4]) {
+    const bool all_rows = shape[2] == 1, all_keys = shape[3] == 1;
+    const int64_t n = all_rows ? 1 : pc->n, m = all_keys ? 1 : pc->m;
+    const int64_t row0 = all_rows ? 0 : pc->q_row, key0 = all_keys ? 0 : pc->k_start;
+    const int64_t local_rows = all_rows ? 1 : rows;
+    out[0] = shape[0];
+    out[1] = shape[1];
+    out[2] = n;
+    out[3] = m;
+    if (!dst) return;
+    const unsigned char *src = local;
+    unsigned char *d = dst;
+    for (int64_t bh = 0; bh < shape[0] * shape[1]; bh++)
+        for (int64_t i = 0; i < n; i++)
+            memcpy(d + (size_t)((bh * n + i) * m) * size,
+                   src + (size_t)(((bh * local_rows + row0 + i) * shape[3]) + key0) * size, (size_t)m * size);
+}
+
+attn_status attn__ring_piece_options(const ring_problem *rp, const ring_piece *pc, ring_slices *slices,
+                                     attn_sdpa_options *o) {
+    *o = rp->sdpa;
+    o->query_start = pc->q_start;
+    o->key_start = pc->k_start;
+    o->total_len_q = rp->len_q;
+    o->total_len_kv = rp->len_kv;
+    o->workspace = NULL;
+    o->workspace_size = 0;
+    const int64_t rows = rp->q_shard.rows;
+    attn_status st;
+    if (o->mask) {
+        int64_t shape[4];
+        slice_table(rp->sdpa.mask, rp->sdpa.mask_shape, rows, 1, pc, NULL, shape);
+        if (slices) {
+            if ((st = attn__ring_scratch_reserve(&slices->mask, (size_t)(shape[0] * shape[1] * shape[2] * shape[3]))))
+                return st;
+            slice_table(rp->sdpa.mask, rp->sdpa.mask_shape, rows, 1, pc, slices->mask.data, shape);
+            o->mask = slices->mask.data;
+        }
+        memcpy(o->mask_shape, shape, sizeof shape);
+    }
+    if (o->bias) {
+        int64_t shape[4];
+        slice_table(rp->sdpa.bias, rp->sdpa.bias_shape, rows, sizeof(float), pc, NULL, shape);
+        if (slices) {
+            if ((st = attn__ring_scratch_reserve(
+                     &slices->bias, sizeof(float) * (size_t)(shape[0] * shape[1] * shape[2] * shape[3]))))
+                return st;
+            slice_table(rp->sdpa.bias, rp->sdpa.bias_shape, rows, sizeof(float), pc, slices->bias.data, shape);
+            o->bias = slices->bias.data;
+        }
+        memcpy(o->bias_shape, shape, sizeof shape);
+    }
+    return ATTN_OK;
+}
+
+void attn__ring_slices_free(ring_slices *s) {
+    free(s->mask.data);
+    free(s->bias.data);
+    memset(s, 0, sizeof *s);
 }
 
 bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk) {
@@ -345,13 +808,21 @@ attn_tensor attn__ring_block_view(const ring_problem *rp, float *block, int64_t 
     return t;
 }
 
+void attn__ring_post(const ring_problem *rp, ring_requests *r, bool send, void *buf, int64_t count,
+                     int peer, int tag, const char *what) {
+    const int i = r->count++;
+    r->peer[i] = peer;
+    r->sending[i] = send;
+    r->what[i] = what;
+    if (send) MPI_Isend(buf, (int)count, rp->unit_type, peer, tag, rp->comm, &r->req[i]);
+    else MPI_Irecv(buf, (int)count, rp->unit_type, peer, tag, rp->comm, &r->req[i]);
+}
+
 void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
                      int64_t send_rows, float *recv, int64_t recv_rows, int tag,
                      attn_ring_stats *stats) {
-    MPI_Irecv(recv, (int)(rp->batch * recv_rows), rp->unit_type, rp->left, tag, rp->comm,
-              &r->req[r->count++]);
-    MPI_Isend(send, (int)(rp->batch * send_rows), rp->unit_type, rp->right, tag, rp->comm,
-              &r->req[r->count++]);
+    attn__ring_post(rp, r, false, recv, rp->batch * recv_rows, rp->left, tag, "a key/value block");
+    attn__ring_post(rp, r, true, (void *)send, rp->batch * send_rows, rp->right, tag, "a key/value block");
     if (stats) stats->bytes_sent += rp->batch * send_rows * rp->unit * (int64_t)sizeof(float);
 }
 
@@ -363,12 +834,30 @@ void attn__ring_progress(ring_requests *r, attn_ring_stats *stats) {
     stats->progress_s += MPI_Wtime() - start;
 }
 
-void attn__ring_wait(ring_requests *r, attn_ring_stats *stats) {
-    if (r->count == 0) return;
-    double start = MPI_Wtime();
-    MPI_Waitall(r->count, r->req, MPI_STATUSES_IGNORE);
-    if (stats) stats->wait_s += MPI_Wtime() - start;
+void attn__ring_abandon(ring_requests *r) {
+    abandon(r->req, r->sending, r->count);
     r->count = 0;
+}
+
+attn_status attn__ring_wait(const ring_problem *rp, ring_requests *r, attn_ring_stats *stats) {
+    if (r->count == 0) return ATTN_OK;
+    const double start = MPI_Wtime();
+    const int pending = poll_until(r->req, r->count, deadline_after(rp->timeout_s));
+    if (stats) stats->wait_s += MPI_Wtime() - start;
+    const int count = r->count;
+    r->count = 0;
+    if (pending < 0) return ATTN_OK;
+    abandon(r->req, r->sending, count);
+    const int peer = r->peer[pending];
+    if (r->sending[pending])
+        return attn__fail(ATTN_ERR_TIMEOUT,
+                          "rank %d of %d: rank %d took no data for %g s (sending it %s: is rank %d stopped, or "
+                          "much slower?)",
+                          rp->rank, rp->ranks, peer, rp->timeout_s, r->what[pending], peer);
+    return attn__fail(ATTN_ERR_TIMEOUT,
+                      "rank %d of %d: no data from rank %d for %g s (waiting for %s: is rank %d stopped, or much "
+                      "slower?)",
+                      rp->rank, rp->ranks, peer, rp->timeout_s, r->what[pending], peer);
 }
 
 double attn__ring_cpu_seconds(void) {
@@ -386,21 +875,22 @@ attn_status attn__ring_scratch_reserve(ring_scratch *s, size_t bytes) {
     return ATTN_OK;
 }
 
-void attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats) {
+attn_status attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats) {
     stats->comm_alone_s = 0.0;
-    if (rp->ranks == 1) return;
-    MPI_Barrier(rp->comm);
+    if (rp->ranks == 1) return ATTN_OK;
+    attn_status st = attn__ring_agree_within(rp->comm, ATTN_OK, NULL, rp->timeout_s); /* start together */
     double start = MPI_Wtime();
-    for (int t = 0; t + 1 < rp->ranks; t++) {
+    for (int t = 0; st == ATTN_OK && t + 1 < rp->ranks; t++) {
         ring_requests r = {0};
         attn__ring_post_shift(rp, &r, a, rp->kv_shards[ring_owner_at(rp, t)].rows, b,
-                        rp->kv_shards[ring_owner_at(rp, t + 1)].rows, 0, NULL);
-        attn__ring_wait(&r, NULL);
+                        rp->kv_shards[ring_owner_at(rp, t + 1)].rows, RING_TAG_KV, NULL);
+        st = attn__ring_wait(rp, &r, NULL);
         float *swap = a;
         a = b;
         b = swap;
     }
     stats->comm_alone_s = MPI_Wtime() - start;
+    return st;
 }
 
 attn_status attn__ring_step(const ring_problem *rp, const attn_ring_shard *ks, ring_piece_fn fn, void *ctx,

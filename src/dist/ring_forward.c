@@ -23,12 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TAG_KV = 1 };
-
 typedef struct forward_state {
     double *acc_o, *acc_lse;
     float *piece_o, *piece_lse;
     ring_scratch workspace;
+    ring_slices slices;
 } forward_state;
 
 /* Folds a piece of n rows, starting at local row `row`, into the accumulators. */
@@ -75,10 +74,11 @@ static attn_status forward_piece(void *ctx, const ring_piece *pc) {
     qv.data = (float *)qv.data + pc->q_row * x->q->stride[1];
     qv.shape[1] = pc->n;
     attn_tensor o = attn_tensor_4d(s->piece_o, rp->batch, pc->n, rp->heads_q, rp->dim_v);
-    attn_sdpa_options opt = attn__ring_call_options(rp, pc->q_start, pc->k_start, NULL, 0);
+    attn_sdpa_options opt;
     size_t need;
     attn_status st;
-    if ((st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
+    if ((st = attn__ring_piece_options(rp, pc, &s->slices, &opt)) ||
+        (st = attn_sdpa_workspace_size(&qv, &k, &v, &opt, &need)) ||
         (st = attn__ring_scratch_reserve(&s->workspace, need)))
         return st;
     opt.workspace = s->workspace.data;
@@ -96,7 +96,7 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     if (!stats) stats = &own_stats;
     memset(stats, 0, sizeof *stats);
     ring_problem rp;
-    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, 0);
+    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, ATTN_OK, 0);
     if (st) return st;
 
     const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Dv = rp.dim_v;
@@ -105,6 +105,9 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     float *blocks[2] = {malloc(sizeof(float) * (block_floats ? block_floats : 1)),
                         malloc(sizeof(float) * (block_floats ? block_floats : 1))};
     forward_state s = {0};
+    /* After a timeout in a block's exchange the blocks stay allocated: MPI
+     * may still touch them if the silent rank resumes. */
+    bool abandoned = false;
     s.acc_o = calloc((size_t)(B * Lr * Hq * Dv) + 1, sizeof(double));
     s.acc_lse = malloc(sizeof(double) * ((size_t)(B * Hq * Lr) + 1));
     s.piece_o = malloc(sizeof(float) * ((size_t)B * piece * (size_t)(Hq * Dv) + 1));
@@ -113,12 +116,15 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
              ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the ring's buffers (two blocks "
                          "of %lld key rows, the output in double)", (long long)rp.max_kv_rows)
              : ATTN_OK;
-    if ((st = attn_ring_agree(comm, st, NULL))) goto cleanup;
+    if ((st = attn__ring_agree_within(comm, st, NULL, rp.timeout_s))) goto cleanup;
     for (int64_t i = 0; i < B * Hq * Lr; i++) s.acc_lse[i] = -INFINITY;
 
     attn__ring_pack_block(&rp, k, v, blocks[0]);
     if (opt && opt->time_comm_alone) {
-        attn__ring_time_rotation(&rp, blocks[0], blocks[1], stats);
+        if ((st = attn__ring_time_rotation(&rp, blocks[0], blocks[1], stats))) {
+            abandoned = st == ATTN_ERR_TIMEOUT;
+            goto cleanup;
+        }
         attn__ring_pack_block(&rp, k, v, blocks[0]);
     }
 
@@ -130,15 +136,18 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
         ring_requests reqs = {0};
         if (t + 1 < rp.ranks)
             attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
-                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, TAG_KV, stats);
+                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, RING_TAG_KV, stats);
         forward_piece_ctx ctx = {&rp, q, blocks[0], ks->rows, &s};
         if (failed == ATTN_OK) failed = attn__ring_step(&rp, ks, forward_piece, &ctx, &reqs, stats);
-        attn__ring_wait(&reqs, stats);
+        if ((st = attn__ring_wait(&rp, &reqs, stats))) {
+            abandoned = true;
+            goto cleanup;
+        }
         float *swap = blocks[0];
         blocks[0] = blocks[1];
         blocks[1] = swap;
     }
-    if ((st = attn_ring_agree(comm, failed, NULL))) goto cleanup;
+    if ((st = attn__ring_agree_within(comm, failed, NULL, rp.timeout_s))) goto cleanup;
 
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < Lr; i++)
@@ -150,13 +159,16 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     if (lse)
         for (int64_t i = 0; i < B * Hq * Lr; i++) lse[i] = (float)s.acc_lse[i];
 cleanup:
-    free(blocks[0]);
-    free(blocks[1]);
+    if (!abandoned) {
+        free(blocks[0]);
+        free(blocks[1]);
+    }
     free(s.acc_o);
     free(s.acc_lse);
     free(s.piece_o);
     free(s.piece_lse);
     free(s.workspace.data);
+    attn__ring_slices_free(&s.slices);
     attn__ring_problem_free(&rp);
     stats->total_s = MPI_Wtime() - start - stats->comm_alone_s;
     return st;

@@ -31,24 +31,37 @@ typedef struct ring_problem {
     int64_t max_key_length;         /* largest key length over batches (S
                                        without key lengths)                   */
     int64_t piece_rows;             /* query rows per kernel call             */
-    attn_sdpa_options sdpa;         /* the caller's options, positions zero   */
+    attn_sdpa_options sdpa;         /* the caller's options, positions zero;
+                                       mask and bias: this rank's rows, their
+                                       shapes the whole tables' (attn_mpi.h) */
     MPI_Datatype unit_type;         /* unit contiguous floats                 */
+    double timeout_s;               /* the longest any wait may take; INFINITY
+                                       for no limit                           */
 } ring_problem;
 
+/* The message tags of the ring on the caller's communicator. */
+enum {
+    RING_TAG_KV = 16720,  /* a key/value block                        */
+    RING_TAG_DKV,         /* a block's gradient                       */
+    RING_TAG_RECORD,      /* a rank's record for an agreement         */
+    RING_TAG_VERDICT      /* rank 0's decision on the records          */
+};
+
 /* Validates a ring call on every rank and agrees on the outcome (collective).
+ * mine: the caller's own checks of its arguments, agreed with the rest.
  * extra_flags: bits every rank must pass identically (which gradients the
  * backward computes), compared across ranks.  On success rp owns kv_shards and
  * unit_type: release with attn__ring_problem_free. */
 attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_ring_options *opt,
-                              int extra_flags);
-void attn__ring_problem_free(ring_problem *rp);
+                              attn_status mine, int extra_flags);
 
-/* Options of the kernel call for query rows starting at global row q_start
- * and key rows starting at global row k_start. */
-attn_sdpa_options attn__ring_call_options(const ring_problem *rp, int64_t q_start, int64_t k_start,
-                                    void *workspace, size_t workspace_size);
+/* attn_ring_agree with every wait bounded by timeout seconds (INFINITY:
+ * none).  On a timeout the status is ATTN_ERR_TIMEOUT on the ranks that
+ * noticed, with a message naming the rank that did not answer. */
+attn_status attn__ring_agree_within(MPI_Comm comm, attn_status mine, const char *message, double timeout);
+void attn__ring_problem_free(ring_problem *rp);
 
 /* True unless the causal, window and key-length rules hide every pair of
  * global query rows [qs, qs + lq) and key rows [ks, ks + lk). */
@@ -69,11 +82,19 @@ void attn__ring_pack_block(const ring_problem *rp, const attn_tensor *k, const a
 attn_tensor attn__ring_block_view(const ring_problem *rp, float *block, int64_t rows, int64_t off,
                             int64_t len, char which);
 
-/* Nonblocking requests of one step and the time spent waiting on them. */
+/* Nonblocking requests of one step, and for each what it waits for (the
+ * timeout's message names the peer and the data). */
 typedef struct ring_requests {
     MPI_Request req[4];
+    int peer[4];           /* the rank at the other end                 */
+    bool sending[4];       /* a send; else a receive                    */
+    const char *what[4];   /* "a key/value block"                       */
     int count;
 } ring_requests;
+
+/* Posts a send of `count` units at buf to peer, or a receive into it. */
+void attn__ring_post(const ring_problem *rp, ring_requests *r, bool send, void *buf, int64_t count,
+                     int peer, int tag, const char *what);
 
 /* Posts: send `count` rows of block `send` to the right, receive `recv_rows`
  * rows into `recv` from the left, with tag. */
@@ -86,8 +107,17 @@ void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float
  * stats->progress_s. */
 void attn__ring_progress(ring_requests *r, attn_ring_stats *stats);
 
-/* MPI_Waitall, the time added to stats->wait_s. */
-void attn__ring_wait(ring_requests *r, attn_ring_stats *stats);
+/* Waits for every request (polling, the time added to stats->wait_s when
+ * stats is not NULL), at most rp->timeout_s.  On a timeout: ATTN_ERR_TIMEOUT
+ * with a message naming the peer of the first request not complete, and
+ * every request abandoned (receives cancelled, all freed) — the caller must
+ * then NOT free the requests' buffers (a peer that resumes could still
+ * make MPI read or write them) and must not communicate on comm again. */
+attn_status attn__ring_wait(const ring_problem *rp, ring_requests *r, attn_ring_stats *stats);
+
+/* Abandons r's pending requests as attn__ring_wait does on a timeout: for
+ * the other requests of a call that timed out. */
+void attn__ring_abandon(ring_requests *r);
 
 /* CPU seconds this process has used (all its threads): the busy time in
  * CPU-seconds, which other load on a shared machine does not inflate. */
@@ -118,7 +148,24 @@ typedef struct ring_scratch {
 } ring_scratch;
 attn_status attn__ring_scratch_reserve(ring_scratch *s, size_t bytes);
 
-/* One rotation of empty-handed blocks, timed (attn_ring_options.time_comm_alone). */
-void attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats);
+/* One piece's slices of the mask and the bias. */
+typedef struct ring_slices {
+    ring_scratch mask, bias;
+} ring_slices;
+void attn__ring_slices_free(ring_slices *s);
+
+/* The options of the kernel calls of one piece: its queries' and keys'
+ * global positions (the causal, window and key-length rules act on them),
+ * and its block of the mask and the bias, copied into `slices` as the
+ * kernel wants them: [B|1, Hq|1, n|1, m|1], contiguous.  With slices NULL
+ * only the shapes are set, for workspace queries (the pointers then still
+ * point at the rank's rows, which such a query does not read).  No
+ * workspace is set. */
+attn_status attn__ring_piece_options(const ring_problem *rp, const ring_piece *pc, ring_slices *slices,
+                                     attn_sdpa_options *o);
+
+/* One rotation of the blocks with nothing to overlap, timed
+ * (attn_ring_options.time_comm_alone).  ATTN_ERR_TIMEOUT as attn__ring_wait. */
+attn_status attn__ring_time_rotation(const ring_problem *rp, float *a, float *b, attn_ring_stats *stats);
 
 #endif /* ATTN_RING_INTERNAL_H */

@@ -228,6 +228,7 @@ static void status_names(void **state) {
     (void)state;
     assert_string_equal(attn_status_str(ATTN_OK), "ok");
     assert_string_equal(attn_status_str(ATTN_ERR_SHAPE), "shape mismatch");
+    assert_string_equal(attn_status_str(ATTN_ERR_TIMEOUT), "timed out");
     assert_string_equal(attn_status_str((attn_status)-1000), "unknown status");
     /* The library's version is the headers' (both come from CMakeLists.txt). */
     assert_string_equal(attn_version(), ATTN_VERSION_STRING);
