@@ -27,7 +27,7 @@ run() { # ranks threads layout
     local bind=core
     [[ $2 -gt 1 ]] && bind=none
     echo "### $1 rank(s) x $2 thread(s), $3 layout: attn ring --bench $shape ${flags[*]} (--bind-to $bind)"
-    "${launcher[@]}" --bind-to "$bind" -np "$1" "$attn" ring --bench "$shape" --threads "$2" --layout "$3" "${flags[@]}"
+    "${launcher[@]}" --bind-to "$bind" -np "$1" "$attn" ring --bench "$shape" --threads "$2" --shard "$3" "${flags[@]}"
     echo
 }
 run 1 1 contiguous

@@ -41,11 +41,13 @@ int cmd_ring(int argc, char **argv) {
 #include <string.h>
 #include <unistd.h>
 
-static const char ring_usage[] =
+static void ring_help(FILE *out) {
+    fprintf(out,
     "usage: mpirun -np P attn ring -q Q.npy -k K.npy -v V.npy -o O.npy [--lse LSE.npy]\n"
     "              [--grad-out DO.npy [--dq DQ.npy] [--dk DK.npy] [--dv DV.npy]]\n"
-    "              [--layout contiguous|zigzag] [--report] [mask and computation options]\n"
-    "       mpirun -np P attn ring --bench L,S,Hq,Hkv,D [--layout ..] [mask and computation options]\n\n"
+    "              [--shard contiguous|zigzag] [--layout BLHD|BHLD] [--report] [--timeout SECONDS]\n"
+    "              [mask and computation options]\n"
+    "       mpirun -np P attn ring --bench L,S,Hq,Hkv,D [--shard ..] [mask and computation options]\n\n"
     "Ring attention (sequence parallelism) across the P ranks of an MPI job: the same\n"
     "result as attn sdpa, with each rank holding only its rows of the position axes.\n"
     "Key/value blocks travel around the ring while every rank computes on the one in\n"
@@ -54,20 +56,21 @@ static const char ring_usage[] =
     "  -q Q.npy   queries [L, D], [L, Hq, D] or [B, L, Hq, D]\n"
     "  -k K.npy   keys    [S, D], [S, Hkv, D] or [B, S, Hkv, D]   (Hq a multiple of Hkv: GQA)\n"
     "  -v V.npy   values  [S, Dv], [S, Hkv, Dv] or [B, S, Hkv, Dv] (S may differ from L)\n"
+    "             (with --layout BHLD heads come before positions: [B, Hq, L, D] and so on)\n"
     "  Each rank reads only its own rows of each file, so the files must be visible\n"
     "  to every rank (a shared file system) and may be larger than one rank's memory.\n"
     "outputs (float32; written by all ranks into a temporary file, renamed when all succeeded):\n"
-    "  -o O.npy          output [.., L, Hq, Dv], same rank as Q (optional with --grad-out)\n"
+    "  -o O.npy          output [.., L, Hq, Dv], same rank and layout as Q (optional with --grad-out)\n"
     "  --lse LSE.npy     log-sum-exp of each row's scores [B, Hq, L]\n"
     "gradients (backward across the ring; dk and dv travel with their blocks):\n"
     "  --grad-out DO.npy dLoss/dO, shaped like O; needs at least one of:\n"
     "  --dq DQ.npy  --dk DK.npy  --dv DV.npy   gradients shaped like Q, K, V\n"
     "ring:\n"
-    "  --layout contiguous|zigzag\n"
+    "  --shard contiguous|zigzag\n"
     "                    how positions are dealt: P blocks, or 2P chunks with rank r\n"
     "                    holding chunks r and 2P-1-r, which balances a causal mask\n"
     "                    (default: zigzag with --causal/--causal-lower-right/--window,\n"
-    "                    else contiguous)\n"
+    "                    else contiguous; --layout contiguous|zigzag is its old spelling)\n"
     "  --piece-rows N    query rows per kernel call; MPI progress between calls\n"
     "                    (default: a quarter of a rank's rows, at least 64)\n"
     "  --threads N       as below, but by default the cores a rank may use divided\n"
@@ -81,19 +84,39 @@ static const char ring_usage[] =
     "                    no files: each rank makes its own rows of random inputs (the\n"
     "                    same numbers for any P), runs the forward and prints --report\n"
     "                    with one rotation of the blocks timed alone\n\n"
-    "%s\n"
+    "%s%s%s\n"
     "--mask and --bias are read like the inputs: each rank reads only its query rows\n"
     "of them (every rank the whole file when it has one query row for all).\n"
     "not available across ranks: --weights (an L x S table); use attn sdpa for it.\n\n"
     "example:\n"
-    "  mpirun -np 4 attn ring -q Q.npy -k K.npy -v V.npy -o O.npy --causal --report\n";
+    "  mpirun -np 4 attn ring -q Q.npy -k K.npy -v V.npy -o O.npy --causal --report\n",
+    cli_layout_help, cli_mask_help, cli_compute_help);
+}
+
+enum { F_Q = 1, F_K, F_V, F_O, F_LSE, F_DOUT, F_DQ, F_DK, F_DV, F_SHARD, F_PIECE_ROWS, F_TIMEOUT, F_REPORT,
+       F_BENCH, F_WEIGHTS };
+
+static const cli_flag ring_flags[] = {
+    {"-q", "Q.npy", F_Q, 0},             {"-k", "K.npy", F_K, 0},            {"-v", "V.npy", F_V, 0},
+    {"-o", "O.npy", F_O, 0},             {"--lse", "LSE.npy", F_LSE, 0},     {"--grad-out", "DO.npy", F_DOUT, 0},
+    {"--dq", "DQ.npy", F_DQ, 0},         {"--dk", "DK.npy", F_DK, 0},        {"--dv", "DV.npy", F_DV, 0},
+    {"--shard", "contiguous|zigzag", F_SHARD, 0},  {"--piece-rows", "N", F_PIECE_ROWS, 0},
+    {"--timeout", "SECONDS", F_TIMEOUT, 0},        {"--report", NULL, F_REPORT, 0},
+    {"--bench", "L,S,Hq,Hkv,D", F_BENCH, 0},
+    /* Listed to be refused with the reason (an L x S table on one rank). */
+    {"--weights", "W.npy", F_WEIGHTS, 0},
+    CLI_FLAGS_END};
+
+static const cli_flag *const ring_tables[] = {ring_flags, cli_layout_flags, cli_mask_flags, cli_compute_flags, NULL};
+/* The help is printed after parsing, by rank 0 only. */
+const cli_spec cli_ring_spec = {"ring", ring_tables, NULL, false};
 
 typedef struct ring_cli {
     MPI_Comm comm;
     int rank, ranks;
     const char *q_path, *k_path, *v_path, *o_path, *lse_path;
     const char *dout_path, *dq_path, *dk_path, *dv_path;
-    int layout; /* -1 = by the mask */
+    int shard;  /* attn_ring_layout; -1 = by the mask */
     int report;
     int64_t piece_rows;
     double timeout; /* as attn_ring_options.timeout_seconds */
@@ -153,78 +176,79 @@ static bool parse_bench(const char *text, int64_t out[5]) {
     return true;
 }
 
-/* Parses this rank's argv.  Ranks other than 0 parse with stderr captured
- * (into `message`, the first line without the "attn ring: " prefix), so
- * that a usage error is printed once, by rank 0, whichever rank has it.
- * Returns -1 to go on, else the exit status. */
+/* Parses this rank's argv.  Ranks other than 0 parse with their messages
+ * captured (into `message`, the first line without the "attn ring: "
+ * prefix), so that a usage error is printed once, by rank 0, whichever rank
+ * has it.  Returns -1 to go on, else the exit status. */
 static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t cap) {
-    int saved = -1;
-    FILE *capture = NULL;
+    char *captured = NULL;
+    size_t captured_size = 0;
+    FILE *capture = c->rank != 0 ? open_memstream(&captured, &captured_size) : NULL;
+    if (capture) cli_set_message_stream(capture); /* else every rank prints: duplicates, nothing lost */
     message[0] = 0;
-    if (c->rank != 0) {
-        fflush(stderr);
-        saved = dup(2);
-        capture = tmpfile();
-        int sink = capture ? fileno(capture) : open("/dev/null", O_WRONLY);
-        if (sink >= 0) dup2(sink, 2);
-        if (!capture && sink >= 0) close(sink);
-    }
     int rc = -1;
-    for (int i = 1; i < argc && rc < 0;) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(flag)) {
-            if (c->rank == 0) printf(ring_usage, cli_attention_options_help);
-            rc = CLI_OK;
+    bool help = false;
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_ring_spec, argc, argv);
+    for (int id; rc < 0 && (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) {
+            rc = args.status;
             break;
         }
-        if (strcmp(flag, "--weights") == 0) {
-            rc = cli_usage_error("ring", "--weights is not available across ranks (an L x S table on one "
-                                 "rank); use attn sdpa");
-            break;
-        }
-        int taken = cli_parse_attention_option("ring", argc, argv, &i, &c->ao);
-        if (taken < 0) rc = CLI_USAGE_ERROR;
-        if (taken) continue;
-        if (strcmp(flag, "--report") == 0) {
-            c->report = 1;
-            i++;
+        if (id == CLI_ARGS_HELP) {
+            help = true;
             continue;
         }
-        if (!value) {
-            rc = cli_usage_error("ring", "%s needs a value", flag);
-            break;
+        /* --layout contiguous|zigzag: the old spelling of --shard. */
+        if (id == CLI_ID_LAYOUT && (strcmp(value, "contiguous") == 0 || strcmp(value, "zigzag") == 0)) {
+            if (c->rank == 0)
+                cli_warning("ring", "--layout %s is now --shard %s (--layout says how q, k, v are stored: "
+                            "BLHD or BHLD)", value, value);
+            id = F_SHARD;
         }
-        const char **target = strcmp(flag, "-q") == 0           ? &c->q_path
-                              : strcmp(flag, "-k") == 0         ? &c->k_path
-                              : strcmp(flag, "-v") == 0         ? &c->v_path
-                              : strcmp(flag, "-o") == 0         ? &c->o_path
-                              : strcmp(flag, "--lse") == 0      ? &c->lse_path
-                              : strcmp(flag, "--grad-out") == 0 ? &c->dout_path
-                              : strcmp(flag, "--dq") == 0       ? &c->dq_path
-                              : strcmp(flag, "--dk") == 0       ? &c->dk_path
-                              : strcmp(flag, "--dv") == 0       ? &c->dv_path
-                                                                : NULL;
-        if (target) {
-            *target = value;
-        } else if (strcmp(flag, "--layout") == 0) {
-            if (strcmp(value, "contiguous") == 0) c->layout = ATTN_RING_CONTIGUOUS;
-            else if (strcmp(value, "zigzag") == 0) c->layout = ATTN_RING_ZIGZAG;
-            else rc = cli_usage_error("ring", "--layout expects contiguous or zigzag, got '%s'", value);
-        } else if (strcmp(flag, "--timeout") == 0) {
+        int taken = cli_attention_take(&c->ao, &args, id, value);
+        if (taken < 0) rc = CLI_USAGE_ERROR;
+        if (taken) continue;
+        switch (id) {
+        case F_Q: c->q_path = value; break;
+        case F_K: c->k_path = value; break;
+        case F_V: c->v_path = value; break;
+        case F_O: c->o_path = value; break;
+        case F_LSE: c->lse_path = value; break;
+        case F_DOUT: c->dout_path = value; break;
+        case F_DQ: c->dq_path = value; break;
+        case F_DK: c->dk_path = value; break;
+        case F_DV: c->dv_path = value; break;
+        case F_REPORT: c->report = 1; break;
+        case F_WEIGHTS:
+            rc = cli_usage_error("ring", "--weights is not available across ranks (an L x S table on one rank); "
+                                 "use attn sdpa");
+            break;
+        case F_SHARD:
+            if (c->shard >= 0) rc = cli_usage_error("ring", "--shard is given twice; give it once");
+            else if (strcmp(value, "contiguous") == 0) c->shard = ATTN_RING_CONTIGUOUS;
+            else if (strcmp(value, "zigzag") == 0) c->shard = ATTN_RING_ZIGZAG;
+            else rc = cli_usage_error("ring", "--shard expects contiguous or zigzag, got '%s'", value);
+            break;
+        case F_TIMEOUT: {
             double seconds;
             if (!cli_parse_float("ring", "--timeout", value, 0.0, 1e9, &seconds)) rc = CLI_USAGE_ERROR;
             else c->timeout = seconds > 0 ? seconds : -1.0; /* 0: no limit */
-        } else if (strcmp(flag, "--piece-rows") == 0) {
-            if (!cli_parse_int("ring", "--piece-rows", value, 1, INT64_MAX / 2, &c->piece_rows))
-                rc = CLI_USAGE_ERROR;
-        } else if (strcmp(flag, "--bench") == 0) {
-            if (!parse_bench(value, c->bench))
-                rc = cli_usage_error("ring", "--bench expects L,S,Hq,Hkv,D (positive integers), got '%s'",
-                                     value);
-        } else {
-            rc = cli_usage_error("ring", "unknown option '%s'", flag);
+            break;
         }
-        i += 2;
+        case F_PIECE_ROWS:
+            if (!cli_parse_int("ring", "--piece-rows", value, 1, INT64_MAX / 2, &c->piece_rows)) rc = CLI_USAGE_ERROR;
+            break;
+        default: /* F_BENCH */
+            if (!parse_bench(value, c->bench))
+                rc = cli_usage_error("ring", "--bench expects L,S,Hq,Hkv,D (positive integers), got '%s'", value);
+            break;
+        }
+    }
+    if (rc < 0 && help) {
+        if (c->rank == 0) ring_help(stdout);
+        rc = CLI_OK;
     }
     if (rc < 0 && !c->bench[0] && (!c->q_path || !c->k_path || !c->v_path || (!c->o_path && !c->dout_path)))
         rc = cli_usage_error("ring", "missing %s", !c->q_path ? "-q Q.npy" : !c->k_path ? "-k K.npy"
@@ -236,28 +260,28 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
     if (rc < 0 && c->bench[0] &&
         (c->q_path || c->dout_path || c->ao.key_lengths_path || c->ao.mask_path || c->ao.bias_path))
         rc = cli_usage_error("ring", "--bench makes its own inputs: give no files");
+    if (rc < 0 && c->bench[0] && c->ao.layout_given)
+        rc = cli_usage_error("ring", "--bench makes its own inputs: --layout does not apply");
     if (rc < 0) {
         const char *const inputs[] = {c->q_path,  c->k_path, c->v_path, c->dout_path, c->ao.key_lengths_path,
                                       c->ao.mask_path, c->ao.bias_path};
         const char *const outputs[] = {c->o_path, c->lse_path, c->dq_path, c->dk_path, c->dv_path};
         if (cli_check_paths("ring", inputs, 7, outputs, 5)) rc = CLI_USAGE_ERROR;
     }
-    if (saved >= 0) {
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
+    if (c->rank != 0) {
+        FILE *stream = capture;
+        cli_set_message_stream(NULL);
+        if (stream) {
+            fclose(stream); /* captured and captured_size now final */
+            const char *prefix = "attn ring: ";
+            const char *text = captured && strncmp(captured, prefix, strlen(prefix)) == 0 ? captured + strlen(prefix)
+                                                                                         : captured ? captured : "";
+            snprintf(message, cap, "%.*s", (int)strcspn(text, "\n"), text);
+            free(captured);
+        }
     }
-    if (capture) {
-        rewind(capture);
-        size_t n = fread(message, 1, cap - 1, capture);
-        message[n] = 0;
-        fclose(capture);
-        const char *prefix = "attn ring: ";
-        if (strncmp(message, prefix, strlen(prefix)) == 0) memmove(message, message + strlen(prefix), n + 1 - strlen(prefix));
-        message[strcspn(message, "\n")] = 0;
-    }
-    if (rc < 0 && c->layout < 0)
-        c->layout = c->ao.opt.causal || c->ao.opt.window ? ATTN_RING_ZIGZAG : ATTN_RING_CONTIGUOUS;
+    if (rc < 0 && c->shard < 0)
+        c->shard = c->ao.opt.causal || c->ao.opt.window ? ATTN_RING_ZIGZAG : ATTN_RING_CONTIGUOUS;
     return rc;
 }
 
@@ -277,6 +301,7 @@ static int agree_on_arguments(const ring_cli *c, int rc, const char *message) {
     }
     const attn_ring_value values[] = {
         {"--help", rc == CLI_OK},
+        {"--layout (BLHD or BHLD)", c->ao.layout},
         {"--bench L", c->bench[0]}, {"--bench S", c->bench[1]}, {"--bench Hq", c->bench[2]},
         {"--bench Hkv", c->bench[3]}, {"--bench D", c->bench[4]},
         {"whether -o is given", c->o_path != NULL},
@@ -297,19 +322,29 @@ static int agree_on_arguments(const ring_cli *c, int rc, const char *message) {
 
 /* ----------------------------------------------------------------- inputs */
 
-/* The position axis of a file of this rank (2..4), or -1. */
-static int position_axis(int ndim) { return ndim == 4 ? 1 : ndim == 2 || ndim == 3 ? 0 : -1; }
-
-/* Views local rows of a rank-2..4 array as [B, rows, H, width]. */
-static attn_tensor as_tensor(attn_array *a) {
+/* Views local rows of a rank-2..4 array, stored in the layout, as
+ * [B, rows, H, width] (reordering BHLD rows in place).  False when out of
+ * memory for the reordering. */
+static bool as_tensor(attn_array *a, cli_layout layout, attn_tensor *t) {
     int64_t s[4] = {1, 1, 1, 1};
     if (a->ndim == 2) {
         s[1] = a->shape[0];
         s[3] = a->shape[1];
     } else {
         for (int d = 0; d < a->ndim; d++) s[4 - a->ndim + d] = a->shape[d];
+        if (layout == CLI_LAYOUT_BHLD) {
+            const int64_t heads = s[1];
+            s[1] = s[2];
+            s[2] = heads;
+        }
     }
-    return attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
+    FILE *quiet = fopen("/dev/null", "w");
+    cli_set_message_stream(quiet); /* the caller agrees and prints the failure */
+    const bool ok = cli_qkv_from_layout("ring", layout, a->data, s);
+    cli_set_message_stream(NULL);
+    if (quiet) fclose(quiet);
+    *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
+    return ok;
 }
 
 /* Reads every rank's rows of in->path, converts them to float32 and checks
@@ -320,14 +355,15 @@ static attn_status read_input(const ring_cli *c, ring_input *in) {
     attn_status st = attn_npy_read_header(in->path, &in->header, NULL);
     if (st) snprintf(msg, sizeof msg, "%s: %s", in->flag, attn_last_error());
     char shape[128];
-    if (!st && ((in->axis = position_axis(in->header.ndim)) < 0 || in->header.count == 0)) {
+    if (!st && ((in->axis = cli_qkv_position_axis(c->ao.layout, in->header.ndim)) < 0 || in->header.count == 0)) {
         st = ATTN_ERR_SHAPE;
-        snprintf(msg, sizeof msg, "%s '%s' has shape %s; expected rank 2 [L, D], 3 [L, H, D] or 4 "
-                 "[B, L, H, D] with every dimension at least 1",
-                 in->flag, in->path, cli_shape_str(&in->header, shape, sizeof shape));
+        snprintf(msg, sizeof msg, "%s '%s' has shape %s; expected rank 2 [L, D], 3 [%s] or 4 [%s] with every "
+                 "dimension at least 1", in->flag, in->path, cli_shape_str(&in->header, shape, sizeof shape),
+                 c->ao.layout == CLI_LAYOUT_BHLD ? "H, L, D" : "L, H, D",
+                 c->ao.layout == CLI_LAYOUT_BHLD ? "B, H, L, D" : "B, L, H, D");
     }
     if ((st = attn_ring_agree(c->comm, st, msg))) return st;
-    if ((st = attn_ring_read_npy(c->comm, in->path, in->axis, (attn_ring_layout)c->layout,
+    if ((st = attn_ring_read_npy(c->comm, in->path, in->axis, (attn_ring_layout)c->shard,
                                  &in->local, NULL)))
         return st;
 
@@ -341,7 +377,7 @@ static attn_status read_input(const ring_cli *c, ring_input *in) {
         /* Local element -> global position along the sharded axis. */
         attn_ring_shard sh;
         attn_ring_shard_of(in->header.shape[in->axis], c->ranks, c->rank,
-                           (attn_ring_layout)c->layout, &sh);
+                           (attn_ring_layout)c->shard, &sh);
         int64_t inner = 1;
         for (int d = in->axis + 1; d < in->local.ndim; d++) inner *= in->local.shape[d];
         int64_t row = bad / inner % sh.rows;
@@ -352,8 +388,8 @@ static attn_status read_input(const ring_cli *c, ring_input *in) {
                  in->flag, in->path, (long long)global, isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf");
     }
     if ((st = attn_ring_agree(c->comm, st, msg))) return st;
-    in->t = as_tensor(&in->local);
-    return ATTN_OK;
+    st = as_tensor(&in->local, c->ao.layout, &in->t) ? ATTN_OK : ATTN_ERR_OUT_OF_MEMORY;
+    return attn_ring_agree(c->comm, st, "out of memory reordering BHLD rows");
 }
 
 /* splitmix64 of (stream, global index): the same inputs for any P. */
@@ -369,7 +405,7 @@ static float bench_value(uint64_t stream, uint64_t index) {
 static attn_status bench_input(const ring_cli *c, ring_input *in, uint64_t stream, int64_t n,
                                int64_t heads, int64_t width) {
     attn_ring_shard sh;
-    attn_ring_shard_of(n, c->ranks, c->rank, (attn_ring_layout)c->layout, &sh);
+    attn_ring_shard_of(n, c->ranks, c->rank, (attn_ring_layout)c->shard, &sh);
     const int64_t shape[4] = {1, sh.rows, heads, width};
     attn_status st = attn_array_alloc(&in->local, ATTN_F32, 4, shape);
     if (st == ATTN_OK) {
@@ -386,7 +422,7 @@ static attn_status bench_input(const ring_cli *c, ring_input *in, uint64_t strea
     in->header.shape[2] = heads;
     in->header.shape[3] = width;
     in->axis = 1;
-    in->t = as_tensor(&in->local);
+    as_tensor(&in->local, CLI_LAYOUT_BLHD, &in->t);
     return attn_ring_agree(c->comm, st, NULL);
 }
 
@@ -441,7 +477,7 @@ static attn_status read_table(const ring_cli *c, ring_input *in, bool is_mask, c
         st = attn_npy_load(in->path, &in->local);
         if (st) snprintf(msg, sizeof msg, "%s: %s", in->flag, attn_last_error());
         if ((st = attn_ring_agree(c->comm, st, msg))) return st;
-    } else if ((st = attn_ring_read_npy(c->comm, in->path, in->axis, (attn_ring_layout)c->layout, &in->local,
+    } else if ((st = attn_ring_read_npy(c->comm, in->path, in->axis, (attn_ring_layout)c->shard, &in->local,
                                         NULL))) {
         return st;
     }
@@ -457,7 +493,7 @@ static attn_status read_table(const ring_cli *c, ring_input *in, bool is_mask, c
         int64_t row = i / shape[3] % in->local.shape[in->axis];
         if (shape[2] != 1) {
             attn_ring_shard sh;
-            attn_ring_shard_of(full[2], c->ranks, c->rank, (attn_ring_layout)c->layout, &sh);
+            attn_ring_shard_of(full[2], c->ranks, c->rank, (attn_ring_layout)c->shard, &sh);
             row = row < sh.len[0] ? sh.start[0] + row : sh.start[1] + row - sh.len[0];
         }
         st = ATTN_ERR_NONFINITE;
@@ -500,7 +536,7 @@ static void print_report(const ring_cli *c, const char *what, const char *kernel
     const attn_sdpa_options counted = report_options(c), *o = &counted;
     printf("attn ring %s: %d ranks, %s layout, B=%lld L=%lld S=%lld Hq=%lld Hkv=%lld D=%lld Dv=%lld, "
            "%s%s%s%s, kernel %s, %d threads per rank\n",
-           what, c->ranks, c->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous", (long long)B,
+           what, c->ranks, c->shard == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous", (long long)B,
            (long long)L, (long long)S, (long long)q->t.shape[2], (long long)k->t.shape[2],
            (long long)q->t.shape[3], (long long)v->t.shape[3],
            !o->causal ? "no causal mask" : o->align == ATTN_ALIGN_LOWER_RIGHT ? "causal-lower-right" : "causal",
@@ -616,7 +652,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
 
     attn_ring_options ro = ATTN_RING_OPTIONS_INIT;
     ro.sdpa = &c->ao.opt;
-    ro.layout = (attn_ring_layout)c->layout;
+    ro.layout = (attn_ring_layout)c->shard;
     ro.len_q = L;
     ro.len_kv = S;
     ro.piece_rows = c->piece_rows;
@@ -688,7 +724,26 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
         rc = CLI_OK;
         goto cleanup;
     }
-    /* Outputs mirror the rank of q (and of k, v for their gradients). */
+    /* Outputs mirror the rank and layout of q (and of k, v for their
+     * gradients): this rank's rows, [B, rows, H, W] here, go back to the
+     * files' order first. */
+    {
+        const int64_t o4[4] = {B, Lr, Hq, Dv}, dq4[4] = {B, Lr, Hq, D}, dk4[4] = {B, Sr, Hkv, D},
+                      dv4[4] = {B, Sr, Hkv, Dv};
+        FILE *quiet = fopen("/dev/null", "w");
+        cli_set_message_stream(quiet);
+        const bool ok = cli_qkv_to_layout("ring", c->ao.layout, out, o4) &&
+                        cli_qkv_to_layout("ring", c->ao.layout, dq, dq4) &&
+                        cli_qkv_to_layout("ring", c->ao.layout, dk, dk4) &&
+                        cli_qkv_to_layout("ring", c->ao.layout, dv, dv4);
+        cli_set_message_stream(NULL);
+        if (quiet) fclose(quiet);
+        if ((st = attn_ring_agree(c->comm, ok ? ATTN_OK : ATTN_ERR_OUT_OF_MEMORY,
+                                  "out of memory reordering the outputs to BHLD"))) {
+            ring_error(c, rc, "%s", attn_last_error());
+            goto cleanup;
+        }
+    }
     attn_ring_output outputs[5] = {{c->o_path, q.header.ndim, {0}, q.axis, out},
                                    {c->lse_path, q.header.ndim - 1, {0}, q.header.ndim - 2, lse},
                                    {c->dq_path, q.header.ndim, {0}, q.axis, dq},
@@ -701,7 +756,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     memcpy(outputs[2].shape, q.header.shape, sizeof(int64_t) * (size_t)q.header.ndim);
     memcpy(outputs[3].shape, k.header.shape, sizeof(int64_t) * (size_t)k.header.ndim);
     memcpy(outputs[4].shape, v.header.shape, sizeof(int64_t) * (size_t)v.header.ndim);
-    if ((st = attn_ring_save_npy(c->comm, (attn_ring_layout)c->layout, outputs, 5))) {
+    if ((st = attn_ring_save_npy(c->comm, (attn_ring_layout)c->shard, outputs, 5))) {
         ring_error(c, rc, "%s", attn_last_error());
         goto cleanup;
     }
@@ -726,7 +781,7 @@ int cmd_ring(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     ring_cli c = {.ao = CLI_ATTENTION_OPTIONS_INIT};
     c.comm = MPI_COMM_WORLD;
-    c.layout = -1;
+    c.shard = -1;
     MPI_Comm_rank(c.comm, &c.rank);
     MPI_Comm_size(c.comm, &c.ranks);
     int rc = run_ring(&c, argc, argv);

@@ -239,7 +239,7 @@ static void check_ring(const ring_case *c, const char *flags, int ranks, const c
     char args[4096], *output;
     int n = snprintf(args, sizeof args, "-q %s -k %s -v %s -o %s --lse %s %s%s%s", test_path("q.npy"),
                      test_path("k.npy"), test_path("v.npy"), test_path("o.npy"), test_path("lse.npy"), flags,
-                     layout ? " --layout " : "", layout ? layout : "");
+                     layout ? " --shard " : "", layout ? layout : "");
     if (c->grads)
         snprintf(args + n, sizeof args - (size_t)n, " --grad-out %s --dq %s --dk %s --dv %s", test_path("do.npy"),
                  test_path("dq.npy"), test_path("dk.npy"), test_path("dv.npy"));
@@ -389,6 +389,67 @@ static void masks_and_biases_gradients(void **state) {
 /* `mpirun LAUNCH` fails quickly, with a non-zero status, one message
  * containing `expect` (printed once, not once per rank), and no output
  * file. */
+/* --layout BHLD: PyTorch's [B, H, L, D] files, each rank reading its rows
+ * along the third axis, give the BLHD run's output and gradients bit for
+ * bit, written back in BHLD (the same computation, reordered). */
+static void swap_middle(const float *x, float *y, int64_t B, int64_t X, int64_t Y, int64_t W) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < X; i++)
+            for (int64_t j = 0; j < Y; j++)
+                memcpy(y + ((b * Y + j) * X + i) * W, x + ((b * X + i) * Y + j) * W, sizeof(float) * (size_t)W);
+}
+
+static void heads_first_layout(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 77);
+    const int64_t B = 2, L = 13, S = 11, Hq = 4, Hkv = 2, D = 8, Dv = 6;
+    const int64_t qs[4] = {B, L, Hq, D}, ks[4] = {B, S, Hkv, D}, vs[4] = {B, S, Hkv, Dv}, os[4] = {B, L, Hq, Dv};
+    const int64_t qt[4] = {B, Hq, L, D}, kt[4] = {B, Hkv, S, D}, vt[4] = {B, Hkv, S, Dv}, ot[4] = {B, Hq, L, Dv};
+    const char *names[4] = {"lq.npy", "lk.npy", "lv.npy", "ldo.npy"}, *tnames[4] = {"tq.npy", "tk.npy", "tv.npy", "tdo.npy"};
+    const int64_t *shapes[4] = {qs, ks, vs, os}, *tshapes[4] = {qt, kt, vt, ot};
+    for (int n = 0; n < 4; n++) {
+        float *x = random_file(&r, names[n], 4, shapes[n]);
+        const int64_t *sh = shapes[n], count = sh[0] * sh[1] * sh[2] * sh[3];
+        float *y = malloc(sizeof(float) * (size_t)count);
+        swap_middle(x, y, sh[0], sh[1], sh[2], sh[3]);
+        save_f32(test_path(tnames[n]), 4, tshapes[n], y);
+        free(x);
+        free(y);
+    }
+    char args[4096], *output;
+    for (int t = 0; t < 2; t++) {
+        const char *const *in = t ? tnames : names, *tag = t ? "t" : "l";
+        snprintf(args, sizeof args, "-q %s -k %s -v %s -o %s --grad-out %s --dq %s --dk %s --dv %s --causal-lower-right%s",
+                 test_path(in[0]), test_path(in[1]), test_path(in[2]), test_path(t ? "to.npy" : "lo.npy"),
+                 test_path(in[3]), test_path(t ? "tdq.npy" : "ldq.npy"), test_path(t ? "tdk.npy" : "ldk.npy"),
+                 test_path(t ? "tdv.npy" : "ldv.npy"), t ? " --layout BHLD" : "");
+        int rc = run_ring(&output, NULL, 3, args);
+        if (rc) fail_msg("ring (%s) exited %d:\n%s", tag, rc, output);
+        free(output);
+    }
+    const char *outs[4] = {"o", "dq", "dk", "dv"};
+    const int64_t *oshape[4] = {os, qs, ks, vs};
+    for (int n = 0; n < 4; n++) {
+        char lname[32], tname[32];
+        snprintf(lname, sizeof lname, "l%s.npy", outs[n]);
+        snprintf(tname, sizeof tname, "t%s.npy", outs[n]);
+        attn_array a = {0}, b = {0};
+        if (attn_npy_load(test_path(lname), &a) || attn_npy_load(test_path(tname), &b)) fail_msg("%s", attn_last_error());
+        const int64_t *sh = oshape[n], count = sh[0] * sh[1] * sh[2] * sh[3];
+        assert_int_equal(b.ndim, 4);
+        assert_int_equal(b.shape[1], sh[2]); /* heads before positions */
+        assert_int_equal(b.shape[2], sh[1]);
+        float *back = malloc(sizeof(float) * (size_t)count);
+        swap_middle(b.data, back, sh[0], sh[2], sh[1], sh[3]);
+        if (memcmp(back, a.data, sizeof(float) * (size_t)count) != 0)
+            fail_msg("%s: the BHLD run differs from the BLHD run", outs[n]);
+        free(back);
+        attn_array_free(&a);
+        attn_array_free(&b);
+    }
+}
+
 static void expect_launch_failure(const char *launch, int want_status, const char *expect) {
     char *output;
     double seconds;
@@ -434,9 +495,9 @@ static void failures_end_every_rank(void **state) {
     /* A NaN in rows only rank 2 of 4 reads (contiguous: rows 20..29). */
     q[(int64_t)25 * 2 * 8 + 3] = NAN;
     save_f32(test_path("fq_nan.npy"), 4, qs, q);
-    expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--layout contiguous"), 1,
+    expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--shard contiguous"), 1,
                    "rank 2 of 4: -q");
-    expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--layout contiguous"), 1, "position 25 is NaN");
+    expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--shard contiguous"), 1, "position 25 is NaN");
     /* A truncated file. */
     size_t size;
     char *bytes = test_read_file(test_path("fk.npy"), &size);
@@ -458,12 +519,12 @@ static void failures_end_every_rank(void **state) {
     bias[(int64_t)1 * 40 * 40 + 23 * 40 + 5] = NAN;
     save_f32(test_path("fbias_nan.npy"), 3, bias_shape, bias);
     free(bias);
-    snprintf(extra, sizeof extra, "--layout contiguous --bias %s", test_path("fbias_nan.npy"));
+    snprintf(extra, sizeof extra, "--shard contiguous --bias %s", test_path("fbias_nan.npy"));
     expect_failure(4, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "rank 2 of 4: --bias");
     expect_failure(4, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "query row 23 is NaN");
     /* What cannot be sharded: a usage error, once. */
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--weights w.npy"), 2, "--weights");
-    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--layout diagonal"), 2, "--layout");
+    expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--shard diagonal"), 2, "--shard");
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", "--timeout -1"), 2, "--timeout");
     free(q);
 #undef FAIL_ARGS
@@ -608,7 +669,7 @@ static void ranks_must_agree(void **state) {
         {2, 1, "--window 3,0", "--window 4,0", "ranks disagree on window left: rank 0 has 3, rank 2 has 4", 1},
         {1, 1, "--scale 0.5", "--scale 0.25", "ranks disagree on scale: rank 0 has 0.5, rank 1 has 0.25", 1},
         {2, 1, "--kernel ref", "--kernel flash", "ranks disagree on kernel: rank 0 has ref, rank 2 has flash", 1},
-        {1, 2, "--layout zigzag", "--layout contiguous", "ranks disagree on layout", 1},
+        {1, 2, "--shard zigzag", "--shard contiguous", "ranks disagree on layout", 1},
         {1, 1, "", "--key-lengths ALENS", "ranks disagree on whether --key-lengths is given", 2},
         {2, 1, "--mask AMASK", "", "ranks disagree on whether --mask is given: rank 0 has 1, rank 2 has 0", 2},
         {2, 1, "", "--report", "ranks disagree on whether --report is given", 2},
@@ -631,7 +692,11 @@ static void ranks_must_agree(void **state) {
     }
     /* Per-rank settings that do not change the result are not compared. */
     char *output;
-    snprintf(launch, sizeof launch, "-np 1 %s --threads 2 : -np 1 %s --piece-rows 7", base, base);
+    /* (base gives --threads 1; a flag given twice is refused, so the first
+     * rank's --threads 2 replaces it by hand.) */
+    char base2[2048];
+    snprintf(base2, sizeof base2, "%.*s--threads 2", (int)(strlen(base) - strlen("--threads 1")), base);
+    snprintf(launch, sizeof launch, "-np 1 %s : -np 1 %s --piece-rows 7", base2, base);
     int rc = run_launch(&output, NULL, launch);
     if (rc) fail_msg("different --threads and --piece-rows per rank: exited %d:\n%s", rc, output);
     free(output);
@@ -690,6 +755,7 @@ int main(void) {
         cmocka_unit_test(gradients),
         cmocka_unit_test(masks_and_biases),
         cmocka_unit_test(masks_and_biases_gradients),
+        cmocka_unit_test(heads_first_layout),
         cmocka_unit_test(failures_end_every_rank),
         cmocka_unit_test(ranks_must_agree),
         cmocka_unit_test(stopped_rank_times_out),

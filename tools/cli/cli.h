@@ -153,9 +153,13 @@ void cli_warn_if_transposed(const char *cmd, const cli_attention_options *o, con
 /* The file shape of an output stored like q/k/v: [B, P, H, W] in the
  * layout, dropping the leading dims a rank-`rank` input leaves out. */
 void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int64_t *shape);
-/* In place: data [B, P, H, W] -> the layout's order (a no-op for BLHD).
- * Returns false (printed) when out of memory. */
+/* In place: data [B, P, H, W] -> the layout's order (a no-op for BLHD),
+ * and back.  Return false (printed) when out of memory. */
 bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]);
+bool cli_qkv_from_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]);
+/* The position axis of a q/k/v file of this rank (2..4) in the layout, -1
+ * for another rank. */
+int cli_qkv_position_axis(cli_layout layout, int rank);
 
 /* Loads --key-lengths, --mask and --bias and checks them against the
  * problem's sizes; fills o->opt; warns about a causal alignment that is
@@ -174,11 +178,6 @@ int cli_check_budget(const char *cmd, const cli_attention_options *o, const attn
 int cli_check_traced_budget(const char *cmd, const cli_attention_options *o, int64_t B, int64_t Hq, int64_t Hkv,
                             int64_t L, int64_t S, int64_t D, int64_t Dv, int runs);
 void cli_attention_options_free(cli_attention_options *o);
-
-/* The argv-loop interface attn ring still uses (cli_attention.c). */
-extern const char cli_attention_options_help[];
-bool cli_is_help(const char *arg);
-int cli_parse_attention_option(const char *cmd, int argc, char **argv, int *i, cli_attention_options *o);
 
 /* Saves each (path, array) pair that has a path, as a set: every file is
  * written in full to its temporary file first, and only when all of them

@@ -204,10 +204,7 @@ int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout
                                   cli_shape_str(a, buf, sizeof buf));
     int64_t s[4];
     blhd_of_file(layout, a, s);
-    if (layout == CLI_LAYOUT_BHLD && a->ndim > 2) {
-        const int64_t file_order[4] = {s[0], s[2], s[1], s[3]};
-        if (!swap_middle_axes(cmd, a->data, file_order)) return CLI_DATA_ERROR;
-    }
+    if (!cli_qkv_from_layout(cmd, layout, a->data, s)) return CLI_DATA_ERROR;
     *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
     return CLI_OK;
 }
@@ -225,6 +222,16 @@ void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int6
 
 bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]) {
     return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, blhd);
+}
+
+bool cli_qkv_from_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]) {
+    const int64_t file_order[4] = {blhd[0], blhd[2], blhd[1], blhd[3]};
+    return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, file_order);
+}
+
+int cli_qkv_position_axis(cli_layout layout, int rank) {
+    return rank == 4 ? (layout == CLI_LAYOUT_BHLD ? 2 : 1) : rank == 3 ? (layout == CLI_LAYOUT_BHLD ? 1 : 0)
+         : rank == 2 ? 0 : -1;
 }
 
 void cli_warn_if_transposed(const char *cmd, const cli_attention_options *o, const attn_tensor *q,
@@ -421,40 +428,4 @@ void cli_describe_run(char *buf, size_t size, const char *kernel, int threads, d
     const int n = flash ? attn_thread_count(threads) : 1; /* the reference kernel runs on one */
     snprintf(buf, size, "%s kernel%s%s, %d thread%s, %.3g %s", kernel, flash ? " on " : "", flash ? attn_isa_name() : "",
              n, n == 1 ? "" : "s", seconds < 1 ? 1e3 * seconds : seconds, seconds < 1 ? "ms" : "s");
-}
-
-/* ------------------------------------------------------------------------
- * The argv-loop interface attn ring still uses (its flags move to a table
- * when the ring's pending changes land): the shared families by name. */
-const char cli_attention_options_help[] =
-    "masks (combine freely; a key is visible when every rule allows it):\n"
-    "  --causal                query i sees keys j <= i (top-left, PyTorch is_causal)\n"
-    "  --causal-lower-right    query i sees keys j <= i + S - L (FlashAttention, KV-cache decoding)\n"
-    "  --align top-left|lower-right\n"
-    "                          diagonal used by --window without a causal flag (default top-left)\n"
-    "  --window LEFT,RIGHT     keys within LEFT before and RIGHT after the diagonal; -1 = unbounded\n"
-    "  --key-lengths F.npy     integers [B]: keys at or past the length are padding (hidden)\n"
-    "computation:\n"
-    "  --scale S               score scale (default 1/sqrt(D))\n"
-    "  --kernel auto|ref|flash kernel (default auto: the fastest that supports the request)\n"
-    "  --threads N             threads (default: $ATTN_NUM_THREADS, else all cores)\n"
-    "a row that sees no key gets output 0 and lse -inf (never NaN)\n";
-
-bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
-
-int cli_parse_attention_option(const char *cmd, int argc, char **argv, int *i, cli_attention_options *o) {
-    static const cli_flag *const tables[] = {cli_mask_flags, cli_compute_flags, NULL};
-    const cli_spec spec = {cmd, tables, NULL, false};
-    cli_args a;
-    cli_args_begin(&a, &spec, 0, NULL);
-    for (const cli_flag *const *t = tables; *t; t++)
-        for (const cli_flag *f = *t; f->name; f++) {
-            if (strcmp(argv[*i], f->name) != 0) continue;
-            const char *value = f->value_name ? (*i + 1 < argc ? argv[*i + 1] : NULL) : NULL;
-            if (f->value_name && !value) return cli_usage_error(cmd, "%s needs a value", f->name), -1;
-            int taken = cli_attention_take(o, &a, f->id, value);
-            if (taken > 0) *i += f->value_name ? 2 : 1;
-            return taken;
-        }
-    return 0;
 }
