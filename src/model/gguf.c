@@ -155,9 +155,9 @@ static attn_status parse_value(reader *r, uint32_t type, int depth, attn_gguf_va
         if (val.count > remaining(r) / least) {
             r->pos -= 8;
             return reader_fail(r, ATTN_ERR_FORMAT,
-                               "an array of %llu %s elements (%llu bytes or more each) runs past the end of the file "
-                               "(%llu bytes left)", (unsigned long long)val.count, value_type_names[elem],
-                               (unsigned long long)least, (unsigned long long)(remaining(r) - 8));
+                               "an array of %llu %s elements (each at least %llu byte%s) runs past the end of the "
+                               "file (%llu bytes left)", (unsigned long long)val.count, value_type_names[elem],
+                               (unsigned long long)least, least == 1 ? "" : "s", (unsigned long long)(remaining(r) - 8));
         }
         const uint64_t start = r->pos;
         val.data = r->base + start;

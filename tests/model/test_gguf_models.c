@@ -158,7 +158,7 @@ static void qwen_architecture(void **state) {
 
 /* Gemma 3 270M: 18 layers, d_model 640, 4 query heads on 1 key/value head
  * of width 256, QK-norm, sliding window 512, global RoPE theta 1e6 (the
- * local layers' 1e4 is not in the file: llama.cpp's gemma3 fixes it), pre-
+ * local layers' 1e4 is not in the file: llama.cpp sets it in code), pre-
  * and post-norms, SentencePiece vocabulary of 262,144 pieces with scores,
  * BOS 2, tied embeddings (no output.weight). */
 static void gemma_architecture(void **state) {
