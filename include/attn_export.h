@@ -1,7 +1,7 @@
 /*
  * attn_export.h — ATTN_API, the mark of every public declaration: the
  * libraries are compiled with hidden visibility, so exactly the functions
- * that carry it are exported from libattn.so, libattn_viz.so and
+ * that carry it are exported from libattn.so, libattn_viz.so, libattn_model.so and
  * libattn_mpi.so (tests/base/test_exports.sh checks both directions).
  */
 #ifndef ATTN_EXPORT_H

@@ -6,39 +6,7 @@
  */
 #include "io/file.h"
 
-#include "base/base.h"
-
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-static const char *kind_of(mode_t mode) {
-    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
-         : S_ISBLK(mode) ? "a block device" : "a socket or other special file";
-}
-
-attn_status attn__open_regular(const char *path, const char *what, int *fd, uint64_t *size) {
-    char reason[256];
-    struct stat st;
-    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0)
-        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path, errno_text(errno, reason, sizeof reason));
-    attn_status status = ATTN_OK;
-    if (fstat(*fd, &st) != 0)
-        status = attn__fail(ATTN_ERR_IO, "cannot stat '%s': %s", path, errno_text(errno, reason, sizeof reason));
-    else if (!S_ISREG(st.st_mode))
-        status = attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (%s are read from files)",
-                            path, kind_of(st.st_mode), what);
-    if (status != ATTN_OK) {
-        close(*fd);
-        *fd = -1;
-        return status;
-    }
-    *size = (uint64_t)st.st_size;
-    return ATTN_OK;
-}
 
 attn_status attn__read_exactly(int fd, const char *path, void *buf, size_t size, uint64_t offset) {
     char reason[256];
@@ -63,7 +31,7 @@ attn_status attn_read_file(const char *path, size_t max_bytes, void **data, size
     *size = 0;
     int fd;
     uint64_t file_size;
-    attn_status status = attn__open_regular(path, "inputs", &fd, &file_size);
+    attn_status status = file_open_regular(path, "inputs", &fd, &file_size);
     if (status != ATTN_OK) return status;
     if (file_size > max_bytes) {
         close(fd);

@@ -1,17 +1,58 @@
 /*
- * file.h — the one way the library opens a file to read it (file.c): a
- * regular file, opened without blocking; npy_file.c and attn_read_file
- * build on it.
+ * file.h — the one way the libraries open a file to read it: a regular
+ * file, opened without blocking (a FIFO would block open() forever, a
+ * device or /proc file never end).  Static inline, as base.h's helpers, so
+ * that the component libraries (libattn_model's GGUF reader) open files by
+ * the same rule without an internal symbol of libattn; file.c
+ * (attn_read_file) builds on it too.
  */
 #ifndef ATTN_IO_FILE_H
 #define ATTN_IO_FILE_H
 
 #include "attn_io.h"
+#include "base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static inline const char *file_kind_of(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "a special file";
+}
 
 /* Opens path for reading and checks it is a regular file (what: "inputs",
- * ".npy inputs": for the message when it is not).  *fd is open and *size
+ * "GGUF models": for the message when it is not).  *fd is open and *size
  * its size on success; on failure nothing is left open. */
-attn_status attn__open_regular(const char *path, const char *what, int *fd, uint64_t *size);
+static inline attn_status file_open_regular(const char *path, const char *what, int *fd, uint64_t *size) {
+    char reason[256];
+    struct stat st;
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0) {
+        /* A UNIX socket cannot be opened at all (ENXIO, "No such device or
+         * address"): say what it is instead. */
+        const int err = errno;
+        if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (%s are read from files)",
+                              path, file_kind_of(st.st_mode), what);
+        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path, errno_text(err, reason, sizeof reason));
+    }
+    attn_status status = ATTN_OK;
+    if (fstat(*fd, &st) != 0)
+        status = attn__fail(ATTN_ERR_IO, "cannot stat '%s': %s", path, errno_text(errno, reason, sizeof reason));
+    else if (!S_ISREG(st.st_mode))
+        status = attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (%s are read from files)",
+                            path, file_kind_of(st.st_mode), what);
+    if (status != ATTN_OK) {
+        close(*fd);
+        *fd = -1;
+        return status;
+    }
+    *size = (uint64_t)st.st_size;
+    return ATTN_OK;
+}
+
 /* Reads exactly size bytes at offset; a short file is a truncation. */
 attn_status attn__read_exactly(int fd, const char *path, void *buf, size_t size, uint64_t offset);
 

@@ -3,16 +3,19 @@
 # for other projects, and the core needs neither cairo nor MPI.
 #
 #   1. BUILD_DIR (the tree under test) is installed into a scratch prefix;
-#      examples/ is built against it with find_package(attn COMPONENTS viz):
-#      the core shared and static, and a libattn_viz consumer.
+#      examples/ is built against it with find_package(attn COMPONENTS viz
+#      model): the core shared and static, a libattn_viz consumer, and
+#      libattn_model consumers shared and static.
 #   2. A second tree is configured from SOURCE_DIR with cairo and MPI forced
 #      off (core only, no program, no tests), built and installed; its
 #      libattn.so must not depend on cairo, X11 or MPI.  Consumers of the
 #      core are built against it by find_package and by pkg-config, shared
 #      and static; none may get -fopenmp on its compile line, and the
-#      exported CMake targets must not hard-code libm's path.
+#      exported CMake targets must not hard-code libm's path.  libattn_model
+#      (no dependency beyond libattn and libm) is built there too, and used by
+#      pkg-config (attn-model), shared and static.
 # Every consumer must print the chapter's causal row 2: weights 1/3, 2/3, 0
-# and output [2/3, 2/3].
+# and output [2/3, 2/3]; the model consumers, the tensor of their GGUF image.
 set -euo pipefail
 src=$1 build=$2 cmake=${3:-cmake}
 work=$(mktemp -d "${TMPDIR:-/tmp}/attn-install-XXXXXX")
@@ -26,17 +29,30 @@ check_output() { # program...
     out=$(LD_LIBRARY_PATH="$lib_path" "$@") || fail "$1 failed"
     grep -q "$want" <<<"$out" || fail "unexpected output of $1: $out"
 }
+want_model="w = \[1, 2, 3, 4\]"
+check_model() { # program...
+    local out
+    out=$(LD_LIBRARY_PATH="$lib_path" "$@") || fail "$1 failed"
+    grep -q "$want_model" <<<"$out" || fail "unexpected output of $1: $out"
+}
 
 # ------------------------------------------------ 1. the tree under test
 "$cmake" --install "$build" --prefix "$work/full" >/dev/null
 lib_path="$work/full/lib:$work/full/lib64"
-"$cmake" -S "$src/examples" -B "$work/consumer-full" -DCMAKE_PREFIX_PATH="$work/full" -DHELLO_VIZ=ON >/dev/null
+"$cmake" -S "$src/examples" -B "$work/consumer-full" -DCMAKE_PREFIX_PATH="$work/full" -DHELLO_VIZ=ON \
+    -DHELLO_MODEL=ON >/dev/null
 "$cmake" --build "$work/consumer-full" -j "$jobs" >/dev/null
 check_output "$work/consumer-full/hello_attn"
 check_output "$work/consumer-full/hello_attn_static"
+check_model "$work/consumer-full/hello_model"
+check_model "$work/consumer-full/hello_model_static"
+if ldd "$work/consumer-full/hello_model_static" | grep -q "libattn"; then
+    fail "hello_model_static is linked to a shared attn library"
+fi
 LD_LIBRARY_PATH="$lib_path" "$work/consumer-full/hello_viz" "$work/report.html" >/dev/null
 grep -q "the chapter's example, causal" "$work/report.html" || fail "hello_viz wrote no report"
-echo "install test: the tree under test: find_package consumers of attn::attn, attn::attn_static and attn::viz"
+echo "install test: the tree under test: find_package consumers of attn::attn, attn::attn_static, attn::viz,"
+echo "              attn::model and attn::model_static"
 
 # --------------------------------------------------- 2. a core-only tree
 "$cmake" -S "$src" -B "$work/core-build" -DCMAKE_BUILD_TYPE=Release -DATTN_WITH_CAIRO=OFF -DATTN_WITH_MPI=OFF \
@@ -87,4 +103,21 @@ static_libs=$(pkg-config --static --libs attn | sed 's/-lattn\b/-Wl,-Bstatic -la
 cc "$src/examples/hello_attn.c" -o "$work/hello_pc_static" $cflags $static_libs -lm
 check_output "$work/hello_pc_static"
 if ldd "$work/hello_pc_static" | grep -q "libattn\.so"; then fail "hello_pc_static is linked to the shared library"; fi
+so=$(find "$work/core" -name 'libattn_model.so' | head -n 1)
+[[ -n "$so" ]] || fail "the core-only tree installed no libattn_model.so"
+needed=$(readelf -d "$so" | grep NEEDED || true)
+if grep -Eiq "cairo|X11|xcb|mpi|pixman|png|gomp" <<<"$needed"; then
+    fail "libattn_model.so depends on more than libattn and libm: $needed"
+fi
+model_cflags=$(pkg-config --cflags attn-model)
+cc "$src/examples/hello_model.c" -o "$work/hello_model_pc" $model_cflags $(pkg-config --libs attn-model) \
+    -Wl,-rpath,"$libdir"
+check_model "$work/hello_model_pc"
+static_libs=$(pkg-config --static --libs attn-model | sed -E 's/-lattn(_model)?\b/-Wl,-Bstatic -lattn\1 -Wl,-Bdynamic/g')
+cc "$src/examples/hello_model.c" -o "$work/hello_model_pc_static" $model_cflags $static_libs -lm
+check_model "$work/hello_model_pc_static"
+if ldd "$work/hello_model_pc_static" | grep -q "libattn"; then
+    fail "hello_model_pc_static is linked to a shared attn library"
+fi
 echo "install test: a core built without cairo and MPI: find_package and pkg-config consumers, shared and static"
+echo "              (attn and attn-model)"
