@@ -19,6 +19,7 @@
  * run o starting at element (o * rows + first) * inner.
  */
 #include "io/npy_format.h"
+#include "io/file.h"
 
 #include "base/base.h"
 
@@ -30,67 +31,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Reads exactly size bytes at offset; a short file is a truncation. */
-static attn_status read_at(int fd, const char *path, void *buf, size_t size, off_t offset) {
-    char reason[256];
-    size_t done = 0;
-    while (done < size) {
-        ssize_t got = pread(fd, (uint8_t *)buf + done, size - done, offset + (off_t)done);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0)
-            return attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path,
-                             errno_text(errno, reason, sizeof reason));
-        if (got == 0)
-            return attn__fail(ATTN_ERR_FORMAT, "'%s': truncated: the file ends at byte %lld",
-                             path, (long long)(offset + (off_t)done));
-        done += (size_t)got;
-    }
-    return ATTN_OK;
-}
-
-static attn_status not_a_regular_file(const char *path, mode_t mode) {
-    return attn__fail(ATTN_ERR_IO, "cannot read '%s': it is %s, not a regular file (.npy inputs are read from files)",
-                      path, S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO"
-                            : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device"
-                            : S_ISSOCK(mode) ? "a socket" : "a special file");
-}
-
 /* Opens path and parses its header; the file's size must be exactly the
  * header plus the data, as attn_npy_load requires.  *fd is open on success. */
 static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout) {
-    char reason[256];
     uint8_t *header = NULL;
-    struct stat st;
-    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0) {
-        /* A UNIX socket cannot be opened at all (ENXIO, "No such device or
-         * address"): say what it is instead. */
-        int err = errno;
-        if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return not_a_regular_file(path, st.st_mode);
-        return attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path, errno_text(err, reason, sizeof reason));
-    }
-    attn_status status = ATTN_OK;
-    if (fstat(*fd, &st) != 0) {
-        status = attn__fail(ATTN_ERR_IO, "cannot stat '%s': %s", path,
-                           errno_text(errno, reason, sizeof reason));
-        goto cleanup;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        status = not_a_regular_file(path, st.st_mode);
-        goto cleanup;
-    }
+    uint64_t file_size = 0;
+    attn_status status = file_open_regular(path, ".npy inputs", fd, &file_size);
+    if (status != ATTN_OK) return status;
     /* The preamble (10 or 12 bytes) says how long the header is. */
     uint8_t preamble[12];
-    size_t have = (uint64_t)st.st_size < sizeof preamble ? (size_t)st.st_size : sizeof preamble;
+    size_t have = file_size < sizeof preamble ? (size_t)file_size : sizeof preamble;
     size_t data_offset = 0;
-    if ((status = read_at(*fd, path, preamble, have, 0)) ||
+    if ((status = attn__read_exactly(*fd, path, preamble, have, 0)) ||
         (status = attn__npy_parse_preamble(preamble, have, &data_offset))) {
         if (status != ATTN_ERR_IO) status = npy_fail_with_path(status, path);
         goto cleanup;
     }
-    if ((uint64_t)st.st_size < data_offset) {
-        status = attn__fail(ATTN_ERR_FORMAT, "%s: truncated: the header needs %zu bytes, the file has %lld",
-                           path, data_offset, (long long)st.st_size);
+    if (file_size < data_offset) {
+        status = attn__fail(ATTN_ERR_FORMAT, "%s: truncated: the header needs %zu bytes, the file has %llu",
+                           path, data_offset, (unsigned long long)file_size);
         goto cleanup;
     }
     header = malloc(data_offset);
@@ -98,12 +57,12 @@ static attn_status open_and_parse(const char *path, int *fd, npy_layout *layout)
         status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate the header", path);
         goto cleanup;
     }
-    if ((status = read_at(*fd, path, header, data_offset, 0))) goto cleanup;
+    if ((status = attn__read_exactly(*fd, path, header, data_offset, 0))) goto cleanup;
     if ((status = attn__npy_parse_header_image(header, data_offset, layout))) {
         status = npy_fail_with_path(status, path);
         goto cleanup;
     }
-    uint64_t found = (uint64_t)st.st_size - data_offset;
+    uint64_t found = file_size - data_offset;
     if (found != (uint64_t)layout->data_bytes) {
         status = attn__fail(ATTN_ERR_FORMAT, "%s: %s: expected %lld bytes of data, found %llu", path,
                            found < (uint64_t)layout->data_bytes ? "truncated" : "trailing data",
@@ -152,7 +111,7 @@ attn_status attn_npy_load(const char *path, attn_array *out) {
         status = npy_fail_with_path(status, path);
         goto cleanup;
     }
-    if ((status = read_at(fd, path, out->data, (size_t)layout.data_bytes, (off_t)layout.data_offset))) {
+    if ((status = attn__read_exactly(fd, path, out->data, (size_t)layout.data_bytes, (uint64_t)layout.data_offset))) {
         attn_array_free(out);
         goto cleanup;
     }
@@ -205,8 +164,8 @@ attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_
     const size_t elem = attn_dtype_size(layout.dtype);
     const size_t run = (size_t)(count * inner) * elem;
     for (int64_t o = 0; o < outer && run > 0; o++) {
-        off_t at = (off_t)layout.data_offset + (off_t)((o * rows + first) * inner) * (off_t)elem;
-        if ((status = read_at(fd, path, (uint8_t *)out->data + (size_t)o * run, run, at))) {
+        const uint64_t at = (uint64_t)layout.data_offset + (uint64_t)((o * rows + first) * inner) * elem;
+        if ((status = attn__read_exactly(fd, path, (uint8_t *)out->data + (size_t)o * run, run, at))) {
             attn_array_free(out);
             goto cleanup;
         }
