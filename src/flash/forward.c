@@ -39,13 +39,14 @@
  *     score at a key the row sees (a non-finite q or k, or a score beyond
  *     FLT_MAX) marks the row;
  *   - per row, when the unit finishes: a NaN or +inf max, a sum that is not
- *     finite, nothing seen although keys are in range, or an output element
- *     that is not finite, marks the row;
+ *     finite, or nothing seen although keys are in range, marks the row;
  *   - per item: an accumulator that came out non-finite in a row not marked
  *     means a NaN or Inf in some value row, and 0·NaN carries it to rows
  *     that do not see that key.  The item is then computed again carefully:
  *     such value rows are left out of P·V, and the rows that do see them
- *     are marked.  The same bits as a problem with those values zeroed.
+ *     are marked, as are rows whose accumulators are still not finite (a
+ *     weighted sum that overflowed).  The others get the bits of the same
+ *     problem with those values zeroed.
  * A marked row is recomputed by the reference's row routine, in double
  * (attn__ref_forward_row): the reference's answer for finite inputs whose
  * scores overflow fp32, NaN for a row that reads a NaN or Inf.  Every
@@ -591,12 +592,13 @@ static bool state_untrusted(const flash_ctx *c, int64_t r) {
 
 /* Writes out, lse and (when asked) the weights of the unit from its final
  * state m, l, acc; then recomputes the rows marked for the exact path, and
- * those whose state or output the fp32 loop could not get right, with the
- * reference's row routine.  A row that saw nothing writes 0 (never 0·NaN). */
+ * those whose state the fp32 loop could not get right, with the reference's
+ * row routine.  The accumulators of unmarked rows are finite (item_run,
+ * unit_merge) and l >= 1 where anything was seen, so every output written
+ * here is finite; a row that saw nothing gets acc · 0 = 0. */
 static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *lse) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
-    const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
     for (int64_t r = 0; r < pl->rows; r++) {
         const flash_row *row = &c->row[r];
         c->inv_l[r] = c->l[r] > 0.0f ? 1.0f / c->l[r] : 0.0f;
@@ -604,12 +606,8 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
         if (state_untrusted(c, r)) c->exact[r] = 1;
         float *out_row = problem_row(out, c->b, row->i, row->h);
         const float *acc = acc_at(c, r, 0);
-        bool finite = true;
-        for (int64_t d = 0; d < p->dim_v; d++) {
-            out_row[d] = c->l[r] > 0.0f ? acc[d * step] * c->inv_l[r] : 0.0f;
-            finite &= isfinite(out_row[d]) != 0;
-        }
-        if (!finite) c->exact[r] = 1; /* a value overflowed, or is not finite */
+        const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
+        for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = acc[d * step] * c->inv_l[r];
         if (lse) {
             int64_t at = (c->b * p->heads_q + row->h) * p->len_q + row->i;
             lse[at] = c->l[r] > 0.0f ? (float)((double)c->m[r] * LN2 + log((double)c->l[r]))
@@ -628,17 +626,36 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
 
 /* Whether an accumulator of a row not marked for the exact path came out
  * NaN or infinite: a value row held a NaN or Inf (reaching, through 0·NaN,
- * rows that do not see its key as well), or the weighted sum overflowed. */
-static bool values_not_finite(const flash_ctx *c) {
+ * rows that do not see its key as well), or the weighted sum overflowed.
+ * With `mark`, such rows are marked instead. */
+static bool values_not_finite(flash_ctx *c, bool mark) {
     const flash_plan *pl = c->pl;
     const int64_t dim_v = c->p->dim_v;
     if (pl->kern->all_finite(c->o, pl->rows * dim_v, 1, pl->rows * dim_v)) return false;
+    bool found = false;
     for (int64_t r = 0; r < pl->rows; r++) {
         if (!c->row[r].valid || c->exact[r]) continue;
-        for (int64_t d = 0; d < dim_v; d++)
-            if (!isfinite(*acc_at(c, r, d))) return true;
+        for (int64_t d = 0; d < dim_v && !c->exact[r]; d++)
+            if (!isfinite(*acc_at(c, r, d))) {
+                found = true;
+                if (!mark) return true;
+                c->exact[r] = 1;
+            }
     }
-    return false;
+    return found;
+}
+
+/* The online softmax of the item's keys [lo, hi) from a fresh state. */
+static void item_accumulate(flash_ctx *c, int64_t lo, int64_t hi) {
+    const flash_plan *pl = c->pl;
+    for (int64_t r = 0; r < pl->rows; r++) {
+        c->m[r] = -INFINITY;
+        c->l[r] = 0.0f;
+        c->exact[r] = 0;
+    }
+    memset(c->o, 0, sizeof(float) * (size_t)(pl->rows * c->p->dim_v));
+    for (int64_t t0 = lo; t0 < hi; t0 += pl->tile_keys)
+        unit_accumulate(c, t0, (int)(hi - t0 < pl->tile_keys ? hi - t0 : pl->tile_keys), hi);
 }
 
 /* Item (unit, chunk): the online softmax over the chunk's keys that some
@@ -646,8 +663,10 @@ static bool values_not_finite(const flash_ctx *c) {
  * ones leave a partial state (m, l, the exact marks, acc as [rows][Dv]) for
  * the merge.  When the accumulators came out non-finite, the item is
  * computed again in careful mode (drop_nonfinite_values_tile,
- * rows_values_careful): the fast path pays one check per item, and only
- * items whose values hold a NaN or Inf pay twice. */
+ * rows_values_careful), and the rows whose accumulators are still not
+ * finite (a NaN or Inf in a value every row of the tile sees, a sum that
+ * overflowed) are marked: the fast path pays one check per item, and only
+ * items whose values hold a NaN or Inf or overflow pay twice. */
 static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *out,
                      float *weights, float *lse) {
     const sdpa_problem *p = c->p;
@@ -659,16 +678,12 @@ static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *o
     if (hi > c->any_end) hi = c->any_end;
 
     if (lo < hi || (pl->chunks == 1 && weights)) pack_queries(c);
-    for (c->careful = false;; c->careful = true) {
-        for (int64_t r = 0; r < pl->rows; r++) {
-            c->m[r] = -INFINITY;
-            c->l[r] = 0.0f;
-            c->exact[r] = 0;
-        }
-        memset(c->o, 0, sizeof(float) * (size_t)(pl->rows * p->dim_v));
-        for (int64_t t0 = lo; t0 < hi; t0 += pl->tile_keys)
-            unit_accumulate(c, t0, (int)(hi - t0 < pl->tile_keys ? hi - t0 : pl->tile_keys), hi);
-        if (c->careful || !values_not_finite(c)) break;
+    item_accumulate(c, lo, hi);
+    if (values_not_finite(c, false)) {
+        c->careful = true;
+        item_accumulate(c, lo, hi);
+        c->careful = false;
+        values_not_finite(c, true);
     }
     if (pl->chunks == 1) {
         unit_finish(c, out, weights, lse);
@@ -714,6 +729,7 @@ static void unit_merge(flash_ctx *c, int64_t u, const float *partials, attn_tens
                     acc += w * (double)part[3 * pl->rows + r * p->dim_v + d];
                 }
                 *acc_at(c, r, d) = (float)acc;
+                if (!isfinite(*acc_at(c, r, d))) c->exact[r] = 1; /* the merged sum overflowed */
             }
             for (int64_t ch = 0; ch < pl->chunks; ch++) {
                 const float *part = first + (size_t)ch * pl->partial_floats;
