@@ -699,16 +699,18 @@ static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *o
 }
 
 /* Merges the chunks of unit u exactly, in chunk order: with M = max_c m_c,
- * l = sum_c l_c·2^(m_c − M) and acc = sum_c acc_c·2^(m_c − M), in double.
+ * w_c = 2^(m_c − M), l = sum_c l_c·w_c and acc = sum_c acc_c·w_c, in double.
  * A row marked in any chunk stays marked, and so does a row with a NaN
- * max in some chunk (the max below would skip it); unit_finish checks the
- * merged state as it checks an unsplit one. */
+ * max in some chunk (the max below would skip it) or a merged sum that does
+ * not fit a float; unit_finish checks the merged state as it checks an
+ * unsplit one. */
 static void unit_merge(flash_ctx *c, int64_t u, const float *partials, attn_tensor *out,
                        float *weights, float *lse) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     unit_begin(c, u);
     const float *first = partials + (size_t)(u * pl->chunks) * pl->partial_floats;
+    double w[FLASH_TARGET_ITEMS]; /* the chunks' factors for one row (chunks <= FLASH_TARGET_ITEMS) */
     for (int64_t r = 0; r < pl->rows; r++) {
         float m_max = -INFINITY;
         c->exact[r] = 0;
@@ -721,19 +723,18 @@ static void unit_merge(flash_ctx *c, int64_t u, const float *partials, attn_tens
         double l_sum = 0.0;
         for (int64_t d = 0; d < p->dim_v; d++) *acc_at(c, r, d) = 0.0f;
         if (m_max != -INFINITY) {
-            for (int64_t d = 0; d < p->dim_v; d++) {
-                double acc = 0.0;
-                for (int64_t ch = 0; ch < pl->chunks; ch++) {
-                    const float *part = first + (size_t)ch * pl->partial_floats;
-                    double w = exp2((double)part[r] - (double)m_max);
-                    acc += w * (double)part[3 * pl->rows + r * p->dim_v + d];
-                }
-                *acc_at(c, r, d) = (float)acc;
-                if (!isfinite(*acc_at(c, r, d))) c->exact[r] = 1; /* the merged sum overflowed */
-            }
             for (int64_t ch = 0; ch < pl->chunks; ch++) {
                 const float *part = first + (size_t)ch * pl->partial_floats;
-                l_sum += exp2((double)part[r] - (double)m_max) * (double)part[pl->rows + r];
+                w[ch] = exp2((double)part[r] - (double)m_max);
+                l_sum += w[ch] * (double)part[pl->rows + r];
+            }
+            for (int64_t d = 0; d < p->dim_v; d++) {
+                double acc = 0.0;
+                for (int64_t ch = 0; ch < pl->chunks; ch++)
+                    acc += w[ch] * (double)first[(size_t)ch * pl->partial_floats + 3 * pl->rows + r * p->dim_v + d];
+                const float merged = (float)acc;
+                *acc_at(c, r, d) = merged;
+                if (!isfinite(merged)) c->exact[r] = 1;
             }
         }
         c->m[r] = m_max;
