@@ -518,6 +518,14 @@ static void make_cancelling(random_case *rc) {
 /* Values of 3e38: the fp32 weighted sum overflows before the division. */
 static void make_huge_values(random_case *rc) { fill(rc->v, v_count(&rc->c), 3e38f); }
 
+/* Values of 5e35 and queries near 0 (weights near uniform), S = 3000 split
+ * in 6 chunks of 512 keys: each chunk's weighted sum (at most 512·5e35)
+ * fits a float, the merged one does not. */
+static void make_values_merge_overflow(random_case *rc) {
+    fill(rc->v, v_count(&rc->c), 5e35f);
+    for (int64_t e = 0; e < q_count(&rc->c); e++) rc->q[e] *= 0.01f;
+}
+
 static const overflow_case overflow_cases[] = {
     {"q = k = 1e19, D = 8, causal, prefill", {1, 40, 50, 2, 1, 8, 8}, rules_causal, make_equal_huge, false},
     {"q = k = 1e19, D = 4, prefill", {1, 40, 50, 2, 1, 4, 4}, NULL, make_equal_huge, false},
@@ -534,6 +542,8 @@ static const overflow_case overflow_cases[] = {
      false},
     {"values 3e38 (the weighted sum overflows), prefill", {1, 40, 50, 2, 1, 16, 8}, NULL, make_huge_values, true},
     {"values 3e38, decode split", {1, 1, 3000, 4, 2, 16, 8}, NULL, make_huge_values, true},
+    {"values 5e35, decode split (each chunk's sum fits a float, the merge's does not)", {1, 1, 3000, 4, 2, 16, 8},
+     NULL, make_values_merge_overflow, true},
 };
 enum { OVERFLOW_CASES = sizeof overflow_cases / sizeof overflow_cases[0] };
 
