@@ -50,12 +50,23 @@
  * by attn_last_error().  The library never prints, exits or aborts on user
  * input.
  *
- * Non-finite inputs: NaN and +/-Inf in q, k, v or the projections PROPAGATE
- * (IEEE rules, as BLAS and PyTorch do): the library does not scan its inputs,
- * because a scan would add a full extra read of the key/value cache to every
- * decode step.  Call attn_check_finite() if you want the check; the attn
- * command-line program does, and refuses such files.  In a bias, -inf is the
- * documented way to hide a key; NaN or +inf in a bias propagates.
+ * Non-finite values (docs/semantics.md, "Numbers and errors"), in every
+ * kernel:
+ *   - a key HIDDEN from a row by any rule never matters to it, whatever its
+ *     k and v hold (NaN, Inf: a KV cache's unused slots): the row's results
+ *     are those of the problem with that key zeroed;
+ *   - NaN or +/-Inf in a row's q, in the k of a key it sees, or a NaN or
+ *     +inf bias on such a key: that row's output, weights and lse are NaN,
+ *     its gradients not finite; in the v of a key it sees: the output
+ *     elements that read it (weights and lse do not read v);
+ *   - finite inputs whose scores overflow float32 (q = k = 1e19, a huge
+ *     scale, a bias near FLT_MAX) give the double-precision reference's
+ *     answer: the fast kernels recompute such rows with it.
+ * The library does not scan its inputs (a scan would add a full extra read
+ * of the key/value cache to every decode step); the kernels find such rows
+ * from what they compute anyway.  Call attn_check_finite() if you want the
+ * check; the attn command-line program does, and refuses such files.  In a
+ * bias, -inf is the documented way to hide a key.
  *
  * ABI: the shared library exports exactly the functions these headers
  * declare with ATTN_API; everything else is hidden.  Option structs, the
@@ -384,8 +395,7 @@ typedef struct attn_mha_grads {
  * [B, L, d_out] and RECOMPUTES the forward's intermediates (Q, K, V, the
  * attention output Z and its lse) instead of asking the caller to keep
  * them: one more forward's work, no state between the two calls.
- * Memory: Q, K, V, Z and their gradients, O(rows x width); never L x S
- * (unless opt.kernel is ref, whose score table is L x S per head).
+ * Memory: Q, K, V, Z and their gradients, O(rows x width); never L x S.
  * opt.workspace is not used (the call makes two attention calls of
  * different needs). */
 ATTN_API attn_status attn_mha_backward(const attn_mha *m, const float *x, int64_t batch,

@@ -45,7 +45,10 @@ void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, i
     for (int64_t j = 0; j < n; j++) {
         const int64_t key = key0 + j;
         float *s_j = s + j * step;
-        if (key < begin || key >= end || (mask && !mask[key * mask_step]))
+        /* A hidden key's score is replaced, never combined: the key may
+         * hold anything, NaN included (NaN + -inf is NaN). */
+        if (key < begin || key >= end || (mask && !mask[key * mask_step]) ||
+            (bias && bias[key * bias_step] == -INFINITY))
             *s_j = -INFINITY;
         else if (bias) {
             const float b2 = log2e * bias[key * bias_step];
@@ -67,9 +70,7 @@ double attn__visibility_pairs(const sdpa_problem *p) {
                 continue;
             }
             for (int64_t h = 0; h < p->heads_q; h++)
-                for (int64_t j = begin; j < end; j++)
-                    pairs += visibility_mask_allows(p, b, h, i, j) &&
-                             visibility_bias_at(p, b, h, i, j) != -INFINITY;
+                for (int64_t j = begin; j < end; j++) pairs += visibility_allows(p, b, h, i, begin, end, j);
         }
     return pairs;
 }

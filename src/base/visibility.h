@@ -13,6 +13,8 @@
 
 #include "base/problem.h"
 
+#include <math.h>
+
 /* The keys that the structural rules (causal, window, key lengths) leave
  * visible to query i of batch b form one contiguous range [*begin, *end),
  * possibly empty.  Kernels iterate over it and skip everything else; the
@@ -46,11 +48,25 @@ static inline float visibility_bias_at(const sdpa_problem *p, int64_t b, int64_t
     return p->opt.bias[row + j * step];
 }
 
+/* True when key j is visible to query row (b, h, i) whose structural range
+ * (attn__visibility_key_range) is [begin, end): inside the range, allowed by
+ * the mask, and not at a -inf bias.  Every rule at once, for one element:
+ * what the reference computes with, and what the fast kernels consult on
+ * their rare exact paths (a key that holds a non-finite value matters to
+ * the rows that see it, and to no other). */
+static inline bool visibility_allows(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
+                                     int64_t begin, int64_t end, int64_t j) {
+    return j >= begin && j < end && visibility_mask_allows(p, b, h, i, j) &&
+           visibility_bias_at(p, b, h, i, j) != -INFINITY;
+}
+
 /* Applies the rules the score kernels do not know about to keys
  * [key0, key0 + n) of query row (b, h, i) whose structural range is
  * [begin, end): s[j * step] is the score of key key0 + j, in base 2
- * (log2(e) times the natural score) once rescaled.  Keys outside the range
- * and keys the mask hides become -inf; visible keys with a bias become
+ * (log2(e) times the natural score) once rescaled.  Keys outside the range,
+ * keys the mask hides and keys at a -inf bias become -inf, whatever their
+ * score was (a NaN from a key that holds garbage included); visible keys
+ * with a bias become
  * s * rescale + log2(e) * bias (one rounding), the others stay as they are.
  * The flash forward's scores are already in base 2 (rescale 1); the flash
  * backward's are raw dot products, which it rescales here when there is a

@@ -20,6 +20,24 @@
  *   p_ij = softmax_j(s_ij)        so: ds_ij = p_ij (dp_ij - di_i)
  *   s_ij = scale q_i.k_j + bias   so: dq_i += scale ds_ij k_j,  dk_j += scale ds_ij q_i
  *
+ * Non-finite values and overflow (docs/semantics.md, "Numbers and
+ * errors"): the fp32 tiles must never see what they cannot compute, because
+ * a NaN that reaches dK or dV of a key tile cannot be taken out again.  So,
+ * before any tile:
+ *   - a row that contributes nothing (lse = -inf) or that fp32 cannot
+ *     compute (a NaN or Inf in q, dout or out, an lse that is NaN, +inf, or
+ *     so large that the recomputed exponent s·c − lse·log2e loses its units
+ *     to rounding) has its packed q and dout zeroed and nl = -inf: it adds
+ *     exactly 0 to every tile.  The second kind is marked (`exact`);
+ *   - a key whose k or v holds a NaN or Inf has that row zeroed in the
+ *     packed tile: hidden from a row, it is nothing to it; seen by a row,
+ *     that row's forward is not finite, so the row is marked;
+ * and per (query tile, key tile) pair, one all_finite pass over dS finds
+ * the elements whose fp32 score overflowed: they are recomputed in double
+ * (repair_elements).  At the end the marked rows are recomputed by the
+ * reference's row backward, in double (attn__ref_backward_unit), which adds
+ * their share to dk and dv and writes their dq.
+ *
  * Determinism (no atomics, no order that depends on the threads): the work
  * items are (unit, chunk) pairs, and every item is computed by one thread in
  * a fixed order: for each key tile of its chunk, for each query head of the
@@ -54,6 +72,7 @@
 #include "base/threads.h"
 #include "base/visibility.h"
 #include "flash/ukernels.h"
+#include "ref/ref.h"
 
 #include <math.h>
 #include <string.h>
@@ -90,7 +109,8 @@ typedef struct plan {
     int64_t scratch_floats;       /* per thread                          */
     int threads;
     /* workspace layout, in bytes from its start (64-byte aligned) */
-    size_t off_qp, off_dop, off_nl, off_di, off_ranges, off_order, off_partial, off_scratch, total;
+    size_t off_qp, off_dop, off_nl, off_di, off_exact, off_ranges, off_order, off_partial, off_scratch;
+    size_t off_exact_scratch, total;
 } plan;
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -132,6 +152,8 @@ static void make_plan(const sdpa_problem *p, plan *pl) {
     at = align64(at + sizeof(float) * rows);
     pl->off_di = at;
     at = align64(at + sizeof(float) * rows);
+    pl->off_exact = at; /* one mark per (batch, query head, position) */
+    at = align64(at + (size_t)(p->batch * p->heads_q * p->len_q));
     pl->off_ranges = at;
     at = align64(at + sizeof(int64_t) * 2 * (size_t)(p->batch * p->len_q));
     pl->off_order = at; /* chunk work [B, chunks], then 2 x wave items of (work, item) */
@@ -139,7 +161,9 @@ static void make_plan(const sdpa_problem *p, plan *pl) {
     pl->off_partial = at;
     at = align64(at + sizeof(float) * (size_t)(pl->wave_units * pl->chunks * pl->partial_floats));
     pl->off_scratch = at;
-    at += sizeof(float) * (size_t)(pl->scratch_floats * pl->threads);
+    at = align64(at + sizeof(float) * (size_t)(pl->scratch_floats * pl->threads));
+    pl->off_exact_scratch = at; /* the reference's, for the marked rows, one unit at a time */
+    at += attn__ref_backward_workspace_size(p);
     pl->total = at;
 }
 
@@ -152,9 +176,11 @@ size_t attn__flash_backward_workspace_size(const sdpa_problem *p) {
 /* What every work item reads: q and dout packed per (batch, query head) as
  * [Lp, Dp] and [Lp, Dvp] zero-padded rows, and per row nl = -lse * log2(e)
  * (-inf for padding rows and rows that see no key: they contribute nothing)
- * and di = dot(dout, out). */
+ * and di = dot(dout, out); exact [B, Hq, L]: the rows left to the exact
+ * path (their packed rows are zero too). */
 typedef struct packed {
     float *qp, *dop, *nl, *di;
+    uint8_t *exact;
 } packed;
 
 /* Per-thread tiles, carved from the scratch; every tile 64-byte aligned
@@ -271,6 +297,67 @@ static void sort_items(int64_t *pairs, int64_t *tmp, int64_t n) {
     }
 }
 
+/* Whether a row must be left to the exact path (lse != -inf): a NaN or Inf
+ * in its q, dout or out (its forward read one) or in di; an lse that is NaN
+ * or +inf; or an lse so large that the tiles' exponent s·c − lse·log2(e),
+ * whose fp32 rounding grows as (D + 1)·|lse·log2(e)|·2^-24, could be off by
+ * more than 1 (p then means nothing, and can overflow).  Below that bound
+ * no fp32 score the row sees near its max can overflow either; the scores
+ * far below it that do are found per tile (repair_elements).  qp, dop: the
+ * row as packed (D, Dv floats read). */
+static bool row_needs_exact(const sdpa_problem *p, const ukernel_table *kern, float lse, float di,
+                            const float *qp, const float *dop, const float *o_row) {
+    const double exponent_limit = 16777216.0 / (double)(p->dim + 1); /* 2^24 / (D + 1) */
+    if (isnan(lse) || fabs((double)lse * LOG2E) >= exponent_limit || !isfinite(di)) return true;
+    return !kern->all_finite(qp, p->dim, 1, p->dim) || !kern->all_finite(dop, p->dim_v, 1, p->dim_v) ||
+           !kern->all_finite(o_row, p->dim_v, 1, p->dim_v);
+}
+
+/* Zeroes the rows [0, n) of a packed tile (ld floats apart, width used)
+ * that hold a NaN or Inf, so that a key nobody may read (past a key length,
+ * masked: a cache's empty slots) cannot reach a row through 0·NaN. */
+static void zero_nonfinite_rows(const ukernel_table *kern, float *tile, int64_t ld, int64_t n,
+                                int64_t width) {
+    if (kern->all_finite(tile, ld, (int)n, width)) return;
+    for (int64_t j = 0; j < n; j++)
+        if (!kern->all_finite(tile + j * ld, ld, 1, width)) memset(tile + j * ld, 0, sizeof(float) * (size_t)width);
+}
+
+/* The elements of a pair whose P or dS came out NaN or infinite (rows
+ * [i0, i0 + rows) of head h, keys [j0, j0 + cols), tiles ld = BC): a row
+ * left to the exact path, or a key the row does not see, gets p = ds = 0
+ * (nothing of it may enter the fp32 sums); an element the row sees had an
+ * fp32 score beyond FLT_MAX, and is computed in double from the forward's
+ * lse, as the line it replaces:
+ *   p_ij = exp(s_ij - lse_i),  ds_ij = p_ij (dot(dout_i, v_j) - dot(dout_i, o_i)) */
+static void repair_elements(const sdpa_problem *p, const sdpa_backward_args *a, const int64_t *ranges_b,
+                            const uint8_t *exact_bh, int64_t b, int64_t h, int64_t i0, int rows, int64_t j0,
+                            int cols, float *s, float *ds) {
+    const int64_t g = h / p->group;
+    for (int r = 0; r < rows; r++) {
+        const int64_t i = i0 + r;
+        for (int j = 0; j < cols; j++) {
+            float *p_ij = s + r * BC + j, *ds_ij = ds + r * BC + j;
+            if (isfinite(*p_ij) && isfinite(*ds_ij)) continue;
+            const int64_t key = j0 + j;
+            if (exact_bh[i] || !visibility_allows(p, b, h, i, ranges_b[2 * i], ranges_b[2 * i + 1], key)) {
+                *p_ij = *ds_ij = 0.0f;
+                continue;
+            }
+            const float *dout_i = problem_row(a->dout, b, i, h), *out_i = problem_row(a->out, b, i, h);
+            const float *v_j = problem_row(&p->v, b, key, g);
+            double dp = 0.0, di = 0.0;
+            for (int64_t d = 0; d < p->dim_v; d++) {
+                dp += (double)dout_i[d] * (double)v_j[d];
+                di += (double)dout_i[d] * (double)out_i[d];
+            }
+            const double p_d = exp(attn__ref_score(p, b, h, i, key) - (double)a->lse[(b * p->heads_q + h) * p->len_q + i]);
+            *p_ij = (float)p_d;
+            *ds_ij = (float)(p_d * (dp - di));
+        }
+    }
+}
+
 /* One work item: the key tiles of chunk `chunk` of unit (b, g), KG at a
  * time: a group's K and V tiles are packed and its dk, dv accumulators kept
  * in the thread's scratch while every query head and query tile of the unit
@@ -295,8 +382,10 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
         for (int kk = 0; kk < n_group; kk++) {
             const int64_t j0 = (group0 + kk) * BC, nj = S - j0 < BC ? S - j0 : BC;
             pack_rows(&p->k, b, j0, nj, g, p->dim, t.kp[kk], BC, dp);
-            transpose_tile(t.kp[kk], dp, dp, t.kt[kk]);
             pack_rows(&p->v, b, j0, nj, g, p->dim_v, t.dv[kk], BC, dvp); /* t.dv as a staging area */
+            zero_nonfinite_rows(kern, t.kp[kk], dp, nj, p->dim);
+            zero_nonfinite_rows(kern, t.dv[kk], dvp, nj, p->dim_v);
+            transpose_tile(t.kp[kk], dp, dp, t.kt[kk]);
             transpose_tile(t.dv[kk], dvp, dvp, t.vt[kk]);
             memset(t.dk[kk], 0, sizeof(float) * (size_t)(BC * dp));
             memset(t.dv[kk], 0, sizeof(float) * (size_t)(BC * dvp));
@@ -321,6 +410,9 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
                     kern->gemm(rows, cols, (int)dvp, dop, dvp, 1, t.vt[kk], BC, t.dp, BC, 0);
                     /* p_ij = exp2(log2e (s_ij - lse_i));  ds_ij = p_ij (dp_ij - di_i) */
                     kern->p_ds(t.s, t.dp, rows, cols, BC, c_tile, pk->nl + bh_row + i0, pk->di + bh_row + i0);
+                    if (!kern->all_finite(t.dp, BC, rows, cols))
+                        repair_elements(p, a, ranges_b, pk->exact + (b * p->heads_q + h) * L, b, h, i0, rows, j0,
+                                        cols, t.s, t.dp);
                     if (want_dkv) {
                         /* dv_j += p_ij dout_i   (P read transposed) */
                         kern->gemm(keys, (int)dvp, rows, t.s, 1, BC, dop, dvp, t.dv[kk], dvp, 1);
@@ -354,7 +446,7 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
     const ukernel_table *kern = attn__ukernels_active();
     unsigned char *base = workspace; /* 64-byte aligned by the front door */
     const packed pk = {(float *)(base + pl.off_qp), (float *)(base + pl.off_dop), (float *)(base + pl.off_nl),
-                       (float *)(base + pl.off_di)};
+                       (float *)(base + pl.off_di), (uint8_t *)(base + pl.off_exact)};
     int64_t *ranges = (int64_t *)(base + pl.off_ranges);
     int64_t *work = (int64_t *)(base + pl.off_order), *order = work + p->batch * pl.chunks,
             *order_tmp = order + 2 * pl.wave_units * pl.chunks;
@@ -395,6 +487,15 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
                 if (i >= L) continue;
                 const float *o_row = problem_row(a->out, b, i, h), *do_row = problem_row(a->dout, b, i, h);
                 for (int64_t d = 0; d < p->dim_v; d++) *di = fmaf(do_row[d], o_row[d], *di);
+                pk.exact[bh * L + i] = lse != -INFINITY && row_needs_exact(p, kern, lse, *di, pk.qp + (bh * pl.lp + i) * pl.dp,
+                                                                          pk.dop + (bh * pl.lp + i) * pl.dvp, o_row);
+                if (lse == -INFINITY || pk.exact[bh * L + i]) {
+                    /* Nothing of this row enters a tile: 0 * (0 - 0) everywhere. */
+                    memset(pk.qp + (bh * pl.lp + i) * pl.dp, 0, sizeof(float) * (size_t)pl.dp);
+                    memset(pk.dop + (bh * pl.lp + i) * pl.dvp, 0, sizeof(float) * (size_t)pl.dvp);
+                    *nl = -INFINITY;
+                    *di = 0.0f;
+                }
             }
         }
 #ifdef ATTN_HAVE_OPENMP
@@ -445,6 +546,18 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
                     dq_row[d] = p->scale * sum;
                 }
             }
+        }
+
+        /* The marked rows, by the reference's row backward, one unit after
+         * the other (its workspace is one unit's dk and dv in double). */
+#ifdef ATTN_HAVE_OPENMP
+#pragma omp single
+#endif
+        for (int64_t unit = 0; unit < pl.units; unit++) {
+            const int64_t b = unit / p->heads_kv, g = unit % p->heads_kv;
+            const uint8_t *exact_unit = pk.exact + (b * p->heads_q + g * G) * L;
+            if (memchr(exact_unit, 1, (size_t)(G * L)))
+                attn__ref_backward_unit(p, b, g, base + pl.off_exact_scratch, a, exact_unit);
         }
     }
     return ATTN_OK;

@@ -70,6 +70,7 @@ static void complete_tables(void) {
         FILL(softmax_rows);
         FILL(pv_rows);
         FILL(probs_rows);
+        FILL(all_finite);
         FILL(gemm);
         FILL(p_ds);
 #undef FILL

@@ -31,12 +31,33 @@
  * (causal rows near the end) holds up no one.
  * Memory beyond the caller's tensors: one scratch area per thread (a few
  * tiles) and, when split, the partial states: neither grows with L or S.
+ *
+ * Non-finite values and overflow (docs/semantics.md, "Numbers and errors"):
+ * the fp32 loop runs as if every number were finite, and a few checks,
+ * outside the micro-kernels, find the rows it could not compute:
+ *   - per tile, one all_finite pass over the raw scores: a NaN or infinite
+ *     score at a key the row sees (a non-finite q or k, or a score beyond
+ *     FLT_MAX) marks the row;
+ *   - per row, when the unit finishes: a NaN or +inf max, a sum that is not
+ *     finite, or nothing seen although keys are in range, marks the row;
+ *   - per item: an accumulator that came out non-finite in a row not marked
+ *     means a NaN or Inf in some value row, and 0·NaN carries it to rows
+ *     that do not see that key.  The item is then computed again carefully:
+ *     such value rows are left out of P·V, and the rows that do see them
+ *     are marked, as are rows whose accumulators are still not finite (a
+ *     weighted sum that overflowed).  The others get the bits of the same
+ *     problem with those values zeroed.
+ * A marked row is recomputed by the reference's row routine, in double
+ * (attn__ref_forward_row): the reference's answer for finite inputs whose
+ * scores overflow fp32, NaN for a row that reads a NaN or Inf.  Every
+ * decision is a function of the data, never of the threads.
  */
 #include "flash/flash.h"
 
 #include "base/threads.h"
 #include "base/visibility.h"
 #include "flash/ukernels.h"
+#include "ref/ref.h"
 
 #include <math.h>
 #include <string.h>
@@ -84,8 +105,9 @@ typedef struct flash_plan {
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
+    size_t off_exact, off_ones, off_row_acc;
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
-    size_t partial_floats;   /* per item: m, l and acc of every row             */
+    size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
 } flash_plan;
 
@@ -158,8 +180,11 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_alpha = reserve(&cursor, rows);
     pl->off_inv_l = reserve(&cursor, rows);
     pl->off_rows = reserve(&cursor, ceil_div(rows * (int64_t)sizeof(flash_row), sizeof(float)));
+    pl->off_exact = reserve(&cursor, ceil_div(rows, sizeof(float)));
+    pl->off_ones = reserve(&cursor, rows);
+    pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
     pl->thread_floats = cursor;
-    pl->partial_floats = pl->chunks > 1 ? (size_t)(rows * (p->dim_v + 2)) : 0;
+    pl->partial_floats = pl->chunks > 1 ? (size_t)(rows * (p->dim_v + 3)) : 0;
 
     const double flops = 2.0 * (double)p->batch * (double)p->heads_q * (double)p->len_q *
                          (double)p->len_kv * (double)(p->dim + p->dim_v);
@@ -184,7 +209,11 @@ typedef struct flash_ctx {
     const sdpa_problem *p;
     const flash_plan *pl;
     float *qp, *kt, *vt, *s, *o, *m, *l, *alpha, *inv_l;
+    float *ones;                        /* rows ones: alpha of "no rescaling" */
     flash_row *row;
+    uint8_t *exact;                     /* per row: recompute it exactly      */
+    double *row_acc;                    /* Dv: the exact path's accumulator   */
+    bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
     int64_t sub_begin[FLASH_SUBTILES];  /* the same, per subtile              */
@@ -204,6 +233,11 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->alpha = scratch + pl->off_alpha;
     c->inv_l = scratch + pl->off_inv_l;
     c->row = (flash_row *)(void *)(scratch + pl->off_rows);
+    c->exact = (uint8_t *)(void *)(scratch + pl->off_exact);
+    c->ones = scratch + pl->off_ones;
+    for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
+    c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
+    c->careful = false;
 }
 
 /* Sets up the rows of unit u and their key ranges.  Row r belongs to kv
@@ -301,6 +335,32 @@ static void mask_scores(const flash_ctx *c, int64_t row0, int64_t rows, int64_t 
     }
 }
 
+/* Whether row r of the unit sees key `key` (every rule, visibility.h). */
+static bool row_sees(const flash_ctx *c, int64_t r, int64_t key) {
+    const flash_row *row = &c->row[r];
+    return visibility_allows(c->p, c->b, row->h, row->i, row->begin, row->end, key);
+}
+
+/* Marks for the exact path the rows of [row0, row0 + rows) whose raw score
+ * s[j·js + r·rs] of key t0 + j is NaN or infinite at a key they see: a NaN
+ * or Inf in q or k (a -inf score would otherwise pass for a hidden key, a
+ * NaN one be skipped by the max), or a score beyond FLT_MAX.  Keys a row
+ * does not see may hold anything: mask_scores overwrites their scores next.
+ * One all_finite pass over the tile; the element loop only when it fails. */
+static void check_scores(flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, int nk,
+                         const float *s, int64_t js, int64_t rs) {
+    const ukernel_table *kern = c->pl->kern;
+    if (js == 1 ? kern->all_finite(s, rs, (int)rows, nk) : kern->all_finite(s, js, nk, rows)) return;
+    for (int64_t r = 0; r < rows; r++) {
+        if (!c->row[row0 + r].valid || c->exact[row0 + r]) continue;
+        for (int j = 0; j < nk; j++)
+            if (!isfinite(s[j * js + r * rs]) && row_sees(c, row0 + r, t0 + j)) {
+                c->exact[row0 + r] = 1;
+                break;
+            }
+    }
+}
+
 /* Copies rows [0, n) of width floats from src (ld_src apart) to dst (ld_dst
  * apart), then zeroes rows [n, padded). */
 static void copy_rows(float *restrict dst, int64_t ld_dst, const float *restrict src,
@@ -323,22 +383,88 @@ static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
 }
 
 /* Scores of keys [t0, t0 + nk) for subtile st of the tile path (K tile
- * already in c->kt), masked, in c->s as s[j][r]; prefetches pf meanwhile. */
-static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf) {
+ * already in c->kt), checked (when `check`: the forward pass, not the
+ * weights pass, which recomputes the same numbers) and masked, in c->s as
+ * s[j][r]; prefetches pf meanwhile. */
+static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf,
+                           bool check) {
     const flash_plan *pl = c->pl;
     pl->kern->qk_tile(c->qp + st * c->p->dim * pl->sub_rows, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
+    if (check) check_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
     mask_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
 }
 
-/* Scores of keys [t0, t0 + nk) for the rows path, masked, in c->s as s[r][j];
- * prefetches pf meanwhile. */
-static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf) {
+/* Scores of keys [t0, t0 + nk) for the rows path, checked (as above) and
+ * masked, in c->s as s[r][j]; prefetches pf meanwhile. */
+static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim,
                       problem_row(&p->k, c->b, t0, c->kv_head), p->k.stride[1], p->k.stride[2], nk,
                       c->s, pl->tile_keys, pf);
+    if (check) check_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
     mask_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
+}
+
+/* Careful mode (item_run), tile path: a key whose row of the V copy holds a
+ * NaN or Inf would reach, through 0·NaN, every row of a subtile that
+ * processes it, the rows that do not see it included.  Its row of the copy
+ * is zeroed, and the rows that see it are marked for the exact path, which
+ * gives them the non-finite output they must have.  nk_sub: the keys each
+ * subtile processes. */
+static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const int *nk_sub) {
+    const flash_plan *pl = c->pl;
+    const int64_t dim_v = c->p->dim_v;
+    for (int j = 0; j < nk; j++) {
+        float *v_j = c->vt + j * pl->ldv;
+        if (pl->kern->all_finite(v_j, pl->ldv, 1, dim_v)) continue;
+        memset(v_j, 0, sizeof(float) * (size_t)dim_v);
+        for (int64_t st = 0; st < pl->subtiles; st++) {
+            if (j >= nk_sub[st]) continue;
+            for (int64_t r = st * pl->sub_rows; r < (st + 1) * pl->sub_rows; r++)
+                if (c->row[r].valid && row_sees(c, r, t0 + j)) c->exact[r] = 1;
+        }
+    }
+}
+
+/* Careful mode, rows path: V is read in place, so the keys whose value row
+ * holds a NaN or Inf in some kv head are left out of the vectorised runs of
+ * pv_rows; the finite heads of such a key are added by pv_rows on their own
+ * (the very operations of a run), and the rows of a non-finite head that
+ * see the key are marked for the exact path.  pf: the prefetch of the
+ * first run. */
+static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const float *v_rows,
+                                const flash_prefetch *pf) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    const ukernel_table *kern = pl->kern;
+    const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
+    const int64_t lds = pl->tile_keys, ldv = p->v.stride[1], ldh = p->v.stride[2], dim_v = p->dim_v;
+    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
+    const float *alpha = c->alpha;
+    int run0 = 0;
+    for (int j = 0; j <= nk; j++) {
+        bool finite = true;
+        for (int h = 0; j < nk && h < heads && finite; h++)
+            finite = kern->all_finite(v_rows + j * ldv + h * ldh, ldh, 1, dim_v);
+        if (j < nk && finite) continue;
+        kern->pv_rows(c->s + run0, lds, heads, per_head, j - run0, v_rows + run0 * ldv, ldv, ldh, dim_v,
+                      alpha, c->o, dim_v, run0 == 0 ? pf : &no_prefetch);
+        alpha = c->ones; /* the first run applied the rescaling */
+        if (j == nk) break;
+        for (int h = 0; h < heads; h++) {
+            const float *v_jh = v_rows + j * ldv + h * ldh;
+            const int r0 = h * per_head;
+            if (kern->all_finite(v_jh, ldh, 1, dim_v)) {
+                kern->pv_rows(c->s + r0 * lds + j, lds, 1, per_head, 1, v_jh, ldv, ldh, dim_v, c->ones,
+                              c->o + r0 * dim_v, dim_v, &no_prefetch);
+                continue;
+            }
+            for (int r = r0; r < r0 + per_head; r++)
+                if (c->row[r].valid && row_sees(c, r, t0 + j)) c->exact[r] = 1;
+        }
+        run0 = j + 1;
+    }
 }
 
 /* One online-softmax step and the P·V update for keys [t0, t0 + nk) and
@@ -357,10 +483,13 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
         flash_prefetch pf_k = {NULL, p->k.stride[1], p->k.stride[2], p->dim, heads, (int)next};
         if (next > 0) pf_k.base = problem_row(&p->k, c->b, t0 + nk, c->kv_head);
-        rows_scores(c, t0, nk, &pf_v);
+        rows_scores(c, t0, nk, &pf_v, true);
         kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
-        kern->pv_rows(c->s, pl->tile_keys, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, v_rows,
-                      p->v.stride[1], p->v.stride[2], p->dim_v, c->alpha, c->o, p->dim_v, &pf_k);
+        if (c->careful)
+            rows_values_careful(c, t0, nk, v_rows, &pf_k);
+        else
+            kern->pv_rows(c->s, pl->tile_keys, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, v_rows,
+                          p->v.stride[1], p->v.stride[2], p->dim_v, c->alpha, c->o, p->dim_v, &pf_k);
         return;
     }
     copy_keys(c, t0, nk);
@@ -374,6 +503,7 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         nk_sub[st] = end > t0 && c->sub_begin[st] < t0 + nk ? (int)(end - t0) : 0;
         active += nk_sub[st] > 0;
     }
+    if (c->careful) drop_nonfinite_values_tile(c, t0, nk, nk_sub);
     int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
     int64_t share = active ? ceil_div(next, active) : 0, first = 0;
     for (int64_t st = 0; st < pl->subtiles; st++) {
@@ -389,7 +519,7 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         }
         float *m = c->m + st * pl->sub_rows, *l = c->l + st * pl->sub_rows;
         float *alpha = c->alpha + st * pl->sub_rows;
-        subtile_scores(c, st, t0, nk_sub[st], &pf_k);
+        subtile_scores(c, st, t0, nk_sub[st], &pf_k, true);
         kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
         kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha,
                       c->o + st * p->dim_v * pl->sub_rows, &pf_v);
@@ -430,14 +560,14 @@ static void unit_weights(flash_ctx *c, float *weights) {
         for (int64_t t0 = c->sub_begin[st]; t0 < c->sub_end[st]; t0 += step) {
             int nk = (int)(c->sub_end[st] - t0 < step ? c->sub_end[st] - t0 : step);
             if (pl->rows_path) {
-                rows_scores(c, t0, nk, &no_prefetch);
+                rows_scores(c, t0, nk, &no_prefetch, false);
                 for (int64_t r = 0; r < pl->rows; r++)
                     kern->probs_rows(c->s + r * step, step, 1, nk, c->m + r, c->inv_l + r,
                                      weights_row(c, weights, r) + t0, S);
                 continue;
             }
             copy_keys(c, t0, nk);
-            subtile_scores(c, st, t0, nk, &no_prefetch);
+            subtile_scores(c, st, t0, nk, &no_prefetch, false);
             kern->probs_tile(c->s, nk, c->m + st * pl->sub_rows, c->inv_l + st * pl->sub_rows);
             for (int64_t in_sub = 0; in_sub < pl->sub_rows; in_sub++) {
                 int64_t r = st * pl->sub_rows + in_sub;
@@ -449,8 +579,23 @@ static void unit_weights(flash_ctx *c, float *weights) {
     }
 }
 
+/* Whether the fp32 state of row r cannot be trusted: a NaN or +inf running
+ * max (a NaN or +inf score or bias), a sum that is not finite, or nothing
+ * seen although keys are in the row's range: a mask or -inf biases hide
+ * them all (the exact path then says so, and writes the zeros of a fully
+ * masked row), or every score the row sees overflowed to -inf in fp32. */
+static bool state_untrusted(const flash_ctx *c, int64_t r) {
+    const float m = c->m[r], l = c->l[r];
+    if (isnan(m) || m == INFINITY || !isfinite(l)) return true;
+    return l == 0.0f && c->row[r].begin < c->row[r].end;
+}
+
 /* Writes out, lse and (when asked) the weights of the unit from its final
- * state m, l, acc. */
+ * state m, l, acc; then recomputes the rows marked for the exact path, and
+ * those whose state the fp32 loop could not get right, with the reference's
+ * row routine.  The accumulators of unmarked rows are finite (item_run,
+ * unit_merge) and l >= 1 where anything was seen, so every output written
+ * here is finite; a row that saw nothing gets acc · 0 = 0. */
 static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *lse) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
@@ -458,6 +603,7 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
         const flash_row *row = &c->row[r];
         c->inv_l[r] = c->l[r] > 0.0f ? 1.0f / c->l[r] : 0.0f;
         if (!row->valid) continue;
+        if (state_untrusted(c, r)) c->exact[r] = 1;
         float *out_row = problem_row(out, c->b, row->i, row->h);
         const float *acc = acc_at(c, r, 0);
         const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
@@ -469,11 +615,58 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
         }
     }
     if (weights) unit_weights(c, weights);
+    for (int64_t r = 0; r < pl->rows; r++) {
+        const flash_row *row = &c->row[r];
+        if (!row->valid || !c->exact[r]) continue;
+        const int64_t at = (c->b * p->heads_q + row->h) * p->len_q + row->i;
+        attn__ref_forward_row(p, c->b, row->h, row->i, NULL, c->row_acc, problem_row(out, c->b, row->i, row->h),
+                              weights ? weights_row(c, weights, r) : NULL, lse ? lse + at : NULL);
+    }
+}
+
+/* Whether an accumulator of a row not marked for the exact path came out
+ * NaN or infinite: a value row held a NaN or Inf (reaching, through 0·NaN,
+ * rows that do not see its key as well), or the weighted sum overflowed.
+ * With `mark`, such rows are marked instead. */
+static bool values_not_finite(flash_ctx *c, bool mark) {
+    const flash_plan *pl = c->pl;
+    const int64_t dim_v = c->p->dim_v;
+    if (pl->kern->all_finite(c->o, pl->rows * dim_v, 1, pl->rows * dim_v)) return false;
+    bool found = false;
+    for (int64_t r = 0; r < pl->rows; r++) {
+        if (!c->row[r].valid || c->exact[r]) continue;
+        for (int64_t d = 0; d < dim_v && !c->exact[r]; d++)
+            if (!isfinite(*acc_at(c, r, d))) {
+                found = true;
+                if (!mark) return true;
+                c->exact[r] = 1;
+            }
+    }
+    return found;
+}
+
+/* The online softmax of the item's keys [lo, hi) from a fresh state. */
+static void item_accumulate(flash_ctx *c, int64_t lo, int64_t hi) {
+    const flash_plan *pl = c->pl;
+    for (int64_t r = 0; r < pl->rows; r++) {
+        c->m[r] = -INFINITY;
+        c->l[r] = 0.0f;
+        c->exact[r] = 0;
+    }
+    memset(c->o, 0, sizeof(float) * (size_t)(pl->rows * c->p->dim_v));
+    for (int64_t t0 = lo; t0 < hi; t0 += pl->tile_keys)
+        unit_accumulate(c, t0, (int)(hi - t0 < pl->tile_keys ? hi - t0 : pl->tile_keys), hi);
 }
 
 /* Item (unit, chunk): the online softmax over the chunk's keys that some
  * row of the unit may see.  Unsplit problems finish the unit at once; split
- * ones leave a partial state (m, l, acc as [rows][Dv]) for the merge. */
+ * ones leave a partial state (m, l, the exact marks, acc as [rows][Dv]) for
+ * the merge.  When the accumulators came out non-finite, the item is
+ * computed again in careful mode (drop_nonfinite_values_tile,
+ * rows_values_careful), and the rows whose accumulators are still not
+ * finite (a NaN or Inf in a value every row of the tile sees, a sum that
+ * overflowed) are marked: the fast path pays one check per item, and only
+ * items whose values hold a NaN or Inf or overflow pay twice. */
 static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *out,
                      float *weights, float *lse) {
     const sdpa_problem *p = c->p;
@@ -484,14 +677,14 @@ static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *o
     if (lo < c->any_begin) lo = c->any_begin;
     if (hi > c->any_end) hi = c->any_end;
 
-    for (int64_t r = 0; r < pl->rows; r++) {
-        c->m[r] = -INFINITY;
-        c->l[r] = 0.0f;
-    }
-    memset(c->o, 0, sizeof(float) * (size_t)(pl->rows * p->dim_v));
     if (lo < hi || (pl->chunks == 1 && weights)) pack_queries(c);
-    for (int64_t t0 = lo; t0 < hi; t0 += pl->tile_keys)
-        unit_accumulate(c, t0, (int)(hi - t0 < pl->tile_keys ? hi - t0 : pl->tile_keys), hi);
+    item_accumulate(c, lo, hi);
+    if (values_not_finite(c, false)) {
+        c->careful = true;
+        item_accumulate(c, lo, hi);
+        c->careful = false;
+        values_not_finite(c, true);
+    }
     if (pl->chunks == 1) {
         unit_finish(c, out, weights, lse);
         return;
@@ -499,40 +692,49 @@ static void item_run(flash_ctx *c, int64_t item, float *partials, attn_tensor *o
     float *part = partials + (size_t)item * pl->partial_floats;
     memcpy(part, c->m, sizeof(float) * (size_t)pl->rows);
     memcpy(part + pl->rows, c->l, sizeof(float) * (size_t)pl->rows);
-    float *part_acc = part + 2 * pl->rows;
+    for (int64_t r = 0; r < pl->rows; r++) part[2 * pl->rows + r] = c->exact[r];
+    float *part_acc = part + 3 * pl->rows;
     for (int64_t r = 0; r < pl->rows; r++)
         for (int64_t d = 0; d < p->dim_v; d++) part_acc[r * p->dim_v + d] = *acc_at(c, r, d);
 }
 
 /* Merges the chunks of unit u exactly, in chunk order: with M = max_c m_c,
- * l = sum_c l_c·2^(m_c − M) and acc = sum_c acc_c·2^(m_c − M), in double. */
+ * w_c = 2^(m_c − M), l = sum_c l_c·w_c and acc = sum_c acc_c·w_c, in double.
+ * A row marked in any chunk stays marked, and so does a row with a NaN
+ * max in some chunk (the max below would skip it) or a merged sum that does
+ * not fit a float; unit_finish checks the merged state as it checks an
+ * unsplit one. */
 static void unit_merge(flash_ctx *c, int64_t u, const float *partials, attn_tensor *out,
                        float *weights, float *lse) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     unit_begin(c, u);
     const float *first = partials + (size_t)(u * pl->chunks) * pl->partial_floats;
+    double w[FLASH_TARGET_ITEMS]; /* the chunks' factors for one row (chunks <= FLASH_TARGET_ITEMS) */
     for (int64_t r = 0; r < pl->rows; r++) {
         float m_max = -INFINITY;
+        c->exact[r] = 0;
         for (int64_t ch = 0; ch < pl->chunks; ch++) {
-            float m_c = first[(size_t)ch * pl->partial_floats + (size_t)r];
+            const float *part = first + (size_t)ch * pl->partial_floats;
+            float m_c = part[r];
             if (m_c > m_max) m_max = m_c;
+            if (isnan(m_c) || part[2 * pl->rows + r] != 0.0f) c->exact[r] = 1;
         }
         double l_sum = 0.0;
         for (int64_t d = 0; d < p->dim_v; d++) *acc_at(c, r, d) = 0.0f;
         if (m_max != -INFINITY) {
-            for (int64_t d = 0; d < p->dim_v; d++) {
-                double acc = 0.0;
-                for (int64_t ch = 0; ch < pl->chunks; ch++) {
-                    const float *part = first + (size_t)ch * pl->partial_floats;
-                    double w = exp2((double)part[r] - (double)m_max);
-                    acc += w * (double)part[2 * pl->rows + r * p->dim_v + d];
-                }
-                *acc_at(c, r, d) = (float)acc;
-            }
             for (int64_t ch = 0; ch < pl->chunks; ch++) {
                 const float *part = first + (size_t)ch * pl->partial_floats;
-                l_sum += exp2((double)part[r] - (double)m_max) * (double)part[pl->rows + r];
+                w[ch] = exp2((double)part[r] - (double)m_max);
+                l_sum += w[ch] * (double)part[pl->rows + r];
+            }
+            for (int64_t d = 0; d < p->dim_v; d++) {
+                double acc = 0.0;
+                for (int64_t ch = 0; ch < pl->chunks; ch++)
+                    acc += w[ch] * (double)first[(size_t)ch * pl->partial_floats + 3 * pl->rows + r * p->dim_v + d];
+                const float merged = (float)acc;
+                *acc_at(c, r, d) = merged;
+                if (!isfinite(merged)) c->exact[r] = 1;
             }
         }
         c->m[r] = m_max;

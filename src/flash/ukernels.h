@@ -154,6 +154,15 @@ typedef struct ukernel_table {
     void (*probs_rows)(const float *s, int64_t lds, int rows, int nk, const float *m,
                        const float *inv_l, float *w, int64_t ldw);
 
+    /* ------------------------------------------------ both directions */
+
+    /* True when x[r·ld + j] is finite (neither NaN nor ±Inf) for every
+     * r < rows, j < n; reads nothing else.  The loop nests call it on a
+     * tile they have just computed or copied, outside the other kernels, to
+     * find the rare rows that must take the exact path (docs/semantics.md,
+     * "Numbers and errors"); the fast path pays one pass over the tile. */
+    bool (*all_finite)(const float *x, int64_t ld, int rows, int64_t n);
+
     /* ------------------------------------------------------- backward */
 
     /* C[m, n] = A[m, k] . B[k, n]  (accumulate = 0: C is written without

@@ -1,23 +1,37 @@
 /*
  * sdpa_ref.c — the reference attention kernels, forward and backward:
- * plain loops, double accumulation, the full score table of one (batch,
- * head) materialised.  They are the oracle every fast kernel is tested
- * against, so they are written to be obviously right, not fast, and follow
- * the chapter step by step: score, mask, softmax per query row over the
- * visible keys, weighted sum; and for the backward, the chain rule through
- * each of those lines.
+ * plain loops, double accumulation, one query row at a time.  They are the
+ * oracle every fast kernel is tested against, so they are written to be
+ * obviously right, not fast, and follow the chapter step by step: score,
+ * mask, softmax per query row over the visible keys, weighted sum; and for
+ * the backward, the chain rule through each of those lines.  The row
+ * routines are also the fast kernels' exact path: a row whose fp32
+ * computation went non-finite is recomputed here, so every rule is written
+ * once (docs/semantics.md, "Numbers and errors").
  *
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
  *               dout like out, dq like q, dk like k, dv like v
- *   forward workspace (doubles):  table [L, S] for one (b, h)
- *   backward workspace (doubles): table [L, S]  dp_row [S]  dq_row [D]
+ *   forward workspace (doubles):  scores [S]  acc [Dv]
+ *   backward workspace (doubles): p_row [S]  dp_row [S]  dq_row [D]
  *                                 dk_bg [S, D]  dv_bg [S, Dv]
  *
- * The forward, per query row i of head h (kv head g = h / (Hq/Hkv)):
- *   s_ij = scale * dot(q_i, k_j) + bias_ij      (-inf where hidden)
+ * The forward, per query row i of head h (kv head g = h / (Hq/Hkv)), over
+ * the keys j visible to it (visibility.h):
+ *   s_ij = scale * dot(q_i, k_j) + bias_ij
  *   p_ij = exp(s_ij - max_j s_ij) / sum_j exp(...)
  *   o_i  = sum_j p_ij v_j
+ *
+ * Non-finite values.  With finite inputs every score is finite in double
+ * (|q.k| <= D * FLT_MAX^2 and scale <= FLT_MAX stay far below DBL_MAX), so
+ * a visible score that is not finite means a NaN or Inf in q_i or in a
+ * visible k_j, or a NaN or +inf bias.  Such a row is poisoned: its output,
+ * the weights of its visible keys and its lse are NaN.  (IEEE alone would
+ * not always say so: the max skips a NaN score, and a -inf one gets weight
+ * 0, either way a plausible number.)  A NaN or Inf in a visible v_j reaches
+ * the output elements that read it, by IEEE rules, even through a weight
+ * that underflowed to 0; weights and lse do not read v.  Hidden keys are
+ * never read at all.
  */
 #include "ref/ref.h"
 
@@ -27,103 +41,137 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------- the score table */
+/* ------------------------------------------------------ one query row */
 
-/* Fills table [L, S] for batch b and query head h: scale * q.k + bias for
- * visible keys, -inf for hidden ones.  The one place the reference computes
- * a score. */
-static void score_table(const sdpa_problem *p, int64_t b, int64_t h, double *table) {
-    const int64_t kv_head = h / p->group; /* grouped-query attention: G query heads share one kv head */
-    for (int64_t i = 0; i < p->len_q; i++) {
-        const float *q_bih = problem_row(&p->q, b, i, h);
-        double *row = table + i * p->len_kv;
-        int64_t begin, end;
-        attn__visibility_key_range(p, b, i, &begin, &end);
-        for (int64_t j = 0; j < p->len_kv; j++) {
-            bool visible = j >= begin && j < end && visibility_mask_allows(p, b, h, i, j);
-            double bias = visible ? visibility_bias_at(p, b, h, i, j) : 0.0;
-            if (!visible || bias == -INFINITY) {
-                row[j] = -INFINITY;
-                continue;
-            }
-            const float *k_bjh = problem_row(&p->k, b, j, kv_head);
-            double dot = 0.0;
-            for (int64_t d = 0; d < p->dim; d++) dot += (double)q_bih[d] * (double)k_bjh[d];
-            row[j] = (double)p->scale * dot + bias;
-        }
-    }
+/* Query row (b, h, i) of a problem: its query, its kv head, its structural
+ * key range, and optionally room to keep its scores. */
+typedef struct ref_row {
+    const sdpa_problem *p;
+    int64_t b, h, i, kv_head, begin, end;
+    const float *q_bih;
+    double *scores; /* [S]: the visible keys' scores once computed, or NULL: recomputed */
+} ref_row;
+
+static ref_row row_at(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores) {
+    ref_row r = {p, b, h, i, h / p->group, 0, 0, problem_row(&p->q, b, i, h), scores};
+    attn__visibility_key_range(p, b, i, &r.begin, &r.end);
+    return r;
 }
 
-/* Softmax of one row in place, left unnormalised: row[j] = exp(row[j] - max)
- * (max-subtracted, so exp never overflows; hidden keys, -inf, give 0), and
- * the sum is returned; *row_max gets the max.  A row with no visible key
- * (max -inf) is set to 0 and returns sum 0: it reads nothing, never NaN. */
-static double softmax_row(double *row, int64_t len, double *row_max) {
-    double m = -INFINITY;
-    for (int64_t j = 0; j < len; j++)
-        if (row[j] > m) m = row[j];
-    *row_max = m;
-    if (m == -INFINITY) {
-        memset(row, 0, sizeof(double) * (size_t)len);
-        return 0.0;
+static bool row_sees(const ref_row *r, int64_t j) {
+    return visibility_allows(r->p, r->b, r->h, r->i, r->begin, r->end, j);
+}
+
+/* scale * q_i.k_j + bias_ij for a visible key j: the one place the
+ * reference computes a score. */
+static double score_compute(const ref_row *r, int64_t j) {
+    const sdpa_problem *p = r->p;
+    const float *k_bjg = problem_row(&p->k, r->b, j, r->kv_head);
+    double dot = 0.0;
+    for (int64_t d = 0; d < p->dim; d++) dot += (double)r->q_bih[d] * (double)k_bjg[d];
+    return (double)p->scale * dot + (double)visibility_bias_at(p, r->b, r->h, r->i, j);
+}
+
+double attn__ref_score(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const ref_row r = row_at(p, b, h, i, NULL);
+    return score_compute(&r, j);
+}
+
+/* The score of visible key j, from the cache when the row has one (filled
+ * by row_max_of, which every pass follows). */
+static double row_score(const ref_row *r, int64_t j) {
+    return r->scores ? r->scores[j] : score_compute(r, j);
+}
+
+/* What the first pass over a row's keys finds. */
+typedef struct row_max {
+    double max;     /* over the visible keys' finite scores              */
+    bool any;       /* the row sees at least one key                     */
+    bool nonfinite; /* a visible score is NaN or infinite: a non-finite input */
+} row_max;
+
+static row_max row_max_of(ref_row *r) {
+    row_max m = {-INFINITY, false, false};
+    for (int64_t j = 0; j < r->p->len_kv; j++) {
+        if (!row_sees(r, j)) continue;
+        const double s = score_compute(r, j);
+        if (r->scores) r->scores[j] = s;
+        m.any = true;
+        if (!isfinite(s))
+            m.nonfinite = true;
+        else if (s > m.max)
+            m.max = s;
     }
+    return m;
+}
+
+/* The sum of exp(s - max) over the visible keys (max-subtracted, so exp
+ * never overflows). */
+static double row_sum_of(const ref_row *r, double max) {
     double sum = 0.0;
-    for (int64_t j = 0; j < len; j++) {
-        row[j] = exp(row[j] - m);
-        sum += row[j];
-    }
+    for (int64_t j = 0; j < r->p->len_kv; j++)
+        if (row_sees(r, j)) sum += exp(row_score(r, j) - max);
     return sum;
+}
+
+void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores,
+                           double *acc, float *out_row, float *weights_row, float *lse) {
+    ref_row r = row_at(p, b, h, i, scores);
+    const row_max m = row_max_of(&r);
+    if (!m.any || m.nonfinite) {
+        /* A row that sees no key reads nothing: output 0, weights 0, lse
+         * -inf, never NaN.  A poisoned row says so in every output. */
+        const float fill = m.any ? NAN : 0.0f;
+        for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = fill;
+        if (weights_row)
+            for (int64_t j = 0; j < p->len_kv; j++) weights_row[j] = row_sees(&r, j) ? NAN : 0.0f;
+        if (lse) *lse = m.any ? NAN : -INFINITY;
+        return;
+    }
+    const double sum = row_sum_of(&r, m.max);
+    for (int64_t d = 0; d < p->dim_v; d++) acc[d] = 0.0;
+    for (int64_t j = 0; j < p->len_kv; j++) {
+        if (!row_sees(&r, j)) continue;
+        const double e = exp(row_score(&r, j) - m.max); /* the unnormalised weight */
+        const float *v_bjg = problem_row(&p->v, b, j, r.kv_head);
+        for (int64_t d = 0; d < p->dim_v; d++) acc[d] += e * (double)v_bjg[d];
+    }
+    for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = (float)(acc[d] / sum);
+    if (weights_row)
+        for (int64_t j = 0; j < p->len_kv; j++)
+            weights_row[j] = row_sees(&r, j) ? (float)(exp(row_score(&r, j) - m.max) / sum) : 0.0f;
+    if (lse) *lse = (float)(m.max + log(sum));
 }
 
 /* -------------------------------------------------------------- forward */
 
 size_t attn__ref_forward_workspace_size(const sdpa_problem *p) {
-    return (size_t)p->len_q * (size_t)p->len_kv * sizeof(double);
+    return ((size_t)p->len_kv + (size_t)p->dim_v) * sizeof(double);
 }
 
 attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tensor *out,
                               float *weights, float *lse) {
-    double *table = workspace;
-    for (int64_t b = 0; b < p->batch; b++) {
-        for (int64_t h = 0; h < p->heads_q; h++) {
-            const int64_t kv_head = h / p->group;
-            score_table(p, b, h, table);
+    double *scores = workspace, *acc = scores + p->len_kv;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads_q; h++)
             for (int64_t i = 0; i < p->len_q; i++) {
-                double *row = table + i * p->len_kv, row_max;
-                float *out_bih = problem_row(out, b, i, h);
                 const int64_t row_index = (b * p->heads_q + h) * p->len_q + i;
-                float *weights_row = weights ? weights + row_index * p->len_kv : NULL;
-                const double sum = softmax_row(row, p->len_kv, &row_max); /* row: unnormalised weights */
-                for (int64_t d = 0; d < p->dim_v; d++) {
-                    double acc = 0.0;
-                    for (int64_t j = 0; j < p->len_kv; j++)
-                        if (row[j] != 0.0) acc += row[j] * (double)problem_row(&p->v, b, j, kv_head)[d];
-                    out_bih[d] = sum > 0.0 ? (float)(acc / sum) : 0.0f;
-                }
-                if (weights_row)
-                    for (int64_t j = 0; j < p->len_kv; j++)
-                        weights_row[j] = sum > 0.0 ? (float)(row[j] / sum) : 0.0f;
-                if (lse) lse[row_index] = sum > 0.0 ? (float)(row_max + log(sum)) : -INFINITY;
+                attn__ref_forward_row(p, b, h, i, scores, acc, problem_row(out, b, i, h),
+                                      weights ? weights + row_index * p->len_kv : NULL,
+                                      lse ? lse + row_index : NULL);
             }
-        }
-    }
     return ATTN_OK;
 }
 
 attn_status attn__ref_scores(const sdpa_problem *p, float *scores) {
-    const size_t bytes = attn__ref_forward_workspace_size(p);
-    double *table = malloc(bytes ? bytes : 1);
-    if (!table)
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the %lld x %lld score table",
-                          (long long)p->len_q, (long long)p->len_kv);
-    const int64_t cells = p->len_q * p->len_kv;
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t h = 0; h < p->heads_q; h++) {
-            score_table(p, b, h, table);
-            float *scores_bh = scores + (b * p->heads_q + h) * cells;
-            for (int64_t c = 0; c < cells; c++) scores_bh[c] = (float)table[c];
-        }
-    free(table);
+        for (int64_t h = 0; h < p->heads_q; h++)
+            for (int64_t i = 0; i < p->len_q; i++) {
+                const ref_row r = row_at(p, b, h, i, NULL);
+                float *scores_bhi = scores + ((b * p->heads_q + h) * p->len_q + i) * p->len_kv;
+                for (int64_t j = 0; j < p->len_kv; j++)
+                    scores_bhi[j] = row_sees(&r, j) ? (float)score_compute(&r, j) : -INFINITY;
+            }
     return ATTN_OK;
 }
 
@@ -131,90 +179,91 @@ attn_status attn__ref_scores(const sdpa_problem *p, float *scores) {
 
 size_t attn__ref_backward_workspace_size(const sdpa_problem *p) {
     const size_t s = (size_t)p->len_kv;
-    return ((size_t)p->len_q * s + s + (size_t)p->dim + s * (size_t)p->dim + s * (size_t)p->dim_v) *
-           sizeof(double);
+    return (2 * s + (size_t)p->dim + s * (size_t)p->dim + s * (size_t)p->dim_v) * sizeof(double);
 }
 
-/* table [L, S] <- the weights p_ij of batch b, query head h (0 in rows
- * that see no key: nothing flows back through them). */
-static void weight_table(const sdpa_problem *p, int64_t b, int64_t h, double *table) {
-    score_table(p, b, h, table);
-    for (int64_t i = 0; i < p->len_q; i++) {
-        double *row = table + i * p->len_kv, row_max;
-        const double sum = softmax_row(row, p->len_kv, &row_max);
-        if (sum > 0.0)
-            for (int64_t j = 0; j < p->len_kv; j++) row[j] /= sum;
+/* The backward of query row (b, h, i): adds its contributions to dk_bg
+ * [S, D] and dv_bg [S, Dv] (kv head h / G, double) and writes its dq row
+ * (when dq_bih is not NULL).  scratch: p_row [S], dp_row [S], dq_row [D].
+ * A row that sees no key contributes nothing and gets dq = 0; a poisoned
+ * row (a non-finite visible score) has NaN weights, which reach dq and the
+ * dk, dv of the keys it sees. */
+static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
+                         const float *dout_bih, double *scratch, double *dk_bg, double *dv_bg,
+                         float *dq_bih) {
+    const int64_t S = p->len_kv, D = p->dim, Dv = p->dim_v;
+    double *p_row = scratch, *dp_row = p_row + S, *dq_row = dp_row + S;
+    ref_row r = row_at(p, b, h, i, p_row);
+    const row_max m = row_max_of(&r);
+    for (int64_t d = 0; d < D; d++) dq_row[d] = 0.0;
+    if (m.any) {
+        const double sum = m.nonfinite ? NAN : row_sum_of(&r, m.max);
+        /* forward was: o_i = sum_j p_ij v_j
+         * so: dp_ij = dot(dout_i, v_j),  dv_j += p_ij dout_i */
+        double row_dot = 0.0;
+        for (int64_t j = 0; j < S; j++) {
+            if (!row_sees(&r, j)) continue;
+            const double p_ij = m.nonfinite ? NAN : exp(p_row[j] - m.max) / sum;
+            const float *v_bjg = problem_row(&p->v, b, j, r.kv_head);
+            double dot = 0.0;
+            for (int64_t d = 0; d < Dv; d++) {
+                dot += (double)dout_bih[d] * (double)v_bjg[d];
+                dv_bg[j * Dv + d] += p_ij * (double)dout_bih[d];
+            }
+            p_row[j] = p_ij; /* the score is not needed any more */
+            dp_row[j] = dot;
+            row_dot += p_ij * dot;
+        }
+        /* forward was: p_ij = exp(s_ij) / sum_l exp(s_il)
+         * so: ds_ij = p_ij (dp_ij - sum_l p_il dp_il)
+         * forward was: s_ij = scale * dot(q_i, k_j) + bias_ij
+         * so: dq_i += scale ds_ij k_j,  dk_j += scale ds_ij q_i */
+        for (int64_t j = 0; j < S; j++) {
+            if (!row_sees(&r, j)) continue;
+            const double ds = (double)p->scale * p_row[j] * (dp_row[j] - row_dot);
+            const float *k_bjg = problem_row(&p->k, b, j, r.kv_head);
+            for (int64_t d = 0; d < D; d++) {
+                dq_row[d] += ds * (double)k_bjg[d];
+                dk_bg[j * D + d] += ds * (double)r.q_bih[d];
+            }
+        }
+    }
+    if (dq_bih)
+        for (int64_t d = 0; d < D; d++) dq_bih[d] = (float)dq_row[d];
+}
+
+void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *workspace,
+                             const sdpa_backward_args *a, const uint8_t *only) {
+    const int64_t L = p->len_q, S = p->len_kv, D = p->dim, Dv = p->dim_v;
+    double *row_scratch = workspace;
+    double *dk_bg = row_scratch + 2 * S + D, *dv_bg = dk_bg + S * D;
+    /* dk and dv of kv head g sum over the query heads of its group. */
+    for (int64_t j = 0; j < S; j++) {
+        const float *dk_bjg = only && a->dk ? problem_row(a->dk, b, j, g) : NULL;
+        const float *dv_bjg = only && a->dv ? problem_row(a->dv, b, j, g) : NULL;
+        for (int64_t d = 0; d < D; d++) dk_bg[j * D + d] = dk_bjg ? (double)dk_bjg[d] : 0.0;
+        for (int64_t d = 0; d < Dv; d++) dv_bg[j * Dv + d] = dv_bjg ? (double)dv_bjg[d] : 0.0;
+    }
+    for (int64_t h = g * p->group; h < (g + 1) * p->group; h++)
+        for (int64_t i = 0; i < L; i++) {
+            if (only && !only[(h - g * p->group) * L + i]) continue;
+            backward_row(p, b, h, i, problem_row(a->dout, b, i, h), row_scratch, dk_bg, dv_bg,
+                         a->dq ? problem_row(a->dq, b, i, h) : NULL);
+        }
+    for (int64_t j = 0; j < S; j++) {
+        if (a->dk) {
+            float *dk_bjg = problem_row(a->dk, b, j, g);
+            for (int64_t d = 0; d < D; d++) dk_bjg[d] = (float)dk_bg[j * D + d];
+        }
+        if (a->dv) {
+            float *dv_bjg = problem_row(a->dv, b, j, g);
+            for (int64_t d = 0; d < Dv; d++) dv_bjg[d] = (float)dv_bg[j * Dv + d];
+        }
     }
 }
 
 attn_status attn__ref_backward(const sdpa_problem *p, void *workspace, const sdpa_backward_args *a) {
-    const int64_t L = p->len_q, S = p->len_kv, D = p->dim, Dv = p->dim_v;
-    double *p_bh = workspace;
-    double *dp_row = p_bh + L * S;
-    double *dq_row = dp_row + S;
-    double *dk_bg = dq_row + D;
-    double *dv_bg = dk_bg + S * D;
-
-    for (int64_t b = 0; b < p->batch; b++) {
-        for (int64_t g = 0; g < p->heads_kv; g++) {
-            /* dk and dv of kv head g sum over the query heads of its group. */
-            memset(dk_bg, 0, sizeof(double) * (size_t)(S * D));
-            memset(dv_bg, 0, sizeof(double) * (size_t)(S * Dv));
-            for (int64_t h = g * p->group; h < (g + 1) * p->group; h++) {
-                weight_table(p, b, h, p_bh);
-                for (int64_t i = 0; i < L; i++) {
-                    const double *p_row = p_bh + i * S;
-                    const float *q_bih = problem_row(&p->q, b, i, h);
-                    const float *dout_bih = problem_row(a->dout, b, i, h);
-
-                    /* forward was: o_i = sum_j p_ij v_j
-                     * so: dp_ij = dot(dout_i, v_j),  dv_j += p_ij dout_i */
-                    for (int64_t j = 0; j < S; j++) {
-                        dp_row[j] = 0.0;
-                        if (p_row[j] == 0.0) continue; /* hidden or underflowed: no path */
-                        const float *v_bjg = problem_row(&p->v, b, j, g);
-                        double dot = 0.0;
-                        for (int64_t d = 0; d < Dv; d++) {
-                            dot += (double)dout_bih[d] * (double)v_bjg[d];
-                            dv_bg[j * Dv + d] += p_row[j] * (double)dout_bih[d];
-                        }
-                        dp_row[j] = dot;
-                    }
-
-                    /* forward was: p_ij = exp(s_ij) / sum_l exp(s_il)
-                     * so: ds_ij = p_ij (dp_ij - sum_l p_il dp_il) */
-                    double row_dot = 0.0;
-                    for (int64_t j = 0; j < S; j++) row_dot += p_row[j] * dp_row[j];
-
-                    /* forward was: s_ij = scale * dot(q_i, k_j) + bias_ij
-                     * so: dq_i += scale ds_ij k_j,  dk_j += scale ds_ij q_i */
-                    for (int64_t d = 0; d < D; d++) dq_row[d] = 0.0;
-                    for (int64_t j = 0; j < S; j++) {
-                        if (p_row[j] == 0.0) continue;
-                        double ds = (double)p->scale * p_row[j] * (dp_row[j] - row_dot);
-                        const float *k_bjg = problem_row(&p->k, b, j, g);
-                        for (int64_t d = 0; d < D; d++) {
-                            dq_row[d] += ds * (double)k_bjg[d];
-                            dk_bg[j * D + d] += ds * (double)q_bih[d];
-                        }
-                    }
-                    if (a->dq) {
-                        float *dq_bih = problem_row(a->dq, b, i, h);
-                        for (int64_t d = 0; d < D; d++) dq_bih[d] = (float)dq_row[d];
-                    }
-                }
-            }
-            for (int64_t j = 0; j < S; j++) {
-                if (a->dk) {
-                    float *dk_bjg = problem_row(a->dk, b, j, g);
-                    for (int64_t d = 0; d < D; d++) dk_bjg[d] = (float)dk_bg[j * D + d];
-                }
-                if (a->dv) {
-                    float *dv_bjg = problem_row(a->dv, b, j, g);
-                    for (int64_t d = 0; d < Dv; d++) dv_bjg[d] = (float)dv_bg[j * Dv + d];
-                }
-            }
-        }
-    }
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t g = 0; g < p->heads_kv; g++) attn__ref_backward_unit(p, b, g, workspace, a, NULL);
     return ATTN_OK;
 }

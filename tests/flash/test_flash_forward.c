@@ -3,8 +3,8 @@
  * sweep of odd sizes (S >> L, L > S with lower-right causal, every mask
  * kind, GQA ratios 1..8, Dv != D, custom scales, extreme logits) on every
  * instruction set this CPU has; bit-identical results for 1, 2 and 3
- * threads, prefill and decode (split) shapes alike; the vector exp2; the
- * dispatch controls; and memory that does not grow with the sequence.
+ * threads, prefill and decode (split) shapes alike; the vector exp2 and the
+ * finiteness check; the dispatch controls; and memory that does not grow with the sequence.
  *
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
@@ -14,6 +14,7 @@
 #include "flash/flash.h"
 #include "flash/ukernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -424,6 +425,40 @@ static void vector_exp2(void **state) {
     free(y);
 }
 
+/* all_finite of each instruction set, the flash kernels' check for the
+ * rows that need the exact path: true on finite data (FLT_MAX, denormals,
+ * -0 included), false with one NaN, +Inf or -Inf at any position of any
+ * row, and blind to what lies past n in a row or past the last row. */
+static void vector_all_finite(void **state) {
+    (void)state;
+    enum { LD = 80, ROWS = 3 };
+    float x[LD * ROWS + LD];
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < ISA_COUNT; i++) {
+        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__ukernels_active();
+        for (int64_t n = 1; n <= 70; n++)
+            for (int rows = 1; rows <= ROWS; rows++) {
+                for (int e = 0; e < LD * ROWS + LD; e++) x[e] = NAN;
+                for (int r = 0; r < rows; r++)
+                    for (int64_t j = 0; j < n; j++)
+                        x[r * LD + j] = j % 4 == 0 ? FLT_MAX : j % 4 == 1 ? -1e-40f : j % 4 == 2 ? -0.0f : (float)j;
+                assert_true(kern->all_finite(x, LD, rows, n));
+                for (int r = 0; r < rows; r++)
+                    for (int64_t j = 0; j < n; j++)
+                        for (int b = 0; b < 3; b++) {
+                            const float keep = x[r * LD + j];
+                            x[r * LD + j] = bad[b];
+                            if (kern->all_finite(x, LD, rows, n))
+                                fail_msg("[%s] all_finite missed %g at row %d of %d, element %lld of %lld", isas[i],
+                                         (double)bad[b], r, rows, (long long)j, (long long)n);
+                            x[r * LD + j] = keep;
+                        }
+            }
+    }
+    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+}
+
 /* attn_isa_name, attn_dispatch_force and the kernel choice. */
 static void dispatch_controls(void **state) {
     (void)state;
@@ -475,6 +510,7 @@ static void workspace_independent_of_length(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(vector_exp2),
+        cmocka_unit_test(vector_all_finite),
         cmocka_unit_test(dispatch_controls),
         cmocka_unit_test(workspace_independent_of_length),
         cmocka_unit_test(fully_masked_rows),

@@ -8,6 +8,20 @@ static int64_t bcast_index(const int64_t shape[4], int64_t b, int64_t h, int64_t
     return ((b % shape[0] * shape[1] + h % shape[1]) * shape[2] + i % shape[2]) * shape[3] + j % shape[3];
 }
 
+int oracle_visible(const oracle_case *c, int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t shift = (c->causal == 2 || (!c->causal && c->lower_right_window)) ? c->S - c->L : 0;
+    const int64_t rel = j - (i + shift); /* key offset from the diagonal */
+    if (c->causal && rel > 0) return 0;
+    if (c->window && c->left >= 0 && -rel > c->left) return 0;
+    if (c->window && c->right >= 0 && rel > c->right) return 0;
+    if (c->key_lengths && j >= c->key_lengths[b]) return 0;
+    if (c->mask && !c->mask[bcast_index(c->mask_shape, b, h, i, j)]) return 0;
+    if (c->bias && isinf(c->bias[bcast_index(c->bias_shape, b, h, i, j)]) &&
+        c->bias[bcast_index(c->bias_shape, b, h, i, j)] < 0)
+        return 0;
+    return 1;
+}
+
 void oracle_attention_scores(const oracle_case *c, const float *q, const float *k, const float *v,
                              double *out, double *weights, double *lse, double *scores) {
     const int64_t B = c->B, L = c->L, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
@@ -31,20 +45,7 @@ void oracle_attention_scores(const oracle_case *c, const float *q, const float *
     for (int64_t b = 0; b < B; b++) {
         for (int64_t h = 0; h < Hq; h++) {
             for (int64_t i = 0; i < L; i++)
-                for (int64_t j = 0; j < S; j++) {
-                    int ok = 1;
-                    int64_t shift = (c->causal == 2 || (!c->causal && c->lower_right_window)) ? S - L : 0;
-                    int64_t rel = j - (i + shift); /* key offset from the diagonal */
-                    if (c->causal && rel > 0) ok = 0;
-                    if (c->window && c->left >= 0 && -rel > c->left) ok = 0;
-                    if (c->window && c->right >= 0 && rel > c->right) ok = 0;
-                    if (c->key_lengths && j >= c->key_lengths[b]) ok = 0;
-                    if (c->mask && !c->mask[bcast_index(c->mask_shape, b, h, i, j)]) ok = 0;
-                    if (c->bias && isinf(c->bias[bcast_index(c->bias_shape, b, h, i, j)]) &&
-                        c->bias[bcast_index(c->bias_shape, b, h, i, j)] < 0)
-                        ok = 0;
-                    visible[i * S + j] = (unsigned char)ok;
-                }
+                for (int64_t j = 0; j < S; j++) visible[i * S + j] = (unsigned char)oracle_visible(c, b, h, i, j);
             for (int64_t i = 0; i < L; i++) {
                 const float *qi = q + ((b * L + i) * Hq + h) * D;
                 long double m = -INFINITY;

@@ -30,6 +30,10 @@ typedef struct oracle_case {
     int64_t bias_shape[4];
 } oracle_case;
 
+/* 1 when query (b, h, i) may attend key j under every rule of c (the
+ * oracle's own formulas, written from docs/semantics.md), else 0. */
+int oracle_visible(const oracle_case *c, int64_t b, int64_t h, int64_t i, int64_t j);
+
 /* Computes out (double), weights and lse (may be NULL). */
 void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
                       double *out, double *weights, double *lse);

@@ -65,6 +65,24 @@
 #define FLASH_GRAD_REL_WARN 2e-6
 #define FLASH_GRAD_REL_FAIL 1e-5
 
+/* ---- finite inputs whose scores overflow float32 (api/test_nonfinite.c):
+ *      every kernel against the long-double oracle, the reference's
+ *      gradients against closed forms.  Rows the fp32 kernels cannot
+ *      compute are recomputed in double and stored once: a float rounding
+ *      of the answer.  (Non-finite inputs are checked exactly: finite or
+ *      not, and bit-identical where a hidden key may not matter.) ---- */
+
+/* outputs, relative to max(1, max|oracle output|) */
+#define OVERFLOW_OUT_REL_FAIL 1e-6
+/* weights, absolute */
+#define OVERFLOW_WEIGHT_ABS_FAIL 1e-6
+/* lse, relative to max(1, |lse|): scores of 1e38 leave no absolute digits */
+#define OVERFLOW_LSE_REL_FAIL 1e-6
+/* dv and dk against the closed form, relative to max(1, max|closed form|) */
+#define OVERFLOW_GRAD_REL_FAIL 1e-5
+/* a dq whose exact value is 0, relative to the sum of |terms| its double sum cancels: S·DBL_EPSILON and then some */
+#define OVERFLOW_CANCEL_REL_FAIL 1e-12
+
 /* ---- the reference gradients against finite differences
  *      (ref/test_ref_backward.c: Richardson-combined central differences of
  *      L = sum(dout * O) with steps h = FD_STEP and 2h on inputs rounded to

@@ -155,6 +155,23 @@ static void probs_rows(const float *s, int64_t lds, int rows, int nk, const floa
             w[r * ldw + j] = flash_exp2_scalar(s[r * lds + j] - max_or_zero(m[r])) * inv_l[r];
 }
 
+/* ------------------------------------------------------- both directions */
+
+/* A float is NaN or infinite when its exponent field is all ones: adding 1
+ * to that field carries into the sign bit exactly then.  Integer OR of the
+ * carries, so that the compiler may vectorise the loop (a float test with an
+ * early exit it would not). */
+static bool all_finite(const float *x, int64_t ld, int rows, int64_t n) {
+    uint32_t carries = 0;
+    for (int r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) {
+            uint32_t bits;
+            memcpy(&bits, x + r * ld + j, sizeof bits);
+            carries |= ((bits & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+        }
+    return carries == 0;
+}
+
 /* ---------------------------------------------------------------- backward */
 
 enum { GEN_NB = 16 }; /* columns per register block */
@@ -205,6 +222,7 @@ const ukernel_table attn__ukernels_generic = {
     .softmax_rows = softmax_rows,
     .pv_rows = pv_rows,
     .probs_rows = probs_rows,
+    .all_finite = all_finite,
     .gemm = gemm,
     .p_ds = p_ds,
     .peak_chunk = simd_peak_chunk,

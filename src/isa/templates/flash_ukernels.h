@@ -14,7 +14,8 @@
  *
  * It defines static functions simd_exp2_n, simd_qk_tile, simd_softmax_tile,
  * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_softmax_rows,
- * simd_pv_rows and simd_probs_rows for the including file's table.
+ * simd_pv_rows, simd_probs_rows and simd_all_finite for the including file's
+ * table.
  *
  * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
  * and is computed independently of the others; the rows kernels compute
@@ -35,6 +36,40 @@ static SIMD_TARGET void simd_exp2_n(const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) v_storeu(y + i, v_exp2(v_loadu(x + i)));
     if (i < n) v_store_tail(y + i, v_exp2(v_load_tail(x + i, (int)(n - i), 0.0f)), (int)(n - i));
+}
+
+/* x − x is +0 when x is finite and NaN when it is not (Inf − Inf, NaN):
+ * summed, one non-finite element leaves NaN.  Four sums, so that the adds
+ * do not wait on each other; a contiguous block (ld == n) is one row. */
+static SIMD_TARGET bool simd_all_finite(const float *x, int64_t ld, int rows, int64_t n) {
+    if (ld == n) {
+        n *= rows;
+        rows = 1;
+    }
+    vec a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero(), t;
+    for (int r = 0; r < rows; r++) {
+        const float *x_r = x + r * ld;
+        int64_t j = 0;
+        for (; j + 4 * VLEN <= n; j += 4 * VLEN) {
+            t = v_loadu(x_r + j);
+            a0 = v_add(a0, v_sub(t, t));
+            t = v_loadu(x_r + j + VLEN);
+            a1 = v_add(a1, v_sub(t, t));
+            t = v_loadu(x_r + j + 2 * VLEN);
+            a2 = v_add(a2, v_sub(t, t));
+            t = v_loadu(x_r + j + 3 * VLEN);
+            a3 = v_add(a3, v_sub(t, t));
+        }
+        for (; j + VLEN <= n; j += VLEN) {
+            t = v_loadu(x_r + j);
+            a0 = v_add(a0, v_sub(t, t));
+        }
+        if (j < n) {
+            t = v_load_tail(x_r + j, (int)(n - j), 0.0f);
+            a1 = v_add(a1, v_sub(t, t));
+        }
+    }
+    return v_reduce_add(v_add(v_add(a0, a1), v_add(a2, a3))) == 0.0f;
 }
 
 /* Prefetches key row `row` (rows ldr floats apart) of `heads` kv heads, n

@@ -23,6 +23,7 @@ const ukernel_table UKERNEL_TABLE = {
     .softmax_rows = simd_softmax_rows,
     .pv_rows = simd_pv_rows,
     .probs_rows = simd_probs_rows,
+    .all_finite = simd_all_finite,
     .gemm = simd_gemm,
     .p_ds = simd_p_ds,
     .peak_chunk = simd_peak_chunk,
