@@ -44,9 +44,10 @@ static const char bench_usage[] =
     "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right\n"
     "  long     L=S=65536, one head, D=128, causal; flash only; memory reported\n"
     "  scaling  L=S=n, one head, D=64, full, n = 100, 200, 400, ...: time grows as\n"
-    "           n^2 (4x cells per doubling), so does the reference's score table;\n"
-    "           q, k, v and out grow as n; flash's extra memory should not grow at all\n"
-    "           (issue 3 asks for O(threads x tile)): the table shows whether it does\n"
+    "           n^2 (4x cells per doubling); q, k, v and out grow as n; neither\n"
+    "           kernel's extra memory should grow with n^2 (the reference keeps one\n"
+    "           row, S + Dv doubles; flash O(threads x tile), as issue 3 asks): the\n"
+    "           table shows whether they do\n"
     "  The reference kernel (plain loops, double accumulation, one thread) is the\n"
     "  oracle, not a contender: it runs only where a row needs at most 0.7 GFLOP\n"
     "  (0.2 with --quick), a few seconds at its speed; other ref rows are 'skipped'.\n\n";
@@ -63,7 +64,7 @@ static const char bench_usage_columns[] =
     "  peak RSS       the process's peak resident memory during the long row\n"
     "  in+out         bytes of q, k, v and out\n"
     "  scaling: n, cells = n^2, x = ratio to the previous line, ref/flash ms,\n"
-    "  ref table = the reference's L x S doubles, flash ws = flash's workspace\n\n"
+    "  ref ws, flash ws = each kernel's workspace (attn_sdpa_workspace_size)\n\n"
     "csv columns:\n"
     "  section        machine, prefill, backward, decode, long or scaling\n"
     "  name           the row's shape in words (what --filter matches), or for the\n"
@@ -564,7 +565,7 @@ static void print_section_header(bench_section s) {
     case SEC_SCALING:
         printf("\nscaling: L=S=n, one head, D=64, full; ratios to the previous n (doubling n = 4x cells)\n"
                "%6s %10s %5s %11s %5s %11s %5s %10s %10s %10s\n", "n", "cells", "x", "ref ms", "x",
-               "flash ms", "x", "ref table", "flash ws", "in+out");
+               "flash ms", "x", "ref ws", "flash ws", "in+out");
         break;
     }
 }
