@@ -201,6 +201,13 @@ typedef enum attn_align {
  * which means: scale 1/sqrt(D), no mask, automatic kernel, default thread
  * count, the library allocates its own workspace; then set what you need.
  * Passing NULL options means the same. */
+/* How far a call has got, for an interface's progress line: fraction_done
+ * in [0, 1].  Called on the calling thread only (never concurrently), at
+ * most about ten times a second, and only for calls that last longer than
+ * that; it must not call back into attn with the same options.  The
+ * results do not depend on it. */
+typedef void (*attn_progress_fn)(void *user, double fraction_done);
+
 typedef struct attn_sdpa_options {
     size_t struct_size;       /* sizeof(attn_sdpa_options), set by the initialiser */
     float scale;              /* > 0, or 0 for 1/sqrt(D)                        */
@@ -227,6 +234,8 @@ typedef struct attn_sdpa_options {
     int threads;              /* 0 = $ATTN_NUM_THREADS, else OpenMP's default   */
     void *workspace;          /* caller-owned scratch, or NULL                  */
     size_t workspace_size;    /* bytes available at workspace                   */
+    attn_progress_fn progress; /* or NULL (above)                               */
+    void *progress_user;      /* passed to progress                             */
 } attn_sdpa_options;
 
 #define ATTN_SDPA_OPTIONS_INIT {.struct_size = sizeof(attn_sdpa_options)}

@@ -69,6 +69,7 @@
  */
 #include "flash/flash.h"
 
+#include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
 #include "flash/ukernels.h"
@@ -453,6 +454,8 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
     float *partials = (float *)(base + pl.off_partial);
     float *scratch = (float *)(base + pl.off_scratch);
     const int64_t L = p->len_q, G = p->group;
+    progress_meter meter; /* one unit per (unit, chunk) item */
+    attn__progress_begin(&meter, &p->opt, pl.units * pl.chunks);
 
 #ifdef ATTN_HAVE_OPENMP
 #pragma omp parallel num_threads(pl.threads)
@@ -528,6 +531,7 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
                 const int64_t w = item / pl.chunks, chunk = item % pl.chunks, unit = wave0 + w;
                 run_item(p, a, &pl, kern, &pk, ranges, unit / p->heads_kv, unit % p->heads_kv, chunk,
                          partials + item * pl.partial_floats, t);
+                progress_add(&meter, 1, tid == 0);
             }
             if (!a->dq) continue;
             /* dq_i = scale * sum over chunks, in chunk order. */
@@ -557,7 +561,7 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
             const int64_t b = unit / p->heads_kv, g = unit % p->heads_kv;
             const uint8_t *exact_unit = pk.exact + (b * p->heads_q + g * G) * L;
             if (memchr(exact_unit, 1, (size_t)(G * L)))
-                attn__ref_backward_unit(p, b, g, base + pl.off_exact_scratch, a, exact_unit);
+                attn__ref_backward_unit(p, b, g, base + pl.off_exact_scratch, a, exact_unit, NULL);
         }
     }
     return ATTN_OK;

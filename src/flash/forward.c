@@ -54,6 +54,7 @@
  */
 #include "flash/flash.h"
 
+#include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
 #include "flash/ukernels.h"
@@ -750,6 +751,8 @@ attn_status attn__flash_forward(const sdpa_problem *p, void *workspace, attn_ten
     plan_make(p, &pl);
     float *partials = workspace; /* 64-byte aligned by the front door */
     float *scratch_all = partials + pl.partial_floats * (size_t)pl.items;
+    progress_meter meter; /* one unit per item, and per merged unit */
+    attn__progress_begin(&meter, &p->opt, pl.items + (pl.chunks > 1 ? pl.units : 0));
 
     FLASH_OMP("omp parallel num_threads(pl.threads) if (pl.threads > 1)")
     {
@@ -761,12 +764,18 @@ attn_status attn__flash_forward(const sdpa_problem *p, void *workspace, attn_ten
         flash_ctx c;
         ctx_init(&c, p, &pl, scratch_all + (size_t)tid * pl.thread_floats);
         FLASH_OMP("omp for schedule(dynamic, 1)")
-        for (int64_t item = 0; item < pl.items; item++)
+        for (int64_t item = 0; item < pl.items; item++) {
             item_run(&c, item, partials, out, weights, lse);
+            progress_add(&meter, 1, tid == 0);
+        }
         if (pl.chunks > 1) {
             FLASH_OMP("omp for schedule(dynamic, 1)")
-            for (int64_t u = 0; u < pl.units; u++) unit_merge(&c, u, partials, out, weights, lse);
+            for (int64_t u = 0; u < pl.units; u++) {
+                unit_merge(&c, u, partials, out, weights, lse);
+                progress_add(&meter, 1, tid == 0);
+            }
         }
     }
+    attn__progress_end(&meter);
     return ATTN_OK;
 }

@@ -13,6 +13,7 @@
 #define ATTN_REF_H
 
 #include "base/problem.h"
+#include "base/progress.h"
 
 /* Workspaces hold doubles: callers' workspaces must be 8-byte aligned, and
  * the front doors check it.  The forward's is S + Dv doubles. */
@@ -44,8 +45,8 @@ attn_status attn__ref_backward(const sdpa_problem *p, void *workspace, const sdp
  * written.  Otherwise only the rows with only[(h - g·G)·L + i] set (the
  * fast kernel's exact path for rows it could not compute in fp32): their
  * dq rows are written, and their contributions are added in double to what
- * a->dk and a->dv hold, rounded once. */
+ * a->dk and a->dv hold, rounded once.  meter (or NULL) counts each row. */
 void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *workspace,
-                             const sdpa_backward_args *a, const uint8_t *only);
+                             const sdpa_backward_args *a, const uint8_t *only, progress_meter *meter);
 
 #endif /* ATTN_REF_H */

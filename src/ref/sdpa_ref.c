@@ -152,6 +152,8 @@ size_t attn__ref_forward_workspace_size(const sdpa_problem *p) {
 attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tensor *out,
                               float *weights, float *lse) {
     double *scores = workspace, *acc = scores + p->len_kv;
+    progress_meter meter;
+    attn__progress_begin(&meter, &p->opt, p->batch * p->heads_q * p->len_q);
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads_q; h++)
             for (int64_t i = 0; i < p->len_q; i++) {
@@ -159,7 +161,9 @@ attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tenso
                 attn__ref_forward_row(p, b, h, i, scores, acc, problem_row(out, b, i, h),
                                       weights ? weights + row_index * p->len_kv : NULL,
                                       lse ? lse + row_index : NULL);
+                progress_add(&meter, 1, true); /* one thread: the caller's */
             }
+    attn__progress_end(&meter);
     return ATTN_OK;
 }
 
@@ -233,7 +237,7 @@ static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
 }
 
 void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *workspace,
-                             const sdpa_backward_args *a, const uint8_t *only) {
+                             const sdpa_backward_args *a, const uint8_t *only, progress_meter *meter) {
     const int64_t L = p->len_q, S = p->len_kv, D = p->dim, Dv = p->dim_v;
     double *row_scratch = workspace;
     double *dk_bg = row_scratch + 2 * S + D, *dv_bg = dk_bg + S * D;
@@ -249,6 +253,7 @@ void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *
             if (only && !only[(h - g * p->group) * L + i]) continue;
             backward_row(p, b, h, i, problem_row(a->dout, b, i, h), row_scratch, dk_bg, dv_bg,
                          a->dq ? problem_row(a->dq, b, i, h) : NULL);
+            if (meter) progress_add(meter, 1, true);
         }
     for (int64_t j = 0; j < S; j++) {
         if (a->dk) {
@@ -263,7 +268,10 @@ void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *
 }
 
 attn_status attn__ref_backward(const sdpa_problem *p, void *workspace, const sdpa_backward_args *a) {
+    progress_meter meter;
+    attn__progress_begin(&meter, &p->opt, p->batch * p->heads_q * p->len_q);
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t g = 0; g < p->heads_kv; g++) attn__ref_backward_unit(p, b, g, workspace, a, NULL);
+        for (int64_t g = 0; g < p->heads_kv; g++) attn__ref_backward_unit(p, b, g, workspace, a, NULL, &meter);
+    attn__progress_end(&meter);
     return ATTN_OK;
 }

@@ -163,8 +163,9 @@ int cli_qkv_position_axis(cli_layout layout, int rank);
 
 /* Loads --key-lengths, --mask and --bias and checks them against the
  * problem's sizes; fills o->opt; warns about a causal alignment that is
- * probably not meant (--causal with L < S: a decode step).  Returns CLI_OK
- * or CLI_DATA_ERROR (printed). */
+ * probably not meant (--causal with L < S: a decode step); on a terminal,
+ * attaches the progress line (cli_progress_attach).  Returns CLI_OK or
+ * CLI_DATA_ERROR (printed). */
 int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t batch,
                               int64_t heads_q, int64_t len_q, int64_t len_kv);
 /* Refuses work the machine cannot do in reasonable time or memory: the
@@ -178,6 +179,9 @@ int cli_check_budget(const char *cmd, const cli_attention_options *o, const attn
 int cli_check_traced_budget(const char *cmd, const cli_attention_options *o, int64_t B, int64_t Hq, int64_t Hkv,
                             int64_t L, int64_t S, int64_t D, int64_t Dv, int runs);
 void cli_attention_options_free(cli_attention_options *o);
+/* On a terminal, a progress line on stderr for the attention calls made
+ * with o->opt (after a second; cleared at the end).  Elsewhere nothing. */
+void cli_progress_attach(cli_attention_options *o, const char *cmd);
 
 /* Saves each (path, array) pair that has a path, as a set: every file is
  * written in full to its temporary file first, and only when all of them

@@ -303,6 +303,7 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
             return CLI_DATA_ERROR;
         o->opt.bias = o->bias.data;
     }
+    cli_progress_attach(o, cmd); /* every command computes right after this */
     /* Alignments that are valid but rarely meant. */
     if (o->opt.causal && o->opt.align == ATTN_ALIGN_TOP_LEFT && len_q < len_kv)
         cli_warning(cmd, "--causal aligns the diagonal top-left: with %lld quer%s and %lld keys, query i sees keys "
@@ -428,4 +429,50 @@ void cli_describe_run(char *buf, size_t size, const char *kernel, int threads, d
     const int n = flash ? attn_thread_count(threads) : 1; /* the reference kernel runs on one */
     snprintf(buf, size, "%s kernel%s%s, %d thread%s, %.3g %s", kernel, flash ? " on " : "", flash ? attn_isa_name() : "",
              n, n == 1 ? "" : "s", seconds < 1 ? 1e3 * seconds : seconds, seconds < 1 ? "ms" : "s");
+}
+
+/* ------------------------------------------------------------ progress */
+
+/* The line a long call keeps up to date on a terminal: shown after a
+ * second, cleared at the end.  A fraction smaller than the last one starts
+ * the next call (mha's backward, trace's second run, paths' five). */
+typedef struct cli_progress {
+    const char *cmd;
+    double start, last;
+    bool shown;
+    char line[128]; /* what the terminal shows: redrawn only when it changes */
+} cli_progress;
+
+static cli_progress progress_line;
+
+static void print_progress(void *user, double done) {
+    cli_progress *p = user;
+    const double now = cli_seconds();
+    if (done < p->last) p->start = now;
+    p->last = done;
+    if (done >= 1.0) {
+        if (p->shown) fputs("\r\033[K", stderr);
+        p->shown = false;
+        return;
+    }
+    const double elapsed = now - p->start;
+    if (elapsed < 1.0) return;
+    char line[sizeof p->line];
+    if (done > 0.02)
+        snprintf(line, sizeof line, "attn %s: %3.0f%%, %.0f s, about %.0f s left", p->cmd, 100.0 * done, elapsed,
+                 elapsed * (1.0 - done) / done);
+    else
+        snprintf(line, sizeof line, "attn %s: %3.0f%%, %.0f s", p->cmd, 100.0 * done, elapsed);
+    if (p->shown && strcmp(line, p->line) == 0) return;
+    memcpy(p->line, line, sizeof line);
+    fprintf(stderr, "\r\033[K%s", line);
+    fflush(stderr);
+    p->shown = true;
+}
+
+void cli_progress_attach(cli_attention_options *o, const char *cmd) {
+    if (!isatty(STDERR_FILENO)) return;
+    progress_line = (cli_progress){cmd, cli_seconds(), 0.0, false, ""};
+    o->opt.progress = print_progress;
+    o->opt.progress_user = &progress_line;
 }
