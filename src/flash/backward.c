@@ -564,5 +564,6 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
                 attn__ref_backward_unit(p, b, g, base + pl.off_exact_scratch, a, exact_unit, NULL);
         }
     }
+    attn__progress_end(&meter);
     return ATTN_OK;
 }
