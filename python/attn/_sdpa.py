@@ -1,0 +1,286 @@
+"""attn.sdpa and attn.sdpa_backward: libattn's attention calls on arrays.
+
+Shape legend (include/attn.h), in attn's layout "BLHD":
+    q [B, L, Hq, D]   k [B, S, Hkv, D]   v [B, S, Hkv, Dv]   out [B, L, Hq, Dv]
+    weights [B, Hq, L, S]  (heads before positions, in both layouts)
+    lse     [B, Hq, L]
+In torch's layout "BHLD" the tensors are [B, H, L, D] instead; the 2-D
+[L, D] and 3-D ([L, H, D], or [H, L, D] in "BHLD") shorthands drop B (and H).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _arrays, _core
+
+_KERNELS = {"auto": 0, "ref": 1, "flash": 2}
+
+
+def _options(
+    batch: int,
+    causal: Any,
+    window: Any,
+    key_lengths: Any,
+    mask: Any,
+    bias: Any,
+    scale: Any,
+    kernel: str,
+    threads: Any,
+) -> dict[str, Any]:
+    """The keyword options of _core's calls, checked."""
+    if causal is False or causal is None:
+        causal_flag, align = 0, 0
+    elif causal is True or causal == "top-left":
+        causal_flag, align = 1, 0
+    elif causal == "lower-right":
+        causal_flag, align = 1, 1
+    else:
+        raise ValueError(f"causal must be False, True, 'top-left' or 'lower-right', got {causal!r}")
+    if window is not None:
+        try:
+            left, right = window
+        except (TypeError, ValueError):
+            raise TypeError(f"window must be (left, right) with -1 or None = unbounded, got {window!r}") from None
+        window = tuple(-1 if w is None else _int(w, "window") for w in (left, right))
+    if kernel not in _KERNELS:
+        raise ValueError(f"kernel must be 'auto', 'ref' or 'flash', got {kernel!r}")
+    if threads is None:
+        threads = 0
+    else:
+        threads = _int(threads, "threads")
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1 (or None for the default), got {threads}")
+    if scale is None:
+        scale = 0.0
+    else:
+        try:
+            scale = float(scale)
+        except (TypeError, ValueError):
+            raise TypeError(f"scale must be a positive number (or None for 1/sqrt(D)), got {scale!r}") from None
+        if not scale > 0.0 or scale == float("inf"):
+            raise ValueError(f"scale must be a positive finite number (or None for 1/sqrt(D)), got {scale!r}")
+    return dict(
+        scale=scale,
+        causal=causal_flag,
+        align=align,
+        window=window,
+        key_lengths=_arrays.key_lengths_arg(key_lengths, batch),
+        mask=_arrays.mask_arg(mask),
+        bias=_arrays.bias_arg(bias),
+        kernel=_KERNELS[kernel],
+        threads=threads,
+    )
+
+
+def _int(x: Any, name: str) -> int:
+    if isinstance(x, bool) or not hasattr(x, "__index__"):
+        raise TypeError(f"{name} must be an integer, got {x!r}")
+    return x.__index__()
+
+
+def _inputs(q: Any, k: Any, v: Any, layout: str):
+    _arrays.check_layout(layout)
+    qa, ka, va = _arrays.as_array(q, "q"), _arrays.as_array(k, "k"), _arrays.as_array(v, "v")
+    if not (qa.view.ndim == ka.view.ndim == va.view.ndim):
+        raise _core.ShapeError(
+            f"q, k and v have {qa.view.ndim}, {ka.view.ndim} and {va.view.ndim} dimensions: "
+            f"give all three the same rank"
+        )
+    q4 = _arrays.to_blhd(qa.view, "q", layout)
+    k4 = _arrays.to_blhd(ka.view, "k", layout)
+    v4 = _arrays.to_blhd(va.view, "v", layout)
+    return qa, ka, va, q4, k4, v4
+
+
+def _new_like(shape4: tuple[int, int, int, int], like: Any, layout: str, ndim: int):
+    """A new output: (what the caller gets, its 4-D [B, L, H, W] view)."""
+    b, l, h, w = shape4
+    alloc = (b, l, h, w) if layout == "BLHD" else (b, h, l, w)
+    obj, view = _arrays.empty(alloc, like)
+    view4 = view if layout == "BLHD" else view.transpose(0, 2, 1, 3)
+    return _arrays.squeeze_to(obj, ndim, layout), view4
+
+
+def _given_out(x: Any, name: str, shape4: tuple[int, ...], layout: str, ndim: int):
+    a = _arrays.as_array(x, name)
+    view4 = _check_shape(a, name, shape4, layout, ndim)
+    if not a.view.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    return a, view4
+
+
+def sdpa(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: Any = False,
+    window: Any = None,
+    key_lengths: Any = None,
+    mask: Any = None,
+    bias: Any = None,
+    scale: Any = None,
+    layout: str = "BLHD",
+    return_weights: bool = False,
+    return_lse: bool = False,
+    kernel: str = "auto",
+    threads: Any = None,
+    out: Any = None,
+):
+    """Scaled dot-product attention (attn_sdpa_forward).
+
+    Layout "BLHD" (the default, attn's):
+        q [B, L, Hq, D]   k [B, S, Hkv, D]   v [B, S, Hkv, Dv] -> out [B, L, Hq, Dv]
+    Layout "BHLD" (torch's):
+        q [B, Hq, L, D]   k [B, Hkv, S, D]   v [B, Hkv, S, Dv] -> out [B, Hq, L, Dv]
+    Shorthands: [L, D] (one batch, one head); [L, H, D] ("BLHD") or
+    [H, L, D] ("BHLD") for one batch.  Hq must be a multiple of Hkv (GQA).
+
+    Options (docs/semantics.md):
+        causal       False, True or "top-left" (key j visible iff j <= i, torch's
+                     is_causal), "lower-right" (j <= i + S - L, FlashAttention's)
+        window       (left, right) around the causal diagonal, -1/None = unbounded
+        key_lengths  [B] integers: keys at or past key_lengths[b] are padding
+        mask         bool [L, S] .. [B, Hq, L, S], size-1 axes broadcast;
+                     True (nonzero) = MAY attend, as in torch's SDPA
+        bias         float [L, S] .. [B, Hq, L, S], added to the scaled scores;
+                     -inf hides a key
+        scale        > 0, default 1/sqrt(D)
+        kernel       "auto", "ref" (the reference) or "flash"
+        threads      None (the default count) or >= 1
+        out          an array to write the output into (q's layout and rank)
+
+    Returns out, or the tuple (out, weights), (out, lse) or (out, weights, lse)
+    when asked for; weights [B, Hq, L, S] and lse [B, Hq, L] (natural log)
+    are float32 in either layout.  A row that sees no key gives output 0,
+    weights 0 and lse -inf (never NaN).  numpy in, numpy out; torch in,
+    torch out.  q, k and v are read where they are (no copy); the GIL is
+    released during the kernel.
+    """
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    ndim = qa.view.ndim
+    shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
+    if out is None:
+        result, out4 = _new_like(shape_out, qa, layout, ndim)
+        out_code = qa.code
+    else:
+        oa, out4 = _given_out(out, "out", shape_out, layout, ndim)
+        result, out_code = out, oa.code
+    batch, heads, rows, keys = q4.shape[0], q4.shape[2], q4.shape[1], k4.shape[1]
+    weights = lse = None
+    if return_weights:
+        weights, weights_view = _arrays.empty_f32((batch, heads, rows, keys), qa)
+    if return_lse:
+        lse, lse_view = _arrays.empty_f32((batch, heads, rows), qa)
+    _core.sdpa_forward(
+        (q4, qa.code),
+        (k4, ka.code),
+        (v4, va.code),
+        (out4, out_code),
+        weights_view if return_weights else None,
+        lse_view if return_lse else None,
+        **opts,
+    )
+    if not (return_weights or return_lse):
+        return result
+    extra = []
+    if return_weights:
+        extra.append(_arrays.squeeze_rows(weights, ndim))
+    if return_lse:
+        extra.append(_arrays.squeeze_rows(lse, ndim))
+    return (result, *extra)
+
+
+def sdpa_backward(
+    q: Any,
+    k: Any,
+    v: Any,
+    dout: Any,
+    *,
+    out: Any = None,
+    lse: Any = None,
+    causal: Any = False,
+    window: Any = None,
+    key_lengths: Any = None,
+    mask: Any = None,
+    bias: Any = None,
+    scale: Any = None,
+    layout: str = "BLHD",
+    kernel: str = "auto",
+    threads: Any = None,
+):
+    """Gradient of attn.sdpa with respect to q, k and v (attn_sdpa_backward).
+
+        q, k, v   the forward's inputs, in ``layout`` (see attn.sdpa)
+        dout      dLoss/dout, out's shape: [B, L, Hq, Dv] ("BLHD") or
+                  [B, Hq, L, Dv] ("BHLD")
+        out, lse  the forward's output and lse for these inputs (both, or
+                  neither: then they are recomputed); lse [B, Hq, L]
+        the forward's options (causal, window, key_lengths, mask, bias, scale)
+
+    Returns (dq, dk, dv), shaped like q, k and v.  With GQA, dk and dv sum
+    over the Hq/Hkv query heads sharing a kv head.  The mask and bias are
+    constants: no gradient of the bias.  A row that sees no key gives dq 0.
+    """
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    ndim = qa.view.ndim
+    shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
+    da, dout4 = _given_out_input(dout, "dout", shape_out, layout, ndim)
+    if (out is None) != (lse is None):
+        raise _core.ArgumentError("out and lse: give both (the forward's) or neither")
+    out_arg = lse_arg = None
+    if out is not None:
+        oa = _arrays.as_array(out, "out")
+        out4 = _check_shape(oa, "out", shape_out, layout, ndim)
+        out_arg = (out4, oa.code)
+        la = _arrays.as_array(lse, "lse")
+        lse_arg = la.view
+        expected = (q4.shape[0], q4.shape[2], q4.shape[1])
+        if la.code != _core.F32 or tuple(_as_rows4(la.view, ndim)) != expected:
+            raise _core.ShapeError(
+                f"lse has shape {tuple(la.view.shape)} and dtype {la.dtype_name}: expected float32 "
+                f"[B, Hq, L] = {list(expected)} (the forward's lse)"
+            )
+        lse_arg = la.view.reshape(-1) if la.view.flags.c_contiguous else None
+        if lse_arg is None:
+            raise _core.ShapeError("lse must be C-contiguous (the forward's lse is)")
+    dq, dq4 = _new_like(tuple(q4.shape), qa, layout, ndim)
+    dk, dk4 = _new_like(tuple(k4.shape), ka, layout, ndim)
+    dv, dv4 = _new_like(tuple(v4.shape), va, layout, ndim)
+    _core.sdpa_backward(
+        (q4, qa.code),
+        (k4, ka.code),
+        (v4, va.code),
+        out_arg,
+        lse_arg,
+        (dout4, da.code),
+        (dq4, qa.code),
+        (dk4, ka.code),
+        (dv4, va.code),
+        **opts,
+    )
+    return dq, dk, dv
+
+
+def _as_rows4(a, ndim: int):
+    return a.shape if ndim == 4 else ((1,) + a.shape if ndim == 3 else (1, 1) + a.shape)
+
+
+def _check_shape(a, name: str, shape4, layout: str, ndim: int):
+    if a.view.ndim != ndim:
+        raise _core.ShapeError(f"{name} has {a.view.ndim} dimensions, q has {ndim}: give {name} q's rank")
+    view4 = _arrays.to_blhd(a.view, name, layout)
+    if tuple(view4.shape) != tuple(shape4):
+        raise _core.ShapeError(
+            f"{name} has shape {tuple(a.view.shape)}, which is {tuple(view4.shape)} as [B, L, H, W]; "
+            f"expected {tuple(shape4)} as [B, L, H, W] (layout {layout})"
+        )
+    return view4
+
+
+def _given_out_input(x: Any, name: str, shape4, layout: str, ndim: int):
+    a = _arrays.as_array(x, name)
+    return a, _check_shape(a, name, shape4, layout, ndim)

@@ -1,0 +1,518 @@
+/*
+ * attn_module.c — the CPython extension attn._core: libattn's scaled
+ * dot-product attention, forward and backward, on the caller's buffers.
+ *
+ * Shape legend (attn.h): q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
+ *                        out, dout [B, L, Hq, Dv]  weights [B, Hq, L, S]
+ *                        lse [B, Hq, L]  dq like q  dk like k  dv like v
+ *
+ * This layer is private: attn/_sdpa.py is its only caller.  Python turns
+ * numpy arrays and torch tensors into 4-D [B, L, H, D] views (a transpose
+ * for the [B, H, L, D] layout, new axes for the 2-D and 3-D shorthands) and
+ * allocates the outputs; this file reads each view through the buffer
+ * protocol, hands its pointer and element strides to libattn without a
+ * copy, and releases the GIL for the kernel call.  Each tensor argument is
+ * a pair (buffer, dtype code), the code one of attn_dtype's ATTN_F32,
+ * ATTN_F16 or ATTN_BF16: numpy has no bfloat16, so Python passes such data
+ * as a uint16 view and says what it is.
+ *
+ * Errors: a libattn status becomes the exception class registered for it
+ * (attn.ShapeError for ATTN_ERR_SHAPE, ...) carrying attn_last_error()'s
+ * message and the code as .status; a buffer this layer cannot pass on
+ * (wrong item size, a negative stride, a last axis that is not contiguous)
+ * is a TypeError or an attn.ShapeError naming the argument.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <attn.h>
+
+#include <stdbool.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ exceptions */
+
+/* One class per attn_status, created at import (module_exec), each a
+ * subclass of attn.Error and of the builtin exception a Python user would
+ * catch for that kind of failure. */
+typedef struct status_class {
+    attn_status status;
+    const char *name;      /* attn.<name> */
+    PyObject **builtin;    /* the second base, or NULL for attn.Error alone */
+    const char *doc;
+} status_class;
+
+static PyObject *attn_error_class; /* attn.Error */
+
+static const status_class status_classes[] = {
+    {ATTN_ERR_INVALID_ARGUMENT, "ArgumentError", &PyExc_ValueError,
+     "An argument or option value attn refuses (ATTN_ERR_INVALID_ARGUMENT)."},
+    {ATTN_ERR_SHAPE, "ShapeError", &PyExc_ValueError,
+     "Sizes or strides that do not fit together (ATTN_ERR_SHAPE)."},
+    {ATTN_ERR_OVERFLOW, "SizeOverflowError", &PyExc_OverflowError,
+     "A size product that overflows (ATTN_ERR_OVERFLOW)."},
+    {ATTN_ERR_OUT_OF_MEMORY, "OutOfMemoryError", &PyExc_MemoryError,
+     "The library could not allocate its workspace (ATTN_ERR_OUT_OF_MEMORY)."},
+    {ATTN_ERR_IO, "FileError", &PyExc_OSError, "Open, read, write or rename failed (ATTN_ERR_IO)."},
+    {ATTN_ERR_FORMAT, "FormatError", &PyExc_ValueError,
+     "A malformed or truncated file (ATTN_ERR_FORMAT)."},
+    {ATTN_ERR_UNSUPPORTED, "UnsupportedError", &PyExc_NotImplementedError,
+     "Valid input this build cannot handle, e.g. float16 where a kernel computes float32 "
+     "(ATTN_ERR_UNSUPPORTED)."},
+    {ATTN_ERR_NONFINITE, "NonFiniteError", &PyExc_ValueError,
+     "NaN or Inf found by a check (ATTN_ERR_NONFINITE)."},
+    {ATTN_ERR_INTERNAL, "InternalError", &PyExc_RuntimeError,
+     "A bug in attn: please report it with the message (ATTN_ERR_INTERNAL)."},
+    {ATTN_ERR_TIMEOUT, "WaitTimeoutError", &PyExc_TimeoutError,
+     "Another process did not answer in time (ATTN_ERR_TIMEOUT)."},
+    {ATTN_ERR_BUDGET, "BudgetError", &PyExc_ValueError,
+     "Beyond a documented work budget; the message names the cheaper alternative "
+     "(ATTN_ERR_BUDGET)."},
+};
+#define N_STATUS_CLASSES (sizeof status_classes / sizeof status_classes[0])
+static PyObject *status_class_objects[N_STATUS_CLASSES];
+
+static PyObject *class_for_status(attn_status st) {
+    for (size_t i = 0; i < N_STATUS_CLASSES; i++)
+        if (status_classes[i].status == st) return status_class_objects[i];
+    return attn_error_class;
+}
+
+/* Raises the class of st with msg (attn_last_error() when msg is NULL) and
+ * the attributes .status (the code) and .status_name (attn_status_str). */
+static void raise_status(attn_status st, const char *msg) {
+    if (!msg || !*msg) msg = attn_last_error();
+    if (!msg || !*msg) msg = attn_status_str(st);
+    PyObject *cls = class_for_status(st);
+    PyObject *exc = PyObject_CallFunction(cls, "s", msg);
+    if (!exc) return;
+    PyObject *code = PyLong_FromLong((long)st);
+    PyObject *name = PyUnicode_FromString(attn_status_str(st));
+    if (code && name && PyObject_SetAttrString(exc, "status", code) == 0 &&
+        PyObject_SetAttrString(exc, "status_name", name) == 0)
+        PyErr_SetObject(cls, exc);
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+    Py_DECREF(exc);
+}
+
+/* -------------------------------------------------------- debug pointers */
+
+/* The data pointers the last call on this thread handed to libattn, for the
+ * tests' proof that nothing was copied on the way (_core.last_pointers()). */
+enum { PTR_Q, PTR_K, PTR_V, PTR_OUT, PTR_DOUT, PTR_DQ, PTR_DK, PTR_DV, PTR_WEIGHTS, PTR_LSE,
+       PTR_MASK, PTR_BIAS, N_PTRS };
+static const char *const ptr_names[N_PTRS] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv",
+                                              "weights", "lse", "mask", "bias"};
+static _Thread_local const void *last_ptrs[N_PTRS];
+
+/* --------------------------------------------------------------- buffers */
+
+/* The buffers one call holds; all released by buffers_release. */
+typedef struct buffers {
+    Py_buffer views[16];
+    int n;
+} buffers;
+
+static void buffers_release(buffers *b) {
+    for (int i = 0; i < b->n; i++) PyBuffer_Release(&b->views[i]);
+    b->n = 0;
+}
+
+static Py_buffer *buffers_get(buffers *b, PyObject *obj, const char *name, bool writable) {
+    Py_buffer *view = &b->views[b->n];
+    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_Format(PyExc_TypeError, "%s: %s buffer needed, %R does not give one (%S)", name,
+                     writable ? "a writable" : "a", (PyObject *)Py_TYPE(obj), value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    b->n++;
+    return view;
+}
+
+/* A (buffer, dtype code) pair as a 4-D attn_tensor.  Size-1 dimensions may
+ * have any stride (numpy and torch give them arbitrary ones): they are set
+ * to what libattn accepts.  *missing is set when obj is None and may_be_none. */
+static int tensor_arg(buffers *b, PyObject *arg, const char *name, bool writable, attn_tensor *t,
+                      bool may_be_none, bool *missing) {
+    PyObject *obj;
+    int code;
+    if (missing) *missing = false;
+    if (arg == Py_None && may_be_none) {
+        if (missing) *missing = true;
+        return 0;
+    }
+    if (!PyArg_ParseTuple(arg, "Oi", &obj, &code)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a (buffer, dtype) pair", name);
+        return -1;
+    }
+    const size_t itemsize = attn_dtype_size((attn_dtype)code);
+    if (code != ATTN_F32 && code != ATTN_F16 && code != ATTN_BF16) {
+        PyErr_Format(PyExc_TypeError, "%s: dtype %s is not a tensor dtype (float32, float16, bfloat16)",
+                     name, attn_dtype_name((attn_dtype)code));
+        return -1;
+    }
+    Py_buffer *view = buffers_get(b, obj, name, writable);
+    if (!view) return -1;
+    if (view->ndim != 4) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "%s: expected a 4-D view, got %d dimensions",
+                     name, view->ndim);
+        return -1;
+    }
+    if ((size_t)view->itemsize != itemsize) {
+        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes cannot hold %s", name, view->itemsize,
+                     attn_dtype_name((attn_dtype)code));
+        return -1;
+    }
+    memset(t, 0, sizeof *t);
+    t->data = view->buf;
+    t->dtype = (attn_dtype)code;
+    for (int i = 0; i < 4; i++) {
+        const Py_ssize_t extent = view->shape[i], bytes = view->strides[i];
+        t->shape[i] = extent;
+        if (extent <= 1) {
+            t->stride[i] = i == 3 ? 1 : 0;
+            continue;
+        }
+        if (bytes < 0) {
+            PyErr_Format(class_for_status(ATTN_ERR_SHAPE),
+                         "%s: axis of size %zd has a negative stride (a reversed view): libattn "
+                         "needs non-negative strides; pass a copy (numpy.ascontiguousarray)",
+                         name, extent);
+            return -1;
+        }
+        if (bytes % view->itemsize != 0) {
+            PyErr_Format(class_for_status(ATTN_ERR_SHAPE),
+                         "%s: a stride of %zd bytes is not a whole number of %zd-byte elements",
+                         name, bytes, view->itemsize);
+            return -1;
+        }
+        t->stride[i] = bytes / view->itemsize;
+    }
+    if (t->stride[3] != 1) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE),
+                     "%s: the last axis (width %lld) is not contiguous (stride %lld elements): "
+                     "libattn reads rows as contiguous vectors; pass a copy "
+                     "(numpy.ascontiguousarray, tensor.contiguous())",
+                     name, (long long)t->shape[3], (long long)t->stride[3]);
+        return -1;
+    }
+    return 0;
+}
+
+/* A C-contiguous buffer of exactly `count` items of `itemsize` bytes (or
+ * of any count when count < 0); *data is NULL for None.  shape4, when
+ * given, receives its shape, which must have 4 dimensions. */
+static int flat_arg(buffers *b, PyObject *obj, const char *name, bool writable, Py_ssize_t itemsize,
+                    Py_ssize_t count, void **data, int64_t shape4[4]) {
+    *data = NULL;
+    if (obj == Py_None) return 0;
+    Py_buffer *view = buffers_get(b, obj, name, writable);
+    if (!view) return -1;
+    if (view->itemsize != itemsize) {
+        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes, expected %zd", name, view->itemsize,
+                     itemsize);
+        return -1;
+    }
+    if (!PyBuffer_IsContiguous(view, 'C')) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "%s: must be C-contiguous", name);
+        return -1;
+    }
+    if (count >= 0 && view->len != count * itemsize) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "%s: holds %zd items, expected %zd", name,
+                     view->len / itemsize, count);
+        return -1;
+    }
+    if (shape4) {
+        if (view->ndim != 4) {
+            PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "%s: expected 4 dimensions, got %d", name,
+                         view->ndim);
+            return -1;
+        }
+        for (int i = 0; i < 4; i++) shape4[i] = view->shape[i];
+    }
+    *data = view->buf;
+    return 0;
+}
+
+/* --------------------------------------------------------------- options */
+
+/* The keyword options both directions take; mask, bias and key lengths
+ * are buffers, held in b until the call returns. */
+typedef struct call_options {
+    double scale;
+    int causal, align, kernel, threads;
+    PyObject *window, *key_lengths, *mask, *bias;
+} call_options;
+
+#define OPTION_KEYWORDS "scale", "causal", "align", "window", "key_lengths", "mask", "bias", \
+                        "kernel", "threads"
+
+static int fill_options(buffers *b, const call_options *c, int64_t batch, attn_sdpa_options *opt) {
+    void *data;
+    opt->scale = (float)c->scale;
+    opt->causal = c->causal;
+    opt->align = c->align ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    opt->kernel = (attn_kernel)c->kernel;
+    opt->threads = c->threads;
+    if (c->window != Py_None) {
+        long long left, right;
+        if (!PyArg_ParseTuple(c->window, "LL", &left, &right)) {
+            PyErr_SetString(PyExc_TypeError, "window: expected (left, right), -1 = unbounded");
+            return -1;
+        }
+        opt->window = 1;
+        opt->window_left = left;
+        opt->window_right = right;
+    }
+    if (flat_arg(b, c->key_lengths, "key_lengths", false, 8, batch, &data, NULL)) return -1;
+    opt->key_lengths = data;
+    if (flat_arg(b, c->mask, "mask", false, 1, -1, &data, opt->mask_shape)) return -1;
+    opt->mask = data;
+    if (flat_arg(b, c->bias, "bias", false, 4, -1, &data, opt->bias_shape)) return -1;
+    opt->bias = data;
+    last_ptrs[PTR_MASK] = opt->mask;
+    last_ptrs[PTR_BIAS] = opt->bias;
+    return 0;
+}
+
+/* After a kernel call: the status as an exception, then any Ctrl-C that
+ * arrived while the GIL was released (libattn's calls cannot be stopped
+ * half-way: attn_progress_fn returns nothing). */
+static PyObject *finish_call(attn_status st) {
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    if (PyErr_CheckSignals() != 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* --------------------------------------------------------------- forward */
+
+PyDoc_STRVAR(sdpa_forward_doc,
+             "sdpa_forward(q, k, v, out, weights=None, lse=None, *, scale=0.0, causal=0, align=0,\n"
+             "             window=None, key_lengths=None, mask=None, bias=None, kernel=0, threads=0)\n"
+             "--\n\n"
+             "attn_sdpa_forward on 4-D [B, L, H, D] views; private (attn.sdpa is the API).\n"
+             "q, k, v, out: (buffer, dtype code) pairs; weights [B, Hq, L, S] and lse [B, Hq, L]\n"
+             "C-contiguous float32 buffers or None; mask uint8 and bias float32, C-contiguous\n"
+             "[B|1, Hq|1, L|1, S|1]; key_lengths int64 [B].  Writes out (and weights, lse).");
+
+static PyObject *sdpa_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"q", "k", "v", "out", "weights", "lse", OPTION_KEYWORDS, NULL};
+    PyObject *q_arg, *k_arg, *v_arg, *out_arg, *weights_arg = Py_None, *lse_arg = Py_None;
+    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|OO$dpiOOOOii", keywords, &q_arg, &k_arg,
+                                     &v_arg, &out_arg, &weights_arg, &lse_arg, &c.scale, &c.causal,
+                                     &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
+                                     &c.kernel, &c.threads))
+        return NULL;
+    buffers b = {.n = 0};
+    attn_tensor q, k, v, out;
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    void *weights = NULL, *lse = NULL;
+    PyObject *result = NULL;
+    if (tensor_arg(&b, q_arg, "q", false, &q, false, NULL) ||
+        tensor_arg(&b, k_arg, "k", false, &k, false, NULL) ||
+        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) ||
+        tensor_arg(&b, out_arg, "out", true, &out, false, NULL))
+        goto done;
+    const Py_ssize_t rows = (Py_ssize_t)q.shape[0] * (Py_ssize_t)q.shape[2] * (Py_ssize_t)q.shape[1];
+    if (flat_arg(&b, weights_arg, "weights", true, 4, rows * (Py_ssize_t)k.shape[1], &weights, NULL) ||
+        flat_arg(&b, lse_arg, "lse", true, 4, rows, &lse, NULL) ||
+        fill_options(&b, &c, q.shape[0], &opt))
+        goto done;
+    last_ptrs[PTR_Q] = q.data;
+    last_ptrs[PTR_K] = k.data;
+    last_ptrs[PTR_V] = v.data;
+    last_ptrs[PTR_OUT] = out.data;
+    last_ptrs[PTR_WEIGHTS] = weights;
+    last_ptrs[PTR_LSE] = lse;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_sdpa_forward(&q, &k, &v, &opt, &out, weights, lse);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    buffers_release(&b);
+    return result;
+}
+
+/* -------------------------------------------------------------- backward */
+
+PyDoc_STRVAR(sdpa_backward_doc,
+             "sdpa_backward(q, k, v, out, lse, dout, dq, dk, dv, *, <the forward's options>)\n"
+             "--\n\n"
+             "attn_sdpa_backward on 4-D [B, L, H, D] views; private (attn.sdpa_backward is the\n"
+             "API).  out and lse both given (the forward's, for these inputs) or both None;\n"
+             "dq, dk, dv: writable (buffer, dtype) pairs, or None to skip that gradient.");
+
+static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv",
+                               OPTION_KEYWORDS, NULL};
+    PyObject *q_arg, *k_arg, *v_arg, *out_arg, *lse_arg, *dout_arg, *dq_arg, *dk_arg, *dv_arg;
+    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|$dpiOOOOii", keywords, &q_arg, &k_arg,
+                                     &v_arg, &out_arg, &lse_arg, &dout_arg, &dq_arg, &dk_arg,
+                                     &dv_arg, &c.scale, &c.causal, &c.align, &c.window,
+                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads))
+        return NULL;
+    buffers b = {.n = 0};
+    attn_tensor q, k, v, out, dout, dq, dk, dv;
+    bool no_out, no_dq, no_dk, no_dv;
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    void *lse = NULL;
+    PyObject *result = NULL;
+    if (tensor_arg(&b, q_arg, "q", false, &q, false, NULL) ||
+        tensor_arg(&b, k_arg, "k", false, &k, false, NULL) ||
+        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) ||
+        tensor_arg(&b, out_arg, "out", false, &out, true, &no_out) ||
+        tensor_arg(&b, dout_arg, "dout", false, &dout, false, NULL) ||
+        tensor_arg(&b, dq_arg, "dq", true, &dq, true, &no_dq) ||
+        tensor_arg(&b, dk_arg, "dk", true, &dk, true, &no_dk) ||
+        tensor_arg(&b, dv_arg, "dv", true, &dv, true, &no_dv))
+        goto done;
+    const Py_ssize_t rows = (Py_ssize_t)q.shape[0] * (Py_ssize_t)q.shape[2] * (Py_ssize_t)q.shape[1];
+    if (flat_arg(&b, lse_arg, "lse", false, 4, rows, &lse, NULL) ||
+        fill_options(&b, &c, q.shape[0], &opt))
+        goto done;
+    if (no_out != (lse == NULL)) {
+        raise_status(ATTN_ERR_INVALID_ARGUMENT, "out and lse: give both (the forward's) or neither");
+        goto done;
+    }
+    last_ptrs[PTR_Q] = q.data;
+    last_ptrs[PTR_K] = k.data;
+    last_ptrs[PTR_V] = v.data;
+    last_ptrs[PTR_OUT] = no_out ? NULL : out.data;
+    last_ptrs[PTR_LSE] = lse;
+    last_ptrs[PTR_DOUT] = dout.data;
+    last_ptrs[PTR_DQ] = no_dq ? NULL : dq.data;
+    last_ptrs[PTR_DK] = no_dk ? NULL : dk.data;
+    last_ptrs[PTR_DV] = no_dv ? NULL : dv.data;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_sdpa_backward(&q, &k, &v, &opt, no_out ? NULL : &out, lse, &dout, no_dq ? NULL : &dq,
+                            no_dk ? NULL : &dk, no_dv ? NULL : &dv);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    buffers_release(&b);
+    return result;
+}
+
+/* ------------------------------------------------------------ the others */
+
+PyDoc_STRVAR(last_pointers_doc,
+             "last_pointers() -> dict\n--\n\n"
+             "The data pointers (as ints, 0 for none) the last call on this thread handed to\n"
+             "libattn: the tests' proof that arrays reach the library without a copy.");
+
+static PyObject *last_pointers(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < N_PTRS; i++) {
+        PyObject *p = PyLong_FromVoidPtr((void *)last_ptrs[i]);
+        if (!p || PyDict_SetItemString(d, ptr_names[i], p) != 0) {
+            Py_XDECREF(p);
+            Py_CLEAR(d);
+            break;
+        }
+        Py_DECREF(p);
+    }
+    return d;
+}
+
+PyDoc_STRVAR(raise_for_status_doc,
+             "raise_for_status(status, message)\n--\n\n"
+             "Raises the exception class of an attn_status code with message (for the tests\n"
+             "and for Python code that reports a library failure the same way).");
+
+static PyObject *raise_for_status(PyObject *self, PyObject *args) {
+    int st;
+    const char *msg;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "is", &st, &msg)) return NULL;
+    if (st == ATTN_OK) Py_RETURN_NONE;
+    raise_status((attn_status)st, msg);
+    return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+    {"sdpa_forward", (PyCFunction)(void (*)(void))sdpa_forward, METH_VARARGS | METH_KEYWORDS,
+     sdpa_forward_doc},
+    {"sdpa_backward", (PyCFunction)(void (*)(void))sdpa_backward, METH_VARARGS | METH_KEYWORDS,
+     sdpa_backward_doc},
+    {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
+    {"raise_for_status", raise_for_status, METH_VARARGS, raise_for_status_doc},
+    {NULL, NULL, 0, NULL}};
+
+/* The module refuses to load against a libattn whose version is not the
+ * one its headers declared: a mixed installation gives wrong answers or
+ * crashes later, so it fails here, with both versions in the message. */
+static int check_library_version(void) {
+    if (attn_version_number() == ATTN_VERSION_NUMBER && strcmp(attn_version(), ATTN_VERSION_STRING) == 0)
+        return 0;
+    PyErr_Format(PyExc_ImportError,
+                 "attn: the extension attn._core was built against libattn %s but the library "
+                 "loaded is %s: reinstall the package (pip install --force-reinstall .) so that "
+                 "both come from one build",
+                 ATTN_VERSION_STRING, attn_version());
+    return -1;
+}
+
+static int add_classes(PyObject *m) {
+    attn_error_class = PyErr_NewExceptionWithDoc(
+        "attn.Error",
+        "Every failure libattn reports: .status is the attn_status code (negative), "
+        ".status_name its name, str() attn_last_error()'s message.",
+        NULL, NULL);
+    if (!attn_error_class || PyModule_AddObjectRef(m, "Error", attn_error_class) != 0) return -1;
+    for (size_t i = 0; i < N_STATUS_CLASSES; i++) {
+        const status_class *sc = &status_classes[i];
+        char qualified[64];
+        snprintf(qualified, sizeof qualified, "attn.%s", sc->name);
+        PyObject *bases = PyTuple_Pack(2, attn_error_class, *sc->builtin);
+        if (!bases) return -1;
+        PyObject *cls = PyErr_NewExceptionWithDoc(qualified, sc->doc, bases, NULL);
+        Py_DECREF(bases);
+        if (!cls) return -1;
+        status_class_objects[i] = cls;
+        if (PyModule_AddObjectRef(m, sc->name, cls) != 0) return -1;
+    }
+    return 0;
+}
+
+static int module_exec(PyObject *m) {
+    if (check_library_version() != 0 || add_classes(m) != 0) return -1;
+    if (PyModule_AddStringConstant(m, "__version__", attn_version()) != 0 ||
+        PyModule_AddStringConstant(m, "header_version", ATTN_VERSION_STRING) != 0 ||
+        PyModule_AddStringConstant(m, "isa", attn_isa_name()) != 0 ||
+        PyModule_AddIntConstant(m, "F32", ATTN_F32) != 0 ||
+        PyModule_AddIntConstant(m, "F16", ATTN_F16) != 0 ||
+        PyModule_AddIntConstant(m, "BF16", ATTN_BF16) != 0)
+        return -1;
+    return 0;
+}
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "attn._core",
+    "libattn's scaled dot-product attention on Python buffers (private: use the attn package).",
+    -1, module_methods, NULL, NULL, NULL, NULL};
+
+/* Single-phase initialisation: the exception classes are process-wide
+ * (static), so the module is not meant for subinterpreters. */
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m && module_exec(m) != 0) Py_CLEAR(m);
+    return m;
+}
