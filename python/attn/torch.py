@@ -1,0 +1,141 @@
+"""attn.torch: torch.nn.functional.scaled_dot_product_attention, computed by libattn.
+
+    import attn.torch
+    out = attn.torch.scaled_dot_product_attention(query, key, value, is_causal=True)
+
+PyTorch's signature and semantics: query [N, ..., Hq, L, E], key
+[N, ..., Hkv, S, E], value [N, ..., Hkv, S, Ev] -> [N, ..., Hq, L, Ev];
+a boolean attn_mask is True where a query MAY attend, a float one is added
+to the scores, both broadcast to [N, ..., Hq, L, S]; is_causal is the
+top-left alignment; scale defaults to 1/sqrt(E); enable_gqa lets Hq be a
+multiple of Hkv.  Gradients flow through attn's backward (a
+torch.autograd.Function).  Differences from torch (docs/python.md): a
+query row that sees no key gives 0, not NaN; dropout_p must be 0; CPU
+tensors only, float32 computed (float16/bfloat16 passed through to
+libattn, which refuses them until its kernels take them); no gradient for
+a float attn_mask; scale must be positive.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from . import _core
+from ._sdpa import sdpa as _sdpa
+from ._sdpa import sdpa_backward as _sdpa_backward
+
+__all__ = ["scaled_dot_product_attention"]
+
+
+class _Attention(torch.autograd.Function):
+    """attn.sdpa forward, attn.sdpa_backward backward, in torch's layout."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, mask, bias, causal, scale):  # type: ignore[override]
+        out, lse = _sdpa(query, key, value, mask=mask, bias=bias, causal=causal, scale=scale,
+                         layout="BHLD", return_lse=True)
+        ctx.save_for_backward(query, key, value, out, lse)
+        ctx.attn_options = dict(mask=mask, bias=bias, causal=causal, scale=scale)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout):  # type: ignore[override]
+        query, key, value, out, lse = ctx.saved_tensors
+        if dout.stride(-1) != 1:  # autograd hands out expanded gradients (out.sum())
+            dout = dout.contiguous()
+        dq, dk, dv = _sdpa_backward(query, key, value, dout, out=out, lse=lse, layout="BHLD",
+                                    **ctx.attn_options)
+        return dq, dk, dv, None, None, None, None
+
+
+def _flatten_batch(t: torch.Tensor, name: str) -> torch.Tensor:
+    """[N, ..., H, L, E] with more than one batch axis as [N*..., H, L, E]."""
+    if t.dim() <= 4:
+        return t
+    return t.reshape(-1, *t.shape[-3:])
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: Optional[torch.Tensor] = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: Optional[float] = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """torch.nn.functional.scaled_dot_product_attention on libattn.
+
+    query [N, ..., Hq, L, E]  key [N, ..., Hkv, S, E]  value [N, ..., Hkv, S, Ev]
+    attn_mask: bool (True = may attend) or float (added), broadcastable to
+    [N, ..., Hq, L, S].  Returns [N, ..., Hq, L, Ev], query's dtype.
+    Hq == Hkv unless enable_gqa (then Hq a multiple of Hkv).
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if dropout_p != 0.0:
+        raise _core.UnsupportedError(
+            f"dropout_p={dropout_p}: attn has no dropout; pass dropout_p=0.0 (e.g. in eval mode)"
+        )
+    if is_causal and attn_mask is not None:
+        raise _core.ArgumentError("attn_mask and is_causal cannot both be set (as in PyTorch): "
+                                  "fold the causal rule into the mask")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, "
+                        f"{value.dtype}")
+    if query.dim() < 2 or key.dim() != query.dim() or value.dim() != query.dim():
+        raise _core.ShapeError(
+            f"query, key and value have {query.dim()}, {key.dim()} and {value.dim()} dimensions: "
+            f"expected the same rank, at least 2 ([..., L, E])"
+        )
+    if query.dim() >= 3:
+        hq, hkv = query.shape[-3], key.shape[-3]
+        if hq != hkv and not enable_gqa:
+            raise _core.ShapeError(
+                f"query has {hq} heads and key {hkv}: the same number is needed unless "
+                f"enable_gqa=True"
+            )
+    if scale is not None and not (isinstance(scale, (int, float)) and scale > 0):
+        raise _core.ArgumentError(f"scale={scale!r}: attn takes a positive scale (or None)")
+    mask = bias = None
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor):
+            raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
+        if attn_mask.dtype == torch.bool:
+            mask = attn_mask
+        elif attn_mask.is_floating_point():
+            if attn_mask.requires_grad and torch.is_grad_enabled():
+                raise _core.UnsupportedError(
+                    "attn_mask requires grad: attn's backward gives no gradient for an additive "
+                    "mask; pass attn_mask.detach()"
+                )
+            bias = attn_mask
+        else:
+            raise TypeError(f"attn_mask has dtype {attn_mask.dtype}: expected bool (True = may "
+                            f"attend) or a float type (added to the scores)")
+    shape = query.shape
+    if query.dim() > 4:
+        full = tuple(shape[:-3])
+        query, key, value = (_flatten_batch(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
+        m = mask if mask is not None else bias
+        if m is not None:
+            heads = m.shape[-3] if m.dim() >= 3 else 1
+            m = m.expand(*full, heads, *m.shape[-2:]).reshape(-1, heads, *m.shape[-2:])
+            mask, bias = (m, None) if mask is not None else (None, m)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    causal = bool(is_causal)
+    needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+    if needs_grad:
+        out = _Attention.apply(query, key, value, mask, bias, causal, scale)
+    else:
+        out = _sdpa(query, key, value, mask=mask, bias=bias, causal=causal, scale=scale, layout="BHLD")
+    if len(shape) > 4:
+        out = out.reshape(*shape[:-1], out.shape[-1])
+    return out

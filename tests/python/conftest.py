@@ -1,0 +1,68 @@
+"""Shared pieces of the Python binding's tests (run by scripts/test-python.sh).
+
+Tolerances come in pairs as in tests/support/tolerances.h: RTOL relative,
+ATOL absolute for values near zero, both against float64 references.
+"""
+
+import numpy as np
+import pytest
+
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def rand(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def reference(q, k, v, *, causal=False, align="top-left", mask=None, bias=None, scale=None,
+              key_lengths=None):
+    """Attention in float64, in attn's layout: q [B, L, Hq, D], k [B, S, Hkv, D],
+    v [B, S, Hkv, Dv] -> (out [B, L, Hq, Dv], weights [B, Hq, L, S], lse [B, Hq, L]).
+    Written from docs/semantics.md, independent of the library."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    b, l, hq, d = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    group = hq // hkv
+    kk = np.repeat(k, group, axis=2)
+    vv = np.repeat(v, group, axis=2)
+    scale = 1.0 / np.sqrt(d) if scale is None else scale
+    scores = np.einsum("blhd,bshd->bhls", q, kk) * scale
+    visible = np.ones((b, hq, l, s), dtype=bool)
+    if causal:
+        offset = 0 if align == "top-left" else s - l
+        visible &= (np.arange(s)[None, :] <= np.arange(l)[:, None] + offset)
+    if key_lengths is not None:
+        visible &= (np.arange(s)[None, None, None, :] < np.asarray(key_lengths)[:, None, None, None])
+    if mask is not None:
+        m = np.asarray(mask).astype(bool)
+        visible &= np.broadcast_to(m.reshape((1,) * (4 - m.ndim) + m.shape), visible.shape)
+    if bias is not None:
+        bb = np.asarray(bias, dtype=np.float64)
+        scores = scores + np.broadcast_to(bb.reshape((1,) * (4 - bb.ndim) + bb.shape), scores.shape)
+        visible &= np.isfinite(scores) | (scores > 0)
+    scores = np.where(visible, scores, -np.inf)
+    top = np.max(scores, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.where(visible, np.exp(scores - top), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    weights = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    with np.errstate(divide="ignore"):
+        lse = np.where(total[..., 0] > 0, np.log(np.where(total[..., 0] > 0, total[..., 0], 1.0)) + top[..., 0], -np.inf)
+    out = np.einsum("bhls,bshd->blhd", weights, vv)
+    return out, weights, lse
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def torch():
+    try:
+        import torch as t
+    except ImportError:
+        pytest.skip("torch is not installed: the tests against PyTorch skip "
+                    "(scripts/test-python.sh installs it unless ATTN_PY_TORCH=0)")
+    return t

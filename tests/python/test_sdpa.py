@@ -1,0 +1,126 @@
+"""attn.sdpa and attn.sdpa_backward on numpy arrays, against a float64
+reference written from docs/semantics.md (no torch needed)."""
+
+import numpy as np
+import pytest
+
+import attn
+from conftest import ATOL, RTOL, rand, reference
+
+
+def test_version_is_the_library_version():
+    assert attn.__version__ == attn._core.__version__ == attn._core.header_version
+    assert attn.__version__.count(".") == 2
+
+
+@pytest.mark.parametrize("b,l,s,hq,hkv,d,dv", [(1, 1, 1, 1, 1, 1, 1), (3, 17, 5, 4, 2, 40, 7),
+                                               (2, 3, 113, 8, 1, 16, 16), (1, 9, 9, 2, 2, 80, 3)])
+@pytest.mark.parametrize("causal", [False, "top-left", "lower-right"])
+def test_forward_matches_reference(rng, b, l, s, hq, hkv, d, dv, causal):
+    q, k, v = rand(rng, b, l, hq, d), rand(rng, b, s, hkv, d), rand(rng, b, s, hkv, dv)
+    out, w, lse = attn.sdpa(q, k, v, causal=causal, return_weights=True, return_lse=True)
+    ro, rw, rl = reference(q, k, v, causal=bool(causal), align=causal or "top-left")
+    np.testing.assert_allclose(out, ro, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(w, rw, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(lse, rl, rtol=RTOL, atol=ATOL)
+
+
+def test_bhld_layout_is_the_transpose(rng):
+    q, k, v = rand(rng, 2, 4, 6, 8), rand(rng, 2, 2, 9, 8), rand(rng, 2, 2, 9, 5)  # [B, H, L, D]
+    out = attn.sdpa(q, k, v, layout="BHLD", causal=True)
+    assert out.shape == (2, 4, 6, 5)
+    ro, _, _ = reference(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), causal=True)
+    np.testing.assert_allclose(out, ro.transpose(0, 2, 1, 3), rtol=RTOL, atol=ATOL)
+
+
+def test_shorthands(rng):
+    q, k, v = rand(rng, 5, 4), rand(rng, 6, 4), rand(rng, 6, 3)
+    out, w, lse = attn.sdpa(q, k, v, return_weights=True, return_lse=True)
+    assert out.shape == (5, 3) and w.shape == (5, 6) and lse.shape == (5,)
+    ro, rw, _ = reference(q[None, :, None], k[None, :, None], v[None, :, None])
+    np.testing.assert_allclose(out, ro[0, :, 0], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(w, rw[0, 0], rtol=RTOL, atol=ATOL)
+    q3, k3, v3 = rand(rng, 5, 2, 4), rand(rng, 6, 2, 4), rand(rng, 6, 2, 3)  # [L, H, D]
+    out3 = attn.sdpa(q3, k3, v3)
+    np.testing.assert_allclose(out3, reference(q3[None], k3[None], v3[None])[0][0], rtol=RTOL, atol=ATOL)
+
+
+def test_the_chapter_example():
+    c = np.sqrt(2.0) * np.log(2.0)
+    q = np.array([[1, 0], [0, 1], [1, 1]], np.float32)
+    k = np.array([[c, 0], [0, c], [c, c]], np.float32)
+    v = np.array([[2, 0], [0, 1], [2, 1]], np.float32)
+    out, w = attn.sdpa(q, k, v, causal=True, return_weights=True)
+    np.testing.assert_allclose(w[1, :2], [1 / 3, 2 / 3], rtol=RTOL)  # scores 0 and ln 2
+    ro, rw, _ = reference(q[None, :, None], k[None, :, None], v[None, :, None], causal=True)
+    np.testing.assert_allclose(out, ro[0, :, 0], rtol=RTOL, atol=ATOL)
+
+
+def test_masks_bias_window_key_lengths(rng):
+    b, l, s, h, d = 2, 7, 11, 3, 8
+    q, k, v = rand(rng, b, l, h, d), rand(rng, b, s, h, d), rand(rng, b, s, h, d)
+    mask = rng.random((b, 1, l, s)) > 0.3
+    bias = rand(rng, 1, h, 1, s)
+    lens = np.array([11, 4])
+    out = attn.sdpa(q, k, v, mask=mask, bias=bias, key_lengths=lens, scale=0.7)
+    ro, _, _ = reference(q, k, v, mask=mask, bias=bias, key_lengths=lens, scale=0.7)
+    np.testing.assert_allclose(out, ro, rtol=RTOL, atol=ATOL)
+    # window (1, 0) lower-right: each query sees its diagonal key and one before
+    out, w = attn.sdpa(q, k, v, causal="lower-right", window=(1, 0), return_weights=True)
+    assert ((w > 0).sum(axis=-1) == 2).all()
+
+
+def test_fully_masked_rows_are_zero_never_nan(rng):
+    q, k, v = rand(rng, 1, 4, 2, 8), rand(rng, 1, 5, 2, 8), rand(rng, 1, 5, 2, 8)
+    mask = np.ones((4, 5), bool)
+    mask[2] = False
+    out, w, lse = attn.sdpa(q, k, v, mask=mask, return_weights=True, return_lse=True)
+    assert not np.isnan(out).any()
+    assert (out[0, 2] == 0).all() and (w[0, :, 2] == 0).all() and np.isneginf(lse[0, :, 2]).all()
+    dq, dk, dv = attn.sdpa_backward(q, k, v, np.ones_like(out), mask=mask)
+    assert np.isfinite(dq).all() and (dq[0, 2] == 0).all()
+
+
+def test_backward_matches_finite_differences(rng):
+    q, k, v = rand(rng, 1, 3, 2, 4), rand(rng, 1, 4, 1, 4), rand(rng, 1, 4, 1, 2)
+    dout = rand(rng, 1, 3, 2, 2)
+    out, lse = attn.sdpa(q, k, v, causal=True, return_lse=True)
+    dq, dk, dv = attn.sdpa_backward(q, k, v, dout, out=out, lse=lse, causal=True)
+    dq2, dk2, dv2 = attn.sdpa_backward(q, k, v, dout, causal=True, kernel="ref")
+    for a, c in ((dq, dq2), (dk, dk2), (dv, dv2)):
+        np.testing.assert_allclose(a, c, rtol=RTOL, atol=ATOL)
+
+    def loss(qq, kk, vv):
+        return float((reference(qq, kk, vv, causal=True)[0] * dout).sum())
+
+    eps = 1e-6
+    for x, g in ((q, dq), (k, dk), (v, dv)):
+        x64 = x.astype(np.float64)
+        num = np.zeros_like(x64)
+        for idx in np.ndindex(x.shape):
+            plus, minus = x64.copy(), x64.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            args_p = [plus if y is x else y.astype(np.float64) for y in (q, k, v)]
+            args_m = [minus if y is x else y.astype(np.float64) for y in (q, k, v)]
+            num[idx] = (loss(*args_p) - loss(*args_m)) / (2 * eps)
+        np.testing.assert_allclose(g, num, rtol=1e-4, atol=1e-5)
+
+
+def test_backward_bhld_shapes(rng):
+    q, k, v = rand(rng, 2, 4, 6, 8), rand(rng, 2, 2, 9, 8), rand(rng, 2, 2, 9, 5)
+    dq, dk, dv = attn.sdpa_backward(q, k, v, rand(rng, 2, 4, 6, 5), layout="BHLD")
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+
+
+def test_half_dtypes_are_passed_through(rng):
+    q = rand(rng, 1, 3, 1, 4, dtype=np.float16)
+    try:
+        out = attn.sdpa(q, q, q)
+    except attn.UnsupportedError as e:  # main's kernels compute float32 only
+        assert "float16" in str(e) or "float32" in str(e)
+        assert e.status == -7
+    else:
+        assert out.dtype == np.float16
+        ro, _, _ = reference(q, q, q)
+        np.testing.assert_allclose(out.astype(np.float64), ro, rtol=1e-2, atol=1e-2)
