@@ -82,14 +82,14 @@ def _int(x: Any, name: str) -> int:
 def _inputs(q: Any, k: Any, v: Any, layout: str):
     _arrays.check_layout(layout)
     qa, ka, va = _arrays.as_array(q, "q"), _arrays.as_array(k, "k"), _arrays.as_array(v, "v")
+    q4 = _arrays.to_blhd(qa.view, "q", layout)
+    k4 = _arrays.to_blhd(ka.view, "k", layout)
+    v4 = _arrays.to_blhd(va.view, "v", layout)
     if not (qa.view.ndim == ka.view.ndim == va.view.ndim):
         raise _core.ShapeError(
             f"q, k and v have {qa.view.ndim}, {ka.view.ndim} and {va.view.ndim} dimensions: "
             f"give all three the same rank"
         )
-    q4 = _arrays.to_blhd(qa.view, "q", layout)
-    k4 = _arrays.to_blhd(ka.view, "k", layout)
-    v4 = _arrays.to_blhd(va.view, "v", layout)
     return qa, ka, va, q4, k4, v4
 
 
