@@ -91,6 +91,7 @@ def test_gradients_match_torch_autograd(torch, i):
         assert err <= RTOL * max(1.0, float(b.abs().max())), f"d{name}: max error {err:.3g}"
 
 
+@pytest.mark.filterwarnings("ignore:Input #:UserWarning")  # gradcheck's advice to use float64
 def test_gradcheck_style_finite_differences(torch):
     """torch.autograd.gradcheck's check (analytic vs numerical Jacobian) in
     float32: attn computes float32, so the step and tolerance are fp32's."""

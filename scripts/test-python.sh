@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test-python.sh — builds the Python package the way a user does (pip install .,
+# pyproject.toml: scikit-build-core over this CMake project) into a virtual
+# environment and runs its tests (tests/python, pytest).
+#
+#   scripts/test-python.sh [pytest arguments]
+#
+#   ATTN_PY_VENV=DIR   the environment (default build-python/venv), created when
+#                      absent and reused after: pip installs only what is missing
+#   ATTN_PY_TORCH=0    do not install torch (about 5 GB with its CUDA wheels,
+#                      3-4 minutes on a fresh machine): the tests against PyTorch
+#                      then skip, saying so
+#   ATTN_PY_EDITABLE=1 pip install -e . instead (the extension is rebuilt on import)
+#
+# Needs python3 with venv and its headers (Debian: python3-venv, python3-dev;
+# scripts/deps-python.txt) and the package index for numpy, pytest,
+# scikit-build-core and torch.  The CMake build is kept in build-python/ (the
+# pyproject's build-dir), so a second run recompiles only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+venv=${ATTN_PY_VENV:-build-python/venv}
+if [[ ! -x "$venv/bin/python" ]]; then
+    "${PYTHON:-python3}" -m venv "$venv"
+fi
+py="$venv/bin/python"
+packages=(numpy pytest scikit-build-core)
+if [[ "${ATTN_PY_TORCH:-1}" != 0 ]]; then
+    packages+=(torch)
+fi
+"$py" -m pip install -q "${packages[@]}"
+echo "== test-python: environment ready ($((SECONDS - start)) s)"
+# --no-build-isolation: the build uses the environment's scikit-build-core
+# instead of fetching one into a throw-away environment on every run.
+editable=()
+[[ "${ATTN_PY_EDITABLE:-0}" == 1 ]] && editable=(-e)
+"$py" -m pip install -q --no-build-isolation "${editable[@]}" .
+echo "== test-python: package built and installed ($((SECONDS - start)) s)"
+# From the tests' folder, so that `import attn` is the installed package.
+cd tests/python
+"$py" -m pytest -q -p no:cacheprovider "$@" .
+echo "== test-python: done ($((SECONDS - start)) s)"
