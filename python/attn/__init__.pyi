@@ -1,0 +1,92 @@
+# Type stubs of the attn package.  Shapes as in include/attn.h:
+#   layout "BLHD" (attn's, the default): q [B, L, Hq, D]  k [B, S, Hkv, D]
+#     v [B, S, Hkv, Dv]  out [B, L, Hq, Dv]
+#   layout "BHLD" (torch's):              q [B, Hq, L, D]  k [B, Hkv, S, D]
+#     v [B, Hkv, S, Dv]  out [B, Hq, L, Dv]
+#   weights [B, Hq, L, S] (heads before positions!)  lse [B, Hq, L]   both layouts
+from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
+
+import numpy as np
+import numpy.typing as npt
+
+# numpy.ndarray, torch.Tensor (CPU), or anything with the buffer protocol,
+# __array_interface__ or __dlpack__; float32, float16 or bfloat16.
+ArrayLike = Any
+Causal = Union[bool, Literal["top-left", "lower-right"]]
+Layout = Literal["BLHD", "BHLD"]
+Kernel = Literal["auto", "ref", "flash"]
+
+__version__: str
+
+class Error(Exception):
+    status: int
+    status_name: str
+
+class ArgumentError(Error, ValueError): ...
+class ShapeError(Error, ValueError): ...
+class SizeOverflowError(Error, OverflowError): ...
+class OutOfMemoryError(Error, MemoryError): ...
+class FileError(Error, OSError): ...
+class FormatError(Error, ValueError): ...
+class UnsupportedError(Error, NotImplementedError): ...
+class NonFiniteError(Error, ValueError): ...
+class InternalError(Error, RuntimeError): ...
+class WaitTimeoutError(Error, TimeoutError): ...
+class BudgetError(Error, ValueError): ...
+
+@overload
+def sdpa(
+    q: ArrayLike,  # [B, L, Hq, D] | [B, Hq, L, D] (layout), or [L, H, D] / [H, L, D], [L, D]
+    k: ArrayLike,  # [B, S, Hkv, D] | [B, Hkv, S, D]
+    v: ArrayLike,  # [B, S, Hkv, Dv] | [B, Hkv, S, Dv]
+    *,
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,  # (left, right), -1/None = unbounded
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,  # [B]
+    mask: Optional[ArrayLike] = ...,  # bool [L, S] .. [B, Hq, L, S], True = may attend
+    bias: Optional[ArrayLike] = ...,  # float [L, S] .. [B, Hq, L, S], added; -inf hides
+    scale: Optional[float] = ...,  # > 0, default 1/sqrt(D)
+    layout: Layout = ...,
+    return_weights: Literal[False] = ...,
+    return_lse: Literal[False] = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+    out: Optional[ArrayLike] = ...,  # [B, L, Hq, Dv] | [B, Hq, L, Dv], written
+) -> Any: ...  # out, q's kind (numpy or torch) and dtype
+@overload
+def sdpa(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    *,
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
+    mask: Optional[ArrayLike] = ...,
+    bias: Optional[ArrayLike] = ...,
+    scale: Optional[float] = ...,
+    layout: Layout = ...,
+    return_weights: bool = ...,
+    return_lse: bool = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+    out: Optional[ArrayLike] = ...,
+) -> Tuple[Any, ...]: ...  # (out, weights [B, Hq, L, S]?, lse [B, Hq, L]?), float32 extras
+def sdpa_backward(
+    q: ArrayLike,  # the forward's inputs, in layout
+    k: ArrayLike,
+    v: ArrayLike,
+    dout: ArrayLike,  # dLoss/dout, out's shape
+    *,
+    out: Optional[ArrayLike] = ...,  # the forward's out and lse (both or neither)
+    lse: Optional[ArrayLike] = ...,  # [B, Hq, L] float32
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
+    mask: Optional[ArrayLike] = ...,
+    bias: Optional[ArrayLike] = ...,
+    scale: Optional[float] = ...,
+    layout: Layout = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+) -> Tuple[Any, Any, Any]: ...  # (dq like q, dk like k, dv like v)
