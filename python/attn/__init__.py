@@ -29,7 +29,7 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
-from ._sdpa import sdpa, sdpa_backward
+from ._sdpa import sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
 #: package's version: both come from CMakeLists.txt's project() line.
@@ -61,6 +61,7 @@ _check_installed_version()
 __all__ = [
     "sdpa",
     "sdpa_backward",
+    "trace",
     "Error",
     "ArgumentError",
     "ShapeError",

@@ -4,7 +4,7 @@
 #   layout "BHLD" (torch's):              q [B, Hq, L, D]  k [B, Hkv, S, D]
 #     v [B, Hkv, S, Dv]  out [B, Hq, L, Dv]
 #   weights [B, Hq, L, S] (heads before positions!)  lse [B, Hq, L]   both layouts
-from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -90,3 +90,20 @@ def sdpa_backward(
     kernel: Kernel = ...,
     threads: Optional[int] = ...,
 ) -> Tuple[Any, Any, Any]: ...  # (dq like q, dk like k, dv like v)
+def trace(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    *,
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
+    mask: Optional[ArrayLike] = ...,
+    bias: Optional[ArrayLike] = ...,
+    scale: Optional[float] = ...,
+    layout: Layout = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+) -> Dict[str, npt.NDArray[np.float32]]: ...
+# hook_q [B, L, Hq, D], hook_k [B, S, Hkv, D], hook_v [B, S, Hkv, Dv],
+# hook_attn_scores and hook_pattern [B, Hq, L, S], hook_z [B, L, Hq, Dv]

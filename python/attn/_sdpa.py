@@ -284,3 +284,41 @@ def _check_shape(a, name: str, shape4, layout: str, ndim: int):
 def _given_out_input(x: Any, name: str, shape4, layout: str, ndim: int):
     a = _arrays.as_array(x, name)
     return a, _check_shape(a, name, shape4, layout, ndim)
+
+
+def trace(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: Any = False,
+    window: Any = None,
+    key_lengths: Any = None,
+    mask: Any = None,
+    bias: Any = None,
+    scale: Any = None,
+    layout: str = "BLHD",
+    kernel: str = "auto",
+    threads: Any = None,
+) -> dict:
+    """Every intermediate of one attention call (attn_sdpa_forward_traced),
+    under TransformerLens's hook names and in its axis order, whatever the
+    layout of the inputs:
+
+        hook_q            [B, L, Hq, D]     batch pos head_index d_head
+        hook_k            [B, S, Hkv, D]    (kv heads: GQA is not repeated)
+        hook_v            [B, S, Hkv, Dv]
+        hook_attn_scores  [B, Hq, L, S]     scale * q.k + bias; -inf where hidden
+        hook_pattern      [B, Hq, L, S]     the weights (rows sum to 1, or 0)
+        hook_z            [B, L, Hq, Dv]    each head's output
+
+    Returns a dict of new float32 numpy arrays (the library's buffers, copied
+    once).  The options are attn.sdpa's.  The 2-D and 3-D shorthands are
+    given their batch (and head) axes here, as TransformerLens would.
+    """
+    import numpy as np
+
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    hooks = _core.sdpa_trace((q4, qa.code), (k4, ka.code), (v4, va.code), **opts)
+    return {name: np.frombuffer(data, dtype=np.float32).reshape(shape) for name, (data, shape, _axes) in hooks.items()}

@@ -26,6 +26,7 @@
 #include <Python.h>
 
 #include <attn.h>
+#include <attn_interp.h>
 
 #include <stdbool.h>
 #include <string.h>
@@ -409,6 +410,65 @@ done:
     return result;
 }
 
+/* ----------------------------------------------------------------- trace */
+
+PyDoc_STRVAR(sdpa_trace_doc,
+             "sdpa_trace(q, k, v, *, <the forward's options>) -> dict\n"
+             "--\n\n"
+             "attn_sdpa_forward_traced without patches on 4-D [B, L, H, D] views; private\n"
+             "(attn.trace is the API).  Returns {hook name: (bytearray, shape, axes)} for every\n"
+             "hook the trace holds, in TransformerLens's axis order (attn_interp.h); the\n"
+             "library's buffers are copied once and freed.");
+
+static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"q", "k", "v", OPTION_KEYWORDS, NULL};
+    PyObject *q_arg, *k_arg, *v_arg;
+    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$dpiOOOOii", keywords, &q_arg, &k_arg,
+                                     &v_arg, &c.scale, &c.causal, &c.align, &c.window,
+                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads))
+        return NULL;
+    buffers b = {.n = 0};
+    attn_tensor q, k, v;
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    attn_trace trace = {0};
+    PyObject *result = NULL;
+    if (tensor_arg(&b, q_arg, "q", false, &q, false, NULL) ||
+        tensor_arg(&b, k_arg, "k", false, &k, false, NULL) ||
+        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) || fill_options(&b, &c, q.shape[0], &opt))
+        goto done;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_sdpa_forward_traced(&q, &k, &v, &opt, NULL, 0, &trace, NULL);
+    Py_END_ALLOW_THREADS
+    PyObject *ok = finish_call(st);
+    if (!ok) goto done;
+    Py_DECREF(ok);
+    result = PyDict_New();
+    for (int h = 0; result && h < ATTN_HOOK_COUNT; h++) {
+        attn_hook_tensor view;
+        if (attn_trace_get(&trace, (attn_hook)h, &view) != ATTN_OK) continue; /* bare: no W_O hooks */
+        Py_ssize_t count = 1;
+        PyObject *shape = PyTuple_New(view.ndim);
+        for (int i = 0; shape && i < view.ndim; i++) {
+            count *= (Py_ssize_t)view.shape[i];
+            PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong((long long)view.shape[i]));
+        }
+        PyObject *bytes = PyByteArray_FromStringAndSize((const char *)view.data,
+                                                        count * (Py_ssize_t)sizeof(float));
+        PyObject *entry = shape && bytes ? Py_BuildValue("(OOs)", bytes, shape, view.axes) : NULL;
+        Py_XDECREF(shape);
+        Py_XDECREF(bytes);
+        if (!entry || PyDict_SetItemString(result, view.name, entry) != 0) Py_CLEAR(result);
+        Py_XDECREF(entry);
+    }
+done:
+    attn_trace_free(&trace);
+    buffers_release(&b);
+    return result;
+}
+
 /* ------------------------------------------------------------ the others */
 
 PyDoc_STRVAR(last_pointers_doc,
@@ -452,6 +512,8 @@ static PyMethodDef module_methods[] = {
      sdpa_forward_doc},
     {"sdpa_backward", (PyCFunction)(void (*)(void))sdpa_backward, METH_VARARGS | METH_KEYWORDS,
      sdpa_backward_doc},
+    {"sdpa_trace", (PyCFunction)(void (*)(void))sdpa_trace, METH_VARARGS | METH_KEYWORDS,
+     sdpa_trace_doc},
     {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
     {"raise_for_status", raise_for_status, METH_VARARGS, raise_for_status_doc},
     {NULL, NULL, 0, NULL}};

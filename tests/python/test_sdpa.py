@@ -124,3 +124,19 @@ def test_half_dtypes_are_passed_through(rng):
         assert out.dtype == np.float16
         ro, _, _ = reference(q, q, q)
         np.testing.assert_allclose(out.astype(np.float64), ro, rtol=1e-2, atol=1e-2)
+
+
+def test_trace_has_transformerlens_hooks(rng):
+    q, k, v = rand(rng, 2, 5, 4, 8), rand(rng, 2, 6, 2, 8), rand(rng, 2, 6, 2, 3)
+    mask = rng.random((5, 6)) > 0.3
+    hooks = attn.trace(q, k, v, causal="lower-right", mask=mask)
+    assert sorted(hooks) == sorted(["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z"])
+    out, w = attn.sdpa(q, k, v, causal="lower-right", mask=mask, return_weights=True)
+    np.testing.assert_array_equal(hooks["hook_z"], out)  # bit-identical to the forward
+    np.testing.assert_array_equal(hooks["hook_q"], q)
+    np.testing.assert_allclose(hooks["hook_pattern"], w, rtol=RTOL, atol=ATOL)
+    assert np.isneginf(hooks["hook_attn_scores"][:, :, ~mask]).all()
+    # torch's layout in, TransformerLens's order out
+    bhld = attn.trace(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
+                      causal="lower-right", mask=mask, layout="BHLD")
+    np.testing.assert_array_equal(bhld["hook_z"], out)
