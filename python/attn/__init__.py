@@ -29,6 +29,7 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
+from ._module import mha_backward, mha_forward
 from ._sdpa import sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
@@ -62,6 +63,8 @@ __all__ = [
     "sdpa",
     "sdpa_backward",
     "trace",
+    "mha_forward",
+    "mha_backward",
     "Error",
     "ArgumentError",
     "ShapeError",

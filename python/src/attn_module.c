@@ -111,7 +111,7 @@ static _Thread_local const void *last_ptrs[N_PTRS];
 
 /* The buffers one call holds; all released by buffers_release. */
 typedef struct buffers {
-    Py_buffer views[16];
+    Py_buffer views[32]; /* the most one call holds: 24 (mha_backward) */
     int n;
 } buffers;
 
@@ -121,6 +121,10 @@ static void buffers_release(buffers *b) {
 }
 
 static Py_buffer *buffers_get(buffers *b, PyObject *obj, const char *name, bool writable) {
+    if (b->n == (int)(sizeof b->views / sizeof b->views[0])) {
+        PyErr_Format(PyExc_SystemError, "%s: too many buffers in one call", name);
+        return NULL;
+    }
     Py_buffer *view = &b->views[b->n];
     int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) != 0) {
@@ -410,6 +414,149 @@ done:
     return result;
 }
 
+/* ----------------------------------------------------------- the module */
+
+/* The module's arguments: sizes, then C-contiguous float32 buffers (None
+ * where optional), each checked against the size the sizes imply. */
+typedef struct module_args {
+    long long batch, len, context_len, d_model, d_context, heads, kv_heads, head_dim, value_dim,
+        d_out;
+    PyObject *x, *context, *w[4], *bias[4]; /* q, k, v, o */
+} module_args;
+
+static int module_fill(buffers *b, const module_args *a, attn_mha *m, const float **x,
+                       const float **context) {
+    static const char *const w_names[4] = {"wq", "wk", "wv", "wo"};
+    static const char *const b_names[4] = {"bq", "bk", "bv", "bo"};
+    const Py_ssize_t d_in[4] = {a->d_model, a->d_context, a->d_context, a->heads * a->value_dim};
+    const Py_ssize_t d_outs[4] = {a->heads * a->head_dim, a->kv_heads * a->head_dim,
+                                  a->kv_heads * a->value_dim, a->d_out};
+    const float **w[4] = {&m->wq, &m->wk, &m->wv, &m->wo};
+    const float **bias[4] = {&m->bq, &m->bk, &m->bv, &m->bo};
+    void *data;
+    m->d_model = a->d_model;
+    m->d_context = a->d_context;
+    m->heads = a->heads;
+    m->kv_heads = a->kv_heads;
+    m->head_dim = a->head_dim;
+    m->value_dim = a->value_dim;
+    m->d_out = a->d_out;
+    if (flat_arg(b, a->x, "x", false, 4, (Py_ssize_t)(a->batch * a->len * a->d_model), &data, NULL))
+        return -1;
+    *x = data;
+    if (flat_arg(b, a->context, "context", false, 4,
+                 (Py_ssize_t)(a->batch * a->context_len * a->d_context), &data, NULL))
+        return -1;
+    *context = data;
+    for (int i = 0; i < 4; i++) {
+        if (flat_arg(b, a->w[i], w_names[i], false, 4, d_in[i] * d_outs[i], &data, NULL)) return -1;
+        *w[i] = data;
+        if (flat_arg(b, a->bias[i], b_names[i], false, 4, d_outs[i], &data, NULL)) return -1;
+        *bias[i] = data;
+    }
+    return 0;
+}
+
+#define MODULE_KEYWORDS "batch", "len", "context_len", "d_model", "d_context", "heads", "kv_heads", \
+                        "head_dim", "value_dim", "d_out", "x", "context", "wq", "wk", "wv", "wo",  \
+                        "bq", "bk", "bv", "bo"
+#define MODULE_FORMAT "LLLLLLLLLLOOOOOOOOOO"
+#define MODULE_POINTERS(a) &a.batch, &a.len, &a.context_len, &a.d_model, &a.d_context, &a.heads, \
+                           &a.kv_heads, &a.head_dim, &a.value_dim, &a.d_out, &a.x, &a.context,    \
+                           &a.w[0], &a.w[1], &a.w[2], &a.w[3], &a.bias[0], &a.bias[1],            \
+                           &a.bias[2], &a.bias[3]
+
+PyDoc_STRVAR(mha_forward_doc,
+             "mha_forward(<sizes>, x, context, wq, wk, wv, wo, bq, bk, bv, bo, out, weights, lse,\n"
+             "            *, <the forward's options>)\n--\n\n"
+             "attn_mha_forward on C-contiguous float32 buffers; private (attn.mha_forward is the\n"
+             "API).  x [B, L, d_model], context [B, S, d_context] or None, out [B, L, d_out].");
+
+static PyObject *mha_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {MODULE_KEYWORDS, "out", "weights", "lse", OPTION_KEYWORDS, NULL};
+    module_args a;
+    PyObject *out_arg, *weights_arg, *lse_arg;
+    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOO|$dpiOOOOii", keywords,
+                                     MODULE_POINTERS(a), &out_arg, &weights_arg, &lse_arg, &c.scale,
+                                     &c.causal, &c.align, &c.window, &c.key_lengths, &c.mask,
+                                     &c.bias, &c.kernel, &c.threads))
+        return NULL;
+    buffers b = {.n = 0};
+    attn_mha m = ATTN_MHA_INIT;
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    const float *x, *context;
+    void *out, *weights, *lse;
+    PyObject *result = NULL;
+    const Py_ssize_t rows = (Py_ssize_t)(a.batch * a.heads * a.len);
+    const Py_ssize_t keys = (Py_ssize_t)(a.context == Py_None ? a.len : a.context_len);
+    if (module_fill(&b, &a, &m, &x, &context) ||
+        flat_arg(&b, out_arg, "out", true, 4, (Py_ssize_t)(a.batch * a.len * a.d_out), &out, NULL) ||
+        flat_arg(&b, weights_arg, "weights", true, 4, rows * keys, &weights, NULL) ||
+        flat_arg(&b, lse_arg, "lse", true, 4, rows, &lse, NULL) ||
+        fill_options(&b, &c, (int64_t)a.batch, &opt))
+        goto done;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_mha_forward(&m, x, a.batch, a.len, context, a.context_len, &opt, out, weights, lse);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    buffers_release(&b);
+    return result;
+}
+
+PyDoc_STRVAR(mha_backward_doc,
+             "mha_backward(<sizes>, x, context, wq, wk, wv, wo, bq, bk, bv, bo, dout,\n"
+             "             dx, dcontext, dwq, dwk, dwv, dwo, dbq, dbk, dbv, dbo, *, <options>)\n"
+             "--\n\n"
+             "attn_mha_backward on C-contiguous float32 buffers; private (attn.mha_backward is\n"
+             "the API).  Each gradient a writable buffer of its parameter's size, or None.");
+
+static PyObject *mha_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {MODULE_KEYWORDS, "dout", "dx", "dcontext", "dwq", "dwk", "dwv", "dwo",
+                               "dbq", "dbk", "dbv", "dbo", OPTION_KEYWORDS, NULL};
+    module_args a;
+    PyObject *dout_arg, *g[10];
+    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOOOOOOOOOO|$dpiOOOOii", keywords,
+                                     MODULE_POINTERS(a), &dout_arg, &g[0], &g[1], &g[2], &g[3],
+                                     &g[4], &g[5], &g[6], &g[7], &g[8], &g[9], &c.scale, &c.causal,
+                                     &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
+                                     &c.kernel, &c.threads))
+        return NULL;
+    buffers b = {.n = 0};
+    attn_mha m = ATTN_MHA_INIT;
+    attn_mha_grads grads = ATTN_MHA_GRADS_INIT;
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    const float *x, *context;
+    void *dout;
+    PyObject *result = NULL;
+    static const char *const g_names[10] = {"dx", "dcontext", "dwq", "dwk", "dwv", "dwo",
+                                            "dbq", "dbk", "dbv", "dbo"};
+    float **g_ptrs[10] = {&grads.dx, &grads.dcontext, &grads.dwq, &grads.dwk, &grads.dwv,
+                          &grads.dwo, &grads.dbq, &grads.dbk, &grads.dbv, &grads.dbo};
+    if (module_fill(&b, &a, &m, &x, &context) ||
+        flat_arg(&b, dout_arg, "dout", false, 4, (Py_ssize_t)(a.batch * a.len * a.d_out), &dout, NULL))
+        goto done;
+    for (int i = 0; i < 10; i++) {
+        void *data;
+        if (flat_arg(&b, g[i], g_names[i], true, 4, -1, &data, NULL)) goto done;
+        *g_ptrs[i] = data;
+    }
+    if (fill_options(&b, &c, (int64_t)a.batch, &opt)) goto done;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_mha_backward(&m, x, a.batch, a.len, context, a.context_len, &opt, dout, &grads);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    buffers_release(&b);
+    return result;
+}
+
 /* ----------------------------------------------------------------- trace */
 
 PyDoc_STRVAR(sdpa_trace_doc,
@@ -512,6 +659,10 @@ static PyMethodDef module_methods[] = {
      sdpa_forward_doc},
     {"sdpa_backward", (PyCFunction)(void (*)(void))sdpa_backward, METH_VARARGS | METH_KEYWORDS,
      sdpa_backward_doc},
+    {"mha_forward", (PyCFunction)(void (*)(void))mha_forward, METH_VARARGS | METH_KEYWORDS,
+     mha_forward_doc},
+    {"mha_backward", (PyCFunction)(void (*)(void))mha_backward, METH_VARARGS | METH_KEYWORDS,
+     mha_backward_doc},
     {"sdpa_trace", (PyCFunction)(void (*)(void))sdpa_trace, METH_VARARGS | METH_KEYWORDS,
      sdpa_trace_doc},
     {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
