@@ -30,7 +30,7 @@ from ._core import (
     WaitTimeoutError,
 )
 from ._module import mha_backward, mha_forward
-from ._sdpa import sdpa, sdpa_backward, trace
+from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
 #: package's version: both come from CMakeLists.txt's project() line.
@@ -63,6 +63,8 @@ __all__ = [
     "sdpa",
     "sdpa_backward",
     "trace",
+    "paths",
+    "nullspace",
     "mha_forward",
     "mha_backward",
     "Error",

@@ -316,9 +316,103 @@ def trace(
     once).  The options are attn.sdpa's.  The 2-D and 3-D shorthands are
     given their batch (and head) axes here, as TransformerLens would.
     """
-    import numpy as np
-
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
     opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
-    hooks = _core.sdpa_trace((q4, qa.code), (k4, ka.code), (v4, va.code), **opts)
-    return {name: np.frombuffer(data, dtype=np.float32).reshape(shape) for name, (data, shape, _axes) in hooks.items()}
+    return _hooks(_core.sdpa_trace((q4, qa.code), (k4, ka.code), (v4, va.code), **opts))
+
+
+def _array(entry):
+    import numpy as np
+
+    data, shape = entry
+    return np.frombuffer(data, dtype=np.float32).reshape(shape)
+
+
+def _hooks(entries: dict) -> dict:
+    return {name: _array(entry) for name, entry in entries.items()}
+
+
+def paths(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    q_changed: Any = None,
+    k_changed: Any = None,
+    v_changed: Any = None,
+    causal: Any = False,
+    window: Any = None,
+    key_lengths: Any = None,
+    mask: Any = None,
+    bias: Any = None,
+    scale: Any = None,
+    layout: str = "BLHD",
+    kernel: str = "auto",
+    threads: Any = None,
+) -> dict:
+    """The path decomposition of the chapter's Figure 2 (attn_sdpa_paths):
+    with the base queries held fixed, the runs
+
+        "base"     base keys, base values        "K only"  changed keys, base values
+        "V only"   base keys, changed values     "both"    changed keys and values
+        "changed"  the changed input's own run (its queries change too)
+
+    each a dict of hooks as attn.trace returns, and "interaction_z"
+    [B, L, Hq, Dv] = both - K only - V only + base (0 when the paths add up).
+    The changed tensors (None = the base one) have the base's shapes and layout.
+    """
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    changed = []
+    for name, x, like in (("q_changed", q_changed, q4), ("k_changed", k_changed, k4), ("v_changed", v_changed, v4)):
+        if x is None:
+            changed.append(None)
+            continue
+        a = _arrays.as_array(x, name)
+        x4 = _arrays.to_blhd(a.view, name, layout)
+        if x4.shape != like.shape:
+            raise _core.ShapeError(f"{name} has shape {tuple(a.view.shape)}: the base's is needed")
+        changed.append((x4, a.code))
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    runs = _core.sdpa_paths((q4, qa.code), (k4, ka.code), (v4, va.code), *changed, **opts)
+    result = {name: _hooks(hooks) for name, hooks in runs.items() if name != "interaction_z"}
+    result["interaction_z"] = _array(runs["interaction_z"])
+    return result
+
+
+def nullspace(
+    weights: Any,
+    values: Any,
+    *,
+    tolerance: float,
+    visible: Any = None,
+    exact_limit: int = 0,
+    starts: int = 0,
+    allow_slow: bool = False,
+):
+    """"Weights are not an explanation" (attn_nullspace_search): for one
+    weight row and the value rows it mixes, the row w' farthest from it in
+    L1 that gives the same output within ``tolerance``.
+
+        weights  [S] non-negative (a row of hook_pattern), float32
+        values   [S, width] (the v rows this query reads), float32
+        visible  [S] bool, True = the key may carry weight, or None (all)
+
+    Returns (moved [S] float64, info) with info's keys l1, max_output_change,
+    exact (every sign pattern solved: the maximum), visible, programs.
+    Beyond the work budget an explicit exact_limit raises attn.BudgetError.
+    """
+    import numpy as np
+
+    w = _arrays.as_array(weights, "weights")
+    val = _arrays.as_array(values, "values")
+    if w.dtype_name != "float32" or val.dtype_name != "float32":
+        raise TypeError("weights and values must be float32")
+    if w.view.ndim != 1 or val.view.ndim != 2 or val.view.shape[0] != w.view.shape[0]:
+        raise _core.ShapeError(f"weights {tuple(w.view.shape)} and values {tuple(val.view.shape)}: "
+                               f"expected [S] and [S, width]")
+    vis = None if visible is None else np.ascontiguousarray(_arrays._host_numpy(visible, "visible") != 0).view(np.uint8)
+    moved = np.empty(w.view.shape[0], dtype=np.float64)
+    info = _core.nullspace(np.ascontiguousarray(w.view), np.ascontiguousarray(val.view), vis, moved,
+                           tolerance=float(tolerance), exact_limit=int(exact_limit), starts=int(starts),
+                           allow_slow=bool(allow_slow))
+    return moved, info

@@ -559,11 +559,45 @@ done:
 
 /* ----------------------------------------------------------------- trace */
 
+/* A float32 array the library owns, copied once into a bytearray that
+ * Python wraps with numpy: (bytearray, shape tuple). */
+static PyObject *float_array(const float *data, int ndim, const int64_t *shape) {
+    Py_ssize_t count = 1;
+    PyObject *dims = PyTuple_New(ndim);
+    for (int i = 0; dims && i < ndim; i++) {
+        count *= (Py_ssize_t)shape[i];
+        PyObject *n = PyLong_FromLongLong((long long)shape[i]);
+        if (!n) Py_CLEAR(dims);
+        else PyTuple_SET_ITEM(dims, i, n);
+    }
+    PyObject *bytes = dims ? PyByteArray_FromStringAndSize((const char *)data,
+                                                           count * (Py_ssize_t)sizeof(float))
+                           : NULL;
+    PyObject *pair = bytes ? PyTuple_Pack(2, bytes, dims) : NULL;
+    Py_XDECREF(dims);
+    Py_XDECREF(bytes);
+    return pair;
+}
+
+/* Every hook a trace holds as {name: (bytearray, shape)}. */
+static PyObject *trace_dict(const attn_trace *trace) {
+    PyObject *result = PyDict_New();
+    for (int h = 0; result && h < ATTN_HOOK_COUNT; h++) {
+        attn_hook_tensor view;
+        if (attn_trace_get(trace, (attn_hook)h, &view) != ATTN_OK) continue; /* bare: no W_O hooks */
+        PyObject *entry = float_array(view.data, view.ndim, view.shape);
+        if (!entry || PyDict_SetItemString(result, view.name, entry) != 0) Py_CLEAR(result);
+        Py_XDECREF(entry);
+    }
+    return result;
+}
+
+
 PyDoc_STRVAR(sdpa_trace_doc,
              "sdpa_trace(q, k, v, *, <the forward's options>) -> dict\n"
              "--\n\n"
              "attn_sdpa_forward_traced without patches on 4-D [B, L, H, D] views; private\n"
-             "(attn.trace is the API).  Returns {hook name: (bytearray, shape, axes)} for every\n"
+             "(attn.trace is the API).  Returns {hook name: (bytearray, shape)} for every\n"
              "hook the trace holds, in TransformerLens's axis order (attn_interp.h); the\n"
              "library's buffers are copied once and freed.");
 
@@ -592,26 +626,119 @@ static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *ok = finish_call(st);
     if (!ok) goto done;
     Py_DECREF(ok);
-    result = PyDict_New();
-    for (int h = 0; result && h < ATTN_HOOK_COUNT; h++) {
-        attn_hook_tensor view;
-        if (attn_trace_get(&trace, (attn_hook)h, &view) != ATTN_OK) continue; /* bare: no W_O hooks */
-        Py_ssize_t count = 1;
-        PyObject *shape = PyTuple_New(view.ndim);
-        for (int i = 0; shape && i < view.ndim; i++) {
-            count *= (Py_ssize_t)view.shape[i];
-            PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong((long long)view.shape[i]));
-        }
-        PyObject *bytes = PyByteArray_FromStringAndSize((const char *)view.data,
-                                                        count * (Py_ssize_t)sizeof(float));
-        PyObject *entry = shape && bytes ? Py_BuildValue("(OOs)", bytes, shape, view.axes) : NULL;
-        Py_XDECREF(shape);
-        Py_XDECREF(bytes);
-        if (!entry || PyDict_SetItemString(result, view.name, entry) != 0) Py_CLEAR(result);
-        Py_XDECREF(entry);
-    }
+    result = trace_dict(&trace);
 done:
     attn_trace_free(&trace);
+    buffers_release(&b);
+    return result;
+}
+
+/* ------------------------------------------------------ paths, nullspace */
+
+PyDoc_STRVAR(sdpa_paths_doc,
+             "sdpa_paths(q, k, v, q_changed, k_changed, v_changed, *, <options>) -> dict\n--\n\n"
+             "attn_sdpa_paths on 4-D [B, L, H, D] views (the changed ones may be None);\n"
+             "private (attn.paths is the API).  Returns {case name: {hook: (bytearray, shape)},\n"
+             "'interaction_z': (bytearray, shape)}.");
+
+static PyObject *sdpa_paths(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"q", "k", "v", "q_changed", "k_changed", "v_changed", OPTION_KEYWORDS,
+                               NULL};
+    PyObject *arg[6];
+    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$dpiOOOOii", keywords, &arg[0], &arg[1],
+                                     &arg[2], &arg[3], &arg[4], &arg[5], &c.scale, &c.causal,
+                                     &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
+                                     &c.kernel, &c.threads))
+        return NULL;
+    static const char *const names[6] = {"q", "k", "v", "q_changed", "k_changed", "v_changed"};
+    buffers b = {.n = 0};
+    attn_tensor t[6];
+    bool missing[6];
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    attn_paths paths;
+    memset(&paths, 0, sizeof paths);
+    PyObject *result = NULL;
+    for (int i = 0; i < 6; i++)
+        if (tensor_arg(&b, arg[i], names[i], false, &t[i], i >= 3, &missing[i])) goto done;
+    if (fill_options(&b, &c, t[0].shape[0], &opt)) goto done;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_sdpa_paths(&t[0], &t[1], &t[2], missing[3] ? NULL : &t[3], missing[4] ? NULL : &t[4],
+                         missing[5] ? NULL : &t[5], &opt, &paths);
+    Py_END_ALLOW_THREADS
+    PyObject *ok = finish_call(st);
+    if (!ok) goto done;
+    Py_DECREF(ok);
+    result = PyDict_New();
+    for (int i = 0; result && i < ATTN_PATH_CASES; i++) {
+        PyObject *hooks = trace_dict(&paths.run[i]);
+        if (!hooks || PyDict_SetItemString(result, attn_path_case_name((attn_path_case)i), hooks) != 0)
+            Py_CLEAR(result);
+        Py_XDECREF(hooks);
+    }
+    if (result) {
+        const attn_trace *base = &paths.run[ATTN_PATH_BASE];
+        const int64_t shape[4] = {base->batch, base->len, base->heads, base->value_dim};
+        PyObject *z = float_array(paths.interaction_z, 4, shape);
+        if (!z || PyDict_SetItemString(result, "interaction_z", z) != 0) Py_CLEAR(result);
+        Py_XDECREF(z);
+    }
+done:
+    attn_paths_free(&paths);
+    buffers_release(&b);
+    return result;
+}
+
+PyDoc_STRVAR(nullspace_doc,
+             "nullspace(weights, values, visible, moved, *, tolerance, exact_limit=0, starts=0,\n"
+             "          allow_slow=False) -> dict\n--\n\n"
+             "attn_nullspace_search: weights float32 [S], values float32 [S, width] C-contiguous,\n"
+             "visible uint8 [S] or None, moved float64 [S] (written).  Private (attn.nullspace).");
+
+static PyObject *nullspace(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"weights", "values", "visible", "moved", "tolerance", "exact_limit",
+                               "starts", "allow_slow", NULL};
+    PyObject *w_arg, *v_arg, *vis_arg, *moved_arg;
+    long long keys, width, exact_limit = 0, starts = 0;
+    int allow_slow = 0;
+    attn_nullspace_options opt = ATTN_NULLSPACE_OPTIONS_INIT;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|$dLLp", keywords, &w_arg, &v_arg, &vis_arg,
+                                     &moved_arg, &opt.tolerance, &exact_limit, &starts, &allow_slow))
+        return NULL;
+    buffers b = {.n = 0};
+    void *weights, *values, *visible, *moved;
+    attn_nullspace_result res;
+    memset(&res, 0, sizeof res);
+    PyObject *result = NULL;
+    if (flat_arg(&b, w_arg, "weights", false, 4, -1, &weights, NULL)) goto done;
+    keys = (long long)(b.views[b.n - 1].len / 4);
+    if (flat_arg(&b, v_arg, "values", false, 4, -1, &values, NULL)) goto done;
+    width = keys ? (long long)(b.views[b.n - 1].len / 4) / keys : 0;
+    if (keys && width * keys * 4 != (long long)b.views[b.n - 1].len) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "values: %zd floats are not %lld rows",
+                     b.views[b.n - 1].len / 4, keys);
+        goto done;
+    }
+    if (flat_arg(&b, vis_arg, "visible", false, 1, (Py_ssize_t)keys, &visible, NULL) ||
+        flat_arg(&b, moved_arg, "moved", true, 8, (Py_ssize_t)keys, &moved, NULL))
+        goto done;
+    opt.exact_limit = exact_limit;
+    opt.starts = starts;
+    opt.allow_slow = allow_slow;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_nullspace_search(weights, values, keys, width, visible, &opt, moved, &res);
+    Py_END_ALLOW_THREADS
+    PyObject *ok = finish_call(st);
+    if (!ok) goto done;
+    Py_DECREF(ok);
+    result = Py_BuildValue("{s:d,s:d,s:O,s:L,s:L}", "l1", res.l1, "max_output_change",
+                           res.max_output_change, "exact", res.exact ? Py_True : Py_False, "visible",
+                           (long long)res.visible, "programs", (long long)res.programs);
+done:
     buffers_release(&b);
     return result;
 }
@@ -665,6 +792,9 @@ static PyMethodDef module_methods[] = {
      mha_backward_doc},
     {"sdpa_trace", (PyCFunction)(void (*)(void))sdpa_trace, METH_VARARGS | METH_KEYWORDS,
      sdpa_trace_doc},
+    {"sdpa_paths", (PyCFunction)(void (*)(void))sdpa_paths, METH_VARARGS | METH_KEYWORDS,
+     sdpa_paths_doc},
+    {"nullspace", (PyCFunction)(void (*)(void))nullspace, METH_VARARGS | METH_KEYWORDS, nullspace_doc},
     {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
     {"raise_for_status", raise_for_status, METH_VARARGS, raise_for_status_doc},
     {NULL, NULL, 0, NULL}};

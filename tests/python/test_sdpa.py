@@ -140,3 +140,29 @@ def test_trace_has_transformerlens_hooks(rng):
     bhld = attn.trace(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
                       causal="lower-right", mask=mask, layout="BHLD")
     np.testing.assert_array_equal(bhld["hook_z"], out)
+
+
+def test_paths_add_up():
+    """The five runs of attn_sdpa_paths and their interaction (the chapter's
+    numbers are checked by the C tests, tests/interp/)."""
+    rng = np.random.default_rng(5)
+    q, k, v = rand(rng, 1, 3, 1, 2), rand(rng, 1, 3, 1, 2), rand(rng, 1, 3, 1, 2)
+    k2, v2 = rand(rng, 1, 3, 1, 2), rand(rng, 1, 3, 1, 2)
+    p = attn.paths(q, k, v, k_changed=k2, v_changed=v2, causal=True)
+    assert set(p) == {"base", "K only", "V only", "both", "changed", "interaction_z"}
+    z = {name: p[name]["hook_z"] for name in ("base", "K only", "V only", "both")}
+    np.testing.assert_allclose(p["interaction_z"], z["both"] - z["K only"] - z["V only"] + z["base"],
+                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(z["base"], attn.sdpa(q, k, v, causal=True))
+    np.testing.assert_allclose(z["both"], reference(q, k2, v2, causal=True)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_nullspace_keeps_the_output():
+    w = np.array([0.25, 0.25, 0.25, 0.25], np.float32)
+    vals = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], np.float32)  # keys 0 and 2 are the same value
+    moved, info = attn.nullspace(w, vals, tolerance=1e-6)
+    assert info["exact"] and info["l1"] == pytest.approx(1.0, abs=1e-6)
+    np.testing.assert_allclose(moved @ vals, w @ vals, atol=1e-6)
+    assert moved.sum() == pytest.approx(1.0)
+    with pytest.raises(attn.ShapeError):
+        attn.nullspace(w, vals[:3], tolerance=0.0)
