@@ -30,6 +30,7 @@ from ._core import (
     WaitTimeoutError,
 )
 from ._module import mha_backward, mha_forward
+from ._viz import heatmap, pictures_available
 from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
@@ -65,6 +66,8 @@ __all__ = [
     "trace",
     "paths",
     "nullspace",
+    "heatmap",
+    "pictures_available",
     "mha_forward",
     "mha_backward",
     "Error",

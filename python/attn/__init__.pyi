@@ -4,6 +4,7 @@
 #   layout "BHLD" (torch's):              q [B, Hq, L, D]  k [B, Hkv, S, D]
 #     v [B, Hkv, S, Dv]  out [B, Hq, L, Dv]
 #   weights [B, Hq, L, S] (heads before positions!)  lse [B, Hq, L]   both layouts
+import os
 from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
@@ -107,3 +108,97 @@ def trace(
 ) -> Dict[str, npt.NDArray[np.float32]]: ...
 # hook_q [B, L, Hq, D], hook_k [B, S, Hkv, D], hook_v [B, S, Hkv, Dv],
 # hook_attn_scores and hook_pattern [B, Hq, L, S], hook_z [B, L, Hq, Dv]
+def paths(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    *,
+    q_changed: Optional[ArrayLike] = ...,  # the base's shapes; None = the base tensor
+    k_changed: Optional[ArrayLike] = ...,
+    v_changed: Optional[ArrayLike] = ...,
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
+    mask: Optional[ArrayLike] = ...,
+    bias: Optional[ArrayLike] = ...,
+    scale: Optional[float] = ...,
+    layout: Layout = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+) -> Dict[str, Any]: ...  # "base", "K only", "V only", "both", "changed": hooks; "interaction_z" [B, L, Hq, Dv]
+def nullspace(
+    weights: ArrayLike,  # [S] float32, a row of hook_pattern
+    values: ArrayLike,  # [S, width] float32
+    *,
+    tolerance: float,
+    visible: Optional[ArrayLike] = ...,  # [S] bool
+    exact_limit: int = ...,
+    starts: int = ...,
+    allow_slow: bool = ...,
+) -> Tuple[npt.NDArray[np.float64], Dict[str, Any]]: ...  # (moved [S], l1/max_output_change/exact/visible/programs)
+def mha_forward(
+    x: ArrayLike,  # [B, L, d_model] or [L, d_model], float32 C-contiguous
+    wq: ArrayLike,  # [d_model, Hq*D]
+    wk: ArrayLike,  # [d_context, Hkv*D]
+    wv: ArrayLike,  # [d_context, Hkv*Dv]
+    *,
+    heads: int,
+    kv_heads: Optional[int] = ...,
+    wo: Optional[ArrayLike] = ...,  # [Hq*Dv, d_out]
+    bq: Optional[ArrayLike] = ...,
+    bk: Optional[ArrayLike] = ...,
+    bv: Optional[ArrayLike] = ...,
+    bo: Optional[ArrayLike] = ...,
+    context: Optional[ArrayLike] = ...,  # [B, S, d_context]
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
+    mask: Optional[ArrayLike] = ...,
+    bias: Optional[ArrayLike] = ...,
+    scale: Optional[float] = ...,
+    return_weights: bool = ...,
+    return_lse: bool = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+) -> Any: ...  # out [B, L, d_out], or a tuple with weights / lse
+def mha_backward(
+    x: ArrayLike,
+    dout: ArrayLike,  # [B, L, d_out]
+    wq: ArrayLike,
+    wk: ArrayLike,
+    wv: ArrayLike,
+    *,
+    heads: int,
+    kv_heads: Optional[int] = ...,
+    wo: Optional[ArrayLike] = ...,
+    bq: Optional[ArrayLike] = ...,
+    bk: Optional[ArrayLike] = ...,
+    bv: Optional[ArrayLike] = ...,
+    bo: Optional[ArrayLike] = ...,
+    context: Optional[ArrayLike] = ...,
+    causal: Causal = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
+    mask: Optional[ArrayLike] = ...,
+    bias: Optional[ArrayLike] = ...,
+    scale: Optional[float] = ...,
+    kernel: Kernel = ...,
+    threads: Optional[int] = ...,
+) -> Dict[str, Any]: ...  # dx, dwq, dwk, dwv, dbq, dbk, dbv (+ dcontext, dwo, dbo)
+def pictures_available() -> bool: ...
+def heatmap(
+    path: Union[str, "os.PathLike[str]"],
+    weights: ArrayLike,  # [H, L, S] or [L, S] float32
+    *,
+    query_labels: Optional[Sequence[str]] = ...,
+    key_labels: Optional[Sequence[str]] = ...,
+    visible: Optional[ArrayLike] = ...,
+    head_ids: Optional[Sequence[int]] = ...,
+    title: Optional[str] = ...,
+    lang: str = ...,
+    vmin: float = ...,
+    vmax: float = ...,
+    values: Optional[bool] = ...,
+    columns: int = ...,
+    cell: float = ...,
+) -> str: ...

@@ -27,6 +27,7 @@
 
 #include <attn.h>
 #include <attn_interp.h>
+#include <attn_viz.h>
 
 #include <stdbool.h>
 #include <string.h>
@@ -743,6 +744,103 @@ done:
     return result;
 }
 
+/* --------------------------------------------------------------- heatmap */
+
+/* A sequence of str as a NULL-free array of UTF-8 pointers of exactly n
+ * entries, kept alive by *keep (a tuple this function owns), or NULL for
+ * None.  The pointers stay valid while the GIL is released: *keep holds
+ * the strings, whatever the caller does to its list meanwhile. */
+static int labels_arg(PyObject *obj, const char *name, Py_ssize_t n, PyObject **keep,
+                      const char ***labels) {
+    *labels = NULL;
+    *keep = NULL;
+    if (obj == Py_None) return 0;
+    PyObject *t = PySequence_Tuple(obj);
+    if (!t) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a sequence of str", name);
+        return -1;
+    }
+    *keep = t;
+    if (PyTuple_GET_SIZE(t) != n) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "%s: %zd labels for %zd rows", name,
+                     PyTuple_GET_SIZE(t), n);
+        return -1;
+    }
+    const char **out = PyMem_Calloc((size_t)(n ? n : 1), sizeof *out);
+    if (!out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(t, i);
+        out[i] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        if (!out[i]) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s[%zd]: expected str, got %R", name, i,
+                             (PyObject *)Py_TYPE(item));
+            PyMem_Free(out);
+            return -1;
+        }
+    }
+    *labels = out;
+    return 0;
+}
+
+PyDoc_STRVAR(heatmap_doc,
+             "heatmap(path, weights, heads, len_q, len_kv, *, query_labels=None, key_labels=None,\n"
+             "        visible=None, head_ids=None, title=None, lang=None, vmin=0.0, vmax=0.0,\n"
+             "        values=0, columns=0, cell=0.0)\n--\n\n"
+             "attn_heatmap_write: weights float32 [H, L, S] C-contiguous; visible uint8 [H, L, S]\n"
+             "or None; head_ids int64 [H] or None.  Private (attn.heatmap).");
+
+static PyObject *heatmap(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"path", "weights", "heads", "len_q", "len_kv", "query_labels",
+                               "key_labels", "visible", "head_ids", "title", "lang", "vmin", "vmax",
+                               "values", "columns", "cell", NULL};
+    PyObject *path_obj, *w_arg, *ql_arg = Py_None, *kl_arg = Py_None, *vis_arg = Py_None,
+                                 *ids_arg = Py_None, *path_bytes = NULL;
+    long long heads, len_q, len_kv;
+    const char *title = NULL, *lang = NULL;
+    attn_heatmap_options opt = ATTN_HEATMAP_OPTIONS_INIT;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLLL|$OOOOzzffiid", keywords, &path_obj,
+                                     &w_arg, &heads, &len_q, &len_kv, &ql_arg, &kl_arg, &vis_arg,
+                                     &ids_arg, &title, &lang, &opt.vmin, &opt.vmax, &opt.values,
+                                     &opt.columns, &opt.cell))
+        return NULL;
+    if (!PyUnicode_FSConverter(path_obj, &path_bytes)) return NULL;
+    buffers b = {.n = 0};
+    PyObject *keep_q = NULL, *keep_k = NULL, *result = NULL;
+    const char **qlabels = NULL, **klabels = NULL;
+    void *weights, *visible, *ids;
+    const Py_ssize_t cells = (Py_ssize_t)(heads * len_q * len_kv);
+    if (flat_arg(&b, w_arg, "weights", false, 4, cells, &weights, NULL) ||
+        flat_arg(&b, vis_arg, "visible", false, 1, cells, &visible, NULL) ||
+        flat_arg(&b, ids_arg, "head_ids", false, 8, (Py_ssize_t)heads, &ids, NULL) ||
+        labels_arg(ql_arg, "query_labels", (Py_ssize_t)len_q, &keep_q, &qlabels) ||
+        labels_arg(kl_arg, "key_labels", (Py_ssize_t)len_kv, &keep_k, &klabels))
+        goto done;
+    opt.query_labels = qlabels;
+    opt.key_labels = klabels;
+    opt.visible = visible;
+    opt.head_ids = ids;
+    opt.title = title;
+    opt.lang = lang;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_heatmap_write(PyBytes_AS_STRING(path_bytes), weights, heads, len_q, len_kv, &opt);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    PyMem_Free(qlabels);
+    PyMem_Free(klabels);
+    Py_XDECREF(keep_q);
+    Py_XDECREF(keep_k);
+    Py_DECREF(path_bytes);
+    buffers_release(&b);
+    return result;
+}
+
 /* ------------------------------------------------------------ the others */
 
 PyDoc_STRVAR(last_pointers_doc,
@@ -795,6 +893,7 @@ static PyMethodDef module_methods[] = {
     {"sdpa_paths", (PyCFunction)(void (*)(void))sdpa_paths, METH_VARARGS | METH_KEYWORDS,
      sdpa_paths_doc},
     {"nullspace", (PyCFunction)(void (*)(void))nullspace, METH_VARARGS | METH_KEYWORDS, nullspace_doc},
+    {"heatmap", (PyCFunction)(void (*)(void))heatmap, METH_VARARGS | METH_KEYWORDS, heatmap_doc},
     {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
     {"raise_for_status", raise_for_status, METH_VARARGS, raise_for_status_doc},
     {NULL, NULL, 0, NULL}};
@@ -840,6 +939,7 @@ static int module_exec(PyObject *m) {
     if (PyModule_AddStringConstant(m, "__version__", attn_version()) != 0 ||
         PyModule_AddStringConstant(m, "header_version", ATTN_VERSION_STRING) != 0 ||
         PyModule_AddStringConstant(m, "isa", attn_isa_name()) != 0 ||
+        PyModule_AddIntConstant(m, "pictures", attn_pictures_available()) != 0 ||
         PyModule_AddIntConstant(m, "F32", ATTN_F32) != 0 ||
         PyModule_AddIntConstant(m, "F16", ATTN_F16) != 0 ||
         PyModule_AddIntConstant(m, "BF16", ATTN_BF16) != 0)

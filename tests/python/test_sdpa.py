@@ -166,3 +166,19 @@ def test_nullspace_keeps_the_output():
     assert moved.sum() == pytest.approx(1.0)
     with pytest.raises(attn.ShapeError):
         attn.nullspace(w, vals[:3], tolerance=0.0)
+
+
+def test_heatmap_writes_a_picture(tmp_path, rng):
+    q = rand(rng, 1, 4, 2, 8)
+    _, w = attn.sdpa(q, q, q, causal=True, return_weights=True)
+    path = tmp_path / "map.png"
+    if not attn.pictures_available():
+        with pytest.raises(attn.UnsupportedError):
+            attn.heatmap(path, w[0])
+        pytest.skip("this build has no cairo: pictures are off")
+    attn.heatmap(path, w[0], query_labels=["我", "吃", "了", "饭"], title="causal", visible=w[0] > 0)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(attn.ShapeError, match="labels"):
+        attn.heatmap(tmp_path / "bad.png", w[0], query_labels=["a"])
+    with pytest.raises(attn.FileError):
+        attn.heatmap(tmp_path / "no" / "such" / "dir.png", w[0])
