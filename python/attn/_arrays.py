@@ -22,6 +22,8 @@ import numpy as np
 from . import _core
 
 _DTYPE_CODES = {"float32": _core.F32, "float16": _core.F16, "bfloat16": _core.BF16}
+# numpy's dtype.name is a slow Python property: the common dtypes by object.
+_NATIVE = {np.dtype(np.float32): (_core.F32, "float32"), np.dtype(np.float16): (_core.F16, "float16")}
 _LAYOUTS = ("BLHD", "BHLD")
 
 
@@ -62,13 +64,17 @@ def as_array(x: Any, name: str) -> Array:
             return Array(t.view(torch.int16).numpy().view(np.uint16), _core.BF16, "bfloat16", True)
         if t.dtype in (torch.float32, torch.float16):
             a = t.numpy()
-            return Array(a, _DTYPE_CODES[a.dtype.name], a.dtype.name, True)
+            code, dtype_name = _NATIVE[a.dtype]
+            return Array(a, code, dtype_name, True)
         raise TypeError(
             f"{name} has dtype {t.dtype}: attn computes float32, float16 and bfloat16 "
             f"tensors; convert with {name}.float()"
         )
     if isinstance(x, np.ndarray):
         a = x
+        known = _NATIVE.get(a.dtype)
+        if known is not None:
+            return Array(a, known[0], known[1], False)
     elif isinstance(x, (list, tuple, int, float, complex, str, bytes)):
         raise TypeError(
             f"{name} is a {type(x).__name__}: expected an array (numpy.ndarray, torch.Tensor, "
