@@ -166,3 +166,47 @@ def test_threads_give_the_serial_answers(rng):
     assert not errors, errors
     for (_, _, _, serial), out in zip(problems, results):
         np.testing.assert_array_equal(out, serial)  # bit-identical for any thread count
+
+
+class _Interface:
+    """An array known only by __array_interface__ (no buffer, not numpy)."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+class _DLPack:
+    """An array known only by __dlpack__."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_array_interface_dlpack_and_buffers_are_not_copied(rng):
+    q = rand(rng, 1, 4, 2, 8)
+    ref = attn.sdpa(q, q, q)
+    for wrap in (_Interface, _DLPack, memoryview):
+        out = attn.sdpa(wrap(q), wrap(q), wrap(q))
+        assert attn._core.last_pointers()["q"] == ptr(q), wrap
+        np.testing.assert_array_equal(out, ref)
+
+
+def test_other_devices_are_refused(torch):
+    q = torch.empty(1, 4, 2, 8, device="meta")
+    with pytest.raises(TypeError, match="device 'meta'.*CPU"):
+        attn.sdpa(q, q, q)
+
+
+def test_a_version_mismatch_is_refused_at_import(monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "99.0.0")
+    with pytest.raises(ImportError, match="99.0.0.*reinstall"):
+        attn._check_installed_version()
