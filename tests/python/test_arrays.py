@@ -210,3 +210,46 @@ def test_a_version_mismatch_is_refused_at_import(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "99.0.0")
     with pytest.raises(ImportError, match="99.0.0.*reinstall"):
         attn._check_installed_version()
+
+
+def _long_problem(rng):
+    q = rand(rng, 1, 768, 4, 64)
+    return q, q, q
+
+
+def test_the_gil_is_released_during_a_call(rng):
+    """Another Python thread runs while a kernel computes: with the GIL held
+    it could not take a single step until the call returned."""
+    q, k, v = _long_problem(rng)
+    started = threading.Event()
+
+    def call():
+        started.set()
+        attn.sdpa(q, k, v, threads=1)
+
+    t = threading.Thread(target=call)
+    t.start()
+    started.wait()
+    n = 0
+    while t.is_alive():
+        n += 1
+    t.join()
+    print(f"steps during the call: {n}")
+    assert n > 1000, f"the main thread took only {n} steps during the call"
+
+
+def test_ctrl_c_during_a_call_raises_when_it_returns(rng):
+    import os
+    import signal
+
+    q, k, v = _long_problem(rng)
+    timer = threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(200):  # until the signal lands during (or between) calls
+                attn.sdpa(q, k, v, threads=1)
+    finally:
+        timer.cancel()
+    np.testing.assert_array_equal(attn.sdpa(q[:, :8], k[:, :8], v[:, :8]),
+                                  attn.sdpa(q[:, :8].copy(), k[:, :8].copy(), v[:, :8].copy()))
