@@ -39,6 +39,7 @@ class Array(NamedTuple):
     code: int  # attn_dtype code
     dtype_name: str  # "float32", "float16", "bfloat16"
     torch: bool  # the caller passed a torch tensor
+    numpy_dtype: Any = None  # the caller's numpy dtype where the view's differs (bfloat16)
 
 
 def _describe(x: Any) -> str:
@@ -97,7 +98,7 @@ def as_array(x: Any, name: str) -> Array:
     dt = a.dtype
     if dt.name in _DTYPE_CODES and dt.isnative:
         if dt.name == "bfloat16":  # ml_dtypes' numpy bfloat16
-            return Array(a.view(np.uint16), _core.BF16, "bfloat16", False)
+            return Array(a.view(np.uint16), _core.BF16, "bfloat16", False, dt)
         return Array(a, _DTYPE_CODES[dt.name], dt.name, False)
     hint = "" if dt.isnative else " in the machine's byte order"
     raise TypeError(
@@ -155,8 +156,8 @@ def empty(shape: tuple[int, ...], like: Array) -> tuple[Any, np.ndarray]:
         t = torch.empty(shape, dtype=dtype)
         v = t.view(torch.int16).numpy().view(np.uint16) if dtype == torch.bfloat16 else t.numpy()
         return t, v
-    if like.dtype_name == "bfloat16":
-        a = np.empty(shape, dtype=like.view.dtype if like.view.dtype.name == "bfloat16" else np.uint16)
+    if like.numpy_dtype is not None:  # ml_dtypes' bfloat16: its own dtype out, a uint16 view in
+        a = np.empty(shape, dtype=like.numpy_dtype)
         return a, a.view(np.uint16)
     a = np.empty(shape, dtype=like.view.dtype)
     return a, a

@@ -182,3 +182,15 @@ def test_heatmap_writes_a_picture(tmp_path, rng):
         attn.heatmap(tmp_path / "bad.png", w[0], query_labels=["a"])
     with pytest.raises(attn.FileError):
         attn.heatmap(tmp_path / "no" / "such" / "dir.png", w[0])
+
+
+def test_numpy_bfloat16_reaches_the_library(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (numpy's bfloat16) is not installed")
+    q = rand(rng, 1, 3, 1, 4).astype(ml_dtypes.bfloat16)
+    try:
+        out = attn.sdpa(q, q, q)
+    except attn.UnsupportedError as e:  # main's kernels compute float32 only
+        assert e.status == -7
+        assert attn._core.last_pointers()["q"] == q.__array_interface__["data"][0]
+    else:
+        assert out.dtype == q.dtype
