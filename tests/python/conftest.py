@@ -16,7 +16,7 @@ def rand(rng, *shape, dtype=np.float32):
 
 
 def reference(q, k, v, *, causal=False, align="top-left", mask=None, bias=None, scale=None,
-              key_lengths=None):
+              key_lengths=None, window=None):
     """Attention in float64, in attn's layout: q [B, L, Hq, D], k [B, S, Hkv, D],
     v [B, S, Hkv, Dv] -> (out [B, L, Hq, Dv], weights [B, Hq, L, S], lse [B, Hq, L]).
     Written from docs/semantics.md, independent of the library."""
@@ -29,9 +29,16 @@ def reference(q, k, v, *, causal=False, align="top-left", mask=None, bias=None, 
     scale = 1.0 / np.sqrt(d) if scale is None else scale
     scores = np.einsum("blhd,bshd->bhls", q, kk) * scale
     visible = np.ones((b, hq, l, s), dtype=bool)
+    offset = 0 if align == "top-left" else s - l
+    i, j = np.arange(l)[:, None] + offset, np.arange(s)[None, :]
     if causal:
-        offset = 0 if align == "top-left" else s - l
-        visible &= (np.arange(s)[None, :] <= np.arange(l)[:, None] + offset)
+        visible &= j <= i
+    if window is not None:
+        left, right = window
+        if left >= 0:
+            visible &= j >= i - left
+        if right >= 0:
+            visible &= j <= i + right
     if key_lengths is not None:
         visible &= (np.arange(s)[None, None, None, :] < np.asarray(key_lengths)[:, None, None, None])
     if mask is not None:
