@@ -75,7 +75,46 @@ CORPUS = [
     "",
     " ",
     "x",
+    "عربي עברית ไทย हिन्दी ქართული Հայերեն",
+    "∀x∈ℝ: x² ≥ 0, ∑ᵢ aᵢ = π ≈ 3.14 → ∞",
+    "next\u0085line, line\u2028separator, para\u2029separator, mongolian\u180evowel",
+    "it'ſ and it'K (Kelvin) and IT'S",
+    "a\x00nul byte inside",
+    "The quick brown fox jumps over the lazy dog. " * 8,
+    "大型语言模型的注意力机制：查询、键和值。每个词元都会关注之前的所有词元，" * 3,
 ]
+
+# Deterministic random strings over blocks that stress the pre-tokenizer
+# and the merges: ASCII letters, digits, punctuation and blanks, Latin with
+# accents, combining marks, CJK, kana, Hangul, emoji and modifiers, ZWJ.
+ALPHABETS = [
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "0123456789",
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+    " \t\n\r  ",
+    "éèêëàâäôöûüçñßøåæœÉÀ",
+    "\u0301\u0308\u0327\u0302",
+    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年苹果电脑",
+    "あいうえおかきくけこアイウエオ",
+    "가나다라마바사아자차카타파하",
+    "😀😂🤖👍🏽👨\u200d👩\u200d👧🇫🇷❤️\ufe0f",
+]
+
+
+def random_texts(count, seed=1234):
+    import random
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            alphabet = rng.choice(ALPHABETS)
+            parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))))
+        texts.append("".join(parts))
+    return texts
+
+
+CORPUS += random_texts(60)
 
 # Each text is encoded with special tokens matched and, for these, also
 # with them read as plain text (split_special_tokens=True).
