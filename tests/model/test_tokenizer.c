@@ -435,6 +435,52 @@ static void malformed_vocabularies(void **state) {
     refuse(v, ATTN_ERR_FORMAT, "add_bos_token is set but");
 }
 
+/* ------------------------------------------------ attn tokenize, detokenize */
+
+static void cli_round_trip(void **state) {
+    (void)state;
+    vocab_spec v = bpe_spec();
+    gguf_bytes b = build_gguf(&v);
+    const char *model = test_path("bpe.gguf");
+    FILE *f = fopen(model, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.data, 1, b.len, f), b.len);
+    fclose(f);
+    gb_free(&b);
+    char *out;
+    assert_int_equal(test_run_cli(&out, "tokenize --model %s --ids --text 'hello world<|end|>'", model), 0);
+    assert_string_equal(out, "259 264 270\n");
+    free(out);
+    assert_int_equal(test_run_cli(&out, "tokenize --model %s --ids --no-special --text '<|end|>'", model), 0);
+    assert_string_equal(out, "60 124 101 110 100 124 62\n");
+    free(out);
+    assert_int_equal(test_run_cli(&out, "tokenize --model %s --pieces --text 'hello world'", model), 0);
+    assert_string_equal(out, "hello Ġworld\n");
+    free(out);
+    assert_int_equal(test_run_cli(&out, "tokenize --model %s --text ' x'", model), 0);
+    assert_string_equal(out, "32\tĠ\t\\x20\n120\tx\n");
+    free(out);
+    assert_int_equal(test_run_cli(&out, "detokenize --model %s 259 264 270", model), 0);
+    assert_string_equal(out, "hello world<|end|>");
+    free(out);
+    assert_int_equal(test_run_cli(&out, "detokenize --model %s --skip-special 259,270", model), 0);
+    assert_string_equal(out, "hello");
+    free(out);
+    /* A data error names the problem; a usage error the argument. */
+    assert_int_equal(test_run_cli(&out, "detokenize --model %s 272", model), 1);
+    assert_non_null(strstr(out, "outside the vocabulary"));
+    free(out);
+    assert_int_equal(test_run_cli(&out, "detokenize --model %s 12x", model), 2);
+    assert_non_null(strstr(out, "'12x' is not a token id"));
+    free(out);
+    assert_int_equal(test_run_cli(&out, "tokenize --model %s", model), 2);
+    assert_non_null(strstr(out, "missing --text"));
+    free(out);
+    assert_int_equal(test_run_cli(&out, "tokenize --model %s/nothing.gguf --text x", test_tmpdir()), 1);
+    assert_non_null(strstr(out, "nothing.gguf"));
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bpe_merges_by_rank),
@@ -446,6 +492,7 @@ int main(void) {
         cmocka_unit_test(spm_special_tokens),
         cmocka_unit_test(sizes_and_arguments),
         cmocka_unit_test(malformed_vocabularies),
+        cmocka_unit_test(cli_round_trip),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }
