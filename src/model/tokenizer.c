@@ -580,7 +580,7 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *t, const char *text, siz
             if (capacity < out.n)
                 st = attn__fail(ATTN_ERR_SHAPE, "attn_tokenizer_encode: the text needs %zu ids, the buffer holds %zu",
                                 out.n, capacity);
-            else
+            else if (out.n)
                 memcpy(ids, out.ids, out.n * sizeof *ids);
         }
     }
