@@ -215,8 +215,10 @@ static attn_status read_vocabulary(attn_tokenizer *t, const attn_gguf *g) {
         attn_gguf_value s;
         st = attn_gguf_array_next(&tokens, &cursor, &s);
         if (st != ATTN_OK) return st;
-        if (s.size > UINT32_MAX / 4 || used > UINT32_MAX / 2)
-            return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens[%lld] is too long", (long long)i);
+        /* Offsets are 32-bit: 4 GB of pieces and keys is past any vocabulary. */
+        if (s.size > UINT32_MAX / 8 || used > UINT32_MAX / 2)
+            return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens: more than 2 GB of pieces by token %lld",
+                              (long long)i);
         const char *piece = s.data;
         if (s.size == 0 && t->kind == ATTN_TOKENIZER_BPE)
             return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens[%lld] is empty", (long long)i);
