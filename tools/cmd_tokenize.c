@@ -196,7 +196,7 @@ static void detokenize_help(FILE *out) {
     "without a newline added: a cut through a character (a lone id of a multi-byte character)\n"
     "gives invalid UTF-8 unless --replace-invalid.\n\n"
     "  --model FILE.gguf   the model whose vocabulary is used\n"
-    "  ID...               the ids (decimal; as attn tokenize --ids prints them)\n"
+    "  ID...               the ids, in decimal: e.g. the line attn tokenize prints with its ids-only option\n"
     "  --file IDS.txt      the ids, separated by blanks, commas or newlines (- reads stdin)\n"
     "  --skip-special      control tokens (<bos>, <|im_end|>) write nothing\n"
     "  --replace-invalid   each invalid UTF-8 sequence becomes U+FFFD, as Python's errors=\"replace\"\n\n"
