@@ -87,7 +87,7 @@ typedef struct attn_tokenizer_info {
     int64_t n_merges;          /* BPE: merges read; SPM: 0                       */
     int32_t bos_id, eos_id, pad_id, unk_id;
     int add_bos;               /* 1: encode prepends bos_id (unless ATTN_ENCODE_NO_BOS) */
-    const char *pre;           /* BPE: the pre-tokenizer's name ("qwen2"); SPM: ""  */
+    const char *pre;           /* BPE: the pre-tokenizer ("qwen2"); SPM: ""; lives as long as the tokenizer */
     size_t memory_bytes;       /* what the tokenizer holds                        */
 } attn_tokenizer_info;
 

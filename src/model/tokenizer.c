@@ -251,6 +251,9 @@ static attn_status read_vocabulary(attn_tokenizer *t, const attn_gguf *g) {
         t->type[i] = (uint8_t)type;
         lookup_insert(t, (int32_t)i);
     }
+    /* The buffer was sized for the worst respelling: give back the rest. */
+    char *fitted = realloc(t->strings, used);
+    if (fitted) t->strings = fitted;
     t->strings_size = used;
     t->memory_bytes += used + (size_t)n * (4 * sizeof(uint32_t) + 1) + (t->lookup_mask + 1) * sizeof *t->lookup;
     return ATTN_OK;
