@@ -59,3 +59,14 @@ seed lists.txt      --heads-list 0,3-5,7 --tokens "我,吃,了" --tokens=a,,b
 seed repeat.txt     --replace q:0=source --replace 'pattern:1::2=0.5' -o x.npy -- -o positional
 seed mistakes.txt   --wieghts w.npy -o --causal -q=x --causal=1 -o a -o b
 seed help.txt       --list-options -h
+
+# The tokenizer's seeds (fuzz/tokenizer_fuzz.c): the first byte is the case
+# (0 BPE text, 1 SPM text, 2 and 3 a hostile BPE or SPM vocabulary: token
+# lines whose first byte is the type, "-", merge lines, 0xFF, the text).
+tok="$(cd "$(dirname "$0")" && pwd)/corpus/tokenizer"
+mkdir -p "$tok"
+printf '\000hello world<|end|> 12 <tool>\n\tx' > "$tok/bpe-text"
+printf '\000\xe6\x88\x91\xe5\x90\x83 \xff\xfe invalid \xc3' > "$tok/bpe-utf8"
+printf '\001a ab  \n<bos> \xe4\xb8\xad\xff' > "$tok/spm-text"
+printf '\002\001ab\n\001abc\n\003<s>\n-\na b\nab c\n\377ab abc <s>' > "$tok/hostile-bpe"
+printf '\003\003<bos>\n\001a\n\001b\n\001ab\n\006<0x41>\n\004  \n\377a  b ab A' > "$tok/hostile-spm"

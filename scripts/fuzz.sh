@@ -12,6 +12,9 @@
 #   gguf_fuzz       the GGUF reader on memory images, keys read and first rows
 #                   dequantized (fuzz/corpus/gguf/: tests/fixtures/
 #                   make_gguf_fixtures.py writes them)
+#   tokenizer_fuzz  the tokenizers: texts on fixed byte-level BPE and
+#                   SentencePiece vocabularies, and hostile vocabularies
+#                   and merges built from the input (fuzz/corpus/tokenizer/)
 #
 # A bare number is taken as seconds (fuzz.sh 60, as .ci/run calls it).
 # Exits 0 when no crash was found (or clang is missing: then it says so and
@@ -19,7 +22,7 @@
 # build-fuzz/artifacts/.  Each run's executions and coverage are printed as
 # libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
-all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz)
+all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz)
 targets=()
 seconds=60
 while [[ $# -gt 0 ]]; do
@@ -27,7 +30,7 @@ while [[ $# -gt 0 ]]; do
         --all) targets=("${all_targets[@]}") ;;
         --seconds) seconds=${2:-}; shift ;;
         --minutes) seconds=$(( ${2:-0} * 60 )); shift ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         ''|*[!0-9]*) targets+=("$1") ;;
         *) seconds=$1 ;;
     esac
@@ -59,6 +62,7 @@ for t in "${targets[@]}"; do
         npy_fuzz) cp "$root"/fuzz/corpus/npy/* "$corpus"/ ;;
         cli_args_fuzz) cp "$root"/fuzz/corpus/cli/* "$corpus"/ ;;
         gguf_fuzz) cp "$root"/fuzz/corpus/gguf/* "$corpus"/ ;;
+        tokenizer_fuzz) cp "$root"/fuzz/corpus/tokenizer/* "$corpus"/ ;;
         npy_file_fuzz)
             # axis 0, first row 0, two rows; then the file
             for seed in "$root"/fuzz/corpus/npy/*; do

@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh --all    everything the full test suite uses as well
 #                                    (clang for fuzzing, cairo and a CJK font for
 #                                    pictures, chromium for the HTML report test,
-#                                    Open MPI for ring attention)
+#                                    Open MPI for ring attention, PCRE2 for the
+#                                    byte-level BPE tokenizer)
 #
 # Run as root it installs what is missing with apt-get; run as another user
 # it names the missing packages and exits non-zero.  Nothing is downloaded

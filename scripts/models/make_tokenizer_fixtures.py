@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""make_tokenizer_fixtures.py -- the reference token ids of tests/model/test_tokenizer.c.
+
+    python3 scripts/models/make_tokenizer_fixtures.py [--models DIR] [--out DIR]
+
+Encodes one corpus (below) with Hugging Face `transformers` + `tokenizers`,
+which build each model's tokenizer from its GGUF file offline
+(AutoTokenizer.from_pretrained(DIR, gguf_file=NAME) with HF_HUB_OFFLINE=1),
+and writes tests/fixtures/tokenizer/<model>.txt, one block per case:
+
+    case special|nospecial            special tokens matched whole, or read as text
+    text <hex of the UTF-8 text>      hex, so that tabs, CR and trailing blanks survive
+    ids <id> <id> ...                 encode(text), with the BOS the model adds
+    decoded <hex>                     decode(ids, skip_special_tokens=True)
+
+The C test encodes every text and must produce the same ids, then decodes
+them.  Needs: pip install transformers tokenizers gguf torch (transformers'
+GGUF reader imports torch)
+(the versions used are written at the top of each file).
+"""
+import argparse
+import os
+import sys
+
+CORPUS = [
+    "Hello, world!",
+    "hello world",
+    " Hello",
+    "  two leading spaces",
+    "trailing spaces   ",
+    "a  b   c    d",
+    "我吃了一个苹果",
+    "这台电脑来自苹果",
+    "苹果公司的电脑很贵。",
+    "Tokenizers split text into pieces: 分词器把文本切成小块。",
+    "日本語のテキストも少し。한국어도 조금.",
+    "Ελληνικά και русский текст.",
+    "emoji 😀 and 👍🏽 and a family 👨‍👩‍👧‍👦 and a flag 🇫🇷",
+    "🧑🏿‍💻 writes code; ❤️ is two code points",
+    "tabs\tand\ttabs\t\t\tmore",
+    "line one\nline two\n\nline four\n",
+    "windows\r\nline\r\nends\r\n",
+    "mixed \t \n \r\n whitespace  \n\n\n  end",
+    "\n\n\n\n",
+    "    indented code",
+    "def f(x):\n    return x * 2  # double\n",
+    "for (int i = 0; i < n; i++) { a[i] += b[i]; }",
+    "#include <stdio.h>\nint main(void) { printf(\"%d\\n\", 42); }",
+    "SELECT * FROM users WHERE id = 7;",
+    "numbers 1234567890 3.14159 -42 1e-9 0x1F",
+    "12345678901234567890",
+    "I'm sure you're right, we'll see; they've done it, he'd go, it's John's.",
+    "IT'S LOUD AND WE'LL SHOUT",
+    "don't can't won't",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|endoftext|>text after",
+    "<bos>a<eos>",
+    "<start_of_turn>user\nhi<end_of_turn>\n",
+    "<tool_call>{\"name\": \"f\"}</tool_call>",
+    "<table><tr><td>cell</td></tr></table>",
+    "[PAD151665] is an unused token",
+    "<0x41> looks like a byte token",
+    "\u2581 the space marker itself and ▁▁ two of them",
+    "non-breaking\u00a0space, ideographic\u3000space, en\u2002space",
+    "zero\u200bwidth and soft\u00adhyphen",
+    "combining e\u0301 vs \u00e9, and ﬁ ligature",
+    "long s \u017f and Kelvin \u212a",
+    "control \x01\x02\x7f chars",
+    "ＦＵＬＬＷＩＤＴＨ and ½ and ² and ٣",
+    "a" * 64,
+    "!!!!!!!!!!!!!!!!!!!!????????",
+    "https://example.com/path?query=1&b=2#frag",
+    "email@example.org, @user #hashtag $100 50% 3/4",
+    "😀" * 5,
+    "",
+    " ",
+    "x",
+    "عربي עברית ไทย हिन्दी ქართული Հայերեն",
+    "∀x∈ℝ: x² ≥ 0, ∑ᵢ aᵢ = π ≈ 3.14 → ∞",
+    "next\u0085line, line\u2028separator, para\u2029separator, mongolian\u180evowel",
+    "it'ſ and it'K (Kelvin) and IT'S",
+    "a\x00nul byte inside",
+    "The quick brown fox jumps over the lazy dog. " * 8,
+    "大型语言模型的注意力机制：查询、键和值。每个词元都会关注之前的所有词元，" * 3,
+]
+
+# Deterministic random strings over blocks that stress the pre-tokenizer
+# and the merges: ASCII letters, digits, punctuation and blanks, Latin with
+# accents, combining marks, CJK, kana, Hangul, emoji and modifiers, ZWJ.
+ALPHABETS = [
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "0123456789",
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+    " \t\n\r  ",
+    "éèêëàâäôöûüçñßøåæœÉÀ",
+    "\u0301\u0308\u0327\u0302",
+    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年苹果电脑",
+    "あいうえおかきくけこアイウエオ",
+    "가나다라마바사아자차카타파하",
+    "😀😂🤖👍🏽👨\u200d👩\u200d👧🇫🇷❤️\ufe0f",
+]
+
+
+def random_texts(count, seed=1234):
+    import random
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            alphabet = rng.choice(ALPHABETS)
+            parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))))
+        texts.append("".join(parts))
+    return texts
+
+
+CORPUS += random_texts(60)
+
+# Each text is encoded with special tokens matched and, for these, also
+# with them read as plain text (split_special_tokens=True).
+NOSPECIAL = {
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|endoftext|>text after",
+    "<bos>a<eos>",
+    "<start_of_turn>user\nhi<end_of_turn>\n",
+    "<tool_call>{\"name\": \"f\"}</tool_call>",
+}
+
+MODELS = [
+    ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b.txt"),
+    ("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m.txt"),
+]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=os.environ.get("ATTN_MODEL_DIR",
+                                                      os.path.expanduser("~/.cache/attn/models")))
+    ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", "fixtures", "tokenizer"))
+    args = ap.parse_args()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import tokenizers
+    import transformers
+    from transformers import AutoTokenizer
+
+    os.makedirs(args.out, exist_ok=True)
+    for gguf_name, out_name in MODELS:
+        tok = AutoTokenizer.from_pretrained(args.models, gguf_file=gguf_name)
+        lines = [
+            f"# {gguf_name}: reference ids from transformers {transformers.__version__}, "
+            f"tokenizers {tokenizers.__version__}",
+            "# written by scripts/models/make_tokenizer_fixtures.py; do not edit",
+        ]
+        n_cases = n_ids = 0
+        for text in CORPUS:
+            for mode in ("special", "nospecial"):
+                if mode == "nospecial" and text not in NOSPECIAL:
+                    continue
+                ids = tok(text, split_special_tokens=(mode == "nospecial"))["input_ids"]
+                decoded = tok.decode(ids, skip_special_tokens=True)
+                lines += [f"case {mode}", "text " + text.encode("utf-8").hex(),
+                          "ids " + " ".join(str(i) for i in ids), "decoded " + decoded.encode("utf-8").hex()]
+                n_cases += 1
+                n_ids += len(ids)
+        path = os.path.join(args.out, out_name)
+        with open(path, "w", encoding="ascii") as f:
+            f.write("\n".join(lines) + "\n")
+        print(f"{path}: {n_cases} cases, {n_ids} ids", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+/*
+ * test_tokenizer_models.c — the tokenizers of the two real models against
+ * Hugging Face's (transformers + tokenizers, built from the same GGUF files):
+ * every text of tests/fixtures/tokenizer/<model>.txt (made by
+ * scripts/models/make_tokenizer_fixtures.py) must encode to the same ids,
+ * and those ids decode (special tokens skipped, invalid UTF-8 replaced) to
+ * the reference's decoded text.  The models come from scripts/fetch-models.sh
+ * ($ATTN_MODEL_DIR, default ~/.cache/attn/models); without them each case is
+ * skipped with a message.
+ */
+#include "testutil.h"
+
+#include "attn_tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/tokenizer/"
+
+static char model_dir[512];
+
+static void assert_ok(attn_status st) {
+    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
+}
+
+static int find_models(void **state) {
+    (void)state;
+    const char *dir = getenv("ATTN_MODEL_DIR");
+    const char *home = getenv("HOME");
+    if (dir && *dir)
+        snprintf(model_dir, sizeof model_dir, "%s", dir);
+    else
+        snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
+    return 0;
+}
+
+/* The model's tokenizer, or the test skipped with a message. */
+static attn_tokenizer *open_tokenizer(const char *name) {
+    char path[768];
+    snprintf(path, sizeof path, "%s/%s", model_dir, name);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
+        skip();
+    }
+    attn_gguf *g;
+    assert_ok(attn_gguf_open(path, &g));
+    attn_tokenizer *t;
+    attn_status status = attn_tokenizer_from_gguf(g, &t);
+    attn_gguf_close(g); /* the tokenizer keeps what it needs */
+    if (status == ATTN_ERR_UNSUPPORTED && strstr(attn_last_error(), "without PCRE2")) {
+        print_message("skipped: %s\n", attn_last_error());
+        skip();
+    }
+    assert_ok(status);
+    return t;
+}
+
+/* Hex digits into bytes; returns the count. */
+static size_t unhex(const char *hex, char *out) {
+    size_t n = 0;
+    for (; hex[0] && hex[0] != '\n' && hex[1]; hex += 2) {
+        unsigned v;
+        if (sscanf(hex, "%2x", &v) != 1) fail_msg("bad hex in the fixture: %.8s", hex);
+        out[n++] = (char)v;
+    }
+    return n;
+}
+
+static void print_ids(const char *what, const int32_t *ids, size_t n) {
+    char line[4096];
+    size_t at = 0;
+    for (size_t i = 0; i < n && at + 16 < sizeof line; i++) at += (size_t)snprintf(line + at, sizeof line - at, " %d", ids[i]);
+    print_message("  %s:%s\n", what, line);
+}
+
+static void check_fixture(const char *model, const char *fixture) {
+    attn_tokenizer *t = open_tokenizer(model);
+    FILE *f = fopen(fixture, "r");
+    if (!f) fail_msg("cannot open %s", fixture);
+    size_t cap = 1 << 16;
+    char *line = malloc(cap), *text = malloc(cap), *decoded_want = malloc(cap), *decoded = malloc(cap);
+    int32_t *want = malloc(cap * sizeof *want), *got = malloc(cap * sizeof *got);
+    unsigned flags = 0;
+    size_t text_len = 0, n_want = 0, cases = 0, ids_total = 0, failures = 0;
+    while (fgets(line, (int)cap, f)) {
+        if (strncmp(line, "case ", 5) == 0) {
+            flags = strncmp(line + 5, "nospecial", 9) == 0 ? ATTN_ENCODE_SPLIT_SPECIAL : 0;
+        } else if (strncmp(line, "text ", 5) == 0) {
+            text_len = unhex(line + 5, text);
+        } else if (strncmp(line, "ids", 3) == 0) {
+            n_want = 0;
+            for (char *p = line + 3, *end;; p = end) {
+                long v = strtol(p, &end, 10);
+                if (end == p) break;
+                want[n_want++] = (int32_t)v;
+            }
+        } else if (strncmp(line, "decoded ", 8) == 0) {
+            size_t want_len = unhex(line + 8, decoded_want);
+            size_t n_got;
+            assert_ok(attn_tokenizer_encode(t, text, text_len, flags, got, cap, &n_got));
+            cases++;
+            ids_total += n_want;
+            if (n_got != n_want || memcmp(got, want, n_got * sizeof *got) != 0) {
+                failures++;
+                print_message("%s: '%.*s'%s: ids differ\n", model, (int)text_len, text, flags ? " (no special)" : "");
+                print_ids("reference", want, n_want);
+                print_ids("attn     ", got, n_got);
+                continue;
+            }
+            size_t len;
+            assert_ok(attn_tokenizer_decode(t, got, n_got, ATTN_DECODE_SKIP_SPECIAL | ATTN_DECODE_VALID_UTF8,
+                                            decoded, cap, &len));
+            if (len != want_len || memcmp(decoded, decoded_want, len) != 0) {
+                failures++;
+                print_message("%s: '%.*s': decodes to '%.*s', the reference to '%.*s'\n", model, (int)text_len, text,
+                              (int)len, decoded, (int)want_len, decoded_want);
+            }
+        }
+    }
+    fclose(f);
+    print_message("%s: %zu texts, %zu reference ids, %zu differ\n", model, cases, ids_total, failures);
+    free(line), free(text), free(decoded_want), free(decoded), free(want), free(got);
+    attn_tokenizer_free(t);
+    if (cases == 0) fail_msg("%s holds no case", fixture);
+    if (failures) fail_msg("%zu of %zu texts differ from the reference", failures, cases);
+}
+
+static void qwen_matches_reference(void **state) {
+    (void)state;
+    check_fixture("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", FIXTURES "qwen2.5-coder-0.5b.txt");
+}
+
+static void gemma_matches_reference(void **state) {
+    (void)state;
+    check_fixture("gemma-3-270m-q4_k_m.gguf", FIXTURES "gemma-3-270m.txt");
+}
+
+/* What the models' README says about them: vocabulary sizes, special ids,
+ * 苹果 one token in Qwen's vocabulary. */
+static void models_describe_themselves(void **state) {
+    (void)state;
+    attn_tokenizer *t = open_tokenizer("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    attn_tokenizer_info info;
+    attn_tokenizer_describe(t, &info);
+    assert_int_equal(info.kind, ATTN_TOKENIZER_BPE);
+    assert_int_equal(info.vocab_size, 151936);
+    assert_int_equal(info.n_merges, 151387);
+    assert_int_equal(info.eos_id, 151645);
+    assert_int_equal(info.add_bos, 0);
+    assert_string_equal(info.pre, "qwen2");
+    size_t n;
+    int32_t ids[8];
+    assert_ok(attn_tokenizer_encode(t, "苹果", strlen("苹果"), 0, ids, 8, &n));
+    assert_int_equal(n, 1);
+    print_message("qwen: %.1f MB\n", (double)info.memory_bytes / 1e6);
+    attn_tokenizer_free(t);
+
+    t = open_tokenizer("gemma-3-270m-q4_k_m.gguf");
+    attn_tokenizer_describe(t, &info);
+    assert_int_equal(info.kind, ATTN_TOKENIZER_SPM);
+    assert_int_equal(info.vocab_size, 262144);
+    assert_int_equal(info.bos_id, 2);
+    assert_int_equal(info.add_bos, 1);
+    assert_ok(attn_tokenizer_encode(t, "", 0, 0, ids, 8, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 2);
+    print_message("gemma: %.1f MB\n", (double)info.memory_bytes / 1e6);
+    attn_tokenizer_free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(qwen_matches_reference),
+        cmocka_unit_test(gemma_matches_reference),
+        cmocka_unit_test(models_describe_themselves),
+    };
+    return cmocka_run_group_tests(tests, find_models, NULL);
+}
