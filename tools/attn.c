@@ -9,6 +9,7 @@
  *   attn train      attention learning where to look, from the loss alone
  *   attn bench      kernels against this machine's measured limits
  *   attn ring       ring attention across MPI ranks
+ *   attn model      a real model's GGUF file: its layout, a forward over token ids
  *
  * Exit status: 0 success, 1 data error, 2 usage error.
  */
@@ -35,6 +36,7 @@ static const subcommand subcommands[] = {
     {"report", cmd_report, "one self-contained HTML page: heat maps, token view, path decomposition"},
     {"train", cmd_train, "attention learns where to look: associative recall, trained by backprop + Adam"},
     {"bench", cmd_bench, "measure this machine's FMA peak and bandwidth, time the kernels against them"},
+    {"model", cmd_model, "a GGUF model: its heads and layers (info), its next-token predictions over ids (run)"},
     {"ring", cmd_ring, "ring attention across MPI ranks: mpirun -np P attn ring (sharded .npy in and out)"},
 };
 

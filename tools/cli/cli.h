@@ -43,6 +43,7 @@ int cmd_trace(int argc, char **argv);
 int cmd_paths(int argc, char **argv);
 int cmd_nullspace(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 /* "attn CMD: message" plus a pointer to --help on stderr; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
