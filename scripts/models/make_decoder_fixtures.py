@@ -139,25 +139,28 @@ def main():
     p.add_argument("--only", choices=sorted(SEQUENCES), help="one model only")
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-    import transformers
     import gguf  # noqa: F401  (transformers needs it for GGUF files)
-    from importlib.metadata import version
 
-    torch.manual_seed(0)
-    lines = [f"made by scripts/models/make_decoder_fixtures.py with torch {torch.__version__}, "
-             f"transformers {transformers.__version__}, gguf {version('gguf')}, numpy {np.__version__}",
-             "float32, attn_implementation=eager; every file is described in the script's docstring", ""]
     for arch, (name, seqs) in SEQUENCES.items():
         if args.only and arch != args.only:
             continue
         run_model(os.path.join(args.models, name), arch, seqs, os.path.join(args.out, arch), args.check_ids)
+    write_readme(args.out)
+
+
+def write_readme(out):
+    import torch
+    import transformers
+    from importlib.metadata import version
+
+    lines = [f"made by scripts/models/make_decoder_fixtures.py with torch {torch.__version__}, "
+             f"transformers {transformers.__version__}, gguf {version('gguf')}, numpy {np.__version__}",
+             "float32, attn_implementation=eager; every file is described in the script's docstring", ""]
     for arch, (name, seqs) in SEQUENCES.items():
         for key, (text, ids) in seqs.items():
-            lines.append(f"{arch}/{key}: {text!r} -> {ids}")
-    if not args.only:
-        with open(os.path.join(args.out, "README.txt"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+            lines.append(f"{arch}/{key} ({name}): {text!r} -> {ids}")
+    with open(os.path.join(out, "README.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
