@@ -488,6 +488,65 @@ static void test_hook(void **state) {
     attn_decoder_free(dec);
 }
 
+/* ========================================================= attn model (CLI) */
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void assert_cli(int want_status, const char *want_text, const char *fmt, const char *arg) {
+    char *out;
+    const int status = test_run_cli(&out, fmt, arg);
+    if (status != want_status || !strstr(out, want_text))
+        fail_msg("attn %s: status %d (expected %d), output lacks '%s':\n%s", fmt, status, want_status, want_text, out);
+    free(out);
+}
+
+static void test_cli(void **state) {
+    (void)state;
+    tiny_model m;
+    tiny_build(&m, &TINY_GEMMA, 31);
+    const char *path = test_path("tiny-gemma3.gguf");
+    char file[600];
+    snprintf(file, sizeof file, "%s", path);
+    write_file(file, m.file.data, m.file.len);
+    assert_cli(0, "query heads 0..1", "model info %s", file);
+    assert_cli(0, "LLLLLGL", "model info %s", file);
+    assert_cli(0, "10000 on local ones", "model info %s", file);
+
+    /* The CLI's top token is the decoder's argmax. */
+    attn_gguf *g;
+    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
+    attn_decoder *dec;
+    assert_ok(attn_decoder_load(g, &dec));
+    attn_gguf_close(g);
+    const int32_t ids[3] = {2, 7, 1};
+    float logits[29];
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = logits;
+    out.last_only = 1;
+    assert_ok(attn_decoder_forward(dec, ids, 3, &out));
+    int best = 0;
+    for (int i = 1; i < 29; i++)
+        if (logits[i] > logits[best]) best = i;
+    char want[64];
+    snprintf(want, sizeof want, "\n1     %8d", best);
+    assert_cli(0, want, "model run %s --ids 2,7,1 --top 3", file);
+    assert_cli(0, "after layer l", "model run %s --ids 2,7,1 --layer-norms", file);
+    attn_decoder_free(dec);
+
+    assert_cli(0, "usage: attn model info", "model --help%s", "");
+    assert_cli(2, "element 1 is 'x'", "model run %s --ids 2,x,1", file);
+    assert_cli(2, "run needs --ids", "model run %s", file);
+    assert_cli(2, "did you mean info", "model inof %s", file);
+    assert_cli(1, "outside the vocabulary", "model run %s --ids 29", file);
+    assert_cli(1, "no-such.gguf", "model info %s/no-such.gguf", test_tmpdir());
+    tiny_free(&m);
+}
+
 /* ======================================================== the real models */
 
 static char model_dir[512];
@@ -624,7 +683,7 @@ static void check_sequence(const attn_decoder *dec, const char *arch, const char
                          (long long)id, (long long)above + 1);
         }
     }
-    print_message("%s %s: hidden worst %.2e (layer row %lld), norms %.2e, attention %.2e, top logits %.2e; "
+    print_message("%s %s: hidden worst %.2e (row %lld: 0 the embeddings, l + 1 after layer l), norms %.2e, attention %.2e, top logits %.2e; "
                   "top-1 and top-5 match at all %lld positions\n",
                   arch, seq, worst_rel, (long long)worst_layer, worst_norm, worst_att, worst_logit, (long long)L);
     if (worst_rel > DECODER_HIDDEN_REL_FAIL) fail_msg("hidden states differ beyond %g", DECODER_HIDDEN_REL_FAIL);
@@ -678,8 +737,9 @@ int main(void) {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hook),
+        cmocka_unit_test(test_cli),
         cmocka_unit_test(test_qwen2_against_transformers),
         cmocka_unit_test(test_gemma3_against_transformers),
     };
-    return cmocka_run_group_tests(tests, find_models, NULL);
+    return cmocka_run_group_tests(tests, find_models, test_group_teardown);
 }
