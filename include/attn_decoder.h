@@ -28,9 +28,10 @@
  *
  * Weights: every tensor is dequantized to float32 when the model is loaded
  * (attn_gguf_dequantize_rows), 4 bytes per parameter: 2.4 GiB for
- * Qwen2.5-Coder 0.5B, 1.0 GiB for Gemma 3 270M.  The attn_gguf must stay
- * open while the decoder lives only if the caller wants it (the decoder
- * copies what it needs).
+ * Qwen2.5-Coder 0.5B, 1.0 GiB for Gemma 3 270M (5x the files).  The
+ * decoder keeps its own copy: the attn_gguf may be closed once it is
+ * loaded.  (Converting rows on demand, or dot products on the quantized
+ * blocks, would cost only the mapping; not done yet.)
  *
  * Threads: a loaded decoder is read-only; attn_decoder_forward may run on
  * it from several threads at once (each call allocates its own scratch).
