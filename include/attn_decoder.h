@@ -128,8 +128,9 @@ typedef struct attn_decoder_outputs {
                                    layers whose weights are wanted              */
     attn_decoder_layer_hook hook;
     void *hook_user;
-    attn_kernel kernel;         /* attn_sdpa_forward's kernel (AUTO: flash,
-                                   or the reference when weights are asked)     */
+    attn_kernel kernel;         /* attn_sdpa_forward's kernel: AUTO (flash,
+                                   weights included) or REF ($ATTN_KERNEL=ref
+                                   forces the reference too)                    */
 } attn_decoder_outputs;
 
 #define ATTN_DECODER_OUTPUTS_INIT {.struct_size = sizeof(attn_decoder_outputs)}
