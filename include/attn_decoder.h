@@ -35,7 +35,8 @@
  *
  * Threads: a loaded decoder is read-only; attn_decoder_forward may run on
  * it from several threads at once (each call allocates its own scratch).
- * Results do not depend on the thread count.
+ * The projections run on the calling thread; attention uses attn's threads
+ * (attn_sdpa_forward), whose results do not depend on their count.
  */
 #ifndef ATTN_DECODER_H
 #define ATTN_DECODER_H

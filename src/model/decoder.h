@@ -39,8 +39,7 @@ struct attn_decoder {
 };
 
 /* y [rows, d_out] = x [rows, d_in] . w^T (w: [d_out, d_in]) + b (b: [d_out]
- * or NULL).  Each element is one sum in a fixed order computed by one
- * thread: the same bits for any thread count. */
+ * or NULL).  Each element is one sum in a fixed order. */
 void attn__decoder_matmul(const float *x, int64_t rows, int64_t d_in, const float *w, const float *b,
                           int64_t d_out, float *y);
 

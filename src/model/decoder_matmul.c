@@ -12,13 +12,12 @@
  * memory once per forward.  Each dot product keeps 16 float partial sums
  * (which the compiler turns into vector registers) and adds them in
  * double: a sum of d_in products to within ~sqrt(d_in / 16) ulps, like a
- * BLAS sgemm.  A real BLAS is a later issue (docs/models.md has the speed).
+ * BLAS sgemm.  One thread: libattn_model depends on libattn and libm only
+ * (no OpenMP of its own), and on this project's shared 2-core machines a
+ * second thread did not help.  A real BLAS, threaded, is a later issue
+ * (docs/models.md has the speed).
  */
 #include "model/decoder.h"
-
-#ifdef ATTN_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 enum { PARTIAL_SUMS = 16 };
 
@@ -35,9 +34,6 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
 
 void attn__decoder_matmul(const float *x, int64_t rows, int64_t d_in, const float *w, const float *b,
                           int64_t d_out, float *y) {
-#ifdef ATTN_HAVE_OPENMP
-#pragma omp parallel for schedule(static) if (d_out * rows * d_in > 1 << 20)
-#endif
     for (int64_t o = 0; o < d_out; o++) {
         const float *w_o = w + o * d_in;
         const float bias = b ? b[o] : 0.0f;
