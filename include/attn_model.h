@@ -2,12 +2,11 @@
  * attn_model.h — real models' weights (libattn_model; pkg-config attn-model,
  * CMake attn::model).  It depends on libattn and libm only.
  *
- * For now this header holds one self-contained section: the GGUF reader
- * (below).  The model API proper (open a model, describe it, tokenize, run
- * a forward) comes later in this header, built on it; nothing in the GGUF
- * section depends on what will come, and nothing in it will change when
- * that arrives.  docs/models.md has the prose: the checks, the memory each
- * way of reading costs, the real models and their licences.
+ * This header holds one self-contained section: the GGUF reader (below).
+ * Built on it, in the same library: attn_decoder.h (a model's
+ * configuration and its float32 forward over token ids).  docs/models.md
+ * has the prose: the checks, the memory each way of reading costs, the
+ * real models and their licences, the decoder.
  */
 #ifndef ATTN_MODEL_H
 #define ATTN_MODEL_H

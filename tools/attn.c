@@ -9,6 +9,7 @@
  *   attn train      attention learning where to look, from the loss alone
  *   attn bench      kernels against this machine's measured limits
  *   attn ring       ring attention across MPI ranks
+ *   attn model      a real model's GGUF file: its layout, a forward over token ids
  *   attn tokenize   a GGUF model's tokenizer: text to ids; attn detokenize: back
  *
  * Exit status: 0 success, 1 data error, 2 usage error.
@@ -36,6 +37,7 @@ static const subcommand subcommands[] = {
     {"report", cmd_report, "one self-contained HTML page: heat maps, token view, path decomposition"},
     {"train", cmd_train, "attention learns where to look: associative recall, trained by backprop + Adam"},
     {"bench", cmd_bench, "measure this machine's FMA peak and bandwidth, time the kernels against them"},
+    {"model", cmd_model, "a GGUF model: its heads and layers (info), its next-token predictions over ids (run)"},
     {"ring", cmd_ring, "ring attention across MPI ranks: mpirun -np P attn ring (sharded .npy in and out)"},
     {"tokenize", cmd_tokenize, "text to token ids with a GGUF model's tokenizer (Qwen2 BPE, Gemma SentencePiece)"},
     {"detokenize", cmd_detokenize, "token ids back to text with a GGUF model's tokenizer"},

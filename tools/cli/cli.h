@@ -46,6 +46,7 @@ int cmd_train(int argc, char **argv);
 /* attn tokenize, attn detokenize: a GGUF model's tokenizer (cmd_tokenize.c). */
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 /* "attn CMD: message" plus a pointer to --help on stderr; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);

@@ -1,0 +1,256 @@
+/*
+ * decoder.c — a decoder's configuration from GGUF metadata, and its weights
+ * dequantized to float32 (attn_decoder.h).
+ *
+ * Tensor names and dims are llama.cpp's (GGUF dims: dims[0] = d_in):
+ *   token_embd.weight            [d, V]        output.weight [d, V] (qwen2)
+ *   output_norm.weight           [d]
+ *   blk.N.attn_norm.weight       [d]           blk.N.ffn_norm.weight [d]
+ *   blk.N.attn_q.weight          [d, Hq*Dh]    .bias [Hq*Dh]  (qwen2)
+ *   blk.N.attn_k.weight, attn_v  [d, Hkv*Dh]   .bias [Hkv*Dh] (qwen2)
+ *   blk.N.attn_q_norm, attn_k_norm.weight [Dh]                (gemma3)
+ *   blk.N.attn_output.weight     [Hq*Dh, d]
+ *   blk.N.post_attention_norm, post_ffw_norm.weight [d]       (gemma3)
+ *   blk.N.ffn_gate, ffn_up.weight [d, F]       blk.N.ffn_down.weight [F, d]
+ *
+ * Gemma's norms: Hugging Face multiplies by (1 + w); llama.cpp's converter
+ * stores 1 + w in the GGUF (and transformers' GGUF loader subtracts the 1
+ * again), so here every norm multiplies by the stored weight as it is.
+ */
+#include "model/decoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct arch_traits {
+    const char *name;
+    attn_decoder_arch arch;
+    int qkv_bias, qk_norm, post_norms;
+    attn_decoder_activation activation;
+    int scale_embeddings;
+    double rope_theta_local; /* 0: the global theta on every layer */
+    int64_t sliding_pattern;
+} arch_traits;
+
+/* What each architecture fixes in code (llama.cpp's llama-model.cpp and
+ * transformers' Gemma3TextConfig defaults agree on these). */
+static const arch_traits archs[] = {
+    {"qwen2", ATTN_DECODER_QWEN2, 1, 0, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0},
+    {"gemma3", ATTN_DECODER_GEMMA3, 0, 1, 1, ATTN_DECODER_GEGLU_TANH, 1, 10000.0, 6},
+};
+
+/* "ARCH.suffix" into buf. */
+static const char *arch_key(char *buf, size_t size, const char *arch, const char *suffix) {
+    snprintf(buf, size, "%s.%s", arch, suffix);
+    return buf;
+}
+
+static attn_status key_i64(const attn_gguf *g, const char *arch, const char *suffix, int64_t *out) {
+    char key[128];
+    uint32_t v;
+    attn_status st = attn_gguf_get_u32(g, arch_key(key, sizeof key, arch, suffix), &v);
+    if (st) return st;
+    if (v == 0) return attn__fail(ATTN_ERR_FORMAT, "key '%s' is 0", key);
+    *out = v;
+    return ATTN_OK;
+}
+
+/* An optional key: *out unchanged when it is absent. */
+static attn_status key_i64_optional(const attn_gguf *g, const char *arch, const char *suffix, int64_t *out) {
+    char key[128];
+    if (attn_gguf_key_index(g, arch_key(key, sizeof key, arch, suffix)) < 0) return ATTN_OK;
+    return key_i64(g, arch, suffix, out);
+}
+
+static attn_status key_f64(const attn_gguf *g, const char *arch, const char *suffix, double *out) {
+    char key[128];
+    attn_status st = attn_gguf_get_f64(g, arch_key(key, sizeof key, arch, suffix), out);
+    if (st) return st;
+    if (!(*out > 0.0) || !isfinite(*out))
+        return attn__fail(ATTN_ERR_FORMAT, "key '%s' is %g: it must be positive", key, *out);
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cfg) {
+    if (!g || !cfg)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_read_config: %s is NULL", !g ? "g" : "cfg");
+    const char *name;
+    size_t len;
+    attn_status st = attn_gguf_get_string(g, "general.architecture", &name, &len);
+    if (st) return st;
+    const arch_traits *t = NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strlen(archs[i].name) == len && memcmp(archs[i].name, name, len) == 0) t = &archs[i];
+    if (!t)
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "general.architecture is '%.*s': the decoder runs qwen2 and gemma3", (int)(len > 64 ? 64 : len),
+                          name);
+    attn_decoder_config c;
+    memset(&c, 0, sizeof c);
+    c.arch = t->arch;
+    c.architecture = t->name;
+    if ((st = key_i64(g, t->name, "block_count", &c.n_layers)) ||
+        (st = key_i64(g, t->name, "embedding_length", &c.d_model)) ||
+        (st = key_i64(g, t->name, "feed_forward_length", &c.d_ffn)) ||
+        (st = key_i64(g, t->name, "attention.head_count", &c.n_heads)) ||
+        (st = key_f64(g, t->name, "attention.layer_norm_rms_epsilon", &c.rms_eps)) ||
+        (st = key_f64(g, t->name, "rope.freq_base", &c.rope_theta)))
+        return st;
+    c.n_kv_heads = c.n_heads;
+    if ((st = key_i64_optional(g, t->name, "attention.head_count_kv", &c.n_kv_heads))) return st;
+    if (c.n_heads % c.n_kv_heads != 0)
+        return attn__fail(ATTN_ERR_FORMAT, "%s.attention.head_count %lld is not a multiple of head_count_kv %lld",
+                          t->name, (long long)c.n_heads, (long long)c.n_kv_heads);
+    c.head_dim = 0;
+    if ((st = key_i64_optional(g, t->name, "attention.key_length", &c.head_dim))) return st;
+    if (c.head_dim == 0) {
+        if (c.d_model % c.n_heads != 0)
+            return attn__fail(ATTN_ERR_FORMAT,
+                              "no key '%s.attention.key_length', and embedding_length %lld is not a multiple of "
+                              "head_count %lld",
+                              t->name, (long long)c.d_model, (long long)c.n_heads);
+        c.head_dim = c.d_model / c.n_heads;
+    }
+    int64_t value_length = c.head_dim;
+    if ((st = key_i64_optional(g, t->name, "attention.value_length", &value_length))) return st;
+    if (value_length != c.head_dim)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s.attention.value_length %lld differs from key_length %lld",
+                          t->name, (long long)value_length, (long long)c.head_dim);
+    if (c.head_dim % 2 != 0)
+        return attn__fail(ATTN_ERR_FORMAT, "head width %lld is odd: RoPE rotates pairs", (long long)c.head_dim);
+    if ((st = key_i64_optional(g, t->name, "attention.sliding_window", &c.sliding_window))) return st;
+    c.sliding_pattern = c.sliding_window ? t->sliding_pattern : 0;
+    c.rope_theta_local = t->rope_theta_local > 0.0 && c.sliding_window ? t->rope_theta_local : c.rope_theta;
+    c.rope_pairing = ATTN_ROPE_NEOX;
+    c.attn_scale = (float)(1.0 / sqrt((double)c.head_dim));
+    c.embed_scale = t->scale_embeddings ? (float)sqrt((double)c.d_model) : 1.0f;
+    c.qkv_bias = t->qkv_bias;
+    c.qk_norm = t->qk_norm;
+    c.post_norms = t->post_norms;
+    c.activation = t->activation;
+    attn_gguf_tensor embd;
+    if ((st = attn_gguf_find_tensor(g, "token_embd.weight", &embd))) return st;
+    if (embd.n_dims != 2 || embd.dims[0] != c.d_model)
+        return attn__fail(ATTN_ERR_FORMAT, "tensor 'token_embd.weight' has dims [%lld, %lld], expected [%lld, vocabulary]",
+                          (long long)embd.dims[0], (long long)embd.dims[1], (long long)c.d_model);
+    c.vocab = embd.dims[1];
+    c.tied_embeddings = attn_gguf_tensor_index(g, "output.weight") < 0;
+    int64_t n;
+    if (mul_overflows(c.n_heads, c.head_dim, &n) || mul_overflows(c.vocab, c.d_model, &n) ||
+        mul_overflows(c.d_ffn, c.d_model, &n) || c.n_layers > 4096)
+        return attn__fail(ATTN_ERR_OVERFLOW, "the model's sizes overflow");
+    *cfg = c;
+    return ATTN_OK;
+}
+
+int attn_decoder_layer_is_local(const attn_decoder_config *cfg, int64_t layer) {
+    if (!cfg || cfg->sliding_window <= 0) return 0;
+    return cfg->sliding_pattern <= 0 || (layer + 1) % cfg->sliding_pattern != 0;
+}
+
+/* Dequantizes the tensor called name, which must have dims [d0, d1] (d1 1
+ * for a vector), into a new float32 array owned by m.  Absent and optional:
+ * *out = NULL. */
+static attn_status load_tensor(const attn_gguf *g, attn_decoder *m, const char *name, int64_t d0, int64_t d1,
+                               int optional, float **out) {
+    *out = NULL;
+    attn_gguf_tensor t;
+    if (optional && attn_gguf_tensor_index(g, name) < 0) return ATTN_OK;
+    attn_status st = attn_gguf_find_tensor(g, name, &t);
+    if (st) return st;
+    if (t.dims[0] != d0 || t.dims[1] != d1 || t.n_dims > 2)
+        return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has dims [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                          (long long)t.dims[0], (long long)t.dims[1], (long long)t.dims[2], (long long)t.dims[3],
+                          (long long)d0, (long long)d1);
+    float *data = malloc((size_t)t.n_elements * sizeof(float));
+    if (!data)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name,
+                          (long long)t.n_elements);
+    m->owned[m->n_owned++] = data;
+    if ((st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, data))) return st;
+    m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
+    *out = data;
+    return ATTN_OK;
+}
+
+/* The tensors per layer (at most) and outside the layers. */
+enum { TENSORS_PER_LAYER = 16, TENSORS_OUTSIDE = 3 };
+
+static attn_status load_layer(const attn_gguf *g, attn_decoder *m, int64_t l, decoder_layer *w) {
+    const attn_decoder_config *c = &m->cfg;
+    const int64_t d = c->d_model, q_width = c->n_heads * c->head_dim, kv_width = c->n_kv_heads * c->head_dim;
+    const int bias_missing_ok = !c->qkv_bias, qk_missing_ok = !c->qk_norm, post_missing_ok = !c->post_norms;
+    const struct {
+        const char *suffix;
+        int64_t d0, d1;
+        int optional;
+        float **dst;
+    } table[] = {
+        {"attn_norm.weight", d, 1, 0, &w->attn_norm},
+        {"attn_q.weight", d, q_width, 0, &w->wq},
+        {"attn_k.weight", d, kv_width, 0, &w->wk},
+        {"attn_v.weight", d, kv_width, 0, &w->wv},
+        {"attn_q.bias", q_width, 1, bias_missing_ok, &w->bq},
+        {"attn_k.bias", kv_width, 1, bias_missing_ok, &w->bk},
+        {"attn_v.bias", kv_width, 1, bias_missing_ok, &w->bv},
+        {"attn_q_norm.weight", c->head_dim, 1, qk_missing_ok, &w->q_norm},
+        {"attn_k_norm.weight", c->head_dim, 1, qk_missing_ok, &w->k_norm},
+        {"attn_output.weight", q_width, d, 0, &w->wo},
+        {"post_attention_norm.weight", d, 1, post_missing_ok, &w->post_attn_norm},
+        {"ffn_norm.weight", d, 1, 0, &w->ffn_norm},
+        {"ffn_gate.weight", d, c->d_ffn, 0, &w->w_gate},
+        {"ffn_up.weight", d, c->d_ffn, 0, &w->w_up},
+        {"ffn_down.weight", c->d_ffn, d, 0, &w->w_down},
+        {"post_ffw_norm.weight", d, 1, post_missing_ok, &w->post_ffn_norm},
+    };
+    _Static_assert(sizeof table / sizeof table[0] == TENSORS_PER_LAYER, "one entry per tensor of a layer");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, table[i].suffix);
+        attn_status st = load_tensor(g, m, name, table[i].d0, table[i].d1, table[i].optional, table[i].dst);
+        if (st) return st;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) {
+    if (!g || !out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load: %s is NULL", !g ? "g" : "out");
+    *out = NULL;
+    attn_decoder_config cfg;
+    attn_status st = attn_decoder_read_config(g, &cfg);
+    if (st) return st;
+    attn_decoder *m = calloc(1, sizeof *m);
+    if (!m) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_load: cannot allocate the decoder");
+    m->cfg = cfg;
+    m->layers = calloc((size_t)cfg.n_layers, sizeof *m->layers);
+    m->owned = calloc((size_t)(cfg.n_layers * TENSORS_PER_LAYER + TENSORS_OUTSIDE), sizeof *m->owned);
+    if (!m->layers || !m->owned) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_load: cannot allocate %lld layers",
+                        (long long)cfg.n_layers);
+        goto fail;
+    }
+    if ((st = load_tensor(g, m, "token_embd.weight", cfg.d_model, cfg.vocab, 0, &m->token_embd)) ||
+        (st = load_tensor(g, m, "output_norm.weight", cfg.d_model, 1, 0, &m->output_norm)) ||
+        (st = load_tensor(g, m, "output.weight", cfg.d_model, cfg.vocab, 1, &m->output)))
+        goto fail;
+    if (!m->output) m->output = m->token_embd;
+    for (int64_t l = 0; l < cfg.n_layers; l++)
+        if ((st = load_layer(g, m, l, &m->layers[l]))) goto fail;
+    *out = m;
+    return ATTN_OK;
+fail:
+    attn_decoder_free(m);
+    return st;
+}
+
+void attn_decoder_free(attn_decoder *m) {
+    if (!m) return;
+    for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m);
+}
+
+const attn_decoder_config *attn_decoder_get_config(const attn_decoder *m) { return m ? &m->cfg : NULL; }
+
+uint64_t attn_decoder_weight_bytes(const attn_decoder *m) { return m ? m->weight_bytes : 0; }

@@ -1,0 +1,188 @@
+/*
+ * decoder_forward.c — the full-sequence float32 forward of a decoder
+ * (attn_decoder.h), one layer at a time, attention by attn_sdpa_forward.
+ *
+ * Shape legend: L tokens, d d_model, F d_ffn, Hq / Hkv heads, Dh head width,
+ * V vocabulary.  Activations are row-major [L, width]; q, k, v are [L, H*Dh],
+ * which is attn's [1, L, H, Dh] as it stands (no transposes).
+ *
+ * Per layer, with x the residual stream [L, d] (docs/models.md has the
+ * equations with Hugging Face's names):
+ *   h = rmsnorm(x) * attn_norm
+ *   q = h Wq^T (+ bq)   k = h Wk^T (+ bk)   v = h Wv^T (+ bv)
+ *   q, k = rmsnorm per head * q_norm, k_norm           (gemma3: QK-norm)
+ *   q, k = rope(q, k; theta of the layer: local or global)
+ *   a = sdpa(q, k, v; causal, sliding window on local layers, GQA)
+ *   o = a Wo^T;  o = rmsnorm(o) * post_attn_norm       (gemma3)
+ *   x = x + o
+ *   h = rmsnorm(x) * ffn_norm
+ *   f = (act(h Wgate^T) * (h Wup^T)) Wdown^T            (silu | gelu_tanh)
+ *   f = rmsnorm(f) * post_ffn_norm                      (gemma3)
+ *   x = x + f
+ * then logits = (rmsnorm(x) * output_norm) Wout^T.
+ */
+#include "model/decoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* y[r] = x[r] / rms(x[r]) * w for each of rows rows of width n (in place
+ * allowed).  The mean of squares in double: Hugging Face's float32 mean is
+ * within a few ulps of it. */
+static void rmsnorm_rows(const float *x, int64_t rows, int64_t n, const float *w, double eps, float *y) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x_r = x + r * n;
+        float *y_r = y + r * n;
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; i++) ss += (double)x_r[i] * (double)x_r[i];
+        const float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
+        for (int64_t i = 0; i < n; i++) y_r[i] = (x_r[i] * inv) * w[i];
+    }
+}
+
+static float silu(float x) { return (float)((double)x / (1.0 + exp(-(double)x))); }
+
+/* PyTorch's gelu(approximate="tanh"), Hugging Face's gelu_pytorch_tanh. */
+static float gelu_tanh(float x) {
+    const double xd = x;
+    return (float)(0.5 * xd * (1.0 + tanh(0.7978845608028654 * (xd + 0.044715 * xd * xd * xd))));
+}
+
+/* The scratch of one forward. */
+typedef struct scratch {
+    float *x, *h, *q, *k, *v, *a, *o, *gate, *up;
+} scratch;
+
+static void scratch_free(scratch *s) {
+    float *all[] = {s->x, s->h, s->q, s->k, s->v, s->a, s->o, s->gate, s->up};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+}
+
+static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratch *s) {
+    memset(s, 0, sizeof *s);
+    const int64_t qw = c->n_heads * c->head_dim, kvw = c->n_kv_heads * c->head_dim;
+    int64_t widest = c->d_model > qw ? c->d_model : qw, n;
+    if (mul_overflows(L, c->d_ffn > widest ? c->d_ffn : widest, &n) || n > INT64_MAX / 4)
+        return attn__fail(ATTN_ERR_OVERFLOW, "attn_decoder_forward: %lld tokens overflow the scratch", (long long)L);
+    s->x = malloc((size_t)(L * c->d_model) * sizeof(float));
+    s->h = malloc((size_t)(L * c->d_model) * sizeof(float));
+    s->o = malloc((size_t)(L * c->d_model) * sizeof(float));
+    s->q = malloc((size_t)(L * qw) * sizeof(float));
+    s->a = malloc((size_t)(L * qw) * sizeof(float));
+    s->k = malloc((size_t)(L * kvw) * sizeof(float));
+    s->v = malloc((size_t)(L * kvw) * sizeof(float));
+    s->gate = malloc((size_t)(L * c->d_ffn) * sizeof(float));
+    s->up = malloc((size_t)(L * c->d_ffn) * sizeof(float));
+    if (!s->x || !s->h || !s->o || !s->q || !s->a || !s->k || !s->v || !s->gate || !s->up) {
+        scratch_free(s);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_forward: cannot allocate the scratch for %lld tokens",
+                          (long long)L);
+    }
+    return ATTN_OK;
+}
+
+/* Self-attention of one layer: s->h [L, d] in, s->o [L, d] out (before the
+ * post-norm); weights [Hq, L, L] or NULL. */
+static attn_status attention_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L,
+                                     scratch *s, attn_kernel kernel, float *weights) {
+    const attn_decoder_config *c = &m->cfg;
+    const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, d = c->d_model;
+    attn__decoder_matmul(s->h, L, d, w->wq, w->bq, Hq * Dh, s->q);
+    attn__decoder_matmul(s->h, L, d, w->wk, w->bk, Hkv * Dh, s->k);
+    attn__decoder_matmul(s->h, L, d, w->wv, w->bv, Hkv * Dh, s->v);
+    if (w->q_norm) rmsnorm_rows(s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
+    if (w->k_norm) rmsnorm_rows(s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);
+    const int local = attn_decoder_layer_is_local(c, layer);
+    attn_rope_options rope = ATTN_ROPE_OPTIONS_INIT;
+    rope.pairing = c->rope_pairing;
+    rope.theta = local ? c->rope_theta_local : c->rope_theta;
+    attn_tensor q = attn_tensor_4d(s->q, 1, L, Hq, Dh), k = attn_tensor_4d(s->k, 1, L, Hkv, Dh),
+                v = attn_tensor_4d(s->v, 1, L, Hkv, Dh), a = attn_tensor_4d(s->a, 1, L, Hq, Dh);
+    attn_status st;
+    if ((st = attn_rope_apply(&q, NULL, 0, &rope)) || (st = attn_rope_apply(&k, NULL, 0, &rope))) return st;
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    opt.scale = c->attn_scale;
+    opt.causal = 1;
+    if (local) {
+        /* Hugging Face's sliding mask: key j visible to query i iff
+         * i - W < j <= i, so W - 1 keys left of the diagonal. */
+        opt.window = 1;
+        opt.window_left = c->sliding_window - 1;
+        opt.window_right = 0;
+    }
+    opt.kernel = kernel;
+    if ((st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL))) return st;
+    attn__decoder_matmul(s->a, L, Hq * Dh, w->wo, NULL, d, s->o);
+    return ATTN_OK;
+}
+
+/* The FFN of one layer: s->h [L, d] in, s->o [L, d] out (before the post-norm). */
+static void ffn_forward(const attn_decoder *m, const decoder_layer *w, int64_t L, scratch *s) {
+    const attn_decoder_config *c = &m->cfg;
+    const int64_t d = c->d_model, F = c->d_ffn;
+    attn__decoder_matmul(s->h, L, d, w->w_gate, NULL, F, s->gate);
+    attn__decoder_matmul(s->h, L, d, w->w_up, NULL, F, s->up);
+    for (int64_t i = 0; i < L * F; i++) {
+        const float g = c->activation == ATTN_DECODER_SWIGLU ? silu(s->gate[i]) : gelu_tanh(s->gate[i]);
+        s->gate[i] = g * s->up[i];
+    }
+    attn__decoder_matmul(s->gate, L, F, w->w_down, NULL, d, s->o);
+}
+
+static void add_rows(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L, attn_decoder_outputs *out) {
+    if (!m || !ids || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: %s is NULL",
+                          !m ? "the decoder" : !ids ? "ids" : "out");
+    if (out->struct_size != sizeof(attn_decoder_outputs))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_decoder_forward: outputs.struct_size is %zu, expected %zu "
+                          "(initialise with ATTN_DECODER_OUTPUTS_INIT)",
+                          out->struct_size, sizeof(attn_decoder_outputs));
+    if (L <= 0)
+        return attn__fail(ATTN_ERR_SHAPE, "attn_decoder_forward: %lld tokens: at least one is needed", (long long)L);
+    const attn_decoder_config *c = &m->cfg;
+    for (int64_t t = 0; t < L; t++)
+        if (ids[t] < 0 || ids[t] >= c->vocab)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                              "attn_decoder_forward: token %lld is id %ld, outside the vocabulary [0, %lld)",
+                              (long long)t, (long)ids[t], (long long)c->vocab);
+    const int64_t d = c->d_model;
+    scratch s;
+    attn_status st = scratch_alloc(c, L, &s);
+    if (st) return st;
+    for (int64_t t = 0; t < L; t++) {
+        const float *e = m->token_embd + (int64_t)ids[t] * d;
+        for (int64_t i = 0; i < d; i++) s.x[t * d + i] = e[i] * c->embed_scale;
+    }
+    if (out->hidden) memcpy(out->hidden, s.x, (size_t)(L * d) * sizeof(float));
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const decoder_layer *w = &m->layers[l];
+        float *weights = out->attention ? out->attention[l] : NULL;
+        rmsnorm_rows(s.x, L, d, w->attn_norm, c->rms_eps, s.h);
+        if ((st = attention_forward(m, w, l, L, &s, out->kernel, weights))) goto done;
+        if (w->post_attn_norm) rmsnorm_rows(s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
+        add_rows(s.x, s.o, L * d);
+        rmsnorm_rows(s.x, L, d, w->ffn_norm, c->rms_eps, s.h);
+        ffn_forward(m, w, L, &s);
+        if (w->post_ffn_norm) rmsnorm_rows(s.o, L, d, w->post_ffn_norm, c->rms_eps, s.o);
+        add_rows(s.x, s.o, L * d);
+        if (out->hidden) memcpy(out->hidden + (l + 1) * L * d, s.x, (size_t)(L * d) * sizeof(float));
+        if (out->hook && out->hook(out->hook_user, l, s.x, L, d)) {
+            st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: stopped by the layer hook after layer %lld",
+                            (long long)l);
+            goto done;
+        }
+    }
+    if (out->logits) {
+        const int64_t first = out->last_only ? L - 1 : 0;
+        rmsnorm_rows(s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
+        attn__decoder_matmul(s.h, L - first, d, m->output, NULL, c->vocab, out->logits);
+    }
+done:
+    scratch_free(&s);
+    return st;
+}

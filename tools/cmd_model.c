@@ -1,0 +1,299 @@
+/*
+ * cmd_model.c — `attn model`: a real model's GGUF file.
+ *
+ *   attn model info FILE      the architecture, the GQA layout (which query
+ *                             heads read which key/value head), RoPE, the
+ *                             sliding-window pattern, the weights' memory
+ *   attn model run FILE --ids 1,2,3 [--top K] [--layer-norms]
+ *                             the decoder's float32 forward over token ids and
+ *                             the K most likely next tokens
+ *
+ * Token ids, not text: the tokenizer is another part of the library.  The
+ * vocabulary's pieces, which the GGUF stores, are shown beside the ids.
+ */
+#include "cli.h"
+
+#include "attn_decoder.h"
+#include "attn_model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOP_DEFAULT 5
+#define IDS_MAX 4096 /* tokens of one run: the forward is O(L^2) in attention, O(L) elsewhere */
+
+static void model_help(FILE *out) {
+    fprintf(out,
+    "usage: attn model info FILE.gguf\n"
+    "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n\n"
+    "A decoder-only language model from a GGUF file (qwen2: Qwen2 / Qwen2.5; gemma3: Gemma 3),\n"
+    "run in float32 with every layer's attention through attn's scaled dot-product attention.\n\n"
+    "  info              architecture and sizes; which query heads share which key/value head;\n"
+    "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
+    "                    float32 weights take (nothing is dequantized: it is quick)\n"
+    "  run               dequantizes every weight to float32 (4 bytes a parameter: about 2.4 GiB for\n"
+    "                    Qwen2.5 0.5B, 1 GiB for Gemma 3 270M), runs the forward over the ids and\n"
+    "                    prints the most likely next tokens after the last one\n"
+    "  --ids ID,ID,...   token ids, comma-separated, each in [0, vocabulary); no BOS is added\n"
+    "                    (Gemma expects 2 first). The tokenizer is not part of this command.\n"
+    "  --top K           how many next tokens to print (default %d)\n"
+    "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n\n"
+    "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
+    "examples:\n"
+    "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
+    "  attn model run ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --ids 785,6722,315,9625,374\n"
+    "                                     # \"The capital of France is\": next token 12095 (\" Paris\")\n",
+    TOP_DEFAULT);
+}
+
+enum { F_IDS = 1, F_TOP, F_LAYER_NORMS };
+
+static const cli_flag model_flags[] = {
+    {"--ids", "ID,ID,...", F_IDS, 0},
+    {"--top", "K", F_TOP, 0},
+    {"--layer-norms", NULL, F_LAYER_NORMS, 0},
+    CLI_FLAGS_END};
+
+static const cli_flag *const model_tables[] = {model_flags, NULL};
+const cli_spec cli_model_spec = {"model", model_tables, model_help, true};
+
+/* "1,2,3" into ids (malloc'd); prints a usage error and returns false on
+ * anything that is not a list of non-negative integers. */
+static bool parse_ids(const char *text, int32_t **ids, int64_t *count) {
+    int64_t n = 1;
+    for (const char *p = text; *p; p++) n += *p == ',';
+    if (n > IDS_MAX) {
+        cli_usage_error("model", "--ids: %lld ids, at most %d", (long long)n, IDS_MAX);
+        return false;
+    }
+    int32_t *out = malloc((size_t)n * sizeof *out);
+    if (!out) {
+        cli_data_error("model", "out of memory");
+        return false;
+    }
+    const char *p = text;
+    for (int64_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        const long long v = strtoll(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0') || errno == ERANGE || v < 0 || v > INT32_MAX || *p == '+' ||
+            *p == ' ') {
+            cli_usage_error("model", "--ids: element %lld is '%.*s': expected a token id (an integer >= 0)",
+                            (long long)i, (int)strcspn(p, ","), p);
+            free(out);
+            return false;
+        }
+        out[i] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    *ids = out;
+    *count = n;
+    return true;
+}
+
+/* The vocabulary's piece for id, escaped for a terminal, into buf ("" when
+ * the file has no tokenizer.ggml.tokens). */
+static const char *piece(const attn_gguf *g, int64_t id, char *buf, size_t size) {
+    buf[0] = '\0';
+    attn_gguf_value tokens, element;
+    if (attn_gguf_get_array(g, "tokenizer.ggml.tokens", ATTN_GGUF_VALUE_STRING, &tokens) != ATTN_OK ||
+        (uint64_t)id >= tokens.count)
+        return buf;
+    uint64_t cursor = 0;
+    for (int64_t i = 0; i <= id; i++)
+        if (attn_gguf_array_next(&tokens, &cursor, &element) != ATTN_OK) return buf;
+    const unsigned char *s = element.data;
+    size_t o = 0;
+    for (uint64_t i = 0; i < element.size && o + 5 < size; i++) {
+        if (s[i] == '\\' || s[i] == '"') o += (size_t)snprintf(buf + o, size - o, "\\%c", s[i]);
+        else if (s[i] < 0x20 || s[i] == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", s[i]);
+        else buf[o++] = (char)s[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static const char *activation_name(attn_decoder_activation a) {
+    return a == ATTN_DECODER_SWIGLU ? "SwiGLU (silu)" : "GeGLU (tanh GELU)";
+}
+
+static int model_info(const char *path) {
+    attn_gguf *g;
+    if (attn_gguf_open(path, &g)) return cli_data_error("model", "%s", attn_last_error());
+    attn_decoder_config c;
+    if (attn_decoder_read_config(g, &c)) {
+        const int rc = cli_data_error("model", "%s: %s", path, attn_last_error());
+        attn_gguf_close(g);
+        return rc;
+    }
+    const char *name = "";
+    size_t name_len = 0;
+    if (attn_gguf_get_string(g, "general.name", &name, &name_len)) name_len = 0;
+    printf("%s\n  architecture   %s%s%.*s%s\n", path, c.architecture, name_len ? " (" : "", (int)name_len, name,
+           name_len ? ")" : "");
+    printf("  layers         %lld, d_model %lld, FFN %lld %s, vocabulary %lld\n", (long long)c.n_layers,
+           (long long)c.d_model, (long long)c.d_ffn, activation_name(c.activation), (long long)c.vocab);
+    const int64_t group = c.n_heads / c.n_kv_heads;
+    printf("  attention      %lld query heads, %lld key/value head%s of width %lld (%s %lld:1), scale %.9g\n",
+           (long long)c.n_heads, (long long)c.n_kv_heads, c.n_kv_heads > 1 ? "s" : "", (long long)c.head_dim,
+           c.n_kv_heads == 1 ? "MQA" : group == 1 ? "MHA" : "GQA", (long long)group, (double)c.attn_scale);
+    for (int64_t j = 0; j < c.n_kv_heads; j++)
+        printf("                 kv head %lld <- query heads %lld..%lld\n", (long long)j, (long long)(j * group),
+               (long long)((j + 1) * group - 1));
+    printf("  norms          RMSNorm eps %g%s%s\n", c.rms_eps, c.qk_norm ? ", QK-norm on each head's q and k" : "",
+           c.post_norms ? ", post-norms after attention and FFN" : "");
+    printf("  projections    %s\n", c.qkv_bias ? "q, k, v with biases; o without" : "no biases");
+    printf("  embeddings     %s%s\n", c.embed_scale != 1.0f ? "scaled by sqrt(d_model)" : "unscaled",
+           c.tied_embeddings ? ", tied to the output head" : ", separate output head");
+    printf("  RoPE           %s pairing, theta %g", c.rope_pairing == ATTN_ROPE_NEOX ? "NeoX (rotate half)" : "GPT-J",
+           c.rope_theta);
+    if (c.sliding_window) printf(" on global layers, %g on local ones", c.rope_theta_local);
+    printf("\n");
+    if (c.sliding_window) {
+        printf("  window         %lld keys on local layers (L); global (G) layers see every earlier key\n"
+               "  layers         ",
+               (long long)c.sliding_window);
+        for (int64_t l = 0; l < c.n_layers; l++) printf("%c", attn_decoder_layer_is_local(&c, l) ? 'L' : 'G');
+        printf("\n");
+    } else {
+        printf("  window         none: every layer sees every earlier key\n");
+    }
+    attn_gguf_info info;
+    attn_gguf_describe(g, &info);
+    int64_t params = 0;
+    for (int64_t i = 0; i < info.n_tensors; i++) {
+        attn_gguf_tensor t;
+        if (attn_gguf_tensor_at(g, i, &t) == ATTN_OK) params += t.n_elements;
+    }
+    printf("  weights        %.1f M parameters: %.0f MiB as float32 at load (the file: %.0f MiB)\n", (double)params / 1e6,
+           (double)params * 4.0 / 1048576.0, (double)info.size / 1048576.0);
+    attn_gguf_close(g);
+    return CLI_OK;
+}
+
+/* Indices of the k largest of x[n], largest first (ties: the lower id). */
+static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
+    for (int64_t j = 0; j < k; j++) best[j] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = k;
+        while (j > 0 && (best[j - 1] < 0 || x[i] > x[best[j - 1]])) j--;
+        if (j >= k) continue;
+        memmove(best + j + 1, best + j, (size_t)(k - j - 1) * sizeof *best);
+        best[j] = i;
+    }
+}
+
+static int model_run(const char *path, const int32_t *ids, int64_t L, int64_t top, bool layer_norms) {
+    attn_gguf *g;
+    if (attn_gguf_open(path, &g)) return cli_data_error("model", "%s", attn_last_error());
+    int rc = CLI_OK;
+    attn_decoder *m = NULL;
+    float *logits = NULL, *hidden = NULL;
+    int64_t *best = NULL;
+    const double t0 = cli_seconds();
+    if (attn_decoder_load(g, &m)) {
+        rc = cli_data_error("model", "%s: %s", path, attn_last_error());
+        goto done;
+    }
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const double t1 = cli_seconds();
+    if (top > c->vocab) top = c->vocab;
+    logits = malloc((size_t)c->vocab * sizeof *logits);
+    best = malloc((size_t)top * sizeof *best);
+    if (layer_norms) hidden = malloc((size_t)((c->n_layers + 1) * L * c->d_model) * sizeof *hidden);
+    if (!logits || !best || (layer_norms && !hidden)) {
+        rc = cli_data_error("model", "out of memory for %lld tokens", (long long)L);
+        goto done;
+    }
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = logits;
+    out.last_only = 1;
+    out.hidden = hidden;
+    if (attn_decoder_forward(m, ids, L, &out)) {
+        rc = cli_data_error("model", "%s", attn_last_error());
+        goto done;
+    }
+    const double t2 = cli_seconds();
+    fprintf(stderr, "attn model: %s, %lld tokens: weights dequantized in %.2f s (%.0f MiB float32), forward %.2f s\n",
+            c->architecture, (long long)L, t1 - t0, (double)attn_decoder_weight_bytes(m) / 1048576.0, t2 - t1);
+    if (layer_norms) {
+        printf("L2 norm of the residual stream (row 0: the embeddings; row l + 1: after layer l)\n%-6s", "layer");
+        for (int64_t t = 0; t < L && t < 16; t++) printf(" %10lld", (long long)t);
+        printf("%s\n", L > 16 ? "  (first 16 positions)" : "");
+        for (int64_t l = 0; l <= c->n_layers; l++) {
+            if (l == 0) printf("%-6s", "embed");
+            else printf("%-6lld", (long long)(l - 1));
+            for (int64_t t = 0; t < L && t < 16; t++) {
+                const float *h = hidden + (l * L + t) * c->d_model;
+                double ss = 0;
+                for (int64_t i = 0; i < c->d_model; i++) ss += (double)h[i] * h[i];
+                printf(" %10.4g", sqrt(ss));
+            }
+            printf("\n");
+        }
+        printf("\n");
+    }
+    top_k(logits, c->vocab, top, best);
+    double max = logits[best[0]], z = 0.0;
+    for (int64_t i = 0; i < c->vocab; i++) z += exp((double)logits[i] - max);
+    printf("next token after position %lld (id %ld):\n%-5s %8s %12s %9s  %s\n", (long long)(L - 1), (long)ids[L - 1],
+           "rank", "id", "logit", "prob", "piece");
+    for (int64_t j = 0; j < top; j++) {
+        char buf[256];
+        printf("%-5lld %8lld %12.6f %9.6f  \"%s\"\n", (long long)(j + 1), (long long)best[j], (double)logits[best[j]],
+               exp((double)logits[best[j]] - max) / z, piece(g, best[j], buf, sizeof buf));
+    }
+done:
+    free(logits);
+    free(hidden);
+    free(best);
+    attn_decoder_free(m);
+    attn_gguf_close(g);
+    return rc;
+}
+
+int cmd_model(int argc, char **argv) {
+    const char *action = NULL, *path = NULL, *ids_text = NULL;
+    int64_t top = TOP_DEFAULT;
+    bool layer_norms = false;
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &cli_model_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        if (id == CLI_ARGS_POSITIONAL) {
+            if (!action) action = value;
+            else if (!path) path = value;
+            else return cli_usage_error("model", "unexpected argument '%s' (one FILE only)", value);
+        } else if (id == F_IDS) {
+            ids_text = value;
+        } else if (id == F_TOP) {
+            if (!cli_parse_int("model", args.flag, value, 1, 1000, &top)) return CLI_USAGE_ERROR;
+        } else if (id == F_LAYER_NORMS) {
+            layer_norms = true;
+        }
+    }
+    if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
+    const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
+    if (!info && !run) {
+        static const char *const actions[] = {"info", "run"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 2);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info and run", action,
+                               guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
+    }
+    if (!path) return cli_usage_error("model", "%s needs the model's FILE.gguf", action);
+    if (info) {
+        if (ids_text || cli_args_given(&args, F_TOP) || layer_norms)
+            return cli_usage_error("model", "--ids, --top and --layer-norms are options of 'run', not 'info'");
+        return model_info(path);
+    }
+    if (!ids_text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids)");
+    int32_t *ids;
+    int64_t L;
+    if (!parse_ids(ids_text, &ids, &L)) return CLI_USAGE_ERROR;
+    const int rc = model_run(path, ids, L, top, layer_norms);
+    free(ids);
+    return rc;
+}
