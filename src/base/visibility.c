@@ -5,6 +5,8 @@
  */
 #include "base/visibility.h"
 
+#include "base/logits.h"
+
 #include <math.h>
 
 
@@ -42,6 +44,8 @@ void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, i
     int64_t mask_step = 0, bias_step = 0;
     if (p->opt.mask) mask = p->opt.mask + visibility_broadcast_row(p->opt.mask_shape, b, h, i, &mask_step);
     if (p->opt.bias) bias = p->opt.bias + visibility_broadcast_row(p->opt.bias_shape, b, h, i, &bias_step);
+    const double slope = attn__logits_alibi_slope(p, h);
+    const bool additive = bias || slope != 0.0;
     for (int64_t j = 0; j < n; j++) {
         const int64_t key = key0 + j;
         float *s_j = s + j * step;
@@ -50,8 +54,11 @@ void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, i
         if (key < begin || key >= end || (mask && !mask[key * mask_step]) ||
             (bias && bias[key * bias_step] == -INFINITY))
             *s_j = -INFINITY;
-        else if (bias) {
-            const float b2 = log2e * bias[key * bias_step];
+        else if (additive) {
+            /* the bias and ALiBi's (logits.h), added after the cap */
+            const float bias_j = bias ? bias[key * bias_step] : 0.0f;
+            const float b2 = slope == 0.0 ? log2e * bias_j
+                                          : (float)(LOG2E * ((double)bias_j + logits_alibi_bias(p, slope, i, key)));
             /* s + b2 when rescale is 1 (the same number as the fma, without
              * a libm call on CPUs the baseline build cannot assume FMA on) */
             *s_j = rescale == 1.0f ? *s_j + b2 : fmaf(*s_j, rescale, b2);
