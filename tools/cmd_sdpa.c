@@ -100,7 +100,8 @@ int cmd_sdpa(int argc, char **argv) {
         return cli_usage_error("sdpa", "missing %s", !path[F_Q] ? "-q Q.npy" : !path[F_K] ? "-k K.npy"
                                                    : !path[F_V] ? "-v V.npy" : "-o O.npy");
     if (grads != (path[F_DOUT] != NULL))
-        return cli_usage_error("sdpa", grads ? "--dq, --dk, --dv and --dsinks need --grad-out DO.npy (dLoss/dO)"
+        return cli_usage_error("sdpa", grads ? "--dq, --dk and --dv need --grad-out DO.npy (dLoss/dO), and so does "
+                                               "--dsinks"
                                              : "--grad-out needs at least one of --dq, --dk, --dv, --dsinks");
     if (path[F_DSINKS] && !ao.sinks_path)
         return cli_usage_error("sdpa", "--dsinks needs --sinks SINKS.npy: there is no sink to differentiate");
