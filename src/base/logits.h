@@ -68,6 +68,13 @@ static inline double logits_alibi_bias(const sdpa_problem *p, double slope, int6
     return slope * (double)(j - (i + p->diagonal_offset));
 }
 
+/* The same in the flash kernels' base 2 and float: slope2 = log2(e) ·
+ * slope, diagonal = i + offset; one rounding of an exact integer distance
+ * (|distance| < 2^24) times one of slope2. */
+static inline float logits_alibi_bias2(float slope2, int64_t diagonal, int64_t j) {
+    return slope2 * (float)(j - diagonal);
+}
+
 /* The sink logit of query head h, natural log; -inf without sinks. */
 static inline double logits_sink(const sdpa_problem *p, int64_t h) {
     return p->opt.sinks ? (double)p->opt.sinks[h] : -INFINITY;
