@@ -32,6 +32,8 @@
  *
  * Semantics (every kernel obeys them; see docs/semantics.md):
  *   score(i, j) = scale * dot(q_i, k_j) + bias(i, j)      scale default 1/sqrt(D)
+ *                 (with the score stage of docs/logits.md: soft-capping of
+ *                 the scaled dot product, ALiBi, sinks; see the options)
  *   key j is visible to query i when every active rule allows it:
  *     causal        j <= i + offset           offset = 0 (top-left) or S - L
  *     window        i + offset - left <= j <= i + offset + right   (-1 = unbounded)
@@ -43,7 +45,7 @@
  *     bias          bias(b, h, i, j) != -inf
  *   weights(i, :) = softmax over the visible keys only (max-subtracted);
  *   hidden keys get weight exactly 0.  A row with no visible key gets
- *   output 0, weights 0 and lse -inf: never NaN.
+ *   output 0, weights 0 and lse -inf: never NaN (with a sink: lse = the sink).
  *
  * Errors: every function returns an attn_status (ATTN_OK == 0, negative on
  * failure) and leaves a human-readable reason in a thread-local buffer read
