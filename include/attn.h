@@ -278,7 +278,9 @@ ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *
                                        attn_tensor *out, float *weights, float *lse);
 
 /* The score table attention normalises, for inspection and teaching:
- *   scores: [B, Hq, L, S] = scale * q.k + bias, and -inf where hidden.
+ *   scores: [B, Hq, L, S] = scale * q.k + bias, and -inf where hidden
+ *           (soft-capped and with ALiBi's bias when asked; a sink is not a
+ *           key and has no column: docs/logits.md). 
  * Materialises the table, so it is meant for small problems. */
 ATTN_API attn_status attn_sdpa_scores(const attn_tensor *q, const attn_tensor *k,
                                       const attn_sdpa_options *opt, float *scores);

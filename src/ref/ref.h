@@ -20,7 +20,7 @@
 size_t attn__ref_forward_workspace_size(const sdpa_problem *p);
 attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tensor *out,
                               float *weights, float *lse);
-/* scores: [B, Hq, L, S], scale * q.k + bias, -inf where hidden. */
+/* scores: [B, Hq, L, S], softcap(scale * q.k) + bias + ALiBi, -inf where hidden. */
 attn_status attn__ref_scores(const sdpa_problem *p, float *scores);
 
 /* The forward of one query row (b, h, i), in double, by every rule of

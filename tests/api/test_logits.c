@@ -240,6 +240,40 @@ static void standard_slopes(void **state) {
         assert_true(fabs(attn__logits_alibi_standard_slope(8 + k, 12) - pow(2.0, -0.5 - (double)k)) < 1e-15);
 }
 
+/* The softcap_n micro-kernel of every ISA against cap·tanh(x/cap) in
+ * double: its absolute error, relative to the cap, over x in [-4 cap, 4 cap]
+ * and beyond (±inf give ±cap; NaN stays NaN). */
+static void softcap_kernel_accuracy(void **state) {
+    (void)state;
+    enum { N = 4001 };
+    static float x[N];
+    static const float caps[] = {0.5f, 1.0f, 20.0f, 50.0f};
+    for (int i = 0; i < ISA_COUNT; i++) {
+        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__ukernels_active();
+        double worst = 0.0;
+        for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+            const float cap = caps[c];
+            for (int e = 0; e < N; e++) x[e] = cap * (-4.0f + 8.0f * (float)e / (float)(N - 1));
+            float y[N];
+            memcpy(y, x, sizeof y);
+            kern->softcap_n(y, N - 3, cap); /* a tail that is not a whole vector */
+            for (int e = 0; e < N - 3; e++) {
+                const double err = fabs((double)y[e] - (double)cap * tanh((double)x[e] / cap)) / cap;
+                if (!(err <= LOGITS_SOFTCAP_ABS_FAIL))
+                    fail_msg("%s: softcap_n(%.9g, cap %g) = %.9g, off by %.3g of the cap", isas[i], x[e], cap, y[e], err);
+                if (err > worst) worst = err;
+            }
+            float edge[3] = {INFINITY, -INFINITY, NAN};
+            kern->softcap_n(edge, 3, cap);
+            assert_true(edge[0] == cap && edge[1] == -cap && isnan(edge[2]));
+        }
+        print_message("softcap_n on %s: largest error %.3g of the cap (fail above %.3g)\n", isas[i], worst,
+                      LOGITS_SOFTCAP_ABS_FAIL);
+    }
+    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+}
+
 /* ------------------------------------------------------------ gradients */
 
 #define FD_STEP (1.0 / 64.0) /* h = 2^-6 (and 2h), as tests/ref/test_ref_backward.c */
@@ -644,6 +678,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(standard_slopes),
         cmocka_unit_test(bad_options),
+        cmocka_unit_test(softcap_kernel_accuracy),
         cmocka_unit_test(forward_against_oracle),
         cmocka_unit_test(gradients_fd),
         cmocka_unit_test(flash_backward_against_ref),
