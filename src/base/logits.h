@@ -68,6 +68,12 @@ static inline double logits_alibi_bias(const sdpa_problem *p, double slope, int6
     return slope * (double)(j - (i + p->diagonal_offset));
 }
 
+/* The slope of head h in the flash kernels' base 2, as a float (0: no
+ * ALiBi for the head, whatever rounded it there): slope2 below. */
+static inline float logits_alibi_slope2(const sdpa_problem *p, int64_t h) {
+    return (float)(LOG2E * attn__logits_alibi_slope(p, h));
+}
+
 /* The same in the flash kernels' base 2 and float: slope2 = log2(e) ·
  * slope, diagonal = i + offset; one rounding of an exact integer distance
  * (|distance| < 2^24) times one of slope2. */

@@ -44,7 +44,7 @@ void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, i
     int64_t mask_step = 0, bias_step = 0;
     if (p->opt.mask) mask = p->opt.mask + visibility_broadcast_row(p->opt.mask_shape, b, h, i, &mask_step);
     if (p->opt.bias) bias = p->opt.bias + visibility_broadcast_row(p->opt.bias_shape, b, h, i, &bias_step);
-    const float slope2 = (float)(LOG2E * attn__logits_alibi_slope(p, h));
+    const float slope2 = logits_alibi_slope2(p, h);
     const int64_t diagonal = i + p->diagonal_offset;
     if (!mask && !bias) {
         /* ALiBi alone (or nothing): hidden outside the structural range,

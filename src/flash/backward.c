@@ -250,7 +250,7 @@ static float mask_tile(const sdpa_problem *p, const int64_t *ranges_b, int64_t b
         attn__visibility_mask_scores(p, b, h, i, ranges_b[2 * i], ranges_b[2 * i + 1], j0, BC, s + r * BC,
                                      1, c);
     }
-    return p->opt.bias || attn__logits_alibi_slope(p, h) != 0.0 ? 1.0f : c;
+    return p->opt.bias || logits_alibi_slope2(p, h) != 0.0f ? 1.0f : c;
 }
 
 /* Logit soft-capping of a pair's raw score tile (rows x cols, ld BC): the

@@ -54,8 +54,8 @@
  */
 #include "flash/flash.h"
 
-#include "base/progress.h"
 #include "base/logits.h"
+#include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
 #include "flash/ukernels.h"
@@ -599,12 +599,6 @@ static bool state_untrusted(const flash_ctx *c, int64_t r) {
     return l == 0.0f && c->row[r].begin < c->row[r].end;
 }
 
-/* Writes out, lse and (when asked) the weights of the unit from its final
- * state m, l, acc; then recomputes the rows marked for the exact path, and
- * those whose state the fp32 loop could not get right, with the reference's
- * row routine.  The accumulators of unmarked rows are finite (item_run,
- * unit_merge) and l >= 1 where anything was seen, so every output written
- * here is finite; a row that saw nothing gets acc · 0 = 0. */
 /* The normaliser of row r from its final state (m, l): inv_l[r], the
  * factor of its accumulator and of exp2(s − m) that gives the weights, and
  * its lse.  With a sink (logits.h) the denominator gains exp(sink): with
@@ -625,6 +619,12 @@ static float row_normaliser(const flash_ctx *c, int64_t r, float *inv_l) {
     return (float)(top * LN2 + log(denominator));
 }
 
+/* Writes out, lse and (when asked) the weights of the unit from its final
+ * state m, l, acc; then recomputes the rows marked for the exact path, and
+ * those whose state the fp32 loop could not get right, with the reference's
+ * row routine.  The accumulators of unmarked rows are finite (item_run,
+ * unit_merge) and l >= 1 where anything was seen, so every output written
+ * here is finite; a row that saw nothing gets acc · 0 = 0. */
 static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *lse) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
