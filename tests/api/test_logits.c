@@ -14,6 +14,8 @@
  *                 reference's
  *   determinism   flash forward and backward: the same bits for 1 and 2
  *                 threads
+ *   positions     ALiBi at query_start / key_start: a chunk's rows are the
+ *                 whole problem's rows
  *   numerics      a cap bounds the scores, so q = k = 1e19 gives the
  *                 oracle's answer; sinks of -inf are no sinks, to the bit;
  *                 a row that sees no key gets out 0, lse = sink, dq 0;
@@ -444,6 +446,53 @@ static void threads_bit_identical(void **state) {
     }
 }
 
+/* ALiBi follows the positions query_start, key_start and the alignment
+ * give (as causal does): the rows [5, 12) of a 12-query problem, computed
+ * as a chunk placed at query_start = 5, and the key rows [4, 20) placed at
+ * key_start = 4 (the first four are hidden from those rows by the window,
+ * which is evaluated at the same global positions in both calls), are the
+ * whole problem's rows, to the bit on the reference, within tolerance on
+ * flash. */
+static void alibi_follows_positions(void **state) {
+    (void)state;
+    enum { L = 12, S = 20, HQ = 4, HKV = 2, D = 16, Q0 = 5, K0 = 4 };
+    test_rng r;
+    test_rng_seed(&r, 12);
+    static float q[L * HQ * D], k[S * HKV * D], v[S * HKV * D], whole[L * HQ * D], part[(L - Q0) * HQ * D];
+    test_fill_normal(&r, q, L * HQ * D, 1.0);
+    test_fill_normal(&r, k, S * HKV * D, 1.0);
+    test_fill_normal(&r, v, S * HKV * D, 1.0);
+    const float sinks_h[HQ] = {0.3f, -0.5f, 1.0f, 0.0f};
+    for (int kernel = ATTN_KERNEL_REF; kernel <= ATTN_KERNEL_FLASH; kernel++) {
+        attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+        opt.kernel = (attn_kernel)kernel;
+        opt.causal = 1;
+        opt.align = ATTN_ALIGN_LOWER_RIGHT;
+        opt.window = 1;
+        opt.window_left = S - K0 - 1 - (L - 1 - Q0); /* row Q0 sees back to key K0 exactly */
+        opt.window_right = -1;
+        opt.alibi_standard = 1;
+        opt.softcap = 2.0f;
+        opt.sinks = sinks_h;
+        attn_tensor tq = attn_tensor_3d(q, L, HQ, D), tk = attn_tensor_3d(k, S, HKV, D), tv = attn_tensor_3d(v, S, HKV, D);
+        attn_tensor to = attn_tensor_3d(whole, L, HQ, D);
+        assert_int_equal(attn_sdpa_forward(&tq, &tk, &tv, &opt, &to, NULL, NULL), ATTN_OK);
+        /* the chunk: its queries and the keys from K0 on, at their positions */
+        attn_tensor cq = attn_tensor_3d(q + Q0 * HQ * D, L - Q0, HQ, D), ck = attn_tensor_3d(k + K0 * HKV * D, S - K0, HKV, D),
+                    cv = attn_tensor_3d(v + K0 * HKV * D, S - K0, HKV, D), co = attn_tensor_3d(part, L - Q0, HQ, D);
+        opt.query_start = Q0;
+        opt.total_len_q = L;
+        opt.key_start = K0;
+        opt.total_len_kv = S;
+        assert_int_equal(attn_sdpa_forward(&cq, &ck, &cv, &opt, &co, NULL, NULL), ATTN_OK);
+        const float *want = whole + Q0 * HQ * D;
+        if (kernel == ATTN_KERNEL_REF)
+            assert_memory_equal(want, part, sizeof part);
+        else
+            for (int e = 0; e < (L - Q0) * HQ * D; e++) assert_true(fabsf(want[e] - part[e]) <= 1e-5f);
+    }
+}
+
 /* ------------------------------------------------------------- numerics */
 
 /* Every kernel run: 0 the reference, 1.. flash on isas[k - 1]; false when
@@ -683,6 +732,7 @@ int main(void) {
         cmocka_unit_test(gradients_fd),
         cmocka_unit_test(flash_backward_against_ref),
         cmocka_unit_test(threads_bit_identical),
+        cmocka_unit_test(alibi_follows_positions),
         cmocka_unit_test(softcap_bounds_overflow),
         cmocka_unit_test(sinks_neg_inf_are_off),
         cmocka_unit_test(sink_row_without_keys),
