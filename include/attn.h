@@ -32,6 +32,8 @@
  *
  * Semantics (every kernel obeys them; see docs/semantics.md):
  *   score(i, j) = scale * dot(q_i, k_j) + bias(i, j)      scale default 1/sqrt(D)
+ *                 (with the score stage of docs/logits.md: soft-capping of
+ *                 the scaled dot product, ALiBi, sinks; see the options)
  *   key j is visible to query i when every active rule allows it:
  *     causal        j <= i + offset           offset = 0 (top-left) or S - L
  *     window        i + offset - left <= j <= i + offset + right   (-1 = unbounded)
@@ -43,7 +45,7 @@
  *     bias          bias(b, h, i, j) != -inf
  *   weights(i, :) = softmax over the visible keys only (max-subtracted);
  *   hidden keys get weight exactly 0.  A row with no visible key gets
- *   output 0, weights 0 and lse -inf: never NaN.
+ *   output 0, weights 0 and lse -inf: never NaN (with a sink: lse = the sink).
  *
  * Errors: every function returns an attn_status (ATTN_OK == 0, negative on
  * failure) and leaves a human-readable reason in a thread-local buffer read
@@ -236,6 +238,21 @@ typedef struct attn_sdpa_options {
     size_t workspace_size;    /* bytes available at workspace                   */
     attn_progress_fn progress; /* or NULL (above)                               */
     void *progress_user;      /* passed to progress                             */
+    /* The score stage (docs/logits.md), each off when zero or NULL:
+     *   s_ij = softcap(scale * q_i.k_j) + bias_ij + alibi_h * (j - i - offset)
+     * where softcap(x) = softcap * tanh(x / softcap) (Gemma 2: the raw
+     * scaled logits are capped, then bias, ALiBi and masks apply), offset
+     * places query i on its causal diagonal (query_start, key_start and
+     * align, as for causal), and the sink joins each row's softmax:
+     *   p_ij = exp(s_ij) / (exp(sinks[h]) + sum_j exp(s_ij))
+     *   lse  = log(exp(sinks[h]) + sum_j exp(s_ij))   (the sink included)
+     * A row with no visible key then gets output 0 and lse = sinks[h]. */
+    float softcap;            /* > 0 and finite: cap the scores; 0 = off        */
+    const float *sinks;       /* [Hq] sink logits (finite, or -inf = none for
+                                 that head), or NULL                            */
+    const float *alibi_slopes; /* [Hq] finite ALiBi slopes, or NULL             */
+    int alibi_standard;       /* nonzero: the ALiBi paper's geometric slopes for
+                                 Hq heads (not with alibi_slopes)               */
 } attn_sdpa_options;
 
 #define ATTN_SDPA_OPTIONS_INIT {.struct_size = sizeof(attn_sdpa_options)}
@@ -261,7 +278,9 @@ ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *
                                        attn_tensor *out, float *weights, float *lse);
 
 /* The score table attention normalises, for inspection and teaching:
- *   scores: [B, Hq, L, S] = scale * q.k + bias, and -inf where hidden.
+ *   scores: [B, Hq, L, S] = scale * q.k + bias, and -inf where hidden
+ *           (soft-capped and with ALiBi's bias when asked; a sink is not a
+ *           key and has no column: docs/logits.md). 
  * Materialises the table, so it is meant for small problems. */
 ATTN_API attn_status attn_sdpa_scores(const attn_tensor *q, const attn_tensor *k,
                                       const attn_sdpa_options *opt, float *scores);
@@ -329,6 +348,26 @@ ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor 
                                         const attn_tensor *out, const float *lse,
                                         const attn_tensor *dout, attn_tensor *dq, attn_tensor *dk,
                                         attn_tensor *dv);
+
+/* The gradients of attn_sdpa_backward_grads, each NULL to skip it.
+ * Initialise with ATTN_SDPA_GRADS_INIT, then set the ones you want.
+ *   dq, dk, dv: as attn_sdpa_backward's
+ *   dsinks [Hq]: dLoss/dsinks[h] = -sum over batches and rows of
+ *                exp(sinks[h] - lse) * dot(dout, out); needs opt.sinks */
+typedef struct attn_sdpa_grads {
+    size_t struct_size; /* sizeof(attn_sdpa_grads), set by ATTN_SDPA_GRADS_INIT */
+    attn_tensor *dq, *dk, *dv;
+    float *dsinks;
+} attn_sdpa_grads;
+
+#define ATTN_SDPA_GRADS_INIT {.struct_size = sizeof(attn_sdpa_grads)}
+
+/* attn_sdpa_backward with its gradients in one struct that can grow: the
+ * same arguments, rules and results, plus the gradient of the sinks. */
+ATTN_API attn_status attn_sdpa_backward_grads(const attn_tensor *q, const attn_tensor *k,
+                                              const attn_tensor *v, const attn_sdpa_options *opt,
+                                              const attn_tensor *out, const float *lse,
+                                              const attn_tensor *dout, const attn_sdpa_grads *grads);
 
 /* Name of the kernel attn_sdpa_backward would run ("ref", "flash"). */
 ATTN_API const char *attn_sdpa_backward_kernel_name(const attn_tensor *q, const attn_tensor *k,

@@ -61,16 +61,16 @@ static void mha_help(FILE *out) {
     "  --dcontext DC.npy dLoss/dC (with --context: through K and V)\n"
     "  --dwq F  --dwk F  --dwv F  --dwo F (with --wo)      weight gradients, in the weights' layout\n"
     "  --dbq F  --dbk F  --dbv F  --dbo F                  bias gradients (also without the bias)\n\n"
-    "%s%s\n"
+    "%s%s%s\n"
     "examples (the chapter's two heads, concatenated to 3x4, projected by a 4x2 W_O; gradients):\n"
     "  attn mha -x X.npy --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy --heads 2 -o OUT.npy\n"
     "  attn mha -x X.npy --wq WQ.npy --wk WK.npy --wv WV.npy --wo WO.npy --heads 2 \\\n"
     "           --grad-out DO.npy --dx DX.npy --dwq DWQ.npy --dwk DWK.npy --dwv DWV.npy --dwo DWO.npy\n",
-    cli_module_help, cli_mask_help, cli_compute_help);
+    cli_module_help, cli_mask_help, cli_logits_help, cli_compute_help);
 }
 
-static const cli_flag *const mha_tables[] = {mha_flags, cli_module_flags, cli_mask_flags, cli_compute_flags,
-                                             cli_quiet_flags, NULL};
+static const cli_flag *const mha_tables[] = {mha_flags, cli_module_flags, cli_mask_flags, cli_logits_flags,
+                                             cli_compute_flags, cli_quiet_flags, NULL};
 const cli_spec cli_mha_spec = {"mha", mha_tables, mha_help, false};
 
 /* Loads --grad-out: dLoss/dOUT must be shaped like OUT, [L, d_out] or
@@ -123,15 +123,16 @@ int cmd_mha(int argc, char **argv) {
     if (path[F_DCONTEXT] && !path[F_CONTEXT]) return cli_usage_error("mha", "--dcontext needs --context");
     if (path[F_DW_FIRST + MOD_WO] && !mod.paths[MOD_WO]) return cli_usage_error("mha", "--dwo needs --wo");
     {
-        const char *inputs[MOD_COUNT + 6], *outputs[GRAD_COUNT + 3];
+        const char *inputs[MOD_COUNT + 8], *outputs[GRAD_COUNT + 3];
         for (int n = 0; n < MOD_COUNT; n++) inputs[n] = mod.paths[n];
         inputs[MOD_COUNT] = path[F_X], inputs[MOD_COUNT + 1] = path[F_CONTEXT], inputs[MOD_COUNT + 2] = path[F_DOUT];
         inputs[MOD_COUNT + 3] = ao.key_lengths_path, inputs[MOD_COUNT + 4] = ao.mask_path;
         inputs[MOD_COUNT + 5] = ao.bias_path;
+        inputs[MOD_COUNT + 6] = ao.sinks_path, inputs[MOD_COUNT + 7] = ao.alibi_slopes_path;
         for (int g = 0; g < GRAD_COUNT; g++) outputs[g] = grad_path[g];
         outputs[GRAD_COUNT] = path[F_O], outputs[GRAD_COUNT + 1] = path[F_WEIGHTS];
         outputs[GRAD_COUNT + 2] = path[F_LSE];
-        if (cli_check_paths("mha", inputs, MOD_COUNT + 6, outputs, GRAD_COUNT + 3)) return CLI_USAGE_ERROR;
+        if (cli_check_paths("mha", inputs, MOD_COUNT + 8, outputs, GRAD_COUNT + 3)) return CLI_USAGE_ERROR;
     }
 
     int64_t xd[3], cd[3];

@@ -87,7 +87,8 @@ static void ring_help(FILE *out) {
     "%s%s%s\n"
     "--mask and --bias are read like the inputs: each rank reads only its query rows\n"
     "of them (every rank the whole file when it has one query row for all).\n"
-    "not available across ranks: --weights (an L x S table); use attn sdpa for it.\n\n"
+    "not available across ranks: --weights (an L x S table); use attn sdpa for it.\n"
+    "not available yet: the score stage (--softcap, --sinks, --alibi, --alibi-slopes); use attn sdpa.\n\n"
     "example:\n"
     "  mpirun -np 4 attn ring -q Q.npy -k K.npy -v V.npy -o O.npy --causal --report\n",
     cli_layout_help, cli_mask_help, cli_compute_help);
@@ -107,7 +108,9 @@ static const cli_flag ring_flags[] = {
     {"--weights", "W.npy", F_WEIGHTS, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const ring_tables[] = {ring_flags, cli_layout_flags, cli_mask_flags, cli_compute_flags, NULL};
+/* cli_logits_flags: listed to be refused with the reason (docs/logits.md). */
+static const cli_flag *const ring_tables[] = {ring_flags, cli_layout_flags, cli_mask_flags, cli_compute_flags,
+                                              cli_logits_flags, NULL};
 /* The help is printed after parsing, by rank 0 only. */
 const cli_spec cli_ring_spec = {"ring", ring_tables, NULL, false};
 
@@ -260,6 +263,10 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
     if (rc < 0 && c->bench[0] &&
         (c->q_path || c->dout_path || c->ao.key_lengths_path || c->ao.mask_path || c->ao.bias_path))
         rc = cli_usage_error("ring", "--bench makes its own inputs: give no files");
+    const char *logits_flag = cli_logits_given(&args);
+    if (rc < 0 && logits_flag)
+        rc = cli_usage_error("ring", "%s is not available in ring attention yet (its blocks merge through their lse, "
+                             "and a sink would join every block's); use attn sdpa on one process", logits_flag);
     if (rc < 0 && c->bench[0] && c->ao.layout_given)
         rc = cli_usage_error("ring", "--bench makes its own inputs: --layout does not apply");
     if (rc < 0) {

@@ -10,27 +10,29 @@
  * With --layout BHLD the files of q, k, v, o (and their gradients) hold
  * heads before positions ([B, Hq, L, D], PyTorch's); they are reordered to
  * [B, L, Hq, D] on reading and back on writing.
- * Gradients (--grad-out dO, shaped like o): dq like q, dk like k, dv like v.
+ * Gradients (--grad-out dO, shaped like o): dq like q, dk like k, dv like v,
+ * and with --sinks, dsinks [Hq].
  */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV };
+enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV, F_DSINKS };
 
 static const cli_flag sdpa_flags[] = {
     {"-q", "Q.npy", F_Q, 0},           {"-k", "K.npy", F_K, 0},         {"-v", "V.npy", F_V, 0},
     {"-o", "O.npy", F_O, 0},           {"--weights", "W.npy", F_WEIGHTS, 0},
     {"--lse", "LSE.npy", F_LSE, 0},    {"--grad-out", "DO.npy", F_DOUT, 0},
     {"--dq", "DQ.npy", F_DQ, 0},       {"--dk", "DK.npy", F_DK, 0},     {"--dv", "DV.npy", F_DV, 0},
+    {"--dsinks", "DS.npy", F_DSINKS, 0},
     CLI_FLAGS_END};
 
 static void sdpa_help(FILE *out) {
     fprintf(out,
     "usage: attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy [--weights W.npy] [--lse LSE.npy]\n"
-    "                 [--grad-out DO.npy [--dq DQ.npy] [--dk DK.npy] [--dv DV.npy]]\n"
-    "                 [--layout BLHD|BHLD] [mask and computation options] [--quiet]\n\n"
+    "                 [--grad-out DO.npy [--dq DQ.npy] [--dk DK.npy] [--dv DV.npy] [--dsinks DS.npy]]\n"
+    "                 [--layout BLHD|BHLD] [mask, score stage and computation options] [--quiet]\n\n"
     "Scaled dot-product attention: O = softmax(scale * Q K^T + bias, over visible keys) V.\n"
     "With --grad-out, also its backward pass: the gradients of a loss whose gradient with\n"
     "respect to O is DO.\n\n"
@@ -50,17 +52,18 @@ static void sdpa_help(FILE *out) {
     "  --dq DQ.npy       dLoss/dQ, shaped like Q\n"
     "  --dk DK.npy       dLoss/dK, shaped like K   (GQA: summed over the query heads of a group)\n"
     "  --dv DV.npy       dLoss/dV, shaped like V\n"
-    "  (the masks and the bias are constants: no gradient of --bias is written)\n\n"
-    "%s%s%s\n"
+    "  --dsinks DS.npy   dLoss/dsinks [Hq], summed over batches and rows (needs --sinks)\n"
+    "  (the masks, the bias and the ALiBi slopes are constants: no gradient of them is written)\n\n"
+    "%s%s%s%s\n"
     "examples (the chapter's 3x2 example with a causal mask; its gradients; a decode step):\n"
     "  attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy --weights W.npy --causal\n"
     "  attn sdpa -q Q.npy -k K.npy -v V.npy --causal --grad-out DO.npy --dq DQ.npy --dk DK.npy --dv DV.npy\n"
     "  attn sdpa -q q_step.npy -k cache_k.npy -v cache_v.npy -o o.npy --causal-lower-right\n",
-    cli_layout_help, cli_mask_help, cli_compute_help);
+    cli_layout_help, cli_mask_help, cli_logits_help, cli_compute_help);
 }
 
-static const cli_flag *const sdpa_tables[] = {sdpa_flags, cli_layout_flags, cli_mask_flags, cli_compute_flags,
-                                              cli_quiet_flags, NULL};
+static const cli_flag *const sdpa_tables[] = {sdpa_flags, cli_layout_flags, cli_mask_flags, cli_logits_flags,
+                                              cli_compute_flags, cli_quiet_flags, NULL};
 const cli_spec cli_sdpa_spec = {"sdpa", sdpa_tables, sdpa_help, false};
 
 /* Loads --grad-out: dLoss/dO must be shaped like O, [.., L, Hq, Dv] in the
@@ -77,10 +80,10 @@ static int load_dout(const char *path, cli_layout layout, attn_array *douta, att
 }
 
 int cmd_sdpa(int argc, char **argv) {
-    const char *path[F_DV + 1] = {0};
+    const char *path[F_DSINKS + 1] = {0};
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     attn_array qa = {0}, ka = {0}, va = {0}, douta = {0};
-    float *out = NULL, *weights = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    float *out = NULL, *weights = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dsinks = NULL;
     int rc = CLI_OK;
 
     cli_args args;
@@ -92,17 +95,21 @@ int cmd_sdpa(int argc, char **argv) {
         if (taken < 0) return CLI_USAGE_ERROR;
         if (!taken) path[id] = value; /* every flag of sdpa_flags names a file */
     }
-    const bool grads = path[F_DQ] || path[F_DK] || path[F_DV], quiet = cli_args_given(&args, CLI_ID_QUIET);
+    const bool grads = path[F_DQ] || path[F_DK] || path[F_DV] || path[F_DSINKS], quiet = cli_args_given(&args, CLI_ID_QUIET);
     if (!path[F_Q] || !path[F_K] || !path[F_V] || (!path[F_O] && !grads))
         return cli_usage_error("sdpa", "missing %s", !path[F_Q] ? "-q Q.npy" : !path[F_K] ? "-k K.npy"
                                                    : !path[F_V] ? "-v V.npy" : "-o O.npy");
     if (grads != (path[F_DOUT] != NULL))
-        return cli_usage_error("sdpa", grads ? "--dq, --dk and --dv need --grad-out DO.npy (dLoss/dO)"
-                                             : "--grad-out needs at least one of --dq, --dk, --dv");
+        return cli_usage_error("sdpa", grads ? "--dq, --dk and --dv need --grad-out DO.npy (dLoss/dO), and so does "
+                                               "--dsinks"
+                                             : "--grad-out needs at least one of --dq, --dk, --dv, --dsinks");
+    if (path[F_DSINKS] && !ao.sinks_path)
+        return cli_usage_error("sdpa", "--dsinks needs --sinks SINKS.npy: there is no sink to differentiate");
     const char *const inputs[] = {path[F_Q], path[F_K], path[F_V], ao.key_lengths_path, ao.mask_path,
-                                  ao.bias_path, path[F_DOUT]};
-    const char *const output_paths[] = {path[F_O], path[F_WEIGHTS], path[F_LSE], path[F_DQ], path[F_DK], path[F_DV]};
-    if (cli_check_paths("sdpa", inputs, 7, output_paths, 6)) return CLI_USAGE_ERROR;
+                                  ao.bias_path, path[F_DOUT], ao.sinks_path, ao.alibi_slopes_path};
+    const char *const output_paths[] = {path[F_O], path[F_WEIGHTS], path[F_LSE], path[F_DQ], path[F_DK], path[F_DV],
+                                        path[F_DSINKS]};
+    if (cli_check_paths("sdpa", inputs, 9, output_paths, 7)) return CLI_USAGE_ERROR;
 
     attn_tensor q, k, v, dot;
     if (cli_load_qkv("sdpa", "-q", path[F_Q], ao.layout, &qa, &q) ||
@@ -127,8 +134,9 @@ int cmd_sdpa(int argc, char **argv) {
     dq = path[F_DQ] ? malloc((size_t)qa.count * sizeof(float)) : NULL;
     dk = path[F_DK] ? malloc((size_t)ka.count * sizeof(float)) : NULL;
     dv = path[F_DV] ? malloc((size_t)va.count * sizeof(float)) : NULL;
+    dsinks = path[F_DSINKS] ? malloc((size_t)Hq * sizeof(float)) : NULL;
     if (!out || (path[F_WEIGHTS] && !weights) || ((path[F_LSE] || grads) && !lse) || (path[F_DQ] && !dq) ||
-        (path[F_DK] && !dk) || (path[F_DV] && !dv)) {
+        (path[F_DK] && !dk) || (path[F_DV] && !dv) || (path[F_DSINKS] && !dsinks)) {
         rc = cli_data_error("sdpa", "out of memory for the outputs (%lld x %lld weights table?)",
                             (long long)L, (long long)S);
         goto cleanup;
@@ -140,8 +148,12 @@ int cmd_sdpa(int argc, char **argv) {
         attn_tensor dqt = attn_tensor_4d(dq, B, L, Hq, q.shape[3]);
         attn_tensor dkt = attn_tensor_4d(dk, B, S, k.shape[2], k.shape[3]);
         attn_tensor dvt = attn_tensor_4d(dv, B, S, v.shape[2], Dv);
-        st = attn_sdpa_backward(&q, &k, &v, &ao.opt, &o, lse, &dot, dq ? &dqt : NULL, dk ? &dkt : NULL,
-                                dv ? &dvt : NULL);
+        attn_sdpa_grads g = ATTN_SDPA_GRADS_INIT;
+        g.dq = dq ? &dqt : NULL;
+        g.dk = dk ? &dkt : NULL;
+        g.dv = dv ? &dvt : NULL;
+        g.dsinks = dsinks;
+        st = attn_sdpa_backward_grads(&q, &k, &v, &ao.opt, &o, lse, &dot, &g);
     }
     const double elapsed = cli_seconds() - start;
     if (st != ATTN_OK) {
@@ -155,9 +167,10 @@ int cmd_sdpa(int argc, char **argv) {
     /* Outputs mirror the rank (and layout) of their inputs: o and dq of q,
      * dk of k, dv of v; weights and lse drop the leading dims q leaves out. */
     const int drop = 4 - qa.ndim;
-    cli_output outputs[6] = {{path[F_O], qa.ndim, {0}, out},    {path[F_WEIGHTS], qa.ndim, {0}, weights},
+    cli_output outputs[7] = {{path[F_O], qa.ndim, {0}, out},    {path[F_WEIGHTS], qa.ndim, {0}, weights},
                              {path[F_LSE], qa.ndim - 1, {0}, lse}, {path[F_DQ], qa.ndim, {0}, dq},
-                             {path[F_DK], ka.ndim, {0}, dk},     {path[F_DV], va.ndim, {0}, dv}};
+                             {path[F_DK], ka.ndim, {0}, dk},     {path[F_DV], va.ndim, {0}, dv},
+                             {path[F_DSINKS], 1, {Hq}, dsinks}};
     const attn_tensor *like[6] = {&o, NULL, NULL, &q, &k, &v};
     for (int n = 0; n < 6; n++) {
         if (!like[n]) continue;
@@ -170,12 +183,12 @@ int cmd_sdpa(int argc, char **argv) {
     const int64_t w_shape4[4] = {B, Hq, L, S};
     memcpy(outputs[1].shape, w_shape4 + drop, (size_t)qa.ndim * sizeof(int64_t));
     memcpy(outputs[2].shape, w_shape4 + drop, (size_t)(qa.ndim - 1) * sizeof(int64_t));
-    if (!cli_save_outputs("sdpa", outputs, 6)) {
+    if (!cli_save_outputs("sdpa", outputs, 7)) {
         rc = CLI_DATA_ERROR;
     } else if (!quiet) {
         char how[160];
         cli_describe_run(how, sizeof how, attn_sdpa_kernel_name(&q, &k, &v, &ao.opt), ao.opt.threads, elapsed);
-        cli_print_written("sdpa", outputs, 6, how);
+        cli_print_written("sdpa", outputs, 7, how);
     }
 
 cleanup:
@@ -185,6 +198,7 @@ cleanup:
     free(dq);
     free(dk);
     free(dv);
+    free(dsinks);
     attn_array_free(&douta);
     attn_array_free(&qa);
     attn_array_free(&ka);

@@ -173,10 +173,28 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const
                                const attn_sdpa_options *opt, const attn_tensor *out,
                                const float *lse, const attn_tensor *dout, attn_tensor *dq,
                                attn_tensor *dk, attn_tensor *dv) {
+    attn_sdpa_grads grads = ATTN_SDPA_GRADS_INIT;
+    grads.dq = dq;
+    grads.dk = dk;
+    grads.dv = dv;
+    return attn_sdpa_backward_grads(q, k, v, opt, out, lse, dout, &grads);
+}
+
+attn_status attn_sdpa_backward_grads(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                     const attn_sdpa_options *opt, const attn_tensor *out,
+                                     const float *lse, const attn_tensor *dout,
+                                     const attn_sdpa_grads *grads_in) {
     sdpa_problem p;
+    attn_sdpa_grads grads;
     attn_status st;
+    if (!grads_in) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "grads is NULL");
+    if ((st = options_copy(&grads, sizeof grads, grads_in, "attn_sdpa_grads"))) return st;
+    attn_tensor *dq = grads.dq, *dk = grads.dk, *dv = grads.dv;
     if (!v) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "v is NULL");
     if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA))) return st;
+    if (grads.dsinks && !p.opt.sinks)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "grads.dsinks is set but opt.sinks is NULL: there is no sink to differentiate");
     if (!out != !lse)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "out and lse go together: pass both (from the forward) or neither "
@@ -197,7 +215,7 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const
         if (f32[t] && f32[t]->dtype != ATTN_F32)
             return attn__fail(ATTN_ERR_UNSUPPORTED, "the %s backward computes float32 tensors only, and %s holds %s",
                               name, f32_names[t], attn_dtype_name(f32[t]->dtype));
-    if (!dq && !dk && !dv) return ATTN_OK;
+    if (!dq && !dk && !dv && !grads.dsinks) return ATTN_OK;
 
     workspace w;
     float *owned_out = NULL, *owned_lse = NULL;
@@ -226,7 +244,7 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const
         lse = owned_lse;
     }
 
-    const sdpa_backward_args args = {out, lse, dout, dq, dk, dv};
+    const sdpa_backward_args args = {out, lse, dout, dq, dk, dv, grads.dsinks};
     st = kernel == ATTN_KERNEL_REF ? attn__ref_backward(&p, w.aligned, &args)
                                    : attn__flash_backward(&p, w.aligned, &args);
 cleanup:

@@ -9,6 +9,8 @@
  */
 #include "base/problem.h"
 
+#include "base/logits.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -234,6 +236,8 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
     if (o->workspace_size > 0 && !o->workspace)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "workspace_size is %zu but workspace is NULL",
                          o->workspace_size);
+
+    if ((st = attn__logits_check(p))) return st;
 
     p->q = *q;
     p->k = *k;

@@ -81,6 +81,7 @@ typedef struct sdpa_backward_args {
     attn_tensor *dq;         /* [B, L, Hq, D]  or NULL                       */
     attn_tensor *dk;         /* [B, S, Hkv, D] or NULL                       */
     attn_tensor *dv;         /* [B, S, Hkv, Dv] or NULL                      */
+    float *dsinks;           /* [Hq] or NULL (only with opt.sinks)           */
 } sdpa_backward_args;
 
 #endif /* ATTN_BASE_PROBLEM_H */

@@ -5,6 +5,8 @@
  */
 #include "base/visibility.h"
 
+#include "base/logits.h"
+
 #include <math.h>
 
 
@@ -42,6 +44,26 @@ void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, i
     int64_t mask_step = 0, bias_step = 0;
     if (p->opt.mask) mask = p->opt.mask + visibility_broadcast_row(p->opt.mask_shape, b, h, i, &mask_step);
     if (p->opt.bias) bias = p->opt.bias + visibility_broadcast_row(p->opt.bias_shape, b, h, i, &bias_step);
+    const float slope2 = logits_alibi_slope2(p, h);
+    const int64_t diagonal = i + p->diagonal_offset;
+    if (!mask && !bias) {
+        /* ALiBi alone (or nothing): hidden outside the structural range,
+         * a bias linear in the key inside; no branch per key. */
+        int64_t lo = begin - key0, hi = end - key0;
+        lo = lo < 0 ? 0 : lo > n ? n : lo;
+        hi = hi < lo ? lo : hi > n ? n : hi;
+        for (int64_t j = 0; j < lo; j++) s[j * step] = -INFINITY;
+        /* (s · rescale and then the bias: two roundings, and a loop the
+         * compiler vectorises, where fmaf is a libm call on baseline x86-64) */
+        if (slope2 != 0.0f && rescale == 1.0f)
+            for (int64_t j = lo; j < hi; j++) s[j * step] += logits_alibi_bias2(slope2, diagonal, key0 + j);
+        else if (slope2 != 0.0f)
+            for (int64_t j = lo; j < hi; j++)
+                s[j * step] = s[j * step] * rescale + logits_alibi_bias2(slope2, diagonal, key0 + j);
+        for (int64_t j = hi; j < n; j++) s[j * step] = -INFINITY;
+        return;
+    }
+    const bool additive = bias || slope2 != 0.0f;
     for (int64_t j = 0; j < n; j++) {
         const int64_t key = key0 + j;
         float *s_j = s + j * step;
@@ -50,8 +72,10 @@ void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, i
         if (key < begin || key >= end || (mask && !mask[key * mask_step]) ||
             (bias && bias[key * bias_step] == -INFINITY))
             *s_j = -INFINITY;
-        else if (bias) {
-            const float b2 = log2e * bias[key * bias_step];
+        else if (additive) {
+            /* the bias and ALiBi's (logits.h), added after the cap */
+            const float bias_j = bias ? bias[key * bias_step] : 0.0f;
+            const float b2 = slope2 == 0.0f ? log2e * bias_j : log2e * bias_j + logits_alibi_bias2(slope2, diagonal, key);
             /* s + b2 when rescale is 1 (the same number as the fma, without
              * a libm call on CPUs the baseline build cannot assume FMA on) */
             *s_j = rescale == 1.0f ? *s_j + b2 : fmaf(*s_j, rescale, b2);

@@ -66,11 +66,12 @@ static inline bool visibility_allows(const sdpa_problem *p, int64_t b, int64_t h
  * (log2(e) times the natural score) once rescaled.  Keys outside the range,
  * keys the mask hides and keys at a -inf bias become -inf, whatever their
  * score was (a NaN from a key that holds garbage included); visible keys
- * with a bias become
- * s * rescale + log2(e) * bias (one rounding), the others stay as they are.
+ * with a bias or ALiBi (logits.h) become
+ * s * rescale + log2(e) * (bias + alibi) (the bias in one rounding, ALiBi's
+ * in float), the others stay as they are.
  * The flash forward's scores are already in base 2 (rescale 1); the flash
  * backward's are raw dot products, which it rescales here when there is a
- * bias (and by itself otherwise). */
+ * bias or ALiBi (and by itself otherwise). */
 void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
                                   int64_t begin, int64_t end, int64_t key0, int64_t n, float *s,
                                   int64_t step, float rescale);

@@ -365,6 +365,15 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
     if (s->workspace || s->workspace_size)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "ring options: sdpa.workspace must be NULL (the ring keeps its own)");
+    /* The ring merges its blocks' partial results through their lse: a sink
+     * would join every block's denominator, once per block; soft-capping
+     * and ALiBi are not tested across blocks yet. */
+    if (s->softcap != 0.0f || s->sinks || s->alibi_slopes || s->alibi_standard)
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "ring attention does not support sdpa.%s yet (docs/logits.md); run attn_sdpa_forward "
+                          "on one process instead",
+                          s->softcap != 0.0f ? "softcap" : s->sinks ? "sinks" : s->alibi_slopes ? "alibi_slopes"
+                                                                                                : "alibi_standard");
     if (o->layout != ATTN_RING_CONTIGUOUS && o->layout != ATTN_RING_ZIGZAG)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "layout must be contiguous or zigzag, got %d",
                          (int)o->layout);

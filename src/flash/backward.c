@@ -19,6 +19,12 @@
  *   o_i = sum_j p_ij v_j          so: dp_ij = dot(dout_i, v_j),  dv_j += p_ij dout_i
  *   p_ij = softmax_j(s_ij)        so: ds_ij = p_ij (dp_ij - di_i)
  *   s_ij = scale q_i.k_j + bias   so: dq_i += scale ds_ij k_j,  dk_j += scale ds_ij q_i
+ * The score stage of logits.h: ALiBi is a bias (mask_tile adds it); with
+ * soft-capping, s_ij = softcap(raw_ij) + ..., so ds_ij is multiplied by
+ * softcap'(raw_ij) = 1 - tanh^2 before it enters dq and dk; a sink is a
+ * logit without a value, already in lse (p_ij = exp(s_ij - lse_i) holds
+ * as is), and its gradient, dsink_h = -sum_i exp(sink_h - lse_i) di_i, is
+ * summed at the end (sinks_backward).
  *
  * Non-finite values and overflow (docs/semantics.md, "Numbers and
  * errors"): the fp32 tiles must never see what they cannot compute, because
@@ -69,6 +75,7 @@
  */
 #include "flash/flash.h"
 
+#include "base/logits.h"
 #include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
@@ -136,8 +143,10 @@ static void make_plan(const sdpa_problem *p, plan *pl) {
     int64_t wave = partial_budget / (pl->chunks * pl->partial_floats * (int64_t)sizeof(float));
     pl->wave_units = wave < 1 ? 1 : wave > pl->units ? pl->units : wave;
 
-    /* Per thread: KG sets of the Kp, Kt, Vt, dK and dV tiles, and S and dP. */
-    pl->scratch_floats = KG * (BC * pl->dp + pl->dp * BC + pl->dvp * BC + BC * pl->dp + BC * pl->dvp) + 2 * BR * BC;
+    /* Per thread: KG sets of the Kp, Kt, Vt, dK and dV tiles, and S and dP
+     * (and the soft-cap's derivative, when capped). */
+    pl->scratch_floats = KG * (BC * pl->dp + pl->dp * BC + pl->dvp * BC + BC * pl->dp + BC * pl->dvp) +
+                         (logits_softcapped(p) ? 3 : 2) * BR * BC;
     /* 2.5 times the forward's FLOPs (DESIGN.md §5), on the tiles' widths */
     const double flops = 5.0 * (double)(p->batch * p->heads_q) * (double)p->len_q *
                          (double)p->len_kv * (double)(pl->dp + pl->dvp);
@@ -189,6 +198,7 @@ typedef struct packed {
 typedef struct tiles {
     float *kp[KG], *kt[KG], *vt[KG], *dk[KG], *dv[KG]; /* per key tile of a group */
     float *s, *dp;                                     /* per pair              */
+    float *dcap;                                       /* per pair, when capped */
 } tiles;
 
 static tiles carve(float *scratch, const plan *pl) {
@@ -202,7 +212,8 @@ static tiles carve(float *scratch, const plan *pl) {
         t.dv[kk] = at, at += BC * pl->dvp;
     }
     t.s = at, at += BR * BC;
-    t.dp = at;
+    t.dp = at, at += BR * BC;
+    t.dcap = at; /* inside the scratch only when capped */
     return t;
 }
 
@@ -229,9 +240,9 @@ static void transpose_tile(const float *src, int64_t ld_in, int64_t rows_out, fl
 
 /* Hides what the structural range, the mask and the bias hide in the score
  * tile of rows [i0, i0 + ni) and keys [j0, j0 + BC) (-inf), through
- * visibility.h.  With a bias, the tile moves to base 2 here,
- * s <- s * c + bias * log2(e), and the factor p_ds must apply becomes 1;
- * returns that factor. */
+ * visibility.h.  With a bias or ALiBi, the tile moves to base 2 here,
+ * s <- s * c + (bias + alibi) * log2(e), and the factor p_ds must apply
+ * becomes 1; returns that factor. */
 static float mask_tile(const sdpa_problem *p, const int64_t *ranges_b, int64_t b, int64_t h,
                        int64_t i0, int64_t ni, int64_t j0, float c, float *s) {
     for (int64_t r = 0; r < ni; r++) {
@@ -239,7 +250,45 @@ static float mask_tile(const sdpa_problem *p, const int64_t *ranges_b, int64_t b
         attn__visibility_mask_scores(p, b, h, i, ranges_b[2 * i], ranges_b[2 * i + 1], j0, BC, s + r * BC,
                                      1, c);
     }
-    return p->opt.bias ? 1.0f : c;
+    return p->opt.bias || logits_alibi_slope2(p, h) != 0.0f ? 1.0f : c;
+}
+
+/* Logit soft-capping of a pair's raw score tile (rows x cols, ld BC): the
+ * tile moves to base 2, s <- cap2 tanh(s c / cap2) with cap2 = cap log2(e)
+ * (logits.h, before bias, ALiBi and masks), and dcap gets the derivative
+ * 1 - tanh^2 that dS is multiplied by. */
+static void softcap_tile(const sdpa_problem *p, const ukernel_table *kern, int rows, int cols, float c,
+                         float *s, float *dcap) {
+    const float cap2 = (float)((double)p->opt.softcap * LOG2E), inv_cap2 = 1.0f / cap2;
+    for (int r = 0; r < rows; r++) {
+        float *s_r = s + r * BC, *dcap_r = dcap + r * BC;
+        for (int j = 0; j < cols; j++) s_r[j] *= c;
+        kern->softcap_n(s_r, cols, cap2);
+        for (int j = 0; j < cols; j++) {
+            const float t = s_r[j] * inv_cap2;
+            dcap_r[j] = 1.0f - t * t;
+        }
+    }
+}
+
+/* dsinks[h] = -sum over batches and rows of exp(sink_h - lse) dot(dout, out)
+ * (the sink's dp is 0: ds_sink = p_sink (0 - di)), in double, in a fixed
+ * order, from the forward's out and lse: rows left to the exact path
+ * included, as the reference computes them.  A head without a sink (-inf)
+ * gets 0. */
+static void sinks_backward(const sdpa_problem *p, const sdpa_backward_args *a) {
+    for (int64_t h = 0; h < p->heads_q; h++) {
+        const double sink = logits_sink(p, h);
+        double sum = 0.0;
+        for (int64_t b = 0; b < p->batch && sink != -INFINITY; b++)
+            for (int64_t i = 0; i < p->len_q; i++) {
+                const float *o_row = problem_row(a->out, b, i, h), *do_row = problem_row(a->dout, b, i, h);
+                double di = 0.0;
+                for (int64_t d = 0; d < p->dim_v; d++) di += (double)do_row[d] * (double)o_row[d];
+                sum -= exp(sink - (double)a->lse[(b * p->heads_q + h) * p->len_q + i]) * di;
+            }
+        a->dsinks[h] = (float)sum;
+    }
 }
 
 /* Does the tile pair (rows [i0, i0 + ni), keys [j0, j0 + BC)) have any
@@ -354,7 +403,7 @@ static void repair_elements(const sdpa_problem *p, const sdpa_backward_args *a, 
             }
             const double p_d = exp(attn__ref_score(p, b, h, i, key) - (double)a->lse[(b * p->heads_q + h) * p->len_q + i]);
             *p_ij = (float)p_d;
-            *ds_ij = (float)(p_d * (dp - di));
+            *ds_ij = (float)(p_d * (dp - di) * attn__ref_softcap_slope(p, b, h, i, key));
         }
     }
 }
@@ -372,7 +421,8 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
     const int64_t L = p->len_q, S = p->len_kv, G = p->group, dp = pl->dp, dvp = pl->dvp;
     const float c = (float)((double)p->scale * LOG2E);
     const bool want_dq = a->dq != NULL, want_dkv = a->dk || a->dv;
-    const bool plain = !p->opt.mask && !p->opt.bias;
+    const bool plain = !p->opt.mask && !p->opt.bias && !logits_has_alibi(p);
+    const bool capped = logits_softcapped(p);
     const int64_t *ranges_b = ranges + 2 * b * L;
     if (want_dq) memset(partial, 0, sizeof(float) * (size_t)pl->partial_floats);
 
@@ -406,11 +456,19 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
                     const int rows = (int)ni, keys = (int)nj, cols = (int)round_up(nj, 16);
                     /* forward was: s_ij = scale * q_i.k_j + bias_ij */
                     kern->gemm(rows, cols, (int)dp, qp, dp, 1, t.kt[kk], BC, t.s, BC, 0);
-                    const float c_tile = all && plain ? c : mask_tile(p, ranges_b, b, h, i0, ni, j0, c, t.s);
+                    float c_tile = c;
+                    if (capped) { /* s_ij = softcap(raw_ij) + ..., in base 2 from here */
+                        softcap_tile(p, kern, rows, cols, c, t.s, t.dcap);
+                        c_tile = 1.0f;
+                    }
+                    if (!(all && plain)) c_tile = mask_tile(p, ranges_b, b, h, i0, ni, j0, c_tile, t.s);
                     /* forward was: o_i = sum_j p_ij v_j   so: dp_ij = dot(dout_i, v_j) */
                     kern->gemm(rows, cols, (int)dvp, dop, dvp, 1, t.vt[kk], BC, t.dp, BC, 0);
                     /* p_ij = exp2(log2e (s_ij - lse_i));  ds_ij = p_ij (dp_ij - di_i) */
                     kern->p_ds(t.s, t.dp, rows, cols, BC, c_tile, pk->nl + bh_row + i0, pk->di + bh_row + i0);
+                    /* forward was: s_ij = softcap(raw_ij)   so: ds_raw = ds_ij (1 - tanh^2) */
+                    for (int r = 0; capped && r < rows; r++)
+                        for (int j = 0; j < cols; j++) t.dp[r * BC + j] *= t.dcap[r * BC + j];
                     if (!kern->all_finite(t.dp, BC, rows, cols))
                         repair_elements(p, a, ranges_b, pk->exact + (b * p->heads_q + h) * L, b, h, i0, rows, j0,
                                         cols, t.s, t.dp);
@@ -561,9 +619,10 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
             const int64_t b = unit / p->heads_kv, g = unit % p->heads_kv;
             const uint8_t *exact_unit = pk.exact + (b * p->heads_q + g * G) * L;
             if (memchr(exact_unit, 1, (size_t)(G * L)))
-                attn__ref_backward_unit(p, b, g, base + pl.off_exact_scratch, a, exact_unit, NULL);
+                attn__ref_backward_unit(p, b, g, base + pl.off_exact_scratch, a, exact_unit, NULL, NULL);
         }
     }
     attn__progress_end(&meter);
+    if (a->dsinks) sinks_backward(p, a);
     return ATTN_OK;
 }

@@ -62,6 +62,7 @@ static void complete_tables(void) {
 #define FILL(entry) \
     if (!t.entry) t.entry = portable->entry
         FILL(exp2_n);
+        FILL(softcap_n);
         FILL(qk_tile);
         FILL(softmax_tile);
         FILL(pv_tile);

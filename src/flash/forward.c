@@ -54,6 +54,7 @@
  */
 #include "flash/flash.h"
 
+#include "base/logits.h"
 #include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
@@ -326,7 +327,7 @@ static void pack_queries(flash_ctx *c) {
 static void mask_scores(const flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, int nk,
                         float *s, int64_t js, int64_t rs) {
     const sdpa_problem *p = c->p;
-    const bool elementwise = p->opt.mask || p->opt.bias;
+    const bool elementwise = p->opt.mask || p->opt.bias || logits_has_alibi(p);
     for (int64_t r = 0; r < rows; r++) {
         const flash_row *row = &c->row[row0 + r];
         if (!row->valid) continue;
@@ -383,20 +384,25 @@ static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
               (int)round_up(nk, c->pl->kern->key_block), p->dim);
 }
 
+/* The cap of logit soft-capping in the base-2 units of the scores. */
+static float softcap_base2(const sdpa_problem *p) { return (float)((double)p->opt.softcap * LOG2E); }
+
 /* Scores of keys [t0, t0 + nk) for subtile st of the tile path (K tile
  * already in c->kt), checked (when `check`: the forward pass, not the
- * weights pass, which recomputes the same numbers) and masked, in c->s as
+ * weights pass, which recomputes the same numbers), soft-capped (logits.h:
+ * on the raw scores, before bias, ALiBi and masks) and masked, in c->s as
  * s[j][r]; prefetches pf meanwhile. */
 static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf,
                            bool check) {
     const flash_plan *pl = c->pl;
     pl->kern->qk_tile(c->qp + st * c->p->dim * pl->sub_rows, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
     if (check) check_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
+    if (logits_softcapped(c->p)) pl->kern->softcap_n(c->s, nk * pl->sub_rows, softcap_base2(c->p));
     mask_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
 }
 
-/* Scores of keys [t0, t0 + nk) for the rows path, checked (as above) and
- * masked, in c->s as s[r][j]; prefetches pf meanwhile. */
+/* Scores of keys [t0, t0 + nk) for the rows path, checked, soft-capped (as
+ * above) and masked, in c->s as s[r][j]; prefetches pf meanwhile. */
 static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
@@ -404,6 +410,8 @@ static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *
                       problem_row(&p->k, c->b, t0, c->kv_head), p->k.stride[1], p->k.stride[2], nk,
                       c->s, pl->tile_keys, pf);
     if (check) check_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
+    if (logits_softcapped(p))
+        for (int64_t r = 0; r < pl->rows; r++) pl->kern->softcap_n(c->s + r * pl->tile_keys, nk, softcap_base2(p));
     mask_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
 }
 
@@ -591,6 +599,26 @@ static bool state_untrusted(const flash_ctx *c, int64_t r) {
     return l == 0.0f && c->row[r].begin < c->row[r].end;
 }
 
+/* The normaliser of row r from its final state (m, l): inv_l[r], the
+ * factor of its accumulator and of exp2(s − m) that gives the weights, and
+ * its lse.  With a sink (logits.h) the denominator gains exp(sink): with
+ * M = max(m, sink·log2 e) in base 2, l' = l·2^(m − M) + 2^(sink·log2 e − M)
+ * in double, inv_l = 2^(m − M) / l' and lse = M·ln 2 + ln l'; a row that saw
+ * nothing (l = 0) then gets inv_l = 0 and lse = sink. */
+static float row_normaliser(const flash_ctx *c, int64_t r, float *inv_l) {
+    const float m = c->m[r], l = c->l[r];
+    const double sink = logits_sink(c->p, c->row[r].h);
+    if (sink == -INFINITY) {
+        *inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+        return l > 0.0f ? (float)((double)m * LN2 + log((double)l)) : -INFINITY;
+    }
+    const double sink2 = sink * LOG2E, top = l > 0.0f && (double)m > sink2 ? (double)m : sink2;
+    const double kept = l > 0.0f ? exp2((double)m - top) : 0.0;
+    const double denominator = (double)l * kept + exp2(sink2 - top);
+    *inv_l = (float)(kept / denominator);
+    return (float)(top * LN2 + log(denominator));
+}
+
 /* Writes out, lse and (when asked) the weights of the unit from its final
  * state m, l, acc; then recomputes the rows marked for the exact path, and
  * those whose state the fp32 loop could not get right, with the reference's
@@ -602,18 +630,17 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
     const flash_plan *pl = c->pl;
     for (int64_t r = 0; r < pl->rows; r++) {
         const flash_row *row = &c->row[r];
-        c->inv_l[r] = c->l[r] > 0.0f ? 1.0f / c->l[r] : 0.0f;
-        if (!row->valid) continue;
+        if (!row->valid) { /* a padding row: its head may lie past Hq */
+            c->inv_l[r] = c->l[r] > 0.0f ? 1.0f / c->l[r] : 0.0f;
+            continue;
+        }
+        const float row_lse = row_normaliser(c, r, &c->inv_l[r]);
         if (state_untrusted(c, r)) c->exact[r] = 1;
         float *out_row = problem_row(out, c->b, row->i, row->h);
         const float *acc = acc_at(c, r, 0);
         const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
         for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = acc[d * step] * c->inv_l[r];
-        if (lse) {
-            int64_t at = (c->b * p->heads_q + row->h) * p->len_q + row->i;
-            lse[at] = c->l[r] > 0.0f ? (float)((double)c->m[r] * LN2 + log((double)c->l[r]))
-                                     : -INFINITY;
-        }
+        if (lse) lse[(c->b * p->heads_q + row->h) * p->len_q + row->i] = row_lse;
     }
     if (weights) unit_weights(c, weights);
     for (int64_t r = 0; r < pl->rows; r++) {

@@ -106,6 +106,12 @@ typedef struct ukernel_table {
     /* y[i] = exp2(x[i]) for i < n, to the accuracy of the vector kernels
      * (used by the tests and by the error measurement in docs). */
     void (*exp2_n)(const float *x, float *y, int64_t n);
+    /* Logit soft-capping on n scores in place (docs/logits.md):
+     * x[i] = cap · tanh(x[i] / cap), tanh(y) = 1 − 2 / (exp2(2·log2(e)·y) + 1)
+     * from the FLASH_EXP2 polynomial; ±inf give ±cap, NaN propagates.  The
+     * loop nests call it on a score tile in whatever base its scores are
+     * (cap in the same base).  Measured error: docs/logits.md. */
+    void (*softcap_n)(float *x, int64_t n, float cap);
 
     /* ---- tile kernels; Br = tile_rows lanes; pointers 64-byte aligned ---- */
 

@@ -20,7 +20,7 @@
 size_t attn__ref_forward_workspace_size(const sdpa_problem *p);
 attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tensor *out,
                               float *weights, float *lse);
-/* scores: [B, Hq, L, S], scale * q.k + bias, -inf where hidden. */
+/* scores: [B, Hq, L, S], softcap(scale * q.k) + bias + ALiBi, -inf where hidden. */
 attn_status attn__ref_scores(const sdpa_problem *p, float *scores);
 
 /* The forward of one query row (b, h, i), in double, by every rule of
@@ -31,9 +31,13 @@ attn_status attn__ref_scores(const sdpa_problem *p, float *scores);
 void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores,
                            double *acc, float *out_row, float *weights_row, float *lse);
 
-/* scale · q_i·k_j + bias_ij in double, for a key j that row (b, h, i) sees:
- * the reference's score, for the fast kernels' exact paths. */
+/* softcap(scale · q_i·k_j) + bias_ij + ALiBi (logits.h) in double, for a
+ * key j that row (b, h, i) sees: the reference's score, for the fast
+ * kernels' exact paths. */
 double attn__ref_score(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, int64_t j);
+/* softcap'(scale · q_i·k_j) = 1 − tanh² (logits.h; 1 without a cap): the
+ * factor of the score's gradient, for the same keys. */
+double attn__ref_softcap_slope(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, int64_t j);
 
 /* The backward recomputes the forward in double, one query row at a time;
  * a->out and a->lse are not used. */
@@ -45,8 +49,11 @@ attn_status attn__ref_backward(const sdpa_problem *p, void *workspace, const sdp
  * written.  Otherwise only the rows with only[(h - g·G)·L + i] set (the
  * fast kernel's exact path for rows it could not compute in fp32): their
  * dq rows are written, and their contributions are added in double to what
- * a->dk and a->dv hold, rounded once.  meter (or NULL) counts each row. */
+ * a->dk and a->dv hold, rounded once.  meter (or NULL) counts each row.
+ * dsinks [Hq] (or NULL): each row's share of the sinks' gradient is added
+ * to its head's element (a->dsinks is not written). */
 void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *workspace,
-                             const sdpa_backward_args *a, const uint8_t *only, progress_meter *meter);
+                             const sdpa_backward_args *a, const uint8_t *only, progress_meter *meter,
+                             double *dsinks);
 
 #endif /* ATTN_REF_H */

@@ -17,9 +17,10 @@
  *                                 dk_bg [S, D]  dv_bg [S, Dv]
  *
  * The forward, per query row i of head h (kv head g = h / (Hq/Hkv)), over
- * the keys j visible to it (visibility.h):
- *   s_ij = scale * dot(q_i, k_j) + bias_ij
- *   p_ij = exp(s_ij - max_j s_ij) / sum_j exp(...)
+ * the keys j visible to it (visibility.h) and the head's sink (logits.h):
+ *   s_ij = softcap(scale * dot(q_i, k_j)) + bias_ij + alibi_h (j - i - offset)
+ *   m_i  = max(max_j s_ij, sink_h)
+ *   p_ij = exp(s_ij - m_i) / (exp(sink_h - m_i) + sum_j exp(s_ij - m_i))
  *   o_i  = sum_j p_ij v_j
  *
  * Non-finite values.  With finite inputs every score is finite in double
@@ -35,6 +36,7 @@
  */
 #include "ref/ref.h"
 
+#include "base/logits.h"
 #include "base/visibility.h"
 
 #include <math.h>
@@ -48,12 +50,14 @@
 typedef struct ref_row {
     const sdpa_problem *p;
     int64_t b, h, i, kv_head, begin, end;
+    double alibi_slope; /* of head h; 0 without ALiBi */
     const float *q_bih;
     double *scores; /* [S]: the visible keys' scores once computed, or NULL: recomputed */
 } ref_row;
 
 static ref_row row_at(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores) {
-    ref_row r = {p, b, h, i, h / p->group, 0, 0, problem_row(&p->q, b, i, h), scores};
+    ref_row r = {p, b, h, i, h / p->group, 0, 0, attn__logits_alibi_slope(p, h), problem_row(&p->q, b, i, h),
+                 scores};
     attn__visibility_key_range(p, b, i, &r.begin, &r.end);
     return r;
 }
@@ -62,19 +66,32 @@ static bool row_sees(const ref_row *r, int64_t j) {
     return visibility_allows(r->p, r->b, r->h, r->i, r->begin, r->end, j);
 }
 
-/* scale * q_i.k_j + bias_ij for a visible key j: the one place the
- * reference computes a score. */
-static double score_compute(const ref_row *r, int64_t j) {
+/* scale * q_i.k_j: the raw logit, before the score stage of logits.h. */
+static double raw_score(const ref_row *r, int64_t j) {
     const sdpa_problem *p = r->p;
     const float *k_bjg = problem_row(&p->k, r->b, j, r->kv_head);
     double dot = 0.0;
     for (int64_t d = 0; d < p->dim; d++) dot += (double)r->q_bih[d] * (double)k_bjg[d];
-    return (double)p->scale * dot + (double)visibility_bias_at(p, r->b, r->h, r->i, j);
+    return (double)p->scale * dot;
+}
+
+/* softcap(scale * q_i.k_j) + bias_ij + ALiBi's bias for a visible key j
+ * (logits.h): the one place the reference computes a score. */
+static double score_compute(const ref_row *r, int64_t j) {
+    const sdpa_problem *p = r->p;
+    return logits_softcap(p, raw_score(r, j)) + (double)visibility_bias_at(p, r->b, r->h, r->i, j) +
+           logits_alibi_bias(p, r->alibi_slope, r->i, j);
 }
 
 double attn__ref_score(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
     const ref_row r = row_at(p, b, h, i, NULL);
     return score_compute(&r, j);
+}
+
+double attn__ref_softcap_slope(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
+    if (!logits_softcapped(p)) return 1.0;
+    const ref_row r = row_at(p, b, h, i, NULL);
+    return logits_softcap_slope(p, raw_score(&r, j));
 }
 
 /* The score of visible key j, from the cache when the row has one (filled
@@ -105,12 +122,19 @@ static row_max row_max_of(ref_row *r) {
     return m;
 }
 
-/* The sum of exp(s - max) over the visible keys (max-subtracted, so exp
- * never overflows). */
-static double row_sum_of(const ref_row *r, double max) {
-    double sum = 0.0;
+/* The softmax's shift of a row, max(max_j s_ij, sink_h) (the sink -inf
+ * when there is none), and its denominator: the sum of exp(s - shift) over
+ * the visible keys plus exp(sink - shift) (shift-subtracted, so exp never
+ * overflows). */
+static double row_shift_of(const ref_row *r, const row_max *m) {
+    const double sink = logits_sink(r->p, r->h);
+    return sink > m->max ? sink : m->max;
+}
+
+static double row_sum_of(const ref_row *r, double shift) {
+    double sum = exp(logits_sink(r->p, r->h) - shift);
     for (int64_t j = 0; j < r->p->len_kv; j++)
-        if (row_sees(r, j)) sum += exp(row_score(r, j) - max);
+        if (row_sees(r, j)) sum += exp(row_score(r, j) - shift);
     return sum;
 }
 
@@ -120,27 +144,28 @@ void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t 
     const row_max m = row_max_of(&r);
     if (!m.any || m.nonfinite) {
         /* A row that sees no key reads nothing: output 0, weights 0, lse
-         * -inf, never NaN.  A poisoned row says so in every output. */
+         * the sink's (-inf without one), never NaN.  A poisoned row says so
+         * in every output. */
         const float fill = m.any ? NAN : 0.0f;
         for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = fill;
         if (weights_row)
             for (int64_t j = 0; j < p->len_kv; j++) weights_row[j] = row_sees(&r, j) ? NAN : 0.0f;
-        if (lse) *lse = m.any ? NAN : -INFINITY;
+        if (lse) *lse = m.any ? NAN : (float)logits_sink(p, h);
         return;
     }
-    const double sum = row_sum_of(&r, m.max);
+    const double shift = row_shift_of(&r, &m), sum = row_sum_of(&r, shift);
     for (int64_t d = 0; d < p->dim_v; d++) acc[d] = 0.0;
     for (int64_t j = 0; j < p->len_kv; j++) {
         if (!row_sees(&r, j)) continue;
-        const double e = exp(row_score(&r, j) - m.max); /* the unnormalised weight */
+        const double e = exp(row_score(&r, j) - shift); /* the unnormalised weight */
         const float *v_bjg = problem_row(&p->v, b, j, r.kv_head);
         for (int64_t d = 0; d < p->dim_v; d++) acc[d] += e * (double)v_bjg[d];
     }
     for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = (float)(acc[d] / sum);
     if (weights_row)
         for (int64_t j = 0; j < p->len_kv; j++)
-            weights_row[j] = row_sees(&r, j) ? (float)(exp(row_score(&r, j) - m.max) / sum) : 0.0f;
-    if (lse) *lse = (float)(m.max + log(sum));
+            weights_row[j] = row_sees(&r, j) ? (float)(exp(row_score(&r, j) - shift) / sum) : 0.0f;
+    if (lse) *lse = (float)(shift + log(sum));
 }
 
 /* -------------------------------------------------------------- forward */
@@ -181,9 +206,15 @@ attn_status attn__ref_scores(const sdpa_problem *p, float *scores) {
 
 /* ------------------------------------------------------------- backward */
 
-size_t attn__ref_backward_workspace_size(const sdpa_problem *p) {
+/* Layout: the row scratch, dk_bg, dv_bg (attn__ref_backward_unit's), then
+ * the sinks' gradients [Hq] (attn__ref_backward's). */
+static size_t backward_unit_doubles(const sdpa_problem *p) {
     const size_t s = (size_t)p->len_kv;
-    return (2 * s + (size_t)p->dim + s * (size_t)p->dim + s * (size_t)p->dim_v) * sizeof(double);
+    return 2 * s + (size_t)p->dim + s * (size_t)p->dim + s * (size_t)p->dim_v;
+}
+
+size_t attn__ref_backward_workspace_size(const sdpa_problem *p) {
+    return (backward_unit_doubles(p) + (size_t)p->heads_q) * sizeof(double);
 }
 
 /* The backward of query row (b, h, i): adds its contributions to dk_bg
@@ -194,20 +225,20 @@ size_t attn__ref_backward_workspace_size(const sdpa_problem *p) {
  * dk, dv of the keys it sees. */
 static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
                          const float *dout_bih, double *scratch, double *dk_bg, double *dv_bg,
-                         float *dq_bih) {
+                         float *dq_bih, double *dsink) {
     const int64_t S = p->len_kv, D = p->dim, Dv = p->dim_v;
     double *p_row = scratch, *dp_row = p_row + S, *dq_row = dp_row + S;
     ref_row r = row_at(p, b, h, i, p_row);
     const row_max m = row_max_of(&r);
     for (int64_t d = 0; d < D; d++) dq_row[d] = 0.0;
     if (m.any) {
-        const double sum = m.nonfinite ? NAN : row_sum_of(&r, m.max);
+        const double shift = row_shift_of(&r, &m), sum = m.nonfinite ? NAN : row_sum_of(&r, shift);
         /* forward was: o_i = sum_j p_ij v_j
          * so: dp_ij = dot(dout_i, v_j),  dv_j += p_ij dout_i */
         double row_dot = 0.0;
         for (int64_t j = 0; j < S; j++) {
             if (!row_sees(&r, j)) continue;
-            const double p_ij = m.nonfinite ? NAN : exp(p_row[j] - m.max) / sum;
+            const double p_ij = m.nonfinite ? NAN : exp(p_row[j] - shift) / sum;
             const float *v_bjg = problem_row(&p->v, b, j, r.kv_head);
             double dot = 0.0;
             for (int64_t d = 0; d < Dv; d++) {
@@ -218,13 +249,16 @@ static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
             dp_row[j] = dot;
             row_dot += p_ij * dot;
         }
-        /* forward was: p_ij = exp(s_ij) / sum_l exp(s_il)
-         * so: ds_ij = p_ij (dp_ij - sum_l p_il dp_il)
-         * forward was: s_ij = scale * dot(q_i, k_j) + bias_ij
-         * so: dq_i += scale ds_ij k_j,  dk_j += scale ds_ij q_i */
+        /* forward was: p_ij = exp(s_ij) / (exp(sink) + sum_l exp(s_il)),
+         * the sink a logit without a value (its dp is 0)
+         * so: ds_ij = p_ij (dp_ij - sum_l p_il dp_il),  dsink = -p_sink sum_l p_il dp_il
+         * forward was: s_ij = softcap(scale * dot(q_i, k_j)) + bias_ij + alibi_ij
+         * so: dq_i += scale softcap'(raw_ij) ds_ij k_j,  dk_j += the same with q_i */
+        if (dsink) *dsink -= (m.nonfinite ? NAN : exp(logits_sink(p, h) - shift) / sum) * row_dot;
         for (int64_t j = 0; j < S; j++) {
             if (!row_sees(&r, j)) continue;
-            const double ds = (double)p->scale * p_row[j] * (dp_row[j] - row_dot);
+            const double slope = logits_softcapped(p) ? logits_softcap_slope(p, raw_score(&r, j)) : 1.0;
+            const double ds = (double)p->scale * p_row[j] * (dp_row[j] - row_dot) * slope;
             const float *k_bjg = problem_row(&p->k, b, j, r.kv_head);
             for (int64_t d = 0; d < D; d++) {
                 dq_row[d] += ds * (double)k_bjg[d];
@@ -237,7 +271,8 @@ static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
 }
 
 void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *workspace,
-                             const sdpa_backward_args *a, const uint8_t *only, progress_meter *meter) {
+                             const sdpa_backward_args *a, const uint8_t *only, progress_meter *meter,
+                             double *dsinks) {
     const int64_t L = p->len_q, S = p->len_kv, D = p->dim, Dv = p->dim_v;
     double *row_scratch = workspace;
     double *dk_bg = row_scratch + 2 * S + D, *dv_bg = dk_bg + S * D;
@@ -252,7 +287,7 @@ void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *
         for (int64_t i = 0; i < L; i++) {
             if (only && !only[(h - g * p->group) * L + i]) continue;
             backward_row(p, b, h, i, problem_row(a->dout, b, i, h), row_scratch, dk_bg, dv_bg,
-                         a->dq ? problem_row(a->dq, b, i, h) : NULL);
+                         a->dq ? problem_row(a->dq, b, i, h) : NULL, dsinks ? dsinks + h : NULL);
             if (meter) progress_add(meter, 1, true);
         }
     for (int64_t j = 0; j < S; j++) {
@@ -269,9 +304,13 @@ void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *
 
 attn_status attn__ref_backward(const sdpa_problem *p, void *workspace, const sdpa_backward_args *a) {
     progress_meter meter;
+    double *dsinks = a->dsinks ? (double *)workspace + backward_unit_doubles(p) : NULL;
+    for (int64_t h = 0; dsinks && h < p->heads_q; h++) dsinks[h] = 0.0;
     attn__progress_begin(&meter, &p->opt, p->batch * p->heads_q * p->len_q);
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t g = 0; g < p->heads_kv; g++) attn__ref_backward_unit(p, b, g, workspace, a, NULL, &meter);
+        for (int64_t g = 0; g < p->heads_kv; g++)
+            attn__ref_backward_unit(p, b, g, workspace, a, NULL, &meter, dsinks);
     attn__progress_end(&meter);
+    for (int64_t h = 0; dsinks && h < p->heads_q; h++) a->dsinks[h] = (float)dsinks[h];
     return ATTN_OK;
 }

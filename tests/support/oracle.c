@@ -22,6 +22,22 @@ int oracle_visible(const oracle_case *c, int64_t b, int64_t h, int64_t i, int64_
     return 1;
 }
 
+/* get_slopes(n): for n a power of two the geometric sequence starting at
+ * 2^(-8/n) with that ratio; otherwise the closest smaller power of two's,
+ * then every other slope of twice that power, as many as are missing. */
+void oracle_alibi_standard_slopes(int64_t n, double *slopes) {
+    int64_t pow2 = 1;
+    while (pow2 * 2 <= n) pow2 *= 2;
+    const long double start = powl(2.0L, -powl(2.0L, -(log2l((long double)pow2) - 3.0L)));
+    long double x = start;
+    for (int64_t h = 0; h < pow2; h++, x *= start) slopes[h] = (double)x;
+    if (pow2 == n) return;
+    double *twice = malloc(sizeof(double) * (size_t)(2 * pow2));
+    oracle_alibi_standard_slopes(2 * pow2, twice);
+    for (int64_t h = pow2; h < n; h++) slopes[h] = twice[2 * (h - pow2)];
+    free(twice);
+}
+
 void oracle_attention_scores(const oracle_case *c, const float *q, const float *k, const float *v,
                              double *out, double *weights, double *lse, double *scores) {
     const int64_t B = c->B, L = c->L, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
@@ -39,6 +55,11 @@ void oracle_attention_scores(const oracle_case *c, const float *q, const float *
                 for (int64_t d = 0; d < Dv; d++) vx[((b * Hq + h) * S + j) * Dv + d] = v[src * Dv + d];
             }
 
+    double *slopes = calloc((size_t)Hq, sizeof(double));
+    if (c->alibi_standard) oracle_alibi_standard_slopes(Hq, slopes);
+    for (int64_t h = 0; c->alibi_slopes && h < Hq; h++) slopes[h] = c->alibi_slopes[h];
+    const int64_t shift = (c->causal == 2 || (!c->causal && c->lower_right_window)) ? S - L : 0;
+
     unsigned char *visible = malloc((size_t)(L * S));
     long double *s = malloc(sizeof(long double) * (size_t)S);
     long double *acc = malloc(sizeof(long double) * (size_t)Dv);
@@ -54,14 +75,20 @@ void oracle_attention_scores(const oracle_case *c, const float *q, const float *
                     if (!visible[i * S + j]) continue;
                     long double dot = 0;
                     for (int64_t d = 0; d < D; d++) dot += (long double)qi[d] * kx[((b * Hq + h) * S + j) * D + d];
-                    s[j] = dot * scale + (c->bias ? c->bias[bcast_index(c->bias_shape, b, h, i, j)] : 0.0f);
+                    long double raw = dot * scale;
+                    if (c->softcap > 0) raw = (long double)c->softcap * tanhl(raw / (long double)c->softcap);
+                    s[j] = raw + (c->bias ? c->bias[bcast_index(c->bias_shape, b, h, i, j)] : 0.0f) +
+                           (long double)slopes[h] * (long double)(j - i - shift);
                     if (!any || s[j] > m) m = s[j];
                     any = 1;
                 }
+                /* the sink joins the normalisation as one more logit, with no value */
+                const long double sink = c->sinks ? (long double)c->sinks[h] : -INFINITY;
+                if (sink > m) m = sink;
                 if (scores)
                     for (int64_t j = 0; j < S; j++)
                         scores[((b * Hq + h) * L + i) * S + j] = visible[i * S + j] ? (double)s[j] : -INFINITY;
-                long double z = 0;
+                long double z = sink == -INFINITY ? 0.0L : expl(sink - m);
                 for (int64_t j = 0; j < S; j++)
                     if (visible[i * S + j]) z += expl(s[j] - m);
                 for (int64_t d = 0; d < Dv; d++) acc[d] = 0;
@@ -72,10 +99,11 @@ void oracle_attention_scores(const oracle_case *c, const float *q, const float *
                         for (int64_t d = 0; d < Dv; d++) acc[d] += w * vx[((b * Hq + h) * S + j) * Dv + d];
                 }
                 for (int64_t d = 0; d < Dv; d++) out[((b * L + i) * Hq + h) * Dv + d] = (double)acc[d];
-                if (lse) lse[(b * Hq + h) * L + i] = any ? (double)(m + logl(z)) : -INFINITY;
+                if (lse) lse[(b * Hq + h) * L + i] = any || sink != -INFINITY ? (double)(m + logl(z)) : -INFINITY;
             }
         }
     }
+    free(slopes);
     free(kx);
     free(vx);
     free(visible);
@@ -188,6 +216,10 @@ attn_sdpa_options random_case_options(const random_case *rc) {
     for (int d = 0; d < 4; d++) o.mask_shape[d] = c->mask_shape[d];
     o.bias = c->bias;
     for (int d = 0; d < 4; d++) o.bias_shape[d] = c->bias_shape[d];
+    o.softcap = (float)c->softcap;
+    o.sinks = c->sinks;
+    o.alibi_slopes = c->alibi_slopes;
+    o.alibi_standard = c->alibi_standard;
     return o;
 }
 

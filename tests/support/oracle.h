@@ -28,7 +28,16 @@ typedef struct oracle_case {
     int64_t mask_shape[4];
     const float *bias;            /* or NULL                          */
     int64_t bias_shape[4];
+    /* the score stage (docs/logits.md) */
+    double softcap;               /* 0 = off: s = cap tanh(s / cap)    */
+    const float *sinks;           /* [Hq] or NULL                      */
+    const float *alibi_slopes;    /* [Hq] or NULL                      */
+    int alibi_standard;           /* the paper's slopes for Hq heads   */
 } oracle_case;
+
+/* The ALiBi paper's slopes for n heads (its reference implementation's
+ * recursion, written from the paper), into slopes [n]. */
+void oracle_alibi_standard_slopes(int64_t n, double *slopes);
 
 /* 1 when query (b, h, i) may attend key j under every rule of c (the
  * oracle's own formulas, written from docs/semantics.md), else 0. */
@@ -37,8 +46,10 @@ int oracle_visible(const oracle_case *c, int64_t b, int64_t h, int64_t i, int64_
 /* Computes out (double), weights and lse (may be NULL). */
 void oracle_attention(const oracle_case *c, const float *q, const float *k, const float *v,
                       double *out, double *weights, double *lse);
-/* The same, and scores [B, Hq, L, S] (may be NULL): the scaled scores plus
- * the bias where a key is visible, -inf where it is hidden. */
+/* The same, and scores [B, Hq, L, S] (may be NULL): the scaled scores,
+ * soft-capped, plus the bias and ALiBi's where a key is visible, -inf where
+ * it is hidden.  With sinks the weights of a row sum to less than 1 and its
+ * lse includes the sink. */
 void oracle_attention_scores(const oracle_case *c, const float *q, const float *k, const float *v,
                              double *out, double *weights, double *lse, double *scores);
 

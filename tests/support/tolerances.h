@@ -65,6 +65,24 @@
 #define FLASH_GRAD_REL_WARN 2e-6
 #define FLASH_GRAD_REL_FAIL 1e-5
 
+/* ---- the score stage (api/test_logits.c): flash against the long-double
+ *      oracle with soft-capping, sinks and ALiBi.  Scaled like the flash
+ *      tolerances above, but by the largest visible score magnitude (at
+ *      least 1) instead of sigma: ALiBi's biases grow with the distance
+ *      (slope 0.5 at 1000 keys: scores of 500, whose fp32 rounding is
+ *      500 · 2^-24), and the cap's tanh comes from the exp2 polynomial, an
+ *      absolute error of about 1e-7 · cap on each capped score. ---- */
+#define LOGITS_FLASH_OUT_REL_FAIL 2e-6
+#define LOGITS_FLASH_WEIGHT_ABS_FAIL 2e-6
+#define LOGITS_FLASH_LSE_REL_FAIL 4e-6
+/* the softcap_n micro-kernel against cap·tanh(x/cap) in double, absolute,
+ * relative to the cap: 1 − 2/(e + 1) with e the exp2 polynomial's (1.3 ulp)
+ * loses nothing near |tanh| = 1 and a few 2^-24 near 0 */
+#define LOGITS_SOFTCAP_ABS_FAIL 4e-7
+/* flash gradients (dsinks included) against the reference's, relative to
+ * each tensor's largest magnitude (at least 1) */
+#define LOGITS_FLASH_GRAD_REL_FAIL 2e-5
+
 /* ---- finite inputs whose scores overflow float32 (api/test_nonfinite.c):
  *      every kernel against the long-double oracle, the reference's
  *      gradients against closed forms.  Rows the fp32 kernels cannot

@@ -100,6 +100,8 @@ const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
  *                --window LEFT,RIGHT  --key-lengths F  --mask F  --bias F
  *   computation  --scale S  --kernel auto|ref|flash  --threads N  --allow-slow
  *   layout       --layout BLHD|BHLD   (how q, k, v and their outputs are stored)
+ *   logits       --softcap F  --sinks F  --alibi | --alibi-slopes F   (the score
+ *                stage, docs/logits.md: sdpa and mha; ring refuses it)
  */
 enum {
     CLI_ID_CAUSAL = CLI_SHARED_IDS, CLI_ID_CAUSAL_LOWER_RIGHT, CLI_ID_ALIGN, CLI_ID_WINDOW,
@@ -107,17 +109,18 @@ enum {
     CLI_ID_SCALE, CLI_ID_KERNEL, CLI_ID_THREADS, CLI_ID_ALLOW_SLOW,
     CLI_ID_LAYOUT,
     CLI_ID_QUIET,
+    CLI_ID_SOFTCAP, CLI_ID_SINKS, CLI_ID_ALIBI, CLI_ID_ALIBI_SLOPES,
     CLI_ID_MODULE_FIRST = CLI_SHARED_IDS + 100 /* cli_interp.h's module flags */
 };
 /* The reference kernel's budget: about a minute at its few GFLOP/s. */
 #define CLI_REF_BUDGET_GFLOP 100
 #define CLI_REF_BUDGET_TEXT "100 GFLOP"
 
-extern const cli_flag cli_mask_flags[], cli_compute_flags[], cli_layout_flags[];
+extern const cli_flag cli_mask_flags[], cli_compute_flags[], cli_layout_flags[], cli_logits_flags[];
 /* --quiet: no line on stderr saying what was written (commands that write files). */
 extern const cli_flag cli_quiet_flags[];
 /* Their lines for a --help text. */
-extern const char cli_mask_help[], cli_compute_help[], cli_layout_help[];
+extern const char cli_mask_help[], cli_compute_help[], cli_layout_help[], cli_logits_help[];
 
 /* How a file stores q, k, v (and how their outputs are written):
  * BLHD [B, L, H, D] (attn's own, FlashAttention's), BHLD [B, H, L, D]
@@ -132,6 +135,8 @@ typedef struct cli_attention_options {
     bool layout_given; /* --layout was typed: no guessing about it */
     bool align_given;  /* --align was typed: a causal flag must agree with it */
     bool allow_slow;   /* --allow-slow: no budget for the reference kernel */
+    const char *sinks_path, *alibi_slopes_path; /* --sinks, --alibi-slopes    */
+    attn_array sinks, alibi_slopes;              /* owned once loaded          */
 } cli_attention_options;
 
 #define CLI_ATTENTION_OPTIONS_INIT {.opt = ATTN_SDPA_OPTIONS_INIT}
@@ -165,7 +170,11 @@ bool cli_qkv_from_layout(const char *cmd, cli_layout layout, float *data, const 
  * for another rank. */
 int cli_qkv_position_axis(cli_layout layout, int rank);
 
-/* Loads --key-lengths, --mask and --bias and checks them against the
+/* The first logits flag given (--softcap, --sinks, --alibi, --alibi-slopes),
+ * or NULL: for commands that cannot take them and say so. */
+const char *cli_logits_given(const cli_args *a);
+
+/* Loads --key-lengths, --mask, --bias, --sinks and --alibi-slopes and checks them against the
  * problem's sizes; fills o->opt; warns about a causal alignment that is
  * probably not meant (--causal with L < S: a decode step); on a terminal,
  * attaches the progress line (cli_progress_attach).  Returns CLI_OK or

@@ -36,6 +36,26 @@ const cli_flag cli_layout_flags[] = {{"--layout", "BLHD|BHLD", CLI_ID_LAYOUT, 0}
 
 const cli_flag cli_quiet_flags[] = {{"--quiet", NULL, CLI_ID_QUIET, 0}, CLI_FLAGS_END};
 
+const cli_flag cli_logits_flags[] = {
+    {"--softcap", "CAP", CLI_ID_SOFTCAP, 0},
+    {"--sinks", "SINKS.npy", CLI_ID_SINKS, 0},
+    {"--alibi", NULL, CLI_ID_ALIBI, 0},
+    {"--alibi-slopes", "SLOPES.npy", CLI_ID_ALIBI_SLOPES, 0},
+    CLI_FLAGS_END};
+
+const char cli_logits_help[] =
+    "score stage (docs/logits.md), applied in this order:\n"
+    "  --softcap CAP           logit soft-capping (Gemma 2): raw scaled scores become CAP*tanh(s/CAP),\n"
+    "                          before --bias, ALiBi and the masks; CAP > 0\n"
+    "  --alibi                 ALiBi with the paper's geometric slopes for Hq heads: each score gains\n"
+    "                          slope_h * (j - i'), i' the query's position among the keys (as --causal\n"
+    "                          places it; the lower-right alignment for a decode step)\n"
+    "  --alibi-slopes F.npy    ALiBi with these slopes, float [Hq] (not with --alibi)\n"
+    "  --sinks F.npy           attention sinks (gpt-oss, StreamingLLM), float [Hq], natural log like\n"
+    "                          the scores (-inf = no sink for that head): a logit in each row's\n"
+    "                          softmax with no value, so weights sum to less than 1; lse includes it,\n"
+    "                          and a row that sees no key gets output 0 and lse = its sink\n";
+
 const char cli_mask_help[] =
     "masks (combine freely; a key is visible when every rule allows it):\n"
     "  --causal                query i sees keys j <= i (top-left, PyTorch is_causal)\n"
@@ -147,6 +167,21 @@ int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, cons
         o->layout_given = true;
         return 1;
     case CLI_ID_QUIET: return 1; /* read with cli_args_given */
+    case CLI_ID_SOFTCAP: {
+        double cap;
+        if (!cli_parse_float(cmd, "--softcap", value, 1e-30, 1e30, &cap)) return -1;
+        o->opt.softcap = (float)cap;
+        return 1;
+    }
+    case CLI_ID_SINKS: o->sinks_path = value; return 1;
+    case CLI_ID_ALIBI:
+    case CLI_ID_ALIBI_SLOPES:
+        /* Whichever comes second sees the first: the same answer in either order. */
+        if (o->opt.alibi_standard || o->alibi_slopes_path)
+            return cli_usage_error(cmd, "give only one of --alibi (the standard slopes) and --alibi-slopes F.npy"), -1;
+        if (id == CLI_ID_ALIBI) o->opt.alibi_standard = 1;
+        else o->alibi_slopes_path = value;
+        return 1;
     default: return 0;
     }
 }
@@ -154,7 +189,24 @@ int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, cons
 bool cli_attention_given(const cli_args *a) {
     for (int id = CLI_ID_CAUSAL; id < CLI_ID_ALLOW_SLOW; id++) /* --allow-slow is not about the attention */
         if (cli_args_given(a, id)) return true;
-    return false;
+    return cli_logits_given(a) != NULL;
+}
+
+const char *cli_logits_given(const cli_args *a) {
+    for (int n = 0; cli_logits_flags[n].name; n++)
+        if (cli_args_given(a, cli_logits_flags[n].id)) return cli_logits_flags[n].name;
+    return NULL;
+}
+
+/* A per-head float array [Hq] (--sinks, --alibi-slopes); sinks may hold -inf. */
+static int load_per_head(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, int64_t heads_q,
+                         attn_array *a) {
+    char buf[128];
+    if (!cli_load_f32(cmd, flag, path, allow_neg_inf, a)) return CLI_DATA_ERROR;
+    if (a->ndim != 1 || a->count != heads_q)
+        return cli_data_error(cmd, "%s '%s' has shape %s; expected one value per query head, [Hq] = [%lld]", flag,
+                              path, cli_shape_str(a, buf, sizeof buf), (long long)heads_q);
+    return CLI_OK;
 }
 
 /* ------------------------------------------------------ q, k, v and layouts */
@@ -303,6 +355,15 @@ int cli_load_attention_inputs(const char *cmd, cli_attention_options *o, int64_t
             return CLI_DATA_ERROR;
         o->opt.bias = o->bias.data;
     }
+    if (o->sinks_path) {
+        if (load_per_head(cmd, "--sinks", o->sinks_path, true, heads_q, &o->sinks)) return CLI_DATA_ERROR;
+        o->opt.sinks = o->sinks.data;
+    }
+    if (o->alibi_slopes_path) {
+        if (load_per_head(cmd, "--alibi-slopes", o->alibi_slopes_path, false, heads_q, &o->alibi_slopes))
+            return CLI_DATA_ERROR;
+        o->opt.alibi_slopes = o->alibi_slopes.data;
+    }
     cli_progress_attach(o, cmd); /* every command computes right after this */
     /* Alignments that are valid but rarely meant. */
     if (o->opt.causal && o->opt.align == ATTN_ALIGN_TOP_LEFT && len_q < len_kv)
@@ -346,6 +407,8 @@ void cli_attention_options_free(cli_attention_options *o) {
     attn_array_free(&o->key_lengths);
     attn_array_free(&o->mask);
     attn_array_free(&o->bias);
+    attn_array_free(&o->sinks);
+    attn_array_free(&o->alibi_slopes);
 }
 
 bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count) {

@@ -21,8 +21,15 @@ enum { GEN_ROWS = 16, GEN_KEY_BLOCK = 4, GEN_TILE_KEYS = 64, GEN_BLOCK_KEYS = 64
 
 #include "isa/generic/exp2.h"
 
+#define LOG2E_F64 1.4426950408889634
+
 static void exp2_n(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = flash_exp2_scalar(x[i]);
+}
+
+static void softcap_n(float *x, int64_t n, float cap) {
+    const float k = (float)(2.0 * LOG2E_F64 / (double)cap);
+    for (int64_t i = 0; i < n; i++) x[i] = cap * (1.0f - 2.0f / (flash_exp2_scalar(x[i] * k) + 1.0f));
 }
 
 /* The value subtracted from a row's scores: its max, or 0 while the row has
@@ -214,6 +221,7 @@ const ukernel_table attn__ukernels_generic = {
     .tile_keys = GEN_TILE_KEYS,
     .block_keys = GEN_BLOCK_KEYS,
     .exp2_n = exp2_n,
+    .softcap_n = softcap_n,
     .qk_tile = qk_tile,
     .softmax_tile = softmax_tile,
     .pv_tile = pv_tile,

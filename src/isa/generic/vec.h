@@ -23,6 +23,7 @@ typedef float vec;
 #define v_add(a, b) ((a) + (b))
 #define v_sub(a, b) ((a) - (b))
 #define v_mul(a, b) ((a) * (b))
+#define v_div(a, b) ((a) / (b))
 #define v_fma(a, b, c) fmaf((a), (b), (c))
 #define v_max(a, b) ((a) > (b) ? (a) : (b))
 #define v_first(x) (x)

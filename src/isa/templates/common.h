@@ -7,7 +7,7 @@
  *   SIMD_TARGET   the function attribute enabling its instructions (may be empty)
  *   vec, VLEN     the vector type and its number of float lanes
  *   v_zero(), v_set1(x), v_load(p) (aligned), v_loadu(p), v_store(p, x)
- *   (aligned), v_storeu(p, x), v_add, v_sub, v_mul, v_max(a, b) (b if either
+ *   (aligned), v_storeu(p, x), v_add, v_sub, v_mul, v_div, v_max(a, b) (b if either
  *   is NaN), v_fma(a, b, c) = a·b + c (one rounding), v_first(x) (lane 0)
  *   v_load_tail(p, n, fill)  lanes < n from p, the others = fill, nothing
  *                            read beyond n; v_store_tail(p, x, n)

@@ -12,7 +12,7 @@
  *                          accumulators; PV_SMALL then 1 take the remainder)
  *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
  *
- * It defines static functions simd_exp2_n, simd_qk_tile, simd_softmax_tile,
+ * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
  * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_softmax_rows,
  * simd_pv_rows, simd_probs_rows and simd_all_finite for the including file's
  * table.
@@ -36,6 +36,20 @@ static SIMD_TARGET void simd_exp2_n(const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) v_storeu(y + i, v_exp2(v_loadu(x + i)));
     if (i < n) v_store_tail(y + i, v_exp2(v_load_tail(x + i, (int)(n - i), 0.0f)), (int)(n - i));
+}
+
+static SIMD_TARGET void simd_softcap_n(float *x, int64_t n, float cap) {
+    const vec c = v_set1(cap), k = v_set1((float)(2.0 * 1.4426950408889634 / (double)cap));
+    const vec one = v_set1(1.0f), two = v_set1(2.0f);
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) {
+        vec e = v_exp2(v_mul(v_loadu(x + i), k));
+        v_storeu(x + i, v_mul(c, v_sub(one, v_div(two, v_add(e, one)))));
+    }
+    if (i < n) {
+        vec e = v_exp2(v_mul(v_load_tail(x + i, (int)(n - i), 0.0f), k));
+        v_store_tail(x + i, v_mul(c, v_sub(one, v_div(two, v_add(e, one)))), (int)(n - i));
+    }
 }
 
 /* x − x is +0 when x is finite and NaN when it is not (Inf − Inf, NaN):

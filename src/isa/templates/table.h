@@ -15,6 +15,7 @@ const ukernel_table UKERNEL_TABLE = {
     .tile_keys = TILE_KEYS,
     .block_keys = BLOCK_KEYS,
     .exp2_n = simd_exp2_n,
+    .softcap_n = simd_softcap_n,
     .qk_tile = simd_qk_tile,
     .softmax_tile = simd_softmax_tile,
     .pv_tile = simd_pv_tile,

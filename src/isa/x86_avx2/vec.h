@@ -23,6 +23,7 @@ typedef __m256 vec;
 #define v_add(a, b) _mm256_add_ps((a), (b))
 #define v_sub(a, b) _mm256_sub_ps((a), (b))
 #define v_mul(a, b) _mm256_mul_ps((a), (b))
+#define v_div(a, b) _mm256_div_ps((a), (b))
 #define v_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define v_max(a, b) _mm256_max_ps((a), (b))
 #define v_first(x) _mm256_cvtss_f32(x)

@@ -24,6 +24,7 @@ typedef __m512 vec;
 #define v_add(a, b) _mm512_add_ps((a), (b))
 #define v_sub(a, b) _mm512_sub_ps((a), (b))
 #define v_mul(a, b) _mm512_mul_ps((a), (b))
+#define v_div(a, b) _mm512_div_ps((a), (b))
 #define v_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define v_max(a, b) _mm512_max_ps((a), (b))
 #define v_first(x) _mm512_cvtss_f32(x)
