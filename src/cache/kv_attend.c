@@ -27,10 +27,10 @@
  * state; then each sequence's items are merged in order.  item_keys is
  * ATTEND_ITEM_KEYS, raised when a sequence's query rows are many so that
  * its partial states stay within ATTEND_PARTIAL_BUDGET.  With at least as
- * many items as threads, the items are shared out (each call inside on one
- * thread); with fewer, they run one after the other and each call uses
- * every thread (attn_sdpa_forward's results do not depend on its thread
- * count either).
+ * many items as threads, or few query rows, the items are shared out (each
+ * call inside on one thread); otherwise they run one after the other and
+ * each call uses every thread (attn_sdpa_forward's results do not depend
+ * on its thread count either).
  */
 #include "cache/kv_cache.h"
 
@@ -46,12 +46,16 @@
 
 /* No piece is longer than this: the unit of the interim float32
  * conversion's scratch, and the grain of the split of a long segment. */
-#define ATTEND_PIECE_KEYS 1024
+#define ATTEND_PIECE_KEYS 512
 /* Keys per item, before the budget below raises it: long enough that one
- * item's fixed costs (a call, a merge) are a few percent of its reading
- * of the keys, short enough that one decoding sequence gives several
- * threads work (4096 keys: 4 items). */
-#define ATTEND_ITEM_KEYS 1024
+ * item's fixed costs (a call of ~2 us, a merge) are a few percent of its
+ * reading of the keys (512 keys of 8 heads x 128 widths: 4 MiB, ~300 us),
+ * short enough that one decoding sequence gives several threads work
+ * (4096 keys: 8 items, as the flash kernel's own decode split makes). */
+#define ATTEND_ITEM_KEYS 512
+/* Query rows of a sequence up to which its calls are left on one thread
+ * each and the items are shared out instead. */
+#define ATTEND_FEW_ROWS 16
 /* Doubles of partial state (acc [n, Hq, Dv] plus m, sum [Hq, n] per item)
  * one sequence may use: 32 MiB. */
 #define ATTEND_PARTIAL_BUDGET ((int64_t)4 << 20)
@@ -458,7 +462,9 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
     for (int64_t i = 0; i < n_seqs; i++) pairs += (double)p.seqs[i].rows * (double)p.seqs[i].len;
     const double flops = 2.0 * (double)(c->dim + c->dim_v) * (double)p.heads_q * pairs;
     const int requested = attn__threads_requested(p.opt.threads);
-    const bool share_items = p.n_items >= requested;
+    /* Few query rows (decoding): items are the only parallelism there is.
+     * Many rows and few items: each call spreads its rows over the threads. */
+    const bool share_items = p.n_items >= requested || p.max_rows <= ATTEND_FEW_ROWS;
     threads = share_items ? attn__threads_for(requested, flops, (double)p.n_items) : 1;
     scratch = calloc((size_t)threads, sizeof *scratch);
     if (!scratch) {

@@ -504,8 +504,10 @@ static void test_half_caches(void **state) {
         }
 }
 
-/* A long contiguous sequence is split into items: the thread count
- * changes no bit (1 to 4 threads), for decode and prefill rows. */
+/* A long contiguous sequence is split into items (6 of 512 keys): the
+ * thread count changes no bit (1 to 4 threads), for decode rows (items
+ * shared out) and 20 prefill rows (fewer items than 8 threads: each call
+ * threaded). */
 static void test_threads_bit_identical(void **state) {
     (void)state;
     stream s = stream_new(51, 3000);
@@ -521,10 +523,10 @@ static void test_threads_bit_identical(void **state) {
     int64_t seq;
     expect_ok(attn_kv_cache_seq_add(c, &seq), "add");
     append_rows(c, seq, 0, &s, 0, 3000);
-    float *first = malloc(8 * HQ * DV * sizeof(float)), *again = malloc(8 * HQ * DV * sizeof(float));
-    for (int64_t rows = 1; rows <= 8; rows += 7) {
+    float *first = malloc(20 * HQ * DV * sizeof(float)), *again = malloc(20 * HQ * DV * sizeof(float));
+    for (int64_t rows = 1; rows <= 20; rows += 19) {
         attn_tensor q = rows_of(s.q, 3000 - rows, rows, HQ, D);
-        for (int threads = 1; threads <= 4; threads++) { /* 4: more threads than its 3 items */
+        for (int threads = 1; threads <= 8; threads++) {
             attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
             opt.threads = threads;
             attn_tensor o = attn_tensor_4d(threads == 1 ? first : again, 1, rows, HQ, DV);
