@@ -159,7 +159,7 @@ ATTN_API attn_status attn_kv_cache_view(const attn_kv_cache *cache, int64_t seq,
 
 /* Causal attention of new queries over the cache, for several sequences
  * at once (decode and chunked prefill, batched):
- *   seqs:   [n_seqs] sequence ids, each at most once
+ *   seqs:   [n_seqs] sequence ids
  *   q_rows: [n_seqs] query rows of each sequence, 1 <= q_rows[i] <= its
  *           length in this layer; NULL = 1 each (decoding)
  *   q:      [1, T, Hq, D], T = sum of q_rows: sequence i's rows follow
@@ -174,7 +174,11 @@ ATTN_API attn_status attn_kv_cache_view(const attn_kv_cache *cache, int64_t seq,
  *           and the position fields itself, and refuses masks, a bias and
  *           key lengths (they would be indexed by the cache's rows).  The
  *           call allocates its own scratch (opt.workspace is not used).
- * Every sequence's rows are read in place (docs/cache.md: costs). */
+ * Every sequence's rows are read in place, as strided views, one piece of
+ * at most 512 rows at a time, and the pieces' results merged exactly by
+ * their lse (docs/cache.md: what it computes, its costs).  For now a
+ * float16 or bfloat16 cache's pieces are widened to float32 scratch first
+ * (an interim until the kernels take half tensors: docs/cache.md). */
 ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *cache, int64_t layer, int64_t n_seqs,
                                           const int64_t *seqs, const int64_t *q_rows, const attn_tensor *q,
                                           const attn_sdpa_options *opt, attn_tensor *out, float *lse);
