@@ -416,14 +416,15 @@ static void finish_sequence(const attend_plan *p, const attend_sequence *s, attn
         }
 }
 
-/* The largest workspace one piece's call needs (shapes only). */
-static attn_status plan_workspace(attend_plan *p) {
+/* The largest workspace one piece's call on `threads` threads needs (the
+ * flash kernel's grows with its threads). */
+static attn_status plan_workspace(attend_plan *p, int threads) {
     for (int64_t i = 0; i < p->n_pieces; i++) {
         const attend_piece *piece = &p->pieces[i];
         const attend_sequence *s = &p->seqs[piece->seq_index];
         attn_tensor q = query_rows(p, s), k = piece->k, v = piece->v;
         if (cache_needs_f32_views(p->cache->dtype)) k.dtype = v.dtype = ATTN_F32;
-        attn_sdpa_options o = piece_options(p, piece, 1);
+        attn_sdpa_options o = piece_options(p, piece, threads);
         size_t bytes;
         attn_status st = attn_sdpa_workspace_size(&q, &k, &v, &o, &bytes);
         if (st) return attn__fail(st, "attn_kv_cache_attend: %s", attn_last_error());
@@ -455,7 +456,7 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
     p.heads_q = q->shape[2];
     attend_scratch *scratch = NULL;
     int threads = 1;
-    if ((st = plan_build(&p, n_seqs, seqs, q_rows)) || (st = plan_workspace(&p))) goto cleanup;
+    if ((st = plan_build(&p, n_seqs, seqs, q_rows))) goto cleanup;
 
     /* Shared out when there are enough items, else each call threaded. */
     double pairs = 0; /* query-key pairs, an upper bound: what the thread policy needs */
@@ -466,6 +467,8 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
      * Many rows and few items: each call spreads its rows over the threads. */
     const bool share_items = p.n_items >= requested || p.max_rows <= ATTEND_FEW_ROWS;
     threads = share_items ? attn__threads_for(requested, flops, (double)p.n_items) : 1;
+    const int call_threads = share_items ? 1 : requested;
+    if ((st = plan_workspace(&p, call_threads))) goto cleanup;
     scratch = calloc((size_t)threads, sizeof *scratch);
     if (!scratch) {
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory", fn);
@@ -490,7 +493,7 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
 #else
         attend_scratch *s = &scratch[0];
 #endif
-        attn_status item_st = run_item(&p, &p.items[t], s, share_items ? 1 : requested);
+        attn_status item_st = run_item(&p, &p.items[t], s, call_threads);
         if (item_st) {
 #ifdef ATTN_HAVE_OPENMP
 #pragma omp critical(attn_kv_attend_failure)
