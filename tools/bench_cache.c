@@ -13,8 +13,12 @@
  *                            so the view is n / r segments
  *   cache batched 8 seqs ... 8 sequences of 512 .. 8192 rows (quick: 128 ..
  *                            2048) appended in turns, block by block
- * A row's time is the median of several calls after one untimed warm-up;
- * GB/s counts the bytes of q, k, v and out, as the decode rows do.
+ * The rows of one S (and those of the batch) read the same keys and values
+ * and are timed together, in rounds of one call each after an untimed
+ * warm-up: a row's time is its median, and "x contig" the median over the
+ * rounds of its time over the contiguous row's in the same round, so that
+ * the drifting load of a shared machine cancels from the ratio.  GB/s
+ * counts the bytes of q, k, v and out, as the decode rows do.
  */
 #include "bench_cache.h"
 
@@ -41,6 +45,7 @@ typedef struct cache_case {
     cache_store store;
     int64_t seqs, lens[CACHE_SEQS], block_rows;
     char name[80];
+    int group; /* rows of one group share their data and are timed together */
 } cache_case;
 
 /* The plan: (quick) S = 4096, or also 32768; then the batch. */
@@ -53,7 +58,7 @@ static int plan(bool quick, cache_case *cases) {
         for (int kind = STORE_SDPA; kind <= STORE_PAGED; kind++)
             for (int b = 0; b < (kind == STORE_PAGED ? 2 : 1); b++) {
                 cache_case *c = &cases[n++];
-                *c = (cache_case){(cache_store)kind, 1, {singles[s]}, kind == STORE_PAGED ? blocks[b] : 0, {0}};
+                *c = (cache_case){(cache_store)kind, 1, {singles[s]}, kind == STORE_PAGED ? blocks[b] : 0, {0}, s};
                 if (kind == STORE_PAGED)
                     snprintf(c->name, sizeof c->name, "cache S=%lld paged block=%lld", (long long)singles[s],
                              (long long)blocks[b]);
@@ -64,7 +69,7 @@ static int plan(bool quick, cache_case *cases) {
     }
     for (int kind = STORE_CONTIGUOUS; kind <= STORE_PAGED; kind++) {
         cache_case *c = &cases[n++];
-        *c = (cache_case){(cache_store)kind, CACHE_SEQS, {0}, kind == STORE_PAGED ? 16 : 0, {0}};
+        *c = (cache_case){(cache_store)kind, CACHE_SEQS, {0}, kind == STORE_PAGED ? 16 : 0, {0}, quick ? 1 : 2};
         for (int i = 0; i < CACHE_SEQS; i++) c->lens[i] = quick ? batch[i] / 4 : batch[i];
         snprintf(c->name, sizeof c->name, "cache batched %d seqs %s", CACHE_SEQS,
                  kind == STORE_PAGED ? "paged block=16" : "contiguous");
@@ -106,7 +111,7 @@ static void fill(float *x, size_t n, uint64_t seed) {
 typedef struct cache_run {
     attn_kv_cache *cache;
     int64_t seqs[CACHE_SEQS];
-    float *k, *v, *q, *out; /* k, v: [longest, Hkv, D] shared by every sequence */
+    float *k, *v, *q, *out; /* k, v: [longest, Hkv, D] shared by every sequence and row of a group */
     int64_t segments;       /* of the longest sequence's view */
 } cache_run;
 
@@ -174,99 +179,138 @@ static int compare(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The median time of one call, or a negative number after a failure. */
-static double measure(const bench_cache_settings *s, const cache_case *c, cache_run *r, int *runs, attn_status *st) {
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, compare);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* One row's results. */
+typedef struct cache_result {
+    attn_status status;
+    int runs;
+    double median_s, ratio; /* ratio: median over rounds of time / the contiguous row's, or NAN */
+    int64_t segments;
+} cache_result;
+
+/* Times the selected rows of one group (sel[0..m), same data) in rounds:
+ * each round calls every row once, so that the load of a shared machine
+ * drifts across all of them alike and the ratio of two rows is taken
+ * within a round. */
+static void measure_group(const bench_cache_settings *s, const cache_case *cases, const int *sel, int m,
+                          cache_result *res) {
+    const cache_case *first = &cases[sel[0]];
+    const int64_t len = longest(first), seqs = first->seqs;
+    cache_run run[MAX_CASES] = {{0}};
+    float *k = malloc((size_t)(len * CACHE_HKV * CACHE_D) * sizeof(float));
+    float *v = malloc((size_t)(len * CACHE_HKV * CACHE_D) * sizeof(float));
+    float *q = malloc((size_t)(seqs * CACHE_HQ * CACHE_D) * sizeof(float));
+    float *out = malloc((size_t)(seqs * CACHE_HQ * CACHE_D) * sizeof(float));
+    double *times = malloc((size_t)(m * s->max_runs) * sizeof *times), *ratios = malloc((size_t)s->max_runs * sizeof *ratios);
     attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.threads = s->threads;
-    double t0 = seconds_now();
-    if ((*st = call(c, r, &opt))) return -1;
-    const double warm = seconds_now() - t0;
-    int n = warm > 0 ? (int)ceil(s->target_seconds / warm) : s->max_runs;
-    n = n < s->min_runs ? s->min_runs : n > s->max_runs ? s->max_runs : n;
-    double *times = malloc((size_t)n * sizeof *times);
-    if (!times) {
-        *st = ATTN_ERR_OUT_OF_MEMORY;
-        return -1;
+    attn_status st = ATTN_OK;
+    if (!k || !v || !q || !out || !times || !ratios) st = attn_set_error(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the inputs");
+    if (!st) {
+        fill(k, (size_t)(len * CACHE_HKV * CACHE_D), 2);
+        fill(v, (size_t)(len * CACHE_HKV * CACHE_D), 3);
+        fill(q, (size_t)(seqs * CACHE_HQ * CACHE_D), 1);
     }
-    for (int i = 0; i < n && !*st; i++) {
-        t0 = seconds_now();
-        *st = call(c, r, &opt);
-        times[i] = seconds_now() - t0;
+    /* Build every row's cache and call it once (the warm-up, untimed but
+     * for the round count). */
+    double round_s = 0;
+    int contiguous = -1;
+    for (int j = 0; j < m; j++) {
+        const cache_case *c = &cases[sel[j]];
+        run[j] = (cache_run){.k = k, .v = v, .q = q, .out = out, .segments = 1};
+        res[j] = (cache_result){st, 0, NAN, NAN, 1};
+        if (st) continue;
+        if (c->store == STORE_CONTIGUOUS) contiguous = j;
+        if (c->store != STORE_SDPA && (res[j].status = build(c, &run[j]))) continue;
+        res[j].segments = run[j].segments;
+        const double t0 = seconds_now();
+        res[j].status = call(c, &run[j], &opt);
+        round_s += seconds_now() - t0;
     }
-    qsort(times, (size_t)n, sizeof *times, compare);
-    const double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    int rounds = round_s > 0 ? (int)ceil(s->target_seconds * m / round_s) : s->max_runs;
+    rounds = rounds < s->min_runs ? s->min_runs : rounds > s->max_runs ? s->max_runs : rounds;
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < m; j++) {
+            if (res[j].status) continue;
+            const double t0 = seconds_now();
+            res[j].status = call(&cases[sel[j]], &run[j], &opt);
+            times[j * s->max_runs + r] = seconds_now() - t0;
+        }
+    for (int j = 0; j < m; j++) {
+        if (res[j].status) continue;
+        if (contiguous >= 0 && !res[contiguous].status && cases[sel[j]].store == STORE_PAGED) {
+            for (int r = 0; r < rounds; r++) ratios[r] = times[j * s->max_runs + r] / times[contiguous * s->max_runs + r];
+            res[j].ratio = median(ratios, rounds);
+        }
+        res[j].runs = rounds;
+        res[j].median_s = median(times + j * s->max_runs, rounds);
+    }
+    for (int j = 0; j < m; j++) attn_kv_cache_destroy(run[j].cache);
+    free(k);
+    free(v);
+    free(q);
+    free(out);
     free(times);
-    *runs = n;
-    return *st ? -1 : median;
+    free(ratios);
 }
 
 /* ---------------------------------------------------------------- output */
+
+static void print_row(const bench_cache_settings *s, const cache_case *c, const cache_result *r) {
+    int64_t keys = 0;
+    for (int j = 0; j < c->seqs; j++) keys += c->lens[j];
+    const double io = 4.0 * (2.0 * (double)(c->seqs * CACHE_HQ * CACHE_D) + 2.0 * (double)(keys * CACHE_HKV * CACHE_D));
+    const double gbps = io / r->median_s / 1e9, gflops = 4.0 * CACHE_HQ * (double)keys * CACHE_D / r->median_s / 1e9;
+    if (s->csv) {
+        printf("cache,%s,flash,%s,%d,%lld,1,%lld,%d,%d,%d,causal-lower-right,", c->name, attn_isa_name(), s->threads,
+               (long long)c->seqs, (long long)keys, CACHE_HQ, CACHE_HKV, CACHE_D);
+        if (r->status) printf(",,,,,,,,,error\n");
+        else
+            printf("%d,%.4f,%.3f,,%.3f,%.2f,,,%.0f,ok\n", r->runs, r->median_s * 1e3, gflops, gbps,
+                   100.0 * gbps / s->triad_gbps, io);
+    } else if (r->status) {
+        printf("%-38s error (see message above)\n", c->name);
+    } else {
+        printf("%-38s %3d %4d %11.3f %6.2f %5.1f%% %9lld ", c->name, s->threads, r->runs, r->median_s * 1e3, gbps,
+               100.0 * gbps / s->triad_gbps, (long long)r->segments);
+        if (isfinite(r->ratio)) printf("%8.3f\n", r->ratio);
+        else printf("%8s\n", "");
+    }
+}
 
 int bench_cache_run(const bench_cache_settings *s) {
     cache_case cases[MAX_CASES];
     const int n = plan(s->quick, cases);
     int rc = CLI_OK;
     bool header = false;
-    double contiguous_s = NAN; /* of the last contiguous row: the paged rows' yardstick */
-    for (int i = 0; i < n; i++) {
-        const cache_case *c = &cases[i];
-        if (!s->matches(s->filter, c->name)) continue;
-        const int64_t len = longest(c);
-        int64_t keys = 0;
-        for (int j = 0; j < c->seqs; j++) keys += c->lens[j];
-        cache_run r = {0};
-        r.k = malloc((size_t)(len * CACHE_HKV * CACHE_D) * sizeof(float));
-        r.v = malloc((size_t)(len * CACHE_HKV * CACHE_D) * sizeof(float));
-        r.q = malloc((size_t)(c->seqs * CACHE_HQ * CACHE_D) * sizeof(float));
-        r.out = malloc((size_t)(c->seqs * CACHE_HQ * CACHE_D) * sizeof(float));
-        attn_status st = ATTN_OK;
-        int runs = 0;
-        double median = -1;
-        if (!r.k || !r.v || !r.q || !r.out) {
-            st = attn_set_error(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the inputs");
-        } else {
-            fill(r.k, (size_t)(len * CACHE_HKV * CACHE_D), 2);
-            fill(r.v, (size_t)(len * CACHE_HKV * CACHE_D), 3);
-            fill(r.q, (size_t)(c->seqs * CACHE_HQ * CACHE_D), 1);
-            r.segments = 1;
-            if (c->store == STORE_SDPA || !(st = build(c, &r))) median = measure(s, c, &r, &runs, &st);
+    for (int group = 0; group <= cases[n - 1].group; group++) {
+        int sel[MAX_CASES], m = 0;
+        for (int i = 0; i < n; i++)
+            if (cases[i].group == group && s->matches(s->filter, cases[i].name)) sel[m++] = i;
+        if (!m) continue;
+        cache_result res[MAX_CASES];
+        measure_group(s, cases, sel, m, res);
+        if (!s->csv && !header) {
+            printf("\ncache: one decoding step (a query per sequence), Hq=16 Hkv=8 D=128, fp32; GB/s = bytes\n"
+                   "of q, k, v, out / time; rows of one S (and the batch) are timed in rounds of one call\n"
+                   "each; x contig = median over rounds of time / the contiguous row's in the same round\n"
+                   "%-38s %3s %4s %11s %6s %6s %9s %8s\n",
+                   "name", "thr", "runs", "median ms", "GB/s", "%bw", "segments", "x contig");
+            header = true;
         }
-        const double io = 4.0 * (2.0 * (double)(c->seqs * CACHE_HQ * CACHE_D) + 2.0 * (double)(keys * CACHE_HKV * CACHE_D));
-        const double gbps = io / median / 1e9, gflops = 4.0 * CACHE_HQ * (double)keys * CACHE_D / median / 1e9;
-        if (st) {
-            fprintf(stderr, "attn bench: %s: %s: %s\n", c->name, attn_status_str(st), attn_last_error());
-            rc = CLI_DATA_ERROR;
-        }
-        if (s->csv) {
-            printf("cache,%s,flash,%s,%d,%lld,1,%lld,%d,%d,%d,causal-lower-right,", c->name, attn_isa_name(), s->threads,
-                   (long long)c->seqs, (long long)keys, CACHE_HQ, CACHE_HKV, CACHE_D);
-            if (st) printf(",,,,,,,,,error\n");
-            else
-                printf("%d,%.4f,%.3f,,%.3f,%.2f,,,%.0f,ok\n", runs, median * 1e3, gflops, gbps,
-                       100.0 * gbps / s->triad_gbps, io);
-        } else {
-            if (!header) {
-                printf("\ncache: one decoding step (a query per sequence), Hq=16 Hkv=8 D=128, fp32; GB/s = bytes\n"
-                       "of q, k, v, out / time; x contig = time / the contiguous row's above it\n"
-                       "%-38s %3s %4s %11s %6s %6s %9s %8s\n",
-                       "name", "thr", "runs", "median ms", "GB/s", "%bw", "segments", "x contig");
-                header = true;
+        for (int j = 0; j < m; j++) {
+            if (res[j].status) {
+                fprintf(stderr, "attn bench: %s: %s: %s\n", cases[sel[j]].name, attn_status_str(res[j].status),
+                        attn_last_error());
+                rc = CLI_DATA_ERROR;
             }
-            if (st) printf("%-38s error (see message above)\n", c->name);
-            else {
-                printf("%-38s %3d %4d %11.3f %6.2f %5.1f%% %9lld ", c->name, s->threads, runs, median * 1e3, gbps,
-                       100.0 * gbps / s->triad_gbps, (long long)r.segments);
-                if (c->store == STORE_PAGED && isfinite(contiguous_s)) printf("%8.3f\n", median / contiguous_s);
-                else printf("%8s\n", "");
-            }
+            print_row(s, &cases[sel[j]], &res[j]);
         }
-        if (c->store == STORE_CONTIGUOUS) contiguous_s = st ? NAN : median;
         fflush(stdout);
-        attn_kv_cache_destroy(r.cache);
-        free(r.k);
-        free(r.v);
-        free(r.q);
-        free(r.out);
     }
     return rc;
 }
