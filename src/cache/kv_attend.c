@@ -479,11 +479,12 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
             st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory for the scratch of %d threads", fn, threads);
             goto cleanup;
         }
-    /* The failure of the lowest item wins, whatever thread met it; its
-     * message is copied out of that thread's error buffer. */
-    int64_t failed_item = p.n_items;
-    attn_status failed_status = ATTN_OK;
-    char failed_message[512] = "";
+    /* Each item's status in its own slot (no lock, no shared state). */
+    attn_status *item_status = calloc((size_t)p.n_items, sizeof *item_status);
+    if (!item_status) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory", fn);
+        goto cleanup;
+    }
 #ifdef ATTN_HAVE_OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
 #endif
@@ -493,23 +494,19 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
 #else
         attend_scratch *s = &scratch[0];
 #endif
-        attn_status item_st = run_item(&p, &p.items[t], s, call_threads);
-        if (item_st) {
-#ifdef ATTN_HAVE_OPENMP
-#pragma omp critical(attn_kv_attend_failure)
-#endif
-            if (t < failed_item) {
-                failed_item = t;
-                failed_status = item_st;
-                snprintf(failed_message, sizeof failed_message, "%s", attn_last_error());
-            }
+        item_status[t] = run_item(&p, &p.items[t], s, call_threads);
+    }
+    /* The lowest failing item is reported, whatever thread met it; its
+     * message was left in that thread's error buffer, so the item is run
+     * again here (a failure is rare, and the same inputs fail the same way). */
+    for (int64_t t = 0; t < p.n_items && !st; t++)
+        if (item_status[t]) {
+            const attn_status again = run_item(&p, &p.items[t], &scratch[0], call_threads);
+            st = attn__fail(item_status[t], "%s: sequence %lld: %s", fn, (long long)seqs[p.items[t].seq_index],
+                            again ? attn_last_error() : "a failure that did not recur");
         }
-    }
-    if (failed_status) {
-        st = attn__fail(failed_status, "%s: sequence %lld: %s", fn,
-                        (long long)seqs[p.items[failed_item].seq_index], failed_message);
-        goto cleanup;
-    }
+    free(item_status);
+    if (st) goto cleanup;
     for (int64_t i = 0; i < n_seqs; i++) finish_sequence(&p, &p.seqs[i], out, lse, total);
 
 cleanup:
