@@ -12,7 +12,8 @@
  *                            (as a pool shared by two sequences leaves them),
  *                            so the view is n / r segments
  *   cache batched 8 seqs ... 8 sequences of 512 .. 8192 rows (quick: 128 ..
- *                            2048) appended in turns, block by block
+ *                            2048) appended in turns, block by block:
+ *                            contiguous, paged block=16 and block=256
  * The rows of one S (and those of the batch) read the same keys and values
  * and are timed together, in rounds of one call each after an untimed
  * warm-up: a row's time is its median, and "x contig" the median over the
@@ -37,7 +38,8 @@ const char bench_cache_help[] =
     "  cache    one decoding step through the KV cache (attn_kv_cache_attend), Hq=16 Hkv=8\n"
     "           D=128: S=4096|32768 as attn_sdpa_forward alone (sdpa), a contiguous cache,\n"
     "           and paged caches of 16- and 256-row blocks lying every other one in the\n"
-    "           pool; then 8 sequences of mixed lengths in one call, contiguous and paged\n\n";
+    "           pool; then 8 sequences of mixed lengths in one call, contiguous and paged\n"
+    "           (16 and 256); rows of one S, and the batch's, are timed together in rounds\n\n";
 
 typedef enum { STORE_SDPA, STORE_CONTIGUOUS, STORE_PAGED } cache_store;
 
@@ -67,12 +69,13 @@ static int plan(bool quick, cache_case *cases) {
                              kind == STORE_SDPA ? "sdpa" : "contiguous");
             }
     }
-    for (int kind = STORE_CONTIGUOUS; kind <= STORE_PAGED; kind++) {
+    for (int b = -1; b < 2; b++) { /* contiguous, then paged with each block size */
         cache_case *c = &cases[n++];
-        *c = (cache_case){(cache_store)kind, CACHE_SEQS, {0}, kind == STORE_PAGED ? 16 : 0, {0}, quick ? 1 : 2};
+        *c = (cache_case){b < 0 ? STORE_CONTIGUOUS : STORE_PAGED, CACHE_SEQS, {0}, b < 0 ? 0 : blocks[b], {0},
+                          quick ? 1 : 2};
         for (int i = 0; i < CACHE_SEQS; i++) c->lens[i] = quick ? batch[i] / 4 : batch[i];
-        snprintf(c->name, sizeof c->name, "cache batched %d seqs %s", CACHE_SEQS,
-                 kind == STORE_PAGED ? "paged block=16" : "contiguous");
+        if (b < 0) snprintf(c->name, sizeof c->name, "cache batched %d seqs contiguous", CACHE_SEQS);
+        else snprintf(c->name, sizeof c->name, "cache batched %d seqs paged block=%lld", CACHE_SEQS, (long long)blocks[b]);
     }
     return n;
 }

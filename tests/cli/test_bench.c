@@ -174,7 +174,7 @@ static int documented_rows(bool quick) {
     const int decode = quick ? 2 : 3, longs = quick ? 0 : 1;
     int scaling = 0;
     for (int n = 100; n <= (quick ? 3200 : 12800); n *= 2) scaling++;
-    const int cache = quick ? 4 + 2 : 2 * 4 + 2; /* per S: sdpa, contiguous, paged x 2; the batch x 2 */
+    const int cache = quick ? 4 + 3 : 2 * 4 + 3; /* per S: sdpa, contiguous, paged x 2; the batch x 3 */
     return 2 * prefill + decode + longs + scaling + cache;
 }
 

@@ -165,7 +165,7 @@ static void test_bench_rows(void **state) {
     if (st) fail_msg("attn bench --list exited %d:\n%s", st, output);
     int lines = 0;
     for (const char *p = output; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 10);
+    assert_int_equal(lines, 11);
     free(output);
 }
 
