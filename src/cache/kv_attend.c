@@ -103,7 +103,7 @@ typedef struct attend_plan {
     const attn_kv_cache *cache;
     int64_t layer, heads_q;
     const attn_tensor *q;
-    attn_sdpa_options opt; /* the caller's, with the call's fields set */
+    attn_sdpa_options opt; /* the caller's; each piece's call adds causal and its positions */
     attend_sequence *seqs;
     attend_piece *pieces;
     attend_item *items;
@@ -458,7 +458,6 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
     int threads = 1;
     if ((st = plan_build(&p, n_seqs, seqs, q_rows))) goto cleanup;
 
-    /* Shared out when there are enough items, else each call threaded. */
     double pairs = 0; /* query-key pairs, an upper bound: what the thread policy needs */
     for (int64_t i = 0; i < n_seqs; i++) pairs += (double)p.seqs[i].rows * (double)p.seqs[i].len;
     const double flops = 2.0 * (double)(c->dim + c->dim_v) * (double)p.heads_q * pairs;
