@@ -19,6 +19,7 @@
 #include "base/dtype.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -642,6 +643,90 @@ static void test_bad_arguments(void **state) {
     attn_kv_cache_destroy(c);
 }
 
+/* A sliding window holds at absolute positions, and lse is the full
+ * call's: chunked prefill of 5 rows at the end of a 200-row paged
+ * sequence, window (left 37, right 0), against one windowed causal call. */
+static void test_window_and_lse(void **state) {
+    (void)state;
+    stream s = stream_new(71, 200);
+    attn_kv_cache *c = cache_new(ATTN_KV_PAGED, 16, 32, 1, ATTN_F32, NULL);
+    int64_t seq, filler, rows = 5;
+    expect_ok(attn_kv_cache_seq_add(c, &seq), "add");
+    expect_ok(attn_kv_cache_seq_add(c, &filler), "add");
+    for (int64_t at = 0; at < 200; at += 16) {
+        append_rows(c, seq, 0, &s, at, 200 - at < 16 ? 200 - at : 16);
+        append_rows(c, filler, 0, &s, 0, 1);
+    }
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    opt.window = 1;
+    opt.window_left = 37;
+    opt.window_right = 0;
+    float out[5 * HQ * DV], lse[HQ * 5];
+    attn_tensor q = rows_of(s.q, 195, 5, HQ, D), o = attn_tensor_4d(out, 1, 5, HQ, DV);
+    expect_ok(attn_kv_cache_attend(c, 0, 1, &seq, &rows, &q, &opt, &o, lse), "attend");
+    float *want = malloc(200 * HQ * DV * sizeof(float)), *want_lse = malloc(HQ * 200 * sizeof(float));
+    attn_tensor qf = attn_tensor_4d(s.q, 1, 200, HQ, D), kf = attn_tensor_4d(s.k, 1, 200, HKV, D);
+    attn_tensor vf = attn_tensor_4d(s.v, 1, 200, HKV, DV), of = attn_tensor_4d(want, 1, 200, HQ, DV);
+    opt.causal = 1;
+    expect_ok(attn_sdpa_forward(&qf, &kf, &vf, &opt, &of, NULL, want_lse), "full windowed call");
+    const double d = rel_diff(out, want + 195 * HQ * DV, 5 * HQ * DV);
+    if (d > CACHE_OUT_REL_FAIL) fail_msg("windowed: max rel diff %.3g", d);
+    for (int h = 0; h < HQ; h++)
+        for (int r = 0; r < 5; r++) {
+            const double diff = fabs((double)lse[h * 5 + r] - (double)want_lse[h * 200 + 195 + r]);
+            if (diff > CACHE_LSE_ABS_FAIL) fail_msg("lse head %d row %d: %.3g", h, r, diff);
+        }
+    free(want);
+    free(want_lse);
+    stream_free(&s);
+    attn_kv_cache_destroy(c);
+}
+
+/* Reading calls may run at once (attn_cache.h): four threads attending the
+ * same cache get the bits one thread gets. */
+typedef struct reader {
+    const attn_kv_cache *cache;
+    const int64_t *seqs, *rows;
+    attn_tensor q;
+    float out[3 * 4 * HQ * DV];
+    attn_status status;
+} reader;
+
+static void *read_cache(void *arg) {
+    reader *r = arg;
+    attn_tensor o = attn_tensor_4d(r->out, 1, r->q.shape[1], HQ, DV);
+    for (int i = 0; i < 20 && !r->status; i++)
+        r->status = attn_kv_cache_attend(r->cache, 0, 3, r->seqs, r->rows, &r->q, NULL, &o, NULL);
+    return NULL;
+}
+
+static void test_concurrent_readers(void **state) {
+    (void)state;
+    stream s = stream_new(81, 300);
+    attn_kv_cache *c = cache_new(ATTN_KV_PAGED, 16, 64, 1, ATTN_F32, NULL);
+    int64_t seqs[3];
+    const int64_t rows[3] = {1, 4, 2}, lens[3] = {300, 120, 41};
+    for (int i = 0; i < 3; i++) {
+        expect_ok(attn_kv_cache_seq_add(c, &seqs[i]), "add");
+        append_rows(c, seqs[i], 0, &s, 0, lens[i]);
+    }
+    float q[7 * HQ * D];
+    memcpy(q, s.q, sizeof q);
+    reader *readers = calloc(5, sizeof *readers);
+    for (int t = 0; t < 5; t++) readers[t] = (reader){c, seqs, rows, attn_tensor_4d(q, 1, 7, HQ, D), {0}, ATTN_OK};
+    read_cache(&readers[4]); /* alone, first */
+    pthread_t threads[4];
+    for (int t = 0; t < 4; t++) assert_int_equal(pthread_create(&threads[t], NULL, read_cache, &readers[t]), 0);
+    for (int t = 0; t < 4; t++) {
+        pthread_join(threads[t], NULL);
+        expect_ok(readers[t].status, "concurrent attend");
+        assert_memory_equal(readers[t].out, readers[4].out, 7 * HQ * DV * sizeof(float));
+    }
+    free(readers);
+    stream_free(&s);
+    attn_kv_cache_destroy(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_equals_full),
@@ -650,6 +735,8 @@ int main(void) {
         cmocka_unit_test(test_full_pool),
         cmocka_unit_test(test_half_caches),
         cmocka_unit_test(test_threads_bit_identical),
+        cmocka_unit_test(test_window_and_lse),
+        cmocka_unit_test(test_concurrent_readers),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -263,5 +263,8 @@
 
 /* outputs, relative to max(1, max|full-call output|) */
 #define CACHE_OUT_REL_FAIL 4e-6
+/* lse, absolute (|lse| is a few units here): the merge's log of a sum of
+ * float32 lse's exponentials, in double */
+#define CACHE_LSE_ABS_FAIL 4e-6
 
 #endif /* ATTN_TEST_TOLERANCES_H */
