@@ -208,6 +208,10 @@ int cmd_decode(int argc, char **argv) {
                             cli_shape_str(&va, vs, sizeof vs));
         goto cleanup;
     }
+    /* Two passes' worth of attention (the steps, and the full call) and
+     * the outputs twice, plus the copies of q, k, v. */
+    const double work_bytes = 4.0 * (2.0 * (double)(B * L * Hq * Dv) + 2.0 * (double)(qa.count + ka.count + va.count));
+    if ((rc = cli_check_budget("decode", &ao, &q, &k, &v, 2, work_bytes))) goto cleanup;
     if (set.rope && D % 2) {
         rc = cli_data_error("decode", "--rope rotates pairs of widths: D = %lld must be even", (long long)D);
         goto cleanup;
