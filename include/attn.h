@@ -9,6 +9,8 @@
  *   attn_interp.h   hooks, patches, path decomposition, the null-space search
  *   attn_machine.h  this machine's measured FMA peak and bandwidth
  *   attn_rope.h     rotary position embedding (RoPE), forward and backward
+ *   attn_cache.h    a key/value cache, contiguous or paged, and attention
+ *                   over it (decoding, chunked prefill, batched)
  *   attn_chapter.h  the chapter's worked example: its inputs and numbers
  *   attn_viz.h      heat maps, the chapter's figures, the HTML report
  *                                                               (libattn_viz)
@@ -123,8 +125,11 @@ typedef enum attn_status {
     ATTN_ERR_INTERNAL = -9,
     ATTN_ERR_TIMEOUT = -10,         /* another process did not answer in time
                                        (ring attention, attn_mpi.h)          */
-    ATTN_ERR_BUDGET = -11           /* beyond a documented work budget: the
+    ATTN_ERR_BUDGET = -11,          /* beyond a documented work budget: the
                                        message names the cheaper alternative */
+    ATTN_ERR_CAPACITY = -12         /* a fixed-size store is full (a KV
+                                       cache's pool or a sequence's capacity,
+                                       attn_cache.h): nothing was changed   */
 } attn_status;
 
 /* Static English name of a status code ("shape mismatch", ...). */

@@ -3,6 +3,7 @@
  *
  *   attn demo       the chapter's worked example, every intermediate number
  *   attn sdpa       scaled dot-product attention on .npy files (and gradients)
+ *   attn decode     the same through a KV cache, step by step, proved equal
  *   attn mha        multi-head attention (projections, heads, W_O) on .npy files
  *   attn trace      hooks and patches; attn paths, attn nullspace: reading attention
  *   attn map        heat maps; attn report: a self-contained HTML page
@@ -29,6 +30,7 @@ typedef struct {
 static const subcommand subcommands[] = {
     {"demo", cmd_demo, "walk through the chapter's example: Q, K, V, scores, weights, masks, heads"},
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy arrays (GQA, masks, cross-attention)"},
+    {"decode", cmd_decode, "a stream through a KV cache (paged, chunked prefill, RoPE), proved against sdpa"},
     {"mha", cmd_mha, "multi-head attention: projections, heads, concatenation, output projection"},
     {"trace", cmd_trace, "record every intermediate under TransformerLens hook names; patch q/k/v/pattern/z"},
     {"paths", cmd_paths, "path decomposition (Figure 2): base, K only, V only, both, interaction"},

@@ -13,6 +13,7 @@
  * A row's time is the median of several runs after one untimed warm-up
  * run.  FLOPs count only visible query-key pairs: 4 * B * Hq * pairs * D.
  */
+#include "bench_cache.h"
 #include "cli.h"
 
 #include <math.h>
@@ -631,7 +632,9 @@ static const cli_flag bench_flags[] = {
     {"--quick", NULL, F_QUICK, 0},          {"--csv", NULL, F_CSV, 0},       {"--list", NULL, F_LIST, 0},
     {"--threads", "N", F_THREADS, 0},       {"--kernel", "ref|flash|all", F_KERNEL, 0},
     {"--filter", "TEXT", F_FILTER, 0},      CLI_FLAGS_END};
-static void bench_help(FILE *out) { fprintf(out, "%s%s\ncsv header:\n  %s\n", bench_usage, bench_usage_columns, csv_header); }
+static void bench_help(FILE *out) {
+    fprintf(out, "%s%s%s\ncsv header:\n  %s\n", bench_usage, bench_cache_help, bench_usage_columns, csv_header);
+}
 static const cli_flag *const bench_tables[] = {bench_flags, NULL};
 const cli_spec cli_bench_spec = {"bench", bench_tables, bench_help, false};
 
@@ -759,6 +762,9 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
         have_prev = true;
         fflush(stdout);
     }
+    const bench_cache_settings cache_rows = {cfg.quick, cfg.csv, cfg.threads, cfg.filter, name_matches, m.triad_gbps,
+                                             cfg.min_runs, cfg.max_runs, cfg.target_seconds};
+    if (cfg.run_flash && bench_cache_run(&cache_rows) != CLI_OK) rc = CLI_DATA_ERROR;
     /* The peak again: a figure far from the first means the load on the
      * machine changed during the run, and the percentages above drifted. */
     progress_show(&prog, "FMA peak, again");
@@ -797,6 +803,7 @@ int cmd_bench(int argc, char **argv) {
     plan_cases(&cfg, &plan);
     int selected = 0;
     for (int i = 0; i < plan.count; i++) selected += name_matches(cfg.filter, plan.items[i].name);
+    selected += bench_cache_rows(cfg.quick, cfg.filter, name_matches, false);
     if (plan.failed) {
         rc = cli_data_error("bench", "out of memory for the plan of cases");
     } else if (selected == 0) { /* with --list too: listing nothing would say the filter is fine */
@@ -806,6 +813,7 @@ int cmd_bench(int argc, char **argv) {
     } else if (list) {
         for (int i = 0; i < plan.count; i++)
             if (name_matches(cfg.filter, plan.items[i].name)) printf("%s\n", plan.items[i].name);
+        bench_cache_rows(cfg.quick, cfg.filter, name_matches, true);
     } else {
         rc = run_plan(&cfg, &plan);
     }

@@ -28,6 +28,7 @@ const char *attn_status_str(attn_status status) {
     case ATTN_ERR_INTERNAL: return "internal error";
     case ATTN_ERR_TIMEOUT: return "timed out";
     case ATTN_ERR_BUDGET: return "beyond the work budget";
+    case ATTN_ERR_CAPACITY: return "capacity exhausted";
     }
     return "unknown status";
 }

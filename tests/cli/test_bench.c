@@ -166,14 +166,16 @@ static void kernel_choice_and_help(void **state) {
 
 /* The rows a plan holds, counted from the sections --help documents:
  * prefill and backward each L x Hkv x D x {full, causal}; decode per S; the
- * long row in the full plan only; scaling n = 100, 200, ... up to its last n. */
+ * long row in the full plan only; scaling n = 100, 200, ... up to its last n;
+ * the cache rows (S = 4096, and 32768 in the full plan, then the batch). */
 static int documented_rows(bool quick) {
     const int prefill = quick ? 2 * 2 + 1 * 2    /* L=1024: Hkv 16, 8; L=4096: Hkv 16; D=128 */
                               : 5 * 2 * 2 * 2;   /* L=512..8192, Hkv 16 and 8, D 64 and 128 */
     const int decode = quick ? 2 : 3, longs = quick ? 0 : 1;
     int scaling = 0;
     for (int n = 100; n <= (quick ? 3200 : 12800); n *= 2) scaling++;
-    return 2 * prefill + decode + longs + scaling;
+    const int cache = quick ? 4 + 3 : 2 * 4 + 3; /* per S: sdpa, contiguous, paged x 2; the batch x 3 */
+    return 2 * prefill + decode + longs + scaling + cache;
 }
 
 /* Counts the lines of text. */

@@ -1965,8 +1965,8 @@ static void family_matrix(void **state) { (void)state; RUN_TABLE(family_rows, 8)
 /* ------------------------------------------------------ help consistency */
 
 static const char *const subcommands[] = {"demo", "sdpa", "mha", "trace", "paths", "nullspace", "map", "report",
-                                          "train", "bench", "tokenize", "detokenize", "model", "ring"};
-enum { N_CHECKED = 13 }; /* every subcommand but ring (its flags are being changed elsewhere) */
+                                          "train", "bench", "tokenize", "detokenize", "model", "decode", "ring"};
+enum { N_CHECKED = 14 }; /* every subcommand but ring (its flags are being changed elsewhere) */
 
 /* " -q --weights ... ": the flags of attn CMD --list-options, between spaces. */
 static char *list_options(const char *cmd) {

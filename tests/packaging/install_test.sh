@@ -44,6 +44,8 @@ lib_path="$work/full/lib:$work/full/lib64"
 "$cmake" --build "$work/consumer-full" -j "$jobs" >/dev/null
 check_output "$work/consumer-full/hello_attn"
 check_output "$work/consumer-full/hello_attn_static"
+LD_LIBRARY_PATH="$lib_path" "$work/consumer-full/cache_decode" | grep -q "blocks free" ||
+    fail "cache_decode (attn_cache.h through the installed library) failed"
 check_model "$work/consumer-full/hello_model"
 check_model "$work/consumer-full/hello_model_static"
 if ldd "$work/consumer-full/hello_model_static" | grep -q "libattn"; then

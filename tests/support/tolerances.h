@@ -307,4 +307,17 @@
 /* two logits closer than this (relative to the largest) may swap ranks */
 #define DECODER_LOGIT_REL_FAIL 2e-4
 
+/* ---- attention over the KV cache against one full-sequence flash call
+ *      (cache/test_kv_cache.c, cli/test_decode_cli.c).  Both read the same
+ *      float32 keys and values; the cache attends each piece of a sequence
+ *      on its own and merges the pieces' float32 outputs by their lse in
+ *      double, so what remains is the float32 rounding of each piece's
+ *      output and of the exp2 of its scores: a few ulps of the output. ---- */
+
+/* outputs, relative to max(1, max|full-call output|) */
+#define CACHE_OUT_REL_FAIL 4e-6
+/* lse, absolute (|lse| is a few units here): the merge's log of a sum of
+ * float32 lse's exponentials, in double */
+#define CACHE_LSE_ABS_FAIL 4e-6
+
 #endif /* ATTN_TEST_TOLERANCES_H */

@@ -31,6 +31,7 @@ enum { CLI_OK = 0, CLI_DATA_ERROR = 1, CLI_USAGE_ERROR = 2 };
 /* Subcommands: each receives argv with argv[0] = its own name. */
 int cmd_demo(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
+int cmd_decode(int argc, char **argv);
 int cmd_mha(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_map(int argc, char **argv);

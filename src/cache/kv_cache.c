@@ -1,0 +1,414 @@
+/*
+ * kv_cache.c — the KV cache's storage (attn_cache.h): creation, sequences
+ * and their block tables, forks by reference counts, append with copy on
+ * write, and views of a sequence's rows.
+ *
+ * Shape legend (kv_cache.h has the pools' layout):
+ *   k : [1, N, Hkv, D]   v : [1, N, Hkv, Dv]   the rows of one append
+ *   br rows per block; row p of a sequence is row p % br of its block p / br
+ *
+ * Every changing call checks and counts everything it needs (the blocks
+ * to take, the copies to make, the RoPE scratch) before it changes
+ * anything, so a failure leaves the cache exactly as it was.
+ */
+#include "cache/kv_cache.h"
+
+#include "base/dtype.h"
+#include "rope/rope.h"
+
+#include <stdlib.h>
+
+/* ------------------------------------------------------------- creation */
+
+static attn_status check_positive(int64_t value, const char *field) {
+    if (value > 0) return ATTN_OK;
+    return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_config.%s is %lld: must be > 0", field,
+                      (long long)value);
+}
+
+static attn_status check_config(const attn_kv_cache_config *cfg) {
+    attn_status st;
+    if ((st = check_positive(cfg->layers, "layers")) || (st = check_positive(cfg->kv_heads, "kv_heads")) ||
+        (st = check_positive(cfg->head_dim, "head_dim")) || (st = check_positive(cfg->max_seqs, "max_seqs")) ||
+        (st = check_positive(cfg->capacity, "capacity")))
+        return st;
+    if (cfg->value_dim < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_config.value_dim is %lld: must be >= 0 (0 = head_dim)",
+                          (long long)cfg->value_dim);
+    if (cfg->dtype != ATTN_F32 && cfg->dtype != ATTN_F16 && cfg->dtype != ATTN_BF16)
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "attn_kv_cache_config.dtype is %s: a cache stores float32, float16 or bfloat16",
+                          attn_dtype_name(cfg->dtype));
+    if (cfg->layout == ATTN_KV_PAGED) {
+        if ((st = check_positive(cfg->block_rows, "block_rows")) || (st = check_positive(cfg->num_blocks, "num_blocks")))
+            return st;
+    } else if (cfg->layout != ATTN_KV_CONTIGUOUS) {
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_kv_cache_config.layout is %d: ATTN_KV_CONTIGUOUS or ATTN_KV_PAGED", (int)cfg->layout);
+    }
+    if (cfg->max_seqs > INT32_MAX)
+        return attn__fail(ATTN_ERR_OVERFLOW, "attn_kv_cache_config.max_seqs is %lld: at most %d",
+                          (long long)cfg->max_seqs, INT32_MAX);
+    return ATTN_OK;
+}
+
+/* The RoPE options, validated for heads of width D and copied with their
+ * own frequency table if they bring one (the caller's may not outlive the
+ * call). */
+static attn_status copy_rope(attn_kv_cache *c, const attn_rope_options *rope) {
+    rope_plan plan;
+    attn_status st = attn__rope_plan_init(&plan, c->dim, rope);
+    if (st) return attn__fail(st, "attn_kv_cache_config.rope: %s", attn_last_error());
+    c->rope = plan.opt;
+    if (plan.opt.inv_freq) {
+        c->rope_inv_freq = malloc((size_t)plan.freqs * sizeof(double));
+        if (!c->rope_inv_freq) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory for RoPE's table");
+        memcpy(c->rope_inv_freq, plan.opt.inv_freq, (size_t)plan.freqs * sizeof(double));
+        c->rope.inv_freq = c->rope_inv_freq;
+    }
+    c->has_rope = true;
+    return ATTN_OK;
+}
+
+/* Bytes of a pool of `width` elements per head, or 0 on overflow. */
+static size_t pool_bytes(const attn_kv_cache *c, int64_t row_elements) {
+    int64_t n;
+    if (mul_overflows(c->layers, c->num_blocks, &n) || mul_overflows(n, c->block_rows, &n) ||
+        mul_overflows(n, row_elements, &n) || mul_overflows(n, (int64_t)c->element_bytes, &n))
+        return 0;
+    return (size_t)n;
+}
+
+attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache) {
+    if (!cache) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_create: cache is NULL");
+    *cache = NULL;
+    if (!config) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_create: config is NULL");
+    attn_kv_cache_config cfg;
+    attn_status st = options_copy(&cfg, sizeof cfg, config, "attn_kv_cache_config");
+    if (st || (st = check_config(&cfg))) return st;
+
+    attn_kv_cache *c = calloc(1, sizeof *c);
+    if (!c) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory");
+    c->layers = cfg.layers;
+    c->kv_heads = cfg.kv_heads;
+    c->dim = cfg.head_dim;
+    c->dim_v = cfg.value_dim ? cfg.value_dim : cfg.head_dim;
+    c->dtype = cfg.dtype;
+    c->element_bytes = attn_dtype_size(cfg.dtype);
+    c->layout = cfg.layout;
+    c->max_seqs = cfg.max_seqs;
+    c->capacity = cfg.capacity;
+    const bool paged = cfg.layout == ATTN_KV_PAGED;
+    c->block_rows = paged ? cfg.block_rows : cfg.capacity;
+    c->num_blocks = paged ? cfg.num_blocks : cfg.max_seqs;
+    c->table_len = paged ? ceil_div(cfg.capacity, cfg.block_rows) : 1;
+    size_t k_bytes = 0, v_bytes = 0;
+    if (c->num_blocks > INT32_MAX || mul_overflows(c->kv_heads, c->dim, &c->k_row) ||
+        mul_overflows(c->kv_heads, c->dim_v, &c->v_row) || !(k_bytes = pool_bytes(c, c->k_row)) ||
+        !(v_bytes = pool_bytes(c, c->v_row))) {
+        st = attn__fail(ATTN_ERR_OVERFLOW, "attn_kv_cache_create: %lld layers x %lld blocks x %lld rows x %lld heads "
+                        "x (%lld + %lld) widths overflow",
+                        (long long)c->layers, (long long)c->num_blocks, (long long)c->block_rows,
+                        (long long)c->kv_heads, (long long)c->dim, (long long)c->dim_v);
+        goto fail;
+    }
+    if (cfg.rope && (st = copy_rope(c, cfg.rope))) goto fail;
+    /* calloc: pages of the pools are mapped as sequences first touch them. */
+    c->k_pool = calloc(1, k_bytes);
+    c->v_pool = calloc(1, v_bytes);
+    c->refs = calloc((size_t)c->num_blocks, sizeof *c->refs);
+    c->free_stack = malloc((size_t)c->num_blocks * sizeof *c->free_stack);
+    c->live = calloc((size_t)c->max_seqs, sizeof *c->live);
+    c->lengths = calloc((size_t)(c->max_seqs * c->layers), sizeof *c->lengths);
+    c->tables = calloc((size_t)(c->max_seqs * c->table_len), sizeof *c->tables);
+    c->held = calloc((size_t)c->max_seqs, sizeof *c->held);
+    if (!c->k_pool || !c->v_pool || !c->refs || !c->free_stack || !c->live || !c->lengths || !c->tables || !c->held) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory for %zu + %zu bytes of keys and values",
+                        k_bytes, v_bytes);
+        goto fail;
+    }
+    /* Taken from the top: blocks 0, 1, 2, ... in order, so that a lone
+     * sequence's blocks are neighbours and its view is one segment. */
+    for (int64_t i = 0; i < c->num_blocks; i++) c->free_stack[i] = (int32_t)(c->num_blocks - 1 - i);
+    c->free_count = c->num_blocks;
+    *cache = c;
+    return ATTN_OK;
+fail:
+    attn_kv_cache_destroy(c);
+    return st;
+}
+
+void attn_kv_cache_destroy(attn_kv_cache *c) {
+    if (!c) return;
+    free(c->k_pool);
+    free(c->v_pool);
+    free(c->refs);
+    free(c->free_stack);
+    free(c->live);
+    free(c->lengths);
+    free(c->tables);
+    free(c->held);
+    free(c->rope_inv_freq);
+    free(c);
+}
+
+/* ------------------------------------------------------------ sequences */
+
+attn_status attn__kv_cache_check_seq(const attn_kv_cache *c, const char *fn, int64_t seq, int64_t layer) {
+    if (!c) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: cache is NULL", fn);
+    if (seq < 0 || seq >= c->max_seqs || !c->live[seq])
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: sequence %lld is not in the cache (%s)", fn, (long long)seq,
+                          seq < 0 || seq >= c->max_seqs ? "ids are 0 .. max_seqs - 1" : "freed, or never added");
+    if (layer < 0 || layer >= c->layers)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: layer %lld is not in the cache (it has %lld layers)", fn,
+                          (long long)layer, (long long)c->layers);
+    return ATTN_OK;
+}
+
+/* The lowest free slot into *seq; out is the caller's pointer for the new
+ * id, checked here. */
+static attn_status take_slot(attn_kv_cache *c, const char *fn, const int64_t *out, int64_t *seq) {
+    if (!c) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: cache is NULL", fn);
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: the pointer for the new id is NULL", fn);
+    for (int64_t s = 0; s < c->max_seqs; s++)
+        if (!c->live[s]) {
+            *seq = s;
+            return ATTN_OK;
+        }
+    return attn__fail(ATTN_ERR_CAPACITY, "%s: all %lld sequence slots are taken (free one, or create the cache with "
+                      "a larger max_seqs)", fn, (long long)c->max_seqs);
+}
+
+attn_status attn_kv_cache_seq_add(attn_kv_cache *c, int64_t *seq) {
+    int64_t s = -1;
+    attn_status st = take_slot(c, "attn_kv_cache_seq_add", seq, &s);
+    if (st) return st;
+    c->live[s] = true;
+    c->held[s] = 0;
+    memset(c->lengths + s * c->layers, 0, (size_t)c->layers * sizeof *c->lengths);
+    *seq = s;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_seq_fork(attn_kv_cache *c, int64_t parent, int64_t *child) {
+    attn_status st;
+    int64_t s = -1;
+    if ((st = attn__kv_cache_check_seq(c, "attn_kv_cache_seq_fork", parent, 0)) ||
+        (st = take_slot(c, "attn_kv_cache_seq_fork", child, &s)))
+        return st;
+    c->live[s] = true;
+    c->held[s] = c->held[parent];
+    memcpy(c->lengths + s * c->layers, c->lengths + parent * c->layers, (size_t)c->layers * sizeof *c->lengths);
+    memcpy(c->tables + s * c->table_len, c->tables + parent * c->table_len,
+           (size_t)c->held[parent] * sizeof *c->tables);
+    for (int64_t b = 0; b < c->held[s]; b++) c->refs[c->tables[s * c->table_len + b]]++;
+    *child = s;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_seq_free(attn_kv_cache *c, int64_t seq) {
+    attn_status st = attn__kv_cache_check_seq(c, "attn_kv_cache_seq_free", seq, 0);
+    if (st) return st;
+    const int32_t *table = c->tables + seq * c->table_len;
+    for (int64_t b = 0; b < c->held[seq]; b++)
+        if (--c->refs[table[b]] == 0) c->free_stack[c->free_count++] = table[b];
+    c->held[seq] = 0;
+    c->live[seq] = false;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_seq_length(const attn_kv_cache *c, int64_t seq, int64_t layer, int64_t *length) {
+    attn_status st = attn__kv_cache_check_seq(c, "attn_kv_cache_seq_length", seq, layer);
+    if (st) return st;
+    if (!length) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_seq_length: length is NULL");
+    *length = c->lengths[seq * c->layers + layer];
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_pool(const attn_kv_cache *c, int64_t *free_blocks, int64_t *total_blocks,
+                               int64_t *block_rows) {
+    if (!c) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_pool: cache is NULL");
+    if (free_blocks) *free_blocks = c->free_count;
+    if (total_blocks) *total_blocks = c->num_blocks;
+    if (block_rows) *block_rows = c->block_rows;
+    return ATTN_OK;
+}
+
+/* --------------------------------------------------------------- append */
+
+/* The appended tensor k or v: [1, N, Hkv, width], float32 or the cache's
+ * dtype, rows N as k's. */
+static attn_status check_rows(const attn_kv_cache *c, const attn_tensor *t, const char *name, int64_t width,
+                              int64_t rows) {
+    static const char fn[] = "attn_kv_cache_append";
+    if (!t) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
+    if (!t->data) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
+    if (t->dtype != ATTN_F32 && t->dtype != c->dtype)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: %s holds %s; the cache takes float32 or its own dtype, %s", fn,
+                          name, attn_dtype_name(t->dtype), attn_dtype_name(c->dtype));
+    if (t->shape[0] != 1 || t->shape[1] != rows || rows <= 0 || t->shape[2] != c->kv_heads || t->shape[3] != width)
+        return attn__fail(ATTN_ERR_SHAPE,
+                          "%s: %s is [%lld, %lld, %lld, %lld]; it must be [1, N, Hkv, %s] = [1, %lld, %lld, %lld] "
+                          "(N > 0 rows, the same for k and v)",
+                          fn, name, (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2],
+                          (long long)t->shape[3], name[0] == 'k' ? "D" : "Dv", (long long)rows,
+                          (long long)c->kv_heads, (long long)width);
+    if (t->stride[3] != 1)
+        return attn__fail(ATTN_ERR_SHAPE, "%s: %s.stride[3] is %lld: the last dimension must be contiguous", fn, name,
+                          (long long)t->stride[3]);
+    return ATTN_OK;
+}
+
+/* n elements of one head's row, from src's dtype to dst's: a copy, or
+ * float32 rounded to nearest even (the only conversion check_rows lets
+ * through). */
+static void store_row(void *dst, attn_dtype dst_dtype, const void *src, attn_dtype src_dtype, int64_t n) {
+    if (src_dtype == dst_dtype) {
+        memcpy(dst, src, (size_t)n * attn_dtype_size(dst_dtype));
+        return;
+    }
+    const float *f = src;
+    uint16_t *h = dst;
+    if (dst_dtype == ATTN_F16)
+        for (int64_t i = 0; i < n; i++) h[i] = dtype_f32_to_f16(f[i]);
+    else
+        for (int64_t i = 0; i < n; i++) h[i] = dtype_f32_to_bf16(f[i]);
+}
+
+/* The rows of t, head by head, into the sequence's rows [start, start + N)
+ * of one layer's pool (k or v). */
+static void store_rows(const attn_kv_cache *c, int64_t seq, int64_t layer, int64_t start, const attn_tensor *t,
+                       bool keys) {
+    const int32_t *table = c->tables + seq * c->table_len;
+    const size_t in_bytes = attn_dtype_size(t->dtype);
+    const int64_t width = keys ? c->dim : c->dim_v;
+    for (int64_t r = 0; r < t->shape[1]; r++) {
+        const int64_t position = start + r, block = table[position / c->block_rows], row = position % c->block_rows;
+        unsigned char *dst = keys ? kv_cache_k_row(c, layer, block, row) : kv_cache_v_row(c, layer, block, row);
+        for (int64_t h = 0; h < c->kv_heads; h++) {
+            const unsigned char *src = (const unsigned char *)t->data + (size_t)(r * t->stride[1] + h * t->stride[2]) * in_bytes;
+            store_row(dst + (size_t)(h * width) * c->element_bytes, c->dtype, src, t->dtype, width);
+        }
+    }
+}
+
+/* A private copy of a shared block for sequence seq: the rows each layer
+ * holds in it, into a block taken from the pool (there is one: counted). */
+static void copy_on_write(attn_kv_cache *c, int64_t seq, int64_t entry) {
+    int32_t *table = c->tables + seq * c->table_len;
+    const int32_t shared = table[entry], copy = c->free_stack[--c->free_count];
+    for (int64_t l = 0; l < c->layers; l++) {
+        const int64_t rows = min_i64(max_i64(c->lengths[seq * c->layers + l] - entry * c->block_rows, 0), c->block_rows);
+        memcpy(kv_cache_k_row(c, l, copy, 0), kv_cache_k_row(c, l, shared, 0), (size_t)(rows * c->k_row) * c->element_bytes);
+        memcpy(kv_cache_v_row(c, l, copy, 0), kv_cache_v_row(c, l, shared, 0), (size_t)(rows * c->v_row) * c->element_bytes);
+    }
+    c->refs[shared]--;
+    c->refs[copy] = 1;
+    table[entry] = copy;
+}
+
+/* The keys rotated at positions start .. start + N - 1, in a contiguous
+ * scratch copy in k's dtype (*rotated, which the caller frees), so that a
+ * failure of the rotation comes before the cache is touched. */
+static attn_status rotate_keys(const attn_kv_cache *c, const attn_tensor *k, int64_t start, void **rotated,
+                               attn_tensor *view) {
+    const int64_t n = k->shape[1];
+    const size_t bytes = attn_dtype_size(k->dtype), row_bytes = (size_t)c->dim * bytes;
+    unsigned char *copy = malloc((size_t)(n * c->k_row) * bytes);
+    if (!copy)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_append: no memory to rotate %lld key rows",
+                          (long long)n);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t h = 0; h < c->kv_heads; h++)
+            memcpy(copy + (size_t)(r * c->k_row + h * c->dim) * bytes,
+                   (const unsigned char *)k->data + (size_t)(r * k->stride[1] + h * k->stride[2]) * bytes, row_bytes);
+    *view = attn_tensor_view(copy, k->dtype, 1, n, c->kv_heads, c->dim);
+    attn_status st = attn_rope_apply(view, NULL, start, &c->rope);
+    if (st) {
+        free(copy);
+        return attn__fail(st, "attn_kv_cache_append: RoPE on the keys: %s", attn_last_error());
+    }
+    *rotated = copy;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_append(attn_kv_cache *c, int64_t seq, int64_t layer, const attn_tensor *k,
+                                 const attn_tensor *v) {
+    static const char fn[] = "attn_kv_cache_append";
+    attn_status st;
+    if ((st = attn__kv_cache_check_seq(c, fn, seq, layer)) ||
+        (st = check_rows(c, k, "k", c->dim, k ? k->shape[1] : 0)) || (st = check_rows(c, v, "v", c->dim_v, k->shape[1])))
+        return st;
+    const int64_t n = k->shape[1], start = c->lengths[seq * c->layers + layer];
+    if (n > c->capacity - start)
+        return attn__fail(ATTN_ERR_CAPACITY,
+                          "%s: sequence %lld, layer %lld holds %lld rows; %lld more would exceed its capacity of %lld",
+                          fn, (long long)seq, (long long)layer, (long long)start, (long long)n, (long long)c->capacity);
+
+    /* Blocks to take: one per table entry the rows reach beyond the table,
+     * and one copy per shared entry they write into.  Another layer may
+     * have taken (or copied) them already: the table is every layer's. */
+    const int64_t first = start / c->block_rows, last = (start + n - 1) / c->block_rows;
+    const int32_t *table = c->tables + seq * c->table_len;
+    int64_t needed = 0;
+    for (int64_t e = first; e <= last; e++) needed += e >= c->held[seq] || c->refs[table[e]] > 1;
+    if (needed > c->free_count)
+        return attn__fail(ATTN_ERR_CAPACITY,
+                          "%s: sequence %lld, layer %lld (%lld rows): %lld more rows need %lld blocks of %lld rows, "
+                          "and the pool has %lld free of %lld (free or preempt a sequence)",
+                          fn, (long long)seq, (long long)layer, (long long)start, (long long)n, (long long)needed,
+                          (long long)c->block_rows, (long long)c->free_count, (long long)c->num_blocks);
+    void *rotated = NULL;
+    attn_tensor rotated_k;
+    if (c->has_rope && (st = rotate_keys(c, k, start, &rotated, &rotated_k))) return st;
+
+    /* Nothing can fail from here on. */
+    for (int64_t e = first; e <= last; e++) {
+        if (e < c->held[seq]) {
+            if (c->refs[table[e]] > 1) copy_on_write(c, seq, e);
+        } else {
+            const int32_t block = c->free_stack[--c->free_count];
+            c->refs[block] = 1;
+            c->tables[seq * c->table_len + c->held[seq]++] = block;
+        }
+    }
+    store_rows(c, seq, layer, start, rotated ? &rotated_k : k, true);
+    store_rows(c, seq, layer, start, v, false);
+    c->lengths[seq * c->layers + layer] = start + n;
+    free(rotated);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- views */
+
+attn_status attn_kv_cache_view(const attn_kv_cache *c, int64_t seq, int64_t layer, attn_kv_segment *segments,
+                               int64_t max_segments, int64_t *count) {
+    static const char fn[] = "attn_kv_cache_view";
+    attn_status st = attn__kv_cache_check_seq(c, fn, seq, layer);
+    if (st) return st;
+    if (!count) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: count is NULL", fn);
+    if (segments && max_segments < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: max_segments is %lld", fn, (long long)max_segments);
+    const int64_t len = c->lengths[seq * c->layers + layer], br = c->block_rows;
+    const int32_t *table = c->tables + seq * c->table_len;
+    int64_t n = 0;
+    for (int64_t e = 0; e * br < len;) {
+        /* A run of table entries whose blocks are neighbours in the pool. */
+        int64_t end = e + 1;
+        while (end * br < len && table[end] == table[end - 1] + 1) end++;
+        if (segments && n < max_segments) {
+            const int64_t rows = min_i64(end * br, len) - e * br;
+            attn_kv_segment *s = &segments[n];
+            s->position = e * br;
+            s->k = attn_tensor_view(kv_cache_k_row(c, layer, table[e], 0), c->dtype, 1, rows, c->kv_heads, c->dim);
+            s->v = attn_tensor_view(kv_cache_v_row(c, layer, table[e], 0), c->dtype, 1, rows, c->kv_heads, c->dim_v);
+        }
+        n++;
+        e = end;
+    }
+    *count = n;
+    if (segments && n > max_segments)
+        return attn__fail(ATTN_ERR_SHAPE, "%s: sequence %lld, layer %lld is %lld segments; room was given for %lld", fn,
+                          (long long)seq, (long long)layer, (long long)n, (long long)max_segments);
+    return ATTN_OK;
+}
