@@ -190,6 +190,17 @@ typedef enum attn_kernel {
     ATTN_KERNEL_FLASH = 2  /* tiled online softmax                            */
 } attn_kernel;
 
+/* How float16 / bfloat16 tensors enter the arithmetic (accumulation is
+ * always float32).  EXACT: every element is widened to float32 first, so a
+ * half tensor gives the float32 result of its (exactly representable)
+ * values.  FAST: a native half dot-product path where the CPU has one
+ * (AVX512-BF16 vdpbf16ps for bfloat16 Q and K), else EXACT; its accuracy
+ * is in docs/kernels.md.  Float32 tensors are computed the same either way. */
+typedef enum attn_precision {
+    ATTN_PRECISION_EXACT = 0,
+    ATTN_PRECISION_FAST = 1
+} attn_precision;
+
 typedef enum attn_align {
     ATTN_ALIGN_TOP_LEFT = 0,    /* diagonal j = i           (PyTorch is_causal) */
     ATTN_ALIGN_LOWER_RIGHT = 1  /* diagonal j = i + S - L   (FlashAttention,
@@ -236,6 +247,10 @@ typedef struct attn_sdpa_options {
     size_t workspace_size;    /* bytes available at workspace                   */
     attn_progress_fn progress; /* or NULL (above)                               */
     void *progress_user;      /* passed to progress                             */
+    /* Half-precision storage: q, k, v, out (and dout, dq, dk, dv) may each
+     * be ATTN_F32, ATTN_F16 or ATTN_BF16, any mix; outputs are rounded to
+     * their tensor's dtype once, to nearest even. */
+    attn_precision precision; /* ATTN_PRECISION_EXACT (default) or _FAST       */
 } attn_sdpa_options;
 
 #define ATTN_SDPA_OPTIONS_INIT {.struct_size = sizeof(attn_sdpa_options)}

@@ -71,6 +71,8 @@ static void complete_tables(void) {
         FILL(pv_rows);
         FILL(probs_rows);
         FILL(all_finite);
+        FILL(widen);
+        FILL(narrow);
         FILL(gemm);
         FILL(p_ds);
 #undef FILL

@@ -156,6 +156,18 @@ typedef struct ukernel_table {
 
     /* ------------------------------------------------ both directions */
 
+    /* Half-precision storage (docs/kernels.md, "Half-precision storage"):
+     * the loop nests convert every row they copy or pack, and every row of
+     * K/V the rows kernels read, with these; the arithmetic stays fp32.
+     * src / dst hold n elements of dtype (ATTN_F32, ATTN_F16, ATTN_BF16),
+     * no alignment required.
+     * widen:  dst[e] = src[e] as a float, exactly (every half is a float).
+     * narrow: dst[e] = src[e] rounded to nearest, ties to even, by the
+     *         rules of base/dtype.h (overflow gives infinity, NaN stays a
+     *         quiet NaN): bit for bit what dtype_f32_to_f16 / _bf16 give. */
+    void (*widen)(const void *src, attn_dtype dtype, float *dst, int64_t n);
+    void (*narrow)(const float *src, attn_dtype dtype, void *dst, int64_t n);
+
     /* True when x[r·ld + j] is finite (neither NaN nor ±Inf) for every
      * r < rows, j < n; reads nothing else.  The loop nests call it on a
      * tile they have just computed or copied, outside the other kernels, to

@@ -12,6 +12,7 @@
 #include "flash/ukernels.h"
 
 #include "isa/generic/vec.h"
+#include "base/dtype.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -161,6 +162,28 @@ static void probs_rows(const float *s, int64_t lds, int rows, int nk, const floa
  * to that field carries into the sign bit exactly then.  Integer OR of the
  * carries, so that the compiler may vectorise the loop (a float test with an
  * early exit it would not). */
+/* ------------------------------------------------ half-precision storage */
+
+static void widen(const void *src, attn_dtype dtype, float *dst, int64_t n) {
+    const uint16_t *half = src;
+    if (dtype == ATTN_F16)
+        for (int64_t e = 0; e < n; e++) dst[e] = dtype_f16_to_f32(half[e]);
+    else if (dtype == ATTN_BF16)
+        for (int64_t e = 0; e < n; e++) dst[e] = dtype_bf16_to_f32(half[e]);
+    else
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
+static void narrow(const float *src, attn_dtype dtype, void *dst, int64_t n) {
+    uint16_t *half = dst;
+    if (dtype == ATTN_F16)
+        for (int64_t e = 0; e < n; e++) half[e] = dtype_f32_to_f16(src[e]);
+    else if (dtype == ATTN_BF16)
+        for (int64_t e = 0; e < n; e++) half[e] = dtype_f32_to_bf16(src[e]);
+    else
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
 static bool all_finite(const float *x, int64_t ld, int rows, int64_t n) {
     uint32_t carries = 0;
     for (int r = 0; r < rows; r++)
@@ -223,6 +246,8 @@ const ukernel_table attn__ukernels_generic = {
     .pv_rows = pv_rows,
     .probs_rows = probs_rows,
     .all_finite = all_finite,
+    .widen = widen,
+    .narrow = narrow,
     .gemm = gemm,
     .p_ds = p_ds,
     .peak_chunk = simd_peak_chunk,
