@@ -161,7 +161,8 @@ typedef struct ukernel_table {
      * K/V the rows kernels read, with these; the arithmetic stays fp32.
      * src / dst hold n elements of dtype (ATTN_F32, ATTN_F16, ATTN_BF16),
      * no alignment required.
-     * widen:  dst[e] = src[e] as a float, exactly (every half is a float).
+     * widen:  dst[e] = src[e] as a float, exactly (every half is a float; a
+ *         signalling NaN may come out quiet, as F16C's vcvtph2ps makes it).
      * narrow: dst[e] = src[e] rounded to nearest, ties to even, by the
      *         rules of base/dtype.h (overflow gives infinity, NaN stays a
      *         quiet NaN): bit for bit what dtype_f32_to_f16 / _bf16 give. */
