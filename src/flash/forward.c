@@ -107,7 +107,6 @@ typedef struct flash_plan {
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
     size_t off_exact, off_ones, off_row_acc, off_out_row;
-    bool stage_k, stage_v;   /* rows path: K / V are half, widened per block    */
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -170,13 +169,6 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     if (pl->rows_path) {
         pl->off_qp = reserve(&cursor, rows * pl->ldq);
         pl->off_s = reserve(&cursor, rows * keys);
-        /* Half K or V: each block of keys is widened into a staging area
-         * (row j of kv head h at (j·Hkv + h)·ldk), which the rows kernels
-         * then read from L1/L2 while the next block streams in. */
-        pl->stage_k = p->k.dtype != ATTN_F32;
-        pl->stage_v = p->v.dtype != ATTN_F32;
-        if (pl->stage_k) pl->off_kt = reserve(&cursor, keys * pl->unit_kv_heads * pl->ldq);
-        if (pl->stage_v) pl->off_vt = reserve(&cursor, keys * pl->unit_kv_heads * round_up(p->dim_v, 16));
     } else {
         pl->off_qp = reserve(&cursor, p->dim * rows);
         pl->off_kt = reserve(&cursor, keys * pl->ldk);
@@ -396,28 +388,31 @@ static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
               c->p->dim);
 }
 
-/* Keys (or values) [t0, t0 + nk) of every kv head of a rows-path unit, as
- * the rows kernels read them: row j of kv head h at rows[j·ld + h·ldh]. */
-typedef struct rows_view {
-    const float *rows;
-    int64_t ld, ldh;
-} rows_view;
+/* The rows kernels read K and V in place, whatever their dtype: a half
+ * tensor goes to the _half kernels, which widen in registers (a decode
+ * step then reads half the bytes, once).  rows_pv: pv_rows on the values
+ * of keys [key, key + nk) and `heads` kv heads from `head`. */
+static void rows_pv(const flash_ctx *c, const float *s, int heads, int per_head, int nk, int64_t key,
+                    int64_t head, const float *alpha, float *o, const flash_prefetch *pf) {
+    const sdpa_problem *p = c->p;
+    const ukernel_table *kern = c->pl->kern;
+    const void *v = problem_row_any(&p->v, c->b, key, head);
+    if (p->v.dtype == ATTN_F32)
+        kern->pv_rows(s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2], p->dim_v, alpha, o,
+                      p->dim_v, pf);
+    else
+        kern->pv_rows_half(p->v.dtype, s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2],
+                           p->dim_v, alpha, o, p->dim_v, pf);
+}
 
-/* The caller's tensor in place when it holds float32; else its rows widened
- * into `staging` (ldh = width rounded up to 16 floats). */
-static rows_view rows_view_of(const flash_ctx *c, const attn_tensor *t, int64_t width, float *staging,
-                              int64_t t0, int nk) {
-    if (t->dtype == ATTN_F32) {
-        rows_view in_place = {problem_row(t, c->b, t0, c->kv_head), t->stride[1], t->stride[2]};
-        return in_place;
-    }
-    const int heads = (int)c->pl->unit_kv_heads;
-    rows_view staged = {staging, heads * round_up(width, 16), round_up(width, 16)};
-    for (int j = 0; j < nk; j++)
-        for (int h = 0; h < heads; h++)
-            c->pl->kern->widen(problem_row_any(t, c->b, t0 + j, c->kv_head + h), t->dtype,
-                               staging + j * staged.ld + h * staged.ldh, width);
-    return staged;
+/* Whether the value row of key `key`, kv head `head` is finite (a half row
+ * is widened into c->out_row first: rare, the careful path only). */
+static bool value_row_finite(flash_ctx *c, int64_t key, int64_t head) {
+    const sdpa_problem *p = c->p;
+    const void *v = problem_row_any(&p->v, c->b, key, head);
+    if (p->v.dtype == ATTN_F32) return c->pl->kern->all_finite(v, p->dim_v, 1, p->dim_v);
+    c->pl->kern->widen(v, p->v.dtype, c->out_row, p->dim_v);
+    return c->pl->kern->all_finite(c->out_row, p->dim_v, 1, p->dim_v);
 }
 
 /* A prefetch of rows [t0, t0 + rows) of `heads` kv heads of t from kv head
@@ -449,9 +444,13 @@ static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const f
 static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
-    const rows_view k = rows_view_of(c, &p->k, p->dim, c->kt, t0, nk);
-    pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k.rows, k.ld, k.ldh,
-                      nk, c->s, pl->tile_keys, pf);
+    const void *k = problem_row_any(&p->k, c->b, t0, c->kv_head);
+    if (p->k.dtype == ATTN_F32)
+        pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
+                          p->k.stride[2], nk, c->s, pl->tile_keys, pf);
+    else
+        pl->kern->qk_rows_half(p->k.dtype, c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k,
+                               p->k.stride[1], p->k.stride[2], nk, c->s, pl->tile_keys, pf);
     if (check) check_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
     mask_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
 }
@@ -483,32 +482,26 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
  * (the very operations of a run), and the rows of a non-finite head that
  * see the key are marked for the exact path.  pf: the prefetch of the
  * first run. */
-static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const rows_view *v,
-                                const flash_prefetch *pf) {
-    const sdpa_problem *p = c->p;
+static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf) {
     const flash_plan *pl = c->pl;
-    const ukernel_table *kern = pl->kern;
     const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
-    const int64_t lds = pl->tile_keys, ldv = v->ld, ldh = v->ldh, dim_v = p->dim_v;
-    const float *v_rows = v->rows;
+    const int64_t lds = pl->tile_keys, dim_v = c->p->dim_v;
     const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
     const float *alpha = c->alpha;
     int run0 = 0;
     for (int j = 0; j <= nk; j++) {
         bool finite = true;
-        for (int h = 0; j < nk && h < heads && finite; h++)
-            finite = kern->all_finite(v_rows + j * ldv + h * ldh, ldh, 1, dim_v);
+        for (int h = 0; j < nk && h < heads && finite; h++) finite = value_row_finite(c, t0 + j, c->kv_head + h);
         if (j < nk && finite) continue;
-        kern->pv_rows(c->s + run0, lds, heads, per_head, j - run0, v_rows + run0 * ldv, ldv, ldh, dim_v,
-                      alpha, c->o, dim_v, run0 == 0 ? pf : &no_prefetch);
+        rows_pv(c, c->s + run0, heads, per_head, j - run0, t0 + run0, c->kv_head, alpha, c->o,
+                run0 == 0 ? pf : &no_prefetch);
         alpha = c->ones; /* the first run applied the rescaling */
         if (j == nk) break;
         for (int h = 0; h < heads; h++) {
-            const float *v_jh = v_rows + j * ldv + h * ldh;
             const int r0 = h * per_head;
-            if (kern->all_finite(v_jh, ldh, 1, dim_v)) {
-                kern->pv_rows(c->s + r0 * lds + j, lds, 1, per_head, 1, v_jh, ldv, ldh, dim_v, c->ones,
-                              c->o + r0 * dim_v, dim_v, &no_prefetch);
+            if (value_row_finite(c, t0 + j, c->kv_head + h)) {
+                rows_pv(c, c->s + r0 * lds + j, 1, per_head, 1, t0 + j, c->kv_head + h, c->ones, c->o + r0 * dim_v,
+                        &no_prefetch);
                 continue;
             }
             for (int r = r0; r < r0 + per_head; r++)
@@ -534,12 +527,10 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         flash_prefetch pf_k = prefetch_of(c, &p->k, t0 + nk, c->kv_head, heads, p->dim, (int)next);
         rows_scores(c, t0, nk, &pf_v, true);
         kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
-        const rows_view v = rows_view_of(c, &p->v, p->dim_v, c->vt, t0, nk);
         if (c->careful)
-            rows_values_careful(c, t0, nk, &v, &pf_k);
+            rows_values_careful(c, t0, nk, &pf_k);
         else
-            kern->pv_rows(c->s, pl->tile_keys, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, v.rows, v.ld, v.ldh,
-                          p->dim_v, c->alpha, c->o, p->dim_v, &pf_k);
+            rows_pv(c, c->s, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, t0, c->kv_head, c->alpha, c->o, &pf_k);
         return;
     }
     copy_keys(c, t0, nk);
