@@ -264,13 +264,16 @@ ATTN_API attn_status attn_sdpa_workspace_size(const attn_tensor *q, const attn_t
                                               size_t *bytes);
 
 /* Scaled dot-product attention.
- *   q: [B, L, Hq, D]  k: [B, S, Hkv, D]  v: [B, S, Hkv, Dv]   float32
+ *   q: [B, L, Hq, D]  k: [B, S, Hkv, D]  v: [B, S, Hkv, Dv]   float32, float16
+ *                                       or bfloat16, any mix (storage only:
+ *                                       the arithmetic is float32)
  *   out: [B, L, Hq, Dv] (written)
  *   weights: [B, Hq, L, S] contiguous, or NULL      <- heads before positions!
  *   lse:     [B, Hq, L]    contiguous, or NULL      natural log; -inf if the
  *                                                   row sees no key
  *   opt: NULL for defaults.
- * Both kernels compute float32 tensors; others give ATTN_ERR_UNSUPPORTED. */
+ * Both kernels take every tensor dtype; out is written in its own dtype,
+ * rounded once to nearest even (weights and lse are float32). */
 ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
                                        const attn_tensor *v, const attn_sdpa_options *opt,
                                        attn_tensor *out, float *weights, float *lse);
@@ -338,7 +341,8 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(const attn_tensor *q, con
  * L x S) relies on them, so they must come from the same inputs.
  * opt.kernel: auto = flash, except the reference for tiny problems
  * (B*Hq*L*S*(D+Dv) < 65536) where it is faster; $ATTN_KERNEL=ref forces
- * the reference as in the forward.  float32 tensors only. */
+ * the reference as in the forward.  Every tensor may be float32, float16 or
+ * bfloat16 (gradients rounded once to their dtype); lse is float32. */
 ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                                         const attn_tensor *v, const attn_sdpa_options *opt,
                                         const attn_tensor *out, const float *lse,
