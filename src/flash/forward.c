@@ -186,7 +186,10 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
     pl->off_out_row = reserve(&cursor, p->dim_v);
     pl->thread_floats = cursor;
-    pl->partial_floats = pl->chunks > 1 ? (size_t)(rows * (p->dim_v + 3)) : 0;
+    /* Whole 64-byte blocks, so that every partial and the thread scratch
+     * after them stay aligned (an odd count once put the flash_row array
+     * of the scratch 4 bytes off its alignment: UBSan, tests/flash/test_half). */
+    pl->partial_floats = pl->chunks > 1 ? (size_t)round_up(rows * (p->dim_v + 3), FLASH_ALIGN / (int64_t)sizeof(float)) : 0;
 
     const double flops = 2.0 * (double)p->batch * (double)p->heads_q * (double)p->len_q *
                          (double)p->len_kv * (double)(p->dim + p->dim_v);
