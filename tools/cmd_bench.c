@@ -597,7 +597,7 @@ static void print_section_header(bench_section s) {
     case SEC_PREFILL:
     case SEC_BACKWARD:
         printf("\n%s: B=1 Hq=16, L=S; GFLOP/s count visible query-key pairs%s; %%peak of the FMA peak\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s\n",
+               "%-44s %-6s %-7s %3s %4s %11s %8s %6s %10s\n",
                s == SEC_BACKWARD ? "backward (attn_sdpa_backward: dq, dk, dv)" : "prefill",
                s == SEC_BACKWARD ? " x 2.5 forward FLOPs" : "", "name", "kernel", "isa", "thr", "runs",
                "median ms", "GFLOP/s", "%peak", "extra mem");
@@ -605,12 +605,12 @@ static void print_section_header(bench_section s) {
     case SEC_DECODE:
         printf("\ndecode: B=1 L=1 Hq=16 Hkv=8 D=128, causal-lower-right; GB/s = bytes of q, k, v, out / time;\n"
                "%%bw of the read bandwidth\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
+               "%-44s %-6s %-7s %3s %4s %11s %8s %6s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
                "median ms", "GFLOP/s", "GB/s", "%bw", "extra mem");
         break;
     case SEC_LONG:
         printf("\nlong: B=1 Hq=Hkv=1 D=128 causal, flash only; peak RSS of the process during the row\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s %10s %10s\n", "name", "kernel", "isa", "thr",
+               "%-44s %-6s %-7s %3s %4s %11s %8s %6s %10s %10s %10s\n", "name", "kernel", "isa", "thr",
                "runs", "median ms", "GFLOP/s", "%peak", "extra mem", "peak RSS", "in+out");
         break;
     case SEC_SCALING:
@@ -626,13 +626,13 @@ static void print_table_row(const bench_row *r, const machine_limits *m) {
     const bench_case *c = r->c;
     const char *kernel = r->kernel == ATTN_KERNEL_REF ? "ref" : "flash";
     if (r->status != ROW_OK) {
-        printf("%-34s %-6s %-7s %s\n", c->name, kernel, r->isa,
+        printf("%-44s %-6s %-7s %s\n", c->name, kernel, r->isa,
                r->status == ROW_UNAVAILABLE ? "unavailable (not in this build)" : "error (see message above)");
         return;
     }
     char ws[32];
     format_bytes((double)r->workspace, ws, sizeof ws);
-    printf("%-34s %-6s %-7s %3d %4d %11.3f %8.2f ", c->name, kernel, r->isa, r->threads, r->runs,
+    printf("%-44s %-6s %-7s %3d %4d %11.3f %8.2f ", c->name, kernel, r->isa, r->threads, r->runs,
            r->median_s * 1e3, row_gflops(r));
     if (c->section == SEC_DECODE) {
         printf("%6.2f %5.1f%% %10s\n", row_gbps(r), 100.0 * row_gbps(r) / m->read_gbps, ws);
