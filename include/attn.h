@@ -197,6 +197,17 @@ typedef enum attn_kernel {
     ATTN_KERNEL_FLASH = 2  /* tiled online softmax                            */
 } attn_kernel;
 
+/* How float16 / bfloat16 tensors enter the arithmetic (accumulation is
+ * always float32).  EXACT: every element is widened to float32 first, so a
+ * half tensor gives the float32 result of its (exactly representable)
+ * values.  FAST: a native half dot-product path where the CPU has one
+ * (AVX512-BF16 vdpbf16ps for bfloat16 Q and K), else EXACT; its accuracy
+ * is in docs/kernels.md.  Float32 tensors are computed the same either way. */
+typedef enum attn_precision {
+    ATTN_PRECISION_EXACT = 0,
+    ATTN_PRECISION_FAST = 1
+} attn_precision;
+
 typedef enum attn_align {
     ATTN_ALIGN_TOP_LEFT = 0,    /* diagonal j = i           (PyTorch is_causal) */
     ATTN_ALIGN_LOWER_RIGHT = 1  /* diagonal j = i + S - L   (FlashAttention,
@@ -258,6 +269,10 @@ typedef struct attn_sdpa_options {
     const float *alibi_slopes; /* [Hq] finite ALiBi slopes, or NULL             */
     int alibi_standard;       /* nonzero: the ALiBi paper's geometric slopes for
                                  Hq heads (not with alibi_slopes)               */
+    /* Half-precision storage: q, k, v, out (and dout, dq, dk, dv) may each
+     * be ATTN_F32, ATTN_F16 or ATTN_BF16, any mix; outputs are rounded to
+     * their tensor's dtype once, to nearest even. */
+    attn_precision precision; /* ATTN_PRECISION_EXACT (default) or _FAST       */
 } attn_sdpa_options;
 
 #define ATTN_SDPA_OPTIONS_INIT {.struct_size = sizeof(attn_sdpa_options)}
@@ -271,13 +286,16 @@ ATTN_API attn_status attn_sdpa_workspace_size(const attn_tensor *q, const attn_t
                                               size_t *bytes);
 
 /* Scaled dot-product attention.
- *   q: [B, L, Hq, D]  k: [B, S, Hkv, D]  v: [B, S, Hkv, Dv]   float32
+ *   q: [B, L, Hq, D]  k: [B, S, Hkv, D]  v: [B, S, Hkv, Dv]   float32, float16
+ *                                       or bfloat16, any mix (storage only:
+ *                                       the arithmetic is float32)
  *   out: [B, L, Hq, Dv] (written)
  *   weights: [B, Hq, L, S] contiguous, or NULL      <- heads before positions!
  *   lse:     [B, Hq, L]    contiguous, or NULL      natural log; -inf if the
  *                                                   row sees no key
  *   opt: NULL for defaults.
- * Both kernels compute float32 tensors; others give ATTN_ERR_UNSUPPORTED. */
+ * Both kernels take every tensor dtype; out is written in its own dtype,
+ * rounded once to nearest even (weights and lse are float32). */
 ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
                                        const attn_tensor *v, const attn_sdpa_options *opt,
                                        attn_tensor *out, float *weights, float *lse);
@@ -347,7 +365,8 @@ ATTN_API attn_status attn_sdpa_backward_workspace_size(const attn_tensor *q, con
  * L x S) relies on them, so they must come from the same inputs.
  * opt.kernel: auto = flash, except the reference for tiny problems
  * (B*Hq*L*S*(D+Dv) < 65536) where it is faster; $ATTN_KERNEL=ref forces
- * the reference as in the forward.  float32 tensors only. */
+ * the reference as in the forward.  Every tensor may be float32, float16 or
+ * bfloat16 (gradients rounded once to their dtype); lse is float32. */
 ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                                         const attn_tensor *v, const attn_sdpa_options *opt,
                                         const attn_tensor *out, const float *lse,

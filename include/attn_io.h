@@ -36,7 +36,9 @@ ATTN_API attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim,
 ATTN_API void attn_array_free(attn_array *a); /* safe on a zeroed or freed array */
 
 /* Converts in place.  To ATTN_F32: from F32, F64, F16, BF16 (integers
- * refused: a float array was expected).  To ATTN_I64: from any integer or
+ * refused: a float array was expected).  To ATTN_F16 or ATTN_BF16: from
+ * the same, each value rounded once to nearest, ties to even (overflow
+ * gives infinity).  To ATTN_I64: from any integer or
  * bool (floats refused).  To ATTN_BOOL: from any integer or bool,
  * nonzero -> 1.  A refused conversion leaves the array as it was. */
 ATTN_API attn_status attn_array_convert(attn_array *a, attn_dtype to);

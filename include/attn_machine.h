@@ -39,6 +39,14 @@ ATTN_API const char *attn_fma_peak_isa(void);
  * read-for-ownership of the written line is not counted. */
 ATTN_API attn_status attn_measure_bandwidth(int threads, size_t bytes, double *gbytes_per_s);
 
+/* Read bandwidth in GB/s (1e9 bytes): every thread sums its share of one
+ * buffer of `bytes` (bytes = 0: 1 GiB, twice the L3 this machine's VM
+ * reports) as 64-bit words, eight independent sums a cache line, reading
+ * nothing else and writing nothing; first touched in parallel, the best of
+ * 7 passes after a warm-up.  What decoding a KV cache can reach at most:
+ * it reads K and V once and writes almost nothing (DESIGN.md §5). */
+ATTN_API attn_status attn_measure_read_bandwidth(int threads, size_t bytes, double *gbytes_per_s);
+
 #ifdef __cplusplus
 }
 #endif

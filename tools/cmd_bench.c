@@ -6,7 +6,10 @@
  *   prefill  B=1 Hq=16 Hkv in {16, 8} L=S in {512 .. 8192} D in {64, 128},
  *            causal (top-left) and full
  *   decode   B=1 L=1 Hq=16 Hkv=8 D=128 S in {4096, 32768, 131072},
- *            causal-lower-right (a KV-cache step)
+ *            causal-lower-right (a KV-cache step); K/V in float32, float16
+ *            and bfloat16 (q and out float32), GB/s against the read probe
+ *   prefill bf16  L=S in {1024, 4096} Hkv=16 D=128, q, k, v, out bfloat16,
+ *            full and causal, precision exact and fast
  *   long     B=1 L=S=65536 Hq=Hkv=1 D=128 causal, flash only, with memory
  *   scaling  B=1 L=S=n Hq=Hkv=1 D=64 full, n = 100, 200, 400, ...
  *
@@ -15,6 +18,8 @@
  */
 #include "bench_cache.h"
 #include "cli.h"
+
+#include "attn_io.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -42,7 +47,11 @@ static const char bench_usage[] =
     "  prefill  B=1 Hq=16 Hkv=16|8 L=S=512..8192 D=64|128, causal (top-left) and full\n"
     "  backward the prefill shapes again, timing attn_sdpa_backward (dq, dk, dv from\n"
     "           the forward's out and lse); FLOPs counted as 2.5x the forward's\n"
-    "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right\n"
+    "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right;\n"
+    "           K and V in float32, then float16 ('kv=f16'), then bfloat16 ('kv=bf16'),\n"
+    "           q and out float32; %bw of the read bandwidth (a decode step reads)\n"
+    "  prefill  also L=S=1024|4096 Hkv=16 D=128 with q, k, v, out in bfloat16 ('bf16',\n"
+    "           exact: widened to float32 on load) and ('bf16 fast': precision fast)\n"
     "  long     L=S=65536, one head, D=128, causal; flash only; memory reported\n"
     "  scaling  L=S=n, one head, D=64, full, n = 100, 200, 400, ...: time grows as\n"
     "           n^2 (4x cells per doubling); q, k, v and out grow as n; neither\n"
@@ -60,7 +69,7 @@ static const char bench_usage_columns[] =
     "  thr, runs      threads, timed runs after the warm-up\n"
     "  median ms      median wall time of one call\n"
     "  GFLOP/s %peak  visible-pair FLOPs / time, and as % of the FMA peak above\n"
-    "  GB/s %bw       bytes of q, k, v, out / time, and as % of the triad bandwidth\n"
+    "  GB/s %bw       bytes of q, k, v, out / time, and as % of the read bandwidth\n"
     "  extra mem      the kernel's workspace (attn_sdpa_workspace_size)\n"
     "  peak RSS       the process's peak resident memory during the long row\n"
     "  in+out         bytes of q, k, v and out\n"
@@ -74,7 +83,9 @@ static const char bench_usage_columns[] =
     "                 fma_peak_1thread, since on a shared machine another process\n"
     "                 often holds a core through the whole all-thread measurement);\n"
     "                 triad (what pct_bw divides by: the larger of triad_threads and\n"
-    "                 triad_1thread); fma_peak_end (fma_peak measured again after the\n"
+    "                 triad_1thread); read (what a decode row's pct_bw divides by:\n"
+    "                 the larger of read_threads and read_1thread, a read-only sum);\n"
+    "                 fma_peak_end (fma_peak measured again after the\n"
     "                 kernels: its pct_peak far from 100 means the load changed)\n"
     "  kernel isa     the kernel and the instruction set it ran on\n"
     "  threads        threads it ran on (the reference always uses 1)\n"
@@ -86,10 +97,10 @@ static const char bench_usage_columns[] =
     "  pct_peak       gflops as % of the measured FMA peak (prefill, long, scaling)\n"
     "  gbps           bytes of q, k, v and out / time, in 1e9 B/s (decode); for\n"
     "                 machine/triad the measured bandwidth (STREAM's byte count)\n"
-    "  pct_bw         gbps as % of the measured triad bandwidth (decode)\n"
+    "  pct_bw         gbps as % of the measured read bandwidth (decode)\n"
     "  workspace_bytes  the kernel's extra memory (attn_sdpa_workspace_size)\n"
     "  peak_rss_bytes   the process's peak resident memory during the row (long)\n"
-    "  io_bytes       bytes of q, k, v and out\n"
+    "  io_bytes       bytes of q, k, v and out, each in its dtype\n"
     "  status         ok; unavailable (kernel not in this build); skipped (ref over\n"
     "                 its budget); error (the call failed: message on stderr)\n\n"
     "Times on shared machines drift from run to run; ratios taken in the same run\n"
@@ -112,8 +123,16 @@ typedef struct bench_case {
     bench_section section;
     int64_t batch, len_q, len_kv, heads_q, heads_kv, dim;
     bench_mask mask;
+    attn_dtype dtype;         /* of K, V (decode) or q, k, v, out (prefill) */
+    attn_precision precision;
     char name[80];
 } bench_case;
+
+/* The dtypes of a case's tensors: decode keeps q and out float32 (a model
+ * computing in float32 over a half KV cache), prefill stores all in one. */
+static attn_dtype case_q_dtype(const bench_case *c) { return c->section == SEC_DECODE ? ATTN_F32 : c->dtype; }
+
+static const char *dtype_short(attn_dtype dtype) { return dtype == ATTN_F16 ? "f16" : "bf16"; }
 
 typedef struct bench_config {
     bool quick, csv, run_ref, run_flash;
@@ -129,6 +148,7 @@ static attn_sdpa_options case_options(const bench_case *c) {
     attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.causal = c->mask != MASK_NONE;
     opt.align = c->mask == MASK_LOWER_RIGHT ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    opt.precision = c->precision;
     return opt;
 }
 
@@ -143,11 +163,12 @@ static double case_flops(const bench_case *c) {
     return c->section == SEC_BACKWARD ? 2.5 * forward : forward;
 }
 
-/* Bytes of q, k, v and out: what a kernel must move at least once. */
+/* Bytes of q, k, v and out, each in its dtype: what a kernel must move at
+ * least once. */
 static double case_io_bytes(const bench_case *c) {
     double q = (double)(c->batch * c->len_q * c->heads_q * c->dim);
     double kv = (double)(c->batch * c->len_kv * c->heads_kv * c->dim);
-    return (2.0 * q + 2.0 * kv) * sizeof(float);
+    return 2.0 * q * (double)attn_dtype_size(case_q_dtype(c)) + 2.0 * kv * (double)attn_dtype_size(c->dtype);
 }
 
 /* The planned cases: a list that grows as cases are added, so that no
@@ -159,7 +180,8 @@ typedef struct case_list {
 } case_list;
 
 static void add_case(case_list *list, bench_section section, int64_t len_q, int64_t len_kv,
-                     int64_t heads_q, int64_t heads_kv, int64_t dim, bench_mask mask) {
+                     int64_t heads_q, int64_t heads_kv, int64_t dim, bench_mask mask, attn_dtype dtype,
+                     attn_precision precision) {
     if (list->failed) return;
     if (list->count == list->cap) {
         int cap = list->cap ? 2 * list->cap : 64;
@@ -172,15 +194,21 @@ static void add_case(case_list *list, bench_section section, int64_t len_q, int6
         list->cap = cap;
     }
     bench_case *c = &list->items[list->count++];
-    *c = (bench_case){section, 1, len_q, len_kv, heads_q, heads_kv, dim, mask, {0}};
+    *c = (bench_case){section, 1, len_q, len_kv, heads_q, heads_kv, dim, mask, dtype, precision, {0}};
+    /* float32 rows keep their names; a half row adds its dtype (and fast). */
+    char suffix[24] = "";
+    if (dtype != ATTN_F32)
+        snprintf(suffix, sizeof suffix, "%s%s%s", section == SEC_DECODE ? " kv=" : " ", dtype_short(dtype),
+                 precision == ATTN_PRECISION_FAST ? " fast" : "");
     switch (section) {
     case SEC_PREFILL:
     case SEC_BACKWARD:
-        snprintf(c->name, sizeof c->name, "%s L=%lld Hkv=%lld D=%lld %s", section_names[section],
-                 (long long)len_q, (long long)heads_kv, (long long)dim, mask == MASK_NONE ? "full" : "causal");
+        snprintf(c->name, sizeof c->name, "%s L=%lld Hkv=%lld D=%lld %s%s", section_names[section],
+                 (long long)len_q, (long long)heads_kv, (long long)dim, mask == MASK_NONE ? "full" : "causal",
+                 suffix);
         break;
     case SEC_DECODE:
-        snprintf(c->name, sizeof c->name, "decode S=%lld", (long long)len_kv);
+        snprintf(c->name, sizeof c->name, "decode S=%lld%s", (long long)len_kv, suffix);
         break;
     case SEC_LONG:
         snprintf(c->name, sizeof c->name, "long L=S=%lld causal", (long long)len_q);
@@ -200,6 +228,7 @@ static void add_case(case_list *list, bench_section section, int64_t len_q, int6
 static void plan_cases(const bench_config *cfg, case_list *cases) {
     static const int64_t prefill_full[] = {512, 1024, 2048, 4096, 8192}, prefill_quick[] = {1024, 4096};
     static const int64_t decode_full[] = {4096, 32768, 131072}, decode_quick[] = {4096, 131072};
+    static const int64_t prefill_bf16[] = {1024, 4096};
     const int64_t *prefill = cfg->quick ? prefill_quick : prefill_full;
     const int64_t *decode = cfg->quick ? decode_quick : decode_full;
     int n_prefill = cfg->quick ? 2 : 5, n_decode = cfg->quick ? 2 : 3;
@@ -210,11 +239,23 @@ static void plan_cases(const bench_config *cfg, case_list *cases) {
                 for (int64_t dim = cfg->quick ? 128 : 64; dim <= 128; dim *= 2)
                     for (int m = 0; m < 2; m++)
                         add_case(cases, (bench_section)section, prefill[l], prefill[l], 16, heads_kv, dim,
-                                 m ? MASK_CAUSAL : MASK_NONE);
-    for (int s = 0; s < n_decode; s++) add_case(cases, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT);
-    if (!cfg->quick) add_case(cases, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL);
+                                 m ? MASK_CAUSAL : MASK_NONE, ATTN_F32, ATTN_PRECISION_EXACT);
+    /* bfloat16 prefill, exact then fast, beside the float32 rows above
+     * (--quick: L=1024 only). */
+    for (int l = 0; l < (cfg->quick ? 1 : 2); l++)
+        for (int fast = 0; fast < 2; fast++)
+            for (int m = 0; m < 2; m++)
+                add_case(cases, SEC_PREFILL, prefill_bf16[l], prefill_bf16[l], 16, 16, 128, m ? MASK_CAUSAL : MASK_NONE,
+                         ATTN_BF16, fast ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT);
+    /* Each decode length with float32, float16 and bfloat16 K/V in a row,
+     * so that their ratio is taken under the same load. */
+    static const attn_dtype kv_dtypes[] = {ATTN_F32, ATTN_F16, ATTN_BF16};
+    for (int s = 0; s < n_decode; s++)
+        for (int t = 0; t < 3; t++)
+            add_case(cases, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT, kv_dtypes[t], ATTN_PRECISION_EXACT);
+    if (!cfg->quick) add_case(cases, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL, ATTN_F32, ATTN_PRECISION_EXACT);
     for (int64_t len = 100; len <= scaling_max; len *= 2)
-        add_case(cases, SEC_SCALING, len, len, 1, 1, 64, MASK_NONE);
+        add_case(cases, SEC_SCALING, len, len, 1, 1, 64, MASK_NONE, ATTN_F32, ATTN_PRECISION_EXACT);
 }
 
 /* True when name contains one of the comma-separated pieces of filter (or
@@ -252,6 +293,8 @@ typedef struct machine_limits {
     double peak_together, peak_one;   /* all threads at once; one thread    */
     double triad_gbps;                /* what %bw divides by                */
     double triad_together, triad_one;
+    double read_gbps;                 /* what a decode row's %bw divides by */
+    double read_together, read_one;
     const char *peak_isa;
     int threads;
 } machine_limits;
@@ -359,14 +402,15 @@ static attn_status run_backward(grad_buffers *g, const attn_tensor *q, const att
  * calls to fill cfg->target_seconds (within [min_runs, max_runs]).  Prints
  * the library's message on stderr when the call fails. */
 static void time_kernel(const bench_config *cfg, const bench_case *c, attn_kernel kernel,
-                        float *q_data, float *k_data, float *v_data, float *o_data,
+                        void *q_data, void *k_data, void *v_data, void *o_data,
                         bench_row *row) {
     *row = (bench_row){c, kernel, kernel_isa(kernel), kernel == ATTN_KERNEL_REF ? 1 : cfg->threads,
                        0, 0.0, 0, NAN, ROW_OK};
-    attn_tensor q = attn_tensor_4d(q_data, c->batch, c->len_q, c->heads_q, c->dim);
-    attn_tensor k = attn_tensor_4d(k_data, c->batch, c->len_kv, c->heads_kv, c->dim);
-    attn_tensor v = attn_tensor_4d(v_data, c->batch, c->len_kv, c->heads_kv, c->dim);
-    attn_tensor o = attn_tensor_4d(o_data, c->batch, c->len_q, c->heads_q, c->dim);
+    const attn_dtype q_dtype = case_q_dtype(c);
+    attn_tensor q = attn_tensor_view(q_data, q_dtype, c->batch, c->len_q, c->heads_q, c->dim);
+    attn_tensor k = attn_tensor_view(k_data, c->dtype, c->batch, c->len_kv, c->heads_kv, c->dim);
+    attn_tensor v = attn_tensor_view(v_data, c->dtype, c->batch, c->len_kv, c->heads_kv, c->dim);
+    attn_tensor o = attn_tensor_view(o_data, q_dtype, c->batch, c->len_q, c->heads_q, c->dim);
     attn_sdpa_options opt = case_options(c);
     opt.kernel = kernel;
     opt.threads = cfg->threads;
@@ -451,6 +495,9 @@ static attn_status measure_machine(const bench_config *cfg, bool with_triad, mac
     st = attn_measure_bandwidth(cfg->threads, 0, &m->triad_together);
     if (st == ATTN_OK) st = attn_measure_bandwidth(1, 0, &m->triad_one);
     m->triad_gbps = fmax(m->triad_together, m->triad_one);
+    if (st == ATTN_OK) st = attn_measure_read_bandwidth(cfg->threads, 0, &m->read_together);
+    if (st == ATTN_OK) st = attn_measure_read_bandwidth(1, 0, &m->read_one);
+    m->read_gbps = fmax(m->read_together, m->read_one);
     return st;
 }
 
@@ -515,7 +562,7 @@ static void print_csv_row(const bench_row *r, const machine_limits *m) {
     csv_number(row_gflops(r), "%.3f");
     csv_number(decode ? NAN : 100.0 * row_gflops(r) / m->peak_gflops, "%.2f");
     csv_number(decode ? row_gbps(r) : NAN, "%.3f");
-    csv_number(decode ? 100.0 * row_gbps(r) / m->triad_gbps : NAN, "%.2f");
+    csv_number(decode ? 100.0 * row_gbps(r) / m->read_gbps : NAN, "%.2f");
     csv_number(ok || r->status == ROW_SKIPPED ? (double)r->workspace : NAN, "%.0f");
     csv_number(r->peak_rss, "%.0f");
     csv_number(case_io_bytes(c), "%.0f");
@@ -541,6 +588,9 @@ static void print_csv_machine(const machine_limits *m) {
     print_csv_triad("triad", m->threads, m->triad_gbps, m->triad_gbps);
     print_csv_triad("triad_threads", m->threads, m->triad_together, m->triad_gbps);
     print_csv_triad("triad_1thread", 1, m->triad_one, m->triad_gbps);
+    print_csv_triad("read", m->threads, m->read_gbps, m->read_gbps);
+    print_csv_triad("read_threads", m->threads, m->read_together, m->read_gbps);
+    print_csv_triad("read_1thread", 1, m->read_one, m->read_gbps);
 }
 
 static void print_section_header(bench_section s) {
@@ -548,19 +598,20 @@ static void print_section_header(bench_section s) {
     case SEC_PREFILL:
     case SEC_BACKWARD:
         printf("\n%s: B=1 Hq=16, L=S; GFLOP/s count visible query-key pairs%s; %%peak of the FMA peak\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s\n",
+               "%-44s %-6s %-7s %3s %4s %11s %8s %6s %10s\n",
                s == SEC_BACKWARD ? "backward (attn_sdpa_backward: dq, dk, dv)" : "prefill",
                s == SEC_BACKWARD ? " x 2.5 forward FLOPs" : "", "name", "kernel", "isa", "thr", "runs",
                "median ms", "GFLOP/s", "%peak", "extra mem");
         break;
     case SEC_DECODE:
-        printf("\ndecode: B=1 L=1 Hq=16 Hkv=8 D=128, causal-lower-right; GB/s = bytes of q, k, v, out / time\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
+        printf("\ndecode: B=1 L=1 Hq=16 Hkv=8 D=128, causal-lower-right; GB/s = bytes of q, k, v, out / time;\n"
+               "%%bw of the read bandwidth\n"
+               "%-44s %-6s %-7s %3s %4s %11s %8s %6s %6s %10s\n", "name", "kernel", "isa", "thr", "runs",
                "median ms", "GFLOP/s", "GB/s", "%bw", "extra mem");
         break;
     case SEC_LONG:
         printf("\nlong: B=1 Hq=Hkv=1 D=128 causal, flash only; peak RSS of the process during the row\n"
-               "%-34s %-6s %-7s %3s %4s %11s %8s %6s %10s %10s %10s\n", "name", "kernel", "isa", "thr",
+               "%-44s %-6s %-7s %3s %4s %11s %8s %6s %10s %10s %10s\n", "name", "kernel", "isa", "thr",
                "runs", "median ms", "GFLOP/s", "%peak", "extra mem", "peak RSS", "in+out");
         break;
     case SEC_SCALING:
@@ -576,16 +627,16 @@ static void print_table_row(const bench_row *r, const machine_limits *m) {
     const bench_case *c = r->c;
     const char *kernel = r->kernel == ATTN_KERNEL_REF ? "ref" : "flash";
     if (r->status != ROW_OK) {
-        printf("%-34s %-6s %-7s %s\n", c->name, kernel, r->isa,
+        printf("%-44s %-6s %-7s %s\n", c->name, kernel, r->isa,
                r->status == ROW_UNAVAILABLE ? "unavailable (not in this build)" : "error (see message above)");
         return;
     }
     char ws[32];
     format_bytes((double)r->workspace, ws, sizeof ws);
-    printf("%-34s %-6s %-7s %3d %4d %11.3f %8.2f ", c->name, kernel, r->isa, r->threads, r->runs,
+    printf("%-44s %-6s %-7s %3d %4d %11.3f %8.2f ", c->name, kernel, r->isa, r->threads, r->runs,
            r->median_s * 1e3, row_gflops(r));
     if (c->section == SEC_DECODE) {
-        printf("%6.2f %5.1f%% %10s\n", row_gbps(r), 100.0 * row_gbps(r) / m->triad_gbps, ws);
+        printf("%6.2f %5.1f%% %10s\n", row_gbps(r), 100.0 * row_gbps(r) / m->read_gbps, ws);
     } else if (c->section == SEC_LONG) {
         char rss[32], io[32];
         format_bytes(r->peak_rss, rss, sizeof rss);
@@ -696,11 +747,13 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
         printf("attn bench (attn %s): %d threads, %s run; shapes as [B, L, H, D], fp32\n"
                "machine: FP32 FMA peak %.1f GFLOP/s (%s): %d threads at once %.1f, one thread %.1f\n"
                "         triad bandwidth %.1f GB/s: %d threads %.1f, one thread %.1f\n"
+               "         read bandwidth %.1f GB/s: %d threads %.1f, one thread %.1f\n"
                "         (%%peak and %%bw divide by the larger figure: see --help; peak = best 0.1 s\n"
-               "         window; triad over 3 x 256 MiB of doubles, best of 7, STREAM byte count)\n",
+               "         window; triad over 3 x 256 MiB of doubles, best of 7, STREAM byte count;\n"
+               "         read = a sum over 1 GiB, best of 7)\n",
                attn_version(), cfg.threads, cfg.quick ? "quick" : "full", m.peak_gflops, m.peak_isa,
                m.threads, m.peak_together, m.peak_one, m.triad_gbps, m.threads, m.triad_together,
-               m.triad_one);
+               m.triad_one, m.read_gbps, m.threads, m.read_together, m.read_one);
     }
     fflush(stdout);
 
@@ -710,20 +763,30 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
     for (int i = 0; i < n_cases; i++) {
         const bench_case *c = &cases[i];
         if (!name_matches(cfg.filter, c->name)) continue;
-        size_t q_count = (size_t)(c->batch * c->len_q * c->heads_q * c->dim);
-        size_t kv_count = (size_t)(c->batch * c->len_kv * c->heads_kv * c->dim);
-        float *q = malloc(q_count * sizeof(float)), *k = malloc(kv_count * sizeof(float)),
-              *v = malloc(kv_count * sizeof(float)), *o = calloc(q_count, sizeof(float));
-        if (!q || !k || !v || !o) {
+        /* The inputs, drawn in float32 and rounded to the case's dtypes
+         * (attn_array_convert: nearest even); out has room for float32. */
+        const int64_t q_shape[1] = {c->batch * c->len_q * c->heads_q * c->dim};
+        const int64_t kv_shape[1] = {c->batch * c->len_kv * c->heads_kv * c->dim};
+        attn_array qa = {0}, ka = {0}, va = {0};
+        float *o = calloc((size_t)q_shape[0], sizeof(float));
+        bool ready = o && attn_array_alloc(&qa, ATTN_F32, 1, q_shape) == ATTN_OK &&
+                     attn_array_alloc(&ka, ATTN_F32, 1, kv_shape) == ATTN_OK &&
+                     attn_array_alloc(&va, ATTN_F32, 1, kv_shape) == ATTN_OK;
+        if (ready) {
+            fill_uniform(qa.data, (size_t)q_shape[0], 1);
+            fill_uniform(ka.data, (size_t)kv_shape[0], 2);
+            fill_uniform(va.data, (size_t)kv_shape[0], 3);
+            ready = attn_array_convert(&qa, case_q_dtype(c)) == ATTN_OK && attn_array_convert(&ka, c->dtype) == ATTN_OK &&
+                    attn_array_convert(&va, c->dtype) == ATTN_OK;
+        }
+        if (!ready) {
             progress_clear(&prog);
             fprintf(stderr, "attn bench: %s: cannot allocate the inputs\n", c->name);
-            free(q), free(k), free(v), free(o);
+            attn_array_free(&qa), attn_array_free(&ka), attn_array_free(&va), free(o);
             rc = CLI_DATA_ERROR;
             continue;
         }
-        fill_uniform(q, q_count, 1);
-        fill_uniform(k, kv_count, 2);
-        fill_uniform(v, kv_count, 3);
+        void *q = qa.data, *k = ka.data, *v = va.data;
         const attn_kernel kernels[2] = {ATTN_KERNEL_REF, ATTN_KERNEL_FLASH};
         const bool wanted[2] = {cfg.run_ref, cfg.run_flash};
         for (int j = 0; j < 2; j++) {
@@ -736,7 +799,7 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
             if (row[j].status == ROW_ERROR) rc = CLI_DATA_ERROR;
             if (row[j].status == ROW_SKIPPED && c->section != SEC_LONG) skipped_ref++;
         }
-        free(q), free(k), free(v), free(o);
+        attn_array_free(&qa), attn_array_free(&ka), attn_array_free(&va), free(o);
 
         progress_clear(&prog);
         if (cfg.csv) {

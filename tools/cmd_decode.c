@@ -74,7 +74,8 @@ static void decode_help(FILE *out) {
     "  --rope              rotate the keys on append (RoPE, NEOX pairing, at their positions)\n"
     "                      and the queries likewise; the full call rotates all of q and k\n"
     "  --rope-theta T      RoPE's base (default 10000)\n"
-    "  --scale S, --threads N, --kernel auto|ref|flash, --allow-slow   as for attn sdpa\n"
+    "  --scale S, --threads N, --kernel auto|ref|flash, --precision exact|fast,\n"
+    "  --allow-slow        as for attn sdpa\n"
     "  --quiet             no line on stderr about the proof and what was written\n\n"
     "exit status: 0 when max |decoded - full| <= %g x max(1, max |full|), 1 when beyond it\n"
     "or on a data error, 2 on a usage error.\n\n"
@@ -329,7 +330,7 @@ int cmd_decode(int argc, char **argv) {
         goto cleanup;
     }
     if (path[F_O]) {
-        cli_output o = {path[F_O], qa.ndim, {0}, out};
+        cli_output o = {path[F_O], qa.ndim, {0}, out, ATTN_F32};
         const int64_t o_blhd[4] = {B, L, Hq, Dv};
         cli_qkv_file_shape(CLI_LAYOUT_BLHD, qa.ndim, o_blhd, o.shape);
         if (!cli_save_outputs("decode", &o, 1)) rc = CLI_DATA_ERROR;

@@ -211,9 +211,9 @@ int cmd_mha(int argc, char **argv) {
         }
     const int drop = xa.ndim == 3 ? 0 : 1; /* 2-D X: outputs drop the batch dimension */
     const int64_t w4[4] = {B, m->heads, L, S}, o3[3] = {B, L, m->d_out};
-    outputs[0] = (cli_output){path[F_O], 3 - drop, {0}, out};
-    outputs[1] = (cli_output){path[F_WEIGHTS], 4 - drop, {0}, weights};
-    outputs[2] = (cli_output){path[F_LSE], 3 - drop, {0}, lse};
+    outputs[0] = (cli_output){path[F_O], 3 - drop, {0}, out, ATTN_F32};
+    outputs[1] = (cli_output){path[F_WEIGHTS], 4 - drop, {0}, weights, ATTN_F32};
+    outputs[2] = (cli_output){path[F_LSE], 3 - drop, {0}, lse, ATTN_F32};
     memcpy(outputs[0].shape, o3 + drop, (size_t)(3 - drop) * sizeof(int64_t));
     memcpy(outputs[1].shape, w4 + drop, (size_t)(4 - drop) * sizeof(int64_t));
     memcpy(outputs[2].shape, w4 + drop, (size_t)(3 - drop) * sizeof(int64_t));

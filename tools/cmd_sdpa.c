@@ -12,13 +12,15 @@
  * [B, L, Hq, D] on reading and back on writing.
  * Gradients (--grad-out dO, shaped like o): dq like q, dk like k, dv like v,
  * and with --sinks, dsinks [Hq].
+ * q, k, v files of float16 or bfloat16 are handed to the kernels as stored
+ * (no float32 copy); --out-dtype chooses o's dtype (the kernels write it).
  */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV, F_DSINKS };
+enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV, F_DSINKS, F_OUT_DTYPE };
 
 static const cli_flag sdpa_flags[] = {
     {"-q", "Q.npy", F_Q, 0},           {"-k", "K.npy", F_K, 0},         {"-v", "V.npy", F_V, 0},
@@ -26,23 +28,31 @@ static const cli_flag sdpa_flags[] = {
     {"--lse", "LSE.npy", F_LSE, 0},    {"--grad-out", "DO.npy", F_DOUT, 0},
     {"--dq", "DQ.npy", F_DQ, 0},       {"--dk", "DK.npy", F_DK, 0},     {"--dv", "DV.npy", F_DV, 0},
     {"--dsinks", "DS.npy", F_DSINKS, 0},
+    {"--out-dtype", "f32|f16|bf16", F_OUT_DTYPE, 0},
     CLI_FLAGS_END};
 
 static void sdpa_help(FILE *out) {
     fprintf(out,
     "usage: attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy [--weights W.npy] [--lse LSE.npy]\n"
     "                 [--grad-out DO.npy [--dq DQ.npy] [--dk DK.npy] [--dv DV.npy] [--dsinks DS.npy]]\n"
-    "                 [--layout BLHD|BHLD] [mask, score stage and computation options] [--quiet]\n\n"
+    "                 [--out-dtype f32|f16|bf16] [--layout BLHD|BHLD]\n"
+    "                 [mask, score stage and computation options] [--quiet]\n\n"
     "Scaled dot-product attention: O = softmax(scale * Q K^T + bias, over visible keys) V.\n"
     "With --grad-out, also its backward pass: the gradients of a loss whose gradient with\n"
     "respect to O is DO.\n\n"
-    "inputs (float32; float64 and float16 are converted; NaN/Inf refused):\n"
+    "inputs (float32, float16 or bfloat16, any mix, used as stored: the kernels widen each\n"
+    "element to float32 and accumulate in float32; float64 is converted to float32; NaN/Inf\n"
+    "refused):\n"
     "  -q Q.npy   queries [L, D], [L, Hq, D] or [B, L, Hq, D]\n"
     "  -k K.npy   keys    [S, D], [S, Hkv, D] or [B, S, Hkv, D]   (Hq a multiple of Hkv: GQA)\n"
     "  -v V.npy   values  [S, Dv], [S, Hkv, Dv] or [B, S, Hkv, Dv] (Dv may differ from D)\n"
     "             (with --layout BHLD heads come before positions: [B, Hq, L, D] and so on)\n"
     "outputs (float32; written as a set: every file complete, or none touched):\n"
     "  -o O.npy          output [.., L, Hq, Dv], same rank (and layout) as Q\n"
+    "  --out-dtype f32|f16|bf16\n"
+    "                    dtype of O (default f32: the project's working type, and no\n"
+    "                    precision lost after the float32 accumulation; f16/bf16 round it\n"
+    "                    once to nearest even); weights, lse and gradients stay float32\n"
     "  --weights W.npy   attention weights [B, Hq, L, S]  (heads before positions)\n"
     "  --lse LSE.npy     log-sum-exp of each row's scores [B, Hq, L]\n"
     "  (for 2-D/3-D inputs the leading B/Hq dimensions are dropped likewise)\n"
@@ -81,6 +91,7 @@ static int load_dout(const char *path, cli_layout layout, attn_array *douta, att
 
 int cmd_sdpa(int argc, char **argv) {
     const char *path[F_DSINKS + 1] = {0};
+    attn_dtype out_dtype = ATTN_F32;
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     attn_array qa = {0}, ka = {0}, va = {0}, douta = {0};
     float *out = NULL, *weights = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dsinks = NULL;
@@ -93,7 +104,15 @@ int cmd_sdpa(int argc, char **argv) {
         if (id == CLI_ARGS_STOP) return args.status;
         int taken = cli_attention_take(&ao, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
-        if (!taken) path[id] = value; /* every flag of sdpa_flags names a file */
+        if (taken) continue;
+        if (id == F_OUT_DTYPE) {
+            if (strcmp(value, "f32") == 0) out_dtype = ATTN_F32;
+            else if (strcmp(value, "f16") == 0) out_dtype = ATTN_F16;
+            else if (strcmp(value, "bf16") == 0) out_dtype = ATTN_BF16;
+            else return cli_usage_error("sdpa", "--out-dtype expects f32, f16 or bf16, got '%s'", value);
+            continue;
+        }
+        path[id] = value; /* every other flag of sdpa_flags names a file */
     }
     const bool grads = path[F_DQ] || path[F_DK] || path[F_DV] || path[F_DSINKS], quiet = cli_args_given(&args, CLI_ID_QUIET);
     if (!path[F_Q] || !path[F_K] || !path[F_V] || (!path[F_O] && !grads))
@@ -112,9 +131,9 @@ int cmd_sdpa(int argc, char **argv) {
     if (cli_check_paths("sdpa", inputs, 9, output_paths, 7)) return CLI_USAGE_ERROR;
 
     attn_tensor q, k, v, dot;
-    if (cli_load_qkv("sdpa", "-q", path[F_Q], ao.layout, &qa, &q) ||
-        cli_load_qkv("sdpa", "-k", path[F_K], ao.layout, &ka, &k) ||
-        cli_load_qkv("sdpa", "-v", path[F_V], ao.layout, &va, &v)) {
+    if (cli_load_qkv_stored("sdpa", "-q", path[F_Q], ao.layout, &qa, &q) ||
+        cli_load_qkv_stored("sdpa", "-k", path[F_K], ao.layout, &ka, &k) ||
+        cli_load_qkv_stored("sdpa", "-v", path[F_V], ao.layout, &va, &v)) {
         rc = CLI_DATA_ERROR;
         goto cleanup;
     }
@@ -142,7 +161,7 @@ int cmd_sdpa(int argc, char **argv) {
         goto cleanup;
     }
     const double start = cli_seconds();
-    attn_tensor o = attn_tensor_4d(out, B, L, Hq, Dv);
+    attn_tensor o = attn_tensor_view(out, out_dtype, B, L, Hq, Dv);
     attn_status st = attn_sdpa_forward(&q, &k, &v, &ao.opt, &o, weights, lse);
     if (st == ATTN_OK && grads) {
         attn_tensor dqt = attn_tensor_4d(dq, B, L, Hq, q.shape[3]);
@@ -167,15 +186,16 @@ int cmd_sdpa(int argc, char **argv) {
     /* Outputs mirror the rank (and layout) of their inputs: o and dq of q,
      * dk of k, dv of v; weights and lse drop the leading dims q leaves out. */
     const int drop = 4 - qa.ndim;
-    cli_output outputs[7] = {{path[F_O], qa.ndim, {0}, out},    {path[F_WEIGHTS], qa.ndim, {0}, weights},
-                             {path[F_LSE], qa.ndim - 1, {0}, lse}, {path[F_DQ], qa.ndim, {0}, dq},
-                             {path[F_DK], ka.ndim, {0}, dk},     {path[F_DV], va.ndim, {0}, dv},
-                             {path[F_DSINKS], 1, {Hq}, dsinks}};
+    cli_output outputs[7] = {{path[F_O], qa.ndim, {0}, out, out_dtype},
+                             {path[F_WEIGHTS], qa.ndim, {0}, weights, ATTN_F32},
+                             {path[F_LSE], qa.ndim - 1, {0}, lse, ATTN_F32}, {path[F_DQ], qa.ndim, {0}, dq, ATTN_F32},
+                             {path[F_DK], ka.ndim, {0}, dk, ATTN_F32},     {path[F_DV], va.ndim, {0}, dv, ATTN_F32},
+                             {path[F_DSINKS], 1, {Hq}, dsinks, ATTN_F32}};
     const attn_tensor *like[6] = {&o, NULL, NULL, &q, &k, &v};
     for (int n = 0; n < 6; n++) {
         if (!like[n]) continue;
         cli_qkv_file_shape(ao.layout, outputs[n].ndim, like[n]->shape, outputs[n].shape);
-        if (!cli_qkv_to_layout("sdpa", ao.layout, (float *)outputs[n].data, like[n]->shape)) {
+        if (!cli_qkv_to_layout_of("sdpa", ao.layout, (void *)outputs[n].data, outputs[n].dtype, like[n]->shape)) {
             rc = CLI_DATA_ERROR;
             goto cleanup;
         }

@@ -234,14 +234,14 @@ static int write_outputs(const char *dir, const char *o_path, const attn_trace *
         for (int h = 0; h < ATTN_HOOK_COUNT; h++) {
             attn_hook_tensor view;
             if (attn_trace_get(t, (attn_hook)h, &view)) continue; /* bare attention: no result / attn_out */
-            outputs[n] = (cli_output){names[h], view.ndim, {0}, view.data};
+            outputs[n] = (cli_output){names[h], view.ndim, {0}, view.data, ATTN_F32};
             memcpy(outputs[n].shape, view.shape, sizeof view.shape);
             n++;
         }
     }
     const int hooks = n;
     if (o_path) {
-        outputs[n] = (cli_output){o_path, out_ndim, {0}, out_data};
+        outputs[n] = (cli_output){o_path, out_ndim, {0}, out_data, ATTN_F32};
         memcpy(outputs[n].shape, out_shape, sizeof(int64_t) * (size_t)out_ndim);
         n++;
     }

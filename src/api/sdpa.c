@@ -145,8 +145,7 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "out is NULL");
     if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA))) return st;
     const attn_kernel kernel = forward_kernel(&p);
-    if ((st = attn__problem_require_f32(&p, out, kernel_name(kernel))) ||
-        (st = attn__workspace_acquire(&w, &p.opt, forward_workspace_size(&p, kernel),
+    if ((st = attn__workspace_acquire(&w, &p.opt, forward_workspace_size(&p, kernel),
                                       "attn_sdpa_workspace_size")))
         return st;
     st = kernel == ATTN_KERNEL_FLASH ? attn__flash_forward(&p, w.aligned, out, weights, lse)
@@ -160,9 +159,7 @@ attn_status attn_sdpa_scores(const attn_tensor *q, const attn_tensor *k,
     sdpa_problem p;
     attn_status st;
     if (!scores) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "scores is NULL");
-    if ((st = attn__problem_init(&p, q, k, NULL, NULL, opt, PROBLEM_WITH_DATA)) ||
-        (st = attn__problem_require_f32(&p, NULL, "ref")))
-        return st;
+    if ((st = attn__problem_init(&p, q, k, NULL, NULL, opt, PROBLEM_WITH_DATA))) return st;
     return attn__ref_scores(&p, scores);
 }
 
@@ -207,14 +204,6 @@ attn_status attn_sdpa_backward_grads(const attn_tensor *q, const attn_tensor *k,
         (dv && (st = attn__tensor_check_shape(dv, "dv", v->shape, "v"))))
         return st;
     const attn_kernel kernel = backward_kernel(&p);
-    const char *name = kernel_name(kernel);
-    const attn_tensor *f32[4] = {dout, dq, dk, dv};
-    static const char *const f32_names[4] = {"dout", "dq", "dk", "dv"};
-    if ((st = attn__problem_require_f32(&p, out, name))) return st;
-    for (int t = 0; t < 4; t++)
-        if (f32[t] && f32[t]->dtype != ATTN_F32)
-            return attn__fail(ATTN_ERR_UNSUPPORTED, "the %s backward computes float32 tensors only, and %s holds %s",
-                              name, f32_names[t], attn_dtype_name(f32[t]->dtype));
     if (!dq && !dk && !dv && !grads.dsinks) return ATTN_OK;
 
     workspace w;

@@ -233,6 +233,9 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
     if (o->threads < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "threads must be >= 0 (0 = default), got %d",
                          o->threads);
+    if (o->precision != ATTN_PRECISION_EXACT && o->precision != ATTN_PRECISION_FAST)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "precision must be exact or fast, got %d",
+                         (int)o->precision);
     if (o->workspace_size > 0 && !o->workspace)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "workspace_size is %zu but workspace is NULL",
                          o->workspace_size);

@@ -11,6 +11,7 @@
 #define ATTN_BASE_PROBLEM_H
 
 #include "base/base.h"
+#include "base/dtype.h"
 
 /* Everything a kernel needs about one call. */
 typedef struct sdpa_problem {
@@ -70,6 +71,41 @@ static inline attn_status problem_check_v_like_k(const attn_tensor *k, const att
 /* Pointer to row (b, position, head) of a float32 tensor. */
 static inline float *problem_row(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
     return (float *)t->data + b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];
+}
+
+/* ---- tensors of any dtype (ATTN_F32, ATTN_F16, ATTN_BF16) ----
+ * Half-precision tensors are storage only: every kernel computes in float
+ * (or double, the reference) and converts at the tile boundary.  These are
+ * the scalar conversions, for the reference and the rare exact paths; the
+ * flash loop nests convert whole rows with the ISA's widen / narrow
+ * (src/flash/ukernels.h). */
+
+/* Bytes of one element of t (4 or 2). */
+static inline int64_t problem_elem_bytes(const attn_tensor *t) {
+    return t->dtype == ATTN_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t);
+}
+
+/* Row (b, position, head) of a tensor of any dtype, as bytes. */
+static inline void *problem_row_any(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
+    const int64_t at = b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];
+    return (char *)t->data + at * problem_elem_bytes(t);
+}
+
+/* Element d of a row of dtype `dtype`, exactly (every half is a float). */
+static inline float problem_get(attn_dtype dtype, const void *row, int64_t d) {
+    if (dtype == ATTN_F16) return dtype_f16_to_f32(((const uint16_t *)row)[d]);
+    if (dtype == ATTN_BF16) return dtype_bf16_to_f32(((const uint16_t *)row)[d]);
+    return ((const float *)row)[d];
+}
+
+/* Element d of a row of dtype `dtype` = x rounded once to nearest even. */
+static inline void problem_set(attn_dtype dtype, void *row, int64_t d, double x) {
+    if (dtype == ATTN_F16)
+        ((uint16_t *)row)[d] = dtype_f64_to_f16(x);
+    else if (dtype == ATTN_BF16)
+        ((uint16_t *)row)[d] = dtype_f64_to_bf16(x);
+    else
+        ((float *)row)[d] = (float)x;
 }
 
 /* The gradients of one backward call, validated against the problem (each

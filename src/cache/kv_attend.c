@@ -72,16 +72,18 @@
  * one sequence may use: 32 MiB. */
 #define ATTEND_PARTIAL_BUDGET ((int64_t)4 << 20)
 
-/* ------------------------------------------------- the interim for halves
- * attn_sdpa_forward computes float32 tensors only for now; half-precision
- * kernels are being written.  Until they land, a piece of a float16 or
- * bfloat16 cache is converted to float32 scratch before its call (the
- * half piece read, its float32 copy written and read again, in cache).
- * When they land this returns false and the views pass the
- * cache's dtype straight through.  Measured (docs/cache.md): bfloat16
- * about as fast as a float32 cache, float16 about 3x slower (the scalar
- * float16 conversion). */
-static bool cache_needs_f32_views(attn_dtype dtype) { return dtype != ATTN_F32; }
+/* ---------------------------------------------------------------- halves
+ * The kernels read float16 and bfloat16 K/V in place (docs/kernels.md,
+ * half-precision storage), so a piece of a half cache is passed as a view
+ * of the cache's dtype, like a float32 one.  Until they did, this returned
+ * dtype != ATTN_F32 and every half piece was widened into float32 scratch
+ * first (bfloat16 then ran about as fast as a float32 cache, float16 about
+ * 3x slower).  Gathered pieces (short blocks copied together) are still
+ * widened as they are copied. */
+static bool cache_needs_f32_views(attn_dtype dtype) {
+    (void)dtype;
+    return false;
+}
 
 /* n contiguous elements of the cache's dtype to float32: a copy, or the
  * exact widening of a half type. */

@@ -143,10 +143,11 @@ static void make_plan(const sdpa_problem *p, plan *pl) {
     int64_t wave = partial_budget / (pl->chunks * pl->partial_floats * (int64_t)sizeof(float));
     pl->wave_units = wave < 1 ? 1 : wave > pl->units ? pl->units : wave;
 
-    /* Per thread: KG sets of the Kp, Kt, Vt, dK and dV tiles, and S and dP
-     * (and the soft-cap's derivative, when capped). */
+    /* Per thread: KG sets of the Kp, Kt, Vt, dK and dV tiles, S and dP (and
+     * the soft-cap's derivative, when capped), and one row of out or dq in
+     * float (widened out, or dq before narrowing). */
     pl->scratch_floats = KG * (BC * pl->dp + pl->dp * BC + pl->dvp * BC + BC * pl->dp + BC * pl->dvp) +
-                         (logits_softcapped(p) ? 3 : 2) * BR * BC;
+                         (logits_softcapped(p) ? 3 : 2) * BR * BC + (pl->dp > pl->dvp ? pl->dp : pl->dvp);
     /* 2.5 times the forward's FLOPs (DESIGN.md §5), on the tiles' widths */
     const double flops = 5.0 * (double)(p->batch * p->heads_q) * (double)p->len_q *
                          (double)p->len_kv * (double)(pl->dp + pl->dvp);
@@ -198,6 +199,7 @@ typedef struct packed {
 typedef struct tiles {
     float *kp[KG], *kt[KG], *vt[KG], *dk[KG], *dv[KG]; /* per key tile of a group */
     float *s, *dp;                                     /* per pair              */
+    float *row;                                        /* max(Dp, Dvp) floats   */
     float *dcap;                                       /* per pair, when capped */
 } tiles;
 
@@ -213,18 +215,19 @@ static tiles carve(float *scratch, const plan *pl) {
     }
     t.s = at, at += BR * BC;
     t.dp = at, at += BR * BC;
+    t.row = at, at += pl->dp > pl->dvp ? pl->dp : pl->dvp; /* multiples of 16 floats */
     t.dcap = at; /* inside the scratch only when capped */
     return t;
 }
 
 /* rows x width of tensor t at (b, first position, head), zero-padded to
- * BR (or BC) rows of ld floats. */
-static void pack_rows(const attn_tensor *t, int64_t b, int64_t pos0, int64_t rows, int64_t head,
-                      int64_t width, float *dst, int64_t total_rows, int64_t ld) {
+ * BR (or BC) rows of ld floats; a half tensor is widened as it is packed. */
+static void pack_rows(const ukernel_table *kern, const attn_tensor *t, int64_t b, int64_t pos0, int64_t rows,
+                      int64_t head, int64_t width, float *dst, int64_t total_rows, int64_t ld) {
     for (int64_t r = 0; r < total_rows; r++) {
         float *d = dst + r * ld;
         if (r < rows) {
-            memcpy(d, problem_row(t, b, pos0 + r, head), sizeof(float) * (size_t)width);
+            kern->widen(problem_row_any(t, b, pos0 + r, head), t->dtype, d, width);
             memset(d + width, 0, sizeof(float) * (size_t)(ld - width));
         } else {
             memset(d, 0, sizeof(float) * (size_t)ld);
@@ -394,12 +397,13 @@ static void repair_elements(const sdpa_problem *p, const sdpa_backward_args *a, 
                 *p_ij = *ds_ij = 0.0f;
                 continue;
             }
-            const float *dout_i = problem_row(a->dout, b, i, h), *out_i = problem_row(a->out, b, i, h);
-            const float *v_j = problem_row(&p->v, b, key, g);
+            const void *dout_i = problem_row_any(a->dout, b, i, h), *out_i = problem_row_any(a->out, b, i, h);
+            const void *v_j = problem_row_any(&p->v, b, key, g);
             double dp = 0.0, di = 0.0;
             for (int64_t d = 0; d < p->dim_v; d++) {
-                dp += (double)dout_i[d] * (double)v_j[d];
-                di += (double)dout_i[d] * (double)out_i[d];
+                const double dout_d = (double)problem_get(a->dout->dtype, dout_i, d);
+                dp += dout_d * (double)problem_get(p->v.dtype, v_j, d);
+                di += dout_d * (double)problem_get(a->out->dtype, out_i, d);
             }
             const double p_d = exp(attn__ref_score(p, b, h, i, key) - (double)a->lse[(b * p->heads_q + h) * p->len_q + i]);
             *p_ij = (float)p_d;
@@ -432,8 +436,8 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
         const int n_group = (int)(jt_end - group0 < KG ? jt_end - group0 : KG);
         for (int kk = 0; kk < n_group; kk++) {
             const int64_t j0 = (group0 + kk) * BC, nj = S - j0 < BC ? S - j0 : BC;
-            pack_rows(&p->k, b, j0, nj, g, p->dim, t.kp[kk], BC, dp);
-            pack_rows(&p->v, b, j0, nj, g, p->dim_v, t.dv[kk], BC, dvp); /* t.dv as a staging area */
+            pack_rows(kern, &p->k, b, j0, nj, g, p->dim, t.kp[kk], BC, dp);
+            pack_rows(kern, &p->v, b, j0, nj, g, p->dim_v, t.dv[kk], BC, dvp); /* t.dv as a staging area */
             zero_nonfinite_rows(kern, t.kp[kk], dp, nj, p->dim);
             zero_nonfinite_rows(kern, t.dv[kk], dvp, nj, p->dim_v);
             transpose_tile(t.kp[kk], dp, dp, t.kt[kk]);
@@ -489,11 +493,11 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
             const int64_t j0 = (group0 + kk) * BC, nj = S - j0 < BC ? S - j0 : BC;
             for (int64_t j = 0; j < nj; j++) {
                 if (a->dk) {
-                    float *dk_row = problem_row(a->dk, b, j0 + j, g);
-                    for (int64_t d = 0; d < p->dim; d++) dk_row[d] = p->scale * t.dk[kk][j * dp + d];
+                    float *dk_j = t.dk[kk] + j * dp; /* scaled in place, then stored in dk's dtype */
+                    for (int64_t d = 0; d < p->dim; d++) dk_j[d] *= p->scale;
+                    kern->narrow(dk_j, a->dk->dtype, problem_row_any(a->dk, b, j0 + j, g), p->dim);
                 }
-                if (a->dv)
-                    memcpy(problem_row(a->dv, b, j0 + j, g), t.dv[kk] + j * dvp, sizeof(float) * (size_t)p->dim_v);
+                if (a->dv) kern->narrow(t.dv[kk] + j * dvp, a->dv->dtype, problem_row_any(a->dv, b, j0 + j, g), p->dim_v);
             }
         }
     }
@@ -538,15 +542,17 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
 #endif
         for (int64_t bh = 0; bh < p->batch * p->heads_q; bh++) {
             const int64_t b = bh / p->heads_q, h = bh % p->heads_q;
-            pack_rows(&p->q, b, 0, L, h, p->dim, pk.qp + bh * pl.lp * pl.dp, pl.lp, pl.dp);
-            pack_rows(a->dout, b, 0, L, h, p->dim_v, pk.dop + bh * pl.lp * pl.dvp, pl.lp, pl.dvp);
+            pack_rows(kern, &p->q, b, 0, L, h, p->dim, pk.qp + bh * pl.lp * pl.dp, pl.lp, pl.dp);
+            pack_rows(kern, a->dout, b, 0, L, h, p->dim_v, pk.dop + bh * pl.lp * pl.dvp, pl.lp, pl.dvp);
             for (int64_t i = 0; i < pl.lp; i++) {
                 float *nl = pk.nl + bh * pl.lp + i, *di = pk.di + bh * pl.lp + i;
                 const float lse = i < L ? a->lse[bh * L + i] : -INFINITY;
                 *nl = lse == -INFINITY ? -INFINITY : (float)(-(double)lse * LOG2E);
                 *di = 0.0f;
                 if (i >= L) continue;
-                const float *o_row = problem_row(a->out, b, i, h), *do_row = problem_row(a->dout, b, i, h);
+                /* out widened into the thread's row; dout's row is the packed one */
+                const float *o_row = t.row, *do_row = pk.dop + (bh * pl.lp + i) * pl.dvp;
+                kern->widen(problem_row_any(a->out, b, i, h), a->out->dtype, t.row, p->dim_v);
                 for (int64_t d = 0; d < p->dim_v; d++) *di = fmaf(do_row[d], o_row[d], *di);
                 pk.exact[bh * L + i] = lse != -INFINITY && row_needs_exact(p, kern, lse, *di, pk.qp + (bh * pl.lp + i) * pl.dp,
                                                                           pk.dop + (bh * pl.lp + i) * pl.dvp, o_row);
@@ -600,13 +606,13 @@ attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const s
                 const int64_t w = row / (G * L), hh = row / L % G, i = row % L, unit = wave0 + w;
                 const int64_t b = unit / p->heads_kv, h = unit % p->heads_kv * G + hh;
                 const float *first = partials + (w * pl.chunks * G + hh) * pl.lp * pl.dp + i * pl.dp;
-                float *dq_row = problem_row(a->dq, b, i, h);
                 for (int64_t d = 0; d < p->dim; d++) {
                     float sum = first[d];
                     for (int64_t chunk = 1; chunk < pl.chunks; chunk++)
                         sum += first[chunk * G * pl.lp * pl.dp + d];
-                    dq_row[d] = p->scale * sum;
+                    t.row[d] = p->scale * sum;
                 }
+                kern->narrow(t.row, a->dq->dtype, problem_row_any(a->dq, b, i, h), p->dim);
             }
         }
 

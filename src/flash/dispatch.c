@@ -70,8 +70,12 @@ static void complete_tables(void) {
         FILL(qk_rows);
         FILL(softmax_rows);
         FILL(pv_rows);
+        FILL(qk_rows_half);
+        FILL(pv_rows_half);
         FILL(probs_rows);
         FILL(all_finite);
+        FILL(widen);
+        FILL(narrow);
         FILL(gemm);
         FILL(p_ds);
 #undef FILL

@@ -107,7 +107,7 @@ typedef struct flash_plan {
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
-    size_t off_exact, off_ones, off_row_acc;
+    size_t off_exact, off_ones, off_row_acc, off_out_row;
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -185,8 +185,12 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_exact = reserve(&cursor, ceil_div(rows, sizeof(float)));
     pl->off_ones = reserve(&cursor, rows);
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
+    pl->off_out_row = reserve(&cursor, p->dim_v);
     pl->thread_floats = cursor;
-    pl->partial_floats = pl->chunks > 1 ? (size_t)(rows * (p->dim_v + 3)) : 0;
+    /* Whole 64-byte blocks, so that every partial and the thread scratch
+     * after them stay aligned (an odd count once put the flash_row array
+     * of the scratch 4 bytes off its alignment: UBSan, tests/flash/test_half). */
+    pl->partial_floats = pl->chunks > 1 ? (size_t)round_up(rows * (p->dim_v + 3), FLASH_ALIGN / (int64_t)sizeof(float)) : 0;
 
     const double flops = 2.0 * (double)p->batch * (double)p->heads_q * (double)p->len_q *
                          (double)p->len_kv * (double)(p->dim + p->dim_v);
@@ -215,6 +219,7 @@ typedef struct flash_ctx {
     flash_row *row;
     uint8_t *exact;                     /* per row: recompute it exactly      */
     double *row_acc;                    /* Dv: the exact path's accumulator   */
+    float *out_row;                     /* Dv: a row of out before narrowing  */
     bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
@@ -239,6 +244,7 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->ones = scratch + pl->off_ones;
     for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
+    c->out_row = scratch + pl->off_out_row;
     c->careful = false;
 }
 
@@ -299,22 +305,25 @@ static void pack_queries(flash_ctx *c) {
     const float factor = (float)((double)p->scale * LOG2E);
     if (pl->rows_path) {
         for (int64_t r = 0; r < pl->rows; r++) {
-            const float *q_row = problem_row(&p->q, c->b, c->row[r].i, c->row[r].h);
             float *qp_r = c->qp + r * pl->ldq;
-            for (int64_t d = 0; d < p->dim; d++) qp_r[d] = q_row[d] * factor;
+            pl->kern->widen(problem_row_any(&p->q, c->b, c->row[r].i, c->row[r].h), p->q.dtype, qp_r, p->dim);
+            for (int64_t d = 0; d < p->dim; d++) qp_r[d] *= factor;
         }
         return;
     }
     enum { WIDTHS = 16 };
-    const int64_t br = pl->sub_rows;
+    const int64_t br = pl->sub_rows, q_bytes = problem_elem_bytes(&p->q);
+    float q_part[WIDTHS];
     for (int64_t st = 0; st < pl->subtiles; st++) {
         float *qp_sub = c->qp + st * p->dim * br;
         for (int64_t d0 = 0; d0 < p->dim; d0 += WIDTHS) {
             int64_t n = p->dim - d0 < WIDTHS ? p->dim - d0 : WIDTHS;
             for (int64_t r = 0; r < br; r++) {
                 const flash_row *row = &c->row[st * br + r];
-                const float *q_row = row->valid ? problem_row(&p->q, c->b, row->i, row->h) + d0 : NULL;
-                for (int64_t e = 0; e < n; e++) qp_sub[(d0 + e) * br + r] = q_row ? q_row[e] * factor : 0.0f;
+                if (row->valid)
+                    pl->kern->widen((const char *)problem_row_any(&p->q, c->b, row->i, row->h) + d0 * q_bytes,
+                                    p->q.dtype, q_part, n);
+                for (int64_t e = 0; e < n; e++) qp_sub[(d0 + e) * br + r] = row->valid ? q_part[e] * factor : 0.0f;
             }
         }
     }
@@ -363,15 +372,15 @@ static void check_scores(flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, i
     }
 }
 
-/* Copies rows [0, n) of width floats from src (ld_src apart) to dst (ld_dst
- * apart), then zeroes rows [n, padded). */
-static void copy_rows(float *restrict dst, int64_t ld_dst, const float *restrict src,
-                      int64_t ld_src, int n, int padded, int64_t width) {
+/* Copies rows [t0, t0 + n) of kv head `head` of t (K or V, any dtype:
+ * widened to float as they are copied) to dst, ld_dst floats apart, then
+ * zeroes rows [n, padded). */
+static void copy_rows(const flash_ctx *c, float *restrict dst, int64_t ld_dst, const attn_tensor *t,
+                      int64_t t0, int64_t head, int n, int padded, int64_t width) {
     for (int j = 0; j < padded; j++) {
         float *restrict d = dst + j * ld_dst;
-        const float *restrict s = src + j * ld_src;
         if (j < n)
-            for (int64_t e = 0; e < width; e++) d[e] = s[e];
+            c->pl->kern->widen(problem_row_any(t, c->b, t0 + j, head), t->dtype, d, width);
         else
             for (int64_t e = 0; e < width; e++) d[e] = 0.0f;
     }
@@ -379,9 +388,47 @@ static void copy_rows(float *restrict dst, int64_t ld_dst, const float *restrict
 
 /* Copies keys [t0, t0 + nk) into c->kt, zero-padded to a whole key block. */
 static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
+    copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, (int)round_up(nk, c->pl->kern->key_block),
+              c->p->dim);
+}
+
+/* The rows kernels read K and V in place, whatever their dtype: a half
+ * tensor goes to the _half kernels, which widen in registers (a decode
+ * step then reads half the bytes, once).  rows_pv: pv_rows on the values
+ * of keys [key, key + nk) and `heads` kv heads from `head`. */
+static void rows_pv(const flash_ctx *c, const float *s, int heads, int per_head, int nk, int64_t key,
+                    int64_t head, const float *alpha, float *o, const flash_prefetch *pf) {
     const sdpa_problem *p = c->p;
-    copy_rows(c->kt, c->pl->ldk, problem_row(&p->k, c->b, t0, c->kv_head), p->k.stride[1], nk,
-              (int)round_up(nk, c->pl->kern->key_block), p->dim);
+    const ukernel_table *kern = c->pl->kern;
+    const void *v = problem_row_any(&p->v, c->b, key, head);
+    if (p->v.dtype == ATTN_F32)
+        kern->pv_rows(s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2], p->dim_v, alpha, o,
+                      p->dim_v, pf);
+    else
+        kern->pv_rows_half(p->v.dtype, s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2],
+                           p->dim_v, alpha, o, p->dim_v, pf);
+}
+
+/* Whether the value row of key `key`, kv head `head` is finite (a half row
+ * is widened into c->out_row first: rare, the careful path only). */
+static bool value_row_finite(flash_ctx *c, int64_t key, int64_t head) {
+    const sdpa_problem *p = c->p;
+    const void *v = problem_row_any(&p->v, c->b, key, head);
+    if (p->v.dtype == ATTN_F32) return c->pl->kern->all_finite(v, p->dim_v, 1, p->dim_v);
+    c->pl->kern->widen(v, p->v.dtype, c->out_row, p->dim_v);
+    return c->pl->kern->all_finite(c->out_row, p->dim_v, 1, p->dim_v);
+}
+
+/* A prefetch of rows [t0, t0 + rows) of `heads` kv heads of t from kv head
+ * `head`, in the float units of flash_prefetch: a half tensor's strides
+ * and width are halved (the lines requested are the same). */
+static flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *t, int64_t t0, int64_t head,
+                                  int heads, int64_t width, int rows) {
+    const int64_t per_float = (int64_t)sizeof(float) / problem_elem_bytes(t);
+    flash_prefetch pf = {NULL, t->stride[1] / per_float, t->stride[2] / per_float, ceil_div(width, per_float),
+                         heads, rows > 0 ? rows : 0};
+    if (rows > 0) pf.base = problem_row_any(t, c->b, t0, head);
+    return pf;
 }
 
 /* The cap of logit soft-capping in the base-2 units of the scores. */
@@ -406,9 +453,13 @@ static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const f
 static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
-    pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim,
-                      problem_row(&p->k, c->b, t0, c->kv_head), p->k.stride[1], p->k.stride[2], nk,
-                      c->s, pl->tile_keys, pf);
+    const void *k = problem_row_any(&p->k, c->b, t0, c->kv_head);
+    if (p->k.dtype == ATTN_F32)
+        pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
+                          p->k.stride[2], nk, c->s, pl->tile_keys, pf);
+    else
+        pl->kern->qk_rows_half(p->k.dtype, c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k,
+                               p->k.stride[1], p->k.stride[2], nk, c->s, pl->tile_keys, pf);
     if (check) check_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
     if (logits_softcapped(p))
         for (int64_t r = 0; r < pl->rows; r++) pl->kern->softcap_n(c->s + r * pl->tile_keys, nk, softcap_base2(p));
@@ -442,31 +493,26 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
  * (the very operations of a run), and the rows of a non-finite head that
  * see the key are marked for the exact path.  pf: the prefetch of the
  * first run. */
-static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const float *v_rows,
-                                const flash_prefetch *pf) {
-    const sdpa_problem *p = c->p;
+static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf) {
     const flash_plan *pl = c->pl;
-    const ukernel_table *kern = pl->kern;
     const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
-    const int64_t lds = pl->tile_keys, ldv = p->v.stride[1], ldh = p->v.stride[2], dim_v = p->dim_v;
+    const int64_t lds = pl->tile_keys, dim_v = c->p->dim_v;
     const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
     const float *alpha = c->alpha;
     int run0 = 0;
     for (int j = 0; j <= nk; j++) {
         bool finite = true;
-        for (int h = 0; j < nk && h < heads && finite; h++)
-            finite = kern->all_finite(v_rows + j * ldv + h * ldh, ldh, 1, dim_v);
+        for (int h = 0; j < nk && h < heads && finite; h++) finite = value_row_finite(c, t0 + j, c->kv_head + h);
         if (j < nk && finite) continue;
-        kern->pv_rows(c->s + run0, lds, heads, per_head, j - run0, v_rows + run0 * ldv, ldv, ldh, dim_v,
-                      alpha, c->o, dim_v, run0 == 0 ? pf : &no_prefetch);
+        rows_pv(c, c->s + run0, heads, per_head, j - run0, t0 + run0, c->kv_head, alpha, c->o,
+                run0 == 0 ? pf : &no_prefetch);
         alpha = c->ones; /* the first run applied the rescaling */
         if (j == nk) break;
         for (int h = 0; h < heads; h++) {
-            const float *v_jh = v_rows + j * ldv + h * ldh;
             const int r0 = h * per_head;
-            if (kern->all_finite(v_jh, ldh, 1, dim_v)) {
-                kern->pv_rows(c->s + r0 * lds + j, lds, 1, per_head, 1, v_jh, ldv, ldh, dim_v, c->ones,
-                              c->o + r0 * dim_v, dim_v, &no_prefetch);
+            if (value_row_finite(c, t0 + j, c->kv_head + h)) {
+                rows_pv(c, c->s + r0 * lds + j, 1, per_head, 1, t0 + j, c->kv_head + h, c->ones, c->o + r0 * dim_v,
+                        &no_prefetch);
                 continue;
             }
             for (int r = r0; r < r0 + per_head; r++)
@@ -483,26 +529,23 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     const ukernel_table *kern = pl->kern;
-    const float *v_rows = problem_row(&p->v, c->b, t0, c->kv_head);
     if (pl->rows_path) {
         /* The scores pass prefetches this block's values, the values pass
          * the next block's keys: each pass finds its rows in L2. */
         int heads = (int)pl->unit_kv_heads;
-        flash_prefetch pf_v = {v_rows, p->v.stride[1], p->v.stride[2], p->dim_v, heads, nk};
+        flash_prefetch pf_v = prefetch_of(c, &p->v, t0, c->kv_head, heads, p->dim_v, nk);
         int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
-        flash_prefetch pf_k = {NULL, p->k.stride[1], p->k.stride[2], p->dim, heads, (int)next};
-        if (next > 0) pf_k.base = problem_row(&p->k, c->b, t0 + nk, c->kv_head);
+        flash_prefetch pf_k = prefetch_of(c, &p->k, t0 + nk, c->kv_head, heads, p->dim, (int)next);
         rows_scores(c, t0, nk, &pf_v, true);
         kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
         if (c->careful)
-            rows_values_careful(c, t0, nk, v_rows, &pf_k);
+            rows_values_careful(c, t0, nk, &pf_k);
         else
-            kern->pv_rows(c->s, pl->tile_keys, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, v_rows,
-                          p->v.stride[1], p->v.stride[2], p->dim_v, c->alpha, c->o, p->dim_v, &pf_k);
+            rows_pv(c, c->s, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, t0, c->kv_head, c->alpha, c->o, &pf_k);
         return;
     }
     copy_keys(c, t0, nk);
-    copy_rows(c->vt, pl->ldv, v_rows, p->v.stride[1], nk, nk, p->dim_v);
+    copy_rows(c, c->vt, pl->ldv, &p->v, t0, c->kv_head, nk, nk, p->dim_v);
 
     /* Keys past a subtile's range are hidden from all its rows: the
      * subtile skips them, and the whole tile when it lies outside. */
@@ -518,14 +561,9 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
     for (int64_t st = 0; st < pl->subtiles; st++) {
         if (!nk_sub[st]) continue;
         int rows = (int)(next - first < share ? next - first : share);
-        flash_prefetch pf_k = {NULL, p->k.stride[1], 0, p->dim, 1, 0};
-        flash_prefetch pf_v = {NULL, p->v.stride[1], 0, p->dim_v, 1, 0};
-        if (rows > 0) {
-            pf_k.base = problem_row(&p->k, c->b, t0 + nk + first, c->kv_head);
-            pf_v.base = problem_row(&p->v, c->b, t0 + nk + first, c->kv_head);
-            pf_k.rows = pf_v.rows = rows;
-            first += rows;
-        }
+        flash_prefetch pf_k = prefetch_of(c, &p->k, t0 + nk + first, c->kv_head, 1, p->dim, rows);
+        flash_prefetch pf_v = prefetch_of(c, &p->v, t0 + nk + first, c->kv_head, 1, p->dim_v, rows);
+        if (rows > 0) first += rows;
         float *m = c->m + st * pl->sub_rows, *l = c->l + st * pl->sub_rows;
         float *alpha = c->alpha + st * pl->sub_rows;
         subtile_scores(c, st, t0, nk_sub[st], &pf_k, true);
@@ -636,10 +674,13 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
         }
         const float row_lse = row_normaliser(c, r, &c->inv_l[r]);
         if (state_untrusted(c, r)) c->exact[r] = 1;
-        float *out_row = problem_row(out, c->b, row->i, row->h);
+        /* A half out gets its row rounded once, from the float result. */
+        void *out_at = problem_row_any(out, c->b, row->i, row->h);
+        float *out_row = out->dtype == ATTN_F32 ? out_at : c->out_row;
         const float *acc = acc_at(c, r, 0);
         const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
         for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = acc[d * step] * c->inv_l[r];
+        if (out->dtype != ATTN_F32) pl->kern->narrow(out_row, out->dtype, out_at, p->dim_v);
         if (lse) lse[(c->b * p->heads_q + row->h) * p->len_q + row->i] = row_lse;
     }
     if (weights) unit_weights(c, weights);
@@ -647,7 +688,7 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
         const flash_row *row = &c->row[r];
         if (!row->valid || !c->exact[r]) continue;
         const int64_t at = (c->b * p->heads_q + row->h) * p->len_q + row->i;
-        attn__ref_forward_row(p, c->b, row->h, row->i, NULL, c->row_acc, problem_row(out, c->b, row->i, row->h),
+        attn__ref_forward_row(p, c->b, row->h, row->i, NULL, c->row_acc, out,
                               weights ? weights_row(c, weights, r) : NULL, lse ? lse + at : NULL);
     }
 }

@@ -155,12 +155,35 @@ typedef struct ukernel_table {
     void (*pv_rows)(const float *s, int64_t lds, int heads, int rows_per_head, int nk,
                     const float *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
                     float *o, int64_t ldo, const flash_prefetch *pf);
+    /* qk_rows and pv_rows on K or V stored as kv_dtype (ATTN_F16 or
+     * ATTN_BF16), read in place and widened in registers; strides ldk,
+     * ldv, ldh in elements; the same operations, in the same order, as the
+     * float kernels on the widened values (so the same bits). */
+    void (*qk_rows_half)(attn_dtype kv_dtype, const float *qp, int64_t ldq, int heads, int rows_per_head,
+                         int64_t dim, const uint16_t *k, int64_t ldk, int64_t ldh, int nk, float *s,
+                         int64_t lds, const flash_prefetch *pf);
+    void (*pv_rows_half)(attn_dtype kv_dtype, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
+                         const uint16_t *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
+                         float *o, int64_t ldo, const flash_prefetch *pf);
     /* w[r][j] = exp2(s[r][j] − m[r]) · inv_l[r] for j < nk (m[r] = -inf: 0);
      * w may alias s. */
     void (*probs_rows)(const float *s, int64_t lds, int rows, int nk, const float *m,
                        const float *inv_l, float *w, int64_t ldw);
 
     /* ------------------------------------------------ both directions */
+
+    /* Half-precision storage (docs/kernels.md, "Half-precision storage"):
+     * the loop nests convert every row they copy or pack, and every row of
+     * K/V the rows kernels read, with these; the arithmetic stays fp32.
+     * src / dst hold n elements of dtype (ATTN_F32, ATTN_F16, ATTN_BF16),
+     * no alignment required.
+     * widen:  dst[e] = src[e] as a float, exactly (every half is a float; a
+ *         signalling NaN may come out quiet, as F16C's vcvtph2ps makes it).
+     * narrow: dst[e] = src[e] rounded to nearest, ties to even, by the
+     *         rules of base/dtype.h (overflow gives infinity, NaN stays a
+     *         quiet NaN): bit for bit what dtype_f32_to_f16 / _bf16 give. */
+    void (*widen)(const void *src, attn_dtype dtype, float *dst, int64_t n);
+    void (*narrow)(const float *src, attn_dtype dtype, void *dst, int64_t n);
 
     /* True when x[r·ld + j] is finite (neither NaN nor ±Inf) for every
      * r < rows, j < n; reads nothing else.  The loop nests call it on a

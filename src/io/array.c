@@ -106,15 +106,16 @@ attn_status attn_array_convert(attn_array *a, attn_dtype to) {
     if (a->dtype == to) return ATTN_OK;
 
     bool from_float = dtype_is_float(a->dtype);
-    bool supported = (to == ATTN_F32 && from_float) ||
+    const bool to_half = to == ATTN_F16 || to == ATTN_BF16;
+    bool supported = ((to == ATTN_F32 || to_half) && from_float) ||
                      ((to == ATTN_I64 || to == ATTN_BOOL) && dtype_is_integer(a->dtype));
     if (!supported)
         return attn__fail(ATTN_ERR_UNSUPPORTED, "cannot convert %s to %s: %s",
                          attn_dtype_name(a->dtype), attn_dtype_name(to),
-                         to == ATTN_F32 ? "a floating-point array (float16/32/64, bfloat16) was expected"
+                         to == ATTN_F32 || to_half ? "a floating-point array (float16/32/64, bfloat16) was expected"
                          : to == ATTN_I64 || to == ATTN_BOOL
                              ? "an integer or bool array was expected"
-                             : "the conversion targets are float32, int64 and bool");
+                             : "the conversion targets are float32, float16, bfloat16, int64 and bool");
 
     /* Checked although the source already holds count elements: a target
      * element may be wider than a source element. */
@@ -140,6 +141,17 @@ attn_status attn_array_convert(attn_array *a, attn_dtype to) {
             for (int64_t i = 0; i < n; i++) dst[i] = dtype_bf16_to_f32(((const uint16_t *)a->data)[i]);
         else
             for (int64_t i = 0; i < n; i++) dst[i] = dtype_f16_to_f32(((const uint16_t *)a->data)[i]);
+    } else if (to_half) {
+        /* Each value rounded once to nearest even (base/dtype.h), from
+         * its exact double. */
+        uint16_t *dst = converted;
+        for (int64_t i = 0; i < n; i++) {
+            const double x = a->dtype == ATTN_F64   ? ((const double *)a->data)[i]
+                             : a->dtype == ATTN_F32 ? (double)((const float *)a->data)[i]
+                             : a->dtype == ATTN_BF16 ? (double)dtype_bf16_to_f32(((const uint16_t *)a->data)[i])
+                                                     : (double)dtype_f16_to_f32(((const uint16_t *)a->data)[i]);
+            dst[i] = to == ATTN_F16 ? dtype_f64_to_f16(x) : dtype_f64_to_bf16(x);
+        }
     } else if (to == ATTN_I64) {
         int64_t *dst = converted;
         for (int64_t i = 0; i < n; i++) {

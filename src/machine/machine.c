@@ -1,8 +1,9 @@
 /*
  * machine.c — this machine's physical limits, measured rather than assumed
  * (DESIGN.md §5): the FP32 fused multiply-add peak of the cores and the
- * memory bandwidth of a STREAM-style triad.  `attn bench` reports every
- * kernel as a fraction of these two numbers, measured in the same run.
+ * memory bandwidth of a STREAM-style triad, and the read-only bandwidth a
+ * decode step can reach.  `attn bench` reports every kernel as a fraction
+ * of these numbers, measured in the same run.
  *
  * The peak loop is a micro-kernel of each instruction set
  * (src/isa/templates/peak.h says why it is written as it is: twelve chains
@@ -28,6 +29,9 @@
 #include "base/threads.h"
 #include "flash/ukernels.h"
 
+#ifdef ATTN_HAVE_OPENMP
+#include <omp.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +45,9 @@
  * it) and passes (the first is a warm-up). */
 #define ATTN_TRIAD_DEFAULT_BYTES ((size_t)3 << 28)
 enum { ATTN_TRIAD_REPEATS = 8 };
+/* The read probe's default buffer, and its passes (the first a warm-up). */
+#define ATTN_READ_DEFAULT_BYTES ((size_t)1 << 30)
+enum { ATTN_READ_REPEATS = 8 };
 
 static double now_seconds(void) {
     struct timespec t;
@@ -169,5 +176,76 @@ cleanup:
     free(a);
     free(b);
     free(c);
+    return status;
+}
+
+/* The sum of words [begin, end) of x: eight independent sums, one word of
+ * each cache line apiece, so that the adds never wait on each other and the
+ * loads are the only limit; integer adds, which the compiler may reorder
+ * and vectorise freely (a float sum in order would be latency-bound). */
+static uint64_t sum_words(const uint64_t *x, int64_t begin, int64_t end) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    for (int64_t i = begin; i < end; i += 8) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+        s4 += x[i + 4];
+        s5 += x[i + 5];
+        s6 += x[i + 6];
+        s7 += x[i + 7];
+    }
+    return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+}
+
+attn_status attn_measure_read_bandwidth(int threads, size_t bytes, double *gbytes_per_s) {
+    if (!gbytes_per_s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "gbytes_per_s is NULL");
+    if (threads < 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "threads is %d; expected 0 (default) or more", threads);
+    if (bytes == 0) bytes = ATTN_READ_DEFAULT_BYTES;
+    const size_t lines = bytes / 64; /* whole cache lines of 8 words */
+    if (lines < 4096)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "bytes is %zu; the read probe needs at least %zu",
+                          bytes, (size_t)4096 * 64);
+    const int nthreads = attn__threads_requested(threads);
+#ifndef ATTN_HAVE_OPENMP
+    (void)nthreads;
+#endif
+    const int64_t words = (int64_t)lines * 8;
+    uint64_t *x = malloc((size_t)words * sizeof(uint64_t));
+    if (!x) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for the read probe", bytes);
+    /* First touch with the schedule of the passes: each thread's share sits
+     * on its own memory node. */
+#ifdef ATTN_HAVE_OPENMP
+#pragma omp parallel for schedule(static) num_threads(nthreads)
+#endif
+    for (int64_t line = 0; line < (int64_t)lines; line++)
+        for (int w = 0; w < 8; w++) x[line * 8 + w] = 1;
+    double best = INFINITY;
+    uint64_t total = 0;
+    for (int rep = 0; rep < ATTN_READ_REPEATS; rep++) {
+        uint64_t sum = 0;
+        double t0 = now_seconds();
+#ifdef ATTN_HAVE_OPENMP
+#pragma omp parallel num_threads(nthreads) reduction(+ : sum)
+        {
+            const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
+            const int64_t share = ((int64_t)lines + n - 1) / n;
+            const int64_t first = t * share, last = first + share < (int64_t)lines ? first + share : (int64_t)lines;
+            if (first < last) sum += sum_words(x, first * 8, last * 8);
+        }
+#else
+        sum = sum_words(x, 0, words);
+#endif
+        double t = now_seconds() - t0;
+        total = sum;
+        if (rep > 0 && t < best) best = t; /* pass 0 is the warm-up */
+    }
+    attn_status status = ATTN_OK;
+    /* The sums are checked so that the passes cannot be optimised away. */
+    if (total != (uint64_t)words || !(best > 0.0))
+        status = attn__fail(ATTN_ERR_INTERNAL, "the read probe produced a wrong sum or no time");
+    else
+        *gbytes_per_s = (double)words * sizeof(uint64_t) / best * 1e-9;
+    free(x);
     return status;
 }

@@ -24,12 +24,13 @@ attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tenso
 attn_status attn__ref_scores(const sdpa_problem *p, float *scores);
 
 /* The forward of one query row (b, h, i), in double, by every rule of
- * docs/semantics.md: writes out_row [Dv], and weights_row [S] and *lse when
+ * docs/semantics.md: writes row (b, i, h) of out [Dv] (in out's dtype,
+ * rounded once), and weights_row [S] and *lse when
  * they are not NULL.  scores: room for S doubles, or NULL to recompute the
  * scores in each pass over the keys (the fast kernels' exact path, whose
  * memory must not grow with S); acc: Dv doubles.  The same bits either way. */
 void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores,
-                           double *acc, float *out_row, float *weights_row, float *lse);
+                           double *acc, attn_tensor *out, float *weights_row, float *lse);
 
 /* softcap(scale · q_i·k_j) + bias_ij + ALiBi (logits.h) in double, for a
  * key j that row (b, h, i) sees: the reference's score, for the fast

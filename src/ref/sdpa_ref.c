@@ -12,6 +12,9 @@
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
  *               dout like out, dq like q, dk like k, dv like v
+ * Every tensor may hold float32, float16 or bfloat16 (any mix): each element
+ * is converted exactly to double when read (problem_get), each output
+ * rounded once to its tensor's dtype (problem_set, nearest even).
  *   forward workspace (doubles):  scores [S]  acc [Dv]
  *   backward workspace (doubles): p_row [S]  dp_row [S]  dq_row [D]
  *                                 dk_bg [S, D]  dv_bg [S, Dv]
@@ -51,12 +54,12 @@ typedef struct ref_row {
     const sdpa_problem *p;
     int64_t b, h, i, kv_head, begin, end;
     double alibi_slope; /* of head h; 0 without ALiBi */
-    const float *q_bih;
+    const void *q_bih;  /* of q's dtype */
     double *scores; /* [S]: the visible keys' scores once computed, or NULL: recomputed */
 } ref_row;
 
 static ref_row row_at(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores) {
-    ref_row r = {p, b, h, i, h / p->group, 0, 0, attn__logits_alibi_slope(p, h), problem_row(&p->q, b, i, h),
+    ref_row r = {p, b, h, i, h / p->group, 0, 0, attn__logits_alibi_slope(p, h), problem_row_any(&p->q, b, i, h),
                  scores};
     attn__visibility_key_range(p, b, i, &r.begin, &r.end);
     return r;
@@ -69,9 +72,10 @@ static bool row_sees(const ref_row *r, int64_t j) {
 /* scale * q_i.k_j: the raw logit, before the score stage of logits.h. */
 static double raw_score(const ref_row *r, int64_t j) {
     const sdpa_problem *p = r->p;
-    const float *k_bjg = problem_row(&p->k, r->b, j, r->kv_head);
+    const void *k_bjg = problem_row_any(&p->k, r->b, j, r->kv_head);
     double dot = 0.0;
-    for (int64_t d = 0; d < p->dim; d++) dot += (double)r->q_bih[d] * (double)k_bjg[d];
+    for (int64_t d = 0; d < p->dim; d++)
+        dot += (double)problem_get(p->q.dtype, r->q_bih, d) * (double)problem_get(p->k.dtype, k_bjg, d);
     return (double)p->scale * dot;
 }
 
@@ -139,15 +143,16 @@ static double row_sum_of(const ref_row *r, double shift) {
 }
 
 void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i, double *scores,
-                           double *acc, float *out_row, float *weights_row, float *lse) {
+                           double *acc, attn_tensor *out, float *weights_row, float *lse) {
     ref_row r = row_at(p, b, h, i, scores);
+    void *out_row = problem_row_any(out, b, i, h);
     const row_max m = row_max_of(&r);
     if (!m.any || m.nonfinite) {
         /* A row that sees no key reads nothing: output 0, weights 0, lse
          * the sink's (-inf without one), never NaN.  A poisoned row says so
          * in every output. */
         const float fill = m.any ? NAN : 0.0f;
-        for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = fill;
+        for (int64_t d = 0; d < p->dim_v; d++) problem_set(out->dtype, out_row, d, fill);
         if (weights_row)
             for (int64_t j = 0; j < p->len_kv; j++) weights_row[j] = row_sees(&r, j) ? NAN : 0.0f;
         if (lse) *lse = m.any ? NAN : (float)logits_sink(p, h);
@@ -158,10 +163,10 @@ void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t 
     for (int64_t j = 0; j < p->len_kv; j++) {
         if (!row_sees(&r, j)) continue;
         const double e = exp(row_score(&r, j) - shift); /* the unnormalised weight */
-        const float *v_bjg = problem_row(&p->v, b, j, r.kv_head);
-        for (int64_t d = 0; d < p->dim_v; d++) acc[d] += e * (double)v_bjg[d];
+        const void *v_bjg = problem_row_any(&p->v, b, j, r.kv_head);
+        for (int64_t d = 0; d < p->dim_v; d++) acc[d] += e * (double)problem_get(p->v.dtype, v_bjg, d);
     }
-    for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = (float)(acc[d] / sum);
+    for (int64_t d = 0; d < p->dim_v; d++) problem_set(out->dtype, out_row, d, acc[d] / sum);
     if (weights_row)
         for (int64_t j = 0; j < p->len_kv; j++)
             weights_row[j] = row_sees(&r, j) ? (float)(exp(row_score(&r, j) - shift) / sum) : 0.0f;
@@ -183,7 +188,7 @@ attn_status attn__ref_forward(const sdpa_problem *p, void *workspace, attn_tenso
         for (int64_t h = 0; h < p->heads_q; h++)
             for (int64_t i = 0; i < p->len_q; i++) {
                 const int64_t row_index = (b * p->heads_q + h) * p->len_q + i;
-                attn__ref_forward_row(p, b, h, i, scores, acc, problem_row(out, b, i, h),
+                attn__ref_forward_row(p, b, h, i, scores, acc, out,
                                       weights ? weights + row_index * p->len_kv : NULL,
                                       lse ? lse + row_index : NULL);
                 progress_add(&meter, 1, true); /* one thread: the caller's */
@@ -223,9 +228,10 @@ size_t attn__ref_backward_workspace_size(const sdpa_problem *p) {
  * A row that sees no key contributes nothing and gets dq = 0; a poisoned
  * row (a non-finite visible score) has NaN weights, which reach dq and the
  * dk, dv of the keys it sees. */
-static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
-                         const float *dout_bih, double *scratch, double *dk_bg, double *dv_bg,
-                         float *dq_bih, double *dsink) {
+static void backward_row(const sdpa_problem *p, const sdpa_backward_args *a, int64_t b, int64_t h,
+                         int64_t i, double *scratch, double *dk_bg, double *dv_bg, double *dsink) {
+    const attn_dtype dout_dtype = a->dout->dtype;
+    const void *dout_bih = problem_row_any(a->dout, b, i, h);
     const int64_t S = p->len_kv, D = p->dim, Dv = p->dim_v;
     double *p_row = scratch, *dp_row = p_row + S, *dq_row = dp_row + S;
     ref_row r = row_at(p, b, h, i, p_row);
@@ -239,11 +245,12 @@ static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
         for (int64_t j = 0; j < S; j++) {
             if (!row_sees(&r, j)) continue;
             const double p_ij = m.nonfinite ? NAN : exp(p_row[j] - shift) / sum;
-            const float *v_bjg = problem_row(&p->v, b, j, r.kv_head);
+            const void *v_bjg = problem_row_any(&p->v, b, j, r.kv_head);
             double dot = 0.0;
             for (int64_t d = 0; d < Dv; d++) {
-                dot += (double)dout_bih[d] * (double)v_bjg[d];
-                dv_bg[j * Dv + d] += p_ij * (double)dout_bih[d];
+                const double dout_d = (double)problem_get(dout_dtype, dout_bih, d);
+                dot += dout_d * (double)problem_get(p->v.dtype, v_bjg, d);
+                dv_bg[j * Dv + d] += p_ij * dout_d;
             }
             p_row[j] = p_ij; /* the score is not needed any more */
             dp_row[j] = dot;
@@ -259,15 +266,17 @@ static void backward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,
             if (!row_sees(&r, j)) continue;
             const double slope = logits_softcapped(p) ? logits_softcap_slope(p, raw_score(&r, j)) : 1.0;
             const double ds = (double)p->scale * p_row[j] * (dp_row[j] - row_dot) * slope;
-            const float *k_bjg = problem_row(&p->k, b, j, r.kv_head);
+            const void *k_bjg = problem_row_any(&p->k, b, j, r.kv_head);
             for (int64_t d = 0; d < D; d++) {
-                dq_row[d] += ds * (double)k_bjg[d];
-                dk_bg[j * D + d] += ds * (double)r.q_bih[d];
+                dq_row[d] += ds * (double)problem_get(p->k.dtype, k_bjg, d);
+                dk_bg[j * D + d] += ds * (double)problem_get(p->q.dtype, r.q_bih, d);
             }
         }
     }
-    if (dq_bih)
-        for (int64_t d = 0; d < D; d++) dq_bih[d] = (float)dq_row[d];
+    if (a->dq) {
+        void *dq_bih = problem_row_any(a->dq, b, i, h);
+        for (int64_t d = 0; d < D; d++) problem_set(a->dq->dtype, dq_bih, d, dq_row[d]);
+    }
 }
 
 void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *workspace,
@@ -278,26 +287,25 @@ void attn__ref_backward_unit(const sdpa_problem *p, int64_t b, int64_t g, void *
     double *dk_bg = row_scratch + 2 * S + D, *dv_bg = dk_bg + S * D;
     /* dk and dv of kv head g sum over the query heads of its group. */
     for (int64_t j = 0; j < S; j++) {
-        const float *dk_bjg = only && a->dk ? problem_row(a->dk, b, j, g) : NULL;
-        const float *dv_bjg = only && a->dv ? problem_row(a->dv, b, j, g) : NULL;
-        for (int64_t d = 0; d < D; d++) dk_bg[j * D + d] = dk_bjg ? (double)dk_bjg[d] : 0.0;
-        for (int64_t d = 0; d < Dv; d++) dv_bg[j * Dv + d] = dv_bjg ? (double)dv_bjg[d] : 0.0;
+        const void *dk_bjg = only && a->dk ? problem_row_any(a->dk, b, j, g) : NULL;
+        const void *dv_bjg = only && a->dv ? problem_row_any(a->dv, b, j, g) : NULL;
+        for (int64_t d = 0; d < D; d++) dk_bg[j * D + d] = dk_bjg ? (double)problem_get(a->dk->dtype, dk_bjg, d) : 0.0;
+        for (int64_t d = 0; d < Dv; d++) dv_bg[j * Dv + d] = dv_bjg ? (double)problem_get(a->dv->dtype, dv_bjg, d) : 0.0;
     }
     for (int64_t h = g * p->group; h < (g + 1) * p->group; h++)
         for (int64_t i = 0; i < L; i++) {
             if (only && !only[(h - g * p->group) * L + i]) continue;
-            backward_row(p, b, h, i, problem_row(a->dout, b, i, h), row_scratch, dk_bg, dv_bg,
-                         a->dq ? problem_row(a->dq, b, i, h) : NULL, dsinks ? dsinks + h : NULL);
+            backward_row(p, a, b, h, i, row_scratch, dk_bg, dv_bg, dsinks ? dsinks + h : NULL);
             if (meter) progress_add(meter, 1, true);
         }
     for (int64_t j = 0; j < S; j++) {
         if (a->dk) {
-            float *dk_bjg = problem_row(a->dk, b, j, g);
-            for (int64_t d = 0; d < D; d++) dk_bjg[d] = (float)dk_bg[j * D + d];
+            void *dk_bjg = problem_row_any(a->dk, b, j, g);
+            for (int64_t d = 0; d < D; d++) problem_set(a->dk->dtype, dk_bjg, d, dk_bg[j * D + d]);
         }
         if (a->dv) {
-            float *dv_bjg = problem_row(a->dv, b, j, g);
-            for (int64_t d = 0; d < Dv; d++) dv_bjg[d] = (float)dv_bg[j * Dv + d];
+            void *dv_bjg = problem_row_any(a->dv, b, j, g);
+            for (int64_t d = 0; d < Dv; d++) problem_set(a->dv->dtype, dv_bjg, d, dv_bg[j * Dv + d]);
         }
     }
 }

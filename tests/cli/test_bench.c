@@ -44,6 +44,11 @@ static void bandwidth_is_positive_and_finite(void **state) {
     double gbps = -1.0;
     assert_int_equal(attn_measure_bandwidth(1, (size_t)3 << 20, &gbps), ATTN_OK);
     assert_true(isfinite(gbps) && gbps > 0.0);
+    for (int threads = 0; threads <= 2; threads++) {
+        gbps = -1.0;
+        assert_int_equal(attn_measure_read_bandwidth(threads, (size_t)4 << 20, &gbps), ATTN_OK);
+        assert_true(isfinite(gbps) && gbps > 0.0);
+    }
     assert_true(attn_thread_count(3) == 3);
     assert_true(attn_thread_count(0) >= 1);
 }
@@ -59,6 +64,11 @@ static void machine_limits_refuse_bad_arguments(void **state) {
     assert_non_null(strstr(attn_last_error(), "threads"));
     assert_int_equal(attn_measure_bandwidth(1, 0, NULL), ATTN_ERR_INVALID_ARGUMENT);
     assert_int_equal(attn_measure_bandwidth(1, 100, &x), ATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "bytes"));
+    assert_int_equal(attn_measure_read_bandwidth(1, 0, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(attn_measure_read_bandwidth(-1, 0, &x), ATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "threads"));
+    assert_int_equal(attn_measure_read_bandwidth(1, 1000, &x), ATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attn_last_error(), "bytes"));
 }
 
@@ -101,13 +111,20 @@ static void csv_rows_are_well_formed(void **state) {
         assert_string_equal(f[4], one ? "1" : "2");
         if (strcmp(f[0], "machine") == 0) {
             machine_rows++;
-            const char *value = strncmp(f[1], "triad", 5) == 0 ? f[16] : f[14];
+            const char *value = strncmp(f[1], "triad", 5) == 0 || strncmp(f[1], "read", 4) == 0 ? f[16] : f[14];
             assert_true(is_number(value) && atof(value) > 0.0);
             continue;
         }
-        /* Only the filtered row, for each kernel. */
+        /* Only the filtered rows (K/V in float32, float16, bfloat16), for
+         * each kernel, the float32 one first; io_bytes counts each tensor
+         * in its dtype. */
         assert_string_equal(f[0], "decode");
-        assert_string_equal(f[1], "decode S=4096");
+        static const char *const names[3] = {"decode S=4096", "decode S=4096 kv=f16", "decode S=4096 kv=bf16"};
+        static const double kv_bytes[3] = {4, 2, 2};
+        const int t = decode_rows / 2;
+        assert_string_equal(f[1], names[t]);
+        const double io = 2.0 * 16 * 128 * 4 + 2.0 * 4096 * 8 * 128 * kv_bytes[t];
+        assert_float_equal(atof(f[20]), io, 0.5);
         assert_string_equal(f[7], "4096");
         assert_string_equal(f[11], "causal-lower-right");
         decode_rows++;
@@ -121,9 +138,9 @@ static void csv_rows_are_well_formed(void **state) {
             assert_true(strcmp(f[21], "unavailable") == 0 || strcmp(f[21], "skipped") == 0);
         }
     }
-    /* fma_peak and triad with their _threads and _1thread parts, fma_peak_end */
-    assert_int_equal(machine_rows, 7);
-    assert_int_equal(decode_rows, 2);
+    /* fma_peak, triad and read with their _threads and _1thread parts, fma_peak_end */
+    assert_int_equal(machine_rows, 10);
+    assert_int_equal(decode_rows, 6);
     free(out);
 }
 
@@ -165,17 +182,20 @@ static void kernel_choice_and_help(void **state) {
 }
 
 /* The rows a plan holds, counted from the sections --help documents:
- * prefill and backward each L x Hkv x D x {full, causal}; decode per S; the
- * long row in the full plan only; scaling n = 100, 200, ... up to its last n;
- * the cache rows (S = 4096, and 32768 in the full plan, then the batch). */
+ * prefill and backward each L x Hkv x D x {full, causal}; the bfloat16
+ * prefill rows L x {exact, fast} x {full, causal}; decode per S x {f32,
+ * f16, bf16}; the long row in the full plan only; scaling n = 100, 200,
+ * ... up to its last n; the cache rows (S = 4096, and 32768 in the full
+ * plan, then the batch). */
 static int documented_rows(bool quick) {
     const int prefill = quick ? 2 * 2 + 1 * 2    /* L=1024: Hkv 16, 8; L=4096: Hkv 16; D=128 */
                               : 5 * 2 * 2 * 2;   /* L=512..8192, Hkv 16 and 8, D 64 and 128 */
-    const int decode = quick ? 2 : 3, longs = quick ? 0 : 1;
+    const int prefill_bf16 = (quick ? 1 : 2) * 2 * 2;
+    const int decode = (quick ? 2 : 3) * 3, longs = quick ? 0 : 1;
     int scaling = 0;
     for (int n = 100; n <= (quick ? 3200 : 12800); n *= 2) scaling++;
     const int cache = quick ? 4 + 3 : 2 * 4 + 3; /* per S: sdpa, contiguous, paged x 2; the batch x 3 */
-    return 2 * prefill + decode + longs + scaling + cache;
+    return 2 * prefill + prefill_bf16 + decode + longs + scaling + cache;
 }
 
 /* Counts the lines of text. */
@@ -203,8 +223,9 @@ static void full_plan_and_filters(void **state) {
         const char *filter;
         int rows;
     } filters[] = {
-        {"prefill L=512 ", 8}, {"backward L=8192 Hkv=8", 4}, {"decode", 3}, {"long", 1},
-        {"scaling n=12800", 1}, {"causal", 41}, {"decode S=131072,scaling n=100", 2},
+        {"prefill L=512 ", 8}, {"backward L=8192 Hkv=8", 4}, {"decode", 9}, {"long", 1},
+        {"scaling n=12800", 1}, {"causal", 45}, {"decode S=131072,scaling n=100", 4},
+        {"kv=bf16", 3}, {"bf16 fast", 4},
     };
     for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++) {
         assert_int_equal(test_run_cli(&out, "bench --list --filter '%s'", filters[f].filter), 0);

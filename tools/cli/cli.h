@@ -72,6 +72,10 @@ void cli_set_message_stream(FILE *f);
  * returns false on any problem. */
 bool cli_load_f32(const char *cmd, const char *flag, const char *path, bool allow_neg_inf,
                   attn_array *out);
+/* The same, but float16 and bfloat16 arrays are kept as stored (the
+ * kernels compute on them directly); other floats become float32. */
+bool cli_load_float(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, bool keep_half,
+                    attn_array *out);
 /* Loads any integer/bool array converted to dtype (ATTN_I64 or ATTN_BOOL). */
 bool cli_load_ints(const char *cmd, const char *flag, const char *path, attn_dtype dtype,
                    attn_array *out);
@@ -107,7 +111,7 @@ const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
 enum {
     CLI_ID_CAUSAL = CLI_SHARED_IDS, CLI_ID_CAUSAL_LOWER_RIGHT, CLI_ID_ALIGN, CLI_ID_WINDOW,
     CLI_ID_KEY_LENGTHS, CLI_ID_MASK, CLI_ID_BIAS,
-    CLI_ID_SCALE, CLI_ID_KERNEL, CLI_ID_THREADS, CLI_ID_ALLOW_SLOW,
+    CLI_ID_SCALE, CLI_ID_KERNEL, CLI_ID_THREADS, CLI_ID_ALLOW_SLOW, CLI_ID_PRECISION,
     CLI_ID_LAYOUT,
     CLI_ID_QUIET,
     CLI_ID_SOFTCAP, CLI_ID_SINKS, CLI_ID_ALIBI, CLI_ID_ALIBI_SLOPES,
@@ -154,6 +158,10 @@ bool cli_attention_given(const cli_args *a);
  * [B, P, H, W] tensor viewing a->data, which holds it in that order (a's
  * shape stays the file's, for messages and for the outputs).  Returns
  * CLI_OK or CLI_DATA_ERROR (printed). */
+int cli_load_qkv_stored(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
+                        attn_tensor *t);
+/* cli_load_qkv_stored keeps a float16 or bfloat16 file as stored (the
+ * tensor carries its dtype); cli_load_qkv makes every file float32. */
 int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
                  attn_tensor *t);
 /* Warns when q and k, read as BLHD, look like PyTorch's BHLD (more heads
@@ -167,6 +175,8 @@ void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int6
  * and back.  Return false (printed) when out of memory. */
 bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]);
 bool cli_qkv_from_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]);
+/* cli_qkv_to_layout for data of any tensor dtype. */
+bool cli_qkv_to_layout_of(const char *cmd, cli_layout layout, void *data, attn_dtype dtype, const int64_t blhd[4]);
 /* The position axis of a q/k/v file of this rank (2..4) in the layout, -1
  * for another rank. */
 int cli_qkv_position_axis(cli_layout layout, int rank);
@@ -206,7 +216,8 @@ typedef struct cli_output {
     const char *path;
     int ndim;
     int64_t shape[4];
-    const float *data;
+    const void *data;
+    attn_dtype dtype; /* of data: ATTN_F32 (0, the default), ATTN_F16 or ATTN_BF16 */
 } cli_output;
 bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count);
 /* "attn CMD: wrote O.npy [3, 2], W.npy [3, 3] (how)" on stderr — stderr, so

@@ -30,6 +30,7 @@ const cli_flag cli_compute_flags[] = {
     {"--kernel", "auto|ref|flash", CLI_ID_KERNEL, 0},
     {"--threads", "N", CLI_ID_THREADS, 0},
     {"--allow-slow", NULL, CLI_ID_ALLOW_SLOW, 0},
+    {"--precision", "exact|fast", CLI_ID_PRECISION, 0},
     CLI_FLAGS_END};
 
 const cli_flag cli_layout_flags[] = {{"--layout", "BLHD|BHLD", CLI_ID_LAYOUT, 0}, CLI_FLAGS_END};
@@ -78,7 +79,11 @@ const char cli_compute_help[] =
     "                          are the same bits for any N\n"
     "  --allow-slow            run the reference kernel beyond its budget (by default a request\n"
     "                          of more than " CLI_REF_BUDGET_TEXT " is refused: --kernel flash is\n"
-    "                          about a hundred times faster)\n";
+    "                          about a hundred times faster)\n"
+    "  --precision exact|fast  float16/bfloat16 inputs: exact (default) widens each element to\n"
+    "                          float32 first; fast uses native bfloat16 dot products where the CPU\n"
+    "                          has them (AVX512-BF16), else exact; accumulation is float32 either\n"
+    "                          way (accuracy: docs/kernels.md)\n";
 
 const char cli_layout_help[] =
     "layout of q, k, v (and of the outputs shaped like them):\n"
@@ -159,6 +164,11 @@ int cli_attention_take(cli_attention_options *o, const cli_args *a, int id, cons
         return 1;
     }
     case CLI_ID_ALLOW_SLOW: o->allow_slow = true; return 1;
+    case CLI_ID_PRECISION:
+        if (strcmp(value, "exact") == 0) o->opt.precision = ATTN_PRECISION_EXACT;
+        else if (strcmp(value, "fast") == 0) o->opt.precision = ATTN_PRECISION_FAST;
+        else return cli_usage_error(cmd, "--precision expects exact or fast, got '%s'", value), -1;
+        return 1;
     case CLI_ID_LAYOUT:
         if (strcasecmp(value, "BLHD") == 0) o->layout = CLI_LAYOUT_BLHD;
         else if (strcasecmp(value, "BHLD") == 0) o->layout = CLI_LAYOUT_BHLD;
@@ -228,24 +238,25 @@ static void blhd_of_file(cli_layout layout, const attn_array *a, int64_t s[4]) {
 }
 
 /* Swaps the middle two axes of data [B, X, Y, W] into [B, Y, X, W]. */
-static bool swap_middle_axes(const char *cmd, float *data, const int64_t s[4]) {
+static bool swap_middle_axes(const char *cmd, void *data_any, size_t elem, const int64_t s[4]) {
     const int64_t B = s[0], X = s[1], Y = s[2], W = s[3];
     if (X == 1 || Y == 1) return true; /* the same order in memory */
-    float *copy = malloc(sizeof(float) * (size_t)(B * X * Y * W));
+    char *data = data_any, *copy = malloc(elem * (size_t)(B * X * Y * W));
     if (!copy) return cli_data_error(cmd, "out of memory for a change of layout"), false;
-    memcpy(copy, data, sizeof(float) * (size_t)(B * X * Y * W));
+    memcpy(copy, data, elem * (size_t)(B * X * Y * W));
     for (int64_t b = 0; b < B; b++)
         for (int64_t x = 0; x < X; x++)
             for (int64_t y = 0; y < Y; y++)
-                memcpy(data + ((b * Y + y) * X + x) * W, copy + ((b * X + x) * Y + y) * W, sizeof(float) * (size_t)W);
+                memcpy(data + (size_t)(((b * Y + y) * X + x) * W) * elem, copy + (size_t)(((b * X + x) * Y + y) * W) * elem,
+                       elem * (size_t)W);
     free(copy);
     return true;
 }
 
-int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
-                 attn_tensor *t) {
+static int load_qkv(const char *cmd, const char *flag, const char *path, cli_layout layout, bool keep_half,
+                    attn_array *a, attn_tensor *t) {
     char buf[128];
-    if (!cli_load_f32(cmd, flag, path, false, a)) return CLI_DATA_ERROR;
+    if (!cli_load_float(cmd, flag, path, false, keep_half, a)) return CLI_DATA_ERROR;
     if (a->ndim < 2 || a->ndim > 4)
         return cli_data_error(cmd, "%s '%s' has shape %s; expected rank 2 [P, W], 3 [%s] or 4 [%s]", flag, path,
                               cli_shape_str(a, buf, sizeof buf), layout == CLI_LAYOUT_BHLD ? "H, P, W" : "P, H, W",
@@ -256,9 +267,21 @@ int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout
                                   cli_shape_str(a, buf, sizeof buf));
     int64_t s[4];
     blhd_of_file(layout, a, s);
-    if (!cli_qkv_from_layout(cmd, layout, a->data, s)) return CLI_DATA_ERROR;
-    *t = attn_tensor_4d(a->data, s[0], s[1], s[2], s[3]);
+    const int64_t file_order[4] = {s[0], s[2], s[1], s[3]};
+    if (layout == CLI_LAYOUT_BHLD && !swap_middle_axes(cmd, a->data, attn_dtype_size(a->dtype), file_order))
+        return CLI_DATA_ERROR;
+    *t = attn_tensor_view(a->data, a->dtype, s[0], s[1], s[2], s[3]);
     return CLI_OK;
+}
+
+int cli_load_qkv(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
+                 attn_tensor *t) {
+    return load_qkv(cmd, flag, path, layout, false, a, t);
+}
+
+int cli_load_qkv_stored(const char *cmd, const char *flag, const char *path, cli_layout layout, attn_array *a,
+                        attn_tensor *t) {
+    return load_qkv(cmd, flag, path, layout, true, a, t);
 }
 
 void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int64_t *shape) {
@@ -272,13 +295,17 @@ void cli_qkv_file_shape(cli_layout layout, int rank, const int64_t blhd[4], int6
     memcpy(shape, file + (4 - rank), sizeof(int64_t) * (size_t)rank);
 }
 
+bool cli_qkv_to_layout_of(const char *cmd, cli_layout layout, void *data, attn_dtype dtype, const int64_t blhd[4]) {
+    return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, attn_dtype_size(dtype), blhd);
+}
+
 bool cli_qkv_to_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]) {
-    return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, blhd);
+    return cli_qkv_to_layout_of(cmd, layout, data, ATTN_F32, blhd);
 }
 
 bool cli_qkv_from_layout(const char *cmd, cli_layout layout, float *data, const int64_t blhd[4]) {
     const int64_t file_order[4] = {blhd[0], blhd[2], blhd[1], blhd[3]};
-    return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, file_order);
+    return layout == CLI_LAYOUT_BLHD || !data || swap_middle_axes(cmd, data, sizeof(float), file_order);
 }
 
 int cli_qkv_position_axis(cli_layout layout, int rank) {
@@ -421,9 +448,9 @@ bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count) {
         if (!o->path) continue;
         uint8_t header[ATTN_NPY_HEADER_MAX];
         size_t header_size;
-        size_t bytes = sizeof(float);
+        size_t bytes = attn_dtype_size(o->dtype);
         for (int d = 0; d < o->ndim; d++) bytes *= (size_t)o->shape[d];
-        ok = attn_npy_format_header(ATTN_F32, o->ndim, o->shape, header, sizeof header, &header_size) == ATTN_OK &&
+        ok = attn_npy_format_header(o->dtype, o->ndim, o->shape, header, sizeof header, &header_size) == ATTN_OK &&
              attn_output_open(o->path, &open_files[i]) == ATTN_OK &&
              attn_output_write(open_files[i], header, header_size) == ATTN_OK &&
              attn_output_write(open_files[i], o->data, bytes) == ATTN_OK;

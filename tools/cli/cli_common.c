@@ -95,23 +95,48 @@ const char *cli_shape_str(const attn_array *a, char *buf, size_t size) {
 
 bool cli_load_f32(const char *cmd, const char *flag, const char *path, bool allow_neg_inf,
                   attn_array *out) {
+    return cli_load_float(cmd, flag, path, allow_neg_inf, false, out);
+}
+
+/* Element i of a float array of dtype F32, F16 or BF16, as a float (exact). */
+static float float_at(const attn_array *a, int64_t i) {
+    if (a->dtype == ATTN_F32) return ((const float *)a->data)[i];
+    const uint32_t h = ((const uint16_t *)a->data)[i];
+    if (a->dtype == ATTN_BF16) {
+        const uint32_t bits = h << 16;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        return f;
+    }
+    /* float16: only finiteness and sign matter to the caller below, but
+     * the value is exact anyway (ldexp of the integer significand). */
+    const int exponent = (int)(h >> 10 & 0x1F), mantissa = (int)(h & 0x3FF);
+    const float magnitude = exponent == 31 ? (mantissa ? NAN : INFINITY)
+                            : exponent == 0 ? ldexpf((float)mantissa, -24)
+                                            : ldexpf((float)(mantissa | 0x400), exponent - 25);
+    return h & 0x8000 ? -magnitude : magnitude;
+}
+
+bool cli_load_float(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, bool keep_half,
+                    attn_array *out) {
     attn_dtype original;
     if (attn_npy_load(path, out) != ATTN_OK) {
         cli_data_error(cmd, "%s: %s", flag, attn_last_error());
         return false;
     }
     original = out->dtype;
-    if (attn_array_convert(out, ATTN_F32) != ATTN_OK) {
+    const bool half = original == ATTN_F16 || original == ATTN_BF16;
+    if (!(keep_half && half) && attn_array_convert(out, ATTN_F32) != ATTN_OK) {
         cli_data_error(cmd, "%s '%s': dtype %s is not a float array (%s)", flag, path,
                        attn_dtype_name(original), attn_last_error());
         attn_array_free(out);
         return false;
     }
-    const float *x = out->data;
     for (int64_t i = 0; i < out->count; i++) {
-        if (isfinite(x[i]) || (allow_neg_inf && x[i] == -INFINITY)) continue;
+        const float x = float_at(out, i);
+        if (isfinite(x) || (allow_neg_inf && x == -INFINITY)) continue;
         cli_data_error(cmd, "%s '%s': element %lld is %s; inputs must be finite%s", flag, path,
-                       (long long)i, isnan(x[i]) ? "NaN" : x[i] > 0 ? "+inf" : "-inf",
+                       (long long)i, isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf",
                        allow_neg_inf ? " (a bias may use -inf to hide a key)" : "");
         attn_array_free(out);
         return false;

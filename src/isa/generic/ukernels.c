@@ -12,6 +12,7 @@
 #include "flash/ukernels.h"
 
 #include "isa/generic/vec.h"
+#include "base/dtype.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -102,22 +103,52 @@ static void probs_tile(float *st, int nk, const float *m, const float *inv_l) {
 
 /* ------------------------------------------------------------ rows kernels */
 
-static void qk_rows(const float *qp, int64_t ldq, int heads, int rows_per_head, int64_t dim,
-                    const float *k, int64_t ldk, int64_t ldh, int nk, float *s, int64_t lds,
-                    const flash_prefetch *pf) {
+/* Element d of a K/V row stored as dtype, as a float (exact).  The rows
+ * kernels read the caller's tensors in place, half ones too; always
+ * inlined with a constant dtype, so the float kernels stay plain loops. */
+static inline __attribute__((always_inline)) float kv_elem(const void *row, attn_dtype dtype, int64_t d) {
+    if (dtype == ATTN_F16) return dtype_f16_to_f32(((const uint16_t *)row)[d]);
+    if (dtype == ATTN_BF16) return dtype_bf16_to_f32(((const uint16_t *)row)[d]);
+    return ((const float *)row)[d];
+}
+
+/* Row j, kv head h of K or V (strides in elements). */
+static inline __attribute__((always_inline)) const void *kv_row(const void *base, attn_dtype dtype, int64_t at) {
+    return (const char *)base + at * (dtype == ATTN_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t));
+}
+
+static inline __attribute__((always_inline)) void qk_rows_of(attn_dtype dtype, const float *qp, int64_t ldq,
+                                                              int heads, int rows_per_head, int64_t dim,
+                                                              const void *k, int64_t ldk, int64_t ldh, int nk,
+                                                              float *s, int64_t lds, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     for (int j = 0; j < nk; j++) {
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++) {
-            const float *k_jh = k + j * ldk + h * ldh;
+            const void *k_jh = kv_row(k, dtype, j * ldk + h * ldh);
             for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++) {
                 const float *q_r = qp + r * ldq;
                 float dot = 0.0f;
-                for (int64_t d = 0; d < dim; d++) dot += q_r[d] * k_jh[d];
+                for (int64_t d = 0; d < dim; d++) dot += q_r[d] * kv_elem(k_jh, dtype, d);
                 s[r * lds + j] = dot;
             }
         }
     }
+}
+
+static void qk_rows(const float *qp, int64_t ldq, int heads, int rows_per_head, int64_t dim,
+                    const float *k, int64_t ldk, int64_t ldh, int nk, float *s, int64_t lds,
+                    const flash_prefetch *pf) {
+    qk_rows_of(ATTN_F32, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+}
+
+static void qk_rows_half(attn_dtype kv_dtype, const float *qp, int64_t ldq, int heads, int rows_per_head,
+                         int64_t dim, const uint16_t *k, int64_t ldk, int64_t ldh, int nk, float *s,
+                         int64_t lds, const flash_prefetch *pf) {
+    if (kv_dtype == ATTN_F16)
+        qk_rows_of(ATTN_F16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+    else
+        qk_rows_of(ATTN_BF16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
 }
 
 static void softmax_rows(float *s, int64_t lds, int rows, int nk, float *m, float *l,
@@ -137,22 +168,39 @@ static void softmax_rows(float *s, int64_t lds, int rows, int nk, float *m, floa
     }
 }
 
-static void pv_rows(const float *s, int64_t lds, int heads, int rows_per_head, int nk,
-                    const float *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
-                    float *o, int64_t ldo, const flash_prefetch *pf) {
+static inline __attribute__((always_inline)) void pv_rows_of(attn_dtype dtype, const float *s, int64_t lds,
+                                                              int heads, int rows_per_head, int nk, const void *v,
+                                                              int64_t ldv, int64_t ldh, int64_t dim_v,
+                                                              const float *alpha, float *o, int64_t ldo,
+                                                              const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     for (int r = 0; r < heads * rows_per_head; r++)
         for (int64_t d = 0; d < dim_v; d++) o[r * ldo + d] *= alpha[r];
     for (int j = 0; j < nk; j++) {
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++) {
-            const float *v_jh = v + j * ldv + h * ldh;
+            const void *v_jh = kv_row(v, dtype, j * ldv + h * ldh);
             for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++) {
                 float p = s[r * lds + j], *o_r = o + r * ldo;
-                for (int64_t d = 0; d < dim_v; d++) o_r[d] += p * v_jh[d];
+                for (int64_t d = 0; d < dim_v; d++) o_r[d] += p * kv_elem(v_jh, dtype, d);
             }
         }
     }
+}
+
+static void pv_rows(const float *s, int64_t lds, int heads, int rows_per_head, int nk,
+                    const float *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
+                    float *o, int64_t ldo, const flash_prefetch *pf) {
+    pv_rows_of(ATTN_F32, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+}
+
+static void pv_rows_half(attn_dtype kv_dtype, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
+                         const uint16_t *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
+                         float *o, int64_t ldo, const flash_prefetch *pf) {
+    if (kv_dtype == ATTN_F16)
+        pv_rows_of(ATTN_F16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+    else
+        pv_rows_of(ATTN_BF16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
 }
 
 static void probs_rows(const float *s, int64_t lds, int rows, int nk, const float *m,
@@ -168,6 +216,28 @@ static void probs_rows(const float *s, int64_t lds, int rows, int nk, const floa
  * to that field carries into the sign bit exactly then.  Integer OR of the
  * carries, so that the compiler may vectorise the loop (a float test with an
  * early exit it would not). */
+/* ------------------------------------------------ half-precision storage */
+
+static void widen(const void *src, attn_dtype dtype, float *dst, int64_t n) {
+    const uint16_t *half = src;
+    if (dtype == ATTN_F16)
+        for (int64_t e = 0; e < n; e++) dst[e] = dtype_f16_to_f32(half[e]);
+    else if (dtype == ATTN_BF16)
+        for (int64_t e = 0; e < n; e++) dst[e] = dtype_bf16_to_f32(half[e]);
+    else
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
+static void narrow(const float *src, attn_dtype dtype, void *dst, int64_t n) {
+    uint16_t *half = dst;
+    if (dtype == ATTN_F16)
+        for (int64_t e = 0; e < n; e++) half[e] = dtype_f32_to_f16(src[e]);
+    else if (dtype == ATTN_BF16)
+        for (int64_t e = 0; e < n; e++) half[e] = dtype_f32_to_bf16(src[e]);
+    else
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
 static bool all_finite(const float *x, int64_t ld, int rows, int64_t n) {
     uint32_t carries = 0;
     for (int r = 0; r < rows; r++)
@@ -227,10 +297,14 @@ const ukernel_table attn__ukernels_generic = {
     .pv_tile = pv_tile,
     .probs_tile = probs_tile,
     .qk_rows = qk_rows,
+    .qk_rows_half = qk_rows_half,
     .softmax_rows = softmax_rows,
     .pv_rows = pv_rows,
+    .pv_rows_half = pv_rows_half,
     .probs_rows = probs_rows,
     .all_finite = all_finite,
+    .widen = widen,
+    .narrow = narrow,
     .gemm = gemm,
     .p_ds = p_ds,
     .peak_chunk = simd_peak_chunk,

@@ -13,9 +13,9 @@
  *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
  *
  * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
- * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_softmax_rows,
- * simd_pv_rows, simd_probs_rows and simd_all_finite for the including file's
- * table.
+ * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_qk_rows_half,
+ * simd_softmax_rows, simd_pv_rows, simd_pv_rows_half, simd_probs_rows and
+ * simd_all_finite for the including file's table.
  *
  * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
  * and is computed independently of the others; the rows kernels compute
@@ -24,6 +24,7 @@
  */
 
 #include "isa/templates/common.h"
+#include "base/dtype.h"
 
 #define TILE_ROWS (TILE_QV * VLEN)
 /* Rows kernels prefetch the keys (values) this many key rows ahead, on top
@@ -86,16 +87,44 @@ static SIMD_TARGET bool simd_all_finite(const float *x, int64_t ld, int rows, in
     return v_reduce_add(v_add(v_add(a0, a1), v_add(a2, a3))) == 0.0f;
 }
 
-/* Prefetches key row `row` (rows ldr floats apart) of `heads` kv heads, n
- * floats each, ldh apart, towards the core (prefetcht2).  The address may
+/* The element types the rows kernels read K and V in: the caller's tensors
+ * in place, half rows widened in registers by vec.h's v_widen_f16 /
+ * v_widen_bf16 (a decode step then moves half the bytes).  Always a
+ * constant where used, so each kernel is compiled once per type. */
+enum { KV_F32, KV_F16, KV_BF16 };
+#define KV_BYTES(kind) ((kind) == KV_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t))
+
+/* Address of element e of row `at` (elements of kind), as bytes. */
+SIMD_INLINE const void *kv_at(const void *base, int64_t at, const int kind) {
+    return (const char *)base + at * KV_BYTES(kind);
+}
+
+/* VLEN elements of a K/V row from element 0 of p, as floats. */
+SIMD_INLINE vec kv_loadu(const void *p, const int kind) {
+    if (kind == KV_F16) return v_widen_f16(p);
+    if (kind == KV_BF16) return v_widen_bf16(p);
+    return v_loadu((const float *)p);
+}
+
+/* Lanes < n from p, the others fill; nothing read beyond n. */
+SIMD_INLINE vec kv_load_tail(const void *p, int n, float fill, const int kind) {
+    if (kind == KV_F32) return v_load_tail((const float *)p, n, fill);
+    float part[VLEN];
+    for (int e = 0; e < n; e++)
+        part[e] = kind == KV_F16 ? dtype_f16_to_f32(((const uint16_t *)p)[e]) : dtype_bf16_to_f32(((const uint16_t *)p)[e]);
+    return v_load_tail(part, n, fill);
+}
+
+/* Prefetches key row `row` (rows ldr elements apart) of `heads` kv heads, n
+ * elements each, ldh apart, towards the core (prefetcht2).  The address may
  * lie past the array (the last rows of a tensor): a prefetch never faults,
  * and the arithmetic is done on integers. */
-SIMD_INLINE void prefetch_key(const float *base, int64_t row, int64_t ldr, int heads, int64_t ldh,
-                              int64_t n) {
+SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int heads, int64_t ldh,
+                              int64_t n, const int kind) {
     for (int h = 0; h < heads; h++) {
-        uintptr_t at = (uintptr_t)base + (uintptr_t)(row * ldr + h * ldh) * sizeof(float);
-        for (int64_t e = 0; e < n; e += 64 / (int64_t)sizeof(float))
-            __builtin_prefetch((const void *)(at + (uintptr_t)e * sizeof(float)), 0, 1);
+        uintptr_t at = (uintptr_t)base + (uintptr_t)((row * ldr + h * ldh) * KV_BYTES(kind));
+        for (int64_t e = 0; e < n * KV_BYTES(kind); e += 64)
+            __builtin_prefetch((const void *)(at + (uintptr_t)e), 0, 1);
     }
 }
 
@@ -201,30 +230,45 @@ static SIMD_TARGET void simd_probs_tile(float *st, int nk, const float *m, const
 
 /* ------------------------------------------------------------ rows kernels */
 
-/* dot(q, k) over dim floats: vectors in order, then the lane tree. */
-SIMD_INLINE float dot_row(const float *q, const float *k, int64_t dim) {
+/* dot(q, k) over dim elements: vectors in order, then the lane tree. */
+SIMD_INLINE float dot_row(const float *q, const void *k, int64_t dim, const int kind) {
     vec acc = v_zero();
     int64_t d = 0;
-    for (; d + VLEN <= dim; d += VLEN) acc = v_fma(v_loadu(k + d), v_loadu(q + d), acc);
+    for (; d + VLEN <= dim; d += VLEN) acc = v_fma(kv_loadu(kv_at(k, d, kind), kind), v_loadu(q + d), acc);
     if (d < dim) {
         int n = (int)(dim - d);
-        acc = v_fma(v_load_tail(k + d, n, 0.0f), v_load_tail(q + d, n, 0.0f), acc);
+        acc = v_fma(kv_load_tail(kv_at(k, d, kind), n, 0.0f, kind), v_load_tail(q + d, n, 0.0f), acc);
     }
     return v_reduce_add(acc);
+}
+
+/* qk_rows on keys of element type kind (strides in elements). */
+SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int heads, int rows_per_head,
+                            int64_t dim, const void *k, int64_t ldk, int64_t ldh, int nk, float *s,
+                            int64_t lds, const flash_prefetch *pf) {
+    flash_prefetch_cursor next = flash_prefetch_start(pf);
+    for (int j = 0; j < nk; j++) {
+        prefetch_key(k, j + PREFETCH_ROWS, ldk, heads, ldh, dim, kind);
+        flash_prefetch_row(&next);
+        for (int h = 0; h < heads; h++)
+            for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++)
+                s[r * lds + j] = dot_row(qp + r * ldq, kv_at(k, j * ldk + h * ldh, kind), dim, kind);
+    }
 }
 
 static SIMD_TARGET void simd_qk_rows(const float *qp, int64_t ldq, int heads, int rows_per_head,
                                      int64_t dim, const float *k, int64_t ldk, int64_t ldh, int nk,
                                      float *s, int64_t lds, const flash_prefetch *pf) {
-    flash_prefetch_cursor next = flash_prefetch_start(pf);
-    for (int j = 0; j < nk; j++) {
-        const float *k_j = k + j * ldk;
-        prefetch_key(k, j + PREFETCH_ROWS, ldk, heads, ldh, dim);
-        flash_prefetch_row(&next);
-        for (int h = 0; h < heads; h++)
-            for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++)
-                s[r * lds + j] = dot_row(qp + r * ldq, k_j + h * ldh, dim);
-    }
+    qk_rows_of(KV_F32, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+}
+
+static SIMD_TARGET void simd_qk_rows_half(attn_dtype kv_dtype, const float *qp, int64_t ldq, int heads,
+                                          int rows_per_head, int64_t dim, const uint16_t *k, int64_t ldk,
+                                          int64_t ldh, int nk, float *s, int64_t lds, const flash_prefetch *pf) {
+    if (kv_dtype == ATTN_F16)
+        qk_rows_of(KV_F16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+    else
+        qk_rows_of(KV_BF16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
 }
 
 static SIMD_TARGET void simd_softmax_rows(float *s, int64_t lds, int rows, int nk, float *m,
@@ -258,9 +302,9 @@ static SIMD_TARGET void simd_softmax_rows(float *s, int64_t lds, int rows, int n
 /* o_r[d0 .. d0 + width·VLEN) += p_r · v[...] for the rows [r0, r1) of one
  * kv head: the value vectors are loaded once for all of them. */
 SIMD_INLINE void pv_rows_block(const int width, const float *s_j, int64_t lds, int r0, int r1,
-                               const float *v, float *o, int64_t ldo, int64_t d0) {
+                               const void *v, float *o, int64_t ldo, int64_t d0, const int kind) {
     vec vv[4];
-    SIMD_UNROLL for (int b = 0; b < width; b++) vv[b] = v_loadu(v + d0 + b * VLEN);
+    SIMD_UNROLL for (int b = 0; b < width; b++) vv[b] = kv_loadu(kv_at(v, d0 + b * VLEN, kind), kind);
     for (int r = r0; r < r1; r++) {
         vec p = v_set1(s_j[r * lds]);
         float *o_r = o + r * ldo + d0;
@@ -268,10 +312,10 @@ SIMD_INLINE void pv_rows_block(const int width, const float *s_j, int64_t lds, i
     }
 }
 
-static SIMD_TARGET void simd_pv_rows(const float *s, int64_t lds, int heads, int rows_per_head,
-                                     int nk, const float *v, int64_t ldv, int64_t ldh, int64_t dim_v,
-                                     const float *alpha, float *o, int64_t ldo,
-                                     const flash_prefetch *pf) {
+/* pv_rows on values of element type kind (strides in elements). */
+SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
+                            const void *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha, float *o,
+                            int64_t ldo, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     int64_t full = dim_v / VLEN * VLEN;
     int tail = (int)(dim_v - full);
@@ -282,18 +326,17 @@ static SIMD_TARGET void simd_pv_rows(const float *s, int64_t lds, int heads, int
         if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
     }
     for (int j = 0; j < nk; j++) {
-        const float *v_j = v + j * ldv;
-        prefetch_key(v, j + PREFETCH_ROWS, ldv, heads, ldh, dim_v);
+        prefetch_key(v, j + PREFETCH_ROWS, ldv, heads, ldh, dim_v, kind);
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++) {
-            const float *v_jh = v_j + h * ldh;
+            const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
             int r0 = h * rows_per_head, r1 = r0 + rows_per_head;
             int64_t d0 = 0;
-            for (; d0 + 4 * VLEN <= full; d0 += 4 * VLEN) pv_rows_block(4, s + j, lds, r0, r1, v_jh, o, ldo, d0);
-            for (; d0 < full; d0 += VLEN) pv_rows_block(1, s + j, lds, r0, r1, v_jh, o, ldo, d0);
+            for (; d0 + 4 * VLEN <= full; d0 += 4 * VLEN) pv_rows_block(4, s + j, lds, r0, r1, v_jh, o, ldo, d0, kind);
+            for (; d0 < full; d0 += VLEN) pv_rows_block(1, s + j, lds, r0, r1, v_jh, o, ldo, d0, kind);
             if (tail) {
                 /* The last partial vector: masked loads, nothing past dim_v is read. */
-                vec vv = v_load_tail(v_jh + full, tail, 0.0f);
+                vec vv = kv_load_tail(kv_at(v_jh, full, kind), tail, 0.0f, kind);
                 for (int r = r0; r < r1; r++) {
                     float *o_r = o + r * ldo + full;
                     v_store_tail(o_r, v_fma(v_set1(s[r * lds + j]), vv, v_load_tail(o_r, tail, 0.0f)), tail);
@@ -301,6 +344,23 @@ static SIMD_TARGET void simd_pv_rows(const float *s, int64_t lds, int heads, int
             }
         }
     }
+}
+
+static SIMD_TARGET void simd_pv_rows(const float *s, int64_t lds, int heads, int rows_per_head,
+                                     int nk, const float *v, int64_t ldv, int64_t ldh, int64_t dim_v,
+                                     const float *alpha, float *o, int64_t ldo,
+                                     const flash_prefetch *pf) {
+    pv_rows_of(KV_F32, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+}
+
+static SIMD_TARGET void simd_pv_rows_half(attn_dtype kv_dtype, const float *s, int64_t lds, int heads,
+                                          int rows_per_head, int nk, const uint16_t *v, int64_t ldv, int64_t ldh,
+                                          int64_t dim_v, const float *alpha, float *o, int64_t ldo,
+                                          const flash_prefetch *pf) {
+    if (kv_dtype == ATTN_F16)
+        pv_rows_of(KV_F16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+    else
+        pv_rows_of(KV_BF16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
 }
 
 static SIMD_TARGET void simd_probs_rows(const float *s, int64_t lds, int rows, int nk,

@@ -1,7 +1,7 @@
 /*
  * table.h — the table of a templated ISA: every micro-kernel the templates
  * define, under the names dispatch.c looks for.  Included last by an ISA's
- * ukernels.c, after flash_ukernels.h, grad_ukernels.h and peak.h, with
+ * ukernels.c, after flash_ukernels.h, grad_ukernels.h, convert.h and peak.h, with
  *   UKERNEL_TABLE      the table's name (attn__ukernels_<isa>)
  *   UKERNEL_ISA        its ATTN_ARCH name ("avx2")
  *   UKERNEL_SUPPORTED  a function: does this CPU have the instructions?
@@ -21,10 +21,14 @@ const ukernel_table UKERNEL_TABLE = {
     .pv_tile = simd_pv_tile,
     .probs_tile = simd_probs_tile,
     .qk_rows = simd_qk_rows,
+    .qk_rows_half = simd_qk_rows_half,
     .softmax_rows = simd_softmax_rows,
     .pv_rows = simd_pv_rows,
+    .pv_rows_half = simd_pv_rows_half,
     .probs_rows = simd_probs_rows,
     .all_finite = simd_all_finite,
+    .widen = simd_widen,
+    .narrow = simd_narrow,
     .gemm = simd_gemm,
     .p_ds = simd_p_ds,
     .peak_chunk = simd_peak_chunk,

@@ -29,11 +29,12 @@
 
 #include "isa/templates/flash_ukernels.h"
 #include "isa/templates/grad_ukernels.h"
+#include "isa/templates/convert.h"
 #include "isa/templates/peak.h"
 
 static bool avx2_supported(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
 #define UKERNEL_TABLE attn__ukernels_avx2

@@ -9,8 +9,9 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
-#define SIMD_TARGET __attribute__((target("avx2,fma")))
+#define SIMD_TARGET __attribute__((target("avx2,fma,f16c")))
 typedef __m256 vec;
 #define VLEN 8
 
@@ -57,6 +58,37 @@ static inline SIMD_TARGET float v_reduce_max(vec x) {
 
 static inline SIMD_TARGET vec v_zero_if_neg_inf(vec m) {
     return _mm256_and_ps(m, _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ));
+}
+
+/* ---- half-precision storage: VLEN elements at p, no alignment ----
+ * The one place this ISA converts (templates/convert.h and the rows
+ * kernels use these).  float16 by F16C (vcvtph2ps exact; vcvtps2ph with
+ * round-to-nearest-even, which quiets a NaN and keeps its top payload bits
+ * as base/dtype.h does); bfloat16 by integer shifts, rounding as dtype.h. */
+static inline SIMD_TARGET vec v_widen_f16(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+static inline SIMD_TARGET vec v_widen_bf16(const uint16_t *p) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+static inline SIMD_TARGET void v_narrow_f16(uint16_t *p, vec x) {
+    _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* bits + 0x7FFF + (bit 16), truncated: nearest even; a NaN gets the quiet
+ * bit instead (the add could carry it into infinity). */
+static inline SIMD_TARGET void v_narrow_bf16(uint16_t *p, vec x) {
+    __m256i bits = _mm256_castps_si256(x);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)));
+    __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+    __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    __m256i top = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, is_nan), 16);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(top), _mm256_extracti128_si256(top, 1));
+    _mm_storeu_si128((__m128i *)(void *)p, packed);
 }
 
 #endif /* ATTN_ISA_X86_AVX2_VEC_H */

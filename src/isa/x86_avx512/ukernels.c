@@ -30,6 +30,7 @@
 
 #include "isa/templates/flash_ukernels.h"
 #include "isa/templates/grad_ukernels.h"
+#include "isa/templates/convert.h"
 #include "isa/templates/peak.h"
 
 static bool avx512_supported(void) {

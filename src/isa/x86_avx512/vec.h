@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #define SIMD_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 typedef __m512 vec;
@@ -43,6 +44,35 @@ static inline SIMD_TARGET void v_store_tail(float *p, vec x, int n) {
 
 static inline SIMD_TARGET vec v_zero_if_neg_inf(vec m) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ), m);
+}
+
+/* ---- half-precision storage: VLEN elements at p, no alignment ----
+ * The one place this ISA converts (templates/convert.h and the rows
+ * kernels use these).  float16 by AVX-512F's vcvtph2ps / vcvtps2ph (round
+ * to nearest even, NaN quieted with its top payload bits, as base/dtype.h);
+ * bfloat16 widened by a 16-bit shift, narrowed by integer rounding as
+ * dtype.h (AVX512-BF16's vcvtneps2bf16 would do it in one instruction, but
+ * not every AVX-512 CPU has it). */
+static inline SIMD_TARGET vec v_widen_f16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+
+static inline SIMD_TARGET vec v_widen_bf16(const uint16_t *p) {
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+static inline SIMD_TARGET void v_narrow_f16(uint16_t *p, vec x) {
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+static inline SIMD_TARGET void v_narrow_bf16(uint16_t *p, vec x) {
+    __m512i bits = _mm512_castps_si512(x);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+    __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    rounded = _mm512_mask_mov_epi32(rounded, is_nan, _mm512_or_si512(bits, _mm512_set1_epi32(0x00400000)));
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16)));
 }
 
 #endif /* ATTN_ISA_X86_AVX512_VEC_H */

@@ -1,0 +1,38 @@
+/*
+ * convert.h — widen and narrow (src/flash/ukernels.h) for any vector width:
+ * whole vectors by the ISA's v_widen_f16 / v_widen_bf16 / v_narrow_f16 /
+ * v_narrow_bf16 (its vec.h, the one place an ISA converts), the tail by the
+ * scalar conversions of base/dtype.h, which round the same way.  Defines
+ * simd_widen and simd_narrow for the including file's table.
+ */
+
+#include "isa/templates/common.h"
+#include "base/dtype.h"
+
+static SIMD_TARGET void simd_widen(const void *src, attn_dtype dtype, float *dst, int64_t n) {
+    const uint16_t *half = src;
+    int64_t e = 0;
+    if (dtype == ATTN_F16) {
+        for (; e + VLEN <= n; e += VLEN) v_storeu(dst + e, v_widen_f16(half + e));
+        for (; e < n; e++) dst[e] = dtype_f16_to_f32(half[e]);
+    } else if (dtype == ATTN_BF16) {
+        for (; e + VLEN <= n; e += VLEN) v_storeu(dst + e, v_widen_bf16(half + e));
+        for (; e < n; e++) dst[e] = dtype_bf16_to_f32(half[e]);
+    } else {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+    }
+}
+
+static SIMD_TARGET void simd_narrow(const float *src, attn_dtype dtype, void *dst, int64_t n) {
+    uint16_t *half = dst;
+    int64_t e = 0;
+    if (dtype == ATTN_F16) {
+        for (; e + VLEN <= n; e += VLEN) v_narrow_f16(half + e, v_loadu(src + e));
+        for (; e < n; e++) half[e] = dtype_f32_to_f16(src[e]);
+    } else if (dtype == ATTN_BF16) {
+        for (; e + VLEN <= n; e += VLEN) v_narrow_bf16(half + e, v_loadu(src + e));
+        for (; e < n; e++) half[e] = dtype_f32_to_bf16(src[e]);
+    } else {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+    }
+}
