@@ -55,7 +55,7 @@ void oracle_attention_scores(const oracle_case *c, const float *q, const float *
                 for (int64_t d = 0; d < Dv; d++) vx[((b * Hq + h) * S + j) * Dv + d] = v[src * Dv + d];
             }
 
-    double *slopes = calloc((size_t)Hq, sizeof(double));
+    double *slopes = calloc(Hq > 0 ? (size_t)Hq : 1, sizeof(double)); /* Hq >= 1: the guard is for the compiler */
     if (c->alibi_standard) oracle_alibi_standard_slopes(Hq, slopes);
     for (int64_t h = 0; c->alibi_slopes && h < Hq; h++) slopes[h] = c->alibi_slopes[h];
     const int64_t shift = (c->causal == 2 || (!c->causal && c->lower_right_window)) ? S - L : 0;
