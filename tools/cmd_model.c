@@ -260,11 +260,15 @@ done:
 int cmd_model(int argc, char **argv) {
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
+        const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
+        if (argc < 3 || (argv[2][0] == '-' && !help))
+            return cli_usage_error("model", "chapter needs the model's FILE.gguf first, then its options "
+                                            "(attn demo --help lists them)");
         char **demo_argv = malloc((size_t)(argc + 2) * sizeof *demo_argv);
         if (!demo_argv) return cli_data_error("model", "out of memory");
         int n = 0;
         demo_argv[n++] = "demo";
-        if (argc >= 3 && argv[2][0] != '-') demo_argv[n++] = "--model";
+        if (!help) demo_argv[n++] = "--model";
         for (int i = 2; i < argc; i++) demo_argv[n++] = argv[i];
         demo_argv[n] = NULL;
         const int rc = cmd_demo(n, demo_argv);

@@ -112,6 +112,9 @@ static void test_cli_errors(void **state) {
     assert_cli(0, "--no-cost", "demo --help --lang %s", "en");
     assert_cli(0, "--no-cost", "demo --help --lang %s", "zh");
     assert_cli(0, "attn model chapter FILE.gguf", "model --help%s", "");
+    assert_cli(2, "chapter needs the model's FILE.gguf", "model chapter%s", "");
+    assert_cli(2, "chapter needs the model's FILE.gguf", "model chapter --lang en %s", "x.gguf");
+    assert_cli(0, "--model FILE", "model chapter --help%s", "");
 }
 
 /* ======================================================== the real models */

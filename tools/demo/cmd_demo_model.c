@@ -125,8 +125,9 @@ static int print_cosine(const demo_model_text *mt, const model_chapter *mc, cons
     return CLI_OK;
 }
 
-/* The top TOP_KEYS keys of row[0..L) as "text .wwww" cells. */
-static void print_top_keys(const attn_tokenizer *t, const model_chapter_sentence *s, const float *row) {
+/* The top TOP_KEYS keys of row[0..L) as "position:text weight" cells, the
+ * last one unpadded when last is set (no trailing blanks). */
+static void print_top_keys(const attn_tokenizer *t, const model_chapter_sentence *s, const float *row, bool last) {
     int64_t best[TOP_KEYS];
     const int64_t k = s->L < TOP_KEYS ? s->L : TOP_KEYS;
     model_chapter_top_k(row, s->L, k, best);
@@ -134,7 +135,8 @@ static void print_top_keys(const attn_tokenizer *t, const model_chapter_sentence
         char text[PIECE], cell[PIECE + 32];
         snprintf(cell, sizeof cell, "%lld:%s %.3f", (long long)best[j], token_text(t, s->ids[best[j]], text, sizeof text),
                  (double)row[best[j]]);
-        print_padded(cell, 16);
+        if (last && j == k - 1) fputs(cell, stdout);
+        else print_padded(cell, 16);
     }
 }
 
@@ -148,7 +150,8 @@ static void print_reads(const demo_model_text *mt, const model_chapter *mc, cons
     for (int k = 0; k < MODEL_CHAPTER_SENTENCES; k++) {
         char title[96];
         snprintf(title, sizeof title, "%c: %s", 'A' + k, model_chapter_sentences[k]);
-        print_padded(title, 16 * TOP_KEYS + 2);
+        if (k + 1 < MODEL_CHAPTER_SENTENCES) print_padded(title, 16 * TOP_KEYS + 2);
+        else fputs(title, stdout);
     }
     putchar('\n');
     float mean[MODEL_CHAPTER_TOKENS];
@@ -179,8 +182,9 @@ static void print_reads(const demo_model_text *mt, const model_chapter *mc, cons
                     }
                     row = mean;
                 }
-                print_top_keys(t, s, row);
-                printf("  ");
+                const bool last = k + 1 == MODEL_CHAPTER_SENTENCES;
+                print_top_keys(t, s, row, last);
+                if (!last) printf("  ");
             }
             putchar('\n');
         }
