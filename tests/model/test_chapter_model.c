@@ -276,30 +276,51 @@ static void test_gemma3_against_transformers(void **state) {
     check_model(GEMMA, "gemma3");
 }
 
-/* The program on the real models: English on Qwen, Chinese on Gemma, and
- * `attn model chapter` with a plot. */
+/* Runs `attn <args>` once and checks its status and every needle (NULL
+ * ends the list): each model run loads 1 to 2.4 GiB of weights. */
+static void assert_cli_all(int want_status, const char *args, const char *const *needles) {
+    char *out;
+    const int status = test_run_cli(&out, "%s", args);
+    if (status != want_status) {
+        print_message("%s\n", out);
+        free(out);
+        fail_msg("attn %s: status %d (expected %d)", args, status, want_status);
+    }
+    for (const char *const *n = needles; *n; n++)
+        if (!strstr(out, *n)) {
+            print_message("%s\n", out);
+            free(out);
+            fail_msg("attn %s: the output lacks '%s'", args, *n);
+        }
+    free(out);
+}
+
+/* The program on the real models: English on Qwen, Chinese on Gemma with
+ * every head, and `attn model chapter` with a plot. */
 static void test_cli_models(void **state) {
     (void)state;
-    char qwen[768], gemma[768];
+    char qwen[768], gemma[768], args[2048];
     model_path_or_skip(QWEN, qwen, sizeof qwen);
     model_path_or_skip(GEMMA, gemma, sizeof gemma);
-    assert_cli(0, "苹果 is token 104167 in both sentences (position 3 and position 4)", "demo --model %s --lang en --no-cost",
-               qwen);
-    assert_cli(0, "cells above the diagonal that are not 0: 0.", "demo --model %s --lang en --no-cost", qwen);
-    assert_cli(0, "\"公司\"", "demo --model %s --lang en --no-cost", qwen);
-    assert_cli(0, "kv head 1 <- query heads 7..13", "demo --model %s --lang en --no-cost", qwen);
-    assert_cli(0, "对角线以上不为 0 的格：0。", "demo --model %s --lang zh --no-cost", gemma);
-    assert_cli(0, "苹果 在两个句子里都是词元 68004", "demo --model %s --lang zh --no-cost --heads", gemma);
-    assert_cli(0, "（已跳过：--no-cost）", "demo --model %s --lang zh --no-cost", gemma);
-    char plot[600], cmd[2048];
+    static const char *const en[] = {"苹果 is token 104167 in both sentences (position 3 and position 4)",
+                                     "identical, bit for bit", "final norm        0.5545", "\"公司\"",
+                                     "kv head 1 <- query heads 7..13", "16 query heads, 8 key/value heads",
+                                     "cells above the diagonal that are not 0: 0.", "(skipped: --no-cost)", NULL};
+    snprintf(args, sizeof args, "demo --model %s --lang en --no-cost", qwen);
+    assert_cli_all(0, args, en);
+    static const char *const zh[] = {"苹果 在两个句子里都是词元 68004（位置 4 与位置 5）", "逐位相同",
+                                     "头 3（kv 0）", "对角线以上不为 0 的格：0。", "（已跳过：--no-cost）", NULL};
+    snprintf(args, sizeof args, "demo --model %s --lang zh --no-cost --heads", gemma);
+    assert_cli_all(0, args, zh);
+    if (!attn_pictures_available()) return;
+    char plot[600];
     snprintf(plot, sizeof plot, "%s/cosine.svg", test_tmpdir());
-    snprintf(cmd, sizeof cmd, "%s --lang en --no-cost --plot %s", gemma, plot);
-    if (attn_pictures_available()) {
-        assert_cli(0, "wrote ", "model chapter %s", cmd);
-        struct stat st;
-        assert_int_equal(stat(plot, &st), 0);
-        assert_true(st.st_size > 1000);
-    }
+    snprintf(args, sizeof args, "model chapter %s --lang en --no-cost --plot %s", gemma, plot);
+    const char *const wrote[] = {"wrote ", NULL};
+    assert_cli_all(0, args, wrote);
+    struct stat st;
+    assert_int_equal(stat(plot, &st), 0);
+    assert_true(st.st_size > 1000);
 }
 
 int main(void) {
@@ -311,5 +332,6 @@ int main(void) {
         cmocka_unit_test(test_gemma3_against_transformers),
         cmocka_unit_test(test_cli_models),
     };
+    test_suppress_picture_leaks_in_children();
     return cmocka_run_group_tests(tests, find_models, test_group_teardown);
 }
