@@ -218,7 +218,8 @@ const demo_model_text demo_model_text_en = {
     .col_tokens = "tokens", .col_seconds = "forward s", .col_cells = "score cells",
     .col_visible = "visible", .col_table = "score table/layer", .col_flash = "flash workspace",
     .cost_read = "Twice the tokens: %s× the score cells, %s× the forward time.  At these lengths the\n"
-                 "projections (linear in n) dominate the time; the score table is what grows as n², and the\n"
-                 "flash kernel never stores it (its workspace is per tile, not per cell).",
+                 "projections (linear in n) dominate the time; the score table is what grows as n².  The flash\n"
+                 "kernel never stores it: its workspace, per tile and thread, is the same at both lengths (it\n"
+                 "can exceed a short text's table, and is soon far below a long one's).",
     .cost_skipped = "(skipped: --no-cost)",
 };

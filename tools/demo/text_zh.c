@@ -191,6 +191,7 @@ const demo_model_text demo_model_text_zh = {
     .col_tokens = "词元", .col_seconds = "前向 秒", .col_cells = "分数格",
     .col_visible = "可见", .col_table = "每层分数表", .col_flash = "flash 工作区",
     .cost_read = "词元数翻倍：分数格 ×%s，前向时间 ×%s。在这样的长度下，时间主要花在投影上（与 n 成正比）；\n"
-                 "按 n² 增长的是分数表，而 flash 内核从不存下整张表（它的工作区按分块算，不按格算）。",
+                 "按 n² 增长的是分数表。flash 内核从不存下整张表：它的工作区按分块和线程算，两种长度下一样大\n"
+                 "（短文本时可能比分数表还大，文本一长就远小于分数表）。",
     .cost_skipped = "（已跳过：--no-cost）",
 };
