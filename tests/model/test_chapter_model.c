@@ -119,6 +119,10 @@ static void test_cli_errors(void **state) {
     assert_cli(1, "scripts/fetch-models.sh", "demo --model %s --lang en", missing);
     assert_cli(1, "模型文件不存在", "demo --model %s --lang zh", missing);
     assert_cli(1, "scripts/fetch-models.sh", "model chapter %s --lang en", missing);
+    char junk[600];
+    snprintf(junk, sizeof junk, "%s/junk.gguf", test_tmpdir());
+    assert_int_equal(test_write_file(junk, "not a model", 11), 0);
+    assert_cli(1, "junk.gguf': not a GGUF file", "demo --model %s", junk);
     assert_cli(2, "options of --model FILE", "demo --plot %s", "x.png");
     assert_cli(2, "not --model's", "demo --model x.gguf --figures %s", test_tmpdir());
     assert_cli(0, "--no-cost", "demo --help --lang %s", "en");

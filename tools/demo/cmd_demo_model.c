@@ -290,7 +290,11 @@ int demo_model_run(const demo_text *t, const demo_model_text *mt, const demo_mod
     memset(&mc, 0, sizeof mc);
     fprintf(stderr, mt->loading, opt->model);
     const double t0 = cli_seconds();
-    if (attn_gguf_open(opt->model, &g) || attn_decoder_load(g, &m) || attn_tokenizer_from_gguf(g, &tok)) {
+    if (attn_gguf_open(opt->model, &g)) { /* its message names the file */
+        rc = cli_data_error("demo", "%s", attn_last_error());
+        goto done;
+    }
+    if (attn_decoder_load(g, &m) || attn_tokenizer_from_gguf(g, &tok)) {
         rc = cli_data_error("demo", "%s: %s", opt->model, attn_last_error());
         goto done;
     }
