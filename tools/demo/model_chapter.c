@@ -133,6 +133,15 @@ attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, con
         if ((st = run_sentence(m, t, norm_w, model_chapter_sentences[k], &mc->s[k], mc->error, sizeof mc->error)))
             goto done;
     const model_chapter_sentence *a = &mc->s[0], *b = &mc->s[1];
+    char apple[16];
+    size_t apple_len = 0;
+    if (attn_tokenizer_decode(t, &a->ids[a->apple], 1, 0, apple, sizeof apple, &apple_len) != ATTN_OK ||
+        strcmp(apple, "苹果") != 0) {
+        st = say(mc->error, sizeof mc->error, ATTN_ERR_FORMAT,
+                 "苹果 is not one token in this vocabulary (the last token of '%s' is %ld)", model_chapter_sentences[0],
+                 (long)a->ids[a->apple]);
+        goto done;
+    }
     if (a->ids[a->apple] != b->ids[b->apple]) {
         st = say(mc->error, sizeof mc->error, ATTN_ERR_FORMAT,
                  "this vocabulary ends the two sentences in different tokens (%ld, %ld): 苹果 is not one token",
