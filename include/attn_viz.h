@@ -74,6 +74,25 @@ ATTN_API attn_status attn_heatmap_write(const char *path, const float *weights, 
  * Format by extension as above (.png, .svg, .pdf); lang "en" or "zh" (NULL = en). */
 ATTN_API attn_status attn_chapter_figure_write(const char *path, int figure, const char *lang);
 
+/* A line plot of one series y[0..n) against x = 0 .. n-1 (points joined,
+ * each marked), with a y axis of ticks and a grid: `attn demo --model`
+ * draws the cosine of the two 苹果 vectors layer by layer with it.
+ * ATTN_LINEPLOT_OPTIONS_INIT means: no title or axis labels, the y range
+ * from the data (rounded out to tenths).  Format by extension as
+ * above (.png, .svg, .pdf); written atomically; NaN and inf are refused;
+ * n in [1, 10000]. */
+typedef struct attn_lineplot_options {
+    size_t struct_size;     /* sizeof: set by ATTN_LINEPLOT_OPTIONS_INIT      */
+    const char *title;      /* UTF-8 or NULL                                  */
+    const char *x_label, *y_label;
+    double ymin, ymax;      /* ymin == ymax: from the data                    */
+} attn_lineplot_options;
+
+#define ATTN_LINEPLOT_OPTIONS_INIT {.struct_size = sizeof(attn_lineplot_options)}
+
+ATTN_API attn_status attn_lineplot_write(const char *path, const double *y, int64_t n,
+                                         const attn_lineplot_options *opt);
+
 /* A self-contained HTML report of attention maps: one file, no network
  * access, no external scripts or fonts.  The data are embedded as JSON (the
  * weights as base64 little-endian float32, so hovering shows each weight

@@ -27,7 +27,8 @@
 static void model_help(FILE *out) {
     fprintf(out,
     "usage: attn model info FILE.gguf\n"
-    "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n\n"
+    "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n"
+    "       attn model chapter FILE.gguf [OPTIONS]\n\n"
     "A decoder-only language model from a GGUF file (qwen2: Qwen2 / Qwen2.5; gemma3: Gemma 3),\n"
     "run in float32 with every layer's attention through attn's scaled dot-product attention.\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
@@ -39,7 +40,9 @@ static void model_help(FILE *out) {
     "  --ids ID,ID,...   token ids, comma-separated, each in [0, vocabulary); no BOS is added\n"
     "                    (Gemma expects 2 first). The tokenizer is not part of this command.\n"
     "  --top K           how many next tokens to print (default %d)\n"
-    "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n\n"
+    "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
+    "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
+    "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
@@ -255,6 +258,23 @@ done:
 }
 
 int cmd_model(int argc, char **argv) {
+    /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
+    if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
+        const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
+        if (argc < 3 || (argv[2][0] == '-' && !help))
+            return cli_usage_error("model", "chapter needs the model's FILE.gguf first, then its options "
+                                            "(attn demo --help lists them)");
+        char **demo_argv = malloc((size_t)(argc + 2) * sizeof *demo_argv);
+        if (!demo_argv) return cli_data_error("model", "out of memory");
+        int n = 0;
+        demo_argv[n++] = "demo";
+        if (!help) demo_argv[n++] = "--model";
+        for (int i = 2; i < argc; i++) demo_argv[n++] = argv[i];
+        demo_argv[n] = NULL;
+        const int rc = cmd_demo(n, demo_argv);
+        free(demo_argv);
+        return rc;
+    }
     const char *action = NULL, *path = NULL, *ids_text = NULL;
     int64_t top = TOP_DEFAULT;
     bool layer_norms = false;
@@ -280,7 +300,7 @@ int cmd_model(int argc, char **argv) {
     if (!info && !run) {
         static const char *const actions[] = {"info", "run"};
         const char *guess = cli_nearest_name(action, strlen(action), actions, 2);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info and run", action,
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run and chapter", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model's FILE.gguf", action);

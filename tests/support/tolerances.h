@@ -320,4 +320,21 @@
  * float32 lse's exponentials, in double */
 #define CACHE_LSE_ABS_FAIL 4e-6
 
+/* ---- the chapter's opening on a real model (model/test_chapter_model.c),
+ * against the same transformers forward, derived from the decoder's
+ * agreement above.  A cosine of two vectors each off by a relative
+ * (L2) error e moves by at most about 2e; the residual stream's error is
+ * below 1e-4 of its rms (DECODER_HIDDEN_REL_FAIL bounds it at 1e-3), so
+ * twice that bound.  A softmax probability moves by at most about twice
+ * the largest logit error.  Measured: cosines 7.0e-7 (Qwen) and 6.2e-8
+ * (Gemma) off HF's; probabilities 1.9e-6 and 6.4e-7; 苹果's attention rows
+ * 7.9e-5 and 2.6e-6 (DECODER_WEIGHT_ABS_FAIL bounds them). ---- */
+
+/* the cosine of the two 苹果 vectors at each layer, absolute */
+#define CHAPTER_COSINE_ABS_FAIL (2 * DECODER_HIDDEN_REL_FAIL)
+/* a next-token probability, absolute */
+#define CHAPTER_PROB_ABS_FAIL (2 * DECODER_LOGIT_ABS_FAIL)
+/* a visible row of a real map sums to 1 within this (float32 weights) */
+#define CHAPTER_ROW_SUM_FAIL 1e-5
+
 #endif /* ATTN_TEST_TOLERANCES_H */

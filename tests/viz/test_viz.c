@@ -354,6 +354,35 @@ static void pictures_off_says_unsupported(void **state) {
     float w[1] = {1};
     assert_fails_with(attn_heatmap_write(test_path("m.png"), w, 1, 1, 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
     assert_fails_with(attn_chapter_figure_write(test_path("f.png"), 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
+    const double y[1] = {1};
+    assert_fails_with(attn_lineplot_write(test_path("l.png"), y, 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
+}
+
+/* A line plot: drawn in every format (the SVG holds its title), refusals
+ * name the problem. */
+static void lineplot_draws_and_refuses(void **state) {
+    (void)state;
+    require_pictures();
+    const double y[5] = {1.0, 0.98, 0.92, 0.75, 0.55};
+    attn_lineplot_options opt = ATTN_LINEPLOT_OPTIONS_INIT;
+    opt.title = "cosine 苹果";
+    opt.x_label = "layer";
+    opt.y_label = "cosine";
+    static const char *const names[] = {"line.png", "line.svg", "line.pdf"};
+    for (int i = 0; i < 3; i++) {
+        assert_ok(attn_lineplot_write(test_path(names[i]), y, 5, &opt));
+        size_t n = 0;
+        char *bytes = test_read_file(test_path(names[i]), &n);
+        assert_true(n > 500);
+        free(bytes);
+    }
+    assert_ok(attn_lineplot_write(test_path("one.png"), y, 1, NULL));
+    const double bad[2] = {0.5, NAN};
+    assert_fails_with(attn_lineplot_write(test_path("bad.png"), bad, 2, NULL), ATTN_ERR_INVALID_ARGUMENT, "point 1");
+    assert_fails_with(attn_lineplot_write(test_path("bad.txt"), y, 5, NULL), ATTN_ERR_INVALID_ARGUMENT, "format");
+    assert_fails_with(attn_lineplot_write(test_path("bad.png"), y, 0, NULL), ATTN_ERR_INVALID_ARGUMENT, "0 points");
+    opt.ymin = 1, opt.ymax = 0;
+    assert_fails_with(attn_lineplot_write(test_path("bad.png"), y, 5, &opt), ATTN_ERR_INVALID_ARGUMENT, "ymin");
 }
 
 /* ------------------------------------------------------------ attn map CLI */
@@ -446,6 +475,7 @@ int main(void) {
         cmocka_unit_test(heatmap_refuses_bad_input_and_leaves_no_file),
         cmocka_unit_test(chapter_figures_in_every_format),
         cmocka_unit_test(chapter_figures_show_the_chapter_numbers),
+        cmocka_unit_test(lineplot_draws_and_refuses),
         cmocka_unit_test(pictures_off_says_unsupported),
         cmocka_unit_test(cli_map_draws_and_names_errors),
         cmocka_unit_test(cli_demo_writes_the_three_figures),

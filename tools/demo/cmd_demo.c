@@ -373,7 +373,7 @@ static void fmt_mix(char *buf, size_t size, const float *w, const float *values,
 }
 
 /* Terminal columns of UTF-8 text: CJK and full-width forms take two. */
-static int display_width(const char *s) {
+int demo_display_width(const char *s) {
     int width = 0;
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
@@ -393,7 +393,7 @@ static int display_width(const char *s) {
 }
 
 static void pad_to(char *buf, size_t size, int width) {
-    for (int w = display_width(buf); w < width; w++) append(buf, size, " ");
+    for (int w = demo_display_width(buf); w < width; w++) append(buf, size, " ");
 }
 
 /* ---------------------------------------------------------------- columns */
@@ -420,7 +420,7 @@ static void print_columns(const column *cols, int ncols) {
     for (int c = 0; c < ncols; c++) {
         if (cols[c].n > lines) lines = cols[c].n;
         for (int i = 0; i < cols[c].n; i++) {
-            int w = display_width(cols[c].line[i]);
+            int w = demo_display_width(cols[c].line[i]);
             if (w > width[c]) width[c] = w;
         }
     }
@@ -451,14 +451,14 @@ static void col_matrix(column *c, const char *title, const char *label, const fl
     col_add(c, "%s  %d×%d", title, rows, cols);
     for (int i = 0; i < rows; i++) {
         s[i] = fmt_vec(m + i * cols, cols, u, how);
-        if (display_width(s[i].main) > main_width) main_width = display_width(s[i].main);
+        if (demo_display_width(s[i].main) > main_width) main_width = demo_display_width(s[i].main);
     }
     for (int i = 0; i < rows; i++) {
         char line[CELL] = "";
         if (label) append(line, sizeof line, "%s%d  ", label, i + 1);
         append(line, sizeof line, "%s", s[i].main);
         if (s[i].alt[0]) {
-            pad_to(line, sizeof line, display_width(line) + main_width - display_width(s[i].main));
+            pad_to(line, sizeof line, demo_display_width(line) + main_width - demo_display_width(s[i].main));
             append(line, sizeof line, " = %s", s[i].alt);
         }
         col_add(c, "%s", line);
@@ -503,7 +503,7 @@ static void say(const char *text) {
 
 /* An answer line: the answer mark on the first, later lines hang under it. */
 static void say_answer(const demo_text *t, bool first, const char *text) {
-    int hang = display_width(t->answer);
+    int hang = demo_display_width(t->answer);
     printf("  %s%*s", first ? t->answer : "", first ? 0 : hang, "");
     for (const char *p = text; *p; p++) {
         putchar(*p);
@@ -865,8 +865,10 @@ static const demo_text *text_from_environment(void) {
     return lang && strncmp(lang, "zh", 2) == 0 ? &demo_text_zh : &demo_text_en;
 }
 
-enum { F_LANG = 1, F_FIGURES };
-static const cli_flag demo_flags[] = {{"--lang", "en|zh", F_LANG, 0}, {"--figures", "DIR", F_FIGURES, 0},
+enum { F_LANG = 1, F_FIGURES, F_MODEL, F_PLOT, F_HEADS, F_NO_COST };
+static const cli_flag demo_flags[] = {{"--lang", "en|zh", F_LANG, 0},   {"--figures", "DIR", F_FIGURES, 0},
+                                      {"--model", "FILE", F_MODEL, 0},  {"--plot", "FILE", F_PLOT, 0},
+                                      {"--heads", NULL, F_HEADS, 0},    {"--no-cost", NULL, F_NO_COST, 0},
                                       CLI_FLAGS_END};
 static const cli_flag *const demo_tables[] = {demo_flags, NULL};
 /* The help is printed after the rest is read: --lang chooses its language. */
@@ -876,6 +878,7 @@ int cmd_demo(int argc, char **argv) {
     const demo_text *t = NULL;
     const char *figures_dir = NULL;
     bool help = false;
+    demo_model_options model = {0};
     cli_args args;
     const char *value;
     cli_args_begin(&args, &cli_demo_spec, argc, argv);
@@ -883,6 +886,10 @@ int cmd_demo(int argc, char **argv) {
         if (id == CLI_ARGS_STOP) return args.status;
         if (id == CLI_ARGS_HELP) help = true;
         else if (id == F_FIGURES) figures_dir = value;
+        else if (id == F_MODEL) model.model = value;
+        else if (id == F_PLOT) model.plot = value;
+        else if (id == F_HEADS) model.heads = true;
+        else if (id == F_NO_COST) model.no_cost = true;
         else if (!(t = text_for(value)))
             return cli_usage_error("demo", "--lang must be en or zh, got '%s'", value);
     }
@@ -890,6 +897,12 @@ int cmd_demo(int argc, char **argv) {
     if (help) {
         fputs(t->usage, stdout);
         return CLI_OK;
+    }
+    if (!model.model && (model.plot || model.heads || model.no_cost))
+        return cli_usage_error("demo", "--plot, --heads and --no-cost are options of --model FILE");
+    if (model.model) {
+        if (figures_dir) return cli_usage_error("demo", "--figures draws the toy example's figures, not --model's");
+        return demo_model_run(t, t == &demo_text_zh ? &demo_model_text_zh : &demo_model_text_en, &model);
     }
 
     chapter ch;

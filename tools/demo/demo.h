@@ -7,6 +7,8 @@
 #ifndef ATTN_DEMO_H
 #define ATTN_DEMO_H
 
+#include <stdbool.h>
+
 typedef struct demo_text {
     const char *usage;
     const char *title, *intro; /* intro: %s = library version */
@@ -60,5 +62,55 @@ typedef struct demo_text {
 } demo_text;
 
 extern const demo_text demo_text_en, demo_text_zh;
+
+/* The prose of `attn demo --model FILE` (cmd_demo_model.c), the chapter's
+ * opening on a real model; the same two tables' style. */
+typedef struct demo_model_text {
+    const char *title;          /* %s file, %s architecture                        */
+    const char *intro;
+    const char *loading, *loaded; /* stderr; loading: %s file; loaded: %.1f s, %.0f MiB */
+    const char *no_file;        /* %s file                                         */
+    /* 1 */
+    const char *sec_tokens, *sentence;  /* sentence: %c letter, %s text, %lld tokens */
+    const char *col_pos, *col_id, *col_piece, *col_text;
+    const char *same_token;     /* %s 苹果, %ld id, %lld pos, %lld pos             */
+    const char *embed_equal, *embed_differ;
+    /* 2 */
+    const char *sec_cosine, *cosine_intro, *col_layer, *col_cosine;
+    const char *row_embed, *row_layer, *row_final; /* row_layer: %lld            */
+    const char *cosine_read;    /* %s last layer, %s final norm, %s lowest, %s where */
+    const char *plot_title, *plot_x, *plot_y, *wrote; /* wrote: %s             */
+    /* 3 */
+    const char *sec_reads, *reads_intro, *reads_heads_intro;
+    const char *head_label;     /* %lld head, %lld kv head                         */
+    const char *sec_next, *next_heading; /* next_heading: %c letter                */
+    const char *col_rank, *col_prob;
+    const char *next_read;
+    /* 4 */
+    const char *sec_gqa, *gqa_line; /* %lld Hq, %lld Hkv, %lld Dh, %lld group      */
+    const char *gqa_group;      /* %lld kv, %lld first q, %lld last q               */
+    const char *gqa_chapter;    /* %d %d %d                                        */
+    /* 5 */
+    const char *sec_mask, *mask_line; /* %lld maps, %lld cells, %s worst, %lld nonzero */
+    const char *mask_note;
+    /* 6 */
+    const char *sec_cost, *cost_intro; /* %lld tokens of the text                  */
+    const char *col_tokens, *col_seconds, *col_cells, *col_visible, *col_table, *col_flash;
+    const char *cost_read;      /* %s cells ratio, %s time ratio                   */
+    const char *cost_skipped;
+} demo_model_text;
+
+extern const demo_model_text demo_model_text_en, demo_model_text_zh;
+
+/* Terminal columns of UTF-8 text: CJK and full-width forms take two. */
+int demo_display_width(const char *s);
+
+/* `attn demo --model FILE` (and `attn model chapter FILE`): the options
+ * after the demo's own; t chooses the language of both tables. */
+typedef struct demo_model_options {
+    const char *model, *plot;
+    bool heads, no_cost;
+} demo_model_options;
+int demo_model_run(const demo_text *t, const demo_model_text *mt, const demo_model_options *opt);
 
 #endif /* ATTN_DEMO_H */

@@ -6,6 +6,7 @@
 const demo_text demo_text_zh = {
     .usage =
         "用法：attn demo [--lang en|zh] [--figures DIR]\n"
+        "      attn demo --model FILE.gguf [--lang en|zh] [--plot FILE] [--heads] [--no-cost]\n"
         "\n"
         "按本章顺序演示注意力的算例：X与三张W，查询Q、键K、值V，原始分数与缩放分数，\n"
         "指数值、权重和三个位置的输出；上下文改动与图2的四种受控检查；因果掩码；多头的\n"
@@ -15,7 +16,23 @@ const demo_text demo_text_zh = {
         "选项：\n"
         "  --lang en|zh   演示的语言（默认：$LANG 以 \"zh\" 开头时为 zh，否则为 en）\n"
         "  --figures DIR  另用算出的数画出本章的三幅图，写入 DIR（figure1..3 的 .png 与 .svg；需要 cairo）\n"
-        "  -h, --help     显示本帮助\n",
+        "\n"
+        "加上 --model（也可写 attn model chapter FILE.gguf），把本章开头的例子放到真实模型上\n"
+        "（GGUF 格式的 Qwen2.5 或 Gemma 3；scripts/fetch-models.sh 会把两个模型下载到 ~/.cache/attn/models）：\n"
+        "对“我吃了一个苹果”和“这台电脑来自苹果”分词，苹果是同一个词元、同一个嵌入；两个“苹果”\n"
+        "向量在每一层之后的余弦；每个“苹果”读了哪些键，以及下一个词元的预测；模型的 GQA 布局；\n"
+        "在每张注意力图上检查因果掩码；真实文本前 100 与 200 个词元的时间和分数格数。加载需要\n"
+        "几秒（全部权重反量化为 float32：Qwen2.5 0.5B 为 2.4 GiB）。\n"
+        "  --model FILE   GGUF 模型文件\n"
+        "  --plot FILE    另把余弦序列画成折线图（.png、.svg 或 .pdf；需要 cairo）\n"
+        "  --heads        每一层每一个头里“苹果”读了什么（默认：对所有头取平均）\n"
+        "  --no-cost      跳过 100 与 200 个词元的计时（§6）\n"
+        "\n"
+        "  -h, --help     显示本帮助\n"
+        "\n"
+        "示例：\n"
+        "  attn demo --lang zh --figures figs\n"
+        "  attn demo --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --plot cos.png\n",
     .title = "attn demo —— 注意力一章的算例，一步一步算清",
     .intro = "以下每个数都由 libattn %s 计算；手工输入的只有本章给定的输入。",
 
@@ -119,4 +136,62 @@ const demo_text demo_text_zh = {
     .ex3_a = "两次输出相同，因为权重总和都是1且两项V相同。注意力图能显示这一层这一头的读取份额，\n"
              "却不能单独证明最终答案因哪个词产生。（由库计算：attn_sdpa_forward 加上偏置 log w，\n"
              "softmax 正好返回 w。）",
+};
+
+const demo_model_text demo_model_text_zh = {
+    .title = "attn demo --model —— 本章开头的例子，换成真实模型：%s（%s）",
+    .intro = "本章的两个句子（苹果在模型词表里两处都是同一个词元），由 libattn 的解码器以 float32\n"
+             "跑过整个模型；下面每个数都是算出来的，没有手填。",
+    .loading = "attn demo：正在加载 %s（把全部权重反量化为 float32）……\n",
+    .loaded = "attn demo：加载用时 %.1f 秒（float32 权重 %.0f MiB）\n",
+    .no_file = "%s：模型文件不存在（scripts/fetch-models.sh 会把两个模型下载到 ~/.cache/attn/models）",
+
+    .sec_tokens = "§1  两个句子里的同一个词元",
+    .sentence = "句子 %c：%s（%lld 个词元）",
+    .col_pos = "位置", .col_id = "id", .col_piece = "词元", .col_text = "文本",
+    .same_token = "%s 在两个句子里都是词元 %ld（位置 %lld 与位置 %lld）：查的是嵌入表的同一行。",
+    .embed_equal = "两个嵌入向量逐位相同（残差流的第 0 行）。",
+    .embed_differ = "两个嵌入向量不同：这不应发生（同一个 id，同一行）。",
+
+    .sec_cosine = "§2  两个“苹果”向量逐层分开",
+    .cosine_intro = "句子 A 与句子 B 中“苹果”位置的向量，在每一层之后残差流里的余弦相似度。1 表示方向相同；\n"
+                    "让不同上下文进来的是注意力（前馈层只作用于各自的位置）。",
+    .col_layer = "层", .col_cosine = "余弦",
+    .row_embed = "嵌入", .row_layer = "第 %lld 层之后", .row_final = "最终归一化",
+    .cosine_read = "从嵌入处的恰好 1，到最后一层之后的 %s、最终归一化之后的 %s（输出头读的向量）；\n"
+                   "最低的余弦是 %s，在 %s。",
+    .plot_title = "两个“苹果”向量的余弦，逐层",
+    .plot_x = "0 = 嵌入，l + 1 = 第 l 层之后，最后一点 = 最终归一化之后",
+    .plot_y = "余弦",
+    .wrote = "已写出 %s",
+
+    .sec_reads = "§3  每个“苹果”读了什么",
+    .reads_intro = "每层中“苹果”读得最多的三个键，对所有查询头取平均（注意力图的最后一行）。\n"
+                   "每个头的细节：--heads。",
+    .reads_heads_intro = "每一层、每一个头：“苹果”读得最多的三个键。",
+    .head_label = "头 %lld（kv %lld）",
+    .sec_next = "每个句子之后的下一个词元预测",
+    .next_heading = "句子 %c 之后：",
+    .col_rank = "名次", .col_prob = "概率",
+    .next_read = "最后一个词元相同，接下来的预测却不同：模型怎样处理“苹果”取决于它前面的内容。上面的\n"
+                 "注意力权重是读取的份额，不是解释：读到的内容（值）、前馈层和后面的层同样带着这个变化。",
+
+    .sec_gqa = "§4  分组查询注意力：文件里写的布局",
+    .gqa_line = "%lld 个查询头，%lld 个键/值头，宽 %lld：每 %lld 个查询头共享一组 K 和 V。",
+    .gqa_group = "  kv 头 %lld <- 查询头 %lld..%lld",
+    .gqa_chapter = "本章的 Qwen3-0.6B：%d 个查询头，%d 个键/值头，每组 K/V 由 %d 个查询头共享。",
+
+    .sec_mask = "§5  真实注意力图里的因果掩码",
+    .mask_line = "共 %lld 张图（两个句子的每一层每一个头，%lld 个格）：一行可见权重之和与 1 的最大偏差是 %s；\n"
+                 "对角线以上不为 0 的格：%lld。",
+    .mask_note = "掩码遮住后面的位置，并在可见位置上重新归一化：每一行仍然和为 1，未来的信息不会漏进来。",
+
+    .sec_cost = "§6  真实文本上的 n² 代价",
+    .cost_intro = "文本：本演示自己的说明段落（在这个词表里 %lld 个词元），取前 100 和前 200 个词元跑过整个模型。",
+    .col_tokens = "词元", .col_seconds = "前向 秒", .col_cells = "分数格",
+    .col_visible = "可见", .col_table = "每层分数表", .col_flash = "flash 工作区",
+    .cost_read = "词元数翻倍：分数格 ×%s，前向时间 ×%s。在这样的长度下，时间主要花在投影上（与 n 成正比）；\n"
+                 "按 n² 增长的是分数表。flash 内核从不存下整张表：它的工作区按分块和线程算，两种长度下一样大\n"
+                 "（短文本时可能比分数表还大，文本一长就远小于分数表）。",
+    .cost_skipped = "（已跳过：--no-cost）",
 };

@@ -21,3 +21,8 @@ attn_status attn_chapter_figure_write(const char *path, int figure, const char *
     (void)figure, (void)lang;
     return attn__fail(ATTN_ERR_UNSUPPORTED, "'%s': %s", path ? path : "(null)", PICTURES_OFF);
 }
+
+attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, const attn_lineplot_options *opt) {
+    (void)y, (void)n, (void)opt;
+    return attn__fail(ATTN_ERR_UNSUPPORTED, "'%s': %s", path ? path : "(null)", PICTURES_OFF);
+}
