@@ -16,6 +16,7 @@
 #include "isa/x86_avx2/vec.h"
 #include "isa/x86_avx2/exp2.h"
 
+#include <cpuid.h>
 #include <stdint.h>
 
 #define TILE_QV 2
@@ -32,9 +33,13 @@
 #include "isa/templates/convert.h"
 #include "isa/templates/peak.h"
 
+/* F16C (the half conversions) is read from CPUID leaf 1 (ECX bit 29):
+ * clang's __builtin_cpu_supports does not know "f16c". */
 static bool avx2_supported(void) {
+    unsigned eax, ebx, ecx, edx;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 }
 
 #define UKERNEL_TABLE attn__ukernels_avx2
