@@ -20,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 venv=${ATTN_PY_VENV:-build-python/venv}
+case $venv in /*) ;; *) venv=$PWD/$venv ;; esac # the tests run from tests/python
 if [[ ! -x "$venv/bin/python" ]]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
