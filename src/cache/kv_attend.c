@@ -75,15 +75,8 @@
 /* ---------------------------------------------------------------- halves
  * The kernels read float16 and bfloat16 K/V in place (docs/kernels.md,
  * half-precision storage), so a piece of a half cache is passed as a view
- * of the cache's dtype, like a float32 one.  Until they did, this returned
- * dtype != ATTN_F32 and every half piece was widened into float32 scratch
- * first (bfloat16 then ran about as fast as a float32 cache, float16 about
- * 3x slower).  Gathered pieces (short blocks copied together) are still
- * widened as they are copied. */
-static bool cache_needs_f32_views(attn_dtype dtype) {
-    (void)dtype;
-    return false;
-}
+ * of the cache's dtype, like a float32 one; only gathered pieces (short
+ * blocks copied together) are widened to float32 as they are copied. */
 
 /* n contiguous elements of the cache's dtype to float32: a copy, or the
  * exact widening of a half type. */
@@ -347,7 +340,7 @@ static bool scratch_alloc(const attend_plan *p, attend_scratch *s) {
     s->lse = malloc((size_t)cells * sizeof(float));
     s->workspace = p->workspace_bytes ? malloc(p->workspace_bytes) : NULL;
     bool ok = s->out && s->lse && (!p->workspace_bytes || s->workspace);
-    if (p->any_gathered || cache_needs_f32_views(c->dtype)) {
+    if (p->any_gathered) {
         s->k32 = malloc((size_t)(ATTEND_PIECE_KEYS * c->k_row) * sizeof(float));
         s->v32 = malloc((size_t)(ATTEND_PIECE_KEYS * c->v_row) * sizeof(float));
         ok = ok && s->k32 && s->v32;
@@ -405,7 +398,7 @@ static attn_status run_item(const attend_plan *p, attend_item *it, attend_scratc
         const attend_slice *slice = &p->slices[piece->first_slice];
         attn_tensor k = attn_tensor_view((void *)slice->k, c->dtype, 1, piece->rows, c->kv_heads, c->dim);
         attn_tensor v = attn_tensor_view((void *)slice->v, c->dtype, 1, piece->rows, c->kv_heads, c->dim_v);
-        if (piece->gathered || cache_needs_f32_views(c->dtype)) {
+        if (piece->gathered) {
             for (int64_t j = 0, at = 0; j < piece->slices; at += slice[j].rows, j++) {
                 load_f32(slice[j].k, c->dtype, slice[j].rows * c->k_row, s->k32 + at * c->k_row);
                 load_f32(slice[j].v, c->dtype, slice[j].rows * c->v_row, s->v32 + at * c->v_row);
@@ -466,7 +459,7 @@ static attn_status plan_workspace(attend_plan *p, int threads) {
         const attend_piece *piece = &p->pieces[i];
         const attend_sequence *s = &p->seqs[piece->seq_index];
         const attn_kv_cache *c = p->cache;
-        const bool f32 = piece->gathered || cache_needs_f32_views(c->dtype);
+        const bool f32 = piece->gathered;
         attn_tensor q = query_rows(p, s);
         attn_tensor k = attn_tensor_view(NULL, f32 ? ATTN_F32 : c->dtype, 1, piece->rows, c->kv_heads, c->dim);
         attn_tensor v = attn_tensor_view(NULL, f32 ? ATTN_F32 : c->dtype, 1, piece->rows, c->kv_heads, c->dim_v);
