@@ -48,13 +48,25 @@ typedef struct attn_heatmap_options {
     double cell;                     /* cell side in points, 0 = automatic           */
     double pixel_scale;              /* PNG pixels per point, 0 = 2 (1 for pictures
                                         over 8000 pixels on a side)                  */
+    /* Fields below were added later; a caller built against an older header
+     * passes a smaller struct_size and gets their defaults. */
+    const char *const *panel_titles; /* [H] one title per panel, e.g. "layer 3 · head
+                                        5" (a layer x head grid), or NULL: "head N" */
+    double vmax_quantile;            /* in (0, 1]: the colour scale runs from 0 to
+                                        this quantile of the visible weights of all
+                                        panels (0.99 for `attn map --vmax auto`);
+                                        heavier cells take the darkest colour and the
+                                        colour bar states the rule and the value.
+                                        0 = off: vmin, vmax as above                 */
 } attn_heatmap_options;
 
 #define ATTN_HEATMAP_OPTIONS_INIT {.struct_size = sizeof(attn_heatmap_options)}
 
 /* Draws attention maps, one panel per head: rows are queries, columns are the
  * keys they read (as in the chapter's Figure 3), token labels on both axes,
- * a colour-scale legend.  The format follows path's extension: .png and .svg
+ * a colour-scale legend.  A single query row (len_q = 1, one decode step)
+ * is drawn as a strip of tall cells, wrapped every 64 keys, with every key's
+ * label, so that 512 keys stay readable.  The format follows path's extension: .png and .svg
  * put the heads side by side in a grid, .pdf puts one head on each page.
  * Written atomically (a temporary file renamed over path); messages name path.
  *   weights: [H, L, S] contiguous (one batch of attn_sdpa_forward's weights);
