@@ -108,15 +108,17 @@ ATTN_API attn_status attn_lineplot_write(const char *path, const double *y, int6
 /* A self-contained HTML report of attention maps: one file, no network
  * access, no external scripts or fonts.  The data are embedded as JSON (the
  * weights as base64 little-endian float32, so hovering shows each weight
- * exactly); heat maps are drawn on <canvas>, so 512 tokens x 16 heads stay
- * usable.  The page holds a heat map per head (hover: the token pair and the
+ * exactly; where visible hides cells only the visible ones are stored, which
+ * halves a causal map); heat maps are drawn on <canvas>, so 512 tokens x 16
+ * heads, or 24 layers x 14 heads x 256 tokens, stay usable.  The page holds a heat map per head (hover: the token pair and the
  * exact weight), a bertviz-style token view (lines from each query to the
  * keys it reads, thickness and opacity = weight; hover or click a token to
  * focus it), and, when paths is set, the path-decomposition table of the
  * chapter's Figure 2 (base, K only, V only, both, interaction) per head, and
  * for multi-head attention also after W_O.  Opening the file with #selftest
- * appended makes the page hover a cell and report what it showed in
- * <pre id="selftest"> (the tests drive it with headless Chromium). */
+ * appended makes the page switch layer and head through its selectors, hover
+ * cells and report what it showed in <pre id="selftest"> (the tests drive it
+ * with headless Chromium; docs/pictures.md has the syntax). */
 typedef struct attn_report {
     size_t struct_size;              /* sizeof(attn_report): set by ATTN_REPORT_INIT */
     const char *title;               /* or NULL                                     */
@@ -131,6 +133,13 @@ typedef struct attn_report {
                                         NULL: no path table.  Its query heads are
                                         indexed by head_ids (or 0 .. H-1)           */
     int64_t paths_batch;             /* the batch of paths shown                    */
+    /* Fields below were added later; a caller built against an older header
+     * passes a smaller struct_size and gets their defaults. */
+    int64_t layers;                  /* > 1: weights and visible hold [layers, H, L, S]
+                                        (a model's run; the page gets a layer
+                                        selector); 0 or 1: one layer [H, L, S].
+                                        paths need one layer                        */
+    const int64_t *layer_ids;        /* [layers] the layers' numbers, or NULL        */
 } attn_report;
 
 #define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}

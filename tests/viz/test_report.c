@@ -150,13 +150,17 @@ static char *selftest(const char *path, const char *cells) {
     return report;
 }
 
-/* The weight the tooltip showed for cell h:i:j ("hidden" for a hidden one),
- * after checking that the synthetic mouse landed on that very cell. */
-static void hovered(const char *report, int h, int i, int j, char *out, size_t size) {
-    char key[96];
-    snprintf(key, sizeof key, "cell %d:%d:%d hovered=%d,%d weight=", h, i, j, i, j);
+/* The weight the tooltip showed for cell a:h:i:j (layer index a, or -1 for
+ * the three-number form h:i:j; "hidden" for a hidden cell), after checking
+ * that the page switched to that layer and head and that the synthetic mouse
+ * landed on that very cell. */
+static void hovered_in(const char *report, int a, int h, int i, int j, char *out, size_t size) {
+    char key[128];
+    if (a < 0) snprintf(key, sizeof key, "cell %d:%d:%d shown=0:%d hovered=%d,%d weight=", h, i, j, h, i, j);
+    else snprintf(key, sizeof key, "cell %d:%d:%d:%d shown=%d:%d hovered=%d,%d weight=", a, h, i, j, a, h, i, j);
     const char *at = strstr(report, key);
-    if (!at) fail_msg("no line for cell %d:%d:%d, or the mouse landed elsewhere:\n%s", h, i, j, report);
+    if (!at) fail_msg("no line \"%s\": the page showed another layer or head, or the mouse landed elsewhere:\n%s",
+                      key, report);
     at += strlen(key);
     size_t n = strcspn(at, " \n");
     if (n >= size) n = size - 1;
@@ -164,18 +168,27 @@ static void hovered(const char *report, int h, int i, int j, char *out, size_t s
     out[n] = 0;
 }
 
-/* The tooltip must show exactly the float the library computed. */
-static void assert_shows_exactly(const char *report, int h, int i, int j, float expected) {
+static void hovered(const char *report, int h, int i, int j, char *out, size_t size) {
+    hovered_in(report, -1, h, i, j, out, size);
+}
+
+/* The tooltip must show exactly the float the library computed (or the
+ * test wrote): layer index a (-1: the three-number form), head h, cell i, j. */
+static void assert_layer_shows_exactly(const char *report, int a, int h, int i, int j, float expected) {
     char shown[64];
-    hovered(report, h, i, j, shown, sizeof shown);
+    hovered_in(report, a, h, i, j, shown, sizeof shown);
     char *end;
     float value = strtof(shown, &end);
-    uint32_t a, b;
-    memcpy(&a, &value, 4);
-    memcpy(&b, &expected, 4);
-    if (*end || a != b)
-        fail_msg("cell %d:%d:%d: the tooltip shows \"%s\", the library computed %.9g", h, i, j, shown,
+    uint32_t got_bits, want_bits;
+    memcpy(&got_bits, &value, 4);
+    memcpy(&want_bits, &expected, 4);
+    if (*end || got_bits != want_bits)
+        fail_msg("cell %d:%d:%d:%d: the tooltip shows \"%s\", expected %.9g", a, h, i, j, shown,
                  (double)expected);
+}
+
+static void assert_shows_exactly(const char *report, int h, int i, int j, float expected) {
+    assert_layer_shows_exactly(report, -1, h, i, j, expected);
 }
 
 /* A report must not reach outside its own file. */
@@ -420,11 +433,11 @@ static void large_report_stays_usable(void **state) {
     const char *path = test_path("large.html");
     assert_ok(attn_report_write_html(path, &r));
 
-    /* base64 float32: 4/3 x 4 bytes a weight, plus the visibility bits and
-     * the page itself */
+    /* base64 float32: 4/3 x 4 bytes a visible weight (the hidden upper
+     * triangle is not stored), plus the visibility bits and the page itself */
     size_t n;
     free(test_read_file(path, &n));
-    const double data = 4.0 / 3.0 * 4.0 * H * L * L;
+    const double data = 4.0 / 3.0 * 4.0 * H * L * (L + 1) / 2.0;
     if ((double)n < data || (double)n > data + 2.0 * 1024 * 1024)
         fail_msg("large.html is %zu bytes; expected about %.0f", n, data);
 
