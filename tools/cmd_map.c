@@ -147,7 +147,10 @@ int cmd_map(int argc, char **argv) {
         case F_TEXT: src.text = value; break;
         case F_LAYER: src.layer_text = value; break;
         case F_O: out_path = value; break;
-        case F_HEADS: src.head_text = value; break;
+        case F_HEADS:
+            src.head_text = value;
+            src.head_flag = flag;
+            break;
         case F_TOKENS: tokens_text = value; break;
         case F_KEY_TOKENS: key_tokens_text = value; break;
         case F_TITLE: hopt.title = value; break;
@@ -179,7 +182,7 @@ int cmd_map(int argc, char **argv) {
         }
     }
     if (!src.weights_path && !src.model_path)
-        return cli_usage_error("map", "missing the maps: --weights W.npy, or --model FILE.gguf --text TEXT");
+        return cli_usage_error("map", "missing --weights W.npy (maps made elsewhere), or --model FILE.gguf --text TEXT (a run)");
     if (src.weights_path && src.model_path)
         return cli_usage_error("map", "give either --weights (maps made elsewhere) or --model (a run), not both");
     if (!src.model_path != !src.text)

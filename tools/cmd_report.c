@@ -305,6 +305,7 @@ int cmd_report(int argc, char **argv) {
         const char *const outputs[] = {html_path};
         if (cli_check_paths("report", inputs, 8, outputs, 1)) return CLI_USAGE_ERROR;
         src.head_text = show_text;
+        src.head_flag = "--head";
         src.batch = batch;
         if ((tokens_text && (rc = cli_tokens_parse("report", "--tokens", tokens_text, &tokens))) ||
             (key_tokens_text && (rc = cli_tokens_parse("report", "--key-tokens", key_tokens_text, &key_tokens))))

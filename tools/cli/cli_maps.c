@@ -140,7 +140,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     }
     const int64_t L = (int64_t)n_ids, H = c->n_heads;
     if ((rc = select_indices(cmd, "--layer", src->layer_text, c->n_layers, "layer", &m->layer_ids, &m->n_layers)) ||
-        (rc = select_indices(cmd, "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
+        (rc = select_indices(cmd, src->head_flag ? src->head_flag : "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
         goto done;
     if ((uint64_t)(m->n_layers * H) * (uint64_t)(L * L) * 5 > MAPS_BYTES_MAX) {
         rc = cli_data_error(cmd, "%lld layers x %lld heads x %lld x %lld tokens would take over %llu MiB; choose "
@@ -245,7 +245,7 @@ static int load_file(const char *cmd, const cli_map_source *src, cli_attention_o
     }
     if ((rc = select_indices(cmd, "--layer", layer_axis ? src->layer_text : NULL, NL, "layer", &m->layer_ids,
                              &m->n_layers)) ||
-        (rc = select_indices(cmd, "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
+        (rc = select_indices(cmd, src->head_flag ? src->head_flag : "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
         goto done;
     if ((rc = cli_load_attention_inputs(cmd, ao, B, H, L, S))) goto done;
     if (!(visible_all = cli_visibility(cmd, ao, B, H, L, S))) {

@@ -24,6 +24,7 @@ typedef struct cli_map_source {
     const char *weights_path;      /* --weights W.npy                           */
     const char *layer_text;        /* --layer LIST|all, or NULL (all)            */
     const char *head_text;         /* --head LIST|all, or NULL (all)             */
+    const char *head_flag;         /* the flag typed for it (messages), or NULL  */
     int64_t batch;                 /* --batch                                   */
 } cli_map_source;
 
