@@ -215,6 +215,11 @@ int cmd_map(int argc, char **argv) {
         hopt.vmin = (float)vmin;
         hopt.vmax = (float)vmax;
     }
+    if (!attn_pictures_available()) {
+        /* Before a model is loaded for nothing: the library's own message. */
+        attn_heatmap_write(out_path, NULL, 0, 0, 0, NULL);
+        return cli_data_error("map", "%s", attn_last_error());
+    }
     if ((tokens_text && (rc = cli_tokens_parse("map", "--tokens", tokens_text, &tokens))) ||
         (key_tokens_text && (rc = cli_tokens_parse("map", "--key-tokens", key_tokens_text, &key_tokens))))
         goto cleanup;
