@@ -140,6 +140,13 @@ typedef struct attn_report {
                                         selector); 0 or 1: one layer [H, L, S].
                                         paths need one layer                        */
     const int64_t *layer_ids;        /* [layers] the layers' numbers, or NULL        */
+    /* A line plot under the maps, e.g. the cosine of the chapter's two 苹果
+     * layer by layer (`attn report --model --compare-text`); hovering a
+     * point shows its exact value.  line_len 0: none. */
+    const double *line;              /* [line_len] finite values                    */
+    int64_t line_len;                /* 0 .. 10000                                   */
+    const char *const *line_labels;  /* [line_len] x labels ("embed", "0", ...) or NULL */
+    const char *line_title;          /* or NULL                                     */
 } attn_report;
 
 #define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}

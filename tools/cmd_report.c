@@ -28,7 +28,7 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
 
 /* Flag ids: an input's is F_INPUT + IN_*. */
 enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
-       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER };
+       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -42,7 +42,7 @@ static const cli_flag report_flags[] = {
     {"--title", "TEXT", F_TITLE, 0},                     {"--batch", "N", F_BATCH, 0},
     {"--head", "LIST|all", F_SHOW_HEADS, 0},             {"--layer", "LIST|all", F_LAYER, 0},
     {"--weights", "W.npy", F_WEIGHTS, 0},                {"--model", "FILE.gguf", F_MODEL, 0},
-    {"--text", "TEXT|@FILE", F_TEXT, 0},
+    {"--text", "TEXT|@FILE", F_TEXT, 0},                 {"--compare-text", "TEXT|@FILE", F_COMPARE, 0},
     CLI_FLAGS_END};
 
 static void report_help(FILE *out) {
@@ -52,7 +52,8 @@ static void report_help(FILE *out) {
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
-    "       attn report --model FILE.gguf --text TEXT|@FILE [--layer LIST|all] [--head LIST|all] --html OUT.html\n"
+    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE] [--layer LIST|all]\n"
+    "                   [--head LIST|all] --html OUT.html\n"
     "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
     "                   --html OUT.html\n\n"
     "Writes ONE self-contained HTML file (no network access, no external scripts or fonts): a heat\n"
@@ -70,6 +71,9 @@ static void report_help(FILE *out) {
     "maps computed elsewhere (a layer selector on the page):\n"
     "  --model FILE.gguf --text TEXT|@FILE   run the model over the text: every layer's maps, the\n"
     "                      model's tokens as labels, its mask (causal, sliding windows) hatched\n"
+    "  --compare-text TEXT   a second run (with --model): the page adds the cosine of the two texts'\n"
+    "                      last tokens' vectors, embeddings then layer by layer (the chapter's two\n"
+    "                      苹果: --text 我吃了一个苹果 --compare-text 这台电脑来自苹果)\n"
     "  --weights W.npy     [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or\n"
     "                      [layers, B, H, L, S] (transformers' output_attentions stacked, float32)\n"
     "  --layer LIST|all    the layers shown (default all)\n"
@@ -86,7 +90,9 @@ static void report_help(FILE *out) {
     "  attn report -q Q.npy -k K.npy -v V.npy --causal --tokens \"我,吃,了\" --html report.html\n"
     "  attn report -q Q.npy -k K.npy -v V.npy --changed-k K2.npy --changed-v V2.npy --html paths.html\n"
     "  attn report --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --text @text.txt \\\n"
-    "              --html run.html\n",
+    "              --html run.html\n"
+    "  attn report --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf --text 我吃了一个苹果 \\\n"
+    "              --compare-text 这台电脑来自苹果 --html apples.html\n",
     cli_module_help, cli_layout_help, cli_mask_help, cli_compute_help);
 }
 
@@ -230,6 +236,10 @@ static int report_maps(const cli_map_source *src, cli_attention_options *ao, con
     report.key_labels = (const char *const *)key_tokens->items;
     report.layers = maps.n_layers;
     report.layer_ids = maps.layer_ids;
+    report.line = maps.cosine;
+    report.line_len = maps.n_cosine;
+    report.line_labels = (const char *const *)maps.cosine_labels;
+    report.line_title = maps.cosine_title;
     if (attn_report_write_html(html_path, &report) != ATTN_OK)
         rc = cli_data_error("report", "%s", attn_last_error());
     else if (!quiet)
@@ -276,6 +286,7 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_MODEL) src.model_path = value;
         else if (id == F_TEXT) src.text = value;
         else if (id == F_LAYER) src.layer_text = value;
+        else if (id == F_COMPARE) src.compare_text = value;
         else if (!cli_parse_int("report", "--batch", value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
     }
     const bool sdpa = r.paths[IN_Q] || r.paths[IN_K] || r.paths[IN_V];
@@ -290,6 +301,8 @@ int cmd_report(int argc, char **argv) {
                                    "-q/-k/-v, -x or the module's weights");
         if (src.weights_path && src.model_path)
             return cli_usage_error("report", "give either --weights (maps made elsewhere) or --model (a run), not both");
+        if (src.compare_text && !src.model_path)
+            return cli_usage_error("report", "--compare-text is a second run of --model");
         if (!src.model_path != !src.text)
             return cli_usage_error("report", src.text ? "--text needs --model FILE.gguf"
                                                       : "--model needs --text TEXT (the text to run)");
@@ -298,12 +311,13 @@ int cmd_report(int argc, char **argv) {
             return cli_usage_error("report", "with --model the labels are the model's tokens and the mask its own: "
                                    "--tokens, --key-tokens, --batch and the mask options are for --weights");
         const char *text_file = src.text && src.text[0] == '@' ? src.text + 1 : NULL;
+        const char *compare_file = src.compare_text && src.compare_text[0] == '@' ? src.compare_text + 1 : NULL;
         const char *tokens_file = tokens_text && tokens_text[0] == '@' ? tokens_text + 1 : NULL;
         const char *key_tokens_file = key_tokens_text && key_tokens_text[0] == '@' ? key_tokens_text + 1 : NULL;
-        const char *const inputs[] = {src.weights_path, src.model_path, text_file, tokens_file, key_tokens_file,
-                                      ao.key_lengths_path, ao.mask_path, ao.bias_path};
+        const char *const inputs[] = {src.weights_path, src.model_path, text_file, compare_file, tokens_file,
+                                      key_tokens_file, ao.key_lengths_path, ao.mask_path, ao.bias_path};
         const char *const outputs[] = {html_path};
-        if (cli_check_paths("report", inputs, 8, outputs, 1)) return CLI_USAGE_ERROR;
+        if (cli_check_paths("report", inputs, 9, outputs, 1)) return CLI_USAGE_ERROR;
         src.head_text = show_text;
         src.head_flag = "--head";
         src.batch = batch;
@@ -318,8 +332,9 @@ int cmd_report(int argc, char **argv) {
                          cli_args_given(&args, CLI_ID_QUIET));
         goto cleanup;
     }
-    if (src.text || src.layer_text)
-        return cli_usage_error("report", "%s belongs to --model or --weights", src.text ? "--text" : "--layer");
+    if (src.text || src.layer_text || src.compare_text)
+        return cli_usage_error("report", "%s belongs to --model or --weights",
+                               src.text ? "--text" : src.layer_text ? "--layer" : "--compare-text");
     {
         const char *inputs[IN_COUNT + MOD_COUNT + 3];
         int n_inputs = 0;

@@ -217,6 +217,17 @@ static attn_status json_visible_floats(viz_buf *b, const float *w, const uint8_t
     return st;
 }
 
+/* The line plot: {"title", "values" (shortest round-trip decimals), "labels"}. */
+static void json_line(viz_buf *b, const attn_report *r, int64_t n) {
+    attn__viz_buf_puts(b, "{\"title\":");
+    json_string(b, r->line_title);
+    attn__viz_buf_puts(b, ",\"values\":[");
+    for (int64_t i = 0; i < n; i++) attn__viz_buf_printf(b, "%s%.17g", i ? "," : "", r->line[i]);
+    attn__viz_buf_puts(b, "],\"labels\":");
+    json_labels(b, r->line_labels, n);
+    attn__viz_buf_puts(b, "}");
+}
+
 static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers, const int64_t *layer_ids) {
     const int64_t H = r->heads, L = r->len_q, S = r->len_kv, cells = H * L * S;
     attn_status st;
@@ -265,6 +276,10 @@ static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers,
     } else {
         attn__viz_buf_puts(b, "null");
     }
+    const int64_t line_len = REPORT_HAS(r, line_title) ? r->line_len : 0;
+    attn__viz_buf_puts(b, ",\"line\":");
+    if (line_len > 0) json_line(b, r, line_len);
+    else attn__viz_buf_puts(b, "null");
     attn__viz_buf_puts(b, ",\"paths\":");
     if (r->paths) {
         if ((st = json_paths(b, r))) return st;
@@ -301,6 +316,14 @@ attn_status attn_report_write_html(const char *path, const attn_report *r) {
             return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: weights[%lld] is -inf; pass "
                              "weights (0 where hidden) and mark hidden cells in visible", (long long)n);
     if (r->paths && (st = check_paths(r))) return st;
+    if (REPORT_HAS(r, line_title) && r->line_len) {
+        if (r->line_len < 0 || r->line_len > 10000 || !r->line)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: line_len %lld outside [0, 10000], "
+                             "or line is NULL", (long long)r->line_len);
+        for (int64_t i = 0; i < r->line_len; i++)
+            if (!isfinite(r->line[i]))
+                return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: line[%lld] is not finite", (long long)i);
+    }
 
     const char *page = (const char *)viz_report_page;
     const char *marker = strstr(page, DATA_MARKER);

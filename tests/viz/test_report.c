@@ -658,18 +658,30 @@ static void model_path_or_skip(const char *file, char *path, size_t size) {
     }
 }
 
-/* `attn report --model` on Gemma 3 270M over the chapter's first sentence:
- * the page's hovered weights equal the decoder's own maps, computed here
- * through the library; the model's tokens label the cells (<bos>, 苹果). */
+/* The cosine of the last rows of two residual streams, row r of [N + 1, L, d]. */
+static double last_cosine(const float *a, int64_t la, const float *b, int64_t lb, int64_t r, int64_t d) {
+    const float *x = a + (r * la + la - 1) * d, *y = b + (r * lb + lb - 1) * d;
+    double xy = 0, xx = 0, yy = 0;
+    for (int64_t i = 0; i < d; i++) xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    return xy / sqrt(xx * yy);
+}
+
+/* `attn report --model` on Gemma 3 270M over the chapter's first sentence,
+ * with its second as --compare-text: the page's hovered weights equal the
+ * decoder's own maps, computed here through the library; the model's
+ * tokens label the cells (<bos>, 苹果); the cosine plot's points show the
+ * cosine of the two 苹果 vectors layer by layer, as computed here from the
+ * decoder's residual streams. */
 static void cli_report_of_a_model_run(void **state) {
     (void)state;
     require_chromium();
     char model[600];
     model_path_or_skip(GEMMA, model, sizeof model);
-    const char *text = "我吃了一个苹果";
+    const char *text = "我吃了一个苹果", *other = "这台电脑来自苹果";
     char *out = NULL;
     const char *path = test_path("gemma.html");
-    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --html '%s'", model, text, path);
+    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --compare-text '%s' --html '%s'", model, text, other,
+                          path);
     if (rc != 0) fail_msg("attn report --model: exit %d\n%s", rc, out);
     free(out);
     assert_self_contained(path);
@@ -681,17 +693,25 @@ static void cli_report_of_a_model_run(void **state) {
     assert_ok(attn_decoder_load(g, &m));
     assert_ok(attn_tokenizer_from_gguf(g, &t));
     const attn_decoder_config *c = attn_decoder_get_config(m);
-    int32_t ids[32];
-    size_t L;
+    int32_t ids[32], ids_b[32];
+    size_t L, Lb;
     assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 32, &L));
-    const int64_t N = c->n_layers, H = c->n_heads;
+    assert_ok(attn_tokenizer_encode(t, other, strlen(other), 0, ids_b, 32, &Lb));
+    const int64_t N = c->n_layers, H = c->n_heads, d = c->d_model;
+    float *hidden = malloc(sizeof(float) * (size_t)((N + 1) * (int64_t)L * d));
+    float *hidden_b = malloc(sizeof(float) * (size_t)((N + 1) * (int64_t)Lb * d));
+    assert_true(hidden && hidden_b);
     float **maps = calloc((size_t)N, sizeof *maps);
     assert_non_null(maps);
     maps[3] = malloc(sizeof(float) * (size_t)(H * (int64_t)L * (int64_t)L));
     maps[N - 1] = malloc(sizeof(float) * (size_t)(H * (int64_t)L * (int64_t)L));
     attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
     o.attention = maps;
+    o.hidden = hidden;
     assert_ok(attn_decoder_forward(m, ids, (int64_t)L, &o));
+    attn_decoder_outputs ob = ATTN_DECODER_OUTPUTS_INIT;
+    ob.hidden = hidden_b;
+    assert_ok(attn_decoder_forward(m, ids_b, (int64_t)Lb, &ob));
 
     const int last = (int)N - 1, q = (int)L - 1;
     char cells[128];
@@ -706,7 +726,20 @@ static void cli_report_of_a_model_run(void **state) {
     char sizes[96];
     snprintf(sizes, sizeof sizes, "layers=%lld heads=%lld len_q=%zu", (long long)N, (long long)H, L);
     if (!strstr(report, sizes)) fail_msg("not every layer and head is on the page (want %s):\n%s", sizes, report);
+    for (int64_t r = 0; r <= N; r++) {
+        char key[48];
+        snprintf(key, sizeof key, "line %lld value=", (long long)r);
+        const char *at = strstr(report, key);
+        if (!at) fail_msg("the cosine plot has no point %lld:\n%s", (long long)r, report);
+        const double point = strtod(at + strlen(key), NULL), want = last_cosine(hidden, (int64_t)L, hidden_b,
+                                                                                 (int64_t)Lb, r, d);
+        if (fabs(point - want) > 1e-12)
+            fail_msg("cosine point %lld shows %.17g, the decoder's residual streams give %.17g", (long long)r, point, want);
+    }
+    if (strstr(report, "line 19 value=")) fail_msg("the cosine plot has more points than rows:\n%s", report);
     free(report);
+    free(hidden);
+    free(hidden_b);
     free(maps[3]);
     free(maps[N - 1]);
     free(maps);

@@ -11,6 +11,7 @@
 #include "attn_model.h"
 #include "attn_tokenizer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,13 +105,73 @@ static int read_text(const char *cmd, const char *value, char **text, size_t *le
     return CLI_OK;
 }
 
+/* The cosine of the last positions of two runs' residual streams, row by
+ * row: hidden_a [N + 1, La, d], hidden_b [N + 1, Lb, d]. */
+static int cosine_series(const char *cmd, const float *hidden_a, int64_t la, const float *hidden_b, int64_t lb,
+                         int64_t rows, int64_t d, cli_maps *m) {
+    m->cosine = malloc((size_t)rows * sizeof *m->cosine);
+    m->cosine_labels = calloc((size_t)rows, sizeof *m->cosine_labels);
+    if (!m->cosine || !m->cosine_labels) return cli_data_error(cmd, "out of memory");
+    m->n_cosine = rows;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *a = hidden_a + (r * la + la - 1) * d, *b = hidden_b + (r * lb + lb - 1) * d;
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t i = 0; i < d; i++) {
+            ab += (double)a[i] * b[i];
+            aa += (double)a[i] * a[i];
+            bb += (double)b[i] * b[i];
+        }
+        m->cosine[r] = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
+        char label[24];
+        if (r == 0) snprintf(label, sizeof label, "embed");
+        else snprintf(label, sizeof label, "%lld", (long long)(r - 1));
+        if (!(m->cosine_labels[r] = strdup(label))) return cli_data_error(cmd, "out of memory");
+    }
+    return CLI_OK;
+}
+
+/* The second text's ids and residual stream [N + 1, L, d] (malloc'd). */
+static int run_compare(const char *cmd, const attn_decoder *dec, const attn_tokenizer *tok, const char *value,
+                       float **hidden, int64_t *L, char **last_label) {
+    char *text = NULL;
+    size_t len = 0, n_ids = 0;
+    int32_t *ids = NULL;
+    int rc = read_text(cmd, value, &text, &len);
+    if (rc) return rc;
+    const attn_decoder_config *c = attn_decoder_get_config(dec);
+    ids = malloc((len + 2) * sizeof *ids);
+    if (!ids) {
+        rc = cli_data_error(cmd, "out of memory");
+    } else if (attn_tokenizer_encode(tok, text, len, 0, ids, len + 2, &n_ids)) {
+        rc = cli_data_error(cmd, "--compare-text: %s", attn_last_error());
+    } else if (n_ids == 0 || n_ids > MODEL_TOKENS_MAX) {
+        rc = cli_data_error(cmd, "--compare-text is %zu tokens in this model's vocabulary; give 1 to %d", n_ids,
+                            MODEL_TOKENS_MAX);
+    } else if (!(*hidden = malloc((size_t)((c->n_layers + 1) * (int64_t)n_ids * c->d_model) * sizeof(float)))) {
+        rc = cli_data_error(cmd, "out of memory");
+    } else {
+        attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+        out.hidden = *hidden;
+        if (attn_decoder_forward(dec, ids, (int64_t)n_ids, &out))
+            rc = cli_data_error(cmd, "the forward over --compare-text: %s", attn_last_error());
+        else if (!(*last_label = token_label(tok, ids[n_ids - 1])))
+            rc = cli_data_error(cmd, "out of memory");
+        *L = (int64_t)n_ids;
+    }
+    free(ids);
+    free(text);
+    return rc;
+}
+
 static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     attn_gguf *g = NULL;
     attn_decoder *dec = NULL;
     attn_tokenizer *tok = NULL;
     char *text = NULL;
     int32_t *ids = NULL;
-    float **attention = NULL;
+    float **attention = NULL, *hidden = NULL, *hidden_b = NULL;
+    char *last_b = NULL;
+    int64_t len_b = 0;
     size_t text_len = 0, n_ids = 0;
     int rc = CLI_OK;
     if ((rc = read_text(cmd, src->text, &text, &text_len))) goto done;
@@ -161,9 +222,31 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     if (rc) goto done;
     attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
     out.attention = attention;
+    if (src->compare_text) {
+        if (!(hidden = malloc((size_t)((c->n_layers + 1) * L * c->d_model) * sizeof(float)))) {
+            rc = cli_data_error(cmd, "out of memory");
+            goto done;
+        }
+        out.hidden = hidden;
+    }
     if (attn_decoder_forward(dec, ids, L, &out)) {
         rc = cli_data_error(cmd, "the forward over --text: %s", attn_last_error());
         goto done;
+    }
+    if (src->compare_text) {
+        if ((rc = run_compare(cmd, dec, tok, src->compare_text, &hidden_b, &len_b, &last_b)) ||
+            (rc = cosine_series(cmd, hidden, L, hidden_b, len_b, c->n_layers + 1, c->d_model, m)))
+            goto done;
+        char *last_a = token_label(tok, ids[L - 1]);
+        m->cosine_title = malloc(512);
+        if (!last_a || !m->cosine_title) {
+            free(last_a);
+            rc = cli_data_error(cmd, "out of memory");
+            goto done;
+        }
+        snprintf(m->cosine_title, 512, "Cosine of the last tokens' vectors, “%s” of --text and “%s” of "
+                 "--compare-text: the embeddings, then after each layer", last_a, last_b);
+        free(last_a);
     }
     const int64_t map = L * L, n_maps = m->n_layers * m->n_heads;
     m->len_q = m->len_kv = L;
@@ -202,6 +285,9 @@ done:
     if (attention)
         for (int64_t l = 0; l < (dec ? attn_decoder_get_config(dec)->n_layers : 0); l++) free(attention[l]);
     free(attention);
+    free(hidden);
+    free(hidden_b);
+    free(last_b);
     free(ids);
     free(text);
     attn_tokenizer_free(tok);
@@ -291,5 +377,10 @@ void cli_maps_free(cli_maps *m) {
     free(m->weights);
     free(m->visible);
     free(m->about);
+    if (m->cosine_labels)
+        for (int64_t r = 0; r < m->n_cosine; r++) free(m->cosine_labels[r]);
+    free(m->cosine_labels);
+    free(m->cosine);
+    free(m->cosine_title);
     memset(m, 0, sizeof *m);
 }

@@ -21,6 +21,7 @@
 /* What the command line named. */
 typedef struct cli_map_source {
     const char *model_path, *text; /* --model FILE.gguf --text TEXT|@FILE       */
+    const char *compare_text;      /* --compare-text TEXT|@FILE (report), or NULL */
     const char *weights_path;      /* --weights W.npy                           */
     const char *layer_text;        /* --layer LIST|all, or NULL (all)            */
     const char *head_text;         /* --head LIST|all, or NULL (all)             */
@@ -36,6 +37,13 @@ typedef struct cli_maps {
     uint8_t *visible;              /* the same shape; 1 = the query may read the key */
     char **labels;                 /* [L] the model's tokens, decoded; or NULL  */
     char *about;                   /* "gemma3, 8 tokens" for titles; or NULL    */
+    /* With compare_text: the cosine of the two texts' last tokens' residual
+     * streams, row 0 the embeddings, row l + 1 after layer l (the chapter's
+     * two 苹果 when the texts are its two sentences). */
+    double *cosine;                /* [n_cosine] or NULL                        */
+    int64_t n_cosine;
+    char **cosine_labels;          /* [n_cosine] "embed", "0", "1", ...          */
+    char *cosine_title;
 } cli_maps;
 
 /* Loads the maps src names, the visibility under ao's mask options (for a
