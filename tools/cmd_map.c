@@ -224,6 +224,7 @@ int cmd_map(int argc, char **argv) {
         (key_tokens_text && (rc = cli_tokens_parse("map", "--key-tokens", key_tokens_text, &key_tokens))))
         goto cleanup;
 
+    src.quiet = cli_args_given(&args, CLI_ID_QUIET);
     if ((rc = cli_maps_load("map", &src, &ao, &maps))) goto cleanup;
     const int64_t L = maps.len_q, S = maps.len_kv, n_maps = maps.n_layers * maps.n_heads;
     if ((rc = cli_tokens_check("map", "--tokens", &tokens, L, "queries (L) in --weights")) ||

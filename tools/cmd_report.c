@@ -320,6 +320,7 @@ int cmd_report(int argc, char **argv) {
         if (cli_check_paths("report", inputs, 9, outputs, 1)) return CLI_USAGE_ERROR;
         src.head_text = show_text;
         src.head_flag = "--head";
+        src.quiet = cli_args_given(&args, CLI_ID_QUIET);
         src.batch = batch;
         if ((tokens_text && (rc = cli_tokens_parse("report", "--tokens", tokens_text, &tokens))) ||
             (key_tokens_text && (rc = cli_tokens_parse("report", "--key-tokens", key_tokens_text, &key_tokens))))

@@ -279,8 +279,9 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
         }
     const char *base = strrchr(src->model_path, '/');
     snprintf(m->about, 256, "%s (%s), %lld tokens", base ? base + 1 : src->model_path, c->architecture, (long long)L);
-    fprintf(stderr, "attn %s: %s: %lld tokens, %lld layers x %lld heads, loaded and run in %.2f s\n", cmd,
-            c->architecture, (long long)L, (long long)c->n_layers, (long long)H, cli_seconds() - t0);
+    if (!src->quiet)
+        fprintf(stderr, "attn %s: %s: %lld tokens, %lld layers x %lld heads, loaded and run in %.2f s\n", cmd,
+                c->architecture, (long long)L, (long long)c->n_layers, (long long)H, cli_seconds() - t0);
 done:
     if (attention)
         for (int64_t l = 0; l < (dec ? attn_decoder_get_config(dec)->n_layers : 0); l++) free(attention[l]);

@@ -27,6 +27,7 @@ typedef struct cli_map_source {
     const char *head_text;         /* --head LIST|all, or NULL (all)             */
     const char *head_flag;         /* the flag typed for it (messages), or NULL  */
     int64_t batch;                 /* --batch                                   */
+    bool quiet;                    /* --quiet: no progress line on stderr       */
 } cli_map_source;
 
 typedef struct cli_maps {
