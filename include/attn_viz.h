@@ -48,13 +48,25 @@ typedef struct attn_heatmap_options {
     double cell;                     /* cell side in points, 0 = automatic           */
     double pixel_scale;              /* PNG pixels per point, 0 = 2 (1 for pictures
                                         over 8000 pixels on a side)                  */
+    /* Fields below were added later; a caller built against an older header
+     * passes a smaller struct_size and gets their defaults. */
+    const char *const *panel_titles; /* [H] one title per panel, e.g. "layer 3 · head
+                                        5" (a layer x head grid), or NULL: "head N" */
+    double vmax_quantile;            /* in (0, 1]: the colour scale runs from 0 to
+                                        this quantile of the visible weights of all
+                                        panels (0.99 for `attn map --vmax auto`);
+                                        heavier cells take the darkest colour and the
+                                        colour bar states the rule and the value.
+                                        0 = off: vmin, vmax as above                 */
 } attn_heatmap_options;
 
 #define ATTN_HEATMAP_OPTIONS_INIT {.struct_size = sizeof(attn_heatmap_options)}
 
 /* Draws attention maps, one panel per head: rows are queries, columns are the
  * keys they read (as in the chapter's Figure 3), token labels on both axes,
- * a colour-scale legend.  The format follows path's extension: .png and .svg
+ * a colour-scale legend.  A single query row (len_q = 1, one decode step)
+ * is drawn as a strip of tall cells, wrapped every 64 keys, with every key's
+ * label, so that 512 keys stay readable.  The format follows path's extension: .png and .svg
  * put the heads side by side in a grid, .pdf puts one head on each page.
  * Written atomically (a temporary file renamed over path); messages name path.
  *   weights: [H, L, S] contiguous (one batch of attn_sdpa_forward's weights);
@@ -96,15 +108,17 @@ ATTN_API attn_status attn_lineplot_write(const char *path, const double *y, int6
 /* A self-contained HTML report of attention maps: one file, no network
  * access, no external scripts or fonts.  The data are embedded as JSON (the
  * weights as base64 little-endian float32, so hovering shows each weight
- * exactly); heat maps are drawn on <canvas>, so 512 tokens x 16 heads stay
- * usable.  The page holds a heat map per head (hover: the token pair and the
+ * exactly; where visible hides cells only the visible ones are stored, which
+ * halves a causal map); heat maps are drawn on <canvas>, so 512 tokens x 16
+ * heads, or 24 layers x 14 heads x 256 tokens, stay usable.  The page holds a heat map per head (hover: the token pair and the
  * exact weight), a bertviz-style token view (lines from each query to the
  * keys it reads, thickness and opacity = weight; hover or click a token to
  * focus it), and, when paths is set, the path-decomposition table of the
  * chapter's Figure 2 (base, K only, V only, both, interaction) per head, and
  * for multi-head attention also after W_O.  Opening the file with #selftest
- * appended makes the page hover a cell and report what it showed in
- * <pre id="selftest"> (the tests drive it with headless Chromium). */
+ * appended makes the page switch layer and head through its selectors, hover
+ * cells and report what it showed in <pre id="selftest"> (the tests drive it
+ * with headless Chromium; docs/pictures.md has the syntax). */
 typedef struct attn_report {
     size_t struct_size;              /* sizeof(attn_report): set by ATTN_REPORT_INIT */
     const char *title;               /* or NULL                                     */
@@ -119,6 +133,20 @@ typedef struct attn_report {
                                         NULL: no path table.  Its query heads are
                                         indexed by head_ids (or 0 .. H-1)           */
     int64_t paths_batch;             /* the batch of paths shown                    */
+    /* Fields below were added later; a caller built against an older header
+     * passes a smaller struct_size and gets their defaults. */
+    int64_t layers;                  /* > 1: weights and visible hold [layers, H, L, S]
+                                        (a model's run; the page gets a layer
+                                        selector); 0 or 1: one layer [H, L, S].
+                                        paths need one layer                        */
+    const int64_t *layer_ids;        /* [layers] the layers' numbers, or NULL        */
+    /* A line plot under the maps, e.g. the cosine of the chapter's two 苹果
+     * layer by layer (`attn report --model --compare-text`); hovering a
+     * point shows its exact value.  line_len 0: none. */
+    const double *line;              /* [line_len] finite values                    */
+    int64_t line_len;                /* 0 .. 10000                                   */
+    const char *const *line_labels;  /* [line_len] x labels ("embed", "0", ...) or NULL */
+    const char *line_title;          /* or NULL                                     */
 } attn_report;
 
 #define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}

@@ -2,11 +2,14 @@
  * cmd_map.c — `attn map`: attention weights as heat maps (PNG, SVG or PDF).
  *
  * Shapes: --weights [L, S] (one head), [H, L, S] or [B, H, L, S] (as written
- * by `attn sdpa --weights` / `attn mha --weights`); rows are queries, columns
- * the keys they read.  The shared mask options mark the cells a mask hides,
- * so hidden keys are drawn hatched rather than as weight 0.
+ * by `attn sdpa --weights` / `attn mha --weights`), with --layer [layers, H,
+ * L, S], or [layers, B, H, L, S]; or a model's run over a text (--model
+ * --text: every layer [Hq, L, L]).  Rows are queries, columns the keys they
+ * read; several layers make a layer x head grid.  The shared mask options
+ * mark the cells a mask hides, so hidden keys are drawn hatched rather than
+ * as weight 0 (a model's run brings its own: causal, and sliding windows).
  */
-#include "cli_pictures.h"
+#include "cli_maps.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,47 +17,72 @@
 #include <strings.h>
 
 enum { F_WEIGHTS = 1, F_O, F_HEADS, F_TOKENS, F_KEY_TOKENS, F_TITLE, F_LANG, F_VALUES, F_BATCH, F_COLUMNS,
-       F_VMIN, F_VMAX };
+       F_VMIN, F_VMAX, F_MODEL, F_TEXT, F_LAYER };
+
+/* The automatic colour scale's quantile, and the map size from which it is
+ * the default (the HTML report's rule too): 0 to the 99th percentile of the
+ * visible weights once a map has more than 64 queries or keys. */
+#define AUTO_QUANTILE 0.99
+#define AUTO_FROM 64
 
 static const cli_flag map_flags[] = {
     {"--weights", "W.npy", F_WEIGHTS, 0},       {"-o", "MAP.png|.svg|.pdf", F_O, 0},
-    {"--heads", "LIST", F_HEADS, 0},            {"--tokens", "LIST|@FILE", F_TOKENS, 0},
+    {"--heads", "LIST|all", F_HEADS, 0},        {"--head", "LIST|all", F_HEADS, 0},
+    {"--layer", "LIST|all", F_LAYER, 0},        {"--model", "FILE.gguf", F_MODEL, 0},
+    {"--text", "TEXT|@FILE", F_TEXT, 0},        {"--tokens", "LIST|@FILE", F_TOKENS, 0},
     {"--key-tokens", "LIST|@FILE", F_KEY_TOKENS, 0}, {"--title", "TEXT", F_TITLE, 0},
     {"--lang", "en|zh", F_LANG, 0},             {"--values", "auto|on|off", F_VALUES, 0},
     {"--batch", "N", F_BATCH, 0},               {"--columns", "N", F_COLUMNS, 0},
-    {"--vmin", "X", F_VMIN, 0},                 {"--vmax", "X", F_VMAX, 0},
+    {"--vmin", "X", F_VMIN, 0},                 {"--vmax", "auto|X", F_VMAX, 0},
     CLI_FLAGS_END};
 
 static void map_help(FILE *out) {
     fprintf(out,
     "usage: attn map --weights W.npy -o MAP.png|MAP.svg|MAP.pdf [--tokens LIST] [--key-tokens LIST]\n"
-    "                [--heads LIST] [--batch N] [--title TEXT] [--lang en|zh] [--values auto|on|off]\n"
-    "                [--vmin X] [--vmax X] [--columns N] [mask options] [--quiet]\n\n"
+    "                [--layer LIST|all] [--head LIST|all] [--batch N] [--title TEXT] [--lang en|zh]\n"
+    "                [--values auto|on|off] [--vmin X] [--vmax auto|X] [--columns N] [mask options]\n"
+    "       attn map --model FILE.gguf --text TEXT -o MAP.png [--layer LIST|all] [--head LIST|all] ...\n\n"
     "Draws attention weights as heat maps, one panel per head: rows are queries, columns the keys\n"
     "they read (as in the chapter's Figure 3), token labels on both axes, a colour legend, hidden\n"
-    "cells hatched, each weight printed when a map is at most 16 x 16.\n\n"
-    "input:\n"
-    "  --weights W.npy    float weights [L, S], [H, L, S] or [B, H, L, S]\n"
-    "  --batch N          the batch to draw from a 4-D file (default 0)\n"
-    "  --heads LIST       heads to draw, e.g. 0,3 or 0-3 (default all)\n"
+    "cells hatched, each weight printed when a map is at most 16 x 16.  Several layers make a grid,\n"
+    "a row per layer and a column per head.  A single query row (one decode step, 1 x S) is drawn as\n"
+    "a strip wrapped every 64 keys, each key labelled.\n\n"
+    "input, either:\n"
+    "  --weights W.npy    float weights [L, S], [H, L, S], [B, H, L, S] (attn sdpa --weights), or\n"
+    "                     [layers, B, H, L, S]; with --layer a 4-D file is [layers, H, L, S]: e.g.\n"
+    "                     transformers' output_attentions, numpy.stack'ed and saved as float32\n"
+    "  --model FILE.gguf --text TEXT|@FILE   run the model over the text (its tokenizer, its BOS)\n"
+    "                     and draw its attention maps, labelled with its tokens; the model's own\n"
+    "                     mask (causal, sliding windows on local layers) marks the hidden cells\n"
+    "and:\n"
+    "  --layer LIST|all   layers to draw, e.g. 0,3 or 0-3 (default all)\n"
+    "  --head LIST|all    heads to draw (also --heads; default all)\n"
+    "  --batch N          the batch to draw from a file with a batch axis (default 0)\n"
     "  --tokens LIST      query labels: \"我,吃,了\" (comma-separated) or @FILE (one per line);\n"
-    "                     also the key labels when L = S\n"
+    "                     also the key labels when L = S (not with --model: its tokens label)\n"
     "  --key-tokens LIST  key labels (cross-attention)\n"
     "output (by extension; written atomically):\n"
-    "  -o MAP.png|.svg    the heads side by side in a grid\n"
-    "  -o MAP.pdf         one head per page\n"
+    "  -o MAP.png|.svg    the heads side by side in a grid (a row per layer)\n"
+    "  -o MAP.pdf         one map per page\n"
     "  --title TEXT       a line above the maps        --lang en|zh   axis captions\n"
     "  --values auto|on|off   print each weight in its cell (auto: maps of at most 16 x 16)\n"
-    "  --vmin X --vmax X  the colour scale, vmin < vmax (default [0, 1], or the data's range when\n"
-    "                     values lie outside it)       --columns N   panels per row\n"
+    "  --vmax auto        the colour scale from 0 to the 99th percentile of the visible weights\n"
+    "                     (heavier cells take the darkest colour); the colour bar states it.\n"
+    "                     The default when a map has more than 64 queries or keys: over hundreds\n"
+    "                     of keys most weights are near 1/S and a [0, 1] scale leaves them white\n"
+    "  --vmin X --vmax X  a fixed colour scale, vmin < vmax (default for small maps: [0, 1], or\n"
+    "                     the data's range when values lie outside it)   --columns N  panels per row\n"
     "  --quiet            no line on stderr naming what was written\n\n"
     "masks: the options below (as in attn sdpa) mark the cells they hide; hidden cells are drawn\n"
     "hatched grey, never as the colour of 0.  Give the options the weights were computed with:\n"
     "a hidden cell that holds weight, or cells of weight exactly 0 with no mask given, are warned of.\n"
     "%s\n"
-    "example:\n"
+    "examples:\n"
     "  attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy --weights W.npy --causal\n"
-    "  attn map --weights W.npy --causal --tokens \"我,吃,了,一,个,苹,果\" -o map.png\n",
+    "  attn map --weights W.npy --causal --tokens \"我,吃,了,一,个,苹,果\" -o map.png\n"
+    "  attn map --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf --text 我吃了一个苹果 \\\n"
+    "           --layer 0-5 -o grid.png\n"
+    "  attn map --weights attentions.npy --layer 3 --head all --causal --tokens @tokens.txt -o l3.pdf\n",
     cli_mask_help);
 }
 
@@ -65,8 +93,10 @@ const cli_spec cli_map_spec = {"map", map_tables, map_help, false};
  * other mask options than the ones given.  Warns when a cell the options
  * hide holds weight, and when no mask was given but cells hold exactly 0
  * (a softmax gives exactly 0 only to hidden keys, or after underflow). */
-static void check_hidden_cells(const float *w, const uint8_t *visible, int64_t n_heads, int64_t L, int64_t S,
-                               const int64_t *head_ids, bool masks_given) {
+static void check_hidden_cells(const cli_maps *m, bool masks_given) {
+    const float *w = m->weights;
+    const uint8_t *visible = m->visible;
+    const int64_t n_heads = m->n_layers * m->n_heads, L = m->len_q, S = m->len_kv;
     int64_t holding = 0, zeros = 0, at = -1;
     float largest = 0;
     for (int64_t c = 0; c < n_heads * L * S; c++) {
@@ -76,11 +106,13 @@ static void check_hidden_cells(const float *w, const uint8_t *visible, int64_t n
         zeros += w[c] == 0;
     }
     if (holding) {
-        const int64_t head = at / (L * S), query = at / S % L, key = at % S;
-        cli_warning("map", "%lld cells the mask options hide hold weight (the largest, %.3g, at head %lld, query "
+        const int64_t panel = at / (L * S), query = at / S % L, key = at % S;
+        char where[64] = "";
+        if (m->layered) snprintf(where, sizeof where, "layer %lld, ", (long long)m->layer_ids[panel / m->n_heads]);
+        cli_warning("map", "%lld cells the mask options hide hold weight (the largest, %.3g, at %shead %lld, query "
                     "%lld, key %lld): the weights were computed with other mask options than these; the cells are "
-                    "drawn hatched all the same", (long long)holding, (double)largest,
-                    (long long)(head_ids ? head_ids[head] : head), (long long)query, (long long)key);
+                    "drawn hatched all the same", (long long)holding, (double)largest, where,
+                    (long long)m->head_ids[panel % m->n_heads], (long long)query, (long long)key);
     } else if (!masks_given && zeros) {
         cli_warning("map", "%lld cells hold weight exactly 0 and are drawn as the colour of 0; if a mask hid them, "
                     "give its options (e.g. --causal) to draw them hatched", (long long)zeros);
@@ -88,17 +120,16 @@ static void check_hidden_cells(const float *w, const uint8_t *visible, int64_t n
 }
 
 int cmd_map(int argc, char **argv) {
-    const char *weights_path = NULL, *out_path = NULL, *heads_text = NULL;
-    const char *tokens_text = NULL, *key_tokens_text = NULL;
-    int64_t batch = 0;
+    const char *out_path = NULL, *tokens_text = NULL, *key_tokens_text = NULL;
+    cli_map_source src = {0};
     double vmin = 0, vmax = 1; /* one end given: the other is its default */
+    bool vmax_auto = false;
     attn_heatmap_options hopt = ATTN_HEATMAP_OPTIONS_INIT;
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     cli_tokens tokens = {0}, key_tokens = {0};
-    cli_index_list heads = {0};
-    attn_array w = {0};
-    float *selected = NULL;
-    uint8_t *visible_all = NULL, *visible = NULL;
+    cli_maps maps = {0};
+    char **titles = NULL;
+    int64_t n_titles = 0;
     int rc = CLI_OK;
 
     cli_args args;
@@ -111,9 +142,15 @@ int cmd_map(int argc, char **argv) {
         if (taken) continue;
         const char *flag = args.flag;
         switch (id) {
-        case F_WEIGHTS: weights_path = value; break;
+        case F_WEIGHTS: src.weights_path = value; break;
+        case F_MODEL: src.model_path = value; break;
+        case F_TEXT: src.text = value; break;
+        case F_LAYER: src.layer_text = value; break;
         case F_O: out_path = value; break;
-        case F_HEADS: heads_text = value; break;
+        case F_HEADS:
+            src.head_text = value;
+            src.head_flag = flag;
+            break;
         case F_TOKENS: tokens_text = value; break;
         case F_KEY_TOKENS: key_tokens_text = value; break;
         case F_TITLE: hopt.title = value; break;
@@ -129,7 +166,7 @@ int cmd_map(int argc, char **argv) {
             else return cli_usage_error("map", "--values expects auto, on or off, got '%s'", value);
             break;
         case F_BATCH:
-            if (!cli_parse_int("map", flag, value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
+            if (!cli_parse_int("map", flag, value, 0, INT64_MAX, &src.batch)) return CLI_USAGE_ERROR;
             break;
         case F_COLUMNS: {
             int64_t columns;
@@ -138,12 +175,22 @@ int cmd_map(int argc, char **argv) {
             break;
         }
         default: /* --vmin, --vmax */
-            if (!cli_parse_float("map", flag, value, -1e30, 1e30, id == F_VMIN ? &vmin : &vmax)) return CLI_USAGE_ERROR;
+            if (id == F_VMAX && strcmp(value, "auto") == 0) vmax_auto = true;
+            else if (!cli_parse_float("map", flag, value, -1e30, 1e30, id == F_VMIN ? &vmin : &vmax))
+                return CLI_USAGE_ERROR;
             break;
         }
     }
-    if (!weights_path || !out_path)
-        return cli_usage_error("map", "missing %s", !weights_path ? "--weights W.npy" : "-o MAP.png|.svg|.pdf");
+    if (!src.weights_path && !src.model_path)
+        return cli_usage_error("map", "missing --weights W.npy (maps made elsewhere), or --model FILE.gguf --text TEXT (a run)");
+    if (src.weights_path && src.model_path)
+        return cli_usage_error("map", "give either --weights (maps made elsewhere) or --model (a run), not both");
+    if (!src.model_path != !src.text)
+        return cli_usage_error("map", src.text ? "--text needs --model FILE.gguf" : "--model needs --text TEXT (the text to run)");
+    if (src.model_path && (tokens_text || key_tokens_text || cli_attention_given(&args) || cli_args_given(&args, F_BATCH)))
+        return cli_usage_error("map", "with --model the labels are the model's tokens and the mask its own: "
+                               "--tokens, --key-tokens, --batch and the mask options are for --weights");
+    if (!out_path) return cli_usage_error("map", "missing -o MAP.png|.svg|.pdf");
     if (!strrchr(out_path, '.') || (strcasecmp(strrchr(out_path, '.'), ".png") &&
                                     strcasecmp(strrchr(out_path, '.'), ".svg") &&
                                     strcasecmp(strrchr(out_path, '.'), ".pdf")))
@@ -151,14 +198,16 @@ int cmd_map(int argc, char **argv) {
     {
         const char *tokens_file = tokens_text && tokens_text[0] == '@' ? tokens_text + 1 : NULL;
         const char *key_tokens_file = key_tokens_text && key_tokens_text[0] == '@' ? key_tokens_text + 1 : NULL;
-        const char *const inputs[] = {weights_path, tokens_file, key_tokens_file, ao.mask_path, ao.bias_path,
-                                      ao.key_lengths_path};
+        const char *text_file = src.text && src.text[0] == '@' ? src.text + 1 : NULL;
+        const char *const inputs[] = {src.weights_path, src.model_path, text_file, tokens_file, key_tokens_file,
+                                      ao.mask_path, ao.bias_path, ao.key_lengths_path};
         const char *const outputs[] = {out_path};
-        if (cli_check_paths("map", inputs, 6, outputs, 1)) return CLI_USAGE_ERROR;
+        if (cli_check_paths("map", inputs, 8, outputs, 1)) return CLI_USAGE_ERROR;
     }
-    /* Neither end given: the library's automatic scale ([0, 1], or the
-     * data's range when values lie outside it). */
-    if (cli_args_given(&args, F_VMIN) || cli_args_given(&args, F_VMAX)) {
+    const bool fixed = cli_args_given(&args, F_VMIN) || (cli_args_given(&args, F_VMAX) && !vmax_auto);
+    if (vmax_auto && cli_args_given(&args, F_VMIN))
+        return cli_usage_error("map", "--vmax auto starts the scale at 0: drop --vmin, or give --vmax a number");
+    if (fixed) {
         if (!(vmax > vmin))
             return cli_usage_error("map", "--vmax (%g) must be greater than --vmin (%g)%s", vmax, vmin,
                                    cli_args_given(&args, F_VMIN) != cli_args_given(&args, F_VMAX)
@@ -166,36 +215,18 @@ int cmd_map(int argc, char **argv) {
         hopt.vmin = (float)vmin;
         hopt.vmax = (float)vmax;
     }
-    if (heads_text && !cli_index_list_parse("map", "--heads", heads_text, &heads)) return CLI_USAGE_ERROR;
+    if (!attn_pictures_available()) {
+        /* Before a model is loaded for nothing: the library's own message. */
+        attn_heatmap_write(out_path, NULL, 0, 0, 0, NULL);
+        return cli_data_error("map", "%s", attn_last_error());
+    }
     if ((tokens_text && (rc = cli_tokens_parse("map", "--tokens", tokens_text, &tokens))) ||
         (key_tokens_text && (rc = cli_tokens_parse("map", "--key-tokens", key_tokens_text, &key_tokens))))
         goto cleanup;
 
-    if (!cli_load_f32("map", "--weights", weights_path, false, &w)) {
-        rc = CLI_DATA_ERROR;
-        goto cleanup;
-    }
-    char shape[128];
-    if (w.ndim < 2 || w.ndim > 4 || w.count == 0) {
-        rc = cli_data_error("map", "--weights '%s' has shape %s; expected [L, S], [H, L, S] or [B, H, L, S]",
-                            weights_path, cli_shape_str(&w, shape, sizeof shape));
-        goto cleanup;
-    }
-    const int64_t B = w.ndim == 4 ? w.shape[0] : 1, H = w.ndim >= 3 ? w.shape[w.ndim - 3] : 1;
-    const int64_t L = w.shape[w.ndim - 2], S = w.shape[w.ndim - 1];
-    if (batch >= B) {
-        rc = cli_data_error("map", "--batch %lld is out of range: '%s' has shape %s, batch 0 to %lld",
-                            (long long)batch, weights_path, cli_shape_str(&w, shape, sizeof shape),
-                            (long long)B - 1);
-        goto cleanup;
-    }
-    for (int64_t n = 0; n < heads.count; n++)
-        if (heads.items[n] >= H) {
-            rc = cli_data_error("map", "--heads: head %lld is out of range: '%s' has shape %s, heads 0 to %lld",
-                                (long long)heads.items[n], weights_path, cli_shape_str(&w, shape, sizeof shape),
-                                (long long)H - 1);
-            goto cleanup;
-        }
+    src.quiet = cli_args_given(&args, CLI_ID_QUIET);
+    if ((rc = cli_maps_load("map", &src, &ao, &maps))) goto cleanup;
+    const int64_t L = maps.len_q, S = maps.len_kv, n_maps = maps.n_layers * maps.n_heads;
     if ((rc = cli_tokens_check("map", "--tokens", &tokens, L, "queries (L) in --weights")) ||
         (rc = cli_tokens_check("map", "--key-tokens", &key_tokens, S, "keys (S) in --weights")))
         goto cleanup;
@@ -204,49 +235,54 @@ int cmd_map(int argc, char **argv) {
                             "give --key-tokens for them too", (long long)L, (long long)S);
         goto cleanup;
     }
-    if ((rc = cli_load_attention_inputs("map", &ao, B, H, L, S))) goto cleanup;
-    visible_all = cli_visibility("map", &ao, B, H, L, S);
-    if (!visible_all) {
-        rc = CLI_DATA_ERROR;
-        goto cleanup;
-    }
-
-    /* The chosen heads of the chosen batch, contiguous: [n, L, S]. */
-    const int64_t n_heads = heads.count ? heads.count : H, map = L * S;
-    selected = malloc((size_t)(n_heads * map) * sizeof(float));
-    visible = malloc((size_t)(n_heads * map));
-    int64_t *ids = heads.count ? heads.items : NULL;
-    if (!selected || !visible) {
-        rc = cli_data_error("map", "out of memory");
-        goto cleanup;
-    }
-    for (int64_t n = 0; n < n_heads; n++) {
-        int64_t h = ids ? ids[n] : n;
-        memcpy(selected + n * map, (float *)w.data + (batch * H + h) * map, (size_t)map * sizeof(float));
-        memcpy(visible + n * map, visible_all + (batch * H + h) * map, (size_t)map);
-    }
-    hopt.query_labels = (const char *const *)tokens.items;
+    /* Automatic colour scale: asked for, or a long map and no scale given. */
+    if (vmax_auto || (!fixed && (L > AUTO_FROM || S > AUTO_FROM))) hopt.vmax_quantile = AUTO_QUANTILE;
+    hopt.query_labels = maps.labels ? (const char *const *)maps.labels : (const char *const *)tokens.items;
     hopt.key_labels = (const char *const *)key_tokens.items;
-    hopt.visible = visible;
-    hopt.head_ids = ids;
-    check_hidden_cells(selected, visible, n_heads, L, S, ids,
-                       ao.opt.causal || ao.opt.window || ao.key_lengths_path || ao.mask_path || ao.bias_path);
-    attn_status st = attn_heatmap_write(out_path, selected, n_heads, L, S, &hopt);
+    hopt.visible = maps.visible;
+    hopt.head_ids = maps.head_ids;
+    if (!hopt.title && maps.about) hopt.title = maps.about;
+    if (maps.layered) {
+        /* A layer x head grid: a row per layer, each panel titled with both. */
+        const bool zh = hopt.lang && strcmp(hopt.lang, "zh") == 0;
+        titles = calloc((size_t)n_maps, sizeof *titles);
+        if (!titles) {
+            rc = cli_data_error("map", "out of memory");
+            goto cleanup;
+        }
+        for (int64_t k = 0; k < n_maps; k++, n_titles++) {
+            char title[64];
+            snprintf(title, sizeof title, zh ? "层 %lld · 头 %lld" : "layer %lld · head %lld",
+                     (long long)maps.layer_ids[k / maps.n_heads], (long long)maps.head_ids[k % maps.n_heads]);
+            if (!(titles[k] = strdup(title))) {
+                rc = cli_data_error("map", "out of memory");
+                goto cleanup;
+            }
+        }
+        hopt.panel_titles = (const char *const *)titles;
+        hopt.head_ids = NULL;
+        if (!hopt.columns && maps.n_layers > 1) hopt.columns = (int)(maps.n_heads < 64 ? maps.n_heads : 64);
+    }
+    if (!src.model_path)
+        check_hidden_cells(&maps, ao.opt.causal || ao.opt.window || ao.key_lengths_path || ao.mask_path || ao.bias_path);
+    attn_status st = attn_heatmap_write(out_path, maps.weights, n_maps, L, S, &hopt);
     if (st != ATTN_OK) {
         rc = cli_data_error("map", "%s", attn_last_error());
     } else if (!cli_args_given(&args, CLI_ID_QUIET)) {
-        fprintf(stderr, "attn map: wrote %s (%lld head%s of %lld x %lld)\n", out_path, (long long)n_heads,
-                n_heads == 1 ? "" : "s", (long long)L, (long long)S);
+        fprintf(stderr, "attn map: wrote %s (", out_path);
+        if (maps.layered) fprintf(stderr, "%lld layer%s x ", (long long)maps.n_layers, maps.n_layers == 1 ? "" : "s");
+        fprintf(stderr, "%lld head%s of %lld x %lld", (long long)maps.n_heads, maps.n_heads == 1 ? "" : "s",
+                (long long)L, (long long)S);
+        if (hopt.vmax_quantile > 0) fprintf(stderr, ", colour scale 0 to the 99th percentile");
+        fprintf(stderr, ")\n");
     }
 
 cleanup:
-    free(selected);
-    free(visible);
-    free(visible_all);
-    attn_array_free(&w);
+    for (int64_t k = 0; k < n_titles; k++) free(titles[k]);
+    free(titles);
+    cli_maps_free(&maps);
     cli_tokens_free(&tokens);
     cli_tokens_free(&key_tokens);
-    cli_index_list_free(&heads);
     cli_attention_options_free(&ao);
     return rc;
 }

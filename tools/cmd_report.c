@@ -9,9 +9,12 @@
  * The library records every intermediate (attn_sdpa_forward_traced /
  * attn_mha_forward_traced, or attn_sdpa_paths / attn_mha_paths); the page
  * shows one batch: the pattern [Hq, L, S] and which keys the scores hid.
+ * Or maps that are not computed here (cli_maps.h): a model's run over a
+ * text (--model --text, every layer [Hq, L, L]) or a weights file
+ * (--weights, with a layer axis or without), with a layer selector.
  */
 #include "cli_interp.h"
-#include "cli_pictures.h"
+#include "cli_maps.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,7 +27,8 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
                                                   "-x", "--context", "--changed-x", "--changed-context"};
 
 /* Flag ids: an input's is F_INPUT + IN_*. */
-enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH };
+enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
+       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -36,6 +40,9 @@ static const cli_flag report_flags[] = {
     {"--html", "OUT.html", F_HTML, 0},                   {"--tokens", "LIST|@FILE", F_TOKENS, 0},
     {"--key-tokens", "LIST|@FILE", F_KEY_TOKENS, 0},     {"--show-heads", "LIST", F_SHOW_HEADS, 0},
     {"--title", "TEXT", F_TITLE, 0},                     {"--batch", "N", F_BATCH, 0},
+    {"--head", "LIST|all", F_SHOW_HEADS, 0},             {"--layer", "LIST|all", F_LAYER, 0},
+    {"--weights", "W.npy", F_WEIGHTS, 0},                {"--model", "FILE.gguf", F_MODEL, 0},
+    {"--text", "TEXT|@FILE", F_TEXT, 0},                 {"--compare-text", "TEXT|@FILE", F_COMPARE, 0},
     CLI_FLAGS_END};
 
 static void report_help(FILE *out) {
@@ -44,7 +51,11 @@ static void report_help(FILE *out) {
     "                   [--layout BLHD|BHLD] [mask options] [--tokens LIST] [--key-tokens LIST] --html OUT.html\n"
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
-    "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n\n"
+    "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
+    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE] [--layer LIST|all]\n"
+    "                   [--head LIST|all] --html OUT.html\n"
+    "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
+    "                   --html OUT.html\n\n"
     "Writes ONE self-contained HTML file (no network access, no external scripts or fonts): a heat\n"
     "map per head (hover a cell for the token pair and its exact weight), a token view with lines\n"
     "from each query to the keys it reads (hover or click a token to focus it), and, when changed\n"
@@ -57,18 +68,31 @@ static void report_help(FILE *out) {
     "  -x X.npy [--context C.npy]        [L, d_model] / [S, d_ctx], or with batch\n"
     "%s"
     "  --changed-x F.npy [--changed-context F.npy]   the changed input\n"
+    "maps computed elsewhere (a layer selector on the page):\n"
+    "  --model FILE.gguf --text TEXT|@FILE   run the model over the text: every layer's maps, the\n"
+    "                      model's tokens as labels, its mask (causal, sliding windows) hatched\n"
+    "  --compare-text TEXT   a second run (with --model): the page adds the cosine of the two texts'\n"
+    "                      last tokens' vectors, embeddings then layer by layer (the chapter's two\n"
+    "                      苹果: --text 我吃了一个苹果 --compare-text 这台电脑来自苹果)\n"
+    "  --weights W.npy     [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or\n"
+    "                      [layers, B, H, L, S] (transformers' output_attentions stacked, float32)\n"
+    "  --layer LIST|all    the layers shown (default all)\n"
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
     "  --tokens LIST       query labels: \"我,吃,了\" or @FILE (one per line); also the keys' when L = S\n"
     "  --key-tokens LIST   key labels (cross-attention)\n"
     "  --batch N           the batch shown (default 0)\n"
-    "  --show-heads LIST   the heads shown, e.g. 0,3 or 0-3 (default all)\n"
+    "  --show-heads LIST   the heads shown, e.g. 0,3 or 0-3 (default all; also --head LIST|all)\n"
     "  --title TEXT        the page's title\n"
     "  --quiet             no line on stderr naming what was written\n\n"
     "%s%s%s\n"
     "examples:\n"
     "  attn report -q Q.npy -k K.npy -v V.npy --causal --tokens \"我,吃,了\" --html report.html\n"
-    "  attn report -q Q.npy -k K.npy -v V.npy --changed-k K2.npy --changed-v V2.npy --html paths.html\n",
+    "  attn report -q Q.npy -k K.npy -v V.npy --changed-k K2.npy --changed-v V2.npy --html paths.html\n"
+    "  attn report --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --text @text.txt \\\n"
+    "              --html run.html\n"
+    "  attn report --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf --text 我吃了一个苹果 \\\n"
+    "              --compare-text 这台电脑来自苹果 --html apples.html\n",
     cli_module_help, cli_layout_help, cli_mask_help, cli_compute_help);
 }
 
@@ -183,6 +207,50 @@ static char *command_line(int argc, char **argv) {
     return text;
 }
 
+/* The page for maps made elsewhere: a model's run or a weights file. */
+static int report_maps(const cli_map_source *src, cli_attention_options *ao, const char *html_path,
+                       const cli_tokens *tokens, const cli_tokens *key_tokens, const char *title,
+                       const char *subtitle, bool quiet) {
+    cli_maps maps;
+    int rc = cli_maps_load("report", src, ao, &maps);
+    if (rc) return rc;
+    const int64_t L = maps.len_q, S = maps.len_kv;
+    if ((rc = cli_tokens_check("report", "--tokens", tokens, L, "query positions")) ||
+        (rc = cli_tokens_check("report", "--key-tokens", key_tokens, S, "key positions")))
+        goto done;
+    if (!key_tokens->items && tokens->items && S != L) {
+        rc = cli_data_error("report", "--tokens labels the %lld queries; the %lld keys differ in number, so give "
+                            "--key-tokens for them too", (long long)L, (long long)S);
+        goto done;
+    }
+    attn_report report = ATTN_REPORT_INIT;
+    report.title = title ? title : maps.about;
+    report.subtitle = subtitle;
+    report.heads = maps.n_heads;
+    report.len_q = L;
+    report.len_kv = S;
+    report.weights = maps.weights;
+    report.visible = maps.visible;
+    report.head_ids = maps.head_ids;
+    report.query_labels = maps.labels ? (const char *const *)maps.labels : (const char *const *)tokens->items;
+    report.key_labels = (const char *const *)key_tokens->items;
+    report.layers = maps.n_layers;
+    report.layer_ids = maps.layer_ids;
+    report.line = maps.cosine;
+    report.line_len = maps.n_cosine;
+    report.line_labels = (const char *const *)maps.cosine_labels;
+    report.line_title = maps.cosine_title;
+    if (attn_report_write_html(html_path, &report) != ATTN_OK)
+        rc = cli_data_error("report", "%s", attn_last_error());
+    else if (!quiet)
+        fprintf(stderr, "attn report: wrote %s (%lld layer%s x %lld head%s of %lld x %lld)\n", html_path,
+                (long long)maps.n_layers, maps.n_layers == 1 ? "" : "s", (long long)maps.n_heads,
+                maps.n_heads == 1 ? "" : "s", (long long)L, (long long)S);
+done:
+    cli_maps_free(&maps);
+    return rc;
+}
+
 int cmd_report(int argc, char **argv) {
     report_inputs r = {0};
     const char *html_path = NULL, *tokens_text = NULL, *key_tokens_text = NULL, *show_text = NULL, *title = NULL;
@@ -196,6 +264,7 @@ int cmd_report(int argc, char **argv) {
     uint8_t *visible = NULL;
     char *subtitle = NULL;
     bool have_paths = false;
+    cli_map_source src = {0};
     int rc = CLI_OK;
 
     cli_args args;
@@ -213,11 +282,60 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_KEY_TOKENS) key_tokens_text = value;
         else if (id == F_SHOW_HEADS) show_text = value;
         else if (id == F_TITLE) title = value;
+        else if (id == F_WEIGHTS) src.weights_path = value;
+        else if (id == F_MODEL) src.model_path = value;
+        else if (id == F_TEXT) src.text = value;
+        else if (id == F_LAYER) src.layer_text = value;
+        else if (id == F_COMPARE) src.compare_text = value;
         else if (!cli_parse_int("report", "--batch", value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
     }
     const bool sdpa = r.paths[IN_Q] || r.paths[IN_K] || r.paths[IN_V];
     const bool mha = r.paths[IN_X] != NULL;
+    const bool maps_given = src.weights_path || src.model_path;
     if (!html_path) return cli_usage_error("report", "missing --html OUT.html");
+    if (maps_given) {
+        bool other = cli_module_given(&r.mod);
+        for (int n = 0; n < IN_COUNT; n++) other = other || r.paths[n];
+        if (other)
+            return cli_usage_error("report", "--weights and --model bring their maps: they do not combine with "
+                                   "-q/-k/-v, -x or the module's weights");
+        if (src.weights_path && src.model_path)
+            return cli_usage_error("report", "give either --weights (maps made elsewhere) or --model (a run), not both");
+        if (src.compare_text && !src.model_path)
+            return cli_usage_error("report", "--compare-text is a second run of --model");
+        if (!src.model_path != !src.text)
+            return cli_usage_error("report", src.text ? "--text needs --model FILE.gguf"
+                                                      : "--model needs --text TEXT (the text to run)");
+        if (src.model_path && (tokens_text || key_tokens_text || cli_attention_given(&args) ||
+                               cli_args_given(&args, F_BATCH)))
+            return cli_usage_error("report", "with --model the labels are the model's tokens and the mask its own: "
+                                   "--tokens, --key-tokens, --batch and the mask options are for --weights");
+        const char *text_file = src.text && src.text[0] == '@' ? src.text + 1 : NULL;
+        const char *compare_file = src.compare_text && src.compare_text[0] == '@' ? src.compare_text + 1 : NULL;
+        const char *tokens_file = tokens_text && tokens_text[0] == '@' ? tokens_text + 1 : NULL;
+        const char *key_tokens_file = key_tokens_text && key_tokens_text[0] == '@' ? key_tokens_text + 1 : NULL;
+        const char *const inputs[] = {src.weights_path, src.model_path, text_file, compare_file, tokens_file,
+                                      key_tokens_file, ao.key_lengths_path, ao.mask_path, ao.bias_path};
+        const char *const outputs[] = {html_path};
+        if (cli_check_paths("report", inputs, 9, outputs, 1)) return CLI_USAGE_ERROR;
+        src.head_text = show_text;
+        src.head_flag = "--head";
+        src.quiet = cli_args_given(&args, CLI_ID_QUIET);
+        src.batch = batch;
+        if ((tokens_text && (rc = cli_tokens_parse("report", "--tokens", tokens_text, &tokens))) ||
+            (key_tokens_text && (rc = cli_tokens_parse("report", "--key-tokens", key_tokens_text, &key_tokens))))
+            goto cleanup;
+        if (!(subtitle = command_line(argc, argv))) {
+            rc = cli_data_error("report", "out of memory");
+            goto cleanup;
+        }
+        rc = report_maps(&src, &ao, html_path, &tokens, &key_tokens, title, subtitle,
+                         cli_args_given(&args, CLI_ID_QUIET));
+        goto cleanup;
+    }
+    if (src.text || src.layer_text || src.compare_text)
+        return cli_usage_error("report", "%s belongs to --model or --weights",
+                               src.text ? "--text" : src.layer_text ? "--layer" : "--compare-text");
     {
         const char *inputs[IN_COUNT + MOD_COUNT + 3];
         int n_inputs = 0;
@@ -242,7 +360,8 @@ int cmd_report(int argc, char **argv) {
                                "with -q/-k/-v the heads come from the arrays (use --show-heads to choose the heads shown)");
     if (mha && ao.layout_given)
         return cli_usage_error("report", "--layout is for -q/-k/-v; -x is [L, d_model] or [B, L, d_model]");
-    if (show_text && !cli_index_list_parse("report", "--show-heads", show_text, &show)) return CLI_USAGE_ERROR;
+    if (show_text && strcmp(show_text, "all") != 0 && !cli_index_list_parse("report", "--show-heads", show_text, &show))
+        return CLI_USAGE_ERROR;
     if ((tokens_text && (rc = cli_tokens_parse("report", "--tokens", tokens_text, &tokens))) ||
         (key_tokens_text && (rc = cli_tokens_parse("report", "--key-tokens", key_tokens_text, &key_tokens))))
         goto cleanup;

@@ -10,14 +10,21 @@
  *
  * Floats travel as base64 of little-endian float32, so the page shows each
  * weight exactly (and 512 x 512 x 16 weights stay near 22 MB); the visible
- * mask as base64 of bits, least significant bit first.
+ * mask as base64 of bits, least significant bit first.  Weights and mask go
+ * one base64 string per layer, so the page decodes a layer when it is
+ * shown; where some cells are hidden, a layer's string holds only its
+ * visible cells, in order (a causal map's upper triangle is never stored).
  */
 #include "viz/viz.h"
 
 #include "viz_report_page.h" /* generated: viz_report_page[], the template */
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A field a caller built against this header set (struct_size covers it). */
+#define REPORT_HAS(r, field) ((r)->struct_size >= offsetof(attn_report, field) + sizeof((r)->field))
 
 #define DATA_MARKER "@ATTN_REPORT_DATA@"
 
@@ -197,8 +204,32 @@ static attn_status json_paths(viz_buf *b, const attn_report *r) {
     return ATTN_OK;
 }
 
-static attn_status json_report(viz_buf *b, const attn_report *r) {
-    const int64_t H = r->heads, L = r->len_q, S = r->len_kv;
+/* Layer l's visible weights, in order, as base64 float32. */
+static attn_status json_visible_floats(viz_buf *b, const float *w, const uint8_t *visible, int64_t cells) {
+    int64_t kept = 0;
+    for (int64_t n = 0; n < cells; n++) kept += visible[n] != 0;
+    float *packed = malloc((size_t)(kept > 0 ? kept : 1) * sizeof(float));
+    if (!packed) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
+    for (int64_t n = 0, k = 0; n < cells; n++)
+        if (visible[n]) packed[k++] = w[n];
+    attn_status st = json_floats(b, packed, (size_t)kept);
+    free(packed);
+    return st;
+}
+
+/* The line plot: {"title", "values" (shortest round-trip decimals), "labels"}. */
+static void json_line(viz_buf *b, const attn_report *r, int64_t n) {
+    attn__viz_buf_puts(b, "{\"title\":");
+    json_string(b, r->line_title);
+    attn__viz_buf_puts(b, ",\"values\":[");
+    for (int64_t i = 0; i < n; i++) attn__viz_buf_printf(b, "%s%.17g", i ? "," : "", r->line[i]);
+    attn__viz_buf_puts(b, "],\"labels\":");
+    json_labels(b, r->line_labels, n);
+    attn__viz_buf_puts(b, "}");
+}
+
+static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers, const int64_t *layer_ids) {
+    const int64_t H = r->heads, L = r->len_q, S = r->len_kv, cells = H * L * S;
     attn_status st;
     attn__viz_buf_puts(b, "{\"title\":");
     json_string(b, r->title);
@@ -212,22 +243,43 @@ static attn_status json_report(viz_buf *b, const attn_report *r) {
     json_labels(b, r->query_labels, L);
     attn__viz_buf_puts(b, ",\"key_labels\":");
     json_labels(b, r->key_labels ? r->key_labels : S == L ? r->query_labels : NULL, S);
-    attn__viz_buf_puts(b, ",\"weights\":");
-    if ((st = json_floats(b, r->weights, (size_t)(H * L * S)))) return st;
-    attn__viz_buf_puts(b, ",\"visible\":");
+    attn__viz_buf_printf(b, ",\"layers\":%lld,\"layer_ids\":[", (long long)layers);
+    for (int64_t l = 0; l < layers; l++)
+        attn__viz_buf_printf(b, "%s%lld", l ? "," : "", (long long)(layer_ids ? layer_ids[l] : l));
+    attn__viz_buf_puts(b, "]");
     bool any_hidden = false;
-    for (int64_t n = 0; r->visible && n < H * L * S && !any_hidden; n++) any_hidden = !r->visible[n];
+    for (int64_t n = 0; r->visible && n < layers * cells && !any_hidden; n++) any_hidden = !r->visible[n];
+    /* packed: each layer's string holds its visible cells only */
+    attn__viz_buf_printf(b, ",\"packed\":%s,\"weights\":[", any_hidden ? "true" : "false");
+    for (int64_t l = 0; l < layers; l++) {
+        if (l) attn__viz_buf_puts(b, ",");
+        st = any_hidden ? json_visible_floats(b, r->weights + l * cells, r->visible + l * cells, cells)
+                        : json_floats(b, r->weights + l * cells, (size_t)cells);
+        if (st) return st;
+    }
+    attn__viz_buf_puts(b, "],\"visible\":");
     if (any_hidden) {
-        size_t nbytes = (size_t)((H * L * S + 7) / 8);
-        unsigned char *packed = calloc(nbytes, 1);
+        size_t nbytes = (size_t)((cells + 7) / 8);
+        unsigned char *packed = malloc(nbytes);
         if (!packed) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
-        for (int64_t n = 0; n < H * L * S; n++)
-            if (r->visible[n]) packed[n >> 3] |= (unsigned char)(1u << (n & 7));
-        json_base64(b, packed, nbytes);
+        attn__viz_buf_puts(b, "[");
+        for (int64_t l = 0; l < layers; l++) {
+            const uint8_t *v = r->visible + l * cells;
+            memset(packed, 0, nbytes);
+            for (int64_t n = 0; n < cells; n++)
+                if (v[n]) packed[n >> 3] |= (unsigned char)(1u << (n & 7));
+            if (l) attn__viz_buf_puts(b, ",");
+            json_base64(b, packed, nbytes);
+        }
+        attn__viz_buf_puts(b, "]");
         free(packed);
     } else {
         attn__viz_buf_puts(b, "null");
     }
+    const int64_t line_len = REPORT_HAS(r, line_title) ? r->line_len : 0;
+    attn__viz_buf_puts(b, ",\"line\":");
+    if (line_len > 0) json_line(b, r, line_len);
+    else attn__viz_buf_puts(b, "null");
     attn__viz_buf_puts(b, ",\"paths\":");
     if (r->paths) {
         if ((st = json_paths(b, r))) return st;
@@ -241,20 +293,44 @@ static attn_status json_report(viz_buf *b, const attn_report *r) {
 attn_status attn_report_write_html(const char *path, const attn_report *r) {
     if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: path is NULL");
     if (!r) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: report is NULL");
-    attn_status st = attn__viz_check_weights("attn_report_write_html", r->weights, r->heads, r->len_q, r->len_kv);
+    const int64_t layers_given = REPORT_HAS(r, layers) ? r->layers : 0;
+    const int64_t layers = layers_given > 1 ? layers_given : 1;
+    const int64_t *layer_ids = REPORT_HAS(r, layer_ids) ? r->layer_ids : NULL;
+    if (layers_given < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: layers is %lld (0 or 1: one layer)",
+                         (long long)layers_given);
+    if (layers > 1 && r->paths)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_report_write_html: the path table is for one layer; layers is %lld",
+                         (long long)layers);
+    /* The layers as one table of layers x H heads: one check covers sizes,
+     * overflow and non-finite values. */
+    int64_t all_heads;
+    if (mul_overflows(layers, r->heads, &all_heads))
+        return attn__fail(ATTN_ERR_OVERFLOW, "attn_report_write_html: %lld layers x %lld heads overflow",
+                         (long long)layers, (long long)r->heads);
+    attn_status st = attn__viz_check_weights("attn_report_write_html", r->weights, all_heads, r->len_q, r->len_kv);
     if (st) return st;
-    for (int64_t n = 0; n < r->heads * r->len_q * r->len_kv; n++)
+    for (int64_t n = 0; n < all_heads * r->len_q * r->len_kv; n++)
         if (isinf(r->weights[n]))
             return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: weights[%lld] is -inf; pass "
                              "weights (0 where hidden) and mark hidden cells in visible", (long long)n);
     if (r->paths && (st = check_paths(r))) return st;
+    if (REPORT_HAS(r, line_title) && r->line_len) {
+        if (r->line_len < 0 || r->line_len > 10000 || !r->line)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: line_len %lld outside [0, 10000], "
+                             "or line is NULL", (long long)r->line_len);
+        for (int64_t i = 0; i < r->line_len; i++)
+            if (!isfinite(r->line[i]))
+                return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: line[%lld] is not finite", (long long)i);
+    }
 
     const char *page = (const char *)viz_report_page;
     const char *marker = strstr(page, DATA_MARKER);
     if (!marker) return attn__fail(ATTN_ERR_INTERNAL, "attn_report_write_html: the page template has no data marker");
     viz_buf b = {0};
     attn__viz_buf_append(&b, page, (size_t)(marker - page));
-    if ((st = json_report(&b, r))) goto cleanup;
+    if ((st = json_report(&b, r, layers, layer_ids))) goto cleanup;
     attn__viz_buf_puts(&b, marker + strlen(DATA_MARKER));
     if (b.failed) {
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "'%s': out of memory for the report", path);

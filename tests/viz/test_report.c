@@ -18,9 +18,11 @@
 
 #include "attn.h"
 #include "attn_chapter.h"
+#include "attn_decoder.h"
 #include "attn_interp.h"
 #include "attn_io.h"
 #include "attn_machine.h"
+#include "attn_tokenizer.h"
 #include "attn_viz.h"
 
 #include <math.h>
@@ -28,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #ifdef ATTN_TEST_HAVE_ZLIB
 #include <zlib.h>
@@ -150,13 +154,17 @@ static char *selftest(const char *path, const char *cells) {
     return report;
 }
 
-/* The weight the tooltip showed for cell h:i:j ("hidden" for a hidden one),
- * after checking that the synthetic mouse landed on that very cell. */
-static void hovered(const char *report, int h, int i, int j, char *out, size_t size) {
-    char key[96];
-    snprintf(key, sizeof key, "cell %d:%d:%d hovered=%d,%d weight=", h, i, j, i, j);
+/* The weight the tooltip showed for cell a:h:i:j (layer index a, or -1 for
+ * the three-number form h:i:j; "hidden" for a hidden cell), after checking
+ * that the page switched to that layer and head and that the synthetic mouse
+ * landed on that very cell. */
+static void hovered_in(const char *report, int a, int h, int i, int j, char *out, size_t size) {
+    char key[128];
+    if (a < 0) snprintf(key, sizeof key, "cell %d:%d:%d shown=0:%d hovered=%d,%d weight=", h, i, j, h, i, j);
+    else snprintf(key, sizeof key, "cell %d:%d:%d:%d shown=%d:%d hovered=%d,%d weight=", a, h, i, j, a, h, i, j);
     const char *at = strstr(report, key);
-    if (!at) fail_msg("no line for cell %d:%d:%d, or the mouse landed elsewhere:\n%s", h, i, j, report);
+    if (!at) fail_msg("no line \"%s\": the page showed another layer or head, or the mouse landed elsewhere:\n%s",
+                      key, report);
     at += strlen(key);
     size_t n = strcspn(at, " \n");
     if (n >= size) n = size - 1;
@@ -164,18 +172,27 @@ static void hovered(const char *report, int h, int i, int j, char *out, size_t s
     out[n] = 0;
 }
 
-/* The tooltip must show exactly the float the library computed. */
-static void assert_shows_exactly(const char *report, int h, int i, int j, float expected) {
+static void hovered(const char *report, int h, int i, int j, char *out, size_t size) {
+    hovered_in(report, -1, h, i, j, out, size);
+}
+
+/* The tooltip must show exactly the float the library computed (or the
+ * test wrote): layer index a (-1: the three-number form), head h, cell i, j. */
+static void assert_layer_shows_exactly(const char *report, int a, int h, int i, int j, float expected) {
     char shown[64];
-    hovered(report, h, i, j, shown, sizeof shown);
+    hovered_in(report, a, h, i, j, shown, sizeof shown);
     char *end;
     float value = strtof(shown, &end);
-    uint32_t a, b;
-    memcpy(&a, &value, 4);
-    memcpy(&b, &expected, 4);
-    if (*end || a != b)
-        fail_msg("cell %d:%d:%d: the tooltip shows \"%s\", the library computed %.9g", h, i, j, shown,
+    uint32_t got_bits, want_bits;
+    memcpy(&got_bits, &value, 4);
+    memcpy(&want_bits, &expected, 4);
+    if (*end || got_bits != want_bits)
+        fail_msg("cell %d:%d:%d:%d: the tooltip shows \"%s\", expected %.9g", a, h, i, j, shown,
                  (double)expected);
+}
+
+static void assert_shows_exactly(const char *report, int h, int i, int j, float expected) {
+    assert_layer_shows_exactly(report, -1, h, i, j, expected);
 }
 
 /* A report must not reach outside its own file. */
@@ -420,11 +437,11 @@ static void large_report_stays_usable(void **state) {
     const char *path = test_path("large.html");
     assert_ok(attn_report_write_html(path, &r));
 
-    /* base64 float32: 4/3 x 4 bytes a weight, plus the visibility bits and
-     * the page itself */
+    /* base64 float32: 4/3 x 4 bytes a visible weight (the hidden upper
+     * triangle is not stored), plus the visibility bits and the page itself */
     size_t n;
     free(test_read_file(path, &n));
-    const double data = 4.0 / 3.0 * 4.0 * H * L * L;
+    const double data = 4.0 / 3.0 * 4.0 * H * L * (L + 1) / 2.0;
     if ((double)n < data || (double)n > data + 2.0 * 1024 * 1024)
         fail_msg("large.html is %zu bytes; expected about %.0f", n, data);
 
@@ -446,6 +463,289 @@ static void large_report_stays_usable(void **state) {
     free(out);
     free(weights);
     free(visible);
+}
+
+
+/* ------------------------------------------- maps made elsewhere, layers */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Causal softmax rows of random scores: maps [layers, heads, T, T], every
+ * visible row summing to 1, the upper triangle 0 (as transformers writes
+ * output_attentions). */
+static float *random_causal_maps(test_rng *rng, int64_t layers, int64_t heads, int64_t T) {
+    float *w = calloc((size_t)(layers * heads * T * T), sizeof *w);
+    assert_non_null(w);
+    for (int64_t m = 0; m < layers * heads; m++)
+        for (int64_t i = 0; i < T; i++) {
+            float *row = w + (m * T + i) * T;
+            double sum = 0;
+            for (int64_t j = 0; j <= i; j++) sum += row[j] = (float)exp(3.0 * test_rng_normal(rng));
+            for (int64_t j = 0; j <= i; j++) row[j] = (float)(row[j] / sum);
+        }
+    return w;
+}
+
+/* The page of a [layers, H, T, T] file: switching layer and head by the
+ * selectors shows the very float the file holds, hidden cells say so, the
+ * tokens label the cells; a chosen subset of layers keeps its numbers; a
+ * 5-D file [layers, B, H, T, T] reads its batch. */
+static void cli_report_of_a_layered_weights_file(void **state) {
+    (void)state;
+    require_chromium();
+    enum { NL = 3, H = 2, T = 6 };
+    test_rng rng;
+    test_rng_seed(&rng, 12);
+    float *w = random_causal_maps(&rng, NL, H, T);
+    const int64_t shape[4] = {NL, H, T, T};
+    save_f32(test_path("layers.npy"), 4, shape, w);
+#define W(l, h, i, j) w[(((l) * H + (h)) * T + (i)) * T + (j)]
+    char *out = NULL;
+    const char *path = test_path("layers.html");
+    int rc = test_run_cli(&out, "report --weights '%s' --layer all --causal --tokens 我,吃,了,一个,苹果,。 --html '%s'",
+                          test_path("layers.npy"), path);
+    if (rc != 0) fail_msg("attn report: exit %d\n%s", rc, out);
+    free(out);
+    assert_self_contained(path);
+    char *report = selftest(path, "2:1:5:3;0:0:3:3;1:1:4:0;1:0:1:4");
+    assert_layer_shows_exactly(report, 2, 1, 5, 3, W(2, 1, 5, 3));
+    assert_layer_shows_exactly(report, 0, 0, 3, 3, W(0, 0, 3, 3));
+    assert_layer_shows_exactly(report, 1, 1, 4, 0, W(1, 1, 4, 0));
+    char shown[64];
+    hovered_in(report, 1, 0, 1, 4, shown, sizeof shown);
+    assert_string_equal(shown, "hidden");
+    if (!strstr(report, "query 4 “苹果”  →  key 0 “我”") || !strstr(report, "(layer 1, head 1, base input)"))
+        fail_msg("the tooltip does not name the tokens, layer and head:\n%s", report);
+    if (!strstr(report, "layers=3 heads=2 len_q=6 len_kv=6")) fail_msg("wrong sizes:\n%s", report);
+    free(report);
+
+    /* layers 1 and 2, head 1: the page's first layer is the file's layer 1 */
+    rc = test_run_cli(&out, "report --weights '%s' --layer 1-2 --head 1 --causal --html '%s'", test_path("layers.npy"),
+                      path);
+    if (rc != 0) fail_msg("attn report: exit %d\n%s", rc, out);
+    free(out);
+    report = selftest(path, "0:0:5:2;1:0:2:1");
+    assert_layer_shows_exactly(report, 0, 0, 5, 2, W(1, 1, 5, 2));
+    assert_layer_shows_exactly(report, 1, 0, 2, 1, W(2, 1, 2, 1));
+    if (!strstr(report, "(layer 2, head 1, base input)")) fail_msg("the numbers of the layers are lost:\n%s", report);
+    free(report);
+
+    /* [layers, B = 2, H, T, T]: batch 1 is the second copy */
+    float *w5 = malloc(sizeof(float) * 2 * NL * H * T * T);
+    assert_non_null(w5);
+    for (int64_t l = 0; l < NL; l++)
+        for (int64_t b = 0; b < 2; b++)
+            for (int64_t n = 0; n < H * T * T; n++)
+                w5[(l * 2 + b) * H * T * T + n] = b ? w[l * H * T * T + n] : 0.5f;
+    const int64_t shape5[5] = {NL, 2, H, T, T};
+    save_f32(test_path("layers5.npy"), 5, shape5, w5);
+    free(w5);
+    rc = test_run_cli(&out, "report --weights '%s' --batch 1 --causal --html '%s'", test_path("layers5.npy"), path);
+    if (rc != 0) fail_msg("attn report: exit %d\n%s", rc, out);
+    free(out);
+    report = selftest(path, "2:0:4:4");
+    assert_layer_shows_exactly(report, 2, 0, 4, 4, W(2, 0, 4, 4));
+    free(report);
+#undef W
+    free(w);
+}
+
+/* What the layered inputs refuse, by name. */
+static void cli_report_layered_refusals(void **state) {
+    (void)state;
+    const float w[6] = {1, 0, 0, 1, 0.5f, 0.5f};
+    const int64_t s1[1] = {6}, s3[3] = {1, 2, 3}, s4[4] = {1, 1, 2, 3};
+    save_f32(test_path("flat.npy"), 1, s1, w);
+    save_f32(test_path("one.npy"), 3, s3, w);
+    save_f32(test_path("four.npy"), 4, s4, w);
+    char *out = NULL;
+    int rc;
+#define RUN(expect, needle, ...)                                                                   \
+    do {                                                                                          \
+        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
+        if (rc != (expect) || !strstr(out, (needle)))                                             \
+            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
+        free(out);                                                                                \
+    } while (0)
+    const char *x = test_path("x.html");
+    RUN(1, "expected [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or [layers, B, H, L, S]",
+        "report --weights '%s' --html '%s'", test_path("flat.npy"), x);
+    RUN(1, "which holds one layer", "report --weights '%s' --layer 2 --html '%s'", test_path("one.npy"), x);
+    RUN(1, "--layer: layer 1 is out of range: there are 1", "report --weights '%s' --layer 1 --html '%s'",
+        test_path("four.npy"), x);
+    RUN(1, "--head: head 3 is out of range", "report --weights '%s' --head 3 --html '%s'", test_path("one.npy"), x);
+    RUN(2, "not both", "report --weights '%s' --model m.gguf --text a --html '%s'", test_path("one.npy"), x);
+    RUN(2, "--model needs --text", "report --model m.gguf --html '%s'", x);
+    RUN(2, "--text needs --model", "report --weights '%s' --text hi --html '%s'", test_path("one.npy"), x);
+    RUN(2, "do not combine", "report --weights '%s' -q '%s' --html '%s'", test_path("one.npy"), test_path("one.npy"), x);
+    RUN(2, "are for --weights", "report --model m.gguf --text a --causal --html '%s'", x);
+    RUN(2, "--layer belongs to --model or --weights", "report -q a.npy -k a.npy -v a.npy --layer 0 --html '%s'", x);
+    RUN(1, "no-such.gguf", "report --model '%s' --text a --html '%s'", test_path("no-such.gguf"), x);
+    assert_false(test_file_exists(x));
+#undef RUN
+}
+
+/* The size the issue asks for: 24 layers x 14 heads x 256 tokens (Qwen2.5
+ * 0.5B's heads over 256 tokens), causal.  The file holds every visible
+ * weight exactly (16/3 bytes each) and the page still answers a hover in
+ * any layer with the exact float. */
+static void report_24_layers_14_heads_256_tokens(void **state) {
+    (void)state;
+    require_chromium();
+    enum { NL = 24, H = 14, T = 256 };
+    test_rng rng;
+    test_rng_seed(&rng, 24);
+    float *w = random_causal_maps(&rng, NL, H, T);
+    uint8_t *visible = malloc((size_t)NL * H * T * T);
+    assert_non_null(visible);
+    for (int64_t m = 0; m < NL * H; m++)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < T; j++) visible[(m * T + i) * T + j] = j <= i;
+    attn_report r = ATTN_REPORT_INIT;
+    r.title = "24 layers x 14 heads x 256 tokens";
+    r.heads = H;
+    r.len_q = r.len_kv = T;
+    r.weights = w;
+    r.visible = visible;
+    r.layers = NL;
+    const char *path = test_path("big-model.html");
+    const double t0 = now_seconds();
+    assert_ok(attn_report_write_html(path, &r));
+    const double written = now_seconds() - t0;
+    size_t n;
+    free(test_read_file(path, &n));
+    const double data = 16.0 / 3.0 * NL * H * T * (T + 1) / 2.0;
+    print_message("note: 24 x 14 x 256 report: %.1f MB (visible weights alone %.1f MB), written in %.2f s\n",
+                  (double)n / 1e6, data / 1e6, written);
+    if ((double)n < data || (double)n > data + 4.0 * 1024 * 1024)
+        fail_msg("big-model.html is %zu bytes; expected about %.0f", n, data);
+    const double t1 = now_seconds();
+    char *report = selftest(path, "23:13:255:0;0:0:100:7;11:5:200:200;7:3:3:9");
+    print_message("note: Chromium opened it, ran the self-test and dumped the DOM in %.2f s\n", now_seconds() - t1);
+#define W(l, h, i, j) w[(((int64_t)(l) * H + (h)) * T + (i)) * T + (j)]
+    assert_layer_shows_exactly(report, 23, 13, 255, 0, W(23, 13, 255, 0));
+    assert_layer_shows_exactly(report, 0, 0, 100, 7, W(0, 0, 100, 7));
+    assert_layer_shows_exactly(report, 11, 5, 200, 200, W(11, 5, 200, 200));
+#undef W
+    char shown[64];
+    hovered_in(report, 7, 3, 3, 9, shown, sizeof shown);
+    assert_string_equal(shown, "hidden");
+    const char *colours = strstr(report, "map_colours=");
+    assert_non_null(colours);
+    if (atoi(colours + strlen("map_colours=")) < 16) fail_msg("the heat map looks blank:\n%s", report);
+    free(report);
+    free(w);
+    free(visible);
+}
+
+/* --------------------------------------------------------- a real model */
+
+#define GEMMA "gemma-3-270m-q4_k_m.gguf"
+
+/* The model's path, or skips the test with a message when it is absent. */
+static void model_path_or_skip(const char *file, char *path, size_t size) {
+    const char *dir = getenv("ATTN_MODEL_DIR"), *home = getenv("HOME");
+    if (dir && *dir) snprintf(path, size, "%s/%s", dir, file);
+    else snprintf(path, size, "%s/.cache/attn/models/%s", home ? home : "", file);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
+        skip();
+    }
+}
+
+/* The cosine of the last rows of two residual streams, row r of [N + 1, L, d]. */
+static double last_cosine(const float *a, int64_t la, const float *b, int64_t lb, int64_t r, int64_t d) {
+    const float *x = a + (r * la + la - 1) * d, *y = b + (r * lb + lb - 1) * d;
+    double xy = 0, xx = 0, yy = 0;
+    for (int64_t i = 0; i < d; i++) xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
+    return xy / sqrt(xx * yy);
+}
+
+/* `attn report --model` on Gemma 3 270M over the chapter's first sentence,
+ * with its second as --compare-text: the page's hovered weights equal the
+ * decoder's own maps, computed here through the library; the model's
+ * tokens label the cells (<bos>, 苹果); the cosine plot's points show the
+ * cosine of the two 苹果 vectors layer by layer, as computed here from the
+ * decoder's residual streams. */
+static void cli_report_of_a_model_run(void **state) {
+    (void)state;
+    require_chromium();
+    char model[600];
+    model_path_or_skip(GEMMA, model, sizeof model);
+    const char *text = "我吃了一个苹果", *other = "这台电脑来自苹果";
+    char *out = NULL;
+    const char *path = test_path("gemma.html");
+    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --compare-text '%s' --html '%s'", model, text, other,
+                          path);
+    if (rc != 0) fail_msg("attn report --model: exit %d\n%s", rc, out);
+    free(out);
+    assert_self_contained(path);
+
+    attn_gguf *g;
+    attn_decoder *m;
+    attn_tokenizer *t;
+    assert_ok(attn_gguf_open(model, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    assert_ok(attn_tokenizer_from_gguf(g, &t));
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    int32_t ids[32], ids_b[32];
+    size_t L, Lb;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 32, &L));
+    assert_ok(attn_tokenizer_encode(t, other, strlen(other), 0, ids_b, 32, &Lb));
+    const int64_t N = c->n_layers, H = c->n_heads, d = c->d_model;
+    float *hidden = malloc(sizeof(float) * (size_t)((N + 1) * (int64_t)L * d));
+    float *hidden_b = malloc(sizeof(float) * (size_t)((N + 1) * (int64_t)Lb * d));
+    assert_true(hidden && hidden_b);
+    float **maps = calloc((size_t)N, sizeof *maps);
+    assert_non_null(maps);
+    maps[3] = malloc(sizeof(float) * (size_t)(H * (int64_t)L * (int64_t)L));
+    maps[N - 1] = malloc(sizeof(float) * (size_t)(H * (int64_t)L * (int64_t)L));
+    attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+    o.attention = maps;
+    o.hidden = hidden;
+    assert_ok(attn_decoder_forward(m, ids, (int64_t)L, &o));
+    attn_decoder_outputs ob = ATTN_DECODER_OUTPUTS_INIT;
+    ob.hidden = hidden_b;
+    assert_ok(attn_decoder_forward(m, ids_b, (int64_t)Lb, &ob));
+
+    const int last = (int)N - 1, q = (int)L - 1;
+    char cells[128];
+    snprintf(cells, sizeof cells, "3:1:%d:2;%d:%d:%d:0;0:0:1:%d", q, last, (int)H - 1, q, q);
+    char *report = selftest(path, cells);
+    assert_layer_shows_exactly(report, 3, 1, q, 2, maps[3][(1 * (int64_t)L + q) * (int64_t)L + 2]);
+    assert_layer_shows_exactly(report, last, (int)H - 1, q, 0, maps[N - 1][((H - 1) * (int64_t)L + q) * (int64_t)L]);
+    char shown[64];
+    hovered_in(report, 0, 0, 1, q, shown, sizeof shown);
+    assert_string_equal(shown, "hidden"); /* causal: query 1 does not read the last key */
+    if (!strstr(report, "“苹果”  →  key 0 “<bos>”")) fail_msg("the model's tokens do not label the cells:\n%s", report);
+    char sizes[96];
+    snprintf(sizes, sizeof sizes, "layers=%lld heads=%lld len_q=%zu", (long long)N, (long long)H, L);
+    if (!strstr(report, sizes)) fail_msg("not every layer and head is on the page (want %s):\n%s", sizes, report);
+    for (int64_t r = 0; r <= N; r++) {
+        char key[48];
+        snprintf(key, sizeof key, "line %lld value=", (long long)r);
+        const char *at = strstr(report, key);
+        if (!at) fail_msg("the cosine plot has no point %lld:\n%s", (long long)r, report);
+        const double point = strtod(at + strlen(key), NULL), want = last_cosine(hidden, (int64_t)L, hidden_b,
+                                                                                 (int64_t)Lb, r, d);
+        if (fabs(point - want) > 1e-12)
+            fail_msg("cosine point %lld shows %.17g, the decoder's residual streams give %.17g", (long long)r, point, want);
+    }
+    if (strstr(report, "line 19 value=")) fail_msg("the cosine plot has more points than rows:\n%s", report);
+    free(report);
+    free(hidden);
+    free(hidden_b);
+    free(maps[3]);
+    free(maps[N - 1]);
+    free(maps);
+    attn_tokenizer_free(t);
+    attn_decoder_free(m);
+    attn_gguf_close(g);
 }
 
 /* --------------------------------------------------- errors (no browser) */
@@ -538,6 +838,10 @@ int main(void) {
         cmocka_unit_test(report_screenshot_is_not_blank),
         cmocka_unit_test(cli_report_multi_head_causal_with_paths),
         cmocka_unit_test(large_report_stays_usable),
+        cmocka_unit_test(cli_report_of_a_layered_weights_file),
+        cmocka_unit_test(cli_report_layered_refusals),
+        cmocka_unit_test(report_24_layers_14_heads_256_tokens),
+        cmocka_unit_test(cli_report_of_a_model_run),
         cmocka_unit_test(report_refuses_bad_input),
         cmocka_unit_test(cli_report_names_its_errors),
     };

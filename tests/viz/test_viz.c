@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ----------------------------------------------------------------- helpers */
 
@@ -440,6 +441,162 @@ static void cli_map_draws_and_names_errors(void **state) {
     free(visible);
 }
 
+
+/* pdftotext of a PDF (malloc'd), or NULL when poppler-utils is missing. */
+static char *pdf_text(const char *pdf) {
+    if (!have_tool("pdftotext")) return NULL;
+    char cmd[1024], txt[600];
+    snprintf(txt, sizeof txt, "%s.txt", pdf);
+    snprintf(cmd, sizeof cmd, "pdftotext -layout '%s' '%s'", pdf, txt);
+    assert_int_equal(system(cmd), 0);
+    char *text = test_read_file(txt, NULL);
+    assert_non_null(text);
+    return text;
+}
+
+/* Maps [layers, heads, T, T] of causal rows whose shares grow with the key. */
+static float *layered_maps(int64_t layers, int64_t heads, int64_t T) {
+    float *w = calloc((size_t)(layers * heads * T * T), sizeof *w);
+    assert_non_null(w);
+    for (int64_t m = 0; m < layers * heads; m++)
+        for (int64_t i = 0; i < T; i++) {
+            double sum = 0;
+            for (int64_t j = 0; j <= i; j++) sum += 1.0 + (double)((m + j) % 7);
+            for (int64_t j = 0; j <= i; j++) w[(m * T + i) * T + j] = (float)((1.0 + (double)((m + j) % 7)) / sum);
+        }
+    return w;
+}
+
+/* `attn map --layer`: a layer x head grid in every format (a PDF page per
+ * map, titled with its layer and head); maps over 64 positions get the
+ * automatic scale and the colour bar says so; --vmax auto and a fixed
+ * --vmax are stated too; a decode row [H, 1, S] is a labelled strip. */
+static void cli_map_layer_grid_scale_and_decode_row(void **state) {
+    (void)state;
+    require_pictures();
+    enum { NL = 3, H = 2, T = 80 };
+    float *w = layered_maps(NL, H, T);
+    const int64_t shape[4] = {NL, H, T, T};
+    save_f32(test_path("layers.npy"), 4, shape, w);
+    char *out = NULL;
+    int rc;
+#define RUN(expect, needle, ...)                                                                   \
+    do {                                                                                          \
+        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
+        if (rc != (expect) || !strstr(out, (needle)))                                             \
+            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
+        free(out);                                                                                \
+    } while (0)
+    RUN(0, "3 layers x 2 heads of 80 x 80, colour scale 0 to the 99th percentile",
+        "map --weights '%s' --layer all --causal -o '%s'", test_path("layers.npy"), test_path("grid.png"));
+    uint32_t gw, gh, ow, oh;
+    png_size(test_path("grid.png"), &gw, &gh);
+    RUN(0, "", "map --weights '%s' --layer 1 --head 0 --causal -o '%s'", test_path("layers.npy"), test_path("one.png"));
+    png_size(test_path("one.png"), &ow, &oh);
+    assert_true(gw > ow && gh > 2 * oh); /* three rows of two panels */
+    RUN(0, "", "map --weights '%s' --layer all --causal -o '%s'", test_path("layers.npy"), test_path("grid.svg"));
+    check_svg(test_path("grid.svg"));
+    RUN(0, "", "map --weights '%s' --layer 0,2 --causal -o '%s'", test_path("layers.npy"), test_path("grid.pdf"));
+    assert_int_equal(pdf_pages(test_path("grid.pdf")), 4);
+    char *text = pdf_text(test_path("grid.pdf"));
+    if (text) {
+        if (!strstr(text, "layer 2 · head 1") || !strstr(text, "the 99th percentile of"))
+            fail_msg("the PDF does not title its maps by layer and head, or hides its scale:\n%s", text);
+        free(text);
+    }
+    RUN(0, "", "map --weights '%s' --layer 0 --vmax 0.25 --causal -o '%s'", test_path("layers.npy"),
+        test_path("fixed.pdf"));
+    if ((text = pdf_text(test_path("fixed.pdf")))) {
+        if (!strstr(text, "scale: given 0 – 0.25")) fail_msg("the fixed scale is not stated:\n%s", text);
+        free(text);
+    }
+    const int64_t small[4] = {NL, H, 8, 8};
+    float *w8 = layered_maps(NL, H, 8);
+    save_f32(test_path("small.npy"), 4, small, w8);
+    free(w8);
+    RUN(0, "", "map --weights '%s' --layer 0 --head 0 --causal --vmax auto -o '%s'", test_path("small.npy"),
+        test_path("auto.pdf"));
+    if ((text = pdf_text(test_path("auto.pdf")))) {
+        if (!strstr(text, "the 99th percentile of")) fail_msg("--vmax auto is not stated:\n%s", text);
+        free(text);
+    }
+    RUN(0, "", "map --weights '%s' --layer 0 --head 0 --causal -o '%s'", test_path("small.npy"), test_path("unit.pdf"));
+    if ((text = pdf_text(test_path("unit.pdf")))) {
+        if (!strstr(text, "scale: fixed 0 – 1")) fail_msg("a short map's [0, 1] scale is not stated:\n%s", text);
+        free(text);
+    }
+
+    /* one decode step over 150 keys: a strip wrapped every 64 keys, every key labelled */
+    enum { S = 150 };
+    float row[2 * S];
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < S; j++) row[h * S + j] = (float)((j % 10 == h ? 10.0 : 1.0) / (S + 9.0 * 15));
+    const int64_t rshape[3] = {2, 1, S};
+    save_f32(test_path("row.npy"), 3, rshape, row);
+    FILE *f = fopen(test_path("keys.txt"), "w");
+    assert_non_null(f);
+    for (int j = 0; j < S; j++) fprintf(f, "k%d\n", j);
+    fclose(f);
+    RUN(0, "2 heads of 1 x 150", "map --weights '%s' --tokens 果 --key-tokens @'%s' -o '%s'", test_path("row.npy"),
+        test_path("keys.txt"), test_path("row.png"));
+    uint32_t rw, rh;
+    png_size(test_path("row.png"), &rw, &rh);
+    assert_true(rw < 2 * 1200 * 2 && rh > 3 * 20); /* wrapped, not 150 cells in one line */
+    RUN(0, "", "map --weights '%s' --tokens 果 --key-tokens @'%s' -o '%s'", test_path("row.npy"), test_path("keys.txt"),
+        test_path("row.pdf"));
+    assert_int_equal(pdf_pages(test_path("row.pdf")), 2);
+    if ((text = pdf_text(test_path("row.pdf")))) {
+        if (!strstr(text, "k0") || !strstr(text, "k149") || !strstr(text, "k64") || !strstr(text, "果"))
+            fail_msg("the decode row does not label every key and its query:\n%s", text);
+        free(text);
+    }
+    RUN(0, "", "map --weights '%s' -o '%s'", test_path("row.npy"), test_path("row.svg"));
+    check_svg(test_path("row.svg"));
+
+    RUN(2, "--vmax auto starts the scale at 0", "map --weights '%s' --vmin 0.1 --vmax auto -o '%s'",
+        test_path("layers.npy"), test_path("x.png"));
+    RUN(1, "which holds one layer", "map --weights '%s' --layer 1 -o '%s'", test_path("row.npy"), test_path("x.png"));
+    RUN(1, "--layer: layer 3 is out of range", "map --weights '%s' --layer 3 -o '%s'", test_path("layers.npy"),
+        test_path("x.png"));
+    RUN(2, "missing --weights", "map --text hi -o '%s'", test_path("x.png"));
+    RUN(2, "are for --weights", "map --model m.gguf --text hi --tokens a -o '%s'", test_path("x.png"));
+    assert_false(test_file_exists(test_path("x.png")));
+#undef RUN
+    free(w);
+}
+
+/* `attn map --model` on Gemma 3 270M (skipped when the file is absent): a
+ * grid of two layers x its 4 heads, labelled with its tokens. */
+static void cli_map_of_a_model_run(void **state) {
+    (void)state;
+    require_pictures();
+    char model[600];
+    const char *dir = getenv("ATTN_MODEL_DIR"), *home = getenv("HOME");
+    if (dir && *dir) snprintf(model, sizeof model, "%s/gemma-3-270m-q4_k_m.gguf", dir);
+    else snprintf(model, sizeof model, "%s/.cache/attn/models/gemma-3-270m-q4_k_m.gguf", home ? home : "");
+    struct stat st;
+    if (stat(model, &st) != 0) {
+        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", model);
+        skip();
+    }
+    char *out = NULL;
+    int rc = test_run_cli(&out, "map --model '%s' --text 我吃了一个苹果 --layer 0-1 -o '%s'", model, test_path("gemma.pdf"));
+    if (rc != 0 || !strstr(out, "wrote")) fail_msg("attn map --model: exit %d\n%s", rc, out);
+    free(out);
+    assert_int_equal(pdf_pages(test_path("gemma.pdf")), 8);
+    char *text = pdf_text(test_path("gemma.pdf"));
+    if (text) {
+        if (!strstr(text, "苹果") || !strstr(text, "<bos>") || !strstr(text, "layer 1 · head 3"))
+            fail_msg("the model's tokens or the panel titles are missing:\n%s", text);
+        free(text);
+    }
+    rc = test_run_cli(&out, "map --model '%s' --text 我吃了一个苹果 --layer 5 -o '%s'", model, test_path("gemma.png"));
+    if (rc != 0) fail_msg("attn map --model: exit %d\n%s", rc, out);
+    free(out);
+    uint32_t w, h;
+    png_size(test_path("gemma.png"), &w, &h);
+}
+
 /* `attn demo --figures DIR` writes the three figures (the demo wires in
  * demo_write_figures from tools/demo_figures.c). */
 static void cli_demo_writes_the_three_figures(void **state) {
@@ -479,6 +636,8 @@ int main(void) {
         cmocka_unit_test(pictures_off_says_unsupported),
         cmocka_unit_test(cli_map_draws_and_names_errors),
         cmocka_unit_test(cli_demo_writes_the_three_figures),
+        cmocka_unit_test(cli_map_layer_grid_scale_and_decode_row),
+        cmocka_unit_test(cli_map_of_a_model_run),
     };
     test_suppress_picture_leaks_in_children();
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

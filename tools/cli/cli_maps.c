@@ -1,0 +1,387 @@
+/*
+ * cli_maps.c — the maps of a model's run or of a weights file, for `attn
+ * map` and `attn report` (cli_maps.h).
+ *
+ * Shape legend: a file's maps [NL, B, H, L, S] (layers, batches, heads,
+ * queries, keys, the absent axes 1); the selection [n_layers, n_heads, L, S].
+ */
+#include "cli_maps.h"
+
+#include "attn_decoder.h"
+#include "attn_model.h"
+#include "attn_tokenizer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tokens of one model run: the forward costs O(L^2) per layer and the maps
+ * layers x heads x L^2 floats (Qwen2.5 0.5B at 1024 tokens: 1.4 GiB). */
+#define MODEL_TOKENS_MAX 1024
+#define MAPS_BYTES_MAX ((uint64_t)2 << 30)
+
+/* "all" or a list "0,3" / "0-3", each below count; NULL text means all.
+ * Fills ids (malloc'd) and *n.  Prints and returns the error. */
+static int select_indices(const char *cmd, const char *flag, const char *text, int64_t count, const char *what,
+                          int64_t **ids, int64_t *n) {
+    cli_index_list list = {0};
+    if (text && strcmp(text, "all") != 0) {
+        if (!cli_index_list_parse(cmd, flag, text, &list)) return CLI_USAGE_ERROR;
+        for (int64_t k = 0; k < list.count; k++)
+            if (list.items[k] >= count) {
+                const long long bad = (long long)list.items[k];
+                cli_index_list_free(&list);
+                return cli_data_error(cmd, "%s: %s %lld is out of range: there are %lld (0 to %lld)", flag, what, bad,
+                                      (long long)count, (long long)count - 1);
+            }
+        *ids = list.items;
+        *n = list.count;
+        return CLI_OK;
+    }
+    *ids = malloc((size_t)count * sizeof **ids);
+    if (!*ids) return cli_data_error(cmd, "out of memory");
+    for (int64_t k = 0; k < count; k++) (*ids)[k] = k;
+    *n = count;
+    return CLI_OK;
+}
+
+/* Length of the valid UTF-8 character at s (n bytes left), or 0. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80) return 1;
+    const size_t len = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+                     : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) || (s[0] == 0xF0 && s[1] < 0x90) ||
+        (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0; /* overlong, surrogate or past U+10FFFF */
+    return len;
+}
+
+/* A token's label: its own bytes decoded.  A byte-level BPE token may hold
+ * part of a character (a Chinese character is 3 bytes, sometimes split over
+ * two tokens): such bytes are shown as \xNN rather than replaced, so that
+ * the label says what the token is.  Newlines and tabs are written \n, \t. */
+static char *token_label(const attn_tokenizer *t, int32_t id) {
+    char raw[256];
+    size_t len = 0;
+    if (attn_tokenizer_decode(t, &id, 1, 0, raw, sizeof raw, &len) != ATTN_OK) len = 0;
+    if (len >= sizeof raw) len = sizeof raw - 1;
+    char *out = malloc(len * 4 + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    const unsigned char *s = (const unsigned char *)raw;
+    for (size_t i = 0; i < len;) {
+        const size_t c = utf8_char(s + i, len - i);
+        if (s[i] == '\n' || s[i] == '\t') {
+            o += (size_t)sprintf(out + o, "\\%c", s[i] == '\n' ? 'n' : 't');
+            i++;
+        } else if (c == 0 || s[i] < 0x20 || s[i] == 0x7f) {
+            o += (size_t)sprintf(out + o, "\\x%02x", s[i]);
+            i++;
+        } else {
+            memcpy(out + o, s + i, c);
+            o += c;
+            i += c;
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* The text of --text: the value, or the file @FILE names. */
+static int read_text(const char *cmd, const char *value, char **text, size_t *len) {
+    if (value[0] != '@') {
+        *text = strdup(value);
+        *len = strlen(value);
+        return *text ? CLI_OK : cli_data_error(cmd, "out of memory");
+    }
+    void *data;
+    if (attn_read_file(value + 1, (size_t)1 << 24, &data, len) != ATTN_OK)
+        return cli_data_error(cmd, "--text: %s", attn_last_error());
+    *text = data;
+    return CLI_OK;
+}
+
+/* The cosine of the last positions of two runs' residual streams, row by
+ * row: hidden_a [N + 1, La, d], hidden_b [N + 1, Lb, d]. */
+static int cosine_series(const char *cmd, const float *hidden_a, int64_t la, const float *hidden_b, int64_t lb,
+                         int64_t rows, int64_t d, cli_maps *m) {
+    m->cosine = malloc((size_t)rows * sizeof *m->cosine);
+    m->cosine_labels = calloc((size_t)rows, sizeof *m->cosine_labels);
+    if (!m->cosine || !m->cosine_labels) return cli_data_error(cmd, "out of memory");
+    m->n_cosine = rows;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *a = hidden_a + (r * la + la - 1) * d, *b = hidden_b + (r * lb + lb - 1) * d;
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t i = 0; i < d; i++) {
+            ab += (double)a[i] * b[i];
+            aa += (double)a[i] * a[i];
+            bb += (double)b[i] * b[i];
+        }
+        m->cosine[r] = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
+        char label[24];
+        if (r == 0) snprintf(label, sizeof label, "embed");
+        else snprintf(label, sizeof label, "%lld", (long long)(r - 1));
+        if (!(m->cosine_labels[r] = strdup(label))) return cli_data_error(cmd, "out of memory");
+    }
+    return CLI_OK;
+}
+
+/* The second text's ids and residual stream [N + 1, L, d] (malloc'd). */
+static int run_compare(const char *cmd, const attn_decoder *dec, const attn_tokenizer *tok, const char *value,
+                       float **hidden, int64_t *L, char **last_label) {
+    char *text = NULL;
+    size_t len = 0, n_ids = 0;
+    int32_t *ids = NULL;
+    int rc = read_text(cmd, value, &text, &len);
+    if (rc) return rc;
+    const attn_decoder_config *c = attn_decoder_get_config(dec);
+    ids = malloc((len + 2) * sizeof *ids);
+    if (!ids) {
+        rc = cli_data_error(cmd, "out of memory");
+    } else if (attn_tokenizer_encode(tok, text, len, 0, ids, len + 2, &n_ids)) {
+        rc = cli_data_error(cmd, "--compare-text: %s", attn_last_error());
+    } else if (n_ids == 0 || n_ids > MODEL_TOKENS_MAX) {
+        rc = cli_data_error(cmd, "--compare-text is %zu tokens in this model's vocabulary; give 1 to %d", n_ids,
+                            MODEL_TOKENS_MAX);
+    } else if (!(*hidden = malloc((size_t)((c->n_layers + 1) * (int64_t)n_ids * c->d_model) * sizeof(float)))) {
+        rc = cli_data_error(cmd, "out of memory");
+    } else {
+        attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+        out.hidden = *hidden;
+        if (attn_decoder_forward(dec, ids, (int64_t)n_ids, &out))
+            rc = cli_data_error(cmd, "the forward over --compare-text: %s", attn_last_error());
+        else if (!(*last_label = token_label(tok, ids[n_ids - 1])))
+            rc = cli_data_error(cmd, "out of memory");
+        *L = (int64_t)n_ids;
+    }
+    free(ids);
+    free(text);
+    return rc;
+}
+
+static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
+    attn_gguf *g = NULL;
+    attn_decoder *dec = NULL;
+    attn_tokenizer *tok = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    float **attention = NULL, *hidden = NULL, *hidden_b = NULL;
+    char *last_b = NULL;
+    int64_t len_b = 0;
+    size_t text_len = 0, n_ids = 0;
+    int rc = CLI_OK;
+    if ((rc = read_text(cmd, src->text, &text, &text_len))) goto done;
+    if (attn_gguf_open(src->model_path, &g)) { /* its message names the file */
+        rc = cli_data_error(cmd, "--model: %s", attn_last_error());
+        goto done;
+    }
+    const double t0 = cli_seconds();
+    if (attn_tokenizer_from_gguf(g, &tok) || attn_decoder_load(g, &dec)) {
+        rc = cli_data_error(cmd, "--model '%s': %s", src->model_path, attn_last_error());
+        goto done;
+    }
+    const attn_decoder_config *c = attn_decoder_get_config(dec);
+    ids = malloc((text_len + 2) * sizeof *ids);
+    if (!ids) {
+        rc = cli_data_error(cmd, "out of memory");
+        goto done;
+    }
+    if (attn_tokenizer_encode(tok, text, text_len, 0, ids, text_len + 2, &n_ids)) {
+        rc = cli_data_error(cmd, "--text: %s", attn_last_error());
+        goto done;
+    }
+    if (n_ids == 0 || n_ids > MODEL_TOKENS_MAX) {
+        rc = cli_data_error(cmd, "--text is %zu tokens in this model's vocabulary; give 1 to %d", n_ids,
+                            MODEL_TOKENS_MAX);
+        goto done;
+    }
+    const int64_t L = (int64_t)n_ids, H = c->n_heads;
+    if ((rc = select_indices(cmd, "--layer", src->layer_text, c->n_layers, "layer", &m->layer_ids, &m->n_layers)) ||
+        (rc = select_indices(cmd, src->head_flag ? src->head_flag : "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
+        goto done;
+    if ((uint64_t)(m->n_layers * H) * (uint64_t)(L * L) * 5 > MAPS_BYTES_MAX) {
+        rc = cli_data_error(cmd, "%lld layers x %lld heads x %lld x %lld tokens would take over %llu MiB; choose "
+                            "fewer layers (--layer) or a shorter text", (long long)m->n_layers, (long long)H,
+                            (long long)L, (long long)L, (unsigned long long)(MAPS_BYTES_MAX >> 20));
+        goto done;
+    }
+    /* Every head of the chosen layers from the forward, then the chosen heads. */
+    attention = calloc((size_t)c->n_layers, sizeof *attention);
+    if (!attention) {
+        rc = cli_data_error(cmd, "out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k < m->n_layers && !rc; k++) {
+        float **slot = &attention[m->layer_ids[k]];
+        if (!*slot && !(*slot = malloc((size_t)(H * L * L) * sizeof(float)))) rc = cli_data_error(cmd, "out of memory");
+    }
+    if (rc) goto done;
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.attention = attention;
+    if (src->compare_text) {
+        if (!(hidden = malloc((size_t)((c->n_layers + 1) * L * c->d_model) * sizeof(float)))) {
+            rc = cli_data_error(cmd, "out of memory");
+            goto done;
+        }
+        out.hidden = hidden;
+    }
+    if (attn_decoder_forward(dec, ids, L, &out)) {
+        rc = cli_data_error(cmd, "the forward over --text: %s", attn_last_error());
+        goto done;
+    }
+    if (src->compare_text) {
+        if ((rc = run_compare(cmd, dec, tok, src->compare_text, &hidden_b, &len_b, &last_b)) ||
+            (rc = cosine_series(cmd, hidden, L, hidden_b, len_b, c->n_layers + 1, c->d_model, m)))
+            goto done;
+        char *last_a = token_label(tok, ids[L - 1]);
+        m->cosine_title = malloc(512);
+        if (!last_a || !m->cosine_title) {
+            free(last_a);
+            rc = cli_data_error(cmd, "out of memory");
+            goto done;
+        }
+        snprintf(m->cosine_title, 512, "Cosine of the last tokens' vectors, “%s” of --text and “%s” of "
+                 "--compare-text: the embeddings, then after each layer", last_a, last_b);
+        free(last_a);
+    }
+    const int64_t map = L * L, n_maps = m->n_layers * m->n_heads;
+    m->len_q = m->len_kv = L;
+    m->layered = true;
+    m->weights = malloc((size_t)(n_maps * map) * sizeof(float));
+    m->visible = malloc((size_t)(n_maps * map));
+    m->labels = calloc((size_t)L, sizeof *m->labels);
+    m->about = malloc(256);
+    if (!m->weights || !m->visible || !m->labels || !m->about) {
+        rc = cli_data_error(cmd, "out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k < m->n_layers; k++) {
+        const int64_t layer = m->layer_ids[k];
+        /* The decoder's visibility: causal, and on a local layer the
+         * sliding window (query i reads keys i - W + 1 .. i). */
+        const int64_t window = attn_decoder_layer_is_local(c, layer) ? c->sliding_window : 0;
+        for (int64_t n = 0; n < m->n_heads; n++) {
+            const int64_t slot = (k * m->n_heads + n) * map;
+            memcpy(m->weights + slot, attention[layer] + m->head_ids[n] * map, (size_t)map * sizeof(float));
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t j = 0; j < L; j++)
+                    m->visible[slot + i * L + j] = j <= i && (window == 0 || i - j < window);
+        }
+    }
+    for (int64_t i = 0; i < L; i++)
+        if (!(m->labels[i] = token_label(tok, ids[i]))) {
+            rc = cli_data_error(cmd, "out of memory");
+            goto done;
+        }
+    const char *base = strrchr(src->model_path, '/');
+    snprintf(m->about, 256, "%s (%s), %lld tokens", base ? base + 1 : src->model_path, c->architecture, (long long)L);
+    if (!src->quiet)
+        fprintf(stderr, "attn %s: %s: %lld tokens, %lld layers x %lld heads, loaded and run in %.2f s\n", cmd,
+                c->architecture, (long long)L, (long long)c->n_layers, (long long)H, cli_seconds() - t0);
+done:
+    if (attention)
+        for (int64_t l = 0; l < (dec ? attn_decoder_get_config(dec)->n_layers : 0); l++) free(attention[l]);
+    free(attention);
+    free(hidden);
+    free(hidden_b);
+    free(last_b);
+    free(ids);
+    free(text);
+    attn_tokenizer_free(tok);
+    attn_decoder_free(dec);
+    attn_gguf_close(g);
+    return rc;
+}
+
+static int load_file(const char *cmd, const cli_map_source *src, cli_attention_options *ao, cli_maps *m) {
+    attn_array w = {0};
+    uint8_t *visible_all = NULL;
+    int rc = CLI_OK;
+    char shape[128];
+    if (!cli_load_f32(cmd, "--weights", src->weights_path, false, &w)) return CLI_DATA_ERROR;
+    /* [NL, B, H, L, S] from the file's rank (cli_maps.h lists them). */
+    int64_t dims[5] = {1, 1, 1, 1, 1};
+    const bool layer_axis = w.ndim == 5 || (w.ndim == 4 && src->layer_text);
+    if (w.ndim < 2 || w.ndim > 5 || w.count == 0) {
+        rc = cli_data_error(cmd, "--weights '%s' has shape %s; expected [L, S], [H, L, S], [B, H, L, S], with --layer "
+                            "[layers, H, L, S], or [layers, B, H, L, S] (float32; transformers' output_attentions "
+                            "stacked: numpy.stack([a.numpy() for a in out.attentions]))",
+                            src->weights_path, cli_shape_str(&w, shape, sizeof shape));
+        goto done;
+    }
+    for (int d = 0; d < w.ndim; d++) dims[5 - w.ndim + d] = w.shape[d];
+    if (w.ndim == 4 && layer_axis) { /* [layers, H, L, S]: no batch axis */
+        dims[0] = w.shape[0];
+        dims[1] = 1;
+    }
+    const int64_t NL = dims[0], B = dims[1], H = dims[2], L = dims[3], S = dims[4];
+    if (src->batch >= B) {
+        rc = cli_data_error(cmd, "--batch %lld is out of range: '%s' has shape %s, batch 0 to %lld",
+                            (long long)src->batch, src->weights_path, cli_shape_str(&w, shape, sizeof shape),
+                            (long long)B - 1);
+        goto done;
+    }
+    if (src->layer_text && !layer_axis && strcmp(src->layer_text, "all") && strcmp(src->layer_text, "0")) {
+        rc = cli_data_error(cmd, "--layer %s: '%s' has shape %s, which holds one layer", src->layer_text,
+                            src->weights_path, cli_shape_str(&w, shape, sizeof shape));
+        goto done;
+    }
+    if ((rc = select_indices(cmd, "--layer", layer_axis ? src->layer_text : NULL, NL, "layer", &m->layer_ids,
+                             &m->n_layers)) ||
+        (rc = select_indices(cmd, src->head_flag ? src->head_flag : "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
+        goto done;
+    if ((rc = cli_load_attention_inputs(cmd, ao, B, H, L, S))) goto done;
+    if (!(visible_all = cli_visibility(cmd, ao, B, H, L, S))) {
+        rc = CLI_DATA_ERROR;
+        goto done;
+    }
+    const int64_t map = L * S, n_maps = m->n_layers * m->n_heads;
+    m->len_q = L;
+    m->len_kv = S;
+    m->layered = layer_axis;
+    m->weights = malloc((size_t)(n_maps * map) * sizeof(float));
+    m->visible = malloc((size_t)(n_maps * map));
+    if (!m->weights || !m->visible) {
+        rc = cli_data_error(cmd, "out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k < m->n_layers; k++)
+        for (int64_t n = 0; n < m->n_heads; n++) {
+            const int64_t slot = (k * m->n_heads + n) * map, h = m->head_ids[n];
+            const int64_t from = ((m->layer_ids[k] * B + src->batch) * H + h) * map;
+            memcpy(m->weights + slot, (const float *)w.data + from, (size_t)map * sizeof(float));
+            memcpy(m->visible + slot, visible_all + (src->batch * H + h) * map, (size_t)map);
+        }
+done:
+    free(visible_all);
+    attn_array_free(&w);
+    return rc;
+}
+
+int cli_maps_load(const char *cmd, const cli_map_source *src, cli_attention_options *ao, cli_maps *out) {
+    memset(out, 0, sizeof *out);
+    const int rc = src->model_path ? load_model(cmd, src, out) : load_file(cmd, src, ao, out);
+    if (rc) cli_maps_free(out);
+    return rc;
+}
+
+void cli_maps_free(cli_maps *m) {
+    if (m->labels)
+        for (int64_t i = 0; i < m->len_q; i++) free(m->labels[i]);
+    free(m->labels);
+    free(m->layer_ids);
+    free(m->head_ids);
+    free(m->weights);
+    free(m->visible);
+    free(m->about);
+    if (m->cosine_labels)
+        for (int64_t r = 0; r < m->n_cosine; r++) free(m->cosine_labels[r]);
+    free(m->cosine_labels);
+    free(m->cosine);
+    free(m->cosine_title);
+    memset(m, 0, sizeof *m);
+}
