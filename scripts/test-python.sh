@@ -25,7 +25,7 @@ if [[ ! -x "$venv/bin/python" ]]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
 py="$venv/bin/python"
-packages=(numpy pytest scikit-build-core)
+packages=(numpy pytest scikit-build-core ml_dtypes) # ml_dtypes: numpy's bfloat16
 if [[ "${ATTN_PY_TORCH:-1}" != 0 ]]; then
     packages+=(torch)
 fi

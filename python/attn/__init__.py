@@ -7,6 +7,9 @@
     import attn.torch
     attn.torch.scaled_dot_product_attention(query, key, value, is_causal=True)  # a drop-in
 
+    m = attn.Model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")   # a real GGUF decoder
+    out = m.forward("我吃了一个苹果", attention=True)            # logits, attention maps
+
 Arrays are read where they are (zero copies, strides honoured); the GIL is
 released while the kernel runs.  Every libattn status maps to a subclass of
 attn.Error.  docs/python.md has the whole story.
@@ -29,6 +32,7 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
+from ._model import Model, ModelOutput
 from ._module import mha_backward, mha_forward
 from ._viz import heatmap, pictures_available
 from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
@@ -68,6 +72,8 @@ __all__ = [
     "nullspace",
     "heatmap",
     "pictures_available",
+    "Model",
+    "ModelOutput",
     "mha_forward",
     "mha_backward",
     "Error",

@@ -25,6 +25,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "attn_py.h"
+
 #include <attn.h>
 #include <attn_interp.h>
 #include <attn_viz.h>
@@ -74,7 +76,7 @@ static const status_class status_classes[] = {
 #define N_STATUS_CLASSES (sizeof status_classes / sizeof status_classes[0])
 static PyObject *status_class_objects[N_STATUS_CLASSES];
 
-static PyObject *class_for_status(attn_status st) {
+PyObject *class_for_status(attn_status st) {
     for (size_t i = 0; i < N_STATUS_CLASSES; i++)
         if (status_classes[i].status == st) return status_class_objects[i];
     return attn_error_class;
@@ -82,7 +84,7 @@ static PyObject *class_for_status(attn_status st) {
 
 /* Raises the class of st with msg (attn_last_error() when msg is NULL) and
  * the attributes .status (the code) and .status_name (attn_status_str). */
-static void raise_status(attn_status st, const char *msg) {
+void raise_status(attn_status st, const char *msg) {
     if (!msg || !*msg) msg = attn_last_error();
     if (!msg || !*msg) msg = attn_status_str(st);
     PyObject *cls = class_for_status(st);
@@ -936,6 +938,7 @@ static int add_classes(PyObject *m) {
 
 static int module_exec(PyObject *m) {
     if (check_library_version() != 0 || add_classes(m) != 0) return -1;
+    if (PyModule_AddFunctions(m, attn_py_model_methods) != 0) return -1;
     if (PyModule_AddStringConstant(m, "__version__", attn_version()) != 0 ||
         PyModule_AddStringConstant(m, "header_version", ATTN_VERSION_STRING) != 0 ||
         PyModule_AddStringConstant(m, "isa", attn_isa_name()) != 0 ||

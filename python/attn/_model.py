@@ -1,0 +1,190 @@
+"""attn.Model: a real pretrained decoder (GGUF: Qwen2 / Qwen2.5, Gemma 3) run
+by libattn_model in float32, every layer's attention through attn's kernels.
+
+    m = attn.Model("~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    ids = m.tokenize("我吃了一个苹果")                 # int32 [L]
+    out = m.forward(ids, hidden=True, attention=True)
+    out.logits        # float32 [L, V]   (or [1, V] with last_only=True)
+    out.hidden        # float32 [N + 1, L, d]  row 0 the embeddings, row l + 1 after layer l
+    out.attention     # {layer: float32 [Hq, L, L]}
+    m.top(out.logits[-1], 5)                           # [(id, text, probability)] * 5
+
+    logits, cache = m.run_with_cache("我吃了一个苹果")  # TransformerLens's names
+    cache["blocks.3.attn.hook_pattern"]                # [1, Hq, L, L]
+
+Shapes as in attn_decoder.h: L tokens, N layers, d d_model, Hq query
+heads, V vocabulary.  The weights are dequantized to float32 when the model
+opens (4 bytes a parameter: 2.4 GiB for Qwen2.5-Coder 0.5B, 1.0 GiB for
+Gemma 3 270M).  The GIL is released while the model opens and while a
+forward runs; a Model may be used from several threads at once.  Ctrl-C
+stops a forward at the next layer boundary (KeyboardInterrupt).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from ._sdpa import _KERNELS
+
+__all__ = ["Model", "ModelOutput"]
+
+
+@dataclass
+class ModelOutput:
+    """What Model.forward computed (None where not asked for)."""
+
+    ids: np.ndarray  #: int32 [L]
+    logits: np.ndarray  #: float32 [L, V], or [1, V] with last_only
+    hidden: Optional[np.ndarray] = None  #: float32 [N + 1, L, d]
+    attention: Dict[int, np.ndarray] = field(default_factory=dict)  #: layer -> float32 [Hq, L, L]
+
+
+def _layers(request: Union[bool, int, Iterable[int], None], n_layers: int) -> List[int]:
+    if request is None or request is False:
+        return []
+    if request is True:
+        return list(range(n_layers))
+    if isinstance(request, (int, np.integer)):
+        request = [int(request)]
+    layers = []
+    for layer in request:
+        layer = int(layer)
+        if layer < -n_layers or layer >= n_layers:
+            raise ValueError(f"attention: layer {layer} is outside the model's {n_layers} layers")
+        layers.append(layer % n_layers)
+    return sorted(set(layers))
+
+
+class Model:
+    """A GGUF decoder opened once: its configuration, its tokenizer and its
+    float32 forward (attn_decoder.h, attn_tokenizer.h)."""
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        self.path = os.path.expanduser(os.fspath(path))
+        self._handle = _core.model_open(self.path)
+        #: the configuration read from the file (architecture, n_layers,
+        #: d_model, n_heads, n_kv_heads, head_dim, vocab, rope_theta, ...)
+        #: and the tokenizer's facts (bos_id, eos_id, add_bos, ...)
+        self.config: Dict[str, Any] = _core.model_config(self._handle)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"attn.Model({self.path!r}: {c['architecture']}, {c['n_layers']} layers, d_model "
+                f"{c['d_model']}, {c['n_heads']} query heads on {c['n_kv_heads']} key/value heads, "
+                f"head_dim {c['head_dim']}, vocab {c['vocab']})")
+
+    # ------------------------------------------------------------ tokenizer
+
+    def tokenize(self, text: Union[str, bytes], *, split_special: bool = False,
+                 add_bos: Optional[bool] = None) -> np.ndarray:
+        """The ids of text (int32 [L]), as Hugging Face's tokenizer gives them.
+        Special tokens written in the text (``<|im_start|>``) stay whole unless
+        split_special; BOS is prepended where the model asks for it
+        (config["add_bos"]) unless add_bos=False.  add_bos=True on a model that
+        adds none prepends config["bos_id"]."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        ids = np.frombuffer(_core.model_tokenize(self._handle, data, bool(split_special),
+                                                 add_bos is False), dtype=np.int32).copy()
+        if add_bos and not self.config["add_bos"]:
+            if self.config["bos_id"] < 0:
+                raise ValueError("add_bos=True: this model's vocabulary names no BOS token")
+            ids = np.concatenate([np.array([self.config["bos_id"]], dtype=np.int32), ids])
+        return ids
+
+    def _ids(self, ids: Any) -> np.ndarray:
+        a = np.asarray(ids)
+        if a.ndim != 1:
+            raise ValueError(f"ids: expected one sequence [L], got shape {a.shape}")
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"ids: integer token ids expected, got dtype {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() >= self.config["vocab"]):
+            bad = int(np.flatnonzero((a < 0) | (a >= self.config["vocab"]))[0])
+            raise ValueError(f"ids[{bad}] = {int(a[bad])} is outside the vocabulary [0, {self.config['vocab']})")
+        return np.ascontiguousarray(a, dtype=np.int32)
+
+    def detokenize(self, ids: Any, *, skip_special: bool = False, errors: str = "replace") -> str:
+        """The text of ids.  A part of a sequence may end inside a character:
+        errors="replace" (the default) writes U+FFFD for each invalid byte,
+        as Hugging Face's decoders do; errors="strict" raises."""
+        replace = errors == "replace"  # the library's U+FFFD per invalid byte, as HF's
+        raw = _core.model_detokenize(self._handle, self._ids(ids), bool(skip_special), replace)
+        return raw.decode("utf-8", errors="strict" if replace else errors)
+
+    def token_piece(self, token_id: int) -> str:
+        """The token's piece as the vocabulary spells it ("Ġhello", "▁hello", "<0x41>")."""
+        piece, _type = _core.model_token(self._handle, int(token_id))
+        return piece.decode("utf-8", errors="replace")
+
+    def to_str_tokens(self, ids: Any) -> List[str]:
+        """Each token decoded on its own (TransformerLens's to_str_tokens)."""
+        return [self.detokenize([i]) for i in self._ids(ids)]
+
+    def find_token(self, piece: Union[str, bytes]) -> int:
+        """The id whose piece is exactly piece, or -1."""
+        data = piece.encode("utf-8") if isinstance(piece, str) else bytes(piece)
+        return int(_core.model_find(self._handle, data))
+
+    # -------------------------------------------------------------- forward
+
+    def forward(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *, hidden: bool = False,
+                attention: Union[bool, int, Iterable[int]] = False, last_only: bool = False,
+                kernel: str = "auto") -> ModelOutput:
+        """The causal forward over one sequence (a text is tokenized first).
+
+        hidden=True returns the residual stream [N + 1, L, d]; attention=True
+        (or a layer, or layers) returns those layers' weights [Hq, L, L];
+        last_only=True computes the logits of the last position only
+        ([1, V]: a V-row product instead of L of them).  kernel "auto"
+        (flash) or "ref" (the double-precision reference) for attention."""
+        ids = self.tokenize(tokens) if isinstance(tokens, (str, bytes)) else self._ids(tokens)
+        if ids.size == 0:
+            raise ValueError("tokens: no tokens (a forward needs at least one)")
+        if kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
+        c = self.config
+        L, N = ids.size, c["n_layers"]
+        logits = np.empty((1 if last_only else L, c["vocab"]), dtype=np.float32)
+        hid = np.empty((N + 1, L, c["d_model"]), dtype=np.float32) if hidden else None
+        layers = _layers(attention, N)
+        maps = {layer: np.empty((c["n_heads"], L, L), dtype=np.float32) for layer in layers}
+        slots = [maps.get(layer) for layer in range(N)] if maps else None
+        _core.model_forward(self._handle, ids, logits, hid, slots, bool(last_only), _KERNELS[kernel])
+        return ModelOutput(ids=ids, logits=logits, hidden=hid, attention=maps)
+
+    __call__ = forward
+
+    def run_with_cache(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
+                       kernel: str = "auto") -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
+        """(logits [1, L, V], cache) in TransformerLens's habit, with the hooks
+        this forward records, batch axis first:
+
+            hook_embed                       [1, L, d]   the embeddings (Gemma's scaled)
+            blocks.{l}.hook_resid_pre        [1, L, d]   the residual stream into layer l
+            blocks.{l}.hook_resid_post       [1, L, d]   out of layer l (before the final norm)
+            blocks.{l}.attn.hook_pattern     [1, Hq, L, L]
+
+        The per-head q, k, v and z are not recorded by this forward."""
+        out = self.forward(tokens, hidden=True, attention=True, kernel=kernel)
+        cache: Dict[str, np.ndarray] = {"hook_embed": out.hidden[0][None]}
+        for layer in range(self.config["n_layers"]):
+            cache[f"blocks.{layer}.hook_resid_pre"] = out.hidden[layer][None]
+            cache[f"blocks.{layer}.hook_resid_post"] = out.hidden[layer + 1][None]
+            cache[f"blocks.{layer}.attn.hook_pattern"] = out.attention[layer][None]
+        return out.logits[None], cache
+
+    def top(self, logits: Any, k: int = 5) -> List[Tuple[int, str, float]]:
+        """The k most likely next tokens of one row of logits [V]: (id, text,
+        probability), the softmax computed in float64."""
+        row = np.asarray(logits, dtype=np.float64).reshape(-1)
+        if row.size != self.config["vocab"]:
+            raise ValueError(f"logits: {row.size} values for a vocabulary of {self.config['vocab']}")
+        k = max(1, min(int(k), row.size))
+        probs = np.exp(row - row.max())
+        probs /= probs.sum()
+        best = np.argsort(-row, kind="stable")[:k]
+        return [(int(i), self.detokenize([i]), float(probs[i])) for i in best]

@@ -1,0 +1,416 @@
+/*
+ * model_module.c — attn._core's model functions: a GGUF model opened once
+ * (its tokenizer and its float32 decoder, libattn_model), tokenizing, and
+ * the decoder's forward into buffers Python allocated.  Private: attn.Model
+ * (python/attn/_model.py) is the API.
+ *
+ * Shape legend (attn_decoder.h): L tokens, N layers, d d_model, Hq query
+ * heads, V vocabulary.
+ *   ids        int32   [L]              C-contiguous
+ *   logits     float32 [L, V] or [1, V] (last_only), writable, C-contiguous
+ *   hidden     float32 [N + 1, L, d]    the residual stream (row 0 embeddings)
+ *   attention  N entries, each None or float32 [Hq, L, L]
+ *
+ * A handle is a capsule owning an attn_decoder and an attn_tokenizer, both
+ * read-only once built (attn_decoder.h, attn_tokenizer.h: callable from any
+ * number of threads at once), so calls on one handle from several Python
+ * threads need no lock of their own.  The GIL is released while the model
+ * loads (seconds) and while a forward runs.
+ *
+ * Ctrl-C during a forward: the decoder calls a layer hook after every layer
+ * on the calling thread; the hook takes the GIL back for a moment and asks
+ * Python whether a signal arrived (PyErr_CheckSignals).  If one did, the
+ * hook stops the forward and the KeyboardInterrupt is raised when the call
+ * returns: a forward is interrupted at the next layer boundary.
+ */
+#include "attn_py.h"
+
+#include <attn_decoder.h>
+#include <attn_model.h>
+#include <attn_tokenizer.h>
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char CAPSULE_NAME[] = "attn._core.model";
+
+typedef struct model_handle {
+    attn_decoder *decoder;
+    attn_tokenizer *tokenizer;
+} model_handle;
+
+static void handle_free(PyObject *capsule) {
+    model_handle *h = PyCapsule_GetPointer(capsule, CAPSULE_NAME);
+    if (!h) return;
+    attn_decoder_free(h->decoder);
+    attn_tokenizer_free(h->tokenizer);
+    free(h);
+}
+
+static model_handle *handle_of(PyObject *capsule) {
+    return PyCapsule_GetPointer(capsule, CAPSULE_NAME); /* sets TypeError/ValueError */
+}
+
+/* Opens path, builds the tokenizer and the decoder, closes the file. */
+static attn_status open_model(const char *path, model_handle *h) {
+    attn_gguf *g = NULL;
+    attn_status st = attn_gguf_open(path, &g);
+    if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
+    if (st == ATTN_OK) st = attn_decoder_load(g, &h->decoder);
+    attn_gguf_close(g);
+    return st;
+}
+
+PyDoc_STRVAR(model_open_doc, "model_open(path: str) -> capsule\n--\n\n"
+                             "Opens a GGUF model (tokenizer and float32 decoder); private.");
+
+static PyObject *model_open(PyObject *self, PyObject *args) {
+    PyObject *path_obj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path_obj)) return NULL;
+    model_handle *h = calloc(1, sizeof *h);
+    if (!h) {
+        Py_DECREF(path_obj);
+        return PyErr_NoMemory();
+    }
+    attn_status st;
+    const char *path = PyBytes_AS_STRING(path_obj);
+    Py_BEGIN_ALLOW_THREADS
+    st = open_model(path, h);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path_obj);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        attn_decoder_free(h->decoder);
+        attn_tokenizer_free(h->tokenizer);
+        free(h);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(h, CAPSULE_NAME, handle_free);
+    if (!capsule) {
+        attn_decoder_free(h->decoder);
+        attn_tokenizer_free(h->tokenizer);
+        free(h);
+    }
+    return capsule;
+}
+
+static int set_item(PyObject *dict, const char *key, PyObject *value) {
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+PyDoc_STRVAR(model_config_doc, "model_config(handle) -> dict\n--\n\n"
+                               "The decoder's configuration and the tokenizer's facts; private.");
+
+static PyObject *model_config(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
+    attn_tokenizer_info t;
+    attn_tokenizer_describe(h->tokenizer, &t);
+    PyObject *local = PyList_New(0);
+    for (int64_t l = 0; local && l < c->n_layers; l++) {
+        PyObject *flag = PyBool_FromLong(attn_decoder_layer_is_local(c, l));
+        if (PyList_Append(local, flag) != 0) Py_CLEAR(local);
+        Py_DECREF(flag);
+    }
+    PyObject *d = PyDict_New();
+    if (!d || !local ||
+        set_item(d, "architecture", PyUnicode_FromString(c->architecture)) ||
+        set_item(d, "n_layers", PyLong_FromLongLong(c->n_layers)) ||
+        set_item(d, "d_model", PyLong_FromLongLong(c->d_model)) ||
+        set_item(d, "d_ffn", PyLong_FromLongLong(c->d_ffn)) ||
+        set_item(d, "n_heads", PyLong_FromLongLong(c->n_heads)) ||
+        set_item(d, "n_kv_heads", PyLong_FromLongLong(c->n_kv_heads)) ||
+        set_item(d, "head_dim", PyLong_FromLongLong(c->head_dim)) ||
+        set_item(d, "vocab", PyLong_FromLongLong(c->vocab)) ||
+        set_item(d, "rms_eps", PyFloat_FromDouble(c->rms_eps)) ||
+        set_item(d, "rope_theta", PyFloat_FromDouble(c->rope_theta)) ||
+        set_item(d, "rope_theta_local", PyFloat_FromDouble(c->rope_theta_local)) ||
+        set_item(d, "rope_pairing",
+                 PyUnicode_FromString(c->rope_pairing == ATTN_ROPE_NEOX ? "neox" : "gptj")) ||
+        set_item(d, "sliding_window", PyLong_FromLongLong(c->sliding_window)) ||
+        set_item(d, "sliding_pattern", PyLong_FromLongLong(c->sliding_pattern)) ||
+        set_item(d, "local_layers", Py_NewRef(local)) ||
+        set_item(d, "attn_scale", PyFloat_FromDouble(c->attn_scale)) ||
+        set_item(d, "embed_scale", PyFloat_FromDouble(c->embed_scale)) ||
+        set_item(d, "qkv_bias", PyBool_FromLong(c->qkv_bias)) ||
+        set_item(d, "qk_norm", PyBool_FromLong(c->qk_norm)) ||
+        set_item(d, "post_norms", PyBool_FromLong(c->post_norms)) ||
+        set_item(d, "tied_embeddings", PyBool_FromLong(c->tied_embeddings)) ||
+        set_item(d, "activation",
+                 PyUnicode_FromString(c->activation == ATTN_DECODER_SWIGLU ? "swiglu" : "geglu_tanh")) ||
+        set_item(d, "weight_bytes", PyLong_FromUnsignedLongLong(attn_decoder_weight_bytes(h->decoder))) ||
+        set_item(d, "tokenizer", PyUnicode_FromString(t.kind == ATTN_TOKENIZER_BPE ? "bpe" : "spm")) ||
+        set_item(d, "tokenizer_pre", PyUnicode_FromString(t.pre ? t.pre : "")) ||
+        set_item(d, "tokenizer_vocab", PyLong_FromLongLong(t.vocab_size)) ||
+        set_item(d, "tokenizer_bytes", PyLong_FromSize_t(t.memory_bytes)) ||
+        set_item(d, "bos_id", PyLong_FromLong(t.bos_id)) ||
+        set_item(d, "eos_id", PyLong_FromLong(t.eos_id)) ||
+        set_item(d, "pad_id", PyLong_FromLong(t.pad_id)) ||
+        set_item(d, "unk_id", PyLong_FromLong(t.unk_id)) ||
+        set_item(d, "add_bos", PyBool_FromLong(t.add_bos))) {
+        Py_XDECREF(d);
+        d = NULL;
+    }
+    Py_XDECREF(local);
+    return d;
+}
+
+PyDoc_STRVAR(model_tokenize_doc,
+             "model_tokenize(handle, text: bytes, split_special: bool, no_bos: bool) -> bytes\n--\n\n"
+             "The ids of text as native int32 bytes (numpy.frombuffer reads them); private.");
+
+static PyObject *model_tokenize(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    Py_buffer text;
+    int split_special, no_bos;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oy*pp", &capsule, &text, &split_special, &no_bos)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) {
+        PyBuffer_Release(&text);
+        return NULL;
+    }
+    const unsigned flags = (split_special ? ATTN_ENCODE_SPLIT_SPECIAL : 0u) | (no_bos ? ATTN_ENCODE_NO_BOS : 0u);
+    /* len + 1 ids always suffice (attn_tokenizer.h): one encode, no query. */
+    const size_t capacity = (size_t)text.len + 1;
+    int32_t *ids = malloc(capacity * sizeof *ids);
+    if (!ids) {
+        PyBuffer_Release(&text);
+        return PyErr_NoMemory();
+    }
+    size_t n = 0;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_tokenizer_encode(h->tokenizer, text.buf, (size_t)text.len, flags, ids, capacity, &n);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&text);
+    PyObject *result = NULL;
+    if (st != ATTN_OK) raise_status(st, NULL);
+    else result = PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(n * sizeof *ids));
+    free(ids);
+    return result;
+}
+
+/* A C-contiguous buffer of item size `itemsize` (count items, or any count
+ * when count < 0); *n gets its count.  view must be released by the caller
+ * when this returns 0. */
+static int contiguous_arg(PyObject *obj, const char *name, bool writable, Py_ssize_t itemsize, Py_ssize_t count,
+                          Py_buffer *view) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: a C-contiguous%s buffer is needed, %R does not give one", name,
+                     writable ? ", writable" : "", (PyObject *)Py_TYPE(obj));
+        return -1;
+    }
+    if (view->itemsize != itemsize || (count >= 0 && view->len != count * itemsize)) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "%s: %zd bytes of %zd-byte items, expected %zd items of %zd",
+                     name, view->len, view->itemsize, count, itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(model_detokenize_doc,
+             "model_detokenize(handle, ids: int32 buffer, skip_special: bool, valid_utf8: bool) -> bytes\n--\n\n"
+             "The bytes ids decode to; private.");
+
+static PyObject *model_detokenize(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj;
+    int skip_special, valid_utf8;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOpp", &capsule, &ids_obj, &skip_special, &valid_utf8)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    Py_buffer ids;
+    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) return NULL;
+    const unsigned flags =
+        (skip_special ? ATTN_DECODE_SKIP_SPECIAL : 0u) | (valid_utf8 ? ATTN_DECODE_VALID_UTF8 : 0u);
+    const size_t n = (size_t)ids.len / 4;
+    size_t len = 0;
+    attn_status st = attn_tokenizer_decode(h->tokenizer, ids.buf, n, flags, NULL, 0, &len);
+    PyObject *result = NULL;
+    char *text = st == ATTN_OK ? malloc(len + 1) : NULL;
+    if (st == ATTN_OK && !text) PyErr_NoMemory();
+    else if (st == ATTN_OK) st = attn_tokenizer_decode(h->tokenizer, ids.buf, n, flags, text, len + 1, &len);
+    if (st != ATTN_OK) raise_status(st, NULL);
+    else if (text) result = PyBytes_FromStringAndSize(text, (Py_ssize_t)len);
+    free(text);
+    PyBuffer_Release(&ids);
+    return result;
+}
+
+PyDoc_STRVAR(model_token_doc, "model_token(handle, id: int) -> (bytes, int)\n--\n\n"
+                              "A token's piece as the vocabulary spells it and its type; private.");
+
+static PyObject *model_token(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    long long id;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OL", &capsule, &id)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    if (id < INT32_MIN || id > INT32_MAX) {
+        PyErr_Format(class_for_status(ATTN_ERR_INVALID_ARGUMENT), "token id %lld is outside int32", id);
+        return NULL;
+    }
+    const char *piece;
+    size_t len;
+    attn_token_type type;
+    attn_status st = attn_tokenizer_token(h->tokenizer, (int32_t)id, &piece, &len, &type);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    return Py_BuildValue("(y#i)", piece, (Py_ssize_t)len, (int)type);
+}
+
+PyDoc_STRVAR(model_find_doc, "model_find(handle, piece: bytes) -> int\n--\n\n"
+                             "The id whose piece is exactly piece, or -1; private.");
+
+static PyObject *model_find(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    Py_buffer piece;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oy*", &capsule, &piece)) return NULL;
+    model_handle *h = handle_of(capsule);
+    int32_t id = h ? attn_tokenizer_find(h->tokenizer, piece.buf, (size_t)piece.len) : -1;
+    PyBuffer_Release(&piece);
+    if (!h) return NULL;
+    return PyLong_FromLong(id);
+}
+
+/* ------------------------------------------------------------- forward */
+
+typedef struct interrupt_check {
+    bool interrupted; /* a signal handler raised: the exception is set */
+} interrupt_check;
+
+/* The decoder's layer hook: Python's signal handlers run here, between two
+ * layers, with the GIL taken back for that moment. */
+static int check_signals_hook(void *user, int64_t layer, const float *hidden, int64_t L, int64_t d) {
+    (void)layer, (void)hidden, (void)L, (void)d;
+    interrupt_check *check = user;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (PyErr_CheckSignals() != 0) check->interrupted = true;
+    PyGILState_Release(gil);
+    return check->interrupted ? 1 : 0;
+}
+
+PyDoc_STRVAR(model_forward_doc,
+             "model_forward(handle, ids, logits, hidden, attention, last_only, kernel) -> None\n--\n\n"
+             "attn_decoder_forward into Python's buffers; private (attn.Model.forward is the API).\n"
+             "ids int32 [L]; logits float32 [L or 1, V]; hidden float32 [N+1, L, d] or None;\n"
+             "attention None or a sequence of N entries, each None or float32 [Hq, L, L].");
+
+static PyObject *model_forward(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj, *logits_obj, *hidden_obj, *attention_obj;
+    int last_only, kernel;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOpi", &capsule, &ids_obj, &logits_obj, &hidden_obj, &attention_obj,
+                          &last_only, &kernel))
+        return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
+    const Py_ssize_t N = (Py_ssize_t)c->n_layers;
+
+    PyObject *result = NULL;
+    Py_buffer ids = {0}, logits = {0}, hidden = {0};
+    Py_buffer *attention = NULL;
+    float **attention_ptrs = NULL;
+    bool have_ids = false, have_logits = false, have_hidden = false;
+    Py_ssize_t n_attention = 0; /* views held in attention[] */
+
+    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) goto done;
+    have_ids = true;
+    const Py_ssize_t L = ids.len / 4;
+    if (L < 1) {
+        PyErr_SetString(class_for_status(ATTN_ERR_SHAPE), "ids: no tokens (a forward needs at least one)");
+        goto done;
+    }
+    if (contiguous_arg(logits_obj, "logits", true, 4, (last_only ? 1 : L) * (Py_ssize_t)c->vocab, &logits) != 0)
+        goto done;
+    have_logits = true;
+    if (hidden_obj != Py_None) {
+        if (contiguous_arg(hidden_obj, "hidden", true, 4, (N + 1) * L * (Py_ssize_t)c->d_model, &hidden) != 0)
+            goto done;
+        have_hidden = true;
+    }
+    if (attention_obj != Py_None) {
+        PyObject *seq = PySequence_Fast(attention_obj, "attention: a sequence of N buffers or None");
+        if (!seq) goto done;
+        if (PySequence_Fast_GET_SIZE(seq) != N) {
+            PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "attention: %zd entries for %zd layers",
+                         PySequence_Fast_GET_SIZE(seq), N);
+            Py_DECREF(seq);
+            goto done;
+        }
+        attention = calloc((size_t)N, sizeof *attention);
+        attention_ptrs = calloc((size_t)N, sizeof *attention_ptrs);
+        if (!attention || !attention_ptrs) {
+            PyErr_NoMemory();
+            Py_DECREF(seq);
+            goto done;
+        }
+        for (Py_ssize_t l = 0; l < N; l++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(seq, l);
+            if (item == Py_None) continue;
+            if (contiguous_arg(item, "attention[layer]", true, 4, (Py_ssize_t)c->n_heads * L * L, &attention[l]) != 0) {
+                Py_DECREF(seq);
+                goto done;
+            }
+            n_attention = l + 1;
+            attention_ptrs[l] = attention[l].buf;
+        }
+        Py_DECREF(seq);
+    }
+
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = logits.buf;
+    out.last_only = last_only;
+    out.hidden = have_hidden ? hidden.buf : NULL;
+    out.attention = attention_ptrs;
+    out.kernel = (attn_kernel)kernel;
+    interrupt_check check = {false};
+    out.hook = check_signals_hook;
+    out.hook_user = &check;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_decoder_forward(h->decoder, ids.buf, (int64_t)L, &out);
+    Py_END_ALLOW_THREADS
+    if (check.interrupted) goto done; /* KeyboardInterrupt (or the handler's exception) is set */
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (have_ids) PyBuffer_Release(&ids);
+    if (have_logits) PyBuffer_Release(&logits);
+    if (have_hidden) PyBuffer_Release(&hidden);
+    for (Py_ssize_t l = 0; attention && l < n_attention; l++)
+        if (attention_ptrs[l]) PyBuffer_Release(&attention[l]);
+    free(attention);
+    free(attention_ptrs);
+    return result;
+}
+
+PyMethodDef attn_py_model_methods[] = {
+    {"model_open", model_open, METH_VARARGS, model_open_doc},
+    {"model_config", model_config, METH_VARARGS, model_config_doc},
+    {"model_tokenize", model_tokenize, METH_VARARGS, model_tokenize_doc},
+    {"model_detokenize", model_detokenize, METH_VARARGS, model_detokenize_doc},
+    {"model_token", model_token, METH_VARARGS, model_token_doc},
+    {"model_find", model_find, METH_VARARGS, model_find_doc},
+    {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
+    {NULL, NULL, 0, NULL}};

@@ -1,0 +1,248 @@
+"""attn.Model on the two real GGUF models (skipped, saying so, when
+scripts/fetch-models.sh has not placed them in $ATTN_MODEL_DIR or
+~/.cache/attn/models).
+
+Against independent references only: Hugging Face's tokenizer ids
+(tests/fixtures/tokenizer, made by scripts/models/make_tokenizer_fixtures.py)
+and transformers' float32 eager forward of the same files
+(tests/fixtures/decoder, scripts/models/make_decoder_fixtures.py), with the
+tolerances tests/support/tolerances.h states for the C test of the same
+decoder; plus what the mathematics guarantees of a causal attention map.
+"""
+
+import os
+import pathlib
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import attn
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+MODEL_DIR = pathlib.Path(os.environ.get("ATTN_MODEL_DIR", "~/.cache/attn/models")).expanduser()
+FILES = {
+    "qwen2": ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b.txt"),
+    "gemma3": ("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m.txt"),
+}
+# tests/support/tolerances.h: DECODER_HIDDEN_REL_FAIL (per-position rms),
+# DECODER_WEIGHT_ABS_FAIL, DECODER_LOGIT_ABS_FAIL.
+HIDDEN_REL = 1e-3
+WEIGHT_ABS = 1e-3
+LOGIT_ABS = 1e-3
+
+_models = {}
+
+
+def model(arch):
+    path = MODEL_DIR / FILES[arch][0]
+    if not path.exists():
+        pytest.skip(f"{path} is absent: scripts/fetch-models.sh places it")
+    if arch not in _models:
+        _models[arch] = attn.Model(path)
+    return _models[arch]
+
+
+def tokenizer_cases(arch, limit=None):
+    """(text bytes, ids, split_special) from the transformers fixture."""
+    cases, case = [], None
+    for line in (FIXTURES / "tokenizer" / FILES[arch][1]).read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        key, _, value = line.partition(" ")
+        if key == "case":
+            case = {"split": value.strip() != "special"}
+        elif key == "text":
+            case["text"] = bytes.fromhex(value.strip())
+        elif key == "ids":
+            case["ids"] = [int(x) for x in value.split()]
+        elif key == "decoded":
+            case["decoded"] = bytes.fromhex(value.strip()).decode("utf-8")
+            cases.append(case)
+    return cases[:limit]
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
+def test_tokenize_matches_transformers(arch):
+    m = model(arch)
+    cases = tokenizer_cases(arch)
+    assert len(cases) > 50
+    for case in cases:
+        ids = m.tokenize(case["text"], split_special=case["split"])
+        assert ids.dtype == np.int32
+        assert ids.tolist() == case["ids"], case["text"]
+        assert m.detokenize(ids, skip_special=True) == case["decoded"], case["text"]
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
+def test_config_is_the_files(arch):
+    m = model(arch)
+    c = m.config
+    # The GQA layouts of the two files (docs/models.md; Qwen2.5-0.5B: 14 on 2,
+    # Gemma 3 270M: 4 on 1), and the facts that follow from the architectures.
+    want = {"qwen2": (24, 896, 14, 2, 64, 151936), "gemma3": (18, 640, 4, 1, 256, 262144)}[arch]
+    assert (c["n_layers"], c["d_model"], c["n_heads"], c["n_kv_heads"], c["head_dim"], c["vocab"]) == want
+    assert c["architecture"] == arch
+    assert len(c["local_layers"]) == c["n_layers"]
+    if arch == "gemma3":
+        assert c["qk_norm"] and c["tied_embeddings"] and c["local_layers"][:6] == [True] * 5 + [False]
+    else:
+        assert c["qkv_bias"] and not any(c["local_layers"])
+    assert arch in repr(m)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
+@pytest.mark.parametrize("seq", ["zh", "en"])
+def test_forward_matches_transformers(arch, seq):
+    m = model(arch)
+    ref = FIXTURES / "decoder" / arch
+
+    def load(what):
+        return np.load(ref / f"{seq}_{what}.npy")
+
+    ids = load("ids")
+    out = m.forward(ids, hidden=True, attention=load("attn_layers").tolist())
+    L, N, d = ids.size, m.config["n_layers"], m.config["d_model"]
+    assert out.logits.shape == (L, m.config["vocab"]) and out.hidden.shape == (N + 1, L, d)
+
+    # The residual stream at the sliced dims, relative to each position's rms.
+    norms, dims, sliced = load("hidden_norms"), load("hidden_dims"), load("hidden_slice")
+    rms = norms / np.sqrt(d)
+    diff = np.abs(out.hidden[:, :, dims].astype(np.float64) - sliced) / rms[:, :, None]
+    assert diff.max() < HIDDEN_REL, diff.max()
+    ours = np.linalg.norm(out.hidden.astype(np.float64), axis=2)
+    assert np.abs(ours - norms).max() / norms.max() < HIDDEN_REL
+
+    # Attention maps, absolute.
+    for i, layer in enumerate(load("attn_layers")):
+        assert np.abs(out.attention[int(layer)] - load("attn")[i]).max() < WEIGHT_ABS
+
+    # Next tokens: HF's top logits at their ids, and the same top-1.
+    top_ids, top_logits = load("top_ids"), load("top_logits")
+    assert np.abs(np.take_along_axis(out.logits, top_ids, axis=1) - top_logits).max() < LOGIT_ABS * max(
+        1.0, np.abs(top_logits).max())
+    assert (out.logits.argmax(axis=1) == top_ids[:, 0]).all()
+
+
+def test_attention_maps_are_causal_softmaxes():
+    m = model("gemma3")
+    out = m.forward("The capital of France is Paris, and the capital of Italy is", attention=True)
+    L = out.ids.size
+    upper = np.triu(np.ones((L, L), dtype=bool), 1)
+    for layer, w in out.attention.items():
+        assert w.shape == (m.config["n_heads"], L, L)
+        assert (w[:, upper] == 0).all(), layer
+        np.testing.assert_allclose(w.sum(axis=2, dtype=np.float64), 1.0, atol=1e-5)
+    # Gemma's local layers see a window: row i has no weight before i - W + 1
+    # (the window is larger than this text, so only the shape is checked here).
+    assert m.config["sliding_window"] > L
+
+
+def test_last_only_and_run_with_cache_agree_with_the_full_forward():
+    m = model("gemma3")
+    ids = m.tokenize("我吃了一个苹果")
+    full = m.forward(ids, hidden=True, attention=True)
+    last = m.forward(ids, last_only=True)
+    assert last.logits.shape == (1, m.config["vocab"])
+    np.testing.assert_array_equal(last.logits[0], full.logits[-1])
+    logits, cache = m.run_with_cache(ids)
+    np.testing.assert_array_equal(logits[0], full.logits)
+    N = m.config["n_layers"]
+    for layer in range(N):
+        np.testing.assert_array_equal(cache[f"blocks.{layer}.hook_resid_post"][0], full.hidden[layer + 1])
+        np.testing.assert_array_equal(cache[f"blocks.{layer}.attn.hook_pattern"][0], full.attention[layer])
+    np.testing.assert_array_equal(cache["hook_embed"][0], full.hidden[0])
+    # The top tokens are a softmax of the logits: probabilities in (0, 1], descending.
+    top = m.top(full.logits[-1], 5)
+    probs = [p for _, _, p in top]
+    assert probs == sorted(probs, reverse=True) and 0 < probs[-1] <= probs[0] <= 1
+    assert top[0][0] == int(full.logits[-1].argmax())
+
+
+def test_reference_kernel_agrees():
+    m = model("gemma3")
+    ids = m.tokenize("Attention is all you need")
+    flash = m.forward(ids, attention=[0, 5])
+    ref = m.forward(ids, attention=[0, 5], kernel="ref")
+    for layer in (0, 5):
+        assert np.abs(flash.attention[layer] - ref.attention[layer]).max() < 1e-5
+    assert np.abs(flash.logits - ref.logits).max() < LOGIT_ABS * np.abs(ref.logits).max()
+
+
+def test_detokenize_and_pieces():
+    m = model("qwen2")
+    text = "这台电脑来自苹果 and an apple"
+    ids = m.tokenize(text)
+    assert m.detokenize(ids) == text
+    assert "".join(m.to_str_tokens(ids)).replace("\ufffd", "") != "" 
+    apple = m.tokenize("苹果").tolist()
+    assert len(apple) == 1 and apple[0] in ids.tolist()  # 苹果 is one token
+    assert m.find_token(m.token_piece(apple[0])) == apple[0]
+    assert m.find_token("no such piece \x00") == -1
+    # A token split inside a character: replaced, or refused when strict.
+    emoji = m.tokenize("🍎").tolist()
+    if len(emoji) > 1:
+        assert "\ufffd" in m.detokenize(emoji[:1])
+        with pytest.raises(UnicodeDecodeError):
+            m.detokenize(emoji[:1], errors="strict")
+
+
+def test_errors_name_the_problem(tmp_path):
+    with pytest.raises(attn.FileError, match="no-such"):
+        attn.Model(tmp_path / "no-such.gguf")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 5)
+    with pytest.raises(attn.FormatError):
+        attn.Model(bad)
+    m = model("gemma3")
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        m.forward([1, m.config["vocab"]])
+    with pytest.raises(ValueError, match="no tokens"):
+        m.forward(np.array([], dtype=np.int32))
+    with pytest.raises(TypeError, match="integer"):
+        m.forward(np.array([1.5, 2.0]))
+    with pytest.raises(ValueError, match="layer 99"):
+        m.forward([2, 3], attention=99)
+    with pytest.raises(ValueError, match="kernel"):
+        m.forward([2, 3], kernel="fast")
+
+
+def test_threads_share_one_model():
+    m = model("gemma3")
+    texts = ["one two three", "我吃了一个苹果", "def f(x): return x"]
+    serial = [m.forward(t, last_only=True).logits for t in texts]
+    results = [None] * len(texts)
+
+    def run(i):
+        results[i] = m.forward(texts[i], last_only=True).logits
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(serial, results):
+        np.testing.assert_array_equal(a, b)  # same bits: attn's results do not depend on threads
+
+
+def test_ctrl_c_stops_a_forward_between_layers():
+    m = model("gemma3")
+    ids = np.tile(m.tokenize("The quick brown fox jumps over the lazy dog. "), 12)  # ~130 tokens
+    start = time.monotonic()
+    m.forward(ids, last_only=True)
+    whole = time.monotonic() - start
+    timer = threading.Timer(whole / 4, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.forward(ids, last_only=True)
+        time.sleep(whole)  # if the forward ended before the signal, it arrives here
+    stopped = time.monotonic() - start
+    timer.cancel()
+    # The model is still usable, and the forward did not run to its end
+    # (generously: the machine is shared and a layer is ~1/18 of the time).
+    assert m.forward(ids[:8], last_only=True).logits.shape == (1, m.config["vocab"])
+    assert stopped < whole * 0.95 + 0.5, (stopped, whole)
