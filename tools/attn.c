@@ -40,6 +40,7 @@ static const subcommand subcommands[] = {
     {"train", cmd_train, "attention learns where to look: associative recall, trained by backprop + Adam"},
     {"bench", cmd_bench, "measure this machine's FMA peak and bandwidth, time the kernels against them"},
     {"model", cmd_model, "a GGUF model: its heads and layers (info), its next-token predictions over ids (run)"},
+    {"npz", cmd_npz, "numpy .npz archives (attn model trace's caches): list the arrays, get one as .npy"},
     {"ring", cmd_ring, "ring attention across MPI ranks: mpirun -np P attn ring (sharded .npy in and out)"},
     {"tokenize", cmd_tokenize, "text to token ids with a GGUF model's tokenizer (Qwen2 BPE, Gemma SentencePiece)"},
     {"detokenize", cmd_detokenize, "token ids back to text with a GGUF model's tokenizer"},
