@@ -138,6 +138,7 @@ static bool take_text(const attn_tokenizer *t, const char *flag, const char *tex
         cli_usage_error(CMD, "%s: no tokens", flag);
         return false;
     }
+    *rc = CLI_OK;
     return true;
 }
 
