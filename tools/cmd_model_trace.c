@@ -26,7 +26,9 @@ static void trace_help(FILE *out) {
     "usage: attn model trace --model FILE.gguf (--text TEXT | --ids ID,..) [--hooks PATTERN,.. -o CACHE.npz]\n"
     "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
     "                        [--ablate HOOK[@POS,..]:HEAD,..=zero|mean]... [--sweep-layers]\n"
-    "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n\n"
+    "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n"
+    "       attn model trace --model FILE.gguf --text TEXT --source-text TEXT --paths [--position P]\n"
+    "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD [--position P] [--tolerance T]\n\n"
     "Runs a GGUF decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
     "  blocks.L.attn.hook_rot_q / hook_rot_k (after RoPE), blocks.L.attn.hook_attn_scores,\n"
@@ -51,7 +53,18 @@ static void trace_help(FILE *out) {
     "  --answer TOKEN      report this next token's probability and the logit difference\n"
     "                      answer - wrong (TOKEN: a text of one token, or #ID)\n"
     "  --wrong TOKEN       the other side of the logit difference (default: the clean run's top token)\n"
-    "  --top K             next tokens shown before and after (default %d)\n\n"
+    "  --top K             next tokens shown before and after (default %d)\n",
+    TOP_DEFAULT);
+    fprintf(out,
+    "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
+    "                      base and the source (same length) as changed: with the base queries fixed,\n"
+    "                      keys only (the weight path), values only (the content path), both, and their\n"
+    "                      interaction, at --position P (default -1, the last); the heads ranked by each\n"
+    "                      path's L2 change of z. Each layer is decomposed on its own.\n"
+    "  --nullspace L:H     \"weights are not an explanation\": how far head H of layer L's weight row at\n"
+    "                      --position P (default -1) can move in L1 with its z unchanged within\n"
+    "                      --tolerance T (default 1e-3) in every coordinate (attn nullspace's search on\n"
+    "                      the head's real v rows; exact up to 12 visible keys, a lower bound beyond)\n\n"
     "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
     "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
     "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
@@ -60,13 +73,12 @@ static void trace_help(FILE *out) {
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --hooks 'blocks.*.attn.hook_pattern' -o cache.npz\n"
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --source-text 这台电脑来自苹果 \\\n"
     "      --patch 'blocks.*.hook_resid_pre@-1' --sweep-layers --answer 公司\n"
-    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n",
-    TOP_DEFAULT);
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n");
 }
 
 enum {
     F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
-    F_ANSWER, F_WRONG, F_TOP
+    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE
 };
 
 static const cli_flag trace_flags[] = {
@@ -78,6 +90,8 @@ static const cli_flag trace_flags[] = {
     {"--ablate", "HOOK:HEADS=zero|mean", F_ABLATE, CLI_REPEATABLE},
     {"--sweep-layers", NULL, F_SWEEP, 0},     {"--answer", "TOKEN", F_ANSWER, 0},
     {"--wrong", "TOKEN", F_WRONG, 0},         {"--top", "K", F_TOP, 0},
+    {"--paths", NULL, F_PATHS, 0},            {"--position", "P", F_POSITION, 0},
+    {"--nullspace", "LAYER:HEAD", F_NULLSPACE, 0}, {"--tolerance", "T", F_TOLERANCE, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const trace_tables[] = {trace_flags, NULL};
@@ -195,9 +209,105 @@ typedef struct trace_cli {
     const char *patch_texts[PATCHES_MAX];
     int patch_ablate[PATCHES_MAX];
     int n_patches;
-    bool compress, sweep;
-    int64_t top;
+    bool compress, sweep, paths;
+    int64_t top, position;
+    const char *nullspace;
+    double tolerance;
 } trace_cli;
+
+typedef struct ranked {
+    const trace_head_paths *all;
+    int by_content;
+} ranked;
+
+static ranked rank_by; /* qsort has no user pointer */
+
+static int compare_heads(const void *a, const void *b) {
+    const trace_head_paths *x = &rank_by.all[*(const int64_t *)a], *y = &rank_by.all[*(const int64_t *)b];
+    const double vx = rank_by.by_content ? x->content : x->weight, vy = rank_by.by_content ? y->content : y->weight;
+    return vx < vy ? 1 : vx > vy ? -1 : (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
+}
+
+/* --paths: the decomposition, and the heads ranked by each path. */
+static int print_paths(const attn_decoder *m, const attn_tokenizer *tok, const run_text *base, const run_text *changed,
+                       int64_t position) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    if (base->L != changed->L)
+        return cli_usage_error(CMD, "--paths needs a base and a changed text of one length (they have %lld and %lld "
+                                    "tokens): the keys and values of one replace the other's",
+                               (long long)base->L, (long long)changed->L);
+    const int64_t n = c->n_layers * c->n_heads;
+    trace_head_paths *all = malloc((size_t)n * sizeof *all);
+    int64_t *order = malloc((size_t)n * sizeof *order);
+    char error[512], buf[256];
+    int rc = CLI_OK;
+    if (!all || !order) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (trace_paths(m, base->ids, changed->ids, base->L, position, all, error, sizeof error)) {
+        rc = cli_data_error(CMD, "%s", error);
+        goto done;
+    }
+    const int64_t pos = position < 0 ? base->L + position : position;
+    printf("\npath decomposition at position %lld (%s), base = --text, changed = --source-text; |dz| are L2 norms of\n"
+           "the change of a head's z there, with the base queries fixed (Figure 2); 'changed' is the changed\n"
+           "text's own run (its queries too):\n",
+           (long long)pos, token_text(tok, base->ids[pos], buf, sizeof buf));
+    for (int by = 0; by < 2; by++) {
+        for (int64_t i = 0; i < n; i++) order[i] = i;
+        rank_by = (ranked){all, by};
+        qsort(order, (size_t)n, sizeof *order, compare_heads);
+        printf("\nthrough the %s path (%s changed, %s kept):\n", by ? "content" : "weight", by ? "values" : "keys",
+               by ? "weights" : "values");
+        printf("%-5s %-6s %-5s %11s %11s %13s %12s %9s\n", "rank", "layer", "head", "|dz| K only", "|dz| V only",
+               "|interaction|", "|dz| changed", "|z| base");
+        for (int64_t r = 0; r < 10 && r < n; r++) {
+            const trace_head_paths *h = &all[order[r]];
+            printf("%-5lld %-6lld %-5lld %11.4f %11.4f %13.4f %12.4f %9.4f\n", (long long)(r + 1),
+                   (long long)(order[r] / c->n_heads), (long long)(order[r] % c->n_heads), h->weight, h->content,
+                   h->interaction, h->changed, h->base);
+        }
+    }
+done:
+    free(all);
+    free(order);
+    return rc;
+}
+
+/* --nullspace LAYER:HEAD: the row, the row found and the search's numbers. */
+static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
+    long long layer, head;
+    char tail;
+    if (sscanf(o->nullspace, "%lld:%lld%c", &layer, &head, &tail) != 2)
+        return cli_usage_error(CMD, "--nullspace '%s': expected LAYER:HEAD (two integers)", o->nullspace);
+    float *w = malloc((size_t)r->L * sizeof *w);
+    double *moved = malloc((size_t)r->L * sizeof *moved);
+    char error[512], buf[256];
+    int rc = CLI_OK;
+    attn_nullspace_result res;
+    if (!w || !moved) {
+        rc = cli_data_error(CMD, "out of memory");
+    } else if (trace_nullspace(m, r->ids, r->L, layer, head, o->position, o->tolerance, w, moved, &res, error,
+                               sizeof error)) {
+        rc = cli_data_error(CMD, "%s", error);
+    } else {
+        const int64_t pos = o->position < 0 ? r->L + o->position : o->position;
+        printf("\nblocks.%lld.attn.hook_pattern, head %lld, query %lld (%s): %lld visible keys, v rows of width %lld\n",
+               layer, head, (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf), (long long)res.visible,
+               (long long)attn_decoder_get_config(m)->head_dim);
+        printf("%-5s %-16s %10s %10s\n", "key", "token", "weight", "moved to");
+        for (int64_t j = 0; j <= pos; j++)
+            printf("%-5lld %-16s %10.6f %10.6f\n", (long long)j, token_text(tok, r->ids[j], buf, sizeof buf),
+                   (double)w[j], moved[j]);
+        printf("L1 move %.6f of at most 2 (%s), the head's z changes by at most %.3g <= tolerance %.3g; %lld linear "
+               "programs\n", res.l1, res.exact ? "the exact maximum" : "a lower bound: local search",
+               res.max_output_change, o->tolerance, (long long)res.programs);
+    }
+    free(w);
+    free(moved);
+    return rc;
+}
 
 static int trace_main(const trace_cli *o) {
     attn_gguf *g = NULL;
@@ -238,6 +348,10 @@ static int trace_main(const trace_cli *o) {
         rc = cli_usage_error(CMD, any_sweep ? "a patch names every layer (blocks.*. or no layer): add --sweep-layers, "
                                               "or name one layer (blocks.L.NAME)"
                                             : "--sweep-layers needs a patch without a layer (blocks.*.NAME)");
+        goto done;
+    }
+    if (o->paths && (!o->source_text && !o->source_ids)) {
+        rc = cli_usage_error(CMD, "--paths compares two runs: give --source-text TEXT (or --source-ids)");
         goto done;
     }
     if (o->hooks) {
@@ -307,6 +421,14 @@ static int trace_main(const trace_cli *o) {
     printf("\nnext token (top %lld with probabilities):\n", (long long)o->top);
     print_top(tok, "clean", clean, V, o->top);
     if (source.L) print_top(tok, "source", source_logits, V, o->top);
+    if (o->paths) {
+        rc = print_paths(m, tok, &target, &source, o->position);
+        goto done;
+    }
+    if (o->nullspace) {
+        rc = print_nullspace(m, tok, &target, o);
+        goto done;
+    }
     trace_run_spec spec = {patches, o->n_patches, -1, &store, source.L, NULL, patterns, n_patterns, NULL};
     if (o->out) {
         if (attn_npz_create(o->out, o->compress, &cache)) {
@@ -399,6 +521,8 @@ done:
 int cmd_model_trace(int argc, char **argv) {
     trace_cli o = {0};
     o.top = TOP_DEFAULT;
+    o.position = -1;
+    o.tolerance = 1e-3;
     cli_args args;
     const char *value;
     cli_args_begin(&args, &trace_spec, argc, argv);
@@ -420,6 +544,15 @@ int cmd_model_trace(int argc, char **argv) {
             o.patch_texts[o.n_patches++] = value;
             break;
         case F_SWEEP: o.sweep = true; break;
+        case F_PATHS: o.paths = true; break;
+        case F_NULLSPACE: o.nullspace = value; break;
+        case F_TOLERANCE:
+            if (!cli_parse_float(CMD, args.flag, value, 0, 1e30, &o.tolerance)) return CLI_USAGE_ERROR;
+            break;
+        case F_POSITION:
+            if (!cli_parse_int(CMD, args.flag, value, -TRACE_TOKENS_MAX, TRACE_TOKENS_MAX - 1, &o.position))
+                return CLI_USAGE_ERROR;
+            break;
         case F_ANSWER: o.answer = value; break;
         case F_WRONG: o.wrong = value; break;
         case F_TOP:
@@ -434,6 +567,14 @@ int cmd_model_trace(int argc, char **argv) {
     if (!o.hooks != !o.out) return cli_usage_error(CMD, "--hooks PATTERNS and -o CACHE.npz go together");
     if (o.compress && !o.out) return cli_usage_error(CMD, "--compress applies to -o CACHE.npz");
     if (o.wrong && !o.answer) return cli_usage_error(CMD, "--wrong needs --answer");
+    if (o.paths && (o.n_patches || o.sweep || o.out || o.answer))
+        return cli_usage_error(CMD, "--paths is a run of its own: no --patch, --ablate, --sweep-layers, --hooks or --answer");
+    if (o.nullspace && (o.paths || o.n_patches || o.sweep || o.out || o.answer))
+        return cli_usage_error(CMD, "--nullspace is a run of its own: no --paths, --patch, --ablate, --sweep-layers, "
+                                    "--hooks or --answer");
+    if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace)
+        return cli_usage_error(CMD, "--position applies to --paths and --nullspace");
+    if (cli_args_given(&args, F_TOLERANCE) && !o.nullspace) return cli_usage_error(CMD, "--tolerance applies to --nullspace");
     if (o.out) {
         const char *outs[] = {o.out};
         const char *ins[] = {o.model};

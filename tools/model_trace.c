@@ -13,6 +13,8 @@
 #define _GNU_SOURCE /* fnmatch's flags are POSIX; this keeps glibc's headers complete */
 #include "model_trace.h"
 
+#include "attn_interp.h"
+
 #include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
@@ -367,4 +369,111 @@ double trace_kl(const float *p_logits, const float *q_logits, int64_t V) {
 
 double trace_prob(const float *logits, int64_t V, int64_t id) {
     return exp((double)logits[id] - log_sum_exp(logits, V));
+}
+
+/* The L2 norm of a - b (b NULL: of a) over n floats, in double. */
+static double diff_norm(const float *a, const float *b, int64_t n) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double x = (double)a[i] - (b ? (double)b[i] : 0.0);
+        ss += x * x;
+    }
+    return sqrt(ss);
+}
+
+attn_status trace_paths(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L, int64_t pos,
+                        trace_head_paths *out, char *error, size_t esize) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
+    if (pos < 0) pos += L;
+    if (pos < 0 || pos >= L) {
+        snprintf(error, esize, "position %lld is outside the %lld tokens", (long long)pos, (long long)L);
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    /* Every layer's rotated queries and keys and its values, of both runs. */
+    trace_patch want[3] = {{.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_ROT_Q, .layer = -1},
+                           {.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_ROT_K, .layer = -1},
+                           {.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_V, .layer = -1}};
+    trace_store sb = {0}, sc = {0};
+    attn_status st = trace_record_source(m, base, L, want, 3, &sb, error, esize);
+    if (!st) st = trace_record_source(m, changed, L, want, 3, &sc, error, esize);
+    for (int64_t l = 0; l < c->n_layers && !st; l++) {
+        const trace_tensor *q = store_find(&sb, ATTN_DECODER_HOOK_ROT_Q, l), *k = store_find(&sb, ATTN_DECODER_HOOK_ROT_K, l),
+                           *v = store_find(&sb, ATTN_DECODER_HOOK_V, l), *q2 = store_find(&sc, ATTN_DECODER_HOOK_ROT_Q, l),
+                           *k2 = store_find(&sc, ATTN_DECODER_HOOK_ROT_K, l), *v2 = store_find(&sc, ATTN_DECODER_HOOK_V, l);
+        attn_tensor tq = attn_tensor_4d(q->data, 1, L, Hq, Dh), tk = attn_tensor_4d(k->data, 1, L, Hkv, Dh),
+                    tv = attn_tensor_4d(v->data, 1, L, Hkv, Dh), tq2 = attn_tensor_4d(q2->data, 1, L, Hq, Dh),
+                    tk2 = attn_tensor_4d(k2->data, 1, L, Hkv, Dh), tv2 = attn_tensor_4d(v2->data, 1, L, Hkv, Dh);
+        /* The layer's own attention options, as decoder_forward.c sets them. */
+        attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+        opt.scale = c->attn_scale;
+        opt.causal = 1;
+        if (attn_decoder_layer_is_local(c, l)) {
+            opt.window = 1;
+            opt.window_left = c->sliding_window - 1;
+            opt.window_right = 0;
+        }
+        attn_paths p = {0};
+        if ((st = attn_sdpa_paths(&tq, &tk, &tv, &tq2, &tk2, &tv2, &opt, &p))) {
+            snprintf(error, esize, "layer %lld: %s", (long long)l, attn_last_error());
+            break;
+        }
+        for (int64_t h = 0; h < Hq; h++) {
+            const int64_t at = (pos * Hq + h) * Dh;
+            trace_head_paths *o = &out[l * Hq + h];
+            o->weight = diff_norm(p.run[ATTN_PATH_K_ONLY].z + at, p.run[ATTN_PATH_BASE].z + at, Dh);
+            o->content = diff_norm(p.run[ATTN_PATH_V_ONLY].z + at, p.run[ATTN_PATH_BASE].z + at, Dh);
+            o->interaction = diff_norm(p.interaction_z + at, NULL, Dh);
+            o->changed = diff_norm(p.run[ATTN_PATH_CHANGED].z + at, p.run[ATTN_PATH_BASE].z + at, Dh);
+            o->base = diff_norm(p.run[ATTN_PATH_BASE].z + at, NULL, Dh);
+        }
+        attn_paths_free(&p);
+    }
+    trace_store_free(&sb);
+    trace_store_free(&sc);
+    return st;
+}
+
+attn_status trace_nullspace(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t layer, int64_t head,
+                            int64_t pos, double tolerance, float *weights, double *moved,
+                            attn_nullspace_result *result, char *error, size_t esize) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    if (pos < 0) pos += L;
+    if (layer < 0 || layer >= c->n_layers || head < 0 || head >= c->n_heads || pos < 0 || pos >= L) {
+        snprintf(error, esize, "layer %lld, head %lld, position %lld: the model has %lld layers of %lld heads, the "
+                 "text %lld tokens", (long long)layer, (long long)head, (long long)pos, (long long)c->n_layers,
+                 (long long)c->n_heads, (long long)L);
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    trace_patch want[2] = {{.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_PATTERN, .layer = layer},
+                           {.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_V, .layer = layer}};
+    trace_store s = {0};
+    attn_status st = trace_record_source(m, ids, L, want, 2, &s, error, esize);
+    if (st) return st;
+    const trace_tensor *p = store_find(&s, ATTN_DECODER_HOOK_PATTERN, layer), *v = store_find(&s, ATTN_DECODER_HOOK_V, layer);
+    const int64_t Dh = c->head_dim, Hkv = c->n_kv_heads, kv = head / (c->n_heads / Hkv);
+    float *values = malloc((size_t)(L * Dh) * sizeof *values);
+    uint8_t *visible = malloc((size_t)L);
+    if (!values || !visible) {
+        snprintf(error, esize, "out of memory");
+        st = ATTN_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    /* The keys this query sees: causal, and Gemma's window on local layers
+     * (those are exactly the entries the softmax gave weight to, or could). */
+    const int local = attn_decoder_layer_is_local(c, layer);
+    for (int64_t j = 0; j < L; j++) {
+        weights[j] = p->data[(head * L + pos) * L + j];
+        visible[j] = j <= pos && (!local || j > pos - c->sliding_window);
+        memcpy(values + j * Dh, v->data + (j * Hkv + kv) * Dh, (size_t)Dh * sizeof(float));
+    }
+    attn_nullspace_options opt = ATTN_NULLSPACE_OPTIONS_INIT;
+    opt.tolerance = tolerance;
+    if ((st = attn_nullspace_search(weights, values, L, Dh, visible, &opt, moved, result)))
+        snprintf(error, esize, "%s", attn_last_error());
+done:
+    free(values);
+    free(visible);
+    trace_store_free(&s);
+    return st;
 }

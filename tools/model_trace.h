@@ -17,6 +17,7 @@
 #define ATTN_MODEL_TRACE_H
 
 #include "attn_decoder.h"
+#include "attn_interp.h"
 #include "attn_npz.h"
 
 #include <stdbool.h>
@@ -92,6 +93,36 @@ attn_status trace_run(const attn_decoder *m, const int32_t *ids, int64_t L, cons
 
 /* The number of this model's hook names that pattern matches (fnmatch). */
 int64_t trace_pattern_matches(const attn_decoder_config *c, const char *pattern);
+
+/* The path decomposition (the chapter's Figure 2, attn_sdpa_paths) of
+ * every head of every layer, for a base and a changed text of one length:
+ * at each layer, the base run's queries (after RoPE) held fixed, the keys,
+ * the values or both taken from the changed run's same layer.  Per head, at
+ * the base run's position pos (negative: from the end), the L2 norms of
+ *   weight      z(K only) - z(base)     the weights moved, the content kept
+ *   content     z(V only) - z(base)     the content moved, the weights kept
+ *   interaction both - K only - V only + base
+ *   changed     z(changed run) - z(base)
+ *   base        z(base) itself, for scale
+ * Each layer is decomposed on its own, from the two clean runs' inputs to
+ * it (a change does not propagate to later layers here).
+ *   out: [N, Hq] */
+typedef struct trace_head_paths {
+    double weight, content, interaction, changed, base;
+} trace_head_paths;
+
+attn_status trace_paths(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L, int64_t pos,
+                        trace_head_paths *out, char *error, size_t esize);
+
+/* "Not an explanation", on a real head: the weight row of head `head` of
+ * layer `layer` at query position pos (negative: from the end) and the v
+ * rows of its kv head (width Dh), through attn_nullspace_search with this
+ * tolerance (default options otherwise: exact up to 12 visible keys, a
+ * lower bound by local search beyond).
+ *   weights, moved: [L] (the row, and the row found)   result: the search's */
+attn_status trace_nullspace(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t layer, int64_t head,
+                            int64_t pos, double tolerance, float *weights, double *moved,
+                            attn_nullspace_result *result, char *error, size_t esize);
 
 /* KL(P || Q) in nats between the softmaxes of two logit rows (double;
  * >= 0 up to rounding, 0 for identical rows). */
