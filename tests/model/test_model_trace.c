@@ -23,7 +23,12 @@
  *     o_proj bias in these models);
  *   - zero-ablating one head (hook_z) matches transformers with that head's
  *     slice of o_proj's input zeroed (tests/fixtures/trace/, made by
- *     scripts/models/make_trace_fixtures.py).
+ *     scripts/models/make_trace_fixtures.py);
+ *   - the path decomposition of every head: its base and changed cases are
+ *     the two texts' own z (the decoder's hooks), all zero for one text
+ *     against itself;
+ *   - the null-space search on a real head returns a distribution with
+ *     the row's sum whose output moves within the tolerance.
  */
 #include "testutil.h"
 #include "tolerances.h"
@@ -418,6 +423,82 @@ static void test_ablate_head_against_transformers(void **state) {
     free(logits);
 }
 
+/* Keeps every layer's hook_z. */
+static int keep_z(void *user, const attn_decoder_hook_tensor *t) {
+    float *z = user;
+    const size_t n = (size_t)(t->shape[0] * t->shape[1] * t->shape[2]);
+    memcpy(z + t->layer * (int64_t)n, t->data, n * 4);
+    return 0;
+}
+
+static void run_z(const int32_t *ids, float *z) {
+    attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+    o.tensor_hook = keep_z;
+    o.tensor_hook_user = z;
+    o.tensor_hook_points = 1u << ATTN_DECODER_HOOK_Z;
+    assert_ok(attn_decoder_forward(gemma, ids, LEN, &o));
+}
+
+static void test_paths(void **state) {
+    (void)state;
+    need_model();
+    const int64_t Dh = attn_decoder_get_config(gemma)->head_dim;
+    trace_head_paths *p = malloc((size_t)(N * Hq) * sizeof *p);
+    float *za = malloc((size_t)(N * LEN * Hq * Dh) * 4), *zb = malloc((size_t)(N * LEN * Hq * Dh) * 4);
+    char err[512];
+    if (trace_paths(gemma, ids_a, ids_b, LEN, -1, p, err, sizeof err)) fail_msg("%s", err);
+    /* The base and changed cases are the two texts' own runs: their z at
+     * the last position, from the decoder's hooks (the flash kernel, where
+     * the decomposition runs the traced reference). */
+    run_z(ids_a, za);
+    run_z(ids_b, zb);
+    double worst = 0;
+    for (int64_t l = 0; l < N; l++)
+        for (int64_t h = 0; h < Hq; h++) {
+            const float *a = za + ((l * LEN + LEN - 1) * Hq + h) * Dh, *b = zb + ((l * LEN + LEN - 1) * Hq + h) * Dh;
+            double base = 0, changed = 0;
+            for (int64_t e = 0; e < Dh; e++) base += (double)a[e] * a[e], changed += ((double)b[e] - a[e]) * ((double)b[e] - a[e]);
+            const trace_head_paths *q = &p[l * Hq + h];
+            worst = fmax(worst, fabs(sqrt(base) - q->base) / fmax(1.0, sqrt(base)));
+            worst = fmax(worst, fabs(sqrt(changed) - q->changed) / fmax(1.0, sqrt(base)));
+            /* Layer 0 at the last position: the texts differ at position 4
+             * only, which the last query reads. */
+            assert_true(q->weight >= 0 && q->content >= 0 && q->interaction >= 0);
+        }
+    print_message("paths: base and changed |z| against the decoder's own runs: worst %.2e (relative)\n", worst);
+    if (worst > 1e-5) fail_msg("the decomposition's runs differ from the decoder's by %.3g", worst);
+    /* A head that reads nothing new: identical texts give zero everywhere. */
+    if (trace_paths(gemma, ids_a, ids_a, LEN, -1, p, err, sizeof err)) fail_msg("%s", err);
+    for (int64_t i = 0; i < N * Hq; i++)
+        assert_true(p[i].weight == 0 && p[i].content == 0 && p[i].interaction == 0 && p[i].changed == 0);
+    free(p), free(za), free(zb);
+}
+
+static void test_nullspace(void **state) {
+    (void)state;
+    need_model();
+    float w[LEN];
+    double moved[LEN];
+    attn_nullspace_result r;
+    char err[512];
+    const double tol = 1e-3;
+    if (trace_nullspace(gemma, ids_a, LEN, 12, 2, -1, tol, w, moved, &r, err, sizeof err)) fail_msg("%s", err);
+    /* A distribution with the row's sum, within the tolerance: checked here
+     * again, in double, against the row's own values. */
+    double sum_w = 0, sum_m = 0, l1 = 0;
+    for (int j = 0; j < LEN; j++) {
+        assert_true(moved[j] >= 0);
+        sum_w += w[j], sum_m += moved[j], l1 += fabs(moved[j] - w[j]);
+    }
+    assert_true(fabs(sum_w - sum_m) < 1e-9);
+    assert_true(fabs(l1 - r.l1) < 1e-9);
+    assert_true(r.max_output_change <= tol);
+    assert_true(r.exact); /* 6 keys: enumerated */
+    assert_int_equal(r.visible, LEN);
+    assert_int_equal(trace_nullspace(gemma, ids_a, LEN, 18, 0, -1, tol, w, moved, &r, err, sizeof err),
+                     ATTN_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kl),
@@ -429,6 +510,8 @@ int main(void) {
         cmocka_unit_test(test_patch_pattern_keeps_values),
         cmocka_unit_test(test_ablate_every_head),
         cmocka_unit_test(test_ablate_head_against_transformers),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_nullspace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
