@@ -10,7 +10,6 @@
  *   heads first    [H, L, L]     P = L (queries), H, W = L (keys)  (scores, pattern)
  * so a selection of positions and heads is one loop for all three.
  */
-#define _GNU_SOURCE /* fnmatch's flags are POSIX; this keeps glibc's headers complete */
 #include "model_trace.h"
 
 #include "attn_interp.h"
