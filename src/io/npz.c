@@ -166,7 +166,7 @@ attn_status attn_npz_add(attn_npz_writer *w, const char *name, const attn_array 
     }
     void *npy = NULL;
     uint8_t *packed = NULL;
-    size_t npy_size = 0, packed_size = 0;
+    size_t npy_size = 0;
     attn_status st = attn_npy_serialize(a, &npy, &npy_size);
     if (st) return st;
     npz_entry e = {NULL, crc32_of(npy, npy_size), 0, 0, 0, w->compress};
@@ -181,6 +181,7 @@ attn_status attn_npz_add(attn_npz_writer *w, const char *name, const attn_array 
     }
 #ifdef ATTN_HAVE_ZLIB
     if (w->compress) {
+        size_t packed_size = 0;
         if ((st = deflate_raw(npy, npy_size, &packed, &packed_size))) goto done;
         data = packed;
         data_size = packed_size;
