@@ -118,8 +118,102 @@ ATTN_API uint64_t attn_decoder_weight_bytes(const attn_decoder *m);
  * ("stopped by the layer hook"). */
 typedef int (*attn_decoder_layer_hook)(void *user, int64_t layer, const float *hidden, int64_t L, int64_t d);
 
+/* ------------------------------------------------------------ hook points
+ *
+ * Where a forward shows its activations to a tensor hook, under
+ * TransformerLens's names (blocks.L. prefix; TransformerLens's leading
+ * batch axis is left out: one sequence), in the order a layer computes them:
+ *
+ *   hook_embed                  [L, d]       token embeddings (times sqrt(d),
+ *                                             Gemma) = blocks.0.hook_resid_pre
+ *   blocks.L.hook_resid_pre     [L, d]       the residual stream into layer L
+ *   blocks.L.attn.hook_q        [L, Hq, Dh]  after the projection, its bias
+ *                                             and QK-norm, BEFORE RoPE (as
+ *                                             TransformerLens's hook_q)
+ *   blocks.L.attn.hook_k        [L, Hkv, Dh] the same (kv heads: GQA not repeated)
+ *   blocks.L.attn.hook_v        [L, Hkv, Dh]
+ *   blocks.L.attn.hook_rot_q    [L, Hq, Dh]  after RoPE: what the scores read
+ *   blocks.L.attn.hook_rot_k    [L, Hkv, Dh]
+ *   blocks.L.attn.hook_attn_scores [Hq, L, L] scale * q.k, -inf where hidden
+ *                                             (causal, sliding window)  <- heads first
+ *   blocks.L.attn.hook_pattern  [Hq, L, L]   the weights (rows sum to 1)  <- heads first
+ *   blocks.L.attn.hook_z        [L, Hq, Dh]  each head's weighted sum of v
+ *   blocks.L.hook_attn_out      [L, d]       z through W_O (and Gemma's
+ *                                             post-attention norm): what is added
+ *   blocks.L.hook_resid_mid     [L, d]       resid_pre + attn_out
+ *   blocks.L.hook_mlp_out       [L, d]       the FFN's output (and Gemma's
+ *                                             post-FFN norm): what is added
+ *   blocks.L.hook_resid_post    [L, d]       resid_mid + mlp_out = hidden[L + 1]
+ *   ln_final.hook_normalized    [R, d]       the final RMSNorm's output, times
+ *                                             its weight (R = L, or 1 with
+ *                                             last_only); only when logits are asked
+ *
+ * A hook may read the tensor or overwrite it in place (activation patching,
+ * ablation); everything computed after it sees the new values.  Writing
+ * hook_attn_scores makes the pattern softmax(new scores) (per row, -inf
+ * entries weigh 0); writing hook_pattern makes z = pattern . v by explicit
+ * sums, the rows used as written (no renormalisation): the weight path is
+ * changed and the value path (v) kept, the chapter's distinction.  A hook
+ * that writes back the same values changes nothing, bit for bit (the
+ * decoder compares the scores and the pattern with a copy and recomputes
+ * only when they changed).  hidden and attention record the values the pass
+ * used, i.e. after the hooks' writes (hidden row 0: hook_embed's).
+ */
+typedef enum attn_decoder_hook_point {
+    ATTN_DECODER_HOOK_EMBED = 0,
+    ATTN_DECODER_HOOK_RESID_PRE,
+    ATTN_DECODER_HOOK_Q,
+    ATTN_DECODER_HOOK_K,
+    ATTN_DECODER_HOOK_V,
+    ATTN_DECODER_HOOK_ROT_Q,
+    ATTN_DECODER_HOOK_ROT_K,
+    ATTN_DECODER_HOOK_ATTN_SCORES,
+    ATTN_DECODER_HOOK_PATTERN,
+    ATTN_DECODER_HOOK_Z,
+    ATTN_DECODER_HOOK_ATTN_OUT,
+    ATTN_DECODER_HOOK_RESID_MID,
+    ATTN_DECODER_HOOK_MLP_OUT,
+    ATTN_DECODER_HOOK_RESID_POST,
+    ATTN_DECODER_HOOK_LN_FINAL,
+    ATTN_DECODER_HOOK_POINTS
+} attn_decoder_hook_point;
+
+/* Every point: the value of tensor_hook_points that calls the hook everywhere. */
+#define ATTN_DECODER_HOOK_ALL ((1u << ATTN_DECODER_HOOK_POINTS) - 1u)
+
+/* What a tensor hook is shown: data may be overwritten, not resized. */
+typedef struct attn_decoder_hook_tensor {
+    attn_decoder_hook_point point;
+    int64_t layer;          /* 0-based; -1 for hook_embed and ln_final     */
+    const char *name;       /* "blocks.3.attn.hook_pattern" (valid during the call) */
+    float *data;            /* C order, shape below                        */
+    int ndim;               /* 2 or 3                                      */
+    int64_t shape[3];
+} attn_decoder_hook_tensor;
+
+/* Called at each point asked for; a nonzero return stops the forward,
+ * which returns ATTN_ERR_INVALID_ARGUMENT naming the hook point. */
+typedef int (*attn_decoder_tensor_hook)(void *user, const attn_decoder_hook_tensor *t);
+
+/* The name of a point at a layer ("blocks.3.attn.hook_q"; layer ignored for
+ * hook_embed and ln_final.hook_normalized) into buf; NULL when the point is
+ * outside the enum or buf is too small. */
+ATTN_API const char *attn_decoder_hook_name(attn_decoder_hook_point point, int64_t layer, char *buf, size_t size);
+
+/* The point's name without the "blocks.L." prefix ("attn.hook_q"); NULL
+ * outside the enum. */
+ATTN_API const char *attn_decoder_hook_suffix(attn_decoder_hook_point point);
+
+/* Parses a full name ("blocks.3.hook_resid_pre", "hook_embed"): *point and
+ * *layer (-1 for the two without a layer).  ATTN_ERR_INVALID_ARGUMENT with
+ * a message for anything else (the layer's range is the caller's check). */
+ATTN_API attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook_point *point, int64_t *layer);
+
 /* What a forward writes; every pointer may be NULL (not computed, except
- * what later steps need).  Initialise with ATTN_DECODER_OUTPUTS_INIT. */
+ * what later steps need).  Initialise with ATTN_DECODER_OUTPUTS_INIT.
+ * struct_size: sizeof(attn_decoder_outputs), or the size before the
+ * tensor hook fields (offsetof(attn_decoder_outputs, tensor_hook)) from a
+ * caller built before they existed. */
 typedef struct attn_decoder_outputs {
     size_t struct_size;
     float *logits;              /* [L, V], or [1, V] with last_only             */
@@ -132,6 +226,10 @@ typedef struct attn_decoder_outputs {
     attn_kernel kernel;         /* attn_sdpa_forward's kernel: AUTO (flash,
                                    weights included) or REF ($ATTN_KERNEL=ref
                                    forces the reference too)                    */
+    attn_decoder_tensor_hook tensor_hook; /* or NULL (hook points above)      */
+    void *tensor_hook_user;
+    uint32_t tensor_hook_points; /* bit (1u << point) for each point the hook
+                                    is called at; ATTN_DECODER_HOOK_ALL       */
 } attn_decoder_outputs;
 
 #define ATTN_DECODER_OUTPUTS_INIT {.struct_size = sizeof(attn_decoder_outputs)}

@@ -10,7 +10,9 @@
  *   attn train      attention learning where to look, from the loss alone
  *   attn bench      kernels against this machine's measured limits
  *   attn ring       ring attention across MPI ranks
- *   attn model      a real model's GGUF file: its layout, a forward over token ids
+ *   attn model      a real model's GGUF file: its layout, a forward over token ids,
+ *                   its hooks traced, patched and ablated (attn model trace)
+ *   attn npz        numpy .npz archives: list the arrays, get one as .npy
  *   attn tokenize   a GGUF model's tokenizer: text to ids; attn detokenize: back
  *
  * Exit status: 0 success, 1 data error, 2 usage error.
@@ -39,7 +41,8 @@ static const subcommand subcommands[] = {
     {"report", cmd_report, "one self-contained HTML page: heat maps, token view, path decomposition"},
     {"train", cmd_train, "attention learns where to look: associative recall, trained by backprop + Adam"},
     {"bench", cmd_bench, "measure this machine's FMA peak and bandwidth, time the kernels against them"},
-    {"model", cmd_model, "a GGUF model: its heads and layers (info), its next-token predictions over ids (run)"},
+    {"model", cmd_model, "a GGUF model: heads and layers (info), next tokens (run), hooks, patching, ablation (trace)"},
+    {"npz", cmd_npz, "numpy .npz archives (attn model trace's caches): list the arrays, get one as .npy"},
     {"ring", cmd_ring, "ring attention across MPI ranks: mpirun -np P attn ring (sharded .npy in and out)"},
     {"tokenize", cmd_tokenize, "text to token ids with a GGUF model's tokenizer (Qwen2 BPE, Gemma SentencePiece)"},
     {"detokenize", cmd_detokenize, "token ids back to text with a GGUF model's tokenizer"},

@@ -43,4 +43,18 @@ struct attn_decoder {
 void attn__decoder_matmul(const float *x, int64_t rows, int64_t d_in, const float *w, const float *b,
                           int64_t d_out, float *y);
 
+/* The hook points (decoder_hooks.c).  wanted: the caller's outputs ask for
+ * the point.  call: calls the tensor hook when wanted (a no-op otherwise);
+ * its failure names the point.  attention_hooked: the scores, pattern or z
+ * are wanted; then attend_hooked replaces attn_sdpa_forward for the layer
+ * (q [1, L, Hq, Dh] after RoPE, k and v [1, L, Hkv, Dh], z [1, L, Hq, Dh]
+ * out, weights [Hq, L, L] or NULL), calling those three hooks. */
+int attn__decoder_hook_wanted(const attn_decoder_outputs *out, attn_decoder_hook_point point);
+attn_status attn__decoder_hook_call(const attn_decoder_outputs *out, attn_decoder_hook_point point, int64_t layer,
+                                    float *data, int ndim, int64_t s0, int64_t s1, int64_t s2);
+int attn__decoder_attention_hooked(const attn_decoder_outputs *out);
+attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t layer, const attn_tensor *q,
+                                        const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opt,
+                                        float *weights, attn_tensor *z);
+
 #endif /* ATTN_MODEL_DECODER_H */

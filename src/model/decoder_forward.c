@@ -24,6 +24,7 @@
 #include "model/decoder.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 /* y[r] = x[r] / rms(x[r]) * w for each of rows rows of width n (in place
@@ -82,9 +83,10 @@ static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratc
 }
 
 /* Self-attention of one layer: s->h [L, d] in, s->o [L, d] out (before the
- * post-norm); weights [Hq, L, L] or NULL. */
+ * post-norm); weights [Hq, L, L] or NULL.  out's tensor hook sees q, k, v
+ * (before and after RoPE), the scores, the pattern and z. */
 static attn_status attention_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L,
-                                     scratch *s, attn_kernel kernel, float *weights) {
+                                     scratch *s, attn_kernel kernel, float *weights, const attn_decoder_outputs *out) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, d = c->d_model;
     attn__decoder_matmul(s->h, L, d, w->wq, w->bq, Hq * Dh, s->q);
@@ -92,14 +94,21 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
     attn__decoder_matmul(s->h, L, d, w->wv, w->bv, Hkv * Dh, s->v);
     if (w->q_norm) rmsnorm_rows(s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
     if (w->k_norm) rmsnorm_rows(s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);
+    attn_status st;
+    if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_Q, layer, s->q, 3, L, Hq, Dh)) ||
+        (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_K, layer, s->k, 3, L, Hkv, Dh)) ||
+        (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_V, layer, s->v, 3, L, Hkv, Dh)))
+        return st;
     const int local = attn_decoder_layer_is_local(c, layer);
     attn_rope_options rope = ATTN_ROPE_OPTIONS_INIT;
     rope.pairing = c->rope_pairing;
     rope.theta = local ? c->rope_theta_local : c->rope_theta;
     attn_tensor q = attn_tensor_4d(s->q, 1, L, Hq, Dh), k = attn_tensor_4d(s->k, 1, L, Hkv, Dh),
                 v = attn_tensor_4d(s->v, 1, L, Hkv, Dh), a = attn_tensor_4d(s->a, 1, L, Hq, Dh);
-    attn_status st;
-    if ((st = attn_rope_apply(&q, NULL, 0, &rope)) || (st = attn_rope_apply(&k, NULL, 0, &rope))) return st;
+    if ((st = attn_rope_apply(&q, NULL, 0, &rope)) || (st = attn_rope_apply(&k, NULL, 0, &rope)) ||
+        (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ROT_Q, layer, s->q, 3, L, Hq, Dh)) ||
+        (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ROT_K, layer, s->k, 3, L, Hkv, Dh)))
+        return st;
     attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
     opt.scale = c->attn_scale;
     opt.causal = 1;
@@ -111,7 +120,9 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         opt.window_right = 0;
     }
     opt.kernel = kernel;
-    if ((st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL))) return st;
+    if (attn__decoder_attention_hooked(out)) st = attn__decoder_attend_hooked(out, layer, &q, &k, &v, &opt, weights, &a);
+    else st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL);
+    if (st) return st;
     attn__decoder_matmul(s->a, L, Hq * Dh, w->wo, NULL, d, s->o);
     return ATTN_OK;
 }
@@ -137,7 +148,8 @@ attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int6
     if (!m || !ids || !out)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: %s is NULL",
                           !m ? "the decoder" : !ids ? "ids" : "out");
-    if (out->struct_size != sizeof(attn_decoder_outputs))
+    if (out->struct_size != sizeof(attn_decoder_outputs) &&
+        out->struct_size != offsetof(attn_decoder_outputs, tensor_hook))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                           "attn_decoder_forward: outputs.struct_size is %zu, expected %zu "
                           "(initialise with ATTN_DECODER_OUTPUTS_INIT)",
@@ -158,18 +170,24 @@ attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int6
         const float *e = m->token_embd + (int64_t)ids[t] * d;
         for (int64_t i = 0; i < d; i++) s.x[t * d + i] = e[i] * c->embed_scale;
     }
+    if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_EMBED, -1, s.x, 2, L, d, 0))) goto done;
     if (out->hidden) memcpy(out->hidden, s.x, (size_t)(L * d) * sizeof(float));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const decoder_layer *w = &m->layers[l];
         float *weights = out->attention ? out->attention[l] : NULL;
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_PRE, l, s.x, 2, L, d, 0))) goto done;
         rmsnorm_rows(s.x, L, d, w->attn_norm, c->rms_eps, s.h);
-        if ((st = attention_forward(m, w, l, L, &s, out->kernel, weights))) goto done;
+        if ((st = attention_forward(m, w, l, L, &s, out->kernel, weights, out))) goto done;
         if (w->post_attn_norm) rmsnorm_rows(s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ATTN_OUT, l, s.o, 2, L, d, 0))) goto done;
         add_rows(s.x, s.o, L * d);
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_MID, l, s.x, 2, L, d, 0))) goto done;
         rmsnorm_rows(s.x, L, d, w->ffn_norm, c->rms_eps, s.h);
         ffn_forward(m, w, L, &s);
         if (w->post_ffn_norm) rmsnorm_rows(s.o, L, d, w->post_ffn_norm, c->rms_eps, s.o);
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_OUT, l, s.o, 2, L, d, 0))) goto done;
         add_rows(s.x, s.o, L * d);
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_POST, l, s.x, 2, L, d, 0))) goto done;
         if (out->hidden) memcpy(out->hidden + (l + 1) * L * d, s.x, (size_t)(L * d) * sizeof(float));
         if (out->hook && out->hook(out->hook_user, l, s.x, L, d)) {
             st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: stopped by the layer hook after layer %lld",
@@ -180,6 +198,7 @@ attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int6
     if (out->logits) {
         const int64_t first = out->last_only ? L - 1 : 0;
         rmsnorm_rows(s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_LN_FINAL, -1, s.h, 2, L - first, d, 0))) goto done;
         attn__decoder_matmul(s.h, L - first, d, m->output, NULL, c->vocab, out->logits);
     }
 done:

@@ -1,0 +1,556 @@
+/*
+ * npz.c — numpy's .npz archives (attn_npz.h): a zip of NAME.npy members.
+ * Part of libattn_model (zlib is its dependency, not libattn's); it builds
+ * on the core's .npy serialiser and its atomic output files.
+ *
+ * The zip records used (PKWARE APPNOTE 6.3, little-endian):
+ *   local header    30 bytes + name      then the member's bytes
+ *   central entry   46 bytes + name (+ zip64 extra when read)
+ *   end of directory 22 bytes (+ a comment the reader skips)
+ * Each member is serialised (and deflated) in memory before its local
+ * header is written, so the header carries the CRC-32 and sizes and no
+ * data descriptor is needed: the writer only appends.
+ */
+#include "attn_npz.h"
+
+#include "base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef ATTN_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define ZIP_LOCAL_SIG 0x04034b50u
+#define ZIP_CENTRAL_SIG 0x02014b50u
+#define ZIP_END_SIG 0x06054b50u
+#define ZIP_LIMIT 0xffffffffu   /* a 32-bit field at this value means "see zip64" */
+#define ZIP_DOS_DATE 0x0021u    /* 1980-01-01: fixed, so that output is reproducible */
+#define NPZ_NAME_MAX 250
+#define NPZ_DIRECTORY_MAX (256u << 20) /* bytes of central directory the reader accepts */
+
+/* ------------------------------------------------------------------ CRC-32 */
+
+/* The zip CRC (reflected polynomial 0xEDB88320), by a table built once;
+ * its own code rather than zlib's, so that stored archives need no zlib. */
+static uint32_t crc_table[256];
+static int crc_ready;
+
+static uint32_t crc32_of(const uint8_t *p, size_t n) {
+    if (!crc_ready) { /* racing threads write the same values */
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+            crc_table[i] = c;
+        }
+        crc_ready = 1;
+    }
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+static void put16(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t get32(const uint8_t *p) { return get16(p) | get16(p + 2) << 16; }
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+/* ------------------------------------------------------------------ writer */
+
+typedef struct npz_entry {
+    char *name; /* NAME.npy */
+    uint32_t crc, stored_size, size, offset;
+    int deflated;
+} npz_entry;
+
+struct attn_npz_writer {
+    attn_output *out;
+    int compress;
+    uint64_t offset; /* bytes written so far */
+    npz_entry *entries;
+    int64_t n, cap;
+};
+
+attn_status attn_npz_create(const char *path, int compress, attn_npz_writer **out) {
+    if (!path || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_create: %s is NULL", !path ? "path" : "out");
+    *out = NULL;
+#ifndef ATTN_HAVE_ZLIB
+    if (compress)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: deflated .npz needs zlib, which this build lacks "
+                                                "(Debian: zlib1g-dev); write it stored", path);
+#endif
+    attn_npz_writer *w = calloc(1, sizeof *w);
+    if (!w) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_create: out of memory");
+    w->compress = compress != 0;
+    attn_status st = attn_output_open(path, &w->out);
+    if (st) {
+        free(w);
+        return st;
+    }
+    *out = w;
+    return ATTN_OK;
+}
+
+static void writer_free(attn_npz_writer *w) {
+    for (int64_t i = 0; i < w->n; i++) free(w->entries[i].name);
+    free(w->entries);
+    free(w);
+}
+
+void attn_npz_discard(attn_npz_writer *w) {
+    if (!w) return;
+    attn_output_discard(w->out);
+    writer_free(w);
+}
+
+#ifdef ATTN_HAVE_ZLIB
+/* Raw deflate (no zlib header: zip's method 8) of src into *dst (malloc'd). */
+static attn_status deflate_raw(const uint8_t *src, size_t n, uint8_t **dst, size_t *dst_size) {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "zlib: deflateInit2 failed");
+    const uLong bound = deflateBound(&zs, (uLong)n);
+    uint8_t *buf = malloc(bound);
+    if (!buf) {
+        deflateEnd(&zs);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %lu bytes to deflate a member", (unsigned long)bound);
+    }
+    zs.next_in = (Bytef *)(uintptr_t)src;
+    zs.avail_in = (uInt)n;
+    zs.next_out = buf;
+    zs.avail_out = (uInt)bound;
+    const int rc = deflate(&zs, Z_FINISH);
+    *dst_size = zs.total_out;
+    deflateEnd(&zs);
+    if (rc != Z_STREAM_END) {
+        free(buf);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "zlib: deflate did not finish (%d)", rc);
+    }
+    *dst = buf;
+    return ATTN_OK;
+}
+#endif
+
+attn_status attn_npz_add(attn_npz_writer *w, const char *name, const attn_array *a) {
+    if (!w || !name || !a)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_add: %s is NULL", !w ? "w" : !name ? "name" : "a");
+    const size_t len = strlen(name);
+    if (len == 0 || len > NPZ_NAME_MAX || name[0] == '/' || name[len - 1] == '/')
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_npz_add: the name '%s' must have 1 to %d bytes and no '/' at either end", name,
+                          NPZ_NAME_MAX);
+    if (w->n >= 65535)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "attn_npz_add: 65,535 members already: zip64 archives are not written");
+    char full[NPZ_NAME_MAX + 8];
+    snprintf(full, sizeof full, "%s.npy", name);
+    for (int64_t i = 0; i < w->n; i++)
+        if (strcmp(w->entries[i].name, full) == 0)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_add: '%s' is already in the archive", name);
+    if (w->n == w->cap) {
+        const int64_t cap = w->cap ? 2 * w->cap : 32;
+        npz_entry *e = realloc(w->entries, (size_t)cap * sizeof *e);
+        if (!e) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_add: out of memory");
+        w->entries = e;
+        w->cap = cap;
+    }
+    void *npy = NULL;
+    uint8_t *packed = NULL;
+    size_t npy_size = 0;
+    attn_status st = attn_npy_serialize(a, &npy, &npy_size);
+    if (st) return st;
+    npz_entry e = {NULL, crc32_of(npy, npy_size), 0, 0, 0, w->compress};
+    const uint8_t *data = npy;
+    size_t data_size = npy_size;
+    /* Refused before anything is written: a member past 4 GiB, or an
+     * archive whose offsets would pass it, needs zip64. */
+    if (npy_size >= ZIP_LIMIT) {
+        st = attn__fail(ATTN_ERR_UNSUPPORTED, "attn_npz_add: '%s' is %zu bytes: members of 4 GiB or more need zip64, "
+                                              "which is not written (save fewer hooks or positions)", name, npy_size);
+        goto done;
+    }
+#ifdef ATTN_HAVE_ZLIB
+    if (w->compress) {
+        size_t packed_size = 0;
+        if ((st = deflate_raw(npy, npy_size, &packed, &packed_size))) goto done;
+        data = packed;
+        data_size = packed_size;
+    }
+#endif
+    const uint64_t end = w->offset + 30 + len + 4 + data_size;
+    if (end >= ZIP_LIMIT) {
+        st = attn__fail(ATTN_ERR_UNSUPPORTED, "attn_npz_add: with '%s' the archive would pass 4 GiB: zip64 is not "
+                                              "written (save fewer hooks or positions, or split the cache)", name);
+        goto done;
+    }
+    e.name = malloc(len + 5);
+    if (!e.name) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_add: out of memory");
+        goto done;
+    }
+    memcpy(e.name, full, len + 5);
+    e.size = (uint32_t)npy_size;
+    e.stored_size = (uint32_t)data_size;
+    e.offset = (uint32_t)w->offset;
+    uint8_t h[30];
+    put32(h, ZIP_LOCAL_SIG);
+    put16(h + 4, 20);             /* version needed: 2.0 (deflate) */
+    put16(h + 6, 0);              /* flags: no descriptor, names in CP437/ASCII */
+    put16(h + 8, e.deflated ? 8 : 0);
+    put16(h + 10, 0);             /* time */
+    put16(h + 12, ZIP_DOS_DATE);
+    put32(h + 14, e.crc);
+    put32(h + 18, e.stored_size);
+    put32(h + 22, e.size);
+    put16(h + 26, (uint32_t)(len + 4));
+    put16(h + 28, 0);
+    if ((st = attn_output_write(w->out, h, sizeof h)) || (st = attn_output_write(w->out, full, len + 4)) ||
+        (st = attn_output_write(w->out, data, data_size))) {
+        free(e.name);
+        goto done;
+    }
+    w->offset = end;
+    w->entries[w->n++] = e;
+done:
+    free(npy);
+    free(packed);
+    return st;
+}
+
+attn_status attn_npz_commit(attn_npz_writer *w) {
+    if (!w) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_commit: w is NULL");
+    attn_status st = ATTN_OK;
+    uint64_t directory = 0;
+    for (int64_t i = 0; i < w->n; i++) directory += 46 + strlen(w->entries[i].name);
+    if (w->offset + directory + 22 >= ZIP_LIMIT) {
+        st = attn__fail(ATTN_ERR_UNSUPPORTED, "attn_npz_commit: the archive would pass 4 GiB: zip64 is not written");
+        goto fail;
+    }
+    for (int64_t i = 0; i < w->n && !st; i++) {
+        const npz_entry *e = &w->entries[i];
+        const size_t len = strlen(e->name);
+        uint8_t c[46];
+        put32(c, ZIP_CENTRAL_SIG);
+        put16(c + 4, 20 | 3u << 8);   /* made by: 2.0 on UNIX (the external attributes below) */
+        put16(c + 6, 20);
+        put16(c + 8, 0);
+        put16(c + 10, e->deflated ? 8 : 0);
+        put16(c + 12, 0);
+        put16(c + 14, ZIP_DOS_DATE);
+        put32(c + 16, e->crc);
+        put32(c + 20, e->stored_size);
+        put32(c + 24, e->size);
+        put16(c + 28, (uint32_t)len);
+        put16(c + 30, 0);
+        put16(c + 32, 0);
+        put16(c + 34, 0);
+        put16(c + 36, 0);
+        put32(c + 38, 0100644u << 16); /* a regular file, rw-r--r-- */
+        put32(c + 42, e->offset);
+        if (!(st = attn_output_write(w->out, c, sizeof c))) st = attn_output_write(w->out, e->name, len);
+    }
+    if (st) goto fail;
+    uint8_t end[22];
+    put32(end, ZIP_END_SIG);
+    put16(end + 4, 0);
+    put16(end + 6, 0);
+    put16(end + 8, (uint32_t)w->n);
+    put16(end + 10, (uint32_t)w->n);
+    put32(end + 12, (uint32_t)directory);
+    put32(end + 16, (uint32_t)w->offset);
+    put16(end + 20, 0);
+    if ((st = attn_output_write(w->out, end, sizeof end))) goto fail;
+    st = attn_output_commit(w->out);
+    writer_free(w);
+    return st;
+fail:
+    attn_npz_discard(w);
+    return st;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+typedef struct npz_member {
+    char *name; /* without .npy */
+    int deflated;
+    uint32_t crc;
+    uint64_t size, stored_size, offset;
+} npz_member;
+
+struct attn_npz {
+    char *path;
+    int fd;
+    uint64_t file_size;
+    npz_member *members;
+    int64_t n;
+};
+
+static attn_status read_at(const attn_npz *z, void *buf, size_t size, uint64_t offset) {
+    char reason[256];
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t got = pread(z->fd, (uint8_t *)buf + done, size - done, (off_t)(offset + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", z->path, errno_text(errno, reason, sizeof reason));
+        if (got == 0)
+            return attn__fail(ATTN_ERR_FORMAT, "'%s': truncated at byte %llu", z->path,
+                              (unsigned long long)(offset + done));
+        done += (size_t)got;
+    }
+    return ATTN_OK;
+}
+
+void attn_npz_close(attn_npz *z) {
+    if (!z) return;
+    for (int64_t i = 0; i < z->n; i++) free(z->members[i].name);
+    free(z->members);
+    if (z->fd >= 0) close(z->fd);
+    free(z->path);
+    free(z);
+}
+
+/* The zip64 extra field (id 1) of a central entry: the 64-bit values of
+ * the fields that read 0xffffffff, in the order usize, csize, offset. */
+static attn_status read_zip64_extra(const attn_npz *z, const uint8_t *extra, size_t n, npz_member *m,
+                                    uint32_t usize32, uint32_t csize32, uint32_t offset32) {
+    for (size_t p = 0; p + 4 <= n;) {
+        const uint32_t id = get16(extra + p), size = get16(extra + p + 2);
+        if (p + 4 + size > n) break;
+        if (id == 1) {
+            const uint8_t *f = extra + p + 4;
+            size_t at = 0;
+            uint64_t *want[3] = {usize32 == ZIP_LIMIT ? &m->size : NULL, csize32 == ZIP_LIMIT ? &m->stored_size : NULL,
+                                 offset32 == ZIP_LIMIT ? &m->offset : NULL};
+            for (int k = 0; k < 3; k++)
+                if (want[k]) {
+                    if (at + 8 > size) return attn__fail(ATTN_ERR_FORMAT, "%s: a zip64 extra field is short", z->path);
+                    *want[k] = get64(f + at);
+                    at += 8;
+                }
+            return ATTN_OK;
+        }
+        p += 4 + size;
+    }
+    if (usize32 == ZIP_LIMIT || csize32 == ZIP_LIMIT || offset32 == ZIP_LIMIT)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: a member's size or offset says zip64 but it has no zip64 field", z->path);
+    return ATTN_OK;
+}
+
+static attn_status parse_directory(attn_npz *z, const uint8_t *d, size_t size, int64_t count) {
+    z->members = calloc((size_t)(count ? count : 1), sizeof *z->members);
+    if (!z->members) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", z->path);
+    size_t p = 0;
+    for (int64_t i = 0; i < count; i++) {
+        if (p + 46 > size || get32(d + p) != ZIP_CENTRAL_SIG)
+            return attn__fail(ATTN_ERR_FORMAT, "%s: central directory entry %lld is damaged", z->path, (long long)i);
+        const uint8_t *c = d + p;
+        const uint32_t flags = get16(c + 8), method = get16(c + 10);
+        const size_t name_len = get16(c + 28), extra_len = get16(c + 30), comment_len = get16(c + 32);
+        if (p + 46 + name_len + extra_len + comment_len > size)
+            return attn__fail(ATTN_ERR_FORMAT, "%s: central directory entry %lld overruns it", z->path, (long long)i);
+        const char *name = (const char *)c + 46;
+        if (flags & 1)
+            return attn__fail(ATTN_ERR_FORMAT, "%s: member '%.*s' is encrypted", z->path, (int)name_len, name);
+        if (method != 0 && method != 8)
+            return attn__fail(ATTN_ERR_FORMAT, "%s: member '%.*s' uses compression method %u (only stored 0 and "
+                                               "deflated 8 are read)", z->path, (int)name_len, name, method);
+        if (name_len < 5 || memcmp(name + name_len - 4, ".npy", 4) != 0 || memchr(name, 0, name_len))
+            return attn__fail(ATTN_ERR_FORMAT, "%s: member '%.*s' is not a NAME.npy array", z->path, (int)name_len,
+                              name);
+        npz_member *m = &z->members[i];
+        m->deflated = method == 8;
+        m->crc = get32(c + 16);
+        m->stored_size = get32(c + 20);
+        m->size = get32(c + 24);
+        m->offset = get32(c + 42);
+        attn_status st = read_zip64_extra(z, c + 46 + name_len, extra_len, m, get32(c + 24), get32(c + 20),
+                                          get32(c + 42));
+        if (st) return st;
+        m->name = malloc(name_len - 3);
+        if (!m->name) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", z->path);
+        memcpy(m->name, name, name_len - 4);
+        m->name[name_len - 4] = '\0';
+        z->n = i + 1;
+        p += 46 + name_len + extra_len + comment_len;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_npz_open(const char *path, attn_npz **out) {
+    if (!path || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_open: %s is NULL", !path ? "path" : "out");
+    *out = NULL;
+    char reason[256];
+    attn_npz *z = calloc(1, sizeof *z);
+    uint8_t *tail = NULL, *directory = NULL;
+    if (!z || !(z->path = strdup(path))) {
+        free(z);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_open: out of memory");
+    }
+    attn_status st = ATTN_OK;
+    struct stat sb;
+    z->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (z->fd < 0) {
+        st = attn__fail(ATTN_ERR_IO, "cannot open '%s': %s", path, errno_text(errno, reason, sizeof reason));
+        goto fail;
+    }
+    if (fstat(z->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = attn__fail(ATTN_ERR_IO, "cannot read '%s': not a regular file (.npz archives are read from files)", path);
+        goto fail;
+    }
+    z->file_size = (uint64_t)sb.st_size;
+    /* The end record sits in the last 22 + 65,535 bytes (its comment is at
+     * most that long): search backwards for its signature. */
+    const size_t tail_size = (size_t)(z->file_size < 22 + 65535 ? z->file_size : 22 + 65535);
+    if (tail_size < 22) {
+        st = attn__fail(ATTN_ERR_FORMAT, "%s: %llu bytes: not a zip (.npz) archive", path,
+                        (unsigned long long)z->file_size);
+        goto fail;
+    }
+    if (!(tail = malloc(tail_size))) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_open: out of memory");
+        goto fail;
+    }
+    if ((st = read_at(z, tail, tail_size, z->file_size - tail_size))) goto fail;
+    const uint8_t *end = NULL;
+    for (size_t p = tail_size - 22 + 1; p-- > 0;)
+        if (get32(tail + p) == ZIP_END_SIG && p + 22 + get16(tail + p + 20) <= tail_size) {
+            end = tail + p;
+            break;
+        }
+    if (!end) {
+        st = attn__fail(ATTN_ERR_FORMAT, "%s: no end-of-directory record: not a zip (.npz) archive", path);
+        goto fail;
+    }
+    const uint32_t count = get16(end + 10), dir_size = get32(end + 12), dir_offset = get32(end + 16);
+    if (get16(end + 4) != 0 || get16(end + 6) != 0 || get16(end + 8) != count) {
+        st = attn__fail(ATTN_ERR_FORMAT, "%s: a multi-disk archive", path);
+        goto fail;
+    }
+    if (count == 0xffff || dir_size == ZIP_LIMIT || dir_offset == ZIP_LIMIT) {
+        st = attn__fail(ATTN_ERR_UNSUPPORTED, "%s: a zip64 archive (over 4 GiB or 65,535 members): not read", path);
+        goto fail;
+    }
+    if ((uint64_t)dir_offset + dir_size > z->file_size || dir_size > NPZ_DIRECTORY_MAX) {
+        st = attn__fail(ATTN_ERR_FORMAT, "%s: the central directory (%u bytes at %u) lies outside the file", path,
+                        dir_size, dir_offset);
+        goto fail;
+    }
+    if (!(directory = malloc(dir_size ? dir_size : 1))) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_open: out of memory");
+        goto fail;
+    }
+    if ((st = read_at(z, directory, dir_size, dir_offset)) || (st = parse_directory(z, directory, dir_size, count)))
+        goto fail;
+    free(tail);
+    free(directory);
+    *out = z;
+    return ATTN_OK;
+fail:
+    free(tail);
+    free(directory);
+    attn_npz_close(z);
+    return st;
+}
+
+int64_t attn_npz_count(const attn_npz *z) { return z ? z->n : 0; }
+
+attn_status attn_npz_member_at(const attn_npz *z, int64_t i, attn_npz_member *m) {
+    if (!z || !m) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_member_at: %s is NULL", !z ? "z" : "m");
+    if (i < 0 || i >= z->n)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_member_at: member %lld of %lld", (long long)i,
+                          (long long)z->n);
+    const npz_member *s = &z->members[i];
+    m->name = s->name;
+    m->deflated = s->deflated;
+    m->size = s->size;
+    m->stored_size = s->stored_size;
+    return ATTN_OK;
+}
+
+attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) {
+    if (!z || !name || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_read: %s is NULL", !z ? "z" : !name ? "name" : "out");
+    const npz_member *m = NULL;
+    for (int64_t i = 0; i < z->n && !m; i++)
+        if (strcmp(z->members[i].name, name) == 0) m = &z->members[i];
+    if (!m) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: no array '%s' (attn npz list shows them)", z->path, name);
+    uint8_t h[30];
+    attn_status st = read_at(z, h, sizeof h, m->offset);
+    if (st) return st;
+    if (get32(h) != ZIP_LOCAL_SIG)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s': no local header at byte %llu", z->path, name,
+                          (unsigned long long)m->offset);
+    const uint64_t data_at = m->offset + 30 + get16(h + 26) + get16(h + 28);
+    if (data_at + m->stored_size > z->file_size || m->size > SIZE_MAX / 2 || m->stored_size > SIZE_MAX / 2)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' (%llu bytes at %llu) runs past the end of the file", z->path, name,
+                          (unsigned long long)m->stored_size, (unsigned long long)data_at);
+    if (!m->deflated && m->stored_size != m->size)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' is stored with two different sizes", z->path, name);
+#ifndef ATTN_HAVE_ZLIB
+    if (m->deflated)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: '%s' is deflated and this build has no zlib (Debian: zlib1g-dev)",
+                          z->path, name);
+#endif
+    uint8_t *stored = malloc(m->stored_size ? (size_t)m->stored_size : 1), *npy = stored;
+    if (!stored) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
+    if ((st = read_at(z, stored, (size_t)m->stored_size, data_at))) goto done;
+#ifdef ATTN_HAVE_ZLIB
+    if (m->deflated) {
+        if (!(npy = malloc(m->size ? (size_t)m->size : 1))) {
+            st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
+            goto done;
+        }
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        if (inflateInit2(&zs, -15) != Z_OK) {
+            st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "zlib: inflateInit2 failed");
+            goto done;
+        }
+        /* In 1 GiB steps: zlib's counts are 32-bit. */
+        int rc = Z_OK;
+        uint64_t in_left = m->stored_size, out_left = m->size;
+        zs.next_in = stored;
+        zs.next_out = npy;
+        while (rc == Z_OK) {
+            if (zs.avail_in == 0 && in_left) {
+                zs.avail_in = (uInt)(in_left < (1u << 30) ? in_left : (1u << 30));
+                in_left -= zs.avail_in;
+            }
+            if (zs.avail_out == 0 && out_left) {
+                zs.avail_out = (uInt)(out_left < (1u << 30) ? out_left : (1u << 30));
+                out_left -= zs.avail_out;
+            }
+            rc = inflate(&zs, Z_NO_FLUSH);
+            if (rc == Z_BUF_ERROR && (zs.avail_in || in_left) && (zs.avail_out || out_left)) rc = Z_OK;
+        }
+        const uint64_t produced = zs.total_out;
+        inflateEnd(&zs);
+        if (rc != Z_STREAM_END || produced != m->size) {
+            st = attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate to its %llu bytes (zlib %d)", z->path, name,
+                            (unsigned long long)m->size, rc);
+            goto done;
+        }
+    }
+#endif
+    if (crc32_of(npy, (size_t)m->size) != m->crc) {
+        st = attn__fail(ATTN_ERR_FORMAT, "%s: '%s' fails its CRC-32 check (the archive is damaged)", z->path, name);
+        goto done;
+    }
+    st = attn_npy_parse(npy, (size_t)m->size, out);
+done:
+    if (npy != stored) free(npy);
+    free(stored);
+    return st;
+}

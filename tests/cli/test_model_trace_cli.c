@@ -1,0 +1,116 @@
+/*
+ * test_model_trace_cli.c — `attn model trace` and `attn npz` as a user
+ * types them: help, usage errors before any weight is loaded (a pattern
+ * that matches no hook, a patch that does not parse, a missing source),
+ * and with Gemma 3 270M (skipped with a message when absent) a real run:
+ * a cache written and read back with attn npz list / get, an ablation's
+ * KL line, a layer sweep's one line per layer.
+ */
+#include "testutil.h"
+
+#include "attn.h"
+#include "attn_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define GEMMA "gemma-3-270m-q4_k_m.gguf"
+#define IDS "2,818,5279,529,7001,563"
+
+static char gemma[768];
+
+static int setup(void **state) {
+    (void)state;
+    const char *dir = getenv("ATTN_MODEL_DIR"), *home = getenv("HOME");
+    if (dir && *dir) snprintf(gemma, sizeof gemma, "%s/" GEMMA, dir);
+    else snprintf(gemma, sizeof gemma, "%s/.cache/attn/models/" GEMMA, home ? home : "");
+    struct stat st;
+    if (stat(gemma, &st) != 0) gemma[0] = '\0';
+    return 0;
+}
+
+static void need_model(void) {
+    if (!gemma[0]) {
+        print_message("skipped: " GEMMA " is not in the model directory (scripts/fetch-models.sh)\n");
+        skip();
+    }
+}
+
+/* st: test_run_cli's status; *output its output (freed here).  The output
+ * is passed by address: it is set by the call in the same argument list. */
+static void expect(int st, int want, char **output, const char *says) {
+    if (st != want) fail_msg("exit %d (expected %d): %s", st, want, *output);
+    if (says && !strstr(*output, says)) fail_msg("output does not say '%s':\n%s", says, *output);
+    free(*output);
+}
+
+static void test_help_and_usage(void **state) {
+    (void)state;
+    char *out;
+    expect(test_run_cli(&out, "model trace --help"), 0, &out, "blocks.L.attn.hook_pattern");
+    expect(test_run_cli(&out, "model --help"), 0, &out, "attn model trace");
+    expect(test_run_cli(&out, "model trace --text x"), 2, &out, "--model");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --ids 1"), 2, &out, "one of them");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --hooks 'blocks.*'"), 2, &out, "go together");
+    expect(test_run_cli(&out, "npz --help"), 0, &out, "attn npz get");
+    expect(test_run_cli(&out, "npz get x.npz"), 2, &out, "NAME -o");
+    expect(test_run_cli(&out, "npz list %s", test_path("absent.npz")), 1, &out, "absent.npz");
+}
+
+static void test_refused_before_loading(void **state) {
+    (void)state;
+    need_model();
+    char *out;
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --hooks 'blocks.*.attn.hook_patern' -o %s", gemma,
+                        test_path("c.npz")),
+           2, &out, "matches no hook");
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --hooks 'blocks.99.*' -o %s", gemma,
+                        test_path("c.npz")),
+           2, &out, "matches no hook");
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --patch blocks.3.hook_resid_pre", gemma), 2, &out,
+           "--source-text");
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids " IDS " --patch blocks.30.hook_resid_pre",
+                        gemma),
+           2, &out, "layer 30");
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids " IDS " --patch hook_resid_pre", gemma),
+           2, &out, "--sweep-layers");
+    struct stat st;
+    assert_int_not_equal(stat(test_path("c.npz"), &st), 0); /* nothing written */
+}
+
+static void test_real_run(void **state) {
+    (void)state;
+    need_model();
+    char *out;
+    const char *cache = test_path("cache.npz");
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --hooks 'blocks.5.attn.hook_*,hook_embed' -o %s "
+                              "--ablate blocks.5.attn.hook_z:0=zero --answer ' Paris'",
+                        gemma, cache),
+           0, &out, "KL(clean || patched)");
+    expect(test_run_cli(&out, "npz list %s", cache), 0, &out, "blocks.5.attn.hook_pattern");
+    expect(test_run_cli(&out, "npz get %s blocks.5.attn.hook_z -o %s", cache, test_path("z.npy")), 0, &out, NULL);
+    attn_array z = {0};
+    if (attn_npy_load(test_path("z.npy"), &z)) fail_msg("%s", attn_last_error());
+    assert_int_equal(z.ndim, 3);
+    assert_int_equal(z.shape[0], 6);
+    assert_int_equal(z.shape[1], 4);
+    /* The cache holds the run as patched: head 0's z is 0 everywhere. */
+    for (int64_t i = 0; i < 6; i++)
+        for (int64_t e = 0; e < z.shape[2]; e++) assert_true(((float *)z.data)[(i * 4) * z.shape[2] + e] == 0.0f);
+    attn_array_free(&z);
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids 2,818,5279,529,11702,563 "
+                              "--patch 'blocks.*.hook_resid_post@-2' --sweep-layers --answer ' Rome'",
+                        gemma),
+           0, &out, "17     ");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_and_usage),
+        cmocka_unit_test(test_refused_before_loading),
+        cmocka_unit_test(test_real_run),
+    };
+    return cmocka_run_group_tests(tests, setup, test_group_teardown);
+}

@@ -1,0 +1,585 @@
+/*
+ * cmd_model_trace.c — `attn model trace`: a real model's activations under
+ * TransformerLens's hook names, recorded into an .npz cache, patched from a
+ * second (source) run or ablated, with the next-token distribution before
+ * and after (model_trace.h does the work; docs/model-trace.md).
+ */
+#include "cli.h"
+
+#include "attn_decoder.h"
+#include "attn_model.h"
+#include "attn_npz.h"
+#include "attn_tokenizer.h"
+#include "model_trace.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOP_DEFAULT 5
+#define TRACE_TOKENS_MAX 512 /* tokens of a text here: the scores and patterns are L^2 a layer */
+#define PATCHES_MAX 32
+#define PATTERNS_MAX 64
+
+static void trace_help(FILE *out) {
+    fprintf(out,
+    "usage: attn model trace --model FILE.gguf (--text TEXT | --ids ID,..) [--hooks PATTERN,.. -o CACHE.npz]\n"
+    "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
+    "                        [--ablate HOOK[@POS,..]:HEAD,..=zero|mean]... [--sweep-layers]\n"
+    "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n"
+    "       attn model trace --model FILE.gguf --text TEXT --source-text TEXT --paths [--position P]\n"
+    "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD [--position P] [--tolerance T]\n\n"
+    "Runs a GGUF decoder over a text and shows its activations at TransformerLens's hook points:\n"
+    "  hook_embed, blocks.L.hook_resid_pre, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
+    "  blocks.L.attn.hook_rot_q / hook_rot_k (after RoPE), blocks.L.attn.hook_attn_scores,\n"
+    "  blocks.L.attn.hook_pattern, blocks.L.attn.hook_z, blocks.L.hook_attn_out, blocks.L.hook_resid_mid,\n"
+    "  blocks.L.hook_mlp_out, blocks.L.hook_resid_post, ln_final.hook_normalized\n"
+    "(shapes without the batch axis: [L, d], [L, heads, d_head], scores and pattern [heads, L, L]).\n\n"
+    "  --model FILE        the GGUF model (qwen2, gemma3); the tokenizer is read from it\n"
+    "  --text TEXT         the run (the target of patches); --ids ID,.. gives token ids instead\n"
+    "  --hooks PATTERNS    glob patterns, comma-separated (blocks.*.attn.hook_pattern, blocks.3.*):\n"
+    "                      every matching hook of the run is saved into -o CACHE.npz (np.load reads it;\n"
+    "                      attn npz list / get too). With patches the cache holds the patched run.\n"
+    "  --compress          deflate the cache's arrays (np.savez_compressed); default stored (np.savez)\n"
+    "  --source-text TEXT  a second run whose activations --patch copies in (--source-ids: ids)\n"
+    "  --patch HOOK[@POS][:HEADS]  replace HOOK's rows at those positions (default all; negative count\n"
+    "                      from the end of each text: @-1 is the last token of both) and heads (q, k, v,\n"
+    "                      rot_q, rot_k, z, scores, pattern; default all) with the source run's. A patched\n"
+    "                      pattern feeds z = pattern . v with this run's v (the weight path alone).\n"
+    "  --ablate HOOK[@POS]:HEADS=zero|mean  set those heads to 0, or to their mean over every position\n"
+    "                      of this run (blocks.L.attn.hook_z:3=zero removes head 3 of layer L)\n"
+    "  --sweep-layers      the patches whose hook has no layer (blocks.*.NAME, or NAME alone) are applied\n"
+    "                      at one layer at a time, one line per layer\n"
+    "  --answer TOKEN      report this next token's probability and the logit difference\n"
+    "                      answer - wrong (TOKEN: a text of one token, or #ID)\n"
+    "  --wrong TOKEN       the other side of the logit difference (default: the clean run's top token)\n"
+    "  --top K             next tokens shown before and after (default %d)\n",
+    TOP_DEFAULT);
+    fprintf(out,
+    "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
+    "                      base and the source (same length) as changed: with the base queries fixed,\n"
+    "                      keys only (the weight path), values only (the content path), both, and their\n"
+    "                      interaction, at --position P (default -1, the last); the heads ranked by each\n"
+    "                      path's L2 change of z. Each layer is decomposed on its own.\n"
+    "  --nullspace L:H     \"weights are not an explanation\": how far head H of layer L's weight row at\n"
+    "                      --position P (default -1) can move in L1 with its z unchanged within\n"
+    "                      --tolerance T (default 1e-3) in every coordinate (attn nullspace's search on\n"
+    "                      the head's real v rows; exact up to 12 visible keys, a lower bound beyond)\n\n"
+    "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
+    "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
+    "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
+    "no hook, a patch that does not parse)\n\n"
+    "examples:\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --hooks 'blocks.*.attn.hook_pattern' -o cache.npz\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --source-text 这台电脑来自苹果 \\\n"
+    "      --patch 'blocks.*.hook_resid_pre@-1' --sweep-layers --answer 公司\n"
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n");
+}
+
+enum {
+    F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
+    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE
+};
+
+static const cli_flag trace_flags[] = {
+    {"--model", "FILE", F_MODEL, 0},          {"--text", "TEXT", F_TEXT, 0},
+    {"--ids", "ID,..", F_IDS, 0},             {"--hooks", "PATTERN,..", F_HOOKS, 0},
+    {"-o", "CACHE.npz", F_OUT, 0},            {"--compress", NULL, F_COMPRESS, 0},
+    {"--source-text", "TEXT", F_SOURCE_TEXT, 0}, {"--source-ids", "ID,..", F_SOURCE_IDS, 0},
+    {"--patch", "HOOK[@POS][:HEADS]", F_PATCH, CLI_REPEATABLE},
+    {"--ablate", "HOOK:HEADS=zero|mean", F_ABLATE, CLI_REPEATABLE},
+    {"--sweep-layers", NULL, F_SWEEP, 0},     {"--answer", "TOKEN", F_ANSWER, 0},
+    {"--wrong", "TOKEN", F_WRONG, 0},         {"--top", "K", F_TOP, 0},
+    {"--paths", NULL, F_PATHS, 0},            {"--position", "P", F_POSITION, 0},
+    {"--nullspace", "LAYER:HEAD", F_NULLSPACE, 0}, {"--tolerance", "T", F_TOLERANCE, 0},
+    CLI_FLAGS_END};
+
+static const cli_flag *const trace_tables[] = {trace_flags, NULL};
+static const cli_spec trace_spec = {"model trace", trace_tables, trace_help, false};
+
+#define CMD "model trace"
+
+typedef struct run_text {
+    int32_t *ids;
+    int64_t L;
+} run_text;
+
+/* Token id's text (invalid UTF-8 replaced, control characters escaped). */
+static const char *token_text(const attn_tokenizer *t, int32_t id, char *buf, size_t size) {
+    char raw[256];
+    size_t len = 0;
+    buf[0] = '\0';
+    if (attn_tokenizer_decode(t, &id, 1, ATTN_DECODE_VALID_UTF8, raw, sizeof raw, &len)) return buf;
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 5 < size; i++) {
+        const unsigned char ch = (unsigned char)raw[i];
+        if (ch == '\n') o += (size_t)snprintf(buf + o, size - o, "\\n");
+        else if (ch < 0x20 || ch == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", ch);
+        else buf[o++] = (char)ch;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* --text or --ids into r; false with the message printed. */
+static bool take_text(const attn_tokenizer *t, const char *flag, const char *text, const char *ids, int64_t vocab,
+                      run_text *r, int *rc) {
+    *rc = CLI_USAGE_ERROR;
+    r->ids = malloc(TRACE_TOKENS_MAX * sizeof *r->ids);
+    if (!r->ids) return (*rc = cli_data_error(CMD, "out of memory")), false;
+    if (text) {
+        size_t n;
+        if (attn_tokenizer_encode(t, text, strlen(text), 0, r->ids, TRACE_TOKENS_MAX, &n)) {
+            cli_usage_error(CMD, "%s: %s (at most %d tokens)", flag, attn_last_error(), TRACE_TOKENS_MAX);
+            return false;
+        }
+        r->L = (int64_t)n;
+    } else {
+        r->L = 0;
+        for (const char *p = ids; *p;) {
+            char *end;
+            const long long v = strtoll(p, &end, 10);
+            if (end == p || (*end != ',' && *end) || v < 0 || v >= vocab || r->L >= TRACE_TOKENS_MAX) {
+                cli_usage_error(CMD, "%s: '%s': expected at most %d token ids in [0, %lld), comma-separated", flag,
+                                ids, TRACE_TOKENS_MAX, (long long)vocab);
+                return false;
+            }
+            r->ids[r->L++] = (int32_t)v;
+            p = *end ? end + 1 : end;
+        }
+    }
+    if (r->L == 0) {
+        cli_usage_error(CMD, "%s: no tokens", flag);
+        return false;
+    }
+    *rc = CLI_OK;
+    return true;
+}
+
+/* --answer / --wrong: "#ID" or a text of exactly one token (no BOS). */
+static bool take_token(const attn_tokenizer *t, const char *flag, const char *text, int64_t vocab, int64_t *id) {
+    if (text[0] == '#') {
+        char *end;
+        const long long v = strtoll(text + 1, &end, 10);
+        if (end == text + 1 || *end || v < 0 || v >= vocab)
+            return cli_usage_error(CMD, "%s '%s': expected #ID with ID in [0, %lld)", flag, text, (long long)vocab),
+                   false;
+        *id = v;
+        return true;
+    }
+    int32_t ids[8];
+    size_t n = 0;
+    if (attn_tokenizer_encode(t, text, strlen(text), ATTN_ENCODE_NO_BOS, ids, 8, &n) || n != 1)
+        return cli_usage_error(CMD, "%s '%s' is %zu tokens, not one (give a single token's text, or #ID)", flag,
+                               text, n), false;
+    *id = ids[0];
+    return true;
+}
+
+static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
+    for (int64_t j = 0; j < k; j++) best[j] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = k;
+        while (j > 0 && (best[j - 1] < 0 || x[i] > x[best[j - 1]])) j--;
+        if (j >= k) continue;
+        memmove(best + j + 1, best + j, (size_t)(k - j - 1) * sizeof *best);
+        best[j] = i;
+    }
+}
+
+static void print_tokens(const attn_tokenizer *t, const char *label, const run_text *r) {
+    char buf[256];
+    printf("%-8s %lld tokens:", label, (long long)r->L);
+    for (int64_t i = 0; i < r->L; i++) printf(" %s(%ld)", token_text(t, r->ids[i], buf, sizeof buf), (long)r->ids[i]);
+    printf("\n");
+}
+
+static void print_top(const attn_tokenizer *t, const char *label, const float *logits, int64_t V, int64_t top) {
+    int64_t best[64];
+    top_k(logits, V, top, best);
+    char buf[256];
+    printf("%-8s", label);
+    for (int64_t j = 0; j < top; j++)
+        printf("  %s %.4f", token_text(t, (int32_t)best[j], buf, sizeof buf), trace_prob(logits, V, best[j]));
+    printf("\n");
+}
+
+typedef struct trace_cli {
+    const char *model, *text, *ids, *hooks, *out, *source_text, *source_ids, *answer, *wrong;
+    const char *patch_texts[PATCHES_MAX];
+    int patch_ablate[PATCHES_MAX];
+    int n_patches;
+    bool compress, sweep, paths;
+    int64_t top, position;
+    const char *nullspace;
+    double tolerance;
+} trace_cli;
+
+typedef struct ranked {
+    const trace_head_paths *all;
+    int by_content;
+} ranked;
+
+static ranked rank_by; /* qsort has no user pointer */
+
+static int compare_heads(const void *a, const void *b) {
+    const trace_head_paths *x = &rank_by.all[*(const int64_t *)a], *y = &rank_by.all[*(const int64_t *)b];
+    const double vx = rank_by.by_content ? x->content : x->weight, vy = rank_by.by_content ? y->content : y->weight;
+    return vx < vy ? 1 : vx > vy ? -1 : (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
+}
+
+/* --paths: the decomposition, and the heads ranked by each path. */
+static int print_paths(const attn_decoder *m, const attn_tokenizer *tok, const run_text *base, const run_text *changed,
+                       int64_t position) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    if (base->L != changed->L)
+        return cli_usage_error(CMD, "--paths needs a base and a changed text of one length (they have %lld and %lld "
+                                    "tokens): the keys and values of one replace the other's",
+                               (long long)base->L, (long long)changed->L);
+    const int64_t n = c->n_layers * c->n_heads;
+    trace_head_paths *all = malloc((size_t)n * sizeof *all);
+    int64_t *order = malloc((size_t)n * sizeof *order);
+    char error[512], buf[256];
+    int rc = CLI_OK;
+    if (!all || !order) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (trace_paths(m, base->ids, changed->ids, base->L, position, all, error, sizeof error)) {
+        rc = cli_data_error(CMD, "%s", error);
+        goto done;
+    }
+    const int64_t pos = position < 0 ? base->L + position : position;
+    printf("\npath decomposition at position %lld (%s), base = --text, changed = --source-text; |dz| are L2 norms of\n"
+           "the change of a head's z there, with the base queries fixed (Figure 2); 'changed' is the changed\n"
+           "text's own run (its queries too):\n",
+           (long long)pos, token_text(tok, base->ids[pos], buf, sizeof buf));
+    for (int by = 0; by < 2; by++) {
+        for (int64_t i = 0; i < n; i++) order[i] = i;
+        rank_by = (ranked){all, by};
+        qsort(order, (size_t)n, sizeof *order, compare_heads);
+        printf("\nthrough the %s path (%s changed, %s kept):\n", by ? "content" : "weight", by ? "values" : "keys",
+               by ? "weights" : "values");
+        printf("%-5s %-6s %-5s %11s %11s %13s %12s %9s\n", "rank", "layer", "head", "|dz| K only", "|dz| V only",
+               "|interaction|", "|dz| changed", "|z| base");
+        for (int64_t r = 0; r < 10 && r < n; r++) {
+            const trace_head_paths *h = &all[order[r]];
+            printf("%-5lld %-6lld %-5lld %11.4f %11.4f %13.4f %12.4f %9.4f\n", (long long)(r + 1),
+                   (long long)(order[r] / c->n_heads), (long long)(order[r] % c->n_heads), h->weight, h->content,
+                   h->interaction, h->changed, h->base);
+        }
+    }
+done:
+    free(all);
+    free(order);
+    return rc;
+}
+
+/* --nullspace LAYER:HEAD: the row, the row found and the search's numbers. */
+static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
+    long long layer, head;
+    char tail;
+    if (sscanf(o->nullspace, "%lld:%lld%c", &layer, &head, &tail) != 2)
+        return cli_usage_error(CMD, "--nullspace '%s': expected LAYER:HEAD (two integers)", o->nullspace);
+    float *w = malloc((size_t)r->L * sizeof *w);
+    double *moved = malloc((size_t)r->L * sizeof *moved);
+    char error[512], buf[256];
+    int rc = CLI_OK;
+    attn_nullspace_result res;
+    if (!w || !moved) {
+        rc = cli_data_error(CMD, "out of memory");
+    } else if (trace_nullspace(m, r->ids, r->L, layer, head, o->position, o->tolerance, w, moved, &res, error,
+                               sizeof error)) {
+        rc = cli_data_error(CMD, "%s", error);
+    } else {
+        const int64_t pos = o->position < 0 ? r->L + o->position : o->position;
+        printf("\nblocks.%lld.attn.hook_pattern, head %lld, query %lld (%s): %lld visible keys, v rows of width %lld\n",
+               layer, head, (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf), (long long)res.visible,
+               (long long)attn_decoder_get_config(m)->head_dim);
+        printf("%-5s %-16s %10s %10s\n", "key", "token", "weight", "moved to");
+        for (int64_t j = 0; j <= pos; j++)
+            printf("%-5lld %-16s %10.6f %10.6f\n", (long long)j, token_text(tok, r->ids[j], buf, sizeof buf),
+                   (double)w[j], moved[j]);
+        printf("L1 move %.6f of at most 2 (%s), the head's z changes by at most %.3g <= tolerance %.3g; %lld linear "
+               "programs\n", res.l1, res.exact ? "the exact maximum" : "a lower bound: local search",
+               res.max_output_change, o->tolerance, (long long)res.programs);
+    }
+    free(w);
+    free(moved);
+    return rc;
+}
+
+static int trace_main(const trace_cli *o) {
+    attn_gguf *g = NULL;
+    attn_decoder *m = NULL;
+    attn_tokenizer *tok = NULL;
+    attn_npz_writer *cache = NULL;
+    run_text target = {0}, source = {0};
+    trace_store store = {0};
+    float *clean = NULL, *patched = NULL, *source_logits = NULL;
+    char *hooks_copy = NULL;
+    const char *patterns[PATTERNS_MAX];
+    int n_patterns = 0, rc = CLI_OK;
+    trace_patch patches[PATCHES_MAX];
+    char error[512];
+    if (attn_gguf_open(o->model, &g)) return cli_data_error(CMD, "%s", attn_last_error());
+    attn_decoder_config c;
+    if (attn_decoder_read_config(g, &c)) {
+        rc = cli_data_error(CMD, "%s: %s", o->model, attn_last_error());
+        goto done;
+    }
+    /* Everything that can be checked without the weights is checked first:
+     * loading them takes seconds. */
+    for (int i = 0; i < o->n_patches; i++)
+        if (!trace_parse_patch(o->patch_texts[i], o->patch_ablate[i], c.n_layers, &patches[i], error, sizeof error)) {
+            rc = cli_usage_error(CMD, "%s", error);
+            goto done;
+        }
+    bool any_source = false, any_sweep = false;
+    for (int i = 0; i < o->n_patches; i++) {
+        any_source |= patches[i].kind == TRACE_PATCH_SOURCE;
+        any_sweep |= patches[i].layer < 0;
+    }
+    if (any_source && !o->source_text && !o->source_ids) {
+        rc = cli_usage_error(CMD, "--patch copies from a source run: give --source-text TEXT (or --source-ids)");
+        goto done;
+    }
+    if (any_sweep != o->sweep) {
+        rc = cli_usage_error(CMD, any_sweep ? "a patch names every layer (blocks.*. or no layer): add --sweep-layers, "
+                                              "or name one layer (blocks.L.NAME)"
+                                            : "--sweep-layers needs a patch without a layer (blocks.*.NAME)");
+        goto done;
+    }
+    if (o->paths && (!o->source_text && !o->source_ids)) {
+        rc = cli_usage_error(CMD, "--paths compares two runs: give --source-text TEXT (or --source-ids)");
+        goto done;
+    }
+    if (o->hooks) {
+        if (!(hooks_copy = strdup(o->hooks))) {
+            rc = cli_data_error(CMD, "out of memory");
+            goto done;
+        }
+        for (char *save = NULL, *p = strtok_r(hooks_copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (n_patterns == PATTERNS_MAX) {
+                rc = cli_usage_error(CMD, "--hooks: at most %d patterns", PATTERNS_MAX);
+                goto done;
+            }
+            if (trace_pattern_matches(&c, p) == 0) {
+                rc = cli_usage_error(CMD, "--hooks: '%s' matches no hook of this model (%lld layers; names such as "
+                                          "blocks.0.attn.hook_pattern, blocks.*.hook_resid_post, hook_embed)",
+                                     p, (long long)c.n_layers);
+                goto done;
+            }
+            patterns[n_patterns++] = p;
+        }
+        if (n_patterns == 0) {
+            rc = cli_usage_error(CMD, "--hooks: no pattern");
+            goto done;
+        }
+    }
+    const double t0 = cli_seconds();
+    if (attn_decoder_load(g, &m) || attn_tokenizer_from_gguf(g, &tok)) {
+        rc = cli_data_error(CMD, "%s: %s", o->model, attn_last_error());
+        goto done;
+    }
+    const int64_t V = c.vocab;
+    int64_t answer = -1, wrong = -1;
+    if (!take_text(tok, o->text ? "--text" : "--ids", o->text, o->ids, V, &target, &rc) ||
+        ((o->source_text || o->source_ids) &&
+         !take_text(tok, o->source_text ? "--source-text" : "--source-ids", o->source_text, o->source_ids, V, &source,
+                    &rc)))
+        goto done;
+    if ((o->answer && !take_token(tok, "--answer", o->answer, V, &answer)) ||
+        (o->wrong && !take_token(tok, "--wrong", o->wrong, V, &wrong))) {
+        rc = CLI_USAGE_ERROR;
+        goto done;
+    }
+    clean = malloc((size_t)V * sizeof *clean);
+    patched = malloc((size_t)V * sizeof *patched);
+    source_logits = malloc((size_t)V * sizeof *source_logits);
+    if (!clean || !patched || !source_logits) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    fprintf(stderr, "attn model trace: %s loaded in %.1f s\n", c.architecture, cli_seconds() - t0);
+    print_tokens(tok, "target", &target);
+    if (source.L) print_tokens(tok, "source", &source);
+    /* The clean run, and the source's own (its next token, for reference). */
+    trace_run_spec plain = {0};
+    plain.sweep_layer = -1;
+    if (trace_run(m, target.ids, target.L, &plain, clean, error, sizeof error) ||
+        (source.L && trace_run(m, source.ids, source.L, &plain, source_logits, error, sizeof error)) ||
+        (any_source &&
+         trace_record_source(m, source.ids, source.L, patches, o->n_patches, &store, error, sizeof error))) {
+        rc = cli_data_error(CMD, "%s", error);
+        goto done;
+    }
+    int64_t best;
+    top_k(clean, V, 1, &best);
+    if (wrong < 0) wrong = best;
+    char buf[256], buf2[256];
+    printf("\nnext token (top %lld with probabilities):\n", (long long)o->top);
+    print_top(tok, "clean", clean, V, o->top);
+    if (source.L) print_top(tok, "source", source_logits, V, o->top);
+    if (o->paths) {
+        rc = print_paths(m, tok, &target, &source, o->position);
+        goto done;
+    }
+    if (o->nullspace) {
+        rc = print_nullspace(m, tok, &target, o);
+        goto done;
+    }
+    trace_run_spec spec = {patches, o->n_patches, -1, &store, source.L, NULL, patterns, n_patterns, NULL};
+    if (o->out) {
+        if (attn_npz_create(o->out, o->compress, &cache)) {
+            rc = cli_data_error(CMD, "%s", attn_last_error());
+            goto done;
+        }
+        spec.cache = cache;
+    }
+    int64_t recorded = 0;
+    spec.recorded = &recorded;
+    if (!o->sweep) {
+        if (trace_run(m, target.ids, target.L, &spec, patched, error, sizeof error)) {
+            rc = cli_data_error(CMD, "%s", error);
+            goto done;
+        }
+        if (o->n_patches) {
+            print_top(tok, "patched", patched, V, o->top);
+            printf("\nKL(clean || patched) = %.6g nats\n", trace_kl(clean, patched, V));
+            if (answer >= 0)
+                printf("p(%s) clean %.6f -> patched %.6f;  logit difference %s - %s: clean %.4f -> patched %.4f\n",
+                       token_text(tok, (int32_t)answer, buf, sizeof buf), trace_prob(clean, V, answer),
+                       trace_prob(patched, V, answer), buf, token_text(tok, (int32_t)wrong, buf2, sizeof buf2),
+                       (double)(clean[answer] - clean[wrong]), (double)(patched[answer] - patched[wrong]));
+        } else if (answer >= 0) {
+            printf("\np(%s) = %.6f;  logit difference %s - %s = %.4f\n", token_text(tok, (int32_t)answer, buf, sizeof buf),
+                   trace_prob(clean, V, answer), buf, token_text(tok, (int32_t)wrong, buf2, sizeof buf2),
+                   (double)(clean[answer] - clean[wrong]));
+        }
+    } else {
+        if (answer >= 0)
+            printf("\np(%s): clean %.6f, source %.6f.  Per layer, with the patch at that layer alone:\n",
+                   token_text(tok, (int32_t)answer, buf, sizeof buf), trace_prob(clean, V, answer),
+                   source.L ? trace_prob(source_logits, V, answer) : NAN);
+        else
+            printf("\nper layer, with the patch at that layer alone:\n");
+        printf("%-6s %10s %12s %12s  %s\n", "layer", answer >= 0 ? "p(answer)" : "", answer >= 0 ? "logit diff" : "",
+               "KL", "top next tokens");
+        for (int64_t l = 0; l < c.n_layers; l++) {
+            spec.sweep_layer = l;
+            spec.cache = NULL; /* the cache holds the unswept run: one layer's patch would be arbitrary */
+            if (trace_run(m, target.ids, target.L, &spec, patched, error, sizeof error)) {
+                rc = cli_data_error(CMD, "%s", error);
+                goto done;
+            }
+            int64_t tops[3];
+            top_k(patched, V, 3, tops);
+            printf("%-6lld ", (long long)l);
+            if (answer >= 0)
+                printf("%10.6f %12.4f ", trace_prob(patched, V, answer), (double)(patched[answer] - patched[wrong]));
+            else
+                printf("%10s %12s ", "", "");
+            printf("%12.6g ", trace_kl(clean, patched, V));
+            for (int j = 0; j < 3; j++)
+                printf(" %s %.3f", token_text(tok, (int32_t)tops[j], buf, sizeof buf), trace_prob(patched, V, tops[j]));
+            printf("\n");
+        }
+        if (cache) { /* the clean run's hooks */
+            spec.n_patches = 0;
+            spec.cache = cache;
+            if (trace_run(m, target.ids, target.L, &spec, patched, error, sizeof error)) {
+                rc = cli_data_error(CMD, "%s", error);
+                goto done;
+            }
+        }
+    }
+    if (cache) {
+        attn_npz_writer *w = cache;
+        cache = NULL;
+        if (attn_npz_commit(w)) {
+            rc = cli_data_error(CMD, "%s", attn_last_error());
+            goto done;
+        }
+        fprintf(stderr, "attn model trace: %lld arrays written to %s\n", (long long)recorded, o->out);
+    }
+done:
+    attn_npz_discard(cache);
+    trace_store_free(&store);
+    free(hooks_copy);
+    free(clean);
+    free(patched);
+    free(source_logits);
+    free(target.ids);
+    free(source.ids);
+    attn_tokenizer_free(tok);
+    attn_decoder_free(m);
+    attn_gguf_close(g);
+    return rc;
+}
+
+int cmd_model_trace(int argc, char **argv) {
+    trace_cli o = {0};
+    o.top = TOP_DEFAULT;
+    o.position = -1;
+    o.tolerance = 1e-3;
+    cli_args args;
+    const char *value;
+    cli_args_begin(&args, &trace_spec, argc, argv);
+    for (int id; (id = cli_args_next(&args, &value)) != CLI_ARGS_END;) {
+        if (id == CLI_ARGS_STOP) return args.status;
+        switch (id) {
+        case F_MODEL: o.model = value; break;
+        case F_TEXT: o.text = value; break;
+        case F_IDS: o.ids = value; break;
+        case F_HOOKS: o.hooks = value; break;
+        case F_OUT: o.out = value; break;
+        case F_COMPRESS: o.compress = true; break;
+        case F_SOURCE_TEXT: o.source_text = value; break;
+        case F_SOURCE_IDS: o.source_ids = value; break;
+        case F_PATCH:
+        case F_ABLATE:
+            if (o.n_patches == PATCHES_MAX) return cli_usage_error(CMD, "at most %d patches and ablations", PATCHES_MAX);
+            o.patch_ablate[o.n_patches] = id == F_ABLATE;
+            o.patch_texts[o.n_patches++] = value;
+            break;
+        case F_SWEEP: o.sweep = true; break;
+        case F_PATHS: o.paths = true; break;
+        case F_NULLSPACE: o.nullspace = value; break;
+        case F_TOLERANCE:
+            if (!cli_parse_float(CMD, args.flag, value, 0, 1e30, &o.tolerance)) return CLI_USAGE_ERROR;
+            break;
+        case F_POSITION:
+            if (!cli_parse_int(CMD, args.flag, value, -TRACE_TOKENS_MAX, TRACE_TOKENS_MAX - 1, &o.position))
+                return CLI_USAGE_ERROR;
+            break;
+        case F_ANSWER: o.answer = value; break;
+        case F_WRONG: o.wrong = value; break;
+        case F_TOP:
+            if (!cli_parse_int(CMD, args.flag, value, 1, 64, &o.top)) return CLI_USAGE_ERROR;
+            break;
+        default: break;
+        }
+    }
+    if (!o.model) return cli_usage_error(CMD, "--model FILE.gguf is needed");
+    if (!o.text == !o.ids) return cli_usage_error(CMD, "give the run as --text TEXT or as --ids ID,.. (one of them)");
+    if (o.source_text && o.source_ids) return cli_usage_error(CMD, "--source-text and --source-ids: one of them");
+    if (!o.hooks != !o.out) return cli_usage_error(CMD, "--hooks PATTERNS and -o CACHE.npz go together");
+    if (o.compress && !o.out) return cli_usage_error(CMD, "--compress applies to -o CACHE.npz");
+    if (o.wrong && !o.answer) return cli_usage_error(CMD, "--wrong needs --answer");
+    if (o.paths && (o.n_patches || o.sweep || o.out || o.answer))
+        return cli_usage_error(CMD, "--paths is a run of its own: no --patch, --ablate, --sweep-layers, --hooks or --answer");
+    if (o.nullspace && (o.paths || o.n_patches || o.sweep || o.out || o.answer))
+        return cli_usage_error(CMD, "--nullspace is a run of its own: no --paths, --patch, --ablate, --sweep-layers, "
+                                    "--hooks or --answer");
+    if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace)
+        return cli_usage_error(CMD, "--position applies to --paths and --nullspace");
+    if (cli_args_given(&args, F_TOLERANCE) && !o.nullspace) return cli_usage_error(CMD, "--tolerance applies to --nullspace");
+    if (o.out) {
+        const char *outs[] = {o.out};
+        const char *ins[] = {o.model};
+        const int rc = cli_check_paths(CMD, ins, 1, outs, 1);
+        if (rc) return rc;
+    }
+    return trace_main(&o);
+}
