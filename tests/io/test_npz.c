@@ -152,10 +152,16 @@ static void test_numpy_written(void **state) {
 
 static void test_numpy_reads(void **state) {
     (void)state;
-    const char *py = getenv("ATTN_PYTHON");
+    /* $ATTN_PYTHON, else the first python3 on PATH with numpy, else
+     * Debian's own (python3-numpy installs there; PATH may name another). */
+    const char *env = getenv("ATTN_PYTHON");
+    const char *candidates[] = {env && *env ? env : "python3", "/usr/bin/python3"}, *py = NULL;
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s -c 'import numpy' >/dev/null 2>&1", py && *py ? py : "python3");
-    if (system(cmd) != 0) {
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0] && !py; i++) {
+        snprintf(cmd, sizeof cmd, "%s -c 'import numpy' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0) py = candidates[i];
+    }
+    if (!py) {
         print_message("skipped: no python3 with numpy (set ATTN_PYTHON=/path/to/python; Debian: python3-numpy)\n");
         skip();
     }
@@ -178,7 +184,7 @@ static void test_numpy_reads(void **state) {
                  "assert z[\"empty\"].shape == (0, 7) and z[\"empty\"].dtype == bool\n"
                  "import zipfile; assert zipfile.ZipFile(sys.argv[1]).testzip() is None\n"
                  "' %s",
-                 py && *py ? py : "python3", path);
+                 py, path);
         if (system(cmd) != 0) fail_msg("numpy could not read %s as written (the command printed why)", path);
     }
     print_message("numpy read attn's stored and deflated archives (values, dtypes, shapes, CRC-32)\n");
