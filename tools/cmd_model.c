@@ -28,7 +28,8 @@ static void model_help(FILE *out) {
     fprintf(out,
     "usage: attn model info FILE.gguf\n"
     "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n"
-    "       attn model chapter FILE.gguf [OPTIONS]\n\n"
+    "       attn model chapter FILE.gguf [OPTIONS]\n"
+    "       attn model generate --model FILE.gguf --text TEXT [--max-tokens N] [sampling options]\n\n"
     "A decoder-only language model from a GGUF file (qwen2: Qwen2 / Qwen2.5; gemma3: Gemma 3),\n"
     "run in float32 with every layer's attention through attn's scaled dot-product attention.\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
@@ -42,7 +43,9 @@ static void model_help(FILE *out) {
     "  --top K           how many next tokens to print (default %d)\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
-    "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n\n"
+    "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
+    "  generate          continues a text, streaming it as the tokens come, through attn's KV cache\n"
+    "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
@@ -258,6 +261,7 @@ done:
 }
 
 int cmd_model(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "generate") == 0) return cmd_model_generate(argc - 1, argv + 1);
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
         const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
@@ -298,9 +302,9 @@ int cmd_model(int argc, char **argv) {
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
     const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
     if (!info && !run) {
-        static const char *const actions[] = {"info", "run"};
-        const char *guess = cli_nearest_name(action, strlen(action), actions, 2);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run and chapter", action,
+        static const char *const actions[] = {"info", "run", "chapter", "generate"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 4);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter and generate", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model's FILE.gguf", action);
