@@ -98,26 +98,31 @@ static void emit(utf8_stream *u, const unsigned char *p, size_t n) {
     u->printed = true;
 }
 
-/* Prints the complete characters at the start of pending and keeps the
- * incomplete end; a byte that can never be part of a valid character (a
- * stray continuation, a lead followed by a non-continuation) is printed as
- * U+FFFD, as Hugging Face's decoders print it.  final: the end of the
- * text, so an incomplete end is invalid too. */
+/* Prints the complete characters at the start of pending and keeps an
+ * incomplete end (a character's first bytes, waiting for the next token).
+ * What can never become a character is printed as one U+FFFD per maximal
+ * subpart, as Python's (and so Hugging Face's) errors="replace" decoding
+ * does: a stray continuation byte, or a lead byte with the continuations
+ * that followed it before something else did.  final: the end of the
+ * text, so an incomplete end is such a subpart too.  (Overlong and
+ * surrogate forms, E0 80.., ED A0.., are not looked for: the vocabularies'
+ * byte tokens come from valid text.) */
 static void utf8_flush(utf8_stream *u, bool final) {
     static const unsigned char replacement[3] = {0xEF, 0xBF, 0xBD};
     size_t i = 0, start = 0;
     while (i < u->n) {
         const size_t len = utf8_length(u->pending[i]);
-        size_t good = len > 0;
-        for (size_t k = 1; good && k < len && i + k < u->n; k++) good = (u->pending[i + k] & 0xC0) == 0x80;
-        if (good && i + len > u->n && !final) break; /* wait for the rest */
-        if (!good || i + len > u->n) {
-            emit(u, u->pending + start, i - start);
-            emit(u, replacement, sizeof replacement);
-            start = ++i;
+        size_t k = 0; /* continuation bytes after the lead */
+        while (len > 1 && k + 1 < len && i + 1 + k < u->n && (u->pending[i + 1 + k] & 0xC0) == 0x80) k++;
+        if (len > 0 && k + 1 == len) {
+            i += len;
             continue;
         }
-        i += len;
+        if (len > 0 && i + 1 + k == u->n && !final) break; /* wait for the rest */
+        emit(u, u->pending + start, i - start);
+        emit(u, replacement, sizeof replacement);
+        i += len > 0 ? 1 + k : 1;
+        start = i;
     }
     emit(u, u->pending + start, i - start);
     memmove(u->pending, u->pending + i, u->n - i);
@@ -319,6 +324,5 @@ int cmd_model_generate(int argc, char **argv) {
         return cli_usage_error(CMD, "--stop-at-eos and --no-stop contradict each other: give one");
     if (!a.path) return cli_usage_error(CMD, "--model FILE.gguf is required");
     if (!a.text) return cli_usage_error(CMD, "--text TEXT is required (the prompt to continue)");
-    if (!*a.text) return cli_usage_error(CMD, "--text is empty: give a prompt to continue");
     return generate(&a);
 }
