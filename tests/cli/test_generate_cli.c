@@ -21,7 +21,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef UNDER_SANITIZER
+#define UNDER_SANITIZER 0
+#endif
+
 #define GEMMA "gemma-3-270m-q4_k_m.gguf"
+/* transformers' greedy 20 tokens after "这台电脑来自苹果", and the text of its first 6. */
+#define GREEDY_20 "，是苹果的最新旗舰机，它搭载了最新的A1芯片，在性能方面表现"
+#define GREEDY_6 "，是苹果的最新旗舰"
 
 static void expect(int want_status, const char *want_text, const char *args) {
     char *out = NULL;
@@ -101,18 +115,26 @@ static char *run(const char *args, char **err) {
 static void test_gemma_runs(void **state) {
     (void)state;
     if (!have_gemma()) skip();
+    assert_memory_equal(GREEDY_20, GREEDY_6, strlen(GREEDY_6));
+    if (UNDER_SANITIZER) {
+        /* The program is ~20x slower there: one short greedy run. */
+        char *six = run("--text '这台电脑来自苹果' --max-tokens 6", NULL);
+        assert_string_equal(six, GREEDY_6 "\n");
+        free(six);
+        return;
+    }
     char *err;
     char *out = run("--text '这台电脑来自苹果' --max-tokens 20 --no-stop", &err);
-    assert_string_equal(out, "，是苹果的最新旗舰机，它搭载了最新的A1芯片，在性能方面表现\n");
+    assert_string_equal(out, GREEDY_20 "\n");
     if (!strstr(err, "prefill 6 tokens") || !strstr(err, "decode 19 tokens") || !strstr(err, "tokens/s"))
         fail_msg("stderr lacks the timings:\n%s", err);
     free(err);
     char *k1 = run("--text '这台电脑来自苹果' --max-tokens 6 --top-k 1 --temperature 5 --seed 3", NULL);
-    if (strncmp(out, k1, strlen(k1) - 1) != 0) fail_msg("--top-k 1 gave '%s', greedy '%s'", k1, out);
+    assert_string_equal(k1, GREEDY_6 "\n");
     char *a = run("--text 'The capital of France is' --max-tokens 8 --temperature 1.2 --top-p 0.95 --seed 7", NULL);
     char *b = run("--text 'The capital of France is' --max-tokens 8 --temperature 1.2 --top-p 0.95 --seed 7", NULL);
     assert_string_equal(a, b);
-    print_message("greedy: %s--top-k 1: %sseed 7: %s", out, k1, a);
+    print_message("seed 7, T 1.2, top-p 0.95: %s", a);
     char *split = run("--text '𝔘𝔘𝔘𝔘𝔘𝔘𝔘𝔘' --max-tokens 7 --no-stop", NULL);
     assert_string_equal(split, "\xF0\x9D\x94\xA2\xEF\xBF\xBD\n");
     free(out), free(k1), free(a), free(b), free(split);
