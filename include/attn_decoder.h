@@ -258,6 +258,8 @@ ATTN_API attn_status attn_decoder_step_outputs(attn_decoder_session *s, const in
  * within that rounding of a boundary.
  */
 
+/* A sampler is one stream of draws: calls on one sampler must not overlap;
+ * distinct samplers are independent (threads included). */
 typedef struct attn_sampler attn_sampler; /* opaque: options, the PRNG state, scratch [V] */
 
 typedef struct attn_sampler_options {
@@ -270,7 +272,7 @@ typedef struct attn_sampler_options {
 
 #define ATTN_SAMPLER_OPTIONS_INIT {.struct_size = sizeof(attn_sampler_options), .top_p = 1.0}
 
-/* A sampler for logits of vocab entries (its scratch: 12 bytes an entry).
+/* A sampler for logits of vocab entries (its scratch: 16 bytes an entry).
  * ATTN_ERR_INVALID_ARGUMENT naming the bad option. */
 ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
 ATTN_API void attn_sampler_free(attn_sampler *s);

@@ -4,23 +4,32 @@
  * random source (its definition is in the header: it is part of the
  * contract that a seed gives the same tokens everywhere).
  *
- * Shape legend: V vocabulary.  logits [V]; scratch: order [V] int32 (the
- * candidates, best first), p [V] double (their weights).
+ * Shape legend: V vocabulary.  logits [V]; scratch: cand [V] (the
+ * candidates' logits and ids, best first when a cut needs the order),
+ * p [V] double (their weights).
  *
  * Cost per draw: greedy and pure temperature one or two passes over V;
- * top-k a partial selection (k log k), top-p alone a full sort of V
- * (V log V: 262,144 entries are ~5 ms here, beside a forward step's ~100 ms).
+ * top-k up to 256 an insertion into a sorted prefix (V comparisons, few
+ * moves), larger k and top-p a full sort of V (V log V: 262,144 entries
+ * are a few ms here, beside a decode step's hundreds).  The sort compares
+ * (logit, id) pairs held in the scratch, so two samplers may run in two
+ * threads at once.
  */
 #include "model/decoder.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+typedef struct candidate {
+    float logit;
+    int32_t id;
+} candidate;
+
 struct attn_sampler {
     attn_sampler_options opt;
     int64_t vocab;
     uint64_t state;
-    int32_t *order;  /* [V] */
+    candidate *cand; /* [V] */
     double *p;       /* [V] */
 };
 
@@ -60,10 +69,10 @@ attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, 
                           opt->top_p);
     attn_sampler *s = calloc(1, sizeof *s);
     if (s) {
-        s->order = malloc((size_t)vocab * sizeof *s->order);
+        s->cand = malloc((size_t)vocab * sizeof *s->cand);
         s->p = malloc((size_t)vocab * sizeof *s->p);
     }
-    if (!s || !s->order || !s->p) {
+    if (!s || !s->cand || !s->p) {
         attn_sampler_free(s);
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_sampler_create: no memory for the scratch of %lld tokens",
                           (long long)vocab);
@@ -77,36 +86,39 @@ attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, 
 
 void attn_sampler_free(attn_sampler *s) {
     if (!s) return;
-    free(s->order);
+    free(s->cand);
     free(s->p);
     free(s);
 }
 
 /* Larger logit first; the lower id among equals (a total order, so the
  * result does not depend on the sort's algorithm). */
-static const float *sort_logits;
-static int better_first(const void *a, const void *b) {
-    const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    const float x = sort_logits[i], y = sort_logits[j];
-    if (x != y) return x > y ? -1 : 1;
-    return (i > j) - (i < j);
+static int before(const candidate *a, const candidate *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
-static int before(const float *logits, int32_t i, int32_t j) {
-    return logits[i] > logits[j] || (logits[i] == logits[j] && i < j);
+static int better_first(const void *a, const void *b) {
+    return before(a, b) ? -1 : before(b, a) ? 1 : 0;
 }
 
-/* order[0 .. k) = the k best ids, best first, by insertion into a sorted
- * prefix: V * (a comparison) + (moves when a new one enters). */
-static void select_top(const float *logits, int64_t V, int64_t k, int32_t *order) {
+enum { INSERTION_TOP_K = 256 };
+
+/* cand[0 .. k) = the k best of logits [V], best first. */
+static void select_top(const float *logits, int64_t V, int64_t k, candidate *cand) {
+    if (k > INSERTION_TOP_K) {
+        for (int64_t i = 0; i < V; i++) cand[i] = (candidate){logits[i], (int32_t)i};
+        qsort(cand, (size_t)V, sizeof *cand, better_first);
+        return;
+    }
     int64_t held = 0;
-    for (int32_t i = 0; i < (int32_t)V; i++) {
-        if (held == k && !before(logits, i, order[k - 1])) continue;
+    for (int64_t i = 0; i < V; i++) {
+        const candidate c = {logits[i], (int32_t)i};
+        if (held == k && !before(&c, &cand[k - 1])) continue;
         int64_t j = held < k ? held++ : k - 1;
-        while (j > 0 && before(logits, i, order[j - 1])) {
-            order[j] = order[j - 1];
+        while (j > 0 && before(&c, &cand[j - 1])) {
+            cand[j] = cand[j - 1];
             j--;
         }
-        order[j] = i;
+        cand[j] = c;
     }
 }
 
@@ -127,26 +139,31 @@ attn_status attn_sampler_sample(attn_sampler *s, const float *logits, int32_t *i
         *id = best;
         return ATTN_OK;
     }
+    /* A temperature so small that 1 / T overflows is greedy too (and
+     * would make 0 * inf below). */
+    const double inv_t = 1.0 / o->temperature;
+    if (isinf(inv_t)) {
+        *id = best;
+        return ATTN_OK;
+    }
     /* The candidates, best first when a cut needs the order; all of them,
      * in id order, otherwise. */
     int64_t n = V;
-    const int sorted = o->top_k > 0 || o->top_p < 1.0;
     if (o->top_k > 0 && o->top_k < V) {
         n = o->top_k;
-        select_top(logits, V, n, s->order);
+        select_top(logits, V, n, s->cand);
+    } else if (o->top_p < 1.0) {
+        select_top(logits, V, V, s->cand);
     } else {
-        for (int64_t i = 0; i < V; i++) s->order[i] = (int32_t)i;
-        if (sorted) {
-            sort_logits = logits;
-            qsort(s->order, (size_t)V, sizeof *s->order, better_first);
-        }
+        for (int64_t i = 0; i < V; i++) s->cand[i] = (candidate){logits[i], (int32_t)i};
     }
-    /* Softmax of z = logit / T over the candidates, max-subtracted. */
-    const double inv_t = 1.0 / o->temperature, top = (double)logits[best] * inv_t;
+    /* Softmax of z = logit / T over the candidates, max-subtracted before
+     * the division (so a small T cannot overflow: the exponents are <= 0). */
+    const double top = logits[best];
     double total = 0.0;
     for (int64_t j = 0; j < n; j++) {
-        const float x = logits[s->order[j]];
-        s->p[j] = x == -INFINITY ? 0.0 : exp((double)x * inv_t - top);
+        const float x = s->cand[j].logit;
+        s->p[j] = x == -INFINITY ? 0.0 : exp(((double)x - top) * inv_t);
         total += s->p[j];
     }
     if (o->top_p < 1.0) {
@@ -166,14 +183,14 @@ attn_status attn_sampler_sample(attn_sampler *s, const float *logits, int32_t *i
     for (int64_t j = 0; j < n; j++) {
         cumulative += s->p[j];
         if (u < cumulative) {
-            *id = s->order[j];
+            *id = s->cand[j].id;
             return ATTN_OK;
         }
     }
     /* u * total rounded up to the last sum: the last candidate with weight. */
     for (int64_t j = n - 1; j >= 0; j--)
         if (s->p[j] > 0.0) {
-            *id = s->order[j];
+            *id = s->cand[j].id;
             return ATTN_OK;
         }
     *id = best;

@@ -360,7 +360,10 @@ static void test_sampler_determinism_and_greedy(void **state) {
     attn_sampler *s1 = sampler(0.8, 50, 0.9, 42, V), *s2 = sampler(0.8, 50, 0.9, 42, V),
                  *s3 = sampler(0.8, 50, 0.9, 43, V);
     attn_sampler *greedy = sampler(0.0, 0, 1.0, 0, V), *k1 = sampler(1.7, 1, 0.5, 9, V),
-                 *cold = sampler(1e-4, 0, 1.0, 9, V), *cold_k = sampler(1e-4, 20, 0.95, 9, V);
+                 *cold = sampler(1e-4, 0, 1.0, 9, V), *cold_k = sampler(1e-4, 20, 0.95, 9, V),
+                 *frozen = sampler(1e-310, 0, 1.0, 9, V);
+    /* top-k by insertion (k <= 256) and by a full sort (k > 256). */
+    attn_sampler *k5 = sampler(3.0, 5, 1.0, 11, V), *k300 = sampler(3.0, 300, 1.0, 12, V);
     int differ = 0;
     for (int t = 0; t < DRAWS; t++) {
         random_logits(x, V, (uint64_t)t, 3.0);
@@ -382,6 +385,18 @@ static void test_sampler_determinism_and_greedy(void **state) {
         assert_ok(attn_sampler_sample(cold_k, x, &g3));
         assert_int_equal(g, want);
         assert_int_equal(g1, want);
+        int32_t f, r5, r300;
+        assert_ok(attn_sampler_sample(frozen, x, &f));
+        assert_int_equal(f, want);
+        assert_ok(attn_sampler_sample(k5, x, &r5));
+        assert_ok(attn_sampler_sample(k300, x, &r300));
+        int64_t rank5 = 0, rank300 = 0; /* logits above the drawn one (ids are distinct floats here) */
+        for (int64_t i = 0; i < V; i++) {
+            rank5 += x[i] > x[r5];
+            rank300 += x[i] > x[r300];
+        }
+        if (rank5 >= 5 || rank300 >= 300)
+            fail_msg("draw %d: top-k 5 drew rank %lld, top-k 300 rank %lld", t, (long long)rank5, (long long)rank300);
         if (x[want] - second > 2e-3f) {
             assert_int_equal(g2, want);
             assert_int_equal(g3, want);
@@ -397,7 +412,8 @@ static void test_sampler_determinism_and_greedy(void **state) {
     assert_int_equal(id, 1);
     attn_sampler_free(greedy4);
     attn_sampler_free(s1), attn_sampler_free(s2), attn_sampler_free(s3), attn_sampler_free(greedy);
-    attn_sampler_free(k1), attn_sampler_free(cold), attn_sampler_free(cold_k);
+    attn_sampler_free(k1), attn_sampler_free(cold), attn_sampler_free(cold_k), attn_sampler_free(frozen);
+    attn_sampler_free(k5), attn_sampler_free(k300);
     free(x);
 }
 
