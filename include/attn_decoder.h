@@ -33,6 +33,10 @@
  * loaded.  (Converting rows on demand, or dot products on the quantized
  * blocks, would cost only the mapping; not done yet.)
  *
+ * Generation (below): sessions decode through attn's KV cache, step by
+ * step; samplers choose the next token (greedy, temperature, top-k, top-p,
+ * a portable seeded PRNG).
+ *
  * Threads: a loaded decoder is read-only; attn_decoder_forward may run on
  * it from several threads at once (each call allocates its own scratch).
  * The projections run on the calling thread; attention uses attn's threads
@@ -42,6 +46,7 @@
 #define ATTN_DECODER_H
 
 #include "attn.h"
+#include "attn_cache.h"
 #include "attn_model.h"
 #include "attn_rope.h"
 
@@ -238,6 +243,143 @@ typedef struct attn_decoder_outputs {
  * ATTN_ERR_INVALID_ARGUMENT for an id outside [0, V) (naming its place). */
 ATTN_API attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L,
                                           attn_decoder_outputs *out);
+
+/* ============================================================ generation
+ *
+ * A session decodes one sequence incrementally: attn_decoder_step runs the
+ * next n tokens (a prompt, a chunk of one, or one generated token) at
+ * positions pos .. pos + n - 1 and appends their keys (after RoPE, at their
+ * absolute positions) and values to attn's KV cache (attn_cache.h: one cache
+ * with a layer per decoder layer, one sequence, contiguous), so each step
+ * costs its own n tokens' projections plus attention over the pos + n rows
+ * held, not a forward over everything again.  The same layer code as
+ * attn_decoder_forward; queries attend lower-right causal over the cache
+ * (key j visible to the query at position p iff j <= p; on Gemma 3's local
+ * layers also j > p - W), which is the full forward's mask at the same
+ * positions: steps of any sizes give the full forward's logits to float
+ * rounding (docs/models.md, "Generation", has the measured differences).
+ *
+ * Shape legend (beyond the one above):
+ *   C     capacity: positions a session holds (prompt + generated)
+ *   n     tokens of one step;  pos  tokens the session holds before it
+ *   ids     : [n]      int32, each in [0, V)
+ *   logits  : [V]      the last of the n positions (attn_decoder_step)
+ *             [n, V]   or [1, V] with last_only (attn_decoder_step_outputs)
+ *   hidden  : [N + 1, n, d]  the step's tokens only
+ *
+ * Memory: the cache takes all of it at creation,
+ *     C * attn_decoder_kv_bytes_per_token(cfg, kv_dtype)
+ *     = C * N * Hkv * 2 * Dh * (4 | 2) bytes
+ * (Qwen2.5 0.5B: 24 KiB a token in float32, 12 KiB in f16/bf16; Gemma 3
+ * 270M: 36 KiB / 18 KiB — its local layers keep every row too, not only
+ * the last W), plus a step's scratch, freed before it returns.
+ *
+ * KV dtype: float32 (the default) reproduces the full forward; float16 and
+ * bfloat16 round each key and value once as they are stored (attn's
+ * conversions, round to nearest even), half the memory, and a difference in
+ * the logits that the tests measure rather than hide.
+ *
+ * Threads: a session is one sequence's state: calls on one session must not
+ * overlap; distinct sessions over the same decoder may run at once.
+ */
+
+typedef struct attn_decoder_session attn_decoder_session; /* opaque */
+
+/* Initialise with ATTN_DECODER_SESSION_OPTIONS_INIT (float32, AUTO kernel),
+ * then set capacity. */
+typedef struct attn_decoder_session_options {
+    size_t struct_size;
+    int64_t capacity;       /* C > 0: positions the session may hold          */
+    attn_dtype kv_dtype;    /* ATTN_F32 (default), ATTN_F16 or ATTN_BF16      */
+    attn_kernel kernel;     /* attention's kernel, as attn_decoder_outputs'   */
+} attn_decoder_session_options;
+
+#define ATTN_DECODER_SESSION_OPTIONS_INIT \
+    {.struct_size = sizeof(attn_decoder_session_options), .kv_dtype = ATTN_F32}
+
+/* Bytes of KV cache one position costs: N * Hkv * 2 * Dh * element bytes. */
+ATTN_API uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype);
+
+/* A new, empty session over m (which must outlive it): its cache of
+ * capacity positions allocated now.  ATTN_ERR_INVALID_ARGUMENT for a bad
+ * option (named), ATTN_ERR_OUT_OF_MEMORY naming the bytes. */
+ATTN_API attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                                 attn_decoder_session **out);
+/* Frees it (NULL is allowed). */
+ATTN_API void attn_decoder_session_free(attn_decoder_session *s);
+/* Forgets every position (the next step is at position 0 again); keeps the
+ * memory.  Also the way out of a failed step (below). */
+ATTN_API attn_status attn_decoder_session_reset(attn_decoder_session *s);
+/* Positions held (the position of the next token), and the capacity. */
+ATTN_API int64_t attn_decoder_session_position(const attn_decoder_session *s);
+ATTN_API int64_t attn_decoder_session_capacity(const attn_decoder_session *s);
+
+/* Runs ids [n] at the next n positions and writes the logits of the last
+ * one, logits [V] (NULL: none computed, e.g. a prompt's first chunks).
+ * ATTN_ERR_CAPACITY when pos + n > C, ATTN_ERR_INVALID_ARGUMENT for an id
+ * outside [0, V): checked before anything changes (the session is as it
+ * was).  A failure during the layers (out of memory) leaves some layers
+ * holding the step's rows: the session then refuses steps until it is
+ * reset (the message says so). */
+ATTN_API attn_status attn_decoder_step(attn_decoder_session *s, const int32_t *ids, int64_t n, float *logits);
+
+/* attn_decoder_step with attn_decoder_outputs: logits of all n positions
+ * ([n, V]) or the last ([1, V], last_only), hidden [N + 1, n, d], the layer
+ * hook, the kernel (out->kernel, when not AUTO, overrides the session's).
+ * out->attention must be NULL (the weights over a cache are not computed). */
+ATTN_API attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *ids, int64_t n,
+                                               attn_decoder_outputs *out);
+
+/* ============================================================== sampling
+ *
+ * Choosing the next token from logits [V].  Greedy (temperature 0, the
+ * default): the largest logit, the lowest id among equals.  Otherwise, in
+ * Hugging Face transformers' order (TemperatureLogitsWarper, TopK, TopP):
+ *   1. z_i = logit_i / temperature
+ *   2. top_k > 0: keep the top_k largest z (ties: lower ids first)
+ *   3. top_p < 1: of those, by z descending, keep the shortest prefix whose
+ *      probability (softmax over the kept z) reaches top_p (at least one)
+ *   4. draw from softmax of the kept z: u uniform in [0, 1), the first
+ *      token, in that order, whose cumulative probability exceeds u * sum.
+ * top_k = 1 is greedy whatever the temperature.  Softmax and sums in double.
+ *
+ * The random numbers: SplitMix64 (Steele, Lea, Flood 2014; Vigna's public
+ * domain constants), state = seed, then per draw
+ *     state += 0x9E3779B97F4A7C15;  z = state;
+ *     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;
+ *     z = (z ^ (z >> 27)) * 0x94D049BB133111EB;  z ^= z >> 31
+ * and u = (z >> 11) * 2^-53: integer arithmetic only, so a seed gives the
+ * same u sequence on every machine and compiler.  One draw per sampled
+ * token (greedy draws none).  The same logits and seed give the same token;
+ * across machines the logits themselves may differ in their last bits
+ * (libm's exp, the BLAS's sums), which can change a draw only where u falls
+ * within that rounding of a boundary.
+ */
+
+/* A sampler is one stream of draws: calls on one sampler must not overlap;
+ * distinct samplers are independent (threads included). */
+typedef struct attn_sampler attn_sampler; /* opaque: options, the PRNG state, scratch [V] */
+
+typedef struct attn_sampler_options {
+    size_t struct_size;
+    double temperature;     /* 0 (default) = greedy; > 0 otherwise            */
+    int64_t top_k;          /* 0 (default) = all tokens; else > 0             */
+    double top_p;           /* in (0, 1]; 1 (default) = no nucleus cut        */
+    uint64_t seed;          /* the PRNG's starting state                      */
+} attn_sampler_options;
+
+#define ATTN_SAMPLER_OPTIONS_INIT {.struct_size = sizeof(attn_sampler_options), .top_p = 1.0}
+
+/* A sampler for logits of vocab entries (its scratch: 16 bytes an entry).
+ * ATTN_ERR_INVALID_ARGUMENT naming the bad option. */
+ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
+ATTN_API void attn_sampler_free(attn_sampler *s);
+/* The next token from logits [vocab] into *id.  ATTN_ERR_NONFINITE when a
+ * logit is NaN or all are -inf (naming the first bad one). */
+ATTN_API attn_status attn_sampler_sample(attn_sampler *s, const float *logits, int32_t *id);
+/* The next uniform in [0, 1) of the sampler's PRNG (what a draw uses; for
+ * tests and for callers that want the same stream). */
+ATTN_API double attn_sampler_uniform(attn_sampler *s);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,8 @@ static void model_help(FILE *out) {
     "usage: attn model info FILE.gguf\n"
     "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
-    "       attn model trace --model FILE.gguf --text TEXT [OPTIONS]\n\n"
+    "       attn model trace --model FILE.gguf --text TEXT [OPTIONS]\n"
+    "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
     "A decoder-only language model from a GGUF file (qwen2: Qwen2 / Qwen2.5; gemma3: Gemma 3),\n"
     "run in float32 with every layer's attention through attn's scaled dot-product attention.\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
@@ -45,7 +46,9 @@ static void model_help(FILE *out) {
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
     "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
     "  trace             activations under TransformerLens hook names into an .npz cache; activation\n"
-    "                    patching, head ablation, KL and logit difference (attn model trace --help)\n\n"
+    "                    patching, head ablation, KL and logit difference (attn model trace --help)\n"
+    "  generate          continues a text, streaming it as the tokens come, through attn's KV cache\n"
+    "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
@@ -261,8 +264,9 @@ done:
 }
 
 int cmd_model(int argc, char **argv) {
-    /* attn model trace [options]: cmd_model_trace.c. */
+    /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c. */
     if (argc >= 2 && strcmp(argv[1], "trace") == 0) return cmd_model_trace(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "generate") == 0) return cmd_model_generate(argc - 1, argv + 1);
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
         const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
@@ -303,9 +307,9 @@ int cmd_model(int argc, char **argv) {
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
     const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
     if (!info && !run) {
-        static const char *const actions[] = {"info", "run"};
-        const char *guess = cli_nearest_name(action, strlen(action), actions, 2);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter and trace", action,
+        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 5);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace and generate", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model's FILE.gguf", action);

@@ -11,6 +11,7 @@
 #ifndef ATTN_MODEL_DECODER_H
 #define ATTN_MODEL_DECODER_H
 
+#include "attn_cache.h"
 #include "attn_decoder.h"
 #include "base/base.h"
 
@@ -56,5 +57,22 @@ int attn__decoder_attention_hooked(const attn_decoder_outputs *out);
 attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t layer, const attn_tensor *q,
                                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opt,
                                         float *weights, attn_tensor *z);
+/* Where a forward's keys and values go when they are cached (decoder_session.c):
+ * the L tokens are at positions pos0 .. pos0 + L - 1 of sequence seq. */
+typedef struct decoder_kv {
+    attn_kv_cache *cache;
+    int64_t seq;
+    int64_t pos0;
+} decoder_kv;
+
+/* The checks of every forward: pointers, outputs.struct_size, L > 0, ids in
+ * [0, V); fn names the caller in the message. */
+attn_status attn__decoder_check(const attn_decoder *m, const int32_t *ids, int64_t L, const attn_decoder_outputs *out,
+                                const char *fn);
+/* The forward over ids [L] (checked): kv NULL for a whole sequence at
+ * positions 0 .. L-1 (attention by attn_sdpa_forward), else through kv's
+ * cache (out->attention must then be NULL). */
+attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t L, const decoder_kv *kv,
+                              attn_decoder_outputs *out, const char *fn);
 
 #endif /* ATTN_MODEL_DECODER_H */

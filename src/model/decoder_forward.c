@@ -1,6 +1,10 @@
 /*
- * decoder_forward.c — the full-sequence float32 forward of a decoder
- * (attn_decoder.h), one layer at a time, attention by attn_sdpa_forward.
+ * decoder_forward.c — the float32 forward of a decoder (attn_decoder.h), one
+ * layer at a time: over a whole sequence (attn_decoder_forward, attention by
+ * attn_sdpa_forward), or over the next tokens of a session whose keys and
+ * values are in attn's KV cache (decoder_session.c; attention by
+ * attn_kv_cache_attend).  One layer implementation serves both: only where
+ * k and v go and what the queries attend over differ.
  *
  * Shape legend: L tokens, d d_model, F d_ffn, Hq / Hkv heads, Dh head width,
  * V vocabulary.  Activations are row-major [L, width]; q, k, v are [L, H*Dh],
@@ -11,8 +15,11 @@
  *   h = rmsnorm(x) * attn_norm
  *   q = h Wq^T (+ bq)   k = h Wk^T (+ bk)   v = h Wv^T (+ bv)
  *   q, k = rmsnorm per head * q_norm, k_norm           (gemma3: QK-norm)
- *   q, k = rope(q, k; theta of the layer: local or global)
+ *   q, k = rope(q, k; theta of the layer: local or global; positions p0 ..)
  *   a = sdpa(q, k, v; causal, sliding window on local layers, GQA)
+ *       (cached: k, v appended to the cache, rotated, and a = the queries
+ *        over all the cache's rows, lower-right causal: the same visibility
+ *        at the absolute positions)
  *   o = a Wo^T;  o = rmsnorm(o) * post_attn_norm       (gemma3)
  *   x = x + o
  *   h = rmsnorm(x) * ffn_norm
@@ -59,12 +66,12 @@ static void scratch_free(scratch *s) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
-static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratch *s) {
+static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratch *s, const char *fn) {
     memset(s, 0, sizeof *s);
     const int64_t qw = c->n_heads * c->head_dim, kvw = c->n_kv_heads * c->head_dim;
     int64_t widest = c->d_model > qw ? c->d_model : qw, n;
     if (mul_overflows(L, c->d_ffn > widest ? c->d_ffn : widest, &n) || n > INT64_MAX / 4)
-        return attn__fail(ATTN_ERR_OVERFLOW, "attn_decoder_forward: %lld tokens overflow the scratch", (long long)L);
+        return attn__fail(ATTN_ERR_OVERFLOW, "%s: %lld tokens overflow the scratch", fn, (long long)L);
     s->x = malloc((size_t)(L * c->d_model) * sizeof(float));
     s->h = malloc((size_t)(L * c->d_model) * sizeof(float));
     s->o = malloc((size_t)(L * c->d_model) * sizeof(float));
@@ -76,17 +83,23 @@ static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratc
     s->up = malloc((size_t)(L * c->d_ffn) * sizeof(float));
     if (!s->x || !s->h || !s->o || !s->q || !s->a || !s->k || !s->v || !s->gate || !s->up) {
         scratch_free(s);
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_forward: cannot allocate the scratch for %lld tokens",
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate the scratch for %lld tokens", fn,
                           (long long)L);
     }
     return ATTN_OK;
 }
 
 /* Self-attention of one layer: s->h [L, d] in, s->o [L, d] out (before the
- * post-norm); weights [Hq, L, L] or NULL.  out's tensor hook sees q, k, v
- * (before and after RoPE), the scores, the pattern and z. */
+/* Self-attention of one layer: s->h [L, d] in, s->o [L, d] out (before the
+ * post-norm); weights [Hq, L, L] or NULL (full sequence only).  out's tensor
+ * hook sees q, k, v (before and after RoPE), the scores, the pattern and z
+ * (the last three on the full sequence only).  With kv->cache the L tokens
+ * are at positions kv->pos0 .. kv->pos0 + L - 1 of kv->seq: their rotated
+ * keys and their values are appended to the cache's layer, and the queries
+ * attend over every row the layer then holds. */
 static attn_status attention_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L,
-                                     scratch *s, attn_kernel kernel, float *weights, const attn_decoder_outputs *out) {
+                                     const decoder_kv *kv, scratch *s, attn_kernel kernel, float *weights,
+                                     const attn_decoder_outputs *out) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, d = c->d_model;
     attn__decoder_matmul(s->h, L, d, w->wq, w->bq, Hq * Dh, s->q);
@@ -105,7 +118,8 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
     rope.theta = local ? c->rope_theta_local : c->rope_theta;
     attn_tensor q = attn_tensor_4d(s->q, 1, L, Hq, Dh), k = attn_tensor_4d(s->k, 1, L, Hkv, Dh),
                 v = attn_tensor_4d(s->v, 1, L, Hkv, Dh), a = attn_tensor_4d(s->a, 1, L, Hq, Dh);
-    if ((st = attn_rope_apply(&q, NULL, 0, &rope)) || (st = attn_rope_apply(&k, NULL, 0, &rope)) ||
+    const int64_t pos0 = kv ? kv->pos0 : 0;
+    if ((st = attn_rope_apply(&q, NULL, pos0, &rope)) || (st = attn_rope_apply(&k, NULL, pos0, &rope)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ROT_Q, layer, s->q, 3, L, Hq, Dh)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ROT_K, layer, s->k, 3, L, Hkv, Dh)))
         return st;
@@ -120,9 +134,24 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         opt.window_right = 0;
     }
     opt.kernel = kernel;
-    if (attn__decoder_attention_hooked(out)) st = attn__decoder_attend_hooked(out, layer, &q, &k, &v, &opt, weights, &a);
-    else st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL);
-    if (st) return st;
+    if (kv) {
+        /* The cache sets the lower-right causal alignment itself, and holds
+         * the window at absolute positions: query p sees keys p - W + 1 .. p,
+         * exactly the full forward's rule.  Its attend computes no weights,
+         * so the score, pattern and z hooks are the full forward's only. */
+        if (attn__decoder_attention_hooked(out))
+            return attn__fail(ATTN_ERR_UNSUPPORTED,
+                              "attn_decoder_step_outputs: the scores, pattern and z hooks need the whole sequence's "
+                              "attention weights, which a cached step does not compute: use attn_decoder_forward");
+        const int64_t q_rows = L;
+        if ((st = attn_kv_cache_append(kv->cache, kv->seq, layer, &k, &v)) ||
+            (st = attn_kv_cache_attend(kv->cache, layer, 1, &kv->seq, &q_rows, &q, &opt, &a, NULL)))
+            return st;
+    } else {
+        if (attn__decoder_attention_hooked(out)) st = attn__decoder_attend_hooked(out, layer, &q, &k, &v, &opt, weights, &a);
+        else st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL);
+        if (st) return st;
+    }
     attn__decoder_matmul(s->a, L, Hq * Dh, w->wo, NULL, d, s->o);
     return ATTN_OK;
 }
@@ -144,27 +173,32 @@ static void add_rows(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L, attn_decoder_outputs *out) {
+/* Checks what every forward checks (fn names the caller in the messages). */
+attn_status attn__decoder_check(const attn_decoder *m, const int32_t *ids, int64_t L, const attn_decoder_outputs *out,
+                                const char *fn) {
     if (!m || !ids || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: %s is NULL",
-                          !m ? "the decoder" : !ids ? "ids" : "out");
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !m ? "the decoder" : !ids ? "ids" : "out");
     if (out->struct_size != sizeof(attn_decoder_outputs) &&
         out->struct_size != offsetof(attn_decoder_outputs, tensor_hook))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_forward: outputs.struct_size is %zu, expected %zu "
+                          "%s: outputs.struct_size is %zu, expected %zu "
                           "(initialise with ATTN_DECODER_OUTPUTS_INIT)",
-                          out->struct_size, sizeof(attn_decoder_outputs));
-    if (L <= 0)
-        return attn__fail(ATTN_ERR_SHAPE, "attn_decoder_forward: %lld tokens: at least one is needed", (long long)L);
+                          fn, out->struct_size, sizeof(attn_decoder_outputs));
+    if (L <= 0) return attn__fail(ATTN_ERR_SHAPE, "%s: %lld tokens: at least one is needed", fn, (long long)L);
     const attn_decoder_config *c = &m->cfg;
     for (int64_t t = 0; t < L; t++)
         if (ids[t] < 0 || ids[t] >= c->vocab)
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                              "attn_decoder_forward: token %lld is id %ld, outside the vocabulary [0, %lld)",
-                              (long long)t, (long)ids[t], (long long)c->vocab);
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: token %lld is id %ld, outside the vocabulary [0, %lld)",
+                              fn, (long long)t, (long)ids[t], (long long)c->vocab);
+    return ATTN_OK;
+}
+
+attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t L, const decoder_kv *kv,
+                              attn_decoder_outputs *out, const char *fn) {
+    const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model;
     scratch s;
-    attn_status st = scratch_alloc(c, L, &s);
+    attn_status st = scratch_alloc(c, L, &s, fn);
     if (st) return st;
     for (int64_t t = 0; t < L; t++) {
         const float *e = m->token_embd + (int64_t)ids[t] * d;
@@ -177,7 +211,7 @@ attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int6
         float *weights = out->attention ? out->attention[l] : NULL;
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_PRE, l, s.x, 2, L, d, 0))) goto done;
         rmsnorm_rows(s.x, L, d, w->attn_norm, c->rms_eps, s.h);
-        if ((st = attention_forward(m, w, l, L, &s, out->kernel, weights, out))) goto done;
+        if ((st = attention_forward(m, w, l, L, kv, &s, out->kernel, weights, out))) goto done;
         if (w->post_attn_norm) rmsnorm_rows(s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ATTN_OUT, l, s.o, 2, L, d, 0))) goto done;
         add_rows(s.x, s.o, L * d);
@@ -190,7 +224,7 @@ attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int6
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_POST, l, s.x, 2, L, d, 0))) goto done;
         if (out->hidden) memcpy(out->hidden + (l + 1) * L * d, s.x, (size_t)(L * d) * sizeof(float));
         if (out->hook && out->hook(out->hook_user, l, s.x, L, d)) {
-            st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: stopped by the layer hook after layer %lld",
+            st = attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: stopped by the layer hook after layer %lld", fn,
                             (long long)l);
             goto done;
         }
@@ -204,4 +238,10 @@ attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int6
 done:
     scratch_free(&s);
     return st;
+}
+
+attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L, attn_decoder_outputs *out) {
+    attn_status st = attn__decoder_check(m, ids, L, out, "attn_decoder_forward");
+    if (st) return st;
+    return attn__decoder_run(m, ids, L, NULL, out, "attn_decoder_forward");
 }

@@ -337,4 +337,18 @@
 /* a visible row of a real map sums to 1 within this (float32 weights) */
 #define CHAPTER_ROW_SUM_FAIL 1e-5
 
+/* ---- generation (model/test_generate.c): a session's logits, its tokens
+ * fed through the KV cache in chunks, against attn_decoder_forward over the
+ * whole sequence, relative to max(1, max |logit|).  Both run the same
+ * per-row projections, norms and RoPE (each row's arithmetic does not
+ * depend on how many rows a call has), so only attention differs: the
+ * cache's attend over [pos + n] rows in pieces merged by lse against one
+ * sdpa call over [L, L], a few float32 ulps of each layer's attention
+ * output, carried through the layers.  A float16 / bfloat16 cache rounds
+ * every key and value once (2^-11, 2^-8 relative), which moves the logits
+ * by about that times the logits' sensitivity. ---- */
+#define GENERATE_SESSION_REL_FAIL 2e-5
+#define GENERATE_SESSION_F16_REL_FAIL 2e-2
+#define GENERATE_SESSION_BF16_REL_FAIL 1e-1
+
 #endif /* ATTN_TEST_TOLERANCES_H */

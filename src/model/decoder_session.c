@@ -1,0 +1,144 @@
+/*
+ * decoder_session.c — incremental decoding (attn_decoder.h, "generation"):
+ * a session is one sequence's keys and values in an attn_kv_cache (one
+ * cache layer per decoder layer, one sequence slot, contiguous), and each
+ * step runs the decoder's layers (decoder_forward.c) over the step's tokens
+ * only, at their absolute positions.
+ *
+ * Shape legend: N layers, Hkv key/value heads, Dh head width, C capacity,
+ * n tokens of a step, V vocabulary.  The cache: k, v [N][C, Hkv, Dh].
+ *
+ * Why RoPE is applied by the layer and not by the cache (attn_kv_cache_config.rope):
+ * Gemma 3's local and global layers rotate with two different thetas, and
+ * a cache has one rotation for all its layers; the layer rotates k at the
+ * step's positions (position_offset) before appending, which is the same
+ * arithmetic as the full forward's rotation at those positions.
+ */
+#include "model/decoder.h"
+
+#include <stdlib.h>
+
+struct attn_decoder_session {
+    const attn_decoder *m;
+    attn_kv_cache *cache;
+    int64_t seq;       /* the cache's one sequence */
+    int64_t position;  /* rows every layer holds */
+    int64_t capacity;
+    attn_kernel kernel;
+    int broken;        /* a step failed after some layers appended: reset first */
+};
+
+uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype) {
+    if (!cfg) return 0;
+    const uint64_t element = kv_dtype == ATTN_F32 ? 4 : 2;
+    return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * (uint64_t)cfg->head_dim * element;
+}
+
+attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                        attn_decoder_session **out) {
+    if (out) *out = NULL;
+    if (!m || !opt || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: %s is NULL",
+                          !m ? "the decoder" : !opt ? "opt" : "out");
+    if (opt->struct_size != sizeof(attn_decoder_session_options))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_decoder_session_create: opt.struct_size is %zu, expected %zu "
+                          "(initialise with ATTN_DECODER_SESSION_OPTIONS_INIT)",
+                          opt->struct_size, sizeof(attn_decoder_session_options));
+    if (opt->capacity <= 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.capacity is %lld: must be > 0",
+                          (long long)opt->capacity);
+    if (opt->kv_dtype != ATTN_F32 && opt->kv_dtype != ATTN_F16 && opt->kv_dtype != ATTN_BF16)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_decoder_session_create: opt.kv_dtype is %s: float32, float16 or bfloat16",
+                          attn_dtype_name(opt->kv_dtype));
+    if (opt->kernel != ATTN_KERNEL_AUTO && opt->kernel != ATTN_KERNEL_REF && opt->kernel != ATTN_KERNEL_FLASH)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.kernel is %d", (int)opt->kernel);
+    const attn_decoder_config *c = &m->cfg;
+    attn_decoder_session *s = calloc(1, sizeof *s);
+    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_session_create: out of memory");
+    attn_kv_cache_config kc = ATTN_KV_CACHE_CONFIG_INIT;
+    kc.layers = c->n_layers;
+    kc.kv_heads = c->n_kv_heads;
+    kc.head_dim = c->head_dim;
+    kc.dtype = opt->kv_dtype;
+    kc.layout = ATTN_KV_CONTIGUOUS;
+    kc.max_seqs = 1;
+    kc.capacity = opt->capacity;
+    attn_status st = attn_kv_cache_create(&kc, &s->cache);
+    if (!st) st = attn_kv_cache_seq_add(s->cache, &s->seq);
+    if (st) {
+        st = attn__fail(st, "attn_decoder_session_create: a KV cache of %lld positions (%.1f MiB): %s",
+                        (long long)opt->capacity,
+                        (double)opt->capacity * (double)attn_decoder_kv_bytes_per_token(c, opt->kv_dtype) / 1048576.0,
+                        attn_last_error());
+        attn_decoder_session_free(s);
+        return st;
+    }
+    s->m = m;
+    s->capacity = opt->capacity;
+    s->kernel = opt->kernel;
+    *out = s;
+    return ATTN_OK;
+}
+
+void attn_decoder_session_free(attn_decoder_session *s) {
+    if (!s) return;
+    attn_kv_cache_destroy(s->cache);
+    free(s);
+}
+
+attn_status attn_decoder_session_reset(attn_decoder_session *s) {
+    if (!s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_reset: the session is NULL");
+    /* A freed slot is taken again by seq_add; the contiguous region stays. */
+    attn_status st = attn_kv_cache_seq_free(s->cache, s->seq);
+    if (!st) st = attn_kv_cache_seq_add(s->cache, &s->seq);
+    if (st) return attn__fail(st, "attn_decoder_session_reset: %s", attn_last_error());
+    s->position = 0;
+    s->broken = 0;
+    return ATTN_OK;
+}
+
+int64_t attn_decoder_session_position(const attn_decoder_session *s) { return s ? s->position : 0; }
+int64_t attn_decoder_session_capacity(const attn_decoder_session *s) { return s ? s->capacity : 0; }
+
+attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *ids, int64_t n,
+                                      attn_decoder_outputs *out) {
+    static const char fn[] = "attn_decoder_step";
+    if (!s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: the session is NULL", fn);
+    attn_status st = attn__decoder_check(s->m, ids, n, out, fn);
+    if (st) return st;
+    if (out->attention)
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "%s: outputs.attention must be NULL (a session does not compute the weights; "
+                          "attn_decoder_forward does)",
+                          fn);
+    if (s->broken)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "%s: an earlier step failed part way, so the cache's layers disagree: "
+                          "attn_decoder_session_reset the session first",
+                          fn);
+    if (n > s->capacity - s->position)
+        return attn__fail(ATTN_ERR_CAPACITY, "%s: %lld tokens at position %lld do not fit the capacity of %lld", fn,
+                          (long long)n, (long long)s->position, (long long)s->capacity);
+    attn_decoder_outputs run = *out;
+    if (run.kernel == ATTN_KERNEL_AUTO) run.kernel = s->kernel;
+    const decoder_kv kv = {s->cache, s->seq, s->position};
+    st = attn__decoder_run(s->m, ids, n, &kv, &run, fn);
+    if (st) {
+        /* Nothing was appended if layer 0 never ran its append; the only
+         * honest state otherwise is "needs a reset". */
+        int64_t held = s->position;
+        if (attn_kv_cache_seq_length(s->cache, s->seq, 0, &held) || held != s->position) s->broken = 1;
+        return st;
+    }
+    s->position += n;
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_step(attn_decoder_session *s, const int32_t *ids, int64_t n, float *logits) {
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = logits;
+    out.last_only = 1;
+    return attn_decoder_step_outputs(s, ids, n, &out);
+}
