@@ -29,7 +29,7 @@ static void model_help(FILE *out) {
     "usage: attn model info FILE.gguf\n"
     "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
-    "       attn model trace --model FILE.gguf --text TEXT [OPTIONS]\n"
+    "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
     "A decoder-only language model from a GGUF file (qwen2: Qwen2 / Qwen2.5; gemma3: Gemma 3),\n"
     "run in float32 with every layer's attention through attn's scaled dot-product attention.\n\n"

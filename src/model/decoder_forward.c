@@ -90,7 +90,6 @@ static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratc
 }
 
 /* Self-attention of one layer: s->h [L, d] in, s->o [L, d] out (before the
-/* Self-attention of one layer: s->h [L, d] in, s->o [L, d] out (before the
  * post-norm); weights [Hq, L, L] or NULL (full sequence only).  out's tensor
  * hook sees q, k, v (before and after RoPE), the scores, the pattern and z
  * (the last three on the full sequence only).  With kv->cache the L tokens

@@ -19,12 +19,13 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/attn-exports-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # Which header belongs to which library.
+model_headers=("$include/attn_model.h" "$include/attn_decoder.h" "$include/attn_tokenizer.h" "$include/attn_npz.h")
 headers_of() {
     case $(basename "$1") in
         libattn_viz.*) echo "$include/attn_viz.h" ;;
         libattn_mpi.*) echo "$include/attn_mpi.h" ;;
-        libattn_model.*) echo "$include/attn_model.h"; echo "$include/attn_decoder.h"; echo "$include/attn_tokenizer.h" ;;
-        libattn.*) ls "$include"/attn*.h | grep -v -e attn_viz.h -e attn_mpi.h -e attn_model.h -e attn_decoder.h -e attn_tokenizer.h ;;
+        libattn_model.*) printf '%s\n' "${model_headers[@]}" ;;
+        libattn.*) ls "$include"/attn*.h | grep -v -e attn_viz.h -e attn_mpi.h $(printf ' -e %s' "${model_headers[@]##*/}") ;;
         *) echo "test_exports.sh: unknown library $1" >&2; exit 2 ;;
     esac
 }
