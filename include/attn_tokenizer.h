@@ -149,6 +149,15 @@ ATTN_API attn_status attn_tokenizer_token(const attn_tokenizer *t, int32_t id, c
 /* The id whose piece is exactly piece[0..len), or -1 (no error set). */
 ATTN_API int32_t attn_tokenizer_find(const attn_tokenizer *t, const char *piece, size_t len);
 
+/* The ids that end a generated text: the vocabulary's EOS id and the
+ * end-of-turn tokens it has among <|im_end|>, <|endoftext|> and
+ * <end_of_turn> (Qwen's GGUF names <|im_end|> as EOS while its base text
+ * ends with <|endoftext|>; Gemma's chat turns end with <end_of_turn>), each
+ * once, EOS first: at most ATTN_TOKENIZER_MAX_END_IDS into ids.  Returns how
+ * many (0 when the vocabulary has none). */
+#define ATTN_TOKENIZER_MAX_END_IDS 4
+ATTN_API int attn_tokenizer_end_ids(const attn_tokenizer *t, int32_t ids[ATTN_TOKENIZER_MAX_END_IDS]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -157,22 +157,6 @@ typedef struct generate_args {
     bool stop_at_eos;
 } generate_args;
 
-/* The model's end tokens: its EOS id and the end-of-turn pieces its
- * vocabulary has (Qwen's GGUF names <|im_end|> as EOS, while its base
- * text ends with <|endoftext|>; Gemma's chat turns end with <end_of_turn>). */
-static int end_tokens(const attn_tokenizer *tok, int32_t *ids) {
-    attn_tokenizer_info info;
-    attn_tokenizer_describe(tok, &info);
-    int n = 0;
-    if (info.eos_id >= 0) ids[n++] = info.eos_id;
-    static const char *const pieces[] = {"<|im_end|>", "<|endoftext|>", "<end_of_turn>"};
-    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
-        const int32_t id = attn_tokenizer_find(tok, pieces[i], strlen(pieces[i]));
-        if (id >= 0 && id != info.eos_id) ids[n++] = id;
-    }
-    return n;
-}
-
 static int generate(const generate_args *a) {
     attn_gguf *g;
     if (attn_gguf_open(a->path, &g)) return cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
@@ -215,8 +199,8 @@ static int generate(const generate_args *a) {
         rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
-    int32_t ends[4];
-    const int n_ends = a->stop_at_eos ? end_tokens(tok, ends) : 0;
+    int32_t ends[ATTN_TOKENIZER_MAX_END_IDS];
+    const int n_ends = a->stop_at_eos ? attn_tokenizer_end_ids(tok, ends) : 0;
     const double t1 = cli_seconds();
     if (attn_decoder_step(session, ids, (int64_t)n_prompt, logits)) {
         rc = cli_data_error(CMD, "prefill: %s", attn_last_error());

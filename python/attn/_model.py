@@ -12,6 +12,12 @@ by libattn_model in float32, every layer's attention through attn's kernels.
     logits, cache = m.run_with_cache("我吃了一个苹果")  # TransformerLens's names
     cache["blocks.3.attn.hook_pattern"]                # [1, Hq, L, L]
 
+    new = m.generate("这台电脑来自苹果", max_tokens=20)  # int32 ids, greedy through the KV cache
+    m.detokenize(new)
+    for token in m.generate("Once upon a time", max_tokens=50, temperature=0.8, top_p=0.95,
+                            seed=1, stream=True):       # one id at a time, as they come
+        print(m.detokenize([token]), end="")
+
 Shapes as in attn_decoder.h: L tokens, N layers, d d_model, Hq query
 heads, V vocabulary.  The weights are dequantized to float32 when the model
 opens (4 bytes a parameter: 2.4 GiB for Qwen2.5-Coder 0.5B, 1.0 GiB for
@@ -31,7 +37,10 @@ import numpy as np
 from . import _core
 from ._sdpa import _KERNELS
 
-__all__ = ["Model", "ModelOutput"]
+__all__ = ["Model", "ModelOutput", "Session"]
+
+_KV_DTYPES = {"float32": _core.F32, "f32": _core.F32, "float16": _core.F16, "f16": _core.F16,
+              "bfloat16": _core.BF16, "bf16": _core.BF16}
 
 
 @dataclass
@@ -188,3 +197,92 @@ class Model:
         probs /= probs.sum()
         best = np.argsort(-row, kind="stable")[:k]
         return [(int(i), self.detokenize([i]), float(probs[i])) for i in best]
+
+    # ----------------------------------------------------------- generation
+
+    def session(self, capacity: int = 4096, *, kv_dtype: str = "float32", kernel: str = "auto") -> "Session":
+        """A decoding session over attn's KV cache (attn_decoder_session):
+        capacity positions allocated now, kv_dtype "float32" (reproduces the
+        full forward), "float16" or "bfloat16" (half the memory)."""
+        return Session(self, capacity, kv_dtype, kernel)
+
+    def end_ids(self) -> Tuple[int, ...]:
+        """The ids that end a generated text (EOS and the end-of-turn tokens
+        the vocabulary has; attn_tokenizer_end_ids)."""
+        return tuple(_core.model_end_ids(self._handle))
+
+    def generate(self, prompt: Union[str, bytes, Sequence[int], np.ndarray], *, max_tokens: int = 64,
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 stop_at_eos: bool = True, kv_dtype: str = "float32", stream: bool = False):
+        """Continues prompt by up to max_tokens tokens through the KV cache:
+        the prompt in one step, then one token a step.  Greedy by default
+        (temperature 0: the largest logit, the lowest id among equals);
+        otherwise temperature, top_k and top_p in transformers' order, drawn
+        with attn's seeded SplitMix64 sampler — the same tokens as
+        `attn model generate` with the same options.  Stops after an end
+        token (which is returned) unless stop_at_eos=False.
+
+        Returns the new ids (int32 [n]); with stream=True an iterator that
+        yields each id as it is computed."""
+        ids = self.tokenize(prompt) if isinstance(prompt, (str, bytes)) else self._ids(prompt)
+        if ids.size == 0:
+            raise ValueError("prompt: no tokens (generation needs at least one)")
+        max_tokens = int(max_tokens)
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+        sampler = _core.sampler_create(float(temperature), int(top_k), float(top_p),
+                                       int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
+        session = self.session(ids.size + max_tokens, kv_dtype=kv_dtype)
+        ends = set(self.end_ids()) if stop_at_eos else set()
+
+        def tokens():
+            logits = session.step(ids)
+            for _ in range(max_tokens):
+                token = int(_core.sampler_sample(sampler, logits))
+                yield token
+                if token in ends or session.position == session.capacity:
+                    return
+                logits = session.step([token])
+
+        if stream:
+            return tokens()
+        return np.array(list(tokens()), dtype=np.int32)
+
+
+class Session:
+    """One sequence decoded step by step over attn's KV cache: each step
+    runs its tokens at the next positions and returns the last one's logits
+    [V].  Steps of any sizes give the full forward's logits to float
+    rounding.  Not for several threads at once (distinct sessions are)."""
+
+    def __init__(self, model: Model, capacity: int, kv_dtype: str = "float32", kernel: str = "auto") -> None:
+        if kv_dtype not in _KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {sorted(_KV_DTYPES)}, got {kv_dtype!r}")
+        if kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
+        self.model = model
+        self._session = _core.session_create(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
+                                             _KERNELS[kernel])
+
+    @property
+    def position(self) -> int:
+        """Tokens the session holds."""
+        return _core.session_state(self._session)[0]
+
+    @property
+    def capacity(self) -> int:
+        return _core.session_state(self._session)[1]
+
+    def step(self, tokens: Union[str, bytes, Sequence[int], np.ndarray]) -> np.ndarray:
+        """Runs tokens (a text is tokenized, with BOS where the model adds it)
+        at the next positions; the logits of the last one, float32 [V]."""
+        ids = self.model.tokenize(tokens) if isinstance(tokens, (str, bytes)) else self.model._ids(tokens)
+        if ids.size == 0:
+            raise ValueError("tokens: no tokens (a step needs at least one)")
+        logits = np.empty(self.model.config["vocab"], dtype=np.float32)
+        _core.session_step(self._session, ids, logits)
+        return logits
+
+    def reset(self) -> None:
+        """Empties the session (its memory is kept)."""
+        _core.session_reset(self._session)

@@ -405,6 +405,202 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------ sessions, sampler */
+
+static const char SESSION_NAME[] = "attn._core.session";
+static const char SAMPLER_NAME[] = "attn._core.sampler";
+
+/* A session capsule holds a reference to its model's capsule (its context),
+ * released after the session is freed: the decoder outlives every session. */
+static void session_free(PyObject *capsule) {
+    attn_decoder_session *s = PyCapsule_GetPointer(capsule, SESSION_NAME);
+    PyObject *model = PyCapsule_GetContext(capsule);
+    attn_decoder_session_free(s);
+    Py_XDECREF(model);
+}
+
+PyDoc_STRVAR(session_create_doc,
+             "session_create(handle, capacity: int, kv_dtype: int, kernel: int) -> capsule\n--\n\n"
+             "attn_decoder_session_create; private (attn.Model.session is the API).");
+
+static PyObject *session_create(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    long long capacity;
+    int kv_dtype, kernel;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLii", &capsule, &capacity, &kv_dtype, &kernel)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    opt.capacity = capacity;
+    opt.kv_dtype = (attn_dtype)kv_dtype;
+    opt.kernel = (attn_kernel)kernel;
+    attn_decoder_session *s = NULL;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_decoder_session_create(h->decoder, &opt, &s);
+    Py_END_ALLOW_THREADS
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    PyObject *result = PyCapsule_New(s, SESSION_NAME, session_free);
+    if (!result) {
+        attn_decoder_session_free(s);
+        return NULL;
+    }
+    Py_INCREF(capsule);
+    if (PyCapsule_SetContext(result, capsule) != 0) {
+        Py_DECREF(capsule);
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+PyDoc_STRVAR(session_step_doc,
+             "session_step(session, ids: int32 buffer, logits: float32 [V] buffer or None) -> None\n--\n\n"
+             "attn_decoder_step (the GIL released); private.");
+
+static PyObject *session_step(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj, *logits_obj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &capsule, &ids_obj, &logits_obj)) return NULL;
+    attn_decoder_session *s = PyCapsule_GetPointer(capsule, SESSION_NAME);
+    if (!s) return NULL;
+    model_handle *h = handle_of(PyCapsule_GetContext(capsule));
+    if (!h) return NULL;
+    Py_buffer ids, logits = {0};
+    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) return NULL;
+    const bool have_logits = logits_obj != Py_None;
+    if (have_logits && contiguous_arg(logits_obj, "logits", true, 4,
+                                      (Py_ssize_t)attn_decoder_get_config(h->decoder)->vocab, &logits) != 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_decoder_step(s, ids.buf, (int64_t)(ids.len / 4), have_logits ? logits.buf : NULL);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&ids);
+    if (have_logits) PyBuffer_Release(&logits);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    if (PyErr_CheckSignals() != 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(session_state_doc, "session_state(session) -> (position, capacity)\n--\n\nprivate.");
+
+static PyObject *session_state(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
+    attn_decoder_session *s = PyCapsule_GetPointer(capsule, SESSION_NAME);
+    if (!s) return NULL;
+    return Py_BuildValue("(LL)", (long long)attn_decoder_session_position(s),
+                         (long long)attn_decoder_session_capacity(s));
+}
+
+PyDoc_STRVAR(session_reset_doc, "session_reset(session) -> None\n--\n\nattn_decoder_session_reset; private.");
+
+static PyObject *session_reset(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
+    attn_decoder_session *s = PyCapsule_GetPointer(capsule, SESSION_NAME);
+    if (!s) return NULL;
+    attn_status st = attn_decoder_session_reset(s);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* A sampler and the vocabulary size its logits must have. */
+typedef struct sampler_handle {
+    attn_sampler *sampler;
+    Py_ssize_t vocab;
+} sampler_handle;
+
+static void sampler_free(PyObject *capsule) {
+    sampler_handle *h = PyCapsule_GetPointer(capsule, SAMPLER_NAME);
+    if (h) attn_sampler_free(h->sampler);
+    free(h);
+}
+
+PyDoc_STRVAR(sampler_create_doc,
+             "sampler_create(temperature: float, top_k: int, top_p: float, seed: int, vocab: int) -> capsule\n"
+             "--\n\nattn_sampler_create; private.");
+
+static PyObject *sampler_create(PyObject *self, PyObject *args) {
+    double temperature, top_p;
+    long long top_k, vocab;
+    unsigned long long seed;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "dLdKL", &temperature, &top_k, &top_p, &seed, &vocab)) return NULL;
+    attn_sampler_options opt = ATTN_SAMPLER_OPTIONS_INIT;
+    opt.temperature = temperature;
+    opt.top_k = top_k;
+    opt.top_p = top_p;
+    opt.seed = seed;
+    sampler_handle *h = calloc(1, sizeof *h);
+    if (!h) return PyErr_NoMemory();
+    h->vocab = (Py_ssize_t)vocab;
+    attn_status st = attn_sampler_create(&opt, vocab, &h->sampler);
+    if (st != ATTN_OK) {
+        free(h);
+        raise_status(st, NULL);
+        return NULL;
+    }
+    PyObject *result = PyCapsule_New(h, SAMPLER_NAME, sampler_free);
+    if (!result) {
+        attn_sampler_free(h->sampler);
+        free(h);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(sampler_sample_doc, "sampler_sample(sampler, logits: float32 [V] buffer) -> int\n--\n\n"
+                                 "attn_sampler_sample; private.");
+
+static PyObject *sampler_sample(PyObject *self, PyObject *args) {
+    PyObject *capsule, *logits_obj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &capsule, &logits_obj)) return NULL;
+    sampler_handle *h = PyCapsule_GetPointer(capsule, SAMPLER_NAME);
+    if (!h) return NULL;
+    Py_buffer logits;
+    if (contiguous_arg(logits_obj, "logits", false, 4, h->vocab, &logits) != 0) return NULL;
+    int32_t id = -1;
+    attn_status st = attn_sampler_sample(h->sampler, logits.buf, &id);
+    PyBuffer_Release(&logits);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    return PyLong_FromLong(id);
+}
+
+PyDoc_STRVAR(model_end_ids_doc, "model_end_ids(handle) -> tuple of int\n--\n\n"
+                                "attn_tokenizer_end_ids: the ids that end a generated text; private.");
+
+static PyObject *model_end_ids(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    int32_t ids[ATTN_TOKENIZER_MAX_END_IDS];
+    const int n = attn_tokenizer_end_ids(h->tokenizer, ids);
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) PyTuple_SET_ITEM(t, i, PyLong_FromLong(ids[i]));
+    return t;
+}
+
 PyMethodDef attn_py_model_methods[] = {
     {"model_open", model_open, METH_VARARGS, model_open_doc},
     {"model_config", model_config, METH_VARARGS, model_config_doc},
@@ -413,4 +609,11 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_token", model_token, METH_VARARGS, model_token_doc},
     {"model_find", model_find, METH_VARARGS, model_find_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
+    {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
+    {"session_create", session_create, METH_VARARGS, session_create_doc},
+    {"session_step", session_step, METH_VARARGS, session_step_doc},
+    {"session_state", session_state, METH_VARARGS, session_state_doc},
+    {"session_reset", session_reset, METH_VARARGS, session_reset_doc},
+    {"sampler_create", sampler_create, METH_VARARGS, sampler_create_doc},
+    {"sampler_sample", sampler_sample, METH_VARARGS, sampler_sample_doc},
     {NULL, NULL, 0, NULL}};

@@ -524,6 +524,20 @@ int32_t attn_tokenizer_find(const attn_tokenizer *t, const char *piece, size_t l
     return -1;
 }
 
+int attn_tokenizer_end_ids(const attn_tokenizer *t, int32_t ids[ATTN_TOKENIZER_MAX_END_IDS]) {
+    if (!t || !ids) return 0;
+    attn_tokenizer_info info;
+    attn_tokenizer_describe(t, &info);
+    int n = 0;
+    if (info.eos_id >= 0) ids[n++] = info.eos_id;
+    static const char *const pieces[] = {"<|im_end|>", "<|endoftext|>", "<end_of_turn>"};
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+        const int32_t id = attn_tokenizer_find(t, pieces[i], strlen(pieces[i]));
+        if (id >= 0 && id != info.eos_id) ids[n++] = id;
+    }
+    return n;
+}
+
 /* ------------------------------------------------------------- encoding */
 
 /* The special token at text[0..len), longest first, or -1. */

@@ -246,3 +246,68 @@ def test_ctrl_c_stops_a_forward_between_layers():
     # (generously: the machine is shared and a layer is ~1/18 of the time).
     assert m.forward(ids[:8], last_only=True).logits.shape == (1, m.config["vocab"])
     assert stopped < whole * 0.95 + 0.5, (stopped, whole)
+
+
+def generate_cases(arch):
+    """(key, prompt ids, transformers' greedy 20 new ids) from
+    tests/fixtures/generate (scripts/models/make_generate_fixtures.py)."""
+    cases = []
+    for line in (FIXTURES / "generate" / f"{arch}.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, rest = line.split(" ", 1)
+        prompt, new, _gap = rest.split("|")
+        cases.append((key, [int(x) for x in prompt.split(",")], [int(x) for x in new.split(",")]))
+    return cases
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
+def test_greedy_generation_is_transformers(arch):
+    m = model(arch)
+    cases = generate_cases(arch)
+    assert len(cases) >= 3
+    for key, prompt, want in cases[:2]:
+        got = m.generate(prompt, max_tokens=len(want), stop_at_eos=False)
+        assert got.dtype == np.int32 and got.tolist() == want, key
+    # streamed: the same ids, one at a time
+    key, prompt, want = cases[0]
+    assert list(m.generate(prompt, max_tokens=5, stream=True)) == want[:5]
+
+
+def test_session_steps_equal_the_full_forward():
+    m = model("gemma3")
+    ids = m.tokenize("The capital of France is Paris, and the capital of Italy is")
+    full = m.forward(ids).logits
+    s = m.session(capacity=ids.size)
+    got = [s.step(ids[:3])]
+    for t in ids[3:]:
+        got.append(s.step([t]))
+    assert s.position == s.capacity == ids.size
+    scale = np.abs(full).max()
+    # tests/support/tolerances.h: a cached step's logits within 2e-5 of max |logit|
+    for row, logits in zip([2] + list(range(3, ids.size)), got):
+        assert np.abs(logits - full[row]).max() <= 2e-5 * scale
+    with pytest.raises(attn.Error, match="capacity|holds"):
+        s.step([2])
+    s.reset()
+    assert s.position == 0
+    np.testing.assert_array_equal(s.step(ids[:3]), got[0])  # a reset session starts again, same bits
+    half = m.session(capacity=ids.size, kv_dtype="float16")
+    h = half.step(ids)
+    assert np.abs(h - full[-1]).max() <= 2e-2 * scale and not np.array_equal(h, full[-1])
+
+
+def test_sampling_is_seeded():
+    m = model("gemma3")
+    prompt = m.tokenize("Once upon a time")
+    a = m.generate(prompt, max_tokens=8, temperature=1.0, top_p=0.9, seed=7, stop_at_eos=False)
+    b = m.generate(prompt, max_tokens=8, temperature=1.0, top_p=0.9, seed=7, stop_at_eos=False)
+    np.testing.assert_array_equal(a, b)
+    greedy = m.generate(prompt, max_tokens=8, stop_at_eos=False)
+    np.testing.assert_array_equal(m.generate(prompt, max_tokens=8, temperature=1.5, top_k=1, seed=3,
+                                             stop_at_eos=False), greedy)
+    assert m.config["eos_id"] in m.end_ids()
+    with pytest.raises(attn.ArgumentError, match="top_p|temperature"):
+        m.generate(prompt, max_tokens=2, temperature=-1.0)
+    with pytest.raises(ValueError, match="kv_dtype"):
+        m.session(8, kv_dtype="int8")
