@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# gemm_bench.sh — the projections' GEMMs, every BLAS build against attn's
+# loops, interleaved over ROUNDS rounds (the host is shared and noisy), then
+# per row the median GFLOP/s and % of FMA peak with the rounds' spread
+# (docs/kernels.md, "Projections").
+#
+# usage: bench/gemm_bench.sh BUILD [ROUNDS [SHAPE...]]
+#   BUILD: a build tree with libattn.a (the bench is compiled from
+#          bench/gemm_bench.c against it); ROUNDS: default 3.
+# Needs Debian's libopenblas0-{serial,pthread,openmp} and
+# libblis4-{serial,pthread,openmp} (scripts/deps-blas.txt); missing ones are
+# skipped.  Raw lines go to $OUT (default /tmp/gemm_bench.raw).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:?usage: $0 BUILD [ROUNDS [SHAPE...]]}"
+rounds="${2:-3}"
+shift $(( $# >= 2 ? 2 : 1 ))
+out="${OUT:-/tmp/gemm_bench.raw}"
+bin="$build/gemm_bench"
+cc -O3 -fopenmp -I "$root/include" -I "$build/include" "$root/bench/gemm_bench.c" "$build/libattn.a" \
+   -ldl -lm -o "$bin"
+lib=/usr/lib/x86_64-linux-gnu
+# LIB MODE THREADS, one run each per round.
+runs=("dot own 1" "attn own 1" "attn own 2")
+for v in serial:split pthread:own openmp:own; do
+  for t in 1 2; do
+    [ -e "$lib/openblas-${v%%:*}/libopenblas.so.0" ] && runs+=("$lib/openblas-${v%%:*}/libopenblas.so.0 ${v#*:} $t")
+    [ -e "$lib/blis-${v%%:*}/libblis.so.4" ] && runs+=("$lib/blis-${v%%:*}/libblis.so.4 ${v#*:} $t")
+  done
+done
+: > "$out"
+for ((r = 0; r < rounds; r++)); do
+  for run in "${runs[@]}"; do
+    # attn's loops run as the reference (the double sums), whatever the build.
+    read -r l m t <<< "$run"
+    ATTN_KERNEL=ref ATTN_NUM_THREADS=$t OMP_NUM_THREADS=$t "$bin" $l $m $t "$@" >> "$out"
+  done
+done
+python3 - "$out" <<'PY'
+import collections, statistics, sys
+rows = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    lib, mode, t, shape, g, pct, peak = line.split()
+    name = {"dot": "decoder dot loop", "attn": "attn ref (double)"}.get(lib, lib.split("/")[-2])
+    rows.setdefault((shape, name, mode, t), []).append((float(g), float(pct)))
+print("| shape (rows x d_in x d_out) | library | mode | threads | GFLOP/s median (min-max) | % of peak median (min-max) |")
+print("|---|---|---|---|---|---|")
+shapes = list(dict.fromkeys(k[0] for k in rows))
+for (shape, name, mode, t), v in sorted(rows.items(), key=lambda kv: (shapes.index(kv[0][0]), kv[0][3], kv[0][1])):
+    g = [a for a, _ in v]; p = [b for _, b in v]
+    print(f"| {shape} | {name} | {mode} | {t} | {statistics.median(g):.1f} ({min(g):.1f}-{max(g):.1f}) "
+          f"| {statistics.median(p):.0f} ({min(p):.0f}-{max(p):.0f}) |")
+PY
