@@ -22,11 +22,12 @@
  *              block never changes its bits, and the blocks do not depend on
  *              the thread count, so neither do the results — whatever the
  *              BLAS would do with its own threads (it is pinned to one).
- *              Always sgemm, even for one row: OpenBLAS's sgemm gives a row
- *              the same bits whatever the rows around it, so a decode step
- *              or the last position's logits alone equal the same row of a
- *              whole-sequence call (tests/api/test_linear.c checks it);
- *              sgemv, faster on one row, rounds differently.
+ *              NOT promised: a row's bits whatever the rows around it.
+ *              OpenBLAS sends a call with rows x columns x d_in <= 10^6 to
+ *              its small-matrix kernels, which round differently from the
+ *              packed ones, so one row alone (a decode step, the last
+ *              position's logits) can differ in the last bits from the same
+ *              row of a whole sequence (docs/kernels.md, "Projections").
  *   reference  every output element one sum in double, in a fixed order,
  *              computed by one thread: within float rounding of the exact
  *              product — the oracle the tests hold the BLAS path to.
