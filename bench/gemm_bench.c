@@ -8,6 +8,8 @@
  *      BUILD/libattn.a -ldl -lm -o gemm_bench
  *   ./gemm_bench LIB MODE THREADS [SHAPE...]      one line per shape
  *   ./gemm_bench LIB check [SHAPE...]             bits at 1, 2, 4, 8 threads
+ *   ./gemm_bench mha THREADS [D_MODEL [L [HEADS]]]  the module (default
+ *        1024 512 16): its projections, its attention, forward, backward
  *
  * LIB:   a path to libopenblas.so.0 or libblis.so.4 (OpenBLAS or BLIS is
  *        told from its symbols), or "attn" for attn_linear_forward (run
@@ -26,8 +28,11 @@
  *        [d_in, d_out], or with "t" [d_out, d_in] (y = x . W^T, GGUF's and
  *        PyTorch's layout).  Default: the shapes of docs/kernels.md.
  *
- * Each line is the median of the calls' times after a warm-up call (at
- * least 3 calls and 0.5 s).  The host is shared: bench/gemm_bench.sh runs
+ * Each line: LIB MODE THREADS SHAPE, GFLOP/s of the median call (after a
+ * warm-up; at least 3 calls and 0.5 s), % of attn_measure_fma_peak(THREADS)
+ * and that peak, and the % of one thread's FMA peak reached per CPU-second
+ * (FLOPs over the process's CPU time; the host's other guests taking time
+ * from this process count in neither; spinning BLAS threads count as work).  The host is shared: bench/gemm_bench.sh runs
  * every library and mode in turn, several rounds, and reports medians and
  * the spread of the rounds.
  */
@@ -41,6 +46,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 enum { SPLIT_COLUMNS = 256, ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
@@ -74,6 +83,47 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double cpu_now(clockid_t which) {
+    struct timespec t;
+    clock_gettime(which, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One core's FMA peak in GFLOP/s of thread CPU time (as bench/backward_bench.c
+ * measures it): twelve independent zmm FMA chains; 0 without AVX-512. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f,fma"), noinline)) static double core_peak_avx512(float seed) {
+    const long n = 20000000;
+    __m512 a[12];
+    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps(seed + (float)j);
+    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    const double t0 = cpu_now(CLOCK_THREAD_CPUTIME_ID);
+    for (long i = 0; i < n; i++)
+        for (int j = 0; j < 12; j++) a[j] = _mm512_fmadd_ps(a[j], x, y);
+    const double t = cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0;
+    __m512 sum = a[0];
+    for (int j = 1; j < 12; j++) sum = _mm512_add_ps(sum, a[j]);
+    volatile float sink = _mm512_reduce_add_ps(sum);
+    (void)sink;
+    return (double)n * 12 * 32 / t * 1e-9;
+}
+#endif
+
+/* The mean over `threads` concurrent threads of core_peak_avx512. */
+static double thread_peak(int threads) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f")) return NAN;
+    double sum = 0.0;
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+    sum += core_peak_avx512((float)omp_get_thread_num());
+    return sum / threads;
+#else
+    (void)threads;
+    return NAN;
+#endif
 }
 
 static void set_lib_threads(int n) {
@@ -132,6 +182,94 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static float *random_floats(long n, unsigned seed);
+
+/* Median seconds of calls of fn(ctx) after a warm-up (>= 3 calls, 0.5 s). */
+static double median_time(void (*fn)(void *), void *ctx) {
+    double times[1000];
+    int calls = 0;
+    fn(ctx);
+    const double start = now();
+    while (calls < 1000 && (calls < 3 || now() - start < 0.5)) {
+        const double t0 = now();
+        fn(ctx);
+        times[calls++] = now() - t0;
+    }
+    qsort(times, (size_t)calls, sizeof *times, cmp_double);
+    return times[calls / 2];
+}
+
+/* The module at d_model = heads x 64, self-attention, W_O: its four
+ * projections alone, its attention alone, the whole forward and backward. */
+typedef struct {
+    attn_mha m;
+    long len;
+    float *x, *q, *k, *v, *z, *out;
+    attn_mha_grads g;
+    float *dout;
+} mha_ctx;
+
+static void mha_projections(void *p) {
+    mha_ctx *c = p;
+    const long d = c->m.d_model;
+    attn_linear_forward(c->x, c->len, d, c->m.wq, c->m.bq, d, c->q);
+    attn_linear_forward(c->x, c->len, d, c->m.wk, c->m.bk, d, c->k);
+    attn_linear_forward(c->x, c->len, d, c->m.wv, c->m.bv, d, c->v);
+    attn_linear_forward(c->z, c->len, d, c->m.wo, c->m.bo, d, c->out);
+}
+
+static void mha_attention(void *p) {
+    mha_ctx *c = p;
+    const long H = c->m.heads, D = c->m.head_dim;
+    attn_tensor q = attn_tensor_4d(c->q, 1, c->len, H, D), k = attn_tensor_4d(c->k, 1, c->len, H, D),
+                v = attn_tensor_4d(c->v, 1, c->len, H, D), z = attn_tensor_4d(c->z, 1, c->len, H, D);
+    attn_sdpa_forward(&q, &k, &v, NULL, &z, NULL, NULL);
+}
+
+static void mha_whole(void *p) {
+    mha_ctx *c = p;
+    attn_mha_forward(&c->m, c->x, 1, c->len, NULL, c->len, NULL, c->out, NULL, NULL);
+}
+
+static void mha_whole_backward(void *p) {
+    mha_ctx *c = p;
+    attn_mha_backward(&c->m, c->x, 1, c->len, NULL, c->len, NULL, c->dout, &c->g);
+}
+
+static int run_mha(long d, long len, long heads, int threads, double peak) {
+    mha_ctx c = {.m = ATTN_MHA_INIT, .len = len};
+    c.m.d_model = d, c.m.heads = heads, c.m.head_dim = d / heads, c.m.d_out = d;
+    float *w[4], *dw[4], *b[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = random_floats(d * d, 10 + (unsigned)i), b[i] = random_floats(d, 20 + (unsigned)i);
+        dw[i] = random_floats(d * d, 30);
+    }
+    c.m.wq = w[0], c.m.wk = w[1], c.m.wv = w[2], c.m.wo = w[3];
+    c.m.bq = b[0], c.m.bk = b[1], c.m.bv = b[2], c.m.bo = b[3];
+    c.x = random_floats(len * d, 1), c.dout = random_floats(len * d, 2);
+    c.q = random_floats(len * d, 3), c.k = random_floats(len * d, 4), c.v = random_floats(len * d, 5);
+    c.z = random_floats(len * d, 6), c.out = random_floats(len * d, 7);
+    c.g = (attn_mha_grads)ATTN_MHA_GRADS_INIT;
+    c.g.dx = random_floats(len * d, 8);
+    c.g.dwq = dw[0], c.g.dwk = dw[1], c.g.dwv = dw[2], c.g.dwo = dw[3];
+    const double proj_flops = 4 * 2.0 * len * d * d, att_flops = 4.0 * len * len * d;
+    const double tp = median_time(mha_projections, &c), ta = median_time(mha_attention, &c);
+    const double tf = median_time(mha_whole, &c), tb = median_time(mha_whole_backward, &c);
+    /* backward: 2x the forward's projection FLOPs (dx and dw) plus 2.5x the
+     * attention's, plus the recomputed forward. */
+    const double fwd = proj_flops + att_flops, bwd = fwd + 2 * proj_flops + 2.5 * att_flops;
+    printf("mha d_model=%ld L=%ld heads=%ld threads=%d peak %.1f GFLOP/s\n", d, len, heads, threads, peak);
+    printf("  projections (4)  %8.2f ms  %6.1f GFLOP/s  %5.1f%% of peak\n", tp * 1e3, proj_flops / tp * 1e-9,
+           100 * proj_flops / tp * 1e-9 / peak);
+    printf("  attention        %8.2f ms  %6.1f GFLOP/s  %5.1f%% of peak\n", ta * 1e3, att_flops / ta * 1e-9,
+           100 * att_flops / ta * 1e-9 / peak);
+    printf("  forward (whole)  %8.2f ms  %6.1f GFLOP/s  %5.1f%% of peak\n", tf * 1e3, fwd / tf * 1e-9,
+           100 * fwd / tf * 1e-9 / peak);
+    printf("  backward (whole) %8.2f ms  %6.1f GFLOP/s  %5.1f%% of peak\n", tb * 1e3, bwd / tb * 1e-9,
+           100 * bwd / tb * 1e-9 / peak);
+    return 0;
+}
+
 static int parse_shape(const char *text, shape *s) {
     char t = 0;
     int n = sscanf(text, "%ldx%ldx%ld%c", &s->rows, &s->d_in, &s->d_out, &t);
@@ -154,6 +292,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *lib = argv[1], *mode = argv[2];
+    if (strcmp(lib, "mha") == 0) {
+        /* ./gemm_bench mha THREADS [D_MODEL [L [HEADS]]] */
+        const int t = atoi(argv[2]);
+        double peak = NAN;
+        omp_set_num_threads(t);
+        if (attn_measure_fma_peak(t, 0.5, &peak) != ATTN_OK) peak = NAN;
+        return run_mha(argc > 3 ? atol(argv[3]) : 1024, argc > 4 ? atol(argv[4]) : 512, argc > 5 ? atol(argv[5]) : 16,
+                       t, peak);
+    }
     const int check = strcmp(mode, "check") == 0;
     const int threads = check ? 1 : (argc > 3 ? atoi(argv[3]) : 1);
     const int first_shape = check ? 3 : 4;
@@ -178,8 +325,9 @@ int main(int argc, char **argv) {
         names = (const char *const *)argv + first_shape;
         count = argc - first_shape;
     }
-    double peak = 0.0;
+    double peak = 0.0, core_peak = NAN;
     if (!check && attn_measure_fma_peak(threads, 0.5, &peak) != ATTN_OK) peak = NAN;
+    if (!check) core_peak = thread_peak(threads);
 
     for (int i = 0; i < count; i++) {
         shape s;
@@ -213,15 +361,21 @@ int main(int argc, char **argv) {
             run(lib, mode, threads, &s, x, w, y); /* warm-up: pages, packing buffers, thread pools */
             double times[1000];
             int calls = 0;
-            const double start = now();
+            const double start = now(), cpu_start = cpu_now(CLOCK_PROCESS_CPUTIME_ID);
             while (calls < 1000 && (calls < 3 || now() - start < 0.5)) {
                 const double t0 = now();
                 run(lib, mode, threads, &s, x, w, y);
                 times[calls++] = now() - t0;
             }
+            const double cpu = cpu_now(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
             qsort(times, (size_t)calls, sizeof *times, cmp_double);
-            const double gflops = 2.0 * (double)s.rows * (double)s.d_in * (double)s.d_out / times[calls / 2] * 1e-9;
-            printf("%s %s %d %s %.2f %.1f %.1f\n", lib, mode, threads, names[i], gflops, 100.0 * gflops / peak, peak);
+            const double flops = 2.0 * (double)s.rows * (double)s.d_in * (double)s.d_out;
+            const double gflops = flops / times[calls / 2] * 1e-9;
+            /* per CPU-second, against one thread's peak in CPU time: time the
+             * host's other guests take from this process counts in neither */
+            const double cpu_gflops = flops * calls / cpu * 1e-9;
+            printf("%s %s %d %s %.2f %.1f %.1f %.1f\n", lib, mode, threads, names[i], gflops, 100.0 * gflops / peak,
+                   peak, 100.0 * cpu_gflops / core_peak);
         }
         fflush(stdout);
         free(x);

@@ -18,10 +18,12 @@ shift $(( $# >= 2 ? 2 : 1 ))
 out="${OUT:-/tmp/gemm_bench.raw}"
 bin="$build/gemm_bench"
 cc -O3 -fopenmp -I "$root/include" -I "$build/include" "$root/bench/gemm_bench.c" "$build/libattn.a" \
-   -ldl -lm -o "$bin"
+   $(pkg-config --libs openblas 2>/dev/null) -ldl -lm -o "$bin"
 lib=/usr/lib/x86_64-linux-gnu
 # LIB MODE THREADS, one run each per round.
-runs=("dot own 1" "attn own 1" "attn own 2")
+# attn: attn_linear_forward as built (the BLAS path in a BLAS build);
+# mode "ref" runs it under ATTN_KERNEL=ref (the double sums).
+runs=("dot own 1" "attn ref 1" "attn ref 2" "attn own 1" "attn own 2")
 for v in serial:split pthread:own openmp:own; do
   for t in 1 2; do
     [ -e "$lib/openblas-${v%%:*}/libopenblas.so.0" ] && runs+=("$lib/openblas-${v%%:*}/libopenblas.so.0 ${v#*:} $t")
@@ -31,23 +33,24 @@ done
 : > "$out"
 for ((r = 0; r < rounds; r++)); do
   for run in "${runs[@]}"; do
-    # attn's loops run as the reference (the double sums), whatever the build.
     read -r l m t <<< "$run"
-    ATTN_KERNEL=ref ATTN_NUM_THREADS=$t OMP_NUM_THREADS=$t "$bin" $l $m $t "$@" >> "$out"
+    kernel=auto
+    [[ $m == ref ]] && kernel=ref
+    ATTN_KERNEL=$kernel ATTN_NUM_THREADS=$t OMP_NUM_THREADS=$t "$bin" $l $m $t "$@" >> "$out"
   done
 done
 python3 - "$out" <<'PY'
 import collections, statistics, sys
 rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
-    lib, mode, t, shape, g, pct, peak = line.split()
-    name = {"dot": "decoder dot loop", "attn": "attn ref (double)"}.get(lib, lib.split("/")[-2])
-    rows.setdefault((shape, name, mode, t), []).append((float(g), float(pct)))
-print("| shape (rows x d_in x d_out) | library | mode | threads | GFLOP/s median (min-max) | % of peak median (min-max) |")
-print("|---|---|---|---|---|---|")
+    lib, mode, t, shape, g, pct, peak, cpu = line.split()
+    name = {"dot": "decoder's former dot loop", "attn": "attn_linear_forward"}.get(lib, lib.split("/")[-2])
+    rows.setdefault((shape, name, mode, t), []).append((float(g), float(pct), float(cpu)))
+print("| shape (rows x d_in x d_out) | library | mode | threads | GFLOP/s median (min-max) | % of peak | % per CPU-second |")
+print("|---|---|---|---|---|---|---|")
 shapes = list(dict.fromkeys(k[0] for k in rows))
 for (shape, name, mode, t), v in sorted(rows.items(), key=lambda kv: (shapes.index(kv[0][0]), kv[0][3], kv[0][1])):
-    g = [a for a, _ in v]; p = [b for _, b in v]
+    g, p, c = ([x[i] for x in v] for i in range(3))
     print(f"| {shape} | {name} | {mode} | {t} | {statistics.median(g):.1f} ({min(g):.1f}-{max(g):.1f}) "
-          f"| {statistics.median(p):.0f} ({min(p):.0f}-{max(p):.0f}) |")
+          f"| {statistics.median(p):.0f} ({min(p):.0f}-{max(p):.0f}) | {statistics.median(c):.0f} ({min(c):.0f}-{max(c):.0f}) |")
 PY
