@@ -18,7 +18,7 @@
  *        sums, one thread: src/model/decoder_matmul.c before the BLAS).
  * MODE:  "own"   the library's own threads (openblas_set_num_threads /
  *                bli_thread_set_num_threads to THREADS);
- *        "split" the output columns cut into fixed blocks of SPLIT_COLUMNS,
+ *        "split" the output columns cut into fixed blocks of split_columns,
  *                OpenMP's THREADS threads taking blocks, each block one
  *                single-threaded sgemm call: attn's scheme
  *                (src/api/linear.c);
@@ -51,7 +51,11 @@
 #include <immintrin.h>
 #endif
 
-enum { SPLIT_COLUMNS = 256, ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+
+/* Columns per block in "split" mode: src/api/linear.c's BLAS_COLUMNS, or
+ * $GEMM_BENCH_COLUMNS to try another width. */
+static long split_columns = 512;
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                          int lda, const float *b, int ldb, float beta, float *c, int ldc);
@@ -162,10 +166,10 @@ static void run(const char *lib, const char *mode, int threads, const shape *s, 
         return;
     }
     const int gemv = strcmp(mode, "splitv") == 0;
-    const long blocks = (s->d_out + SPLIT_COLUMNS - 1) / SPLIT_COLUMNS;
+    const long blocks = (s->d_out + split_columns - 1) / split_columns;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (long j = 0; j < blocks; j++) {
-        const long o = j * SPLIT_COLUMNS, n = s->d_out - o < SPLIT_COLUMNS ? s->d_out - o : SPLIT_COLUMNS;
+        const long o = j * split_columns, n = s->d_out - o < split_columns ? s->d_out - o : split_columns;
         const float *w_o = s->transposed ? w + o * s->d_in : w + o;
         if (s->rows == 1 && s->transposed && gemv)
             sgemv(ROW_MAJOR, NO_TRANS, (int)n, (int)s->d_in, 1.0f, w_o, ldb, x, 1, 0.0f, y + o, 1);
@@ -292,6 +296,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *lib = argv[1], *mode = argv[2];
+    if (getenv("GEMM_BENCH_COLUMNS")) split_columns = atol(getenv("GEMM_BENCH_COLUMNS"));
     if (strcmp(lib, "mha") == 0) {
         /* ./gemm_bench mha THREADS [D_MODEL [L [HEADS]]] */
         const int t = atoi(argv[2]);

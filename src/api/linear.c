@@ -79,13 +79,14 @@ static bool blas_takes(int64_t a, int64_t b, int64_t c) {
 
 #ifdef ATTN_HAVE_BLAS
 /* Output columns per sgemm call.  A constant, never derived from the thread
- * count: the blocks fix the bits (see the top of the file).  256 columns
- * keep a call's panel of W (d_in x 256 floats: 896 KiB at d_in = 896) a
- * fraction of the L2-and-L3 a BLAS blocks for, give a 1-row decode GEMV
- * with d_out = 4864 19 blocks to share out, and cost the re-packing of x
- * once per block: bench/gemm_bench.c's "split" rows measure it against the
- * BLAS's own threads (docs/kernels.md). */
-enum { BLAS_COLUMNS = 256 };
+ * count: the blocks fix the bits (see the top of the file).  Each call
+ * packs x again, so wider is cheaper: one thread per CPU-second, 256
+ * columns ran at 60-66% of the FMA peak, 512 at 64-72%, 1024 and a single
+ * call at 61-75% (noisy host; bench/gemm_bench.c, GEMM_BENCH_COLUMNS).  512
+ * keeps two blocks for d_out = 896 or 1024 (both threads busy) and ten for
+ * the FFN's 4864; a one-row call (decode) also stays under OpenBLAS's
+ * small-matrix threshold, 2.7x faster there than one call of all columns. */
+enum { BLAS_COLUMNS = 512 };
 
 /* One term of C [m, n] = sum_t A_t . B_t, each op(A) [m, k], op(B) [k, n],
  * row-major, with op(A) = A^T when trans_a (A stored [k, m]) and op(B) =
