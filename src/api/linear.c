@@ -84,8 +84,9 @@ static bool blas_takes(int64_t a, int64_t b, int64_t c) {
  * columns ran at 60-66% of the FMA peak, 512 at 64-72%, 1024 and a single
  * call at 61-75% (noisy host; bench/gemm_bench.c, GEMM_BENCH_COLUMNS).  512
  * keeps two blocks for d_out = 896 or 1024 (both threads busy) and ten for
- * the FFN's 4864; a one-row call (decode) also stays under OpenBLAS's
- * small-matrix threshold, 2.7x faster there than one call of all columns. */
+ * the FFN's 4864; a one-row call (decode) with d_in under 1953 also stays
+ * under OpenBLAS's small-matrix threshold (512 d_in <= 10^6), whose kernels
+ * run it 2.7x faster than one call of all columns (1 x 896 x 4864). */
 enum { BLAS_COLUMNS = 512 };
 
 /* One term of C [m, n] = sum_t A_t . B_t, each op(A) [m, k], op(B) [k, n],
@@ -100,19 +101,14 @@ typedef struct {
     int64_t ldb;
 } gemm_term;
 
-/* The BLAS runs single-threaded: attn's threads share out the column
- * blocks.  Its own thread count is process-wide state, set once; OpenBLAS
- * built with OpenMP and BLIS built with OpenMP also stay on one thread
- * inside attn's parallel regions by themselves, but not when attn runs a
- * call on one thread outside any region. */
+/* OpenBLAS runs single-threaded: attn's threads share out the column
+ * blocks.  Its thread count is process-wide state, set once (a program that
+ * also calls OpenBLAS finds it on one thread).  Debian's OpenMP build would
+ * stay on one thread inside attn's parallel regions by itself, but not when
+ * attn runs a call on one thread, outside any region; its pthread build
+ * never would. */
 static pthread_once_t blas_pinned = PTHREAD_ONCE_INIT;
-static void blas_pin_one_thread(void) {
-#if defined(ATTN_BLAS_OPENBLAS)
-    openblas_set_num_threads(1);
-#elif defined(ATTN_BLAS_BLIS)
-    bli_thread_set_num_threads(1);
-#endif
-}
+static void blas_pin_one_thread(void) { openblas_set_num_threads(1); }
 
 /* C [m, n] (row stride ldc) = bias (each row; NULL: 0) + sum of the terms,
  * block by block of BLAS_COLUMNS output columns, each block's terms in
