@@ -119,7 +119,10 @@ static void blas_columns(const gemm_term *terms, int count, int64_t m, int64_t n
     const int64_t blocks = (n + BLAS_COLUMNS - 1) / BLAS_COLUMNS;
     const int threads = attn__threads_for(0, flops, (double)blocks);
 #ifdef ATTN_HAVE_OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    /* Dynamic: on a shared host a preempted thread then holds up only its
+     * own block, not a fixed share of them (which thread runs a block
+     * changes no bit). */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
 #else
     (void)threads;
 #endif
