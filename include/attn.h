@@ -330,8 +330,10 @@ ATTN_API attn_status attn_sdpa_flops(const attn_tensor *q, const attn_tensor *k,
  * or build lacks falls back to the automatic choice), $ATTN_ARCH_DEBUG=1
  * prints the choice once to stderr.  Separately, $ATTN_KERNEL=ref (or its
  * older spelling $ATTN_ARCH=ref) sends every attention call, an explicit
- * flash request included, to the reference kernel: the oracle is always one
- * flag away, and attn_sdpa_kernel_name() then says "ref". */
+ * flash request included, to the reference kernel, and every projection
+ * (attn_linear_*, the module's) from the BLAS to its double loops: the
+ * oracle is always one flag away, and attn_sdpa_kernel_name() then says
+ * "ref". */
 ATTN_API const char *attn_isa_name(void);
 
 /* ---------------------------------------------------------------- gradients
