@@ -330,8 +330,10 @@ ATTN_API attn_status attn_sdpa_flops(const attn_tensor *q, const attn_tensor *k,
  * or build lacks falls back to the automatic choice), $ATTN_ARCH_DEBUG=1
  * prints the choice once to stderr.  Separately, $ATTN_KERNEL=ref (or its
  * older spelling $ATTN_ARCH=ref) sends every attention call, an explicit
- * flash request included, to the reference kernel: the oracle is always one
- * flag away, and attn_sdpa_kernel_name() then says "ref". */
+ * flash request included, to the reference kernel, and every projection
+ * (attn_linear_*, the module's) from the BLAS to its double loops: the
+ * oracle is always one flag away, and attn_sdpa_kernel_name() then says
+ * "ref". */
 ATTN_API const char *attn_isa_name(void);
 
 /* ---------------------------------------------------------------- gradients
@@ -404,6 +406,16 @@ ATTN_API const char *attn_sdpa_backward_kernel_name(const attn_tensor *q, const 
  *   x: [rows, d_in]  w: [d_in, d_out]  b: [d_out] or NULL  y: [rows, d_out] */
 ATTN_API attn_status attn_linear_forward(const float *x, int64_t rows, int64_t d_in,
                                          const float *w, const float *b, int64_t d_out, float *y);
+
+/* y = x . w_t^T (+ b): the same product with the weights in PyTorch's and
+ * GGUF's layout, each output's weights one row.
+ *   x: [rows, d_in]  w_t: [d_out, d_in]  b: [d_out] or NULL  y: [rows, d_out]
+ * Both run on the BLAS attn was built with (the reference, double sums,
+ * without one or under $ATTN_KERNEL=ref), with bits that do not depend on
+ * the thread count.  Neither allocates on the BLAS path. */
+ATTN_API attn_status attn_linear_forward_transposed(const float *x, int64_t rows, int64_t d_in,
+                                                    const float *w_t, const float *b, int64_t d_out,
+                                                    float *y);
 
 /* Gradient of attn_linear_forward (y = x . w + b):
  *   x: [rows, d_in]  w: [d_in, d_out]  dy: [rows, d_out]

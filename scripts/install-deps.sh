@@ -6,7 +6,8 @@
 #                                    (clang for fuzzing, cairo and a CJK font for
 #                                    pictures, chromium for the HTML report test,
 #                                    Open MPI for ring attention, PCRE2 for the
-#                                    byte-level BPE tokenizer)
+#                                    byte-level BPE tokenizer, OpenBLAS for the
+#                                    projections)
 #
 # Run as root it installs what is missing with apt-get; run as another user
 # it names the missing packages and exits non-zero.  Nothing is downloaded

@@ -30,6 +30,15 @@
 /* the module's per-head weights against the oracle's: as for the bare kernel */
 #define MHA_WEIGHT_ABS_FAIL 1e-6
 
+/* ---- the projections' fast path (the BLAS: float sums) against their
+ *      reference (double sums), element by element (api/test_linear.c).
+ *      A float sum of n terms, in any order, with or without FMA, is within
+ *      gamma_n = n u / (1 - n u) times the sum of the terms' magnitudes of
+ *      the exact sum (u = 2^-24; Higham, Accuracy and Stability, 3.1), and
+ *      the reference is within u |ref| of it: the bound is that worst case,
+ *      which typical rounding (~sqrt(n) u) stays far inside. ---- */
+#define LINEAR_BLAS_BOUND_FAIL 1.0
+
 /* ---- flash against the reference kernel (flash/test_flash_forward.c,
  *      flash/test_flash_backward.c).
  *
