@@ -54,6 +54,7 @@
  */
 #include "flash/flash.h"
 
+#include "base/dtype.h"
 #include "base/logits.h"
 #include "base/progress.h"
 #include "base/threads.h"
@@ -105,9 +106,14 @@ typedef struct flash_plan {
     int64_t units, chunks, chunk_keys, items;
     int64_t tile_keys;       /* keys per tile (Bc) or per block (rows path)    */
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
+    /* precision fast (native_bf16): Q·Kᵀ by qk_tile_bf16 (q and k half),
+     * P·V by softmax_tile_bf16 + pv_tile_bf16 (v half); the copies are then
+     * bf16 (kt2, vt2 of ukernels.h), with these strides in elements / pairs */
+    bool fast_qk, fast_pv;
+    int64_t ldk2, ldv2;
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
-    size_t off_exact, off_ones, off_row_acc, off_out_row;
+    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv;
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -118,6 +124,19 @@ static size_t reserve(size_t *cursor, int64_t n) {
     size_t at = *cursor;
     *cursor += (size_t)round_up(n, FLASH_ALIGN / (int64_t)sizeof(float));
     return at;
+}
+
+static bool is_half(attn_dtype dt) { return dt == ATTN_F16 || dt == ATTN_BF16; }
+
+/* Whether precision fast may run the native bf16 kernels on the tile path
+ * of this problem: asked for, and this table (the chosen ISA) has them on
+ * this CPU.  Which products go native then depends on the dtypes
+ * (plan_make): float32 tensors are computed the same under either
+ * precision (attn.h), so a product runs on bf16 only when its stored
+ * operands are half (Q·Kᵀ: q and k; P·V: v). */
+static bool native_bf16(const sdpa_problem *p, const ukernel_table *kern) {
+    return p->opt.precision == ATTN_PRECISION_FAST && kern->bf16_supported && kern->qk_tile_bf16 &&
+           kern->bf16_supported();
 }
 
 static void plan_make(const sdpa_problem *p, flash_plan *pl) {
@@ -164,6 +183,14 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->ldq = round_up(p->dim, 16);
     pl->ldk = round_up(p->dim, 16) + 16;
     pl->ldv = round_up(p->dim_v, 16) + 16;
+    if (!pl->rows_path && native_bf16(p, kern)) {
+        pl->fast_qk = is_half(p->q.dtype) && is_half(p->k.dtype);
+        pl->fast_pv = is_half(p->v.dtype);
+    }
+    /* bf16 rows of an odd number of cache lines too (these fit in the
+     * float copies' space: ldk2 / 2 <= ldk, ldv2 <= ldv) */
+    pl->ldk2 = round_up(p->dim, 32) + 32;
+    pl->ldv2 = round_up(p->dim_v, 16) + 16;
 
     size_t cursor = 0;
     int64_t rows = pl->rows, keys = pl->tile_keys;
@@ -186,6 +213,9 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_ones = reserve(&cursor, rows);
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
     pl->off_out_row = reserve(&cursor, p->dim_v);
+    /* two rows of the wider of K and V, widened or narrowed on their way
+     * to the bf16 copies (fast path, float16 storage) */
+    pl->off_conv = reserve(&cursor, 2 * (p->dim > p->dim_v ? p->dim : p->dim_v));
     pl->thread_floats = cursor;
     /* Whole 64-byte blocks, so that every partial and the thread scratch
      * after them stay aligned (an odd count once put the flash_row array
@@ -200,6 +230,12 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
 static size_t plan_bytes(const flash_plan *pl) {
     size_t floats = pl->partial_floats * (size_t)pl->items + pl->thread_floats * (size_t)pl->threads;
     return floats * sizeof(float);
+}
+
+bool attn__flash_forward_native_bf16(const sdpa_problem *p) {
+    flash_plan pl;
+    plan_make(p, &pl);
+    return pl.fast_qk || pl.fast_pv;
 }
 
 size_t attn__flash_forward_workspace_size(const sdpa_problem *p) {
@@ -220,6 +256,7 @@ typedef struct flash_ctx {
     uint8_t *exact;                     /* per row: recompute it exactly      */
     double *row_acc;                    /* Dv: the exact path's accumulator   */
     float *out_row;                     /* Dv: a row of out before narrowing  */
+    float *conv;                        /* 2·max(D, Dv): bf16 conversions     */
     bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
@@ -245,6 +282,7 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
     c->out_row = scratch + pl->off_out_row;
+    c->conv = scratch + pl->off_conv;
     c->careful = false;
 }
 
@@ -316,6 +354,9 @@ static void pack_queries(flash_ctx *c) {
     float q_part[WIDTHS];
     for (int64_t st = 0; st < pl->subtiles; st++) {
         float *qp_sub = c->qp + st * p->dim * br;
+        /* fast: qp2[d / 2][r][d % 2] in bf16, rounded after the scaling
+         * (an odd D's last pair padded with 0) */
+        uint16_t *qp2_sub = (uint16_t *)(void *)qp_sub;
         for (int64_t d0 = 0; d0 < p->dim; d0 += WIDTHS) {
             int64_t n = p->dim - d0 < WIDTHS ? p->dim - d0 : WIDTHS;
             for (int64_t r = 0; r < br; r++) {
@@ -323,9 +364,18 @@ static void pack_queries(flash_ctx *c) {
                 if (row->valid)
                     pl->kern->widen((const char *)problem_row_any(&p->q, c->b, row->i, row->h) + d0 * q_bytes,
                                     p->q.dtype, q_part, n);
-                for (int64_t e = 0; e < n; e++) qp_sub[(d0 + e) * br + r] = row->valid ? q_part[e] * factor : 0.0f;
+                for (int64_t e = 0; e < n; e++) {
+                    const float x = row->valid ? q_part[e] * factor : 0.0f;
+                    const int64_t d = d0 + e;
+                    if (pl->fast_qk)
+                        qp2_sub[(d / 2 * br + r) * 2 + d % 2] = dtype_f32_to_bf16(x);
+                    else
+                        qp_sub[d * br + r] = x;
+                }
             }
         }
+        if (pl->fast_qk && p->dim % 2)
+            for (int64_t r = 0; r < br; r++) qp2_sub[(p->dim / 2 * br + r) * 2 + 1] = 0;
     }
 }
 
@@ -386,10 +436,57 @@ static void copy_rows(const flash_ctx *c, float *restrict dst, int64_t ld_dst, c
     }
 }
 
+/* Row `key` of kv head `head` of t (a half tensor) as bf16: in place when
+ * t is bf16, else widened into c->conv and rounded into `tmp` (width
+ * elements, past the first max(D, Dv) floats of c->conv). */
+static const uint16_t *row_bf16(const flash_ctx *c, const attn_tensor *t, int64_t key, int64_t head,
+                                int64_t width, uint16_t *tmp) {
+    const void *src = problem_row_any(t, c->b, key, head);
+    if (t->dtype == ATTN_BF16) return src;
+    c->pl->kern->widen(src, t->dtype, c->conv, width);
+    c->pl->kern->narrow(c->conv, ATTN_BF16, tmp, width);
+    return tmp;
+}
+
+/* The fast path's key tile kt2: rows [t0, t0 + nk) in bf16, each padded
+ * with a 0 to an even width, then zero rows up to `padded`. */
+static void copy_keys_bf16(flash_ctx *c, int64_t t0, int nk, int padded) {
+    const flash_plan *pl = c->pl;
+    const int64_t dim = c->p->dim, width = round_up(dim, 2);
+    uint16_t *kt2 = (uint16_t *)(void *)c->kt;
+    uint16_t *tmp = (uint16_t *)(void *)(c->conv + dim);
+    for (int j = 0; j < padded; j++) {
+        uint16_t *d = kt2 + j * pl->ldk2;
+        if (j < nk) {
+            memcpy(d, row_bf16(c, &c->p->k, t0 + j, c->kv_head, dim, tmp), sizeof(uint16_t) * (size_t)dim);
+            if (width > dim) d[dim] = 0;
+        } else {
+            memset(d, 0, sizeof(uint16_t) * (size_t)width);
+        }
+    }
+}
+
+/* The fast path's value tile vt2: keys [t0, t0 + nk) paired (ukernels.h),
+ * an odd nk's last pair completed with zeros. */
+static void copy_values_bf16(flash_ctx *c, int64_t t0, int nk) {
+    const flash_plan *pl = c->pl;
+    const int64_t dim_v = c->p->dim_v;
+    uint16_t *vt2 = (uint16_t *)(void *)c->vt;
+    uint16_t *tmp_a = (uint16_t *)(void *)(c->conv + dim_v), *tmp_b = tmp_a + dim_v;
+    for (int j = 0; j < nk; j += 2) {
+        const uint16_t *a = row_bf16(c, &c->p->v, t0 + j, c->kv_head, dim_v, tmp_a);
+        const uint16_t *b = j + 1 < nk ? row_bf16(c, &c->p->v, t0 + j + 1, c->kv_head, dim_v, tmp_b) : NULL;
+        pl->kern->interleave_bf16(a, b, vt2 + j / 2 * pl->ldv2 * 2, dim_v);
+    }
+}
+
 /* Copies keys [t0, t0 + nk) into c->kt, zero-padded to a whole key block. */
 static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
-    copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, (int)round_up(nk, c->pl->kern->key_block),
-              c->p->dim);
+    const int padded = (int)round_up(nk, c->pl->kern->key_block);
+    if (c->pl->fast_qk)
+        copy_keys_bf16(c, t0, nk, padded);
+    else
+        copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, padded, c->p->dim);
 }
 
 /* The rows kernels read K and V in place, whatever their dtype: a half
@@ -442,7 +539,12 @@ static float softcap_base2(const sdpa_problem *p) { return (float)((double)p->op
 static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf,
                            bool check) {
     const flash_plan *pl = c->pl;
-    pl->kern->qk_tile(c->qp + st * c->p->dim * pl->sub_rows, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
+    const float *qp_sub = c->qp + st * c->p->dim * pl->sub_rows;
+    if (pl->fast_qk)
+        pl->kern->qk_tile_bf16((const uint16_t *)(const void *)qp_sub, c->p->dim, (const uint16_t *)(const void *)c->kt,
+                               pl->ldk2, nk, c->s, pf);
+    else
+        pl->kern->qk_tile(qp_sub, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
     if (check) check_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
     if (logits_softcapped(c->p)) pl->kern->softcap_n(c->s, nk * pl->sub_rows, softcap_base2(c->p));
     mask_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
@@ -476,9 +578,15 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
     const flash_plan *pl = c->pl;
     const int64_t dim_v = c->p->dim_v;
     for (int j = 0; j < nk; j++) {
-        float *v_j = c->vt + j * pl->ldv;
-        if (pl->kern->all_finite(v_j, pl->ldv, 1, dim_v)) continue;
-        memset(v_j, 0, sizeof(float) * (size_t)dim_v);
+        if (pl->fast_pv) { /* the bf16 pairs: the source row decides */
+            if (value_row_finite(c, t0 + j, c->kv_head)) continue;
+            uint16_t *v_pair = (uint16_t *)(void *)c->vt + j / 2 * pl->ldv2 * 2 + j % 2;
+            for (int64_t d = 0; d < dim_v; d++) v_pair[2 * d] = 0;
+        } else {
+            float *v_j = c->vt + j * pl->ldv;
+            if (pl->kern->all_finite(v_j, pl->ldv, 1, dim_v)) continue;
+            memset(v_j, 0, sizeof(float) * (size_t)dim_v);
+        }
         for (int64_t st = 0; st < pl->subtiles; st++) {
             if (j >= nk_sub[st]) continue;
             for (int64_t r = st * pl->sub_rows; r < (st + 1) * pl->sub_rows; r++)
@@ -545,7 +653,10 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         return;
     }
     copy_keys(c, t0, nk);
-    copy_rows(c, c->vt, pl->ldv, &p->v, t0, c->kv_head, nk, nk, p->dim_v);
+    if (pl->fast_pv)
+        copy_values_bf16(c, t0, nk);
+    else
+        copy_rows(c, c->vt, pl->ldv, &p->v, t0, c->kv_head, nk, nk, p->dim_v);
 
     /* Keys past a subtile's range are hidden from all its rows: the
      * subtile skips them, and the whole tile when it lies outside. */
@@ -566,10 +677,16 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         if (rows > 0) first += rows;
         float *m = c->m + st * pl->sub_rows, *l = c->l + st * pl->sub_rows;
         float *alpha = c->alpha + st * pl->sub_rows;
+        float *o_sub = c->o + st * p->dim_v * pl->sub_rows;
         subtile_scores(c, st, t0, nk_sub[st], &pf_k, true);
-        kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
-        kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha,
-                      c->o + st * p->dim_v * pl->sub_rows, &pf_v);
+        if (pl->fast_pv) {
+            kern->softmax_tile_bf16(c->s, nk_sub[st], m, l, alpha);
+            kern->pv_tile_bf16((const uint16_t *)(const void *)c->s, nk_sub[st], (const uint16_t *)(const void *)c->vt,
+                               pl->ldv2, p->dim_v, alpha, o_sub, &pf_v);
+        } else {
+            kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
+            kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha, o_sub, &pf_v);
+        }
     }
 }
 
