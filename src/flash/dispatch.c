@@ -122,8 +122,9 @@ static bool debug_wanted(void) {
 static void debug_report(int isa, bool ref, const char *reason) {
     if (!debug_wanted() || atomic_flag_test_and_set(&debug_printed)) return;
     const bool bf16 = isas[isa]->bf16_supported && isas[isa]->bf16_supported();
-    fprintf(stderr, "attn: instruction set %s (%s); precision fast: %s%s\n", isas[isa]->isa, reason,
-            bf16 ? "bf16 dot products (vdpbf16ps) on the tile path" : "runs exact (no native bf16 dot product)",
+    fprintf(stderr, "attn: instruction set %s (%s); precision fast: %s%s%s\n", isas[isa]->isa, reason,
+            bf16 ? "bf16 dot products on the tile path, " : "runs exact (no native bf16 dot product)",
+            bf16 ? isas[isa]->bf16_name() : "",
             ref ? "; every call runs on the reference kernel (ATTN_KERNEL=ref)" : "");
 }
 

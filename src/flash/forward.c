@@ -108,12 +108,14 @@ typedef struct flash_plan {
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
     /* precision fast (native_bf16): Q·Kᵀ by qk_tile_bf16 (q and k half),
      * P·V by softmax_tile_bf16 + pv_tile_bf16 (v half); the copies are then
-     * bf16 (kt2, vt2 of ukernels.h), with these strides in elements / pairs */
+     * bf16 (qp2, kt2, vT of ukernels.h; the value pairs on their way to vT
+     * in vp), with these strides in elements (ldvp in pairs) */
     bool fast_qk, fast_pv;
-    int64_t ldk2, ldv2;
+    int64_t ldk2, ldvt, ldvp;
+    int64_t qp_sub;          /* floats of one subtile's packed queries          */
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
-    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv;
+    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp;
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -136,7 +138,7 @@ static bool is_half(attn_dtype dt) { return dt == ATTN_F16 || dt == ATTN_BF16; }
  * operands are half (Q·Kᵀ: q and k; P·V: v). */
 static bool native_bf16(const sdpa_problem *p, const ukernel_table *kern) {
     return p->opt.precision == ATTN_PRECISION_FAST && kern->bf16_supported && kern->qk_tile_bf16 &&
-           kern->bf16_supported();
+           kern->tile_rows == 32 && kern->tile_keys % 48 == 0 && kern->bf16_supported();
 }
 
 static void plan_make(const sdpa_problem *p, flash_plan *pl) {
@@ -187,10 +189,12 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
         pl->fast_qk = is_half(p->q.dtype) && is_half(p->k.dtype);
         pl->fast_pv = is_half(p->v.dtype);
     }
-    /* bf16 rows of an odd number of cache lines too (these fit in the
-     * float copies' space: ldk2 / 2 <= ldk, ldv2 <= ldv) */
+    /* bf16 rows of an odd number of cache lines too (kt2 fits in the
+     * float copy's space: ldk2 / 2 <= ldk) */
     pl->ldk2 = round_up(p->dim, 32) + 32;
-    pl->ldv2 = round_up(p->dim_v, 16) + 16;
+    pl->ldvt = round_up(kern->tile_keys, 32) + 32;
+    pl->ldvp = round_up(p->dim_v, 16) + 16;
+    pl->qp_sub = pl->fast_qk ? round_up(p->dim, 32) / 2 * pl->sub_rows : p->dim * pl->sub_rows;
 
     size_t cursor = 0;
     int64_t rows = pl->rows, keys = pl->tile_keys;
@@ -198,9 +202,11 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
         pl->off_qp = reserve(&cursor, rows * pl->ldq);
         pl->off_s = reserve(&cursor, rows * keys);
     } else {
-        pl->off_qp = reserve(&cursor, p->dim * rows);
+        pl->off_qp = reserve(&cursor, pl->qp_sub * pl->subtiles);
         pl->off_kt = reserve(&cursor, keys * pl->ldk);
-        pl->off_vt = reserve(&cursor, keys * pl->ldv);
+        const int64_t vt_floats = round_up(p->dim_v, 16) * pl->ldvt / 2;
+        pl->off_vt = reserve(&cursor, pl->fast_pv && vt_floats > keys * pl->ldv ? vt_floats : keys * pl->ldv);
+        if (pl->fast_pv) pl->off_vp = reserve(&cursor, round_up(ceil_div(keys, 2), 16) * pl->ldvp);
         pl->off_s = reserve(&cursor, keys * pl->sub_rows);
     }
     pl->off_o = reserve(&cursor, rows * p->dim_v);
@@ -353,9 +359,9 @@ static void pack_queries(flash_ctx *c) {
     const int64_t br = pl->sub_rows, q_bytes = problem_elem_bytes(&p->q);
     float q_part[WIDTHS];
     for (int64_t st = 0; st < pl->subtiles; st++) {
-        float *qp_sub = c->qp + st * p->dim * br;
+        float *qp_sub = c->qp + st * pl->qp_sub;
         /* fast: qp2[d / 2][r][d % 2] in bf16, rounded after the scaling
-         * (an odd D's last pair padded with 0) */
+         * (padded with 0 to a multiple of 32 widths) */
         uint16_t *qp2_sub = (uint16_t *)(void *)qp_sub;
         for (int64_t d0 = 0; d0 < p->dim; d0 += WIDTHS) {
             int64_t n = p->dim - d0 < WIDTHS ? p->dim - d0 : WIDTHS;
@@ -374,8 +380,9 @@ static void pack_queries(flash_ctx *c) {
                 }
             }
         }
-        if (pl->fast_qk && p->dim % 2)
-            for (int64_t r = 0; r < br; r++) qp2_sub[(p->dim / 2 * br + r) * 2 + 1] = 0;
+        if (pl->fast_qk)
+            for (int64_t d = p->dim; d < round_up(p->dim, 32); d++)
+                for (int64_t r = 0; r < br; r++) qp2_sub[(d / 2 * br + r) * 2 + d % 2] = 0;
     }
 }
 
@@ -449,44 +456,50 @@ static const uint16_t *row_bf16(const flash_ctx *c, const attn_tensor *t, int64_
 }
 
 /* The fast path's key tile kt2: rows [t0, t0 + nk) in bf16, each padded
- * with a 0 to an even width, then zero rows up to `padded`. */
-static void copy_keys_bf16(flash_ctx *c, int64_t t0, int nk, int padded) {
+ * with 0 to a multiple of 32 widths, then zero rows up to a multiple of 48. */
+static void copy_keys_bf16(flash_ctx *c, int64_t t0, int nk) {
     const flash_plan *pl = c->pl;
-    const int64_t dim = c->p->dim, width = round_up(dim, 2);
+    const int64_t dim = c->p->dim, width = round_up(dim, 32);
+    const int padded = (int)round_up(nk, 48);
     uint16_t *kt2 = (uint16_t *)(void *)c->kt;
     uint16_t *tmp = (uint16_t *)(void *)(c->conv + dim);
     for (int j = 0; j < padded; j++) {
         uint16_t *d = kt2 + j * pl->ldk2;
         if (j < nk) {
             memcpy(d, row_bf16(c, &c->p->k, t0 + j, c->kv_head, dim, tmp), sizeof(uint16_t) * (size_t)dim);
-            if (width > dim) d[dim] = 0;
+            memset(d + dim, 0, sizeof(uint16_t) * (size_t)(width - dim));
         } else {
             memset(d, 0, sizeof(uint16_t) * (size_t)width);
         }
     }
 }
 
-/* The fast path's value tile vt2: keys [t0, t0 + nk) paired (ukernels.h),
- * an odd nk's last pair completed with zeros. */
+/* The fast path's value tile vT (ukernels.h): keys [t0, t0 + nk) paired
+ * into vp (an odd nk's last pair completed with 0, zero pairs up to a
+ * multiple of 16), then vp's 32-bit pairs transposed: vT[d][j]. */
 static void copy_values_bf16(flash_ctx *c, int64_t t0, int nk) {
     const flash_plan *pl = c->pl;
     const int64_t dim_v = c->p->dim_v;
-    uint16_t *vt2 = (uint16_t *)(void *)c->vt;
+    uint16_t *vp = (uint16_t *)(void *)(c->vt + (pl->off_vp - pl->off_vt));
     uint16_t *tmp_a = (uint16_t *)(void *)(c->conv + dim_v), *tmp_b = tmp_a + dim_v;
+    const int pairs = (nk + 1) / 2, padded = (int)round_up(pairs, 16);
     for (int j = 0; j < nk; j += 2) {
         const uint16_t *a = row_bf16(c, &c->p->v, t0 + j, c->kv_head, dim_v, tmp_a);
         const uint16_t *b = j + 1 < nk ? row_bf16(c, &c->p->v, t0 + j + 1, c->kv_head, dim_v, tmp_b) : NULL;
-        pl->kern->interleave_bf16(a, b, vt2 + j / 2 * pl->ldv2 * 2, dim_v);
+        pl->kern->interleave_bf16(a, b, vp + j / 2 * pl->ldvp * 2, dim_v);
     }
+    for (int jp = pairs; jp < padded; jp++) memset(vp + jp * pl->ldvp * 2, 0, sizeof(uint32_t) * (size_t)dim_v);
+    pl->kern->transpose_32((const uint32_t *)(const void *)vp, pl->ldvp, padded, dim_v, (uint32_t *)(void *)c->vt,
+                           pl->ldvt / 2);
 }
 
 /* Copies keys [t0, t0 + nk) into c->kt, zero-padded to a whole key block. */
 static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
-    const int padded = (int)round_up(nk, c->pl->kern->key_block);
     if (c->pl->fast_qk)
-        copy_keys_bf16(c, t0, nk, padded);
+        copy_keys_bf16(c, t0, nk);
     else
-        copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, padded, c->p->dim);
+        copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, (int)round_up(nk, c->pl->kern->key_block),
+                  c->p->dim);
 }
 
 /* The rows kernels read K and V in place, whatever their dtype: a half
@@ -539,7 +552,7 @@ static float softcap_base2(const sdpa_problem *p) { return (float)((double)p->op
 static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf,
                            bool check) {
     const flash_plan *pl = c->pl;
-    const float *qp_sub = c->qp + st * c->p->dim * pl->sub_rows;
+    const float *qp_sub = c->qp + st * pl->qp_sub;
     if (pl->fast_qk)
         pl->kern->qk_tile_bf16((const uint16_t *)(const void *)qp_sub, c->p->dim, (const uint16_t *)(const void *)c->kt,
                                pl->ldk2, nk, c->s, pf);
@@ -578,10 +591,10 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
     const flash_plan *pl = c->pl;
     const int64_t dim_v = c->p->dim_v;
     for (int j = 0; j < nk; j++) {
-        if (pl->fast_pv) { /* the bf16 pairs: the source row decides */
+        if (pl->fast_pv) { /* the bf16 copy vT: the source row decides */
             if (value_row_finite(c, t0 + j, c->kv_head)) continue;
-            uint16_t *v_pair = (uint16_t *)(void *)c->vt + j / 2 * pl->ldv2 * 2 + j % 2;
-            for (int64_t d = 0; d < dim_v; d++) v_pair[2 * d] = 0;
+            uint16_t *v_col = (uint16_t *)(void *)c->vt + j;
+            for (int64_t d = 0; d < dim_v; d++) v_col[d * pl->ldvt] = 0;
         } else {
             float *v_j = c->vt + j * pl->ldv;
             if (pl->kern->all_finite(v_j, pl->ldv, 1, dim_v)) continue;
@@ -682,7 +695,7 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         if (pl->fast_pv) {
             kern->softmax_tile_bf16(c->s, nk_sub[st], m, l, alpha);
             kern->pv_tile_bf16((const uint16_t *)(const void *)c->s, nk_sub[st], (const uint16_t *)(const void *)c->vt,
-                               pl->ldv2, p->dim_v, alpha, o_sub, &pf_v);
+                               pl->ldvt, p->dim_v, alpha, o_sub, &pf_v);
         } else {
             kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
             kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha, o_sub, &pf_v);
