@@ -115,7 +115,7 @@ typedef struct flash_plan {
     int64_t qp_sub;          /* floats of one subtile's packed queries          */
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
-    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp;
+    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -222,6 +222,7 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     /* two rows of the wider of K and V, widened or narrowed on their way
      * to the bf16 copies (fast path, float16 storage) */
     pl->off_conv = reserve(&cursor, 2 * (p->dim > p->dim_v ? p->dim : p->dim_v));
+    if (pl->fast_qk) pl->off_qrows = reserve(&cursor, pl->sub_rows * round_up(p->dim, 32) / 2);
     pl->thread_floats = cursor;
     /* Whole 64-byte blocks, so that every partial and the thread scratch
      * after them stay aligned (an odd count once put the flash_row array
@@ -263,6 +264,7 @@ typedef struct flash_ctx {
     double *row_acc;                    /* Dv: the exact path's accumulator   */
     float *out_row;                     /* Dv: a row of out before narrowing  */
     float *conv;                        /* 2·max(D, Dv): bf16 conversions     */
+    uint16_t *qrows;                    /* fast: Br rows of bf16 queries      */
     bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
@@ -289,6 +291,7 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
     c->out_row = scratch + pl->off_out_row;
     c->conv = scratch + pl->off_conv;
+    c->qrows = (uint16_t *)(void *)(scratch + pl->off_qrows);
     c->careful = false;
 }
 
@@ -339,6 +342,29 @@ static void unit_begin(flash_ctx *c, int64_t u) {
     if (c->any_end <= c->any_begin) c->any_begin = c->any_end = 0;
 }
 
+/* The fast path's packed queries qp2[d / 2][r][d % 2] (ukernels.h): each
+ * row widened, scaled, rounded to bf16 and padded with 0 to a multiple of
+ * 32 widths, row-major in c->qrows; then its 32-bit pairs transposed into
+ * place (a padding row is zeros). */
+static void pack_queries_bf16(flash_ctx *c, float factor) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    const int64_t br = pl->sub_rows, dp = round_up(p->dim, 32);
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        for (int64_t r = 0; r < br; r++) {
+            const flash_row *row = &c->row[st * br + r];
+            uint16_t *q_r = c->qrows + r * dp;
+            memset(q_r, 0, sizeof(uint16_t) * (size_t)dp);
+            if (!row->valid) continue;
+            pl->kern->widen(problem_row_any(&p->q, c->b, row->i, row->h), p->q.dtype, c->conv, p->dim);
+            for (int64_t d = 0; d < p->dim; d++) c->conv[d] *= factor;
+            pl->kern->narrow(c->conv, ATTN_BF16, q_r, p->dim);
+        }
+        pl->kern->transpose_32((const uint32_t *)(const void *)c->qrows, dp / 2, (int)br, dp / 2,
+                               (uint32_t *)(void *)(c->qp + st * pl->qp_sub), br);
+    }
+}
+
 /* Packs the unit's queries, multiplied by scale·log2(e) so that scores come
  * out in base 2.  Tile layout: per subtile qp[d][r]; rows layout qp[r][d].
  * The tile layout is filled 16 widths at a time across all rows of a
@@ -355,14 +381,15 @@ static void pack_queries(flash_ctx *c) {
         }
         return;
     }
+    if (pl->fast_qk) {
+        pack_queries_bf16(c, factor);
+        return;
+    }
     enum { WIDTHS = 16 };
     const int64_t br = pl->sub_rows, q_bytes = problem_elem_bytes(&p->q);
     float q_part[WIDTHS];
     for (int64_t st = 0; st < pl->subtiles; st++) {
         float *qp_sub = c->qp + st * pl->qp_sub;
-        /* fast: qp2[d / 2][r][d % 2] in bf16, rounded after the scaling
-         * (padded with 0 to a multiple of 32 widths) */
-        uint16_t *qp2_sub = (uint16_t *)(void *)qp_sub;
         for (int64_t d0 = 0; d0 < p->dim; d0 += WIDTHS) {
             int64_t n = p->dim - d0 < WIDTHS ? p->dim - d0 : WIDTHS;
             for (int64_t r = 0; r < br; r++) {
@@ -370,19 +397,9 @@ static void pack_queries(flash_ctx *c) {
                 if (row->valid)
                     pl->kern->widen((const char *)problem_row_any(&p->q, c->b, row->i, row->h) + d0 * q_bytes,
                                     p->q.dtype, q_part, n);
-                for (int64_t e = 0; e < n; e++) {
-                    const float x = row->valid ? q_part[e] * factor : 0.0f;
-                    const int64_t d = d0 + e;
-                    if (pl->fast_qk)
-                        qp2_sub[(d / 2 * br + r) * 2 + d % 2] = dtype_f32_to_bf16(x);
-                    else
-                        qp_sub[d * br + r] = x;
-                }
+                for (int64_t e = 0; e < n; e++) qp_sub[(d0 + e) * br + r] = row->valid ? q_part[e] * factor : 0.0f;
             }
         }
-        if (pl->fast_qk)
-            for (int64_t d = p->dim; d < round_up(p->dim, 32); d++)
-                for (int64_t r = 0; r < br; r++) qp2_sub[(d / 2 * br + r) * 2 + d % 2] = 0;
     }
 }
 

@@ -13,7 +13,9 @@
  *   nonfinite  an Inf in V: fast marks the same rows non-finite as exact,
  *              and the other rows stay finite;
  *   name       attn_sdpa_kernel_name says "flash-bf16" exactly when the
- *              native path runs.
+ *              native path runs;
+ *   mixed      float32 q with half k, v (only P·V native), half q, k with
+ *              float32 v (only Q·Kᵀ native).
  *
  * With ATTN_FAST_TABLE=1 the accuracy test prints the table of
  * docs/kernels.md instead (L = S up to 4096; a few minutes).
@@ -368,12 +370,50 @@ static void nonfinite_value_like_exact(void **state) {
     case_free(&c);
 }
 
+/* Mixed storage: float32 q over a bf16 KV cache (P·V native, Q·Kᵀ exact),
+ * and float32 v (Q·Kᵀ native, P·V exact): each half of the fast path on its
+ * own, close to exact and bit-identical across threads. */
+static void mixed_dtypes(void **state) {
+    (void)state;
+    fast_case c;
+    case_make(&c, 100, 333, 4, 2, 64, 1, ATTN_BF16, 21);
+    const int64_t nq = c.L * c.Hq * c.D, nkv = c.S * c.Hkv * c.D;
+    float *qf = malloc(sizeof(float) * (size_t)nq), *vf = malloc(sizeof(float) * (size_t)nkv);
+    for (int64_t e = 0; e < nq; e++) qf[e] = (float)c.qd[e];
+    for (int64_t e = 0; e < nkv; e++) vf[e] = (float)c.vd[e];
+    float *o[3], *lse = malloc(sizeof(float) * (size_t)(c.Hq * c.L));
+    for (int i = 0; i < 3; i++) o[i] = malloc(sizeof(float) * (size_t)nq);
+    for (int mix = 0; mix < 2; mix++) {
+        attn_tensor q = mix == 0 ? attn_tensor_4d(qf, 1, c.L, c.Hq, c.D) : attn_tensor_view(c.q, c.dt, 1, c.L, c.Hq, c.D);
+        attn_tensor k = attn_tensor_view(c.k, c.dt, 1, c.S, c.Hkv, c.D);
+        attn_tensor v = mix == 1 ? attn_tensor_4d(vf, 1, c.S, c.Hkv, c.D) : attn_tensor_view(c.v, c.dt, 1, c.S, c.Hkv, c.D);
+        attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+        opt.causal = 1;
+        for (int i = 0; i < 3; i++) {
+            opt.precision = i < 2 ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT;
+            opt.threads = i == 0 ? 1 : 2;
+            attn_tensor out = attn_tensor_4d(o[i], 1, c.L, c.Hq, c.D);
+            assert_int_equal(attn_sdpa_forward(&q, &k, &v, &opt, &out, NULL, lse), ATTN_OK);
+        }
+        opt.precision = ATTN_PRECISION_FAST;
+        assert_string_equal(attn_sdpa_kernel_name(&q, &k, &v, &opt), native_here() ? "flash-bf16" : "flash");
+        assert_memory_equal(o[0], o[1], sizeof(float) * (size_t)nq);
+        double worst = 0;
+        for (int64_t e = 0; e < nq; e++) worst = fmax(worst, fabs((double)o[1][e] - o[2][e]));
+        if (worst > 0.05) fail_msg("mix %d: fast vs exact %.3g", mix, worst);
+    }
+    for (int i = 0; i < 3; i++) free(o[i]);
+    free(qf), free(vf), free(lse);
+    case_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(accuracy_within_derived_bound),
         cmocka_unit_test(bit_identical_across_threads),
         cmocka_unit_test(fallback_equals_exact),
         cmocka_unit_test(nonfinite_value_like_exact),
+        cmocka_unit_test(mixed_dtypes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
