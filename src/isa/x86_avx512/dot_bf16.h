@@ -239,7 +239,9 @@ static BF16_TARGET void bf16_transpose_32(const uint32_t *src, int64_t lds, int 
  * Eight tiles of 16 rows x 64 bytes: C00 C01 C10 C11 (0-3, fp32 16 x 16),
  * A0 A1 (4, 5: 16 rows x 32 bf16), B0 B1 (6, 7: 16 pairs x 16 columns).
  * Tiles hold no state between calls: each call loads the configuration
- * (the thread's tile state is its own), computes, and leaves. */
+ * (the thread's tile state is its own), computes, and releases the tiles
+ * (so that a context switch does not save 8 KiB of tile data for a thread
+ * that has left the kernel). */
 typedef struct amx_config {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -294,6 +296,7 @@ static AMX_TARGET void amx_qk_tile(const uint16_t *qp2, int64_t dim, const uint1
             _tile_stored(3, st + (int64_t)(j0 + 16) * TILE_ROWS + 16, lds_bytes);
         }
     }
+    _tile_release();
     flash_prefetch_rest(&next);
 }
 
@@ -342,6 +345,7 @@ static AMX_TARGET void amx_pv_tile(const uint16_t *pt, int nk, const uint16_t *v
                 v_storeu(o, v_fma(a[qv], v_load(o), v_load(block + b * TILE_ROWS + qv * VLEN)));
             }
     }
+    _tile_release();
     flash_prefetch_rest(&next);
 }
 
