@@ -248,16 +248,19 @@ typedef struct amx_config {
     uint8_t rows[16];
 } amx_config;
 
-static inline AMX_TARGET void amx_configure(void) {
-    amx_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
-    _tile_loadconfig(&cfg);
-}
+/* A constant in memory, not built on the stack: with the configuring
+ * function not inlined, gcc 12 dropped most stores of a stack-built
+ * configuration before ldtilecfg read it (the builtin's read of memory
+ * went unseen), and ldtilecfg faulted on the half-written one. */
+static const amx_config amx_tiles __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+static AMX_TARGET void amx_configure(void) { _tile_loadconfig(&amx_tiles); }
+
+static AMX_TARGET void amx_release(void) { _tile_release(); }
 
 /* S^T = K · Q^T per 32 keys: A = 16 key rows x 32 widths of kt2, B = 16
  * width pairs x 16 rows of qp2 (already the pair layout tdpbf16ps wants),
@@ -296,7 +299,7 @@ static AMX_TARGET void amx_qk_tile(const uint16_t *qp2, int64_t dim, const uint1
             _tile_stored(3, st + (int64_t)(j0 + 16) * TILE_ROWS + 16, lds_bytes);
         }
     }
-    _tile_release();
+    amx_release();
     flash_prefetch_rest(&next);
 }
 
@@ -345,7 +348,7 @@ static AMX_TARGET void amx_pv_tile(const uint16_t *pt, int nk, const uint16_t *v
                 v_storeu(o, v_fma(a[qv], v_load(o), v_load(block + b * TILE_ROWS + qv * VLEN)));
             }
     }
-    _tile_release();
+    amx_release();
     flash_prefetch_rest(&next);
 }
 
