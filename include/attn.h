@@ -200,9 +200,14 @@ typedef enum attn_kernel {
 /* How float16 / bfloat16 tensors enter the arithmetic (accumulation is
  * always float32).  EXACT: every element is widened to float32 first, so a
  * half tensor gives the float32 result of its (exactly representable)
- * values.  FAST: a native half dot-product path where the CPU has one
- * (AVX512-BF16 vdpbf16ps for bfloat16 Q and K), else EXACT; its accuracy
- * is in docs/kernels.md.  Float32 tensors are computed the same either way. */
+ * values.  FAST: a request for native bfloat16 dot products with float32
+ * accumulation (AVX512-BF16 vdpbf16ps), honoured on the flash forward's
+ * tile path (prefill) where the CPU has them: Q·Kᵀ when q and k are half,
+ * P·V (P rounded to bfloat16) when v is half; float16 operands are rounded
+ * to bfloat16 first.  Everywhere else (another CPU, decode's rows path,
+ * the backward, the reference) it runs EXACT; attn_sdpa_kernel_name()
+ * says "flash-bf16" when it is honoured.  Accuracy: docs/kernels.md.
+ * Float32 tensors are computed the same either way. */
 typedef enum attn_precision {
     ATTN_PRECISION_EXACT = 0,
     ATTN_PRECISION_FAST = 1
@@ -309,8 +314,9 @@ ATTN_API attn_status attn_sdpa_scores(const attn_tensor *q, const attn_tensor *k
                                       const attn_sdpa_options *opt, float *scores);
 
 /* Name of the kernel attn_sdpa_forward would run for these inputs ("ref",
- * "flash"; "invalid" for arguments it would refuse), for logs and
- * benchmarks. */
+ * "flash", or "flash-bf16" when precision fast is honoured with native
+ * bfloat16 dot products; "invalid" for arguments it would refuse), for
+ * logs and benchmarks. */
 ATTN_API const char *attn_sdpa_kernel_name(const attn_tensor *q, const attn_tensor *k,
                                            const attn_tensor *v, const attn_sdpa_options *opt);
 

@@ -8,7 +8,7 @@
  *   decode   B=1 L=1 Hq=16 Hkv=8 D=128 S in {4096, 32768, 131072},
  *            causal-lower-right (a KV-cache step); K/V in float32, float16
  *            and bfloat16 (q and out float32), GB/s against the read probe
- *   prefill bf16  L=S in {1024, 4096} Hkv=16 D=128, q, k, v, out bfloat16,
+ *   prefill bf16  L=S in {1024, 4096} Hkv=8 D=128, q, k, v, out bfloat16,
  *            full and causal, precision exact and fast
  *   long     B=1 L=S=65536 Hq=Hkv=1 D=128 causal, flash only, with memory
  *   scaling  B=1 L=S=n Hq=Hkv=1 D=64 full, n = 100, 200, 400, ...
@@ -50,8 +50,10 @@ static const char bench_usage[] =
     "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right;\n"
     "           K and V in float32, then float16 ('kv=f16'), then bfloat16 ('kv=bf16'),\n"
     "           q and out float32; %bw of the read bandwidth (a decode step reads)\n"
-    "  prefill  also L=S=1024|4096 Hkv=16 D=128 with q, k, v, out in bfloat16 ('bf16',\n"
-    "           exact: widened to float32 on load) and ('bf16 fast': precision fast)\n"
+    "  prefill  also L=S=1024|4096 Hkv=8 D=128 with q, k, v, out in bfloat16 ('bf16',\n"
+    "           exact: widened to float32 on load) and ('bf16 fast': precision fast,\n"
+    "           vdpbf16ps where the CPU has AVX512-BF16, else exact; %peak stays\n"
+    "           against the FP32 FMA peak: bf16 dot products can reach 2x it)\n"
     "  long     L=S=65536, one head, D=128, causal; flash only; memory reported\n"
     "  scaling  L=S=n, one head, D=64, full, n = 100, 200, 400, ...: time grows as\n"
     "           n^2 (4x cells per doubling); q, k, v and out grow as n; neither\n"
@@ -245,7 +247,7 @@ static void plan_cases(const bench_config *cfg, case_list *cases) {
     for (int l = 0; l < (cfg->quick ? 1 : 2); l++)
         for (int fast = 0; fast < 2; fast++)
             for (int m = 0; m < 2; m++)
-                add_case(cases, SEC_PREFILL, prefill_bf16[l], prefill_bf16[l], 16, 16, 128, m ? MASK_CAUSAL : MASK_NONE,
+                add_case(cases, SEC_PREFILL, prefill_bf16[l], prefill_bf16[l], 16, 8, 128, m ? MASK_CAUSAL : MASK_NONE,
                          ATTN_BF16, fast ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT);
     /* Each decode length with float32, float16 and bfloat16 K/V in a row,
      * so that their ratio is taken under the same load. */

@@ -96,7 +96,10 @@ static const char *kernel_query(const direction *dir, const attn_tensor *q, cons
                                 const attn_tensor *v, const attn_sdpa_options *opt) {
     sdpa_problem p;
     attn_kernel kernel = ATTN_KERNEL_AUTO;
-    return query(dir, q, k, v, opt, &p, &kernel) ? "invalid" : kernel_name(kernel);
+    if (query(dir, q, k, v, opt, &p, &kernel)) return "invalid";
+    /* precision fast is a request: say when the forward would honour it */
+    if (dir == &forward && kernel == ATTN_KERNEL_FLASH && attn__flash_forward_native_bf16(&p)) return "flash-bf16";
+    return kernel_name(kernel);
 }
 
 attn_status attn_sdpa_workspace_size(const attn_tensor *q, const attn_tensor *k,

@@ -6,7 +6,9 @@
  * list below: adding one is a folder under src/isa/ and one line here
  * (docs/kernels.md has the recipe).  At first use, thread-safely, every
  * table is completed from the portable one (an entry an ISA leaves NULL
- * runs the portable micro-kernel), then one is chosen: the best the CPU
+ * runs the portable micro-kernel; the optional bf16 kernels of precision
+ * fast excepted: they stay NULL where the ISA has none, and the loop nest
+ * then runs the exact path), then one is chosen: the best the CPU
  * supports (the table's supported()), unless the environment says:
  *   ATTN_ARCH=generic|avx2|avx512   force that instruction set (one the CPU
  *                                   or build lacks falls back to the best)
@@ -119,7 +121,10 @@ static bool debug_wanted(void) {
 
 static void debug_report(int isa, bool ref, const char *reason) {
     if (!debug_wanted() || atomic_flag_test_and_set(&debug_printed)) return;
-    fprintf(stderr, "attn: instruction set %s (%s)%s\n", isas[isa]->isa, reason,
+    const bool bf16 = isas[isa]->bf16_supported && isas[isa]->bf16_supported();
+    fprintf(stderr, "attn: instruction set %s (%s); precision fast: %s%s%s\n", isas[isa]->isa, reason,
+            bf16 ? "bf16 dot products on the tile path, " : "runs exact (no native bf16 dot product)",
+            bf16 ? isas[isa]->bf16_name() : "",
             ref ? "; every call runs on the reference kernel (ATTN_KERNEL=ref)" : "");
 }
 

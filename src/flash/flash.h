@@ -17,6 +17,12 @@ size_t attn__flash_forward_workspace_size(const sdpa_problem *p);
 attn_status attn__flash_forward(const sdpa_problem *p, void *workspace, attn_tensor *out,
                                 float *weights, float *lse);
 
+/* True when attn__flash_forward would run some of p's products on the
+ * native bf16 kernels (precision fast on a CPU and ISA that have them, the
+ * tile path, half operands: forward.c, native_bf16): what
+ * attn_sdpa_kernel_name reports as "flash-bf16". */
+bool attn__flash_forward_native_bf16(const sdpa_problem *p);
+
 /* Backward (backward.c): FlashAttention-2's recomputation on 128 x 64
  * tiles; needs a->out and a->lse.  Workspace: a few tiles per thread, the
  * row sums dout.out [B, Hq, L] and one dq partial per key chunk of the

@@ -54,6 +54,7 @@
  */
 #include "flash/flash.h"
 
+#include "base/dtype.h"
 #include "base/logits.h"
 #include "base/progress.h"
 #include "base/threads.h"
@@ -105,9 +106,16 @@ typedef struct flash_plan {
     int64_t units, chunks, chunk_keys, items;
     int64_t tile_keys;       /* keys per tile (Bc) or per block (rows path)    */
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
+    /* precision fast (native_bf16): Q·Kᵀ by qk_tile_bf16 (q and k half),
+     * P·V by softmax_tile_bf16 + pv_tile_bf16 (v half); the copies are then
+     * bf16 (qp2, kt2, vT of ukernels.h; the value pairs on their way to vT
+     * in vp), with these strides in elements (ldvp in pairs) */
+    bool fast_qk, fast_pv;
+    int64_t ldk2, ldvt, ldvp;
+    int64_t qp_sub;          /* floats of one subtile's packed queries          */
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
-    size_t off_exact, off_ones, off_row_acc, off_out_row;
+    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -118,6 +126,19 @@ static size_t reserve(size_t *cursor, int64_t n) {
     size_t at = *cursor;
     *cursor += (size_t)round_up(n, FLASH_ALIGN / (int64_t)sizeof(float));
     return at;
+}
+
+static bool is_half(attn_dtype dt) { return dt == ATTN_F16 || dt == ATTN_BF16; }
+
+/* Whether precision fast may run the native bf16 kernels on the tile path
+ * of this problem: asked for, and this table (the chosen ISA) has them on
+ * this CPU.  Which products go native then depends on the dtypes
+ * (plan_make): float32 tensors are computed the same under either
+ * precision (attn.h), so a product runs on bf16 only when its stored
+ * operands are half (Q·Kᵀ: q and k; P·V: v). */
+static bool native_bf16(const sdpa_problem *p, const ukernel_table *kern) {
+    return p->opt.precision == ATTN_PRECISION_FAST && kern->bf16_supported && kern->qk_tile_bf16 &&
+           kern->tile_rows == 32 && kern->tile_keys % 48 == 0 && kern->bf16_supported();
 }
 
 static void plan_make(const sdpa_problem *p, flash_plan *pl) {
@@ -164,6 +185,16 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->ldq = round_up(p->dim, 16);
     pl->ldk = round_up(p->dim, 16) + 16;
     pl->ldv = round_up(p->dim_v, 16) + 16;
+    if (!pl->rows_path && native_bf16(p, kern)) {
+        pl->fast_qk = is_half(p->q.dtype) && is_half(p->k.dtype);
+        pl->fast_pv = is_half(p->v.dtype);
+    }
+    /* bf16 rows of an odd number of cache lines too (kt2 fits in the
+     * float copy's space: ldk2 / 2 <= ldk) */
+    pl->ldk2 = round_up(p->dim, 32) + 32;
+    pl->ldvt = round_up(kern->tile_keys, 32) + 32;
+    pl->ldvp = round_up(p->dim_v, 16) + 16;
+    pl->qp_sub = pl->fast_qk ? round_up(p->dim, 32) / 2 * pl->sub_rows : p->dim * pl->sub_rows;
 
     size_t cursor = 0;
     int64_t rows = pl->rows, keys = pl->tile_keys;
@@ -171,9 +202,11 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
         pl->off_qp = reserve(&cursor, rows * pl->ldq);
         pl->off_s = reserve(&cursor, rows * keys);
     } else {
-        pl->off_qp = reserve(&cursor, p->dim * rows);
+        pl->off_qp = reserve(&cursor, pl->qp_sub * pl->subtiles);
         pl->off_kt = reserve(&cursor, keys * pl->ldk);
-        pl->off_vt = reserve(&cursor, keys * pl->ldv);
+        const int64_t vt_floats = round_up(p->dim_v, 16) * pl->ldvt / 2;
+        pl->off_vt = reserve(&cursor, pl->fast_pv && vt_floats > keys * pl->ldv ? vt_floats : keys * pl->ldv);
+        if (pl->fast_pv) pl->off_vp = reserve(&cursor, round_up(ceil_div(keys, 2), 16) * pl->ldvp);
         pl->off_s = reserve(&cursor, keys * pl->sub_rows);
     }
     pl->off_o = reserve(&cursor, rows * p->dim_v);
@@ -186,6 +219,10 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_ones = reserve(&cursor, rows);
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
     pl->off_out_row = reserve(&cursor, p->dim_v);
+    /* two rows of the wider of K and V, widened or narrowed on their way
+     * to the bf16 copies (fast path, float16 storage) */
+    pl->off_conv = reserve(&cursor, 2 * (p->dim > p->dim_v ? p->dim : p->dim_v));
+    if (pl->fast_qk) pl->off_qrows = reserve(&cursor, pl->sub_rows * round_up(p->dim, 32) / 2);
     pl->thread_floats = cursor;
     /* Whole 64-byte blocks, so that every partial and the thread scratch
      * after them stay aligned (an odd count once put the flash_row array
@@ -200,6 +237,12 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
 static size_t plan_bytes(const flash_plan *pl) {
     size_t floats = pl->partial_floats * (size_t)pl->items + pl->thread_floats * (size_t)pl->threads;
     return floats * sizeof(float);
+}
+
+bool attn__flash_forward_native_bf16(const sdpa_problem *p) {
+    flash_plan pl;
+    plan_make(p, &pl);
+    return pl.fast_qk || pl.fast_pv;
 }
 
 size_t attn__flash_forward_workspace_size(const sdpa_problem *p) {
@@ -220,6 +263,8 @@ typedef struct flash_ctx {
     uint8_t *exact;                     /* per row: recompute it exactly      */
     double *row_acc;                    /* Dv: the exact path's accumulator   */
     float *out_row;                     /* Dv: a row of out before narrowing  */
+    float *conv;                        /* 2·max(D, Dv): bf16 conversions     */
+    uint16_t *qrows;                    /* fast: Br rows of bf16 queries      */
     bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
@@ -245,6 +290,8 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
     c->out_row = scratch + pl->off_out_row;
+    c->conv = scratch + pl->off_conv;
+    c->qrows = (uint16_t *)(void *)(scratch + pl->off_qrows);
     c->careful = false;
 }
 
@@ -295,6 +342,29 @@ static void unit_begin(flash_ctx *c, int64_t u) {
     if (c->any_end <= c->any_begin) c->any_begin = c->any_end = 0;
 }
 
+/* The fast path's packed queries qp2[d / 2][r][d % 2] (ukernels.h): each
+ * row widened, scaled, rounded to bf16 and padded with 0 to a multiple of
+ * 32 widths, row-major in c->qrows; then its 32-bit pairs transposed into
+ * place (a padding row is zeros). */
+static void pack_queries_bf16(flash_ctx *c, float factor) {
+    const sdpa_problem *p = c->p;
+    const flash_plan *pl = c->pl;
+    const int64_t br = pl->sub_rows, dp = round_up(p->dim, 32);
+    for (int64_t st = 0; st < pl->subtiles; st++) {
+        for (int64_t r = 0; r < br; r++) {
+            const flash_row *row = &c->row[st * br + r];
+            uint16_t *q_r = c->qrows + r * dp;
+            memset(q_r, 0, sizeof(uint16_t) * (size_t)dp);
+            if (!row->valid) continue;
+            pl->kern->widen(problem_row_any(&p->q, c->b, row->i, row->h), p->q.dtype, c->conv, p->dim);
+            for (int64_t d = 0; d < p->dim; d++) c->conv[d] *= factor;
+            pl->kern->narrow(c->conv, ATTN_BF16, q_r, p->dim);
+        }
+        pl->kern->transpose_32((const uint32_t *)(const void *)c->qrows, dp / 2, (int)br, dp / 2,
+                               (uint32_t *)(void *)(c->qp + st * pl->qp_sub), br);
+    }
+}
+
 /* Packs the unit's queries, multiplied by scale·log2(e) so that scores come
  * out in base 2.  Tile layout: per subtile qp[d][r]; rows layout qp[r][d].
  * The tile layout is filled 16 widths at a time across all rows of a
@@ -311,11 +381,15 @@ static void pack_queries(flash_ctx *c) {
         }
         return;
     }
+    if (pl->fast_qk) {
+        pack_queries_bf16(c, factor);
+        return;
+    }
     enum { WIDTHS = 16 };
     const int64_t br = pl->sub_rows, q_bytes = problem_elem_bytes(&p->q);
     float q_part[WIDTHS];
     for (int64_t st = 0; st < pl->subtiles; st++) {
-        float *qp_sub = c->qp + st * p->dim * br;
+        float *qp_sub = c->qp + st * pl->qp_sub;
         for (int64_t d0 = 0; d0 < p->dim; d0 += WIDTHS) {
             int64_t n = p->dim - d0 < WIDTHS ? p->dim - d0 : WIDTHS;
             for (int64_t r = 0; r < br; r++) {
@@ -386,10 +460,63 @@ static void copy_rows(const flash_ctx *c, float *restrict dst, int64_t ld_dst, c
     }
 }
 
+/* Row `key` of kv head `head` of t (a half tensor) as bf16: in place when
+ * t is bf16, else widened into c->conv and rounded into `tmp` (width
+ * elements, past the first max(D, Dv) floats of c->conv). */
+static const uint16_t *row_bf16(const flash_ctx *c, const attn_tensor *t, int64_t key, int64_t head,
+                                int64_t width, uint16_t *tmp) {
+    const void *src = problem_row_any(t, c->b, key, head);
+    if (t->dtype == ATTN_BF16) return src;
+    c->pl->kern->widen(src, t->dtype, c->conv, width);
+    c->pl->kern->narrow(c->conv, ATTN_BF16, tmp, width);
+    return tmp;
+}
+
+/* The fast path's key tile kt2: rows [t0, t0 + nk) in bf16, each padded
+ * with 0 to a multiple of 32 widths, then zero rows up to a multiple of 48. */
+static void copy_keys_bf16(flash_ctx *c, int64_t t0, int nk) {
+    const flash_plan *pl = c->pl;
+    const int64_t dim = c->p->dim, width = round_up(dim, 32);
+    const int padded = (int)round_up(nk, 48);
+    uint16_t *kt2 = (uint16_t *)(void *)c->kt;
+    uint16_t *tmp = (uint16_t *)(void *)(c->conv + dim);
+    for (int j = 0; j < padded; j++) {
+        uint16_t *d = kt2 + j * pl->ldk2;
+        if (j < nk) {
+            memcpy(d, row_bf16(c, &c->p->k, t0 + j, c->kv_head, dim, tmp), sizeof(uint16_t) * (size_t)dim);
+            memset(d + dim, 0, sizeof(uint16_t) * (size_t)(width - dim));
+        } else {
+            memset(d, 0, sizeof(uint16_t) * (size_t)width);
+        }
+    }
+}
+
+/* The fast path's value tile vT (ukernels.h): keys [t0, t0 + nk) paired
+ * into vp (an odd nk's last pair completed with 0, zero pairs up to a
+ * multiple of 16), then vp's 32-bit pairs transposed: vT[d][j]. */
+static void copy_values_bf16(flash_ctx *c, int64_t t0, int nk) {
+    const flash_plan *pl = c->pl;
+    const int64_t dim_v = c->p->dim_v;
+    uint16_t *vp = (uint16_t *)(void *)(c->vt + (pl->off_vp - pl->off_vt));
+    uint16_t *tmp_a = (uint16_t *)(void *)(c->conv + dim_v), *tmp_b = tmp_a + dim_v;
+    const int pairs = (nk + 1) / 2, padded = (int)round_up(pairs, 16);
+    for (int j = 0; j < nk; j += 2) {
+        const uint16_t *a = row_bf16(c, &c->p->v, t0 + j, c->kv_head, dim_v, tmp_a);
+        const uint16_t *b = j + 1 < nk ? row_bf16(c, &c->p->v, t0 + j + 1, c->kv_head, dim_v, tmp_b) : NULL;
+        pl->kern->interleave_bf16(a, b, vp + j / 2 * pl->ldvp * 2, dim_v);
+    }
+    for (int jp = pairs; jp < padded; jp++) memset(vp + jp * pl->ldvp * 2, 0, sizeof(uint32_t) * (size_t)dim_v);
+    pl->kern->transpose_32((const uint32_t *)(const void *)vp, pl->ldvp, padded, dim_v, (uint32_t *)(void *)c->vt,
+                           pl->ldvt / 2);
+}
+
 /* Copies keys [t0, t0 + nk) into c->kt, zero-padded to a whole key block. */
 static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
-    copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, (int)round_up(nk, c->pl->kern->key_block),
-              c->p->dim);
+    if (c->pl->fast_qk)
+        copy_keys_bf16(c, t0, nk);
+    else
+        copy_rows(c, c->kt, c->pl->ldk, &c->p->k, t0, c->kv_head, nk, (int)round_up(nk, c->pl->kern->key_block),
+                  c->p->dim);
 }
 
 /* The rows kernels read K and V in place, whatever their dtype: a half
@@ -442,7 +569,12 @@ static float softcap_base2(const sdpa_problem *p) { return (float)((double)p->op
 static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const flash_prefetch *pf,
                            bool check) {
     const flash_plan *pl = c->pl;
-    pl->kern->qk_tile(c->qp + st * c->p->dim * pl->sub_rows, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
+    const float *qp_sub = c->qp + st * pl->qp_sub;
+    if (pl->fast_qk)
+        pl->kern->qk_tile_bf16((const uint16_t *)(const void *)qp_sub, c->p->dim, (const uint16_t *)(const void *)c->kt,
+                               pl->ldk2, nk, c->s, pf);
+    else
+        pl->kern->qk_tile(qp_sub, c->p->dim, c->kt, pl->ldk, nk, c->s, pf);
     if (check) check_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
     if (logits_softcapped(c->p)) pl->kern->softcap_n(c->s, nk * pl->sub_rows, softcap_base2(c->p));
     mask_scores(c, st * pl->sub_rows, pl->sub_rows, t0, nk, c->s, pl->sub_rows, 1);
@@ -476,9 +608,15 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
     const flash_plan *pl = c->pl;
     const int64_t dim_v = c->p->dim_v;
     for (int j = 0; j < nk; j++) {
-        float *v_j = c->vt + j * pl->ldv;
-        if (pl->kern->all_finite(v_j, pl->ldv, 1, dim_v)) continue;
-        memset(v_j, 0, sizeof(float) * (size_t)dim_v);
+        if (pl->fast_pv) { /* the bf16 copy vT: the source row decides */
+            if (value_row_finite(c, t0 + j, c->kv_head)) continue;
+            uint16_t *v_col = (uint16_t *)(void *)c->vt + j;
+            for (int64_t d = 0; d < dim_v; d++) v_col[d * pl->ldvt] = 0;
+        } else {
+            float *v_j = c->vt + j * pl->ldv;
+            if (pl->kern->all_finite(v_j, pl->ldv, 1, dim_v)) continue;
+            memset(v_j, 0, sizeof(float) * (size_t)dim_v);
+        }
         for (int64_t st = 0; st < pl->subtiles; st++) {
             if (j >= nk_sub[st]) continue;
             for (int64_t r = st * pl->sub_rows; r < (st + 1) * pl->sub_rows; r++)
@@ -545,7 +683,10 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         return;
     }
     copy_keys(c, t0, nk);
-    copy_rows(c, c->vt, pl->ldv, &p->v, t0, c->kv_head, nk, nk, p->dim_v);
+    if (pl->fast_pv)
+        copy_values_bf16(c, t0, nk);
+    else
+        copy_rows(c, c->vt, pl->ldv, &p->v, t0, c->kv_head, nk, nk, p->dim_v);
 
     /* Keys past a subtile's range are hidden from all its rows: the
      * subtile skips them, and the whole tile when it lies outside. */
@@ -566,10 +707,16 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         if (rows > 0) first += rows;
         float *m = c->m + st * pl->sub_rows, *l = c->l + st * pl->sub_rows;
         float *alpha = c->alpha + st * pl->sub_rows;
+        float *o_sub = c->o + st * p->dim_v * pl->sub_rows;
         subtile_scores(c, st, t0, nk_sub[st], &pf_k, true);
-        kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
-        kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha,
-                      c->o + st * p->dim_v * pl->sub_rows, &pf_v);
+        if (pl->fast_pv) {
+            kern->softmax_tile_bf16(c->s, nk_sub[st], m, l, alpha);
+            kern->pv_tile_bf16((const uint16_t *)(const void *)c->s, nk_sub[st], (const uint16_t *)(const void *)c->vt,
+                               pl->ldvt, p->dim_v, alpha, o_sub, &pf_v);
+        } else {
+            kern->softmax_tile(c->s, nk_sub[st], m, l, alpha);
+            kern->pv_tile(c->s, nk_sub[st], c->vt, pl->ldv, p->dim_v, alpha, o_sub, &pf_v);
+        }
     }
 }
 

@@ -170,6 +170,53 @@ typedef struct ukernel_table {
     void (*probs_rows)(const float *s, int64_t lds, int rows, int nk, const float *m,
                        const float *inv_l, float *w, int64_t ldw);
 
+    /* ---- precision fast: native bfloat16 dot products (optional) ----
+     * Entries an ISA without a bf16 dot product leaves NULL; dispatch.c
+     * does NOT fill them from the portable table (there is nothing faster
+     * to fill them with), and the loop nest then runs the float kernels
+     * above: `precision = fast` is a request, never a guarantee.  The
+     * loop nest takes them only when bf16_supported() says yes, for tiles
+     * of Br = 32 rows and Bc a multiple of 48 keys.
+     * A bf16 "pair" is two bfloat16 in one 32-bit unit, element 2i in the
+     * low half; a dot-product instruction (vdpbf16ps, or AMX's tdpbf16ps)
+     * adds a[2i]·b[2i] + a[2i+1]·b[2i+1] to an fp32 accumulator (each
+     * product exact, denormals flushed to zero, round to nearest even).
+     * Layouts (uint16_t), zero padding included (the kernels read it):
+     *   qp2 [Dp/2][Br][2]   packed queries as qp, rounded to bf16, widths
+     *                       paired; Dp = round_up(D, 32), pads 0
+     *   kt2 [Kp][ldk]       the key tile in bf16, row-major, widths padded
+     *                       to Dp with 0, rows to Kp = round_up(nk, 48) with 0
+     *   pt  [Pp][Br][2]     probabilities in bf16, keys paired; written by
+     *                       softmax_tile_bf16 over st, pairs padded to
+     *                       Pp = round_up(ceil(nk / 2), 16) with 0
+     *   vT  [Dvp][ldv]      the value tile transposed (keys contiguous),
+     *                       Dvp = round_up(Dv, 16) rows; keys padded to
+     *                       round_up(nk, 32) with 0 (ldv >= that, even)
+     * Pointers 64-byte aligned, as for the float tile kernels. */
+    bool (*bf16_supported)(void);
+    /* Which instructions they use on this CPU ("amx", "avx512-bf16"). */
+    const char *(*bf16_name)(void);
+    /* st[j][r] = sum over width pairs of kt2[j][pair] · qp2[pair][r], for
+     * j < Kp; writes st without reading it; prefetches pf. */
+    void (*qk_tile_bf16)(const uint16_t *qp2, int64_t dim, const uint16_t *kt2, int64_t ldk, int nk,
+                         float *st, const flash_prefetch *pf);
+    /* softmax_tile, with each probability rounded to bf16; l sums the
+     * rounded values (so that P·V divides by the sum of the weights it
+     * applied), and st is overwritten in place by pt (pair j/2 from rows
+     * j, j+1; an odd nk's last pair and the padding get 0). */
+    void (*softmax_tile_bf16)(float *st, int nk, float *m, float *l, float *alpha);
+    /* ot[d][r] = alpha[r]·ot[d][r] + sum over key pairs of pt[pair][r] ·
+     * (vT[d][2·pair], vT[d][2·pair + 1]), d < dim_v, in an order fixed by
+     * nk and dim_v.  Reads ot.  Prefetches pf. */
+    void (*pv_tile_bf16)(const uint16_t *pt, int nk, const uint16_t *vt, int64_t ldv, int64_t dim_v,
+                         const float *alpha, float *ot, const flash_prefetch *pf);
+    /* dst[2e] = a[e], dst[2e + 1] = b[e] (0 when b is NULL), e < n: two
+     * bf16 rows into one row of pairs. */
+    void (*interleave_bf16)(const uint16_t *a, const uint16_t *b, uint16_t *dst, int64_t n);
+    /* dst[c·ldd + r] = src[r·lds + c] for r < rows (a multiple of 16),
+     * c < cols: 32-bit units (bf16 pairs) transposed. */
+    void (*transpose_32)(const uint32_t *src, int64_t lds, int rows, int64_t cols, uint32_t *dst, int64_t ldd);
+
     /* ------------------------------------------------ both directions */
 
     /* Half-precision storage (docs/kernels.md, "Half-precision storage"):

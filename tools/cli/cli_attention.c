@@ -81,9 +81,10 @@ const char cli_compute_help[] =
     "                          of more than " CLI_REF_BUDGET_TEXT " is refused: --kernel flash is\n"
     "                          about a hundred times faster)\n"
     "  --precision exact|fast  float16/bfloat16 inputs: exact (default) widens each element to\n"
-    "                          float32 first; fast uses native bfloat16 dot products where the CPU\n"
-    "                          has them (AVX512-BF16), else exact; accumulation is float32 either\n"
-    "                          way (accuracy: docs/kernels.md)\n";
+    "                          float32 first; fast uses native bfloat16 dot products (AMX-BF16,\n"
+    "                          else AVX512-BF16) on prefill where the CPU has them, else exact\n"
+    "                          (the kernel is then named flash-bf16); accumulation is float32\n"
+    "                          either way (accuracy: docs/kernels.md)\n";
 
 const char cli_layout_help[] =
     "layout of q, k, v (and of the outputs shaped like them):\n"

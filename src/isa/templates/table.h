@@ -5,6 +5,9 @@
  *   UKERNEL_TABLE      the table's name (attn__ukernels_<isa>)
  *   UKERNEL_ISA        its ATTN_ARCH name ("avx2")
  *   UKERNEL_SUPPORTED  a function: does this CPU have the instructions?
+ * and, where the ISA has native bf16 dot products (precision = fast),
+ *   UKERNEL_BF16       defined: the bf16_* kernels, bf16_dot_supported and
+ *                      bf16_dot_name
  */
 
 const ukernel_table UKERNEL_TABLE = {
@@ -31,6 +34,15 @@ const ukernel_table UKERNEL_TABLE = {
     .narrow = simd_narrow,
     .gemm = simd_gemm,
     .p_ds = simd_p_ds,
+#ifdef UKERNEL_BF16
+    .bf16_supported = bf16_dot_supported,
+    .bf16_name = bf16_dot_name,
+    .transpose_32 = bf16_transpose_32,
+    .qk_tile_bf16 = bf16_qk_tile,
+    .softmax_tile_bf16 = bf16_softmax_tile,
+    .pv_tile_bf16 = bf16_pv_tile,
+    .interleave_bf16 = bf16_interleave,
+#endif
     .peak_chunk = simd_peak_chunk,
     .peak_lanes = VLEN,
     .peak_isa = UKERNEL_ISA,

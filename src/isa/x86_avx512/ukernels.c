@@ -9,6 +9,8 @@
  * accumulators), pv_tile blocks of 12 widths (24 accumulators), Bc = 96.
  * Backward gemm register block: 6 rows x 4 vectors = 24 accumulators, 4 B
  * vectors, one broadcast: 29 of the 32 registers.
+ * precision = fast (AVX512-BF16 CPUs only, checked at run time): the tile
+ * kernels of dot_bf16.h, same blocks, vdpbf16ps on bf16 pairs.
  */
 #include "flash/ukernels.h"
 
@@ -39,9 +41,12 @@ static bool avx512_supported(void) {
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 
+#include "isa/x86_avx512/dot_bf16.h"
+
 #define UKERNEL_TABLE attn__ukernels_avx512
 #define UKERNEL_ISA "avx512"
 #define UKERNEL_SUPPORTED avx512_supported
+#define UKERNEL_BF16 1
 #include "isa/templates/table.h"
 
 #else
