@@ -39,10 +39,13 @@ attn_status attn_set_error(attn_status status, const char *fmt, ...) {
     /* Formatted aside first: the arguments may include attn_last_error()
      * itself (a message that wraps the previous one). */
     char message[sizeof last_error];
-    va_list ap;
-    va_start(ap, fmt);
-    if (vsnprintf(message, sizeof message, fmt ? fmt : "", ap) < 0) message[0] = 0;
-    va_end(ap);
+    message[0] = 0;
+    if (fmt) { /* NULL: an empty message (not vsnprintf of "": clang's -Wformat-zero-length) */
+        va_list ap;
+        va_start(ap, fmt);
+        if (vsnprintf(message, sizeof message, fmt, ap) < 0) message[0] = 0;
+        va_end(ap);
+    }
     memcpy(last_error, message, sizeof last_error);
     return status;
 }
