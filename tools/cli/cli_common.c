@@ -5,6 +5,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 
 #include "cli.h"
+#include "cli_timing.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -120,10 +121,13 @@ static float float_at(const attn_array *a, int64_t i) {
 bool cli_load_float(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, bool keep_half,
                     attn_array *out) {
     attn_dtype original;
+    double t = cli_timing_now();
     if (attn_npy_load(path, out) != ATTN_OK) {
         cli_data_error(cmd, "%s: %s", flag, attn_last_error());
         return false;
     }
+    cli_timing_add("read inputs", t);
+    t = cli_timing_now();
     original = out->dtype;
     const bool half = original == ATTN_F16 || original == ATTN_BF16;
     if (!(keep_half && half) && attn_array_convert(out, ATTN_F32) != ATTN_OK) {
@@ -132,6 +136,8 @@ bool cli_load_float(const char *cmd, const char *flag, const char *path, bool al
         attn_array_free(out);
         return false;
     }
+    cli_timing_add("convert inputs", t);
+    t = cli_timing_now();
     for (int64_t i = 0; i < out->count; i++) {
         const float x = float_at(out, i);
         if (isfinite(x) || (allow_neg_inf && x == -INFINITY)) continue;
@@ -141,6 +147,7 @@ bool cli_load_float(const char *cmd, const char *flag, const char *path, bool al
         attn_array_free(out);
         return false;
     }
+    cli_timing_add("check inputs finite", t);
     return true;
 }
 
