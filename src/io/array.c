@@ -8,16 +8,45 @@
  * ndim == 0), always in native byte order.  float16 and bfloat16 elements
  * are stored as their raw 16 bits (uint16_t); bool elements are bytes 0 or 1.
  */
-#include "attn_io.h"
+#if defined(__linux__)
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
+#endif
+
+#include "io/array.h"
 
 #include "base/dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+/* Buffers of at least this size are aligned to it and offered to the
+ * kernel as transparent huge pages (x86-64's 2 MiB page). */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+#define ARRAY_ALIGN 64 /* a cache line and a 512-bit vector */
+
+/* bytes (> 0) of uninitialised memory that free() releases: 64-byte
+ * aligned, and for large buffers aligned to a huge page and advised as
+ * huge.  A 32 MiB array then costs 16 page faults instead of 8,192 when it
+ * is first written, and a kernel sweeping rows 8 KiB apart (one head of
+ * [S, H, D]) touches one TLB entry instead of one per row.  Where the
+ * system keeps transparent huge pages off ("never"), madvise fails or does
+ * nothing, and the buffer is an ordinary one. */
+static void *alloc_uninit(size_t bytes) {
+    const size_t align = bytes >= HUGE_PAGE_BYTES ? HUGE_PAGE_BYTES : ARRAY_ALIGN;
+    void *data = NULL;
+    if (posix_memalign(&data, align, bytes) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == HUGE_PAGE_BYTES) (void)madvise(data, bytes & ~(HUGE_PAGE_BYTES - 1), MADV_HUGEPAGE);
+#endif
+    return data;
+}
 
 /* Zeroes *a first, so that attn_array_free is safe on it whatever happens.
  * An empty array (some dimension 0) still gets a non-NULL data pointer. */
-attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
+static attn_status array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape, bool zeroed) {
     if (!a) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: array is NULL");
     memset(a, 0, sizeof *a);
     if (!attn__dtype_valid(dtype))
@@ -52,7 +81,7 @@ attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const in
                          "attn_array_alloc: %lld elements of %s overflow the byte size",
                          (long long)count, attn_dtype_name(dtype));
 
-    void *data = calloc(bytes > 0 ? (size_t)bytes : 1, 1);
+    void *data = zeroed ? calloc(bytes > 0 ? (size_t)bytes : 1, 1) : alloc_uninit(bytes > 0 ? (size_t)bytes : 1);
     if (!data)
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_alloc: cannot allocate %lld bytes",
                          (long long)bytes);
@@ -62,6 +91,14 @@ attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const in
     a->count = count;
     a->data = data;
     return ATTN_OK;
+}
+
+attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
+    return array_alloc(a, dtype, ndim, shape, true);
+}
+
+attn_status attn__array_alloc_for_reading(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
+    return array_alloc(a, dtype, ndim, shape, false);
 }
 
 void attn_array_free(attn_array *a) {
@@ -124,7 +161,7 @@ attn_status attn_array_convert(attn_array *a, attn_dtype to) {
         (uint64_t)bytes > SIZE_MAX)
         return attn__fail(ATTN_ERR_OVERFLOW, "attn_array_convert: %lld elements overflow",
                          (long long)a->count);
-    void *converted = malloc(bytes > 0 ? (size_t)bytes : 1);
+    void *converted = alloc_uninit(bytes > 0 ? (size_t)bytes : 1); /* every element is written below */
     if (!converted)
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_convert: cannot allocate %lld bytes",
                          (long long)bytes);
