@@ -156,7 +156,7 @@ int cmd_sdpa(int argc, char **argv) {
     if ((rc = cli_check_budget("sdpa", &ao, &q, &k, &v, grads ? 3.5 : 1, output_bytes))) goto cleanup;
 
     /* Sizes come from files already held in memory, so these products fit. */
-    out = malloc((size_t)(B * L * Hq * Dv) * sizeof(float));
+    out = cli_alloc_large((size_t)(B * L * Hq * Dv) * attn_dtype_size(out_dtype));
     weights = path[F_WEIGHTS] ? malloc((size_t)(B * Hq * L * S) * sizeof(float)) : NULL;
     lse = path[F_LSE] || grads ? malloc((size_t)(B * Hq * L) * sizeof(float)) : NULL;
     dq = path[F_DQ] ? malloc((size_t)qa.count * sizeof(float)) : NULL;
@@ -174,7 +174,11 @@ int cmd_sdpa(int argc, char **argv) {
     attn_tensor o = attn_tensor_view(out, out_dtype, B, L, Hq, Dv);
     attn_status st = attn_sdpa_forward(&q, &k, &v, &ao.opt, &o, weights, lse);
     cli_timing_add("kernel (forward)", t);
-    if (cli_timing_enabled() && attn_sdpa_flops(&q, &k, &v, &ao.opt, &flops) != ATTN_OK) flops = 0;
+    if (cli_timing_enabled()) {
+        t = cli_timing_now();
+        if (attn_sdpa_flops(&q, &k, &v, &ao.opt, &flops) != ATTN_OK) flops = 0;
+        cli_timing_add("count FLOPs (for --timing)", t);
+    }
     t = cli_timing_now();
     if (st == ATTN_OK && grads) {
         attn_tensor dqt = attn_tensor_4d(dq, B, L, Hq, q.shape[3]);

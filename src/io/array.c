@@ -8,40 +8,25 @@
  * ndim == 0), always in native byte order.  float16 and bfloat16 elements
  * are stored as their raw 16 bits (uint16_t); bool elements are bytes 0 or 1.
  */
-#if defined(__linux__)
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
-#endif
-
 #include "io/array.h"
 
 #include "base/dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
-/* Buffers of at least this size are aligned to it and offered to the
- * kernel as transparent huge pages (x86-64's 2 MiB page). */
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 #define ARRAY_ALIGN 64 /* a cache line and a 512-bit vector */
 
-/* bytes (> 0) of uninitialised memory that free() releases: 64-byte
- * aligned, and for large buffers aligned to a huge page and advised as
- * huge.  A 32 MiB array then costs 16 page faults instead of 8,192 when it
- * is first written, and a kernel sweeping rows 8 KiB apart (one head of
- * [S, H, D]) touches one TLB entry instead of one per row.  Where the
- * system keeps transparent huge pages off ("never"), madvise fails or does
- * nothing, and the buffer is an ordinary one. */
+/* bytes (> 0) of uninitialised, 64-byte aligned memory that free()
+ * releases.  Not advised as transparent huge pages (MADV_HUGEPAGE), which
+ * was measured: a huge page costs 3x less to fault in than 512 small ones
+ * when the guest's free huge pages are backed by the host, but 6x more when
+ * they are not, as under a virtio balloon's free page reporting a few
+ * seconds after they were freed (128 MiB: 15 ms hot, 260 ms cold, 46 ms in
+ * 4 KiB pages either way, on the machine of BENCHMARKS.md). */
 static void *alloc_uninit(size_t bytes) {
-    const size_t align = bytes >= HUGE_PAGE_BYTES ? HUGE_PAGE_BYTES : ARRAY_ALIGN;
     void *data = NULL;
-    if (posix_memalign(&data, align, bytes) != 0) return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == HUGE_PAGE_BYTES) (void)madvise(data, bytes & ~(HUGE_PAGE_BYTES - 1), MADV_HUGEPAGE);
-#endif
-    return data;
+    return posix_memalign(&data, ARRAY_ALIGN, bytes) == 0 ? data : NULL;
 }
 
 /* Zeroes *a first, so that attn_array_free is safe on it whatever happens.

@@ -8,8 +8,7 @@
 #include "attn_io.h"
 
 /* As attn_array_alloc, but the data are left uninitialised (the caller
- * writes every byte: a read of the whole array), 64-byte aligned, and from
- * 2 MiB up aligned to a huge page and advised as huge (MADV_HUGEPAGE).
+ * writes every byte: a read of the whole array) and 64-byte aligned.
  * attn_array_free releases it. */
 attn_status attn__array_alloc_for_reading(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape);
 

@@ -279,3 +279,8 @@ int cli_check_paths(const char *cmd, const char *const *inputs, int n_inputs, co
     }
     return CLI_OK;
 }
+
+void *cli_alloc_large(size_t bytes) {
+    void *data = NULL;
+    return posix_memalign(&data, 64, bytes > 0 ? bytes : 1) == 0 ? data : NULL;
+}

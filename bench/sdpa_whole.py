@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""A whole `attn sdpa` process against its kernel (issue 14).
+
+Runs `attn sdpa -q q.npy -k k.npy -v v.npy -o o.npy --timing` at
+L=S=4096, Hq=16, D=128, fp32 (Hkv=16 and 8) several times, interleaving
+the builds given (A/B comparisons on a shared, noisy machine), and prints
+per build and shape the median and the range of the process's wall time
+(measured here, from fork to exit) and of each phase `--timing` reports.
+The inputs are written once into --dir (standard library only: no numpy)
+and read once before timing, so they are in the page cache.
+
+usage: bench/sdpa_whole.py [--reps N] [--threads T] [--dir DIR] [--peak GFLOPS] ATTN [ATTN ...]
+"""
+import argparse, resource, array, os, re, random, statistics, struct, subprocess, sys, time
+
+L = S = 4096
+HQ, D = 16, 128
+
+
+def save_npy(path, shape, seed):
+    if os.path.exists(path):
+        return
+    rng = random.Random(seed)
+    n = 1
+    for s in shape:
+        n *= s
+    a = array.array("f", (rng.uniform(-1.0, 1.0) for _ in range(n)))
+    d = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % ", ".join(map(str, shape))
+    hdr = d + " " * (64 - (10 + len(d) + 1) % 64) + "\n"
+    with open(path + ".part", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        a.tofile(f)
+    os.replace(path + ".part", path)
+
+
+def parse_timing(stderr):
+    """--timing's table: 'phase  wall  pct%  cpu' rows and the total row."""
+    phases = {}
+    for line in stderr.splitlines():
+        m = re.match(r"  (\S.*?)\s{2,}([\d.]+)\s+(?:[\d.]+%\s+)?([\d.]+)$", line)
+        if m:
+            phases[m.group(1)] = float(m.group(2))
+            phases[m.group(1) + " (CPU)"] = float(m.group(3))
+    return phases
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("attn", nargs="+", help="attn binaries to compare (interleaved)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dir", default="/tmp/attn-sdpa-whole")
+    ap.add_argument("--peak", type=float, default=0, help="FMA peak in GFLOP/s (attn bench prints it)")
+    ap.add_argument("--hkv", default="16,8")
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    p = lambda name: os.path.join(args.dir, name)
+    save_npy(p("q.npy"), (L, HQ, D), 1)
+    hkvs = [int(h) for h in args.hkv.split(",")]
+    for h in hkvs:
+        save_npy(p("k%d.npy" % h), (S, h, D), 2 + h)
+        save_npy(p("v%d.npy" % h), (S, h, D), 3 + h)
+    for name in os.listdir(args.dir):  # into the page cache
+        with open(p(name), "rb") as f:
+            while f.read(1 << 24):
+                pass
+    flops = 4.0 * HQ * L * S * D
+    results = {}  # (binary, hkv) -> list of phase dicts
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = [u.ru_utime + u.ru_stime]
+    for rep in range(args.reps):
+        for h in hkvs:
+            for b in args.attn:
+                cmd = [b, "sdpa", "-q", p("q.npy"), "-k", p("k%d.npy" % h), "-v", p("v%d.npy" % h),
+                       "-o", p("o.npy"), "--threads", str(args.threads), "--timing", "--quiet"]
+                t0 = time.perf_counter()
+                r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+                wall = time.perf_counter() - t0
+                usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = usage.ru_utime + usage.ru_stime - cpu_before[0]
+                cpu_before[0] += cpu
+                if r.returncode != 0:
+                    sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr))
+                ph = parse_timing(r.stderr)
+                ph["process wall"] = 1e3 * wall
+                ph["process wall (CPU)"] = 1e3 * cpu
+                ph["outside the command (start, exit)"] = 1e3 * wall - ph.get("total in the command", 0)
+                results.setdefault((b, h), []).append(ph)
+    for (b, h), runs in results.items():
+        print("%s  Hkv=%d  (%d runs; median [min, max] ms)" % (b, h, len(runs)))
+        names = []
+        for ph in runs:
+            names += [n for n in ph if n not in names]
+        for n in names:
+            xs = [ph.get(n, 0.0) for ph in runs]
+            print("  %-36s %9.1f  [%7.1f, %7.1f]" % (n, statistics.median(xs), min(xs), max(xs)))
+        walls = [ph["process wall"] for ph in runs]
+        kern = [ph.get("kernel (forward)", 0) for ph in runs]
+        line = "  GFLOP/s whole process %.1f [%.1f, %.1f], kernel %.1f" % (
+            flops / statistics.median(walls) / 1e6, flops / max(walls) / 1e6, flops / min(walls) / 1e6,
+            flops / statistics.median(kern) / 1e6)
+        if args.peak > 0:
+            line += ";  %% of peak: whole process %.1f%% [%.1f, %.1f], kernel %.1f%%" % (
+                100 * flops / statistics.median(walls) / 1e6 / args.peak,
+                100 * flops / max(walls) / 1e6 / args.peak, 100 * flops / min(walls) / 1e6 / args.peak,
+                100 * flops / statistics.median(kern) / 1e6 / args.peak)
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
