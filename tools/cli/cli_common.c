@@ -99,81 +99,24 @@ bool cli_load_f32(const char *cmd, const char *flag, const char *path, bool allo
     return cli_load_float(cmd, flag, path, allow_neg_inf, false, out);
 }
 
-/* Element i of a float array of dtype F32, F16 or BF16, as a float (exact). */
-static float float_at(const attn_array *a, int64_t i) {
-    if (a->dtype == ATTN_F32) return ((const float *)a->data)[i];
-    const uint32_t h = ((const uint16_t *)a->data)[i];
-    if (a->dtype == ATTN_BF16) {
-        const uint32_t bits = h << 16;
-        float f;
-        memcpy(&f, &bits, sizeof f);
-        return f;
-    }
-    /* float16: only finiteness and sign matter to the caller below, but
-     * the value is exact anyway (ldexp of the integer significand). */
-    const int exponent = (int)(h >> 10 & 0x1F), mantissa = (int)(h & 0x3FF);
-    const float magnitude = exponent == 31 ? (mantissa ? NAN : INFINITY)
-                            : exponent == 0 ? ldexpf((float)mantissa, -24)
-                                            : ldexpf((float)(mantissa | 0x400), exponent - 25);
-    return h & 0x8000 ? -magnitude : magnitude;
-}
-
-/* The bits that make an element NaN or infinite (all exponent bits set),
- * and the one pattern of -inf, per float dtype. */
-typedef struct float_bits {
-    uint32_t exponent, negative_infinity;
-} float_bits;
-
-/* Whether any of n elements of 16 or 32 bits is NaN or infinite (-inf
- * allowed when asked).  No early exit and no branch in the loop, so that
- * the compiler vectorises it: the check then runs at the speed memory
- * delivers the array (a few ms for 32 MiB), not one element per branch. */
-static bool any_not_finite_32(const uint32_t *bits, int64_t n, float_bits fb, bool allow_neg_inf) {
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        bad |= ((bits[i] & fb.exponent) == fb.exponent) & !(allow_neg_inf && bits[i] == fb.negative_infinity);
-    return bad != 0;
-}
-
-static bool any_not_finite_16(const uint16_t *bits, int64_t n, float_bits fb, bool allow_neg_inf) {
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        bad |= ((bits[i] & fb.exponent) == fb.exponent) & !(allow_neg_inf && bits[i] == fb.negative_infinity);
-    return bad != 0;
-}
-
-/* The index of the first element of a float array (F32, F16, BF16) that
- * is NaN or infinite (-inf allowed when asked), or -1.  Blocks of 64 Ki
- * elements are tested whole; the first bad block is searched one by one. */
-static int64_t first_not_finite(const attn_array *a, bool allow_neg_inf) {
-    const float_bits fb = a->dtype == ATTN_F32    ? (float_bits){0x7f800000u, 0xff800000u}
-                          : a->dtype == ATTN_BF16 ? (float_bits){0x7f80u, 0xff80u}
-                                                  : (float_bits){0x7c00u, 0xfc00u};
-    const int64_t block = 1 << 16;
-    for (int64_t start = 0; start < a->count; start += block) {
-        const int64_t n = a->count - start < block ? a->count - start : block;
-        const bool bad = a->dtype == ATTN_F32 ? any_not_finite_32((const uint32_t *)a->data + start, n, fb, allow_neg_inf)
-                                              : any_not_finite_16((const uint16_t *)a->data + start, n, fb, allow_neg_inf);
-        if (!bad) continue;
-        for (int64_t i = start; i < start + n; i++) {
-            const float x = float_at(a, i);
-            if (!isfinite(x) && !(allow_neg_inf && x == -INFINITY)) return i;
-        }
-    }
-    return -1;
-}
-
+/* The finiteness check is fused with the read (attn_npy_load_finite: each
+ * chunk checked by the thread that read it, while in its cache); only a
+ * float64 file, which the check leaves alone, is checked after its
+ * conversion, which may overflow to infinity. */
 bool cli_load_float(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, bool keep_half,
                     attn_array *out) {
-    attn_dtype original;
+    const char *neg_inf_note = allow_neg_inf ? " (a bias may use -inf to hide a key)" : "";
     double t = cli_timing_now();
-    if (attn_npy_load(path, out) != ATTN_OK) {
-        cli_data_error(cmd, "%s: %s", flag, attn_last_error());
+    attn_status st = attn_npy_load_finite(path, allow_neg_inf, out, NULL);
+    if (st != ATTN_OK) {
+        /* "-q 'q.npy': element 5 is NaN; ...", "-q: cannot open 'q.npy': ..." */
+        if (st == ATTN_ERR_NONFINITE) cli_data_error(cmd, "%s %s%s", flag, attn_last_error(), neg_inf_note);
+        else cli_data_error(cmd, "%s: %s", flag, attn_last_error());
         return false;
     }
-    cli_timing_add("read inputs", t);
+    cli_timing_add("read + check inputs", t);
     t = cli_timing_now();
-    original = out->dtype;
+    const attn_dtype original = out->dtype;
     const bool half = original == ATTN_F16 || original == ATTN_BF16;
     if (!(keep_half && half) && attn_array_convert(out, ATTN_F32) != ATTN_OK) {
         cli_data_error(cmd, "%s '%s': dtype %s is not a float array (%s)", flag, path,
@@ -181,18 +124,12 @@ bool cli_load_float(const char *cmd, const char *flag, const char *path, bool al
         attn_array_free(out);
         return false;
     }
-    cli_timing_add("convert inputs", t);
-    t = cli_timing_now();
-    const int64_t i = first_not_finite(out, allow_neg_inf);
-    if (i >= 0) {
-        const float x = float_at(out, i);
-        cli_data_error(cmd, "%s '%s': element %lld is %s; inputs must be finite%s", flag, path,
-                       (long long)i, isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf",
-                       allow_neg_inf ? " (a bias may use -inf to hide a key)" : "");
+    if (original == ATTN_F64 && attn_array_check_finite(out, allow_neg_inf, NULL) != ATTN_OK) {
+        cli_data_error(cmd, "%s '%s': %s%s", flag, path, attn_last_error(), neg_inf_note);
         attn_array_free(out);
         return false;
     }
-    cli_timing_add("check inputs finite", t);
+    if (original != out->dtype) cli_timing_add("convert inputs", t);
     return true;
 }
 
