@@ -9,7 +9,13 @@ per build and shape the median and the range of the process's wall time
 The inputs are written once into --dir (standard library only: no numpy)
 and read once before timing, so they are in the page cache.
 
-usage: bench/sdpa_whole.py [--reps N] [--threads T] [--dir DIR] [--peak GFLOPS] ATTN [ATTN ...]
+With --bench, each repetition also runs the kernel alone, `attn bench
+--csv` on the same row with the last binary, which measures the machine's
+FMA peak in the same breath: the whole process and the kernel then meet
+about the same load, and the whole process's % of peak is also given
+against that run's peak.
+
+usage: bench/sdpa_whole.py [--reps N] [--threads T] [--dir DIR] [--peak GFLOPS] [--bench] ATTN [ATTN ...]
 """
 import argparse, resource, array, os, re, random, statistics, struct, subprocess, sys, time
 
@@ -52,6 +58,7 @@ def main():
     ap.add_argument("--dir", default="/tmp/attn-sdpa-whole")
     ap.add_argument("--peak", type=float, default=0, help="FMA peak in GFLOP/s (attn bench prints it)")
     ap.add_argument("--hkv", default="16,8")
+    ap.add_argument("--bench", action="store_true", help="interleave attn bench's kernel-alone row")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     p = lambda name: os.path.join(args.dir, name)
@@ -66,6 +73,7 @@ def main():
                 pass
     flops = 4.0 * HQ * L * S * D
     results = {}  # (binary, hkv) -> list of phase dicts
+    kernels = {}  # hkv -> list of attn bench rows (peak, ms, pct)
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_before = [u.ru_utime + u.ru_stime]
     for rep in range(args.reps):
@@ -86,6 +94,19 @@ def main():
                 ph["process wall (CPU)"] = 1e3 * cpu
                 ph["outside the command (start, exit)"] = 1e3 * wall - ph.get("total in the command", 0)
                 results.setdefault((b, h), []).append(ph)
+            if args.bench:
+                cmd = [args.attn[-1], "bench", "--csv", "--threads", str(args.threads), "--kernel", "flash",
+                       "--filter", "prefill L=4096 Hkv=%d D=128 full" % h]
+                r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                row = {}
+                for line in r.stdout.splitlines():
+                    f = line.split(",")
+                    if len(f) > 16 and f[0] == "machine" and f[1] == "fma_peak":
+                        row["peak"] = float(f[14])
+                    if len(f) > 16 and f[0] == "prefill" and f[1] == "prefill L=4096 Hkv=%d D=128 full" % h:
+                        row["ms"], row["pct"] = float(f[13]), float(f[15])
+                if "ms" in row:
+                    kernels.setdefault(h, []).append(row)
     for (b, h), runs in results.items():
         print("%s  Hkv=%d  (%d runs; median [min, max] ms)" % (b, h, len(runs)))
         names = []
@@ -105,6 +126,16 @@ def main():
                 100 * flops / max(walls) / 1e6 / args.peak, 100 * flops / min(walls) / 1e6 / args.peak,
                 100 * flops / statistics.median(kern) / 1e6 / args.peak)
         print(line)
+        if h in kernels:
+            ks = kernels[h]
+            peaks = [k["peak"] for k in ks]
+            whole = [100 * flops / (w / 1e3) / 1e9 / pk for w, pk in zip(walls, peaks)]
+            print("  attn bench (kernel alone, %d runs): %.1f ms [%.1f, %.1f], %.1f%% of its peak [%.1f, %.1f]; "
+                  "peak %.1f GFLOP/s [%.1f, %.1f]; whole process against the same runs' peaks %.1f%% [%.1f, %.1f]" % (
+                      len(ks), statistics.median(k["ms"] for k in ks), min(k["ms"] for k in ks),
+                      max(k["ms"] for k in ks), statistics.median(k["pct"] for k in ks),
+                      min(k["pct"] for k in ks), max(k["pct"] for k in ks), statistics.median(peaks), min(peaks),
+                      max(peaks), statistics.median(whole), min(whole), max(whole)))
 
 
 if __name__ == "__main__":
