@@ -74,19 +74,17 @@ def main():
     flops = 4.0 * HQ * L * S * D
     results = {}  # (binary, hkv) -> list of phase dicts
     kernels = {}  # hkv -> list of attn bench rows (peak, ms, pct)
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_before = [u.ru_utime + u.ru_stime]
     for rep in range(args.reps):
         for h in hkvs:
             for b in args.attn:
                 cmd = [b, "sdpa", "-q", p("q.npy"), "-k", p("k%d.npy" % h), "-v", p("v%d.npy" % h),
                        "-o", p("o.npy"), "--threads", str(args.threads), "--timing", "--quiet"]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
                 wall = time.perf_counter() - t0
-                usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu = usage.ru_utime + usage.ru_stime - cpu_before[0]
-                cpu_before[0] += cpu
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
                 if r.returncode != 0:
                     sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr))
                 ph = parse_timing(r.stderr)
