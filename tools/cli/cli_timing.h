@@ -1,8 +1,8 @@
 /*
- * cli_timing.h — `--timing`: where a run's wall time goes, phase by phase
- * (read, convert, the finiteness check, the kernel, write, fsync, freeing),
- * printed on stderr at the end.  Off by default; costs one clock read per
- * phase when on, nothing when off.
+ * cli_timing.h — `--timing`: where a run's time goes, phase by phase
+ * (reading and checking the inputs, converting them, the kernel, writing,
+ * fsync, freeing), wall and CPU time, printed on stderr at the end.  Off by
+ * default; two clock reads per phase when on, nothing when off.
  *
  * What it cannot see: the process start before main (exec, the dynamic
  * loader, OpenMP's constructors) and its exit after the command returns
