@@ -61,7 +61,7 @@ function phase(dso, sym) {
     if (sym ~ /pack_|copy_keys|copy_rows|transpose_tile|simd_widen|simd_narrow|memmove|memcpy/ && dso !~ /kernel/) return "4 packing and copies"
     if (sym ~ /unit_finish|unit_merge|item_run|acc_at|merge/) return "5 merging and finishing rows"
     if (sym ~ /item_accumulate|unit_accumulate|unit_begin|rows_scores|rows_values|subtile|value_row_finite|drop_nonfinite|all_finite|chunk_work|run_item|flash_forward|flash_backward/) return "6 loop nests (bookkeeping, finiteness of tiles)"
-    if (sym ~ /peak_chunk|triad|bandwidth|read_sum/) return "7 bench: machine probes (peak, bandwidth)"
+    if (sym ~ /peak_chunk|peak_window|attn_measure_|sum_words/) return "7 bench: machine probes (peak, bandwidth)"
     if (dso ~ /libgomp/) return "8 threads: OpenMP (barriers, spinning, start)"
     if (dso ~ /kernel/ && sym ~ /copy|movs/) return "9 system: copies (read into buffers, write into the page cache)"
     if (dso ~ /kernel/ && sym ~ /fault|clear_page|pte|anon|huge|folio|alloc|rmap|charge|lru|zap|unmap|free_/) return "10 system: page faults, allocation, freeing"
