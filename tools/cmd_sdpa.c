@@ -16,11 +16,12 @@
  * (no float32 copy); --out-dtype chooses o's dtype (the kernels write it).
  */
 #include "cli.h"
+#include "cli_timing.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV, F_DSINKS, F_OUT_DTYPE };
+enum { F_Q = 1, F_K, F_V, F_O, F_WEIGHTS, F_LSE, F_DOUT, F_DQ, F_DK, F_DV, F_DSINKS, F_OUT_DTYPE, F_TIMING };
 
 static const cli_flag sdpa_flags[] = {
     {"-q", "Q.npy", F_Q, 0},           {"-k", "K.npy", F_K, 0},         {"-v", "V.npy", F_V, 0},
@@ -29,6 +30,7 @@ static const cli_flag sdpa_flags[] = {
     {"--dq", "DQ.npy", F_DQ, 0},       {"--dk", "DK.npy", F_DK, 0},     {"--dv", "DV.npy", F_DV, 0},
     {"--dsinks", "DS.npy", F_DSINKS, 0},
     {"--out-dtype", "f32|f16|bf16", F_OUT_DTYPE, 0},
+    {"--timing", NULL, F_TIMING, 0},
     CLI_FLAGS_END};
 
 static void sdpa_help(FILE *out) {
@@ -36,7 +38,7 @@ static void sdpa_help(FILE *out) {
     "usage: attn sdpa -q Q.npy -k K.npy -v V.npy -o O.npy [--weights W.npy] [--lse LSE.npy]\n"
     "                 [--grad-out DO.npy [--dq DQ.npy] [--dk DK.npy] [--dv DV.npy] [--dsinks DS.npy]]\n"
     "                 [--out-dtype f32|f16|bf16] [--layout BLHD|BHLD]\n"
-    "                 [mask, score stage and computation options] [--quiet]\n\n"
+    "                 [mask, score stage and computation options] [--quiet] [--timing]\n\n"
     "Scaled dot-product attention: O = softmax(scale * Q K^T + bias, over visible keys) V.\n"
     "With --grad-out, also its backward pass: the gradients of a loss whose gradient with\n"
     "respect to O is DO.\n\n"
@@ -57,6 +59,8 @@ static void sdpa_help(FILE *out) {
     "  --lse LSE.npy     log-sum-exp of each row's scores [B, Hq, L]\n"
     "  (for 2-D/3-D inputs the leading B/Hq dimensions are dropped likewise)\n"
     "  --quiet           no line on stderr naming what was written\n"
+    "  --timing          where the run's time went, on stderr: reading, converting and checking\n"
+    "                    the inputs, the kernel, writing, fsync and freeing (docs/kernels.md)\n"
     "gradients (-o is optional when one of these is asked for):\n"
     "  --grad-out DO.npy dLoss/dO, shaped like O (same rank as Q)\n"
     "  --dq DQ.npy       dLoss/dQ, shaped like Q\n"
@@ -96,6 +100,7 @@ int cmd_sdpa(int argc, char **argv) {
     attn_array qa = {0}, ka = {0}, va = {0}, douta = {0};
     float *out = NULL, *weights = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dsinks = NULL;
     int rc = CLI_OK;
+    double flops = 0; /* of the forward, for --timing */
 
     cli_args args;
     const char *value;
@@ -105,6 +110,10 @@ int cmd_sdpa(int argc, char **argv) {
         int taken = cli_attention_take(&ao, &args, id, value);
         if (taken < 0) return CLI_USAGE_ERROR;
         if (taken) continue;
+        if (id == F_TIMING) {
+            cli_timing_enable();
+            continue;
+        }
         if (id == F_OUT_DTYPE) {
             if (strcmp(value, "f32") == 0) out_dtype = ATTN_F32;
             else if (strcmp(value, "f16") == 0) out_dtype = ATTN_F16;
@@ -147,7 +156,7 @@ int cmd_sdpa(int argc, char **argv) {
     if ((rc = cli_check_budget("sdpa", &ao, &q, &k, &v, grads ? 3.5 : 1, output_bytes))) goto cleanup;
 
     /* Sizes come from files already held in memory, so these products fit. */
-    out = malloc((size_t)(B * L * Hq * Dv) * sizeof(float));
+    out = cli_alloc_large((size_t)(B * L * Hq * Dv) * attn_dtype_size(out_dtype));
     weights = path[F_WEIGHTS] ? malloc((size_t)(B * Hq * L * S) * sizeof(float)) : NULL;
     lse = path[F_LSE] || grads ? malloc((size_t)(B * Hq * L) * sizeof(float)) : NULL;
     dq = path[F_DQ] ? malloc((size_t)qa.count * sizeof(float)) : NULL;
@@ -161,8 +170,16 @@ int cmd_sdpa(int argc, char **argv) {
         goto cleanup;
     }
     const double start = cli_seconds();
+    double t = cli_timing_now();
     attn_tensor o = attn_tensor_view(out, out_dtype, B, L, Hq, Dv);
     attn_status st = attn_sdpa_forward(&q, &k, &v, &ao.opt, &o, weights, lse);
+    cli_timing_add("kernel (forward)", t);
+    if (cli_timing_enabled()) {
+        t = cli_timing_now();
+        if (attn_sdpa_flops(&q, &k, &v, &ao.opt, &flops) != ATTN_OK) flops = 0;
+        cli_timing_add("count FLOPs (for --timing)", t);
+    }
+    t = cli_timing_now();
     if (st == ATTN_OK && grads) {
         attn_tensor dqt = attn_tensor_4d(dq, B, L, Hq, q.shape[3]);
         attn_tensor dkt = attn_tensor_4d(dk, B, S, k.shape[2], k.shape[3]);
@@ -173,6 +190,7 @@ int cmd_sdpa(int argc, char **argv) {
         g.dv = dv ? &dvt : NULL;
         g.dsinks = dsinks;
         st = attn_sdpa_backward_grads(&q, &k, &v, &ao.opt, &o, lse, &dot, &g);
+        cli_timing_add("kernel (backward)", t);
     }
     const double elapsed = cli_seconds() - start;
     if (st != ATTN_OK) {
@@ -186,6 +204,7 @@ int cmd_sdpa(int argc, char **argv) {
     /* Outputs mirror the rank (and layout) of their inputs: o and dq of q,
      * dk of k, dv of v; weights and lse drop the leading dims q leaves out. */
     const int drop = 4 - qa.ndim;
+    t = cli_timing_now();
     cli_output outputs[7] = {{path[F_O], qa.ndim, {0}, out, out_dtype},
                              {path[F_WEIGHTS], qa.ndim, {0}, weights, ATTN_F32},
                              {path[F_LSE], qa.ndim - 1, {0}, lse, ATTN_F32}, {path[F_DQ], qa.ndim, {0}, dq, ATTN_F32},
@@ -203,6 +222,7 @@ int cmd_sdpa(int argc, char **argv) {
     const int64_t w_shape4[4] = {B, Hq, L, S};
     memcpy(outputs[1].shape, w_shape4 + drop, (size_t)qa.ndim * sizeof(int64_t));
     memcpy(outputs[2].shape, w_shape4 + drop, (size_t)(qa.ndim - 1) * sizeof(int64_t));
+    if (ao.layout != CLI_LAYOUT_BLHD) cli_timing_add("change of layout (outputs)", t);
     if (!cli_save_outputs("sdpa", outputs, 7)) {
         rc = CLI_DATA_ERROR;
     } else if (!quiet) {
@@ -212,6 +232,7 @@ int cmd_sdpa(int argc, char **argv) {
     }
 
 cleanup:
+    t = cli_timing_now();
     free(out);
     free(weights);
     free(lse);
@@ -224,5 +245,7 @@ cleanup:
     attn_array_free(&ka);
     attn_array_free(&va);
     cli_attention_options_free(&ao);
+    cli_timing_add("free buffers", t);
+    if (rc == CLI_OK) cli_timing_print("sdpa", grads ? NULL : "kernel (forward)", grads ? 0 : flops);
     return rc;
 }

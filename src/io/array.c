@@ -8,16 +8,30 @@
  * ndim == 0), always in native byte order.  float16 and bfloat16 elements
  * are stored as their raw 16 bits (uint16_t); bool elements are bytes 0 or 1.
  */
-#include "attn_io.h"
+#include "io/array.h"
 
 #include "base/dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#define ARRAY_ALIGN 64 /* a cache line and a 512-bit vector */
+
+/* bytes (> 0) of uninitialised, 64-byte aligned memory that free()
+ * releases.  Not advised as transparent huge pages (MADV_HUGEPAGE), which
+ * was measured: a huge page costs 3x less to fault in than 512 small ones
+ * when the guest's free huge pages are backed by the host, but 6x more when
+ * they are not, as under a virtio balloon's free page reporting a few
+ * seconds after they were freed (128 MiB: 15 ms hot, 260 ms cold, 46 ms in
+ * 4 KiB pages either way, on the machine of BENCHMARKS.md). */
+static void *alloc_uninit(size_t bytes) {
+    void *data = NULL;
+    return posix_memalign(&data, ARRAY_ALIGN, bytes) == 0 ? data : NULL;
+}
+
 /* Zeroes *a first, so that attn_array_free is safe on it whatever happens.
  * An empty array (some dimension 0) still gets a non-NULL data pointer. */
-attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
+static attn_status array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape, bool zeroed) {
     if (!a) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: array is NULL");
     memset(a, 0, sizeof *a);
     if (!attn__dtype_valid(dtype))
@@ -52,7 +66,7 @@ attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const in
                          "attn_array_alloc: %lld elements of %s overflow the byte size",
                          (long long)count, attn_dtype_name(dtype));
 
-    void *data = calloc(bytes > 0 ? (size_t)bytes : 1, 1);
+    void *data = zeroed ? calloc(bytes > 0 ? (size_t)bytes : 1, 1) : alloc_uninit(bytes > 0 ? (size_t)bytes : 1);
     if (!data)
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_alloc: cannot allocate %lld bytes",
                          (long long)bytes);
@@ -62,6 +76,14 @@ attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const in
     a->count = count;
     a->data = data;
     return ATTN_OK;
+}
+
+attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
+    return array_alloc(a, dtype, ndim, shape, true);
+}
+
+attn_status attn__array_alloc_for_reading(attn_array *a, attn_dtype dtype, int ndim, const int64_t *shape) {
+    return array_alloc(a, dtype, ndim, shape, false);
 }
 
 void attn_array_free(attn_array *a) {
@@ -124,7 +146,7 @@ attn_status attn_array_convert(attn_array *a, attn_dtype to) {
         (uint64_t)bytes > SIZE_MAX)
         return attn__fail(ATTN_ERR_OVERFLOW, "attn_array_convert: %lld elements overflow",
                          (long long)a->count);
-    void *converted = malloc(bytes > 0 ? (size_t)bytes : 1);
+    void *converted = alloc_uninit(bytes > 0 ? (size_t)bytes : 1); /* every element is written below */
     if (!converted)
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_array_convert: cannot allocate %lld bytes",
                          (long long)bytes);

@@ -8,20 +8,32 @@
 
 #include <stdlib.h>
 
-attn_status attn__read_exactly(int fd, const char *path, void *buf, size_t size, uint64_t offset) {
-    char reason[256];
+int attn__read_range(int fd, void *buf, size_t size, uint64_t offset, uint64_t *stopped_at) {
     size_t done = 0;
     while (done < size) {
         ssize_t got = pread(fd, (uint8_t *)buf + done, size - done, (off_t)(offset + done));
         if (got < 0 && errno == EINTR) continue;
-        if (got < 0)
-            return attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path, errno_text(errno, reason, sizeof reason));
-        if (got == 0)
-            return attn__fail(ATTN_ERR_FORMAT, "'%s': truncated: the file ends at byte %llu", path,
-                              (unsigned long long)(offset + done));
+        if (got <= 0) {
+            *stopped_at = offset + done;
+            return got < 0 ? errno : -1;
+        }
         done += (size_t)got;
     }
-    return ATTN_OK;
+    return 0;
+}
+
+attn_status attn__read_failed(const char *path, int result, uint64_t stopped_at) {
+    char reason[256];
+    if (result > 0)
+        return attn__fail(ATTN_ERR_IO, "cannot read '%s': %s", path, errno_text(result, reason, sizeof reason));
+    return attn__fail(ATTN_ERR_FORMAT, "'%s': truncated: the file ends at byte %llu", path,
+                      (unsigned long long)stopped_at);
+}
+
+attn_status attn__read_exactly(int fd, const char *path, void *buf, size_t size, uint64_t offset) {
+    uint64_t stopped_at = 0;
+    const int result = attn__read_range(fd, buf, size, offset, &stopped_at);
+    return result == 0 ? ATTN_OK : attn__read_failed(path, result, stopped_at);
 }
 
 attn_status attn_read_file(const char *path, size_t max_bytes, void **data, size_t *size) {

@@ -56,4 +56,12 @@ static inline attn_status file_open_regular(const char *path, const char *what, 
 /* Reads exactly size bytes at offset; a short file is a truncation. */
 attn_status attn__read_exactly(int fd, const char *path, void *buf, size_t size, uint64_t offset);
 
+/* attn__read_exactly in two halves, for readers that read in several
+ * threads (the thread-local message would be lost in a worker):
+ * attn__read_range sets nothing and returns 0, an errno value, or -1 when
+ * the file ended (*stopped_at: the byte where it stopped);
+ * attn__read_failed turns that into attn__read_exactly's failure. */
+int attn__read_range(int fd, void *buf, size_t size, uint64_t offset, uint64_t *stopped_at);
+attn_status attn__read_failed(const char *path, int result, uint64_t stopped_at);
+
 #endif /* ATTN_IO_FILE_H */

@@ -18,6 +18,7 @@
  * up to ATTN_MAX_DIMS; the array in memory is C order, native byte order.
  */
 #include "io/npy_format.h"
+#include "io/array.h"
 
 #include "base/base.h"
 
@@ -396,7 +397,7 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
                          "trailing data: expected %lld bytes of data, found %zu (shape %s of %s)",
                          (long long)data_bytes, found, shape_text, attn_dtype_name(h.dtype));
 
-    if ((status = attn_array_alloc(out, h.dtype, h.ndim, h.shape)) != ATTN_OK) return status;
+    if ((status = attn__array_alloc_for_reading(out, h.dtype, h.ndim, h.shape)) != ATTN_OK) return status;
     memcpy(out->data, bytes + h.data_offset, (size_t)data_bytes);
     attn__npy_to_native(&h, out->data, h.count);
     return ATTN_OK;

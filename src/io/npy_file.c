@@ -19,9 +19,12 @@
  * run o starting at element (o * rows + first) * inner.
  */
 #include "io/npy_format.h"
+#include "io/array.h"
+#include "io/finite.h"
 #include "io/file.h"
 
 #include "base/base.h"
+#include "base/threads.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,16 +105,76 @@ attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_
     return ATTN_OK;
 }
 
-attn_status attn_npy_load(const char *path, attn_array *out) {
+/* What read_data checks in each chunk it reads. */
+typedef enum { CHECK_NOTHING, CHECK_FINITE, CHECK_FINITE_BUT_NEG_INF } read_check;
+
+/* Reads a file's whole data (layout->data_bytes from layout->data_offset)
+ * into data, converted to native order and, when asked, checked finite: in
+ * chunks of READ_CHUNK bytes, on the library's threads when there are
+ * several chunks.  Copying out of the page cache and faulting in the pages
+ * it lands in is work for the kernel's copy loop and the page allocator,
+ * which one core does not saturate; and each chunk is put in native order
+ * and checked while it is still in that core's cache, so the array is
+ * swept once, not three times.  A failure (an I/O error, the file
+ * shrinking under us, a non-finite element) is the one of the first chunk
+ * that failed, whatever the thread count: the messages are deterministic.
+ * On ATTN_ERR_NONFINITE *first_bad is the element's index. */
+#define READ_CHUNK ((size_t)1 << 20)
+
+static attn_status read_data(int fd, const char *path, const npy_layout *layout, void *data, read_check check,
+                             int64_t *first_bad) {
+    const size_t bytes = (size_t)layout->data_bytes, elem = attn_dtype_size(layout->dtype);
+    const int64_t chunks = (int64_t)((bytes + READ_CHUNK - 1) / READ_CHUNK);
+    const int threads = chunks > 1 ? attn__threads_for(0, (double)bytes, (double)chunks) : 1;
+    const bool checked = check != CHECK_NOTHING && attn__finite_checkable(layout->dtype);
+    int64_t failed = chunks; /* the first chunk that failed                          */
+    int result = 0;          /* its attn__read_range result; 0: a non-finite element  */
+    uint64_t stopped_at = 0;
+    int64_t bad = -1;        /* that element's index                                  */
+#ifdef ATTN_HAVE_OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+#endif
+    for (int64_t c = 0; c < chunks; c++) {
+        const size_t at = (size_t)c * READ_CHUNK, n = bytes - at < READ_CHUNK ? bytes - at : READ_CHUNK;
+        uint8_t *chunk = (uint8_t *)data + at;
+        uint64_t where = 0;
+        int64_t bad_here = -1;
+        const int r = attn__read_range(fd, chunk, n, (uint64_t)layout->data_offset + at, &where);
+        if (r == 0) {
+            attn__npy_to_native(layout, chunk, (int64_t)(n / elem));
+            if (!checked) continue;
+            bad_here = attn__first_nonfinite(layout->dtype, chunk, (int64_t)(n / elem),
+                                             check == CHECK_FINITE_BUT_NEG_INF);
+            if (bad_here < 0) continue;
+        }
+#ifdef ATTN_HAVE_OPENMP
+#pragma omp critical /* unnamed: a named one is an exported symbol */
+#endif
+        if (c < failed) {
+            failed = c;
+            result = r;
+            stopped_at = where;
+            bad = bad_here < 0 ? -1 : (int64_t)(at / elem) + bad_here;
+        }
+    }
+    (void)threads;
+    if (failed == chunks) return ATTN_OK;
+    if (result != 0) return attn__read_failed(path, result, stopped_at);
+    if (first_bad) *first_bad = bad;
+    return attn__nonfinite_failure(path, layout->dtype, data, bad, check == CHECK_FINITE_BUT_NEG_INF);
+}
+
+static attn_status load(const char *fn, const char *path, read_check check, attn_array *out, int64_t *first_bad) {
     int fd;
     npy_layout layout;
-    attn_status status = begin_reading("attn_npy_load", path, out, "out", &fd, &layout);
+    if (first_bad) *first_bad = -1;
+    attn_status status = begin_reading(fn, path, out, "out", &fd, &layout);
     if (status != ATTN_OK) return status;
-    if ((status = attn_array_alloc(out, layout.dtype, layout.ndim, layout.shape))) {
+    if ((status = attn__array_alloc_for_reading(out, layout.dtype, layout.ndim, layout.shape))) {
         status = npy_fail_with_path(status, path);
         goto cleanup;
     }
-    if ((status = attn__read_exactly(fd, path, out->data, (size_t)layout.data_bytes, (uint64_t)layout.data_offset))) {
+    if ((status = read_data(fd, path, &layout, out->data, check, first_bad))) {
         attn_array_free(out);
         goto cleanup;
     }
@@ -125,10 +188,18 @@ attn_status attn_npy_load(const char *path, attn_array *out) {
                             "header describes)", path, (long long)(layout.data_offset + (size_t)layout.data_bytes));
         goto cleanup;
     }
-    attn__npy_to_native(&layout, out->data, out->count);
 cleanup:
     close(fd);
     return status;
+}
+
+attn_status attn_npy_load(const char *path, attn_array *out) {
+    return load("attn_npy_load", path, CHECK_NOTHING, out, NULL);
+}
+
+attn_status attn_npy_load_finite(const char *path, int allow_neg_inf, attn_array *out, int64_t *first_bad) {
+    return load("attn_npy_load_finite", path, allow_neg_inf ? CHECK_FINITE_BUT_NEG_INF : CHECK_FINITE, out,
+                first_bad);
 }
 
 attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_t count,
@@ -152,7 +223,7 @@ attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_
     int64_t shape[ATTN_MAX_DIMS];
     memcpy(shape, layout.shape, sizeof shape);
     shape[axis] = count;
-    if ((status = attn_array_alloc(out, layout.dtype, layout.ndim, shape))) goto cleanup;
+    if ((status = attn__array_alloc_for_reading(out, layout.dtype, layout.ndim, shape))) goto cleanup;
     /* An empty array has nothing to read; its other dimensions may be
      * anything (numpy allows (0, 2^40, 2^40)), so their products are only
      * taken when the file holds elements, which bounds them by its size. */

@@ -60,6 +60,53 @@ static void sdpa_matches_oracle(void **state) {
 }
 
 /* The 2-D shorthand: outputs drop B and H as the inputs do. */
+/* --timing: the phase table on stderr (never in the array: -o /dev/stdout
+ * stays a clean .npy stream), the output unchanged by it, and every phase
+ * of a forward run named.  Properties only: no time is asserted. */
+static void sdpa_timing(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 5);
+    float q[3 * 2 * 4], k[5 * 2 * 4];
+    test_fill_normal(&r, q, 24, 1.0);
+    test_fill_normal(&r, k, 40, 1.0);
+    test_save_f32(test_path("tq.npy"), 3, (int64_t[]){3, 2, 4}, q);
+    test_save_f32(test_path("tk.npy"), 3, (int64_t[]){5, 2, 4}, k);
+    char *plain, *timed;
+    assert_int_equal(test_run_cli(&plain, "sdpa -q %s -k %s -v %s -o %s --quiet", test_path("tq.npy"),
+                                  test_path("tk.npy"), test_path("tk.npy"), test_path("to.npy")), 0);
+    size_t plain_size, timed_size;
+    void *want = test_read_file(test_path("to.npy"), &plain_size);
+    assert_int_equal(test_run_cli(&timed, "sdpa -q %s -k %s -v %s -o %s --quiet --timing", test_path("tq.npy"),
+                                  test_path("tk.npy"), test_path("tk.npy"), test_path("to.npy")), 0);
+    void *got = test_read_file(test_path("to.npy"), &timed_size);
+    assert_int_equal(plain_size, timed_size);
+    assert_memory_equal(want, got, plain_size);
+    static const char *const phases[] = {"timing (phase, wall ms", "read + check inputs", "kernel (forward)",
+                                         "write outputs", "fsync + rename outputs", "free buffers",
+                                         "total in the command", "GFLOP/s"};
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+        if (!strstr(timed, phases[i])) fail_msg("--timing output lacks '%s':\n%s", phases[i], timed);
+    assert_null(strstr(plain, "timing"));
+    free(plain);
+    free(timed);
+    free(got);
+    /* To stdout: the .npy stream is the whole of stdout (byte for byte the
+     * file above), the table goes to stderr (here a file, shown after). */
+    char *table;
+    assert_int_equal(test_run_cli(&table, "sdpa -q %s -k %s -v %s -o /dev/stdout --quiet --timing > %s 2> %s && cat %s",
+                                  test_path("tq.npy"), test_path("tk.npy"), test_path("tk.npy"), test_path("ts.npy"),
+                                  test_path("ts.err"), test_path("ts.err")), 0);
+    assert_non_null(strstr(table, "kernel (forward)"));
+    size_t stream_size;
+    void *stream = test_read_file(test_path("ts.npy"), &stream_size);
+    assert_int_equal(stream_size, plain_size);
+    assert_memory_equal(stream, want, plain_size);
+    free(table);
+    free(stream);
+    free(want);
+}
+
 static void sdpa_two_d_shapes(void **state) {
     (void)state;
     float q[6] = {1, 0, 0, 1, 1, 1}, k[6] = {1, 0, 0, 1, 1, 1}, v[6] = {2, 0, 0, 1, 2, 1};
@@ -312,6 +359,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sdpa_matches_oracle),
         cmocka_unit_test(sdpa_two_d_shapes),
+        cmocka_unit_test(sdpa_timing),
         cmocka_unit_test(mha_matches_library),
         cmocka_unit_test(bad_files),
         cmocka_unit_test(bad_usage),

@@ -824,6 +824,113 @@ static void test_load_errors(void **state) {
     remove(path);
 }
 
+/* attn_npy_load_finite: the check runs per 1 MiB chunk as it is read, on
+ * several threads; the first bad element of the file is the one reported,
+ * whatever the thread count and wherever the chunks' boundaries fall.  A
+ * big-endian file is checked after its bytes are swapped. */
+static void write_f32_file(const char *path, const float *v, int64_t n, bool big_endian) {
+    const char *header = big_endian ? "{'descr': '>f4', 'fortran_order': False, 'shape': (%lld,), }"
+                                    : "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld,), }";
+    char dict[128];
+    snprintf(dict, sizeof dict, header, (long long)n);
+    size_t dict_len = strlen(dict), pad = 64 - (10 + dict_len + 1) % 64, hlen = dict_len + pad + 1;
+    size_t size = 10 + hlen + (size_t)n * 4;
+    uint8_t *img = malloc(size);
+    assert_non_null(img);
+    memcpy(img, "\x93NUMPY\x01\x00", 8);
+    img[8] = (uint8_t)hlen;
+    img[9] = (uint8_t)(hlen >> 8);
+    memcpy(img + 10, dict, dict_len);
+    memset(img + 10 + dict_len, ' ', pad);
+    img[10 + hlen - 1] = '\n';
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &v[i], 4);
+        for (int k = 0; k < 4; k++) img[10 + hlen + 4 * i + k] = (uint8_t)(big_endian ? b >> (24 - 8 * k) : b >> (8 * k));
+    }
+    assert_int_equal(test_write_file(path, img, size), 0);
+    free(img);
+}
+
+static void test_load_finite(void **state) {
+    (void)state;
+    const int64_t n = (5 << 20) / 4 + 7; /* 5 MiB and a bit: six chunks, the last one short */
+    float *v = malloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(i % 1000) * 0.25f - 100.0f;
+    const char *path = test_path("finite.npy");
+    attn_array a;
+    int64_t bad;
+
+    /* All finite: the data as written, either byte order. */
+    for (int big = 0; big < 2; big++) {
+        write_f32_file(path, v, n, big);
+        assert_int_equal(attn_npy_load_finite(path, 0, &a, &bad), ATTN_OK);
+        assert_int_equal(bad, -1);
+        assert_int_equal(a.count, n);
+        assert_memory_equal(a.data, v, (size_t)n * sizeof *v);
+        assert_int_equal(attn_array_check_finite(&a, 0, &bad), ATTN_OK);
+        attn_array_free(&a);
+    }
+    /* Bad elements in the last chunk, then also in an earlier one, at a
+     * chunk's first element and at the file's last: the first is named. */
+    const int64_t chunk = (1 << 20) / 4;
+    const struct { int64_t at; float value; const char *says; } cases[] = {
+        {n - 1, NAN, "element %lld is NaN"}, {3 * chunk, INFINITY, "element %lld is +inf"},
+        {chunk - 1, -INFINITY, "element %lld is -inf"}, {0, NAN, "element %lld is NaN"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        v[cases[c].at] = cases[c].value;
+        char want[700];
+        snprintf(want, sizeof want, cases[c].says, (long long)cases[c].at);
+        for (int big = 0; big < 2; big++) {
+            write_f32_file(path, v, n, big);
+            assert_fails_with(attn_npy_load_finite(path, 0, &a, &bad), ATTN_ERR_NONFINITE, want);
+            assert_int_equal(bad, cases[c].at);
+            assert_null(a.data);
+            assert_non_null(strstr(attn_last_error(), path));
+            /* Unchecked, the same file loads; checked afterwards it fails the same way. */
+            assert_int_equal(attn_npy_load(path, &a), ATTN_OK);
+            assert_fails_with(attn_array_check_finite(&a, 0, &bad), ATTN_ERR_NONFINITE, want);
+            assert_int_equal(bad, cases[c].at);
+            attn_array_free(&a);
+        }
+    }
+    /* -inf may be allowed (a bias); NaN and +inf never are. */
+    for (int64_t i = 0; i < n; i++) v[i] = i % 3 ? -INFINITY : 1.0f;
+    write_f32_file(path, v, n, false);
+    assert_fails_with(attn_npy_load_finite(path, 0, &a, &bad), ATTN_ERR_NONFINITE, "element 1 is -inf");
+    assert_int_equal(attn_npy_load_finite(path, 1, &a, &bad), ATTN_OK);
+    attn_array_free(&a);
+    v[2 * chunk + 5] = INFINITY;
+    write_f32_file(path, v, n, false);
+    char want[64];
+    snprintf(want, sizeof want, "element %lld is +inf", (long long)(2 * chunk + 5));
+    assert_fails_with(attn_npy_load_finite(path, 1, &a, &bad), ATTN_ERR_NONFINITE, want);
+
+    /* float16 and bfloat16 bits; other dtypes are not checked here. */
+    attn_array h = {0};
+    int64_t shape1[1] = {5};
+    assert_int_equal(attn_array_alloc(&h, ATTN_F16, 1, shape1), ATTN_OK);
+    ((uint16_t *)h.data)[3] = 0xFC00; /* -inf */
+    assert_fails_with(attn_array_check_finite(&h, 0, &bad), ATTN_ERR_NONFINITE, "element 3 is -inf");
+    assert_int_equal(attn_array_check_finite(&h, 1, &bad), ATTN_OK);
+    ((uint16_t *)h.data)[1] = 0x7C01; /* NaN */
+    assert_fails_with(attn_array_check_finite(&h, 1, &bad), ATTN_ERR_NONFINITE, "element 1 is NaN");
+    h.dtype = ATTN_BF16; /* 0x7C01 is a finite bfloat16; 0xFC00 too */
+    assert_int_equal(attn_array_check_finite(&h, 0, &bad), ATTN_OK);
+    ((uint16_t *)h.data)[4] = 0x7F80; /* +inf */
+    assert_fails_with(attn_array_check_finite(&h, 0, &bad), ATTN_ERR_NONFINITE, "element 4 is +inf");
+    h.dtype = ATTN_F64;
+    h.count = 2;
+    assert_fails_with(attn_array_check_finite(&h, 0, &bad), ATTN_ERR_UNSUPPORTED, "float32");
+    h.dtype = ATTN_BF16;
+    h.count = 5;
+    attn_array_free(&h);
+    assert_fails_with(attn_array_check_finite(NULL, 0, &bad), ATTN_ERR_INVALID_ARGUMENT, "NULL");
+    free(v);
+    remove(path);
+}
+
 static void test_save_atomic(void **state) {
     (void)state;
     char dir[600];
@@ -911,6 +1018,7 @@ int main(void) {
         cmocka_unit_test(test_bfloat16),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_finite),
         cmocka_unit_test(test_save_atomic),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);

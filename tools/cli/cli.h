@@ -97,6 +97,10 @@ bool cli_save_f32(const char *cmd, const char *path, int ndim, const int64_t *sh
 int cli_check_paths(const char *cmd, const char *const *inputs, int n_inputs,
                     const char *const *outputs, int n_outputs);
 
+/* An output buffer the kernel fills: uninitialised and 64-byte aligned
+ * (a cache line, a 512-bit vector), as the .npy loader's buffers.  free()
+ * releases it; NULL when out of memory. */
+void *cli_alloc_large(size_t bytes);
 /* "[3, 2]" style text of a shape, for messages; returns buf. */
 const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
 

@@ -6,6 +6,7 @@
  * run that would not end today.
  */
 #include "cli.h"
+#include "cli_timing.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -451,11 +452,13 @@ bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count) {
         size_t header_size;
         size_t bytes = attn_dtype_size(o->dtype);
         for (int d = 0; d < o->ndim; d++) bytes *= (size_t)o->shape[d];
+        const double t = cli_timing_now();
         ok = attn_npy_format_header(o->dtype, o->ndim, o->shape, header, sizeof header, &header_size) == ATTN_OK &&
              attn_output_open(o->path, &open_files[i]) == ATTN_OK &&
              attn_output_write(open_files[i], header, header_size) == ATTN_OK &&
              attn_output_write(open_files[i], o->data, bytes) == ATTN_OK;
         if (!ok) cli_data_error(cmd, "%s", attn_last_error());
+        cli_timing_add("write outputs", t);
     }
     if (!ok) {
         for (int i = 0; open_files && i < count; i++) attn_output_discard(open_files[i]);
@@ -470,7 +473,10 @@ bool cli_save_outputs(const char *cmd, const cli_output *outputs, int count) {
         if (!open_files[i]) continue;
         attn_output *o = open_files[i];
         open_files[i] = NULL;
-        if (ok && attn_output_commit(o) == ATTN_OK) {
+        const double t = cli_timing_now();
+        const bool done = ok && attn_output_commit(o) == ATTN_OK;
+        cli_timing_add("fsync + rename outputs", t);
+        if (done) {
             committed++;
             continue;
         }

@@ -5,6 +5,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 
 #include "cli.h"
+#include "cli_timing.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -98,33 +99,24 @@ bool cli_load_f32(const char *cmd, const char *flag, const char *path, bool allo
     return cli_load_float(cmd, flag, path, allow_neg_inf, false, out);
 }
 
-/* Element i of a float array of dtype F32, F16 or BF16, as a float (exact). */
-static float float_at(const attn_array *a, int64_t i) {
-    if (a->dtype == ATTN_F32) return ((const float *)a->data)[i];
-    const uint32_t h = ((const uint16_t *)a->data)[i];
-    if (a->dtype == ATTN_BF16) {
-        const uint32_t bits = h << 16;
-        float f;
-        memcpy(&f, &bits, sizeof f);
-        return f;
-    }
-    /* float16: only finiteness and sign matter to the caller below, but
-     * the value is exact anyway (ldexp of the integer significand). */
-    const int exponent = (int)(h >> 10 & 0x1F), mantissa = (int)(h & 0x3FF);
-    const float magnitude = exponent == 31 ? (mantissa ? NAN : INFINITY)
-                            : exponent == 0 ? ldexpf((float)mantissa, -24)
-                                            : ldexpf((float)(mantissa | 0x400), exponent - 25);
-    return h & 0x8000 ? -magnitude : magnitude;
-}
-
+/* The finiteness check is fused with the read (attn_npy_load_finite: each
+ * chunk checked by the thread that read it, while in its cache); only a
+ * float64 file, which the check leaves alone, is checked after its
+ * conversion, which may overflow to infinity. */
 bool cli_load_float(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, bool keep_half,
                     attn_array *out) {
-    attn_dtype original;
-    if (attn_npy_load(path, out) != ATTN_OK) {
-        cli_data_error(cmd, "%s: %s", flag, attn_last_error());
+    const char *neg_inf_note = allow_neg_inf ? " (a bias may use -inf to hide a key)" : "";
+    double t = cli_timing_now();
+    attn_status st = attn_npy_load_finite(path, allow_neg_inf, out, NULL);
+    if (st != ATTN_OK) {
+        /* "-q 'q.npy': element 5 is NaN; ...", "-q: cannot open 'q.npy': ..." */
+        if (st == ATTN_ERR_NONFINITE) cli_data_error(cmd, "%s %s%s", flag, attn_last_error(), neg_inf_note);
+        else cli_data_error(cmd, "%s: %s", flag, attn_last_error());
         return false;
     }
-    original = out->dtype;
+    cli_timing_add("read + check inputs", t);
+    t = cli_timing_now();
+    const attn_dtype original = out->dtype;
     const bool half = original == ATTN_F16 || original == ATTN_BF16;
     if (!(keep_half && half) && attn_array_convert(out, ATTN_F32) != ATTN_OK) {
         cli_data_error(cmd, "%s '%s': dtype %s is not a float array (%s)", flag, path,
@@ -132,15 +124,12 @@ bool cli_load_float(const char *cmd, const char *flag, const char *path, bool al
         attn_array_free(out);
         return false;
     }
-    for (int64_t i = 0; i < out->count; i++) {
-        const float x = float_at(out, i);
-        if (isfinite(x) || (allow_neg_inf && x == -INFINITY)) continue;
-        cli_data_error(cmd, "%s '%s': element %lld is %s; inputs must be finite%s", flag, path,
-                       (long long)i, isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf",
-                       allow_neg_inf ? " (a bias may use -inf to hide a key)" : "");
+    if (original == ATTN_F64 && attn_array_check_finite(out, allow_neg_inf, NULL) != ATTN_OK) {
+        cli_data_error(cmd, "%s '%s': %s%s", flag, path, attn_last_error(), neg_inf_note);
         attn_array_free(out);
         return false;
     }
+    if (original != out->dtype) cli_timing_add("convert inputs", t);
     return true;
 }
 
@@ -226,4 +215,9 @@ int cli_check_paths(const char *cmd, const char *const *inputs, int n_inputs, co
                                        "would be kept", outputs[p], outputs[o]);
     }
     return CLI_OK;
+}
+
+void *cli_alloc_large(size_t bytes) {
+    void *data = NULL;
+    return posix_memalign(&data, 64, bytes > 0 ? bytes : 1) == 0 ? data : NULL;
 }
