@@ -176,12 +176,13 @@ attn_status attn__decoder_check_config(const attn_decoder_config *c, const char 
     if (c->head_dim % 2 != 0)
         return attn__fail(ATTN_ERR_FORMAT, "%s: head width %lld is odd: RoPE rotates pairs", what,
                           (long long)c->head_dim);
-    int64_t n;
-    /* Each product a weight's element count; the forward's scratch checks
-     * its own products with L. */
-    if (mul_overflows(c->n_heads, c->head_dim, &n) || mul_overflows(n, c->d_model, &n) ||
-        mul_overflows(c->vocab, c->d_model, &n) || mul_overflows(c->d_ffn, c->d_model, &n) || n > INT64_MAX / 8 ||
-        c->n_layers > 4096)
+    /* Each product a weight's element count, whose float32 bytes must fit
+     * too; the forward's scratch checks its own products with L. */
+    int64_t q_width, q_elems, embd, ffn;
+    const bool overflow = mul_overflows(c->n_heads, c->head_dim, &q_width) ||
+                          mul_overflows(q_width, c->d_model, &q_elems) || mul_overflows(c->vocab, c->d_model, &embd) ||
+                          mul_overflows(c->d_ffn, c->d_model, &ffn);
+    if (overflow || q_elems > INT64_MAX / 8 || embd > INT64_MAX / 8 || ffn > INT64_MAX / 8 || c->n_layers > 4096)
         return attn__fail(ATTN_ERR_OVERFLOW, "%s: the model's sizes overflow (or exceed 4096 layers)", what);
     return ATTN_OK;
 }
