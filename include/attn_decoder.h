@@ -128,6 +128,10 @@ ATTN_API attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_c
  * ATTN_ERR_FORMAT naming the key and the problem for a missing or wrong
  * value. */
 ATTN_API attn_status attn_decoder_config_from_json(const char *json, size_t len, attn_decoder_config *cfg);
+/* The configuration of a Hugging Face checkpoint at path (a directory, or a
+ * .safetensors or index file with config.json beside it), without reading
+ * its weights. */
+ATTN_API attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_config *cfg);
 
 /* 1 when layer l (0-based) uses the sliding window (and the local theta). */
 ATTN_API int attn_decoder_layer_is_local(const attn_decoder_config *cfg, int64_t layer);

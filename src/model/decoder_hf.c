@@ -401,11 +401,10 @@ static attn_status read_config_file(const char *path, attn_decoder_config *cfg) 
     return ATTN_OK;
 }
 
-attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) {
-    if (!path || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load_safetensors: %s is NULL",
-                          !path ? "path" : "out");
-    *out = NULL;
+attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_config *cfg) {
+    if (!path || !cfg)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_config_from_checkpoint: %s is NULL",
+                          !path ? "path" : "cfg");
     /* config.json is in the directory, or beside the file. */
     struct stat sb;
     const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
@@ -419,9 +418,18 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
     } else {
         strcpy(config_path, slash == path ? "/config.json" : "config.json");
     }
-    attn_decoder_config cfg;
-    attn_status st = read_config_file(config_path, &cfg);
+    attn_status st = read_config_file(config_path, cfg);
     free(config_path);
+    return st;
+}
+
+attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) {
+    if (!path || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load_safetensors: %s is NULL",
+                          !path ? "path" : "out");
+    *out = NULL;
+    attn_decoder_config cfg;
+    attn_status st = attn_decoder_config_from_checkpoint(path, &cfg);
     if (st) return st;
     attn_safetensors *weights = NULL;
     if ((st = attn_safetensors_open(path, &weights))) return st;

@@ -63,3 +63,7 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
     if (out) *out = NULL;
     return off("attn_decoder_load_safetensors");
 }
+attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_config *cfg) {
+    (void)path, (void)cfg;
+    return off("attn_decoder_config_from_checkpoint");
+}

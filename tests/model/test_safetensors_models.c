@@ -175,6 +175,34 @@ static void test_llama_gguf_unpermuted(void **state) {
     attn_decoder_free(m);
 }
 
+/* attn model info / run on the checkpoints: the top next token is the
+ * reference's argmax of its last logits row. */
+static void test_cli(void **state) {
+    (void)state;
+    attn_array logits = load_npy("qwen3", "a", "logits", ATTN_F32);
+    const int64_t V = logits.shape[1], L = logits.shape[0];
+    const float *last = (const float *)logits.data + (L - 1) * V;
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (last[i] > last[best]) best = i;
+    attn_array_free(&logits);
+    char want[64], *out;
+    snprintf(want, sizeof want, "\n1 %12lld ", (long long)best);
+    int status = test_run_cli(&out, "model run %s --ids 1,17,200,3,99,254,0 --top 2", TINY "/qwen3");
+    if (status != 0 || !strstr(out, want)) fail_msg("attn model run: status %d, no '%s' in:\n%s", status, want, out);
+    free(out);
+    status = test_run_cli(&out, "model info --model %s", TINY "/gemma3/model.safetensors");
+    if (status != 0 || !strstr(out, "LGLG") || !strstr(out, "54 tensors in 1 file"))
+        fail_msg("attn model info: status %d:\n%s", status, out);
+    free(out);
+    status = test_run_cli(&out, "model info %s", TINY "/qwen3");
+    if (status != 0 || !strstr(out, "in 5 files") || !strstr(out, "QK-norm")) fail_msg("attn model info: %d:\n%s", status, out);
+    free(out);
+    status = test_run_cli(&out, "model run --model %s --ids 1,256", TINY "/llama");
+    if (status != 1 || !strstr(out, "outside the vocabulary")) fail_msg("attn model run, bad id: %d:\n%s", status, out);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3_sharded),
@@ -182,6 +210,7 @@ int main(void) {
         cmocka_unit_test(test_gemma3_f16),
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_llama_gguf_unpermuted),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
