@@ -23,8 +23,10 @@ headers_of() {
     case $(basename "$1") in
         libattn_viz.*) echo "$include/attn_viz.h" ;;
         libattn_mpi.*) echo "$include/attn_mpi.h" ;;
-        libattn_model.*) echo "$include/attn_model.h"; echo "$include/attn_decoder.h"; echo "$include/attn_tokenizer.h" ;;
-        libattn.*) ls "$include"/attn*.h | grep -v -e attn_viz.h -e attn_mpi.h -e attn_model.h -e attn_decoder.h -e attn_tokenizer.h ;;
+        libattn_model.*) echo "$include/attn_model.h"; echo "$include/attn_decoder.h"; echo "$include/attn_tokenizer.h"
+                         echo "$include/attn_safetensors.h" ;;
+        libattn.*) ls "$include"/attn*.h | grep -v -e attn_viz.h -e attn_mpi.h -e attn_model.h -e attn_decoder.h \
+                       -e attn_tokenizer.h -e attn_safetensors.h ;;
         *) echo "test_exports.sh: unknown library $1" >&2; exit 2 ;;
     esac
 }

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 static void assert_ok(attn_status st) {
@@ -301,6 +302,34 @@ static void every_prefix(void **state) {
     remove_all();
 }
 
+/* Things that are no safetensors file: refused at once, without blocking
+ * (a FIFO would block open()) and without reading /dev/zero forever. */
+static void not_regular_files(void **state) {
+    (void)state;
+    char fifo[256], link[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", tmpdir);
+    snprintf(link, sizeof link, "%s/zero.safetensors", tmpdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink("/dev/zero", link), 0);
+    attn_safetensors *st = NULL;
+    assert_refused(attn_safetensors_open(fifo, &st), ATTN_ERR_IO, "a FIFO");
+    assert_refused(attn_safetensors_open(link, &st), ATTN_ERR_IO, "a character device");
+    assert_refused(attn_safetensors_open("/nonexistent/x.safetensors", &st), ATTN_ERR_IO, "No such file");
+    /* An index naming a FIFO as its shard. */
+    write_text("model.safetensors.index.json", "{\"weight_map\":{\"x\":\"fifo.safetensors\"}}");
+    assert_refused(attn_safetensors_open(tmpdir, &st), ATTN_ERR_IO, "a FIFO");
+    /* config.json as a FIFO. */
+    attn_decoder_config c;
+    char config[256];
+    snprintf(config, sizeof config, "%s/config.json", tmpdir);
+    assert_int_equal(mkfifo(config, 0600), 0);
+    assert_refused(attn_decoder_config_from_checkpoint(tmpdir, &c), ATTN_ERR_IO, "a FIFO");
+    unlink(config);
+    unlink(fifo);
+    unlink(link);
+    remove_all();
+}
+
 /* --------------------------------------------------------------- shards */
 
 static void write_shard(const char *name, const char *header, size_t data_len) {
@@ -509,6 +538,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_fields), cmocka_unit_test(every_row),   cmocka_unit_test(every_prefix),
         cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(wrong_shape_named),
+        cmocka_unit_test(not_regular_files),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
