@@ -428,12 +428,14 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load_safetensors: %s is NULL",
                           !path ? "path" : "out");
     *out = NULL;
-    attn_decoder_config cfg;
-    attn_status st = attn_decoder_config_from_checkpoint(path, &cfg);
-    if (st) return st;
+    /* The weights first: a missing or bad checkpoint is then named as such,
+     * not as a config.json that is not beside it. */
     attn_safetensors *weights = NULL;
-    if ((st = attn_safetensors_open(path, &weights))) return st;
+    attn_status st = attn_safetensors_open(path, &weights);
+    if (st) return st;
+    attn_decoder_config cfg;
     attn_decoder *m = NULL;
+    if ((st = attn_decoder_config_from_checkpoint(path, &cfg))) goto done;
     if ((st = attn__decoder_new(&cfg, &m))) goto done;
     const int gemma = cfg.arch == ATTN_DECODER_GEMMA3;
     if ((st = load_tensor(weights, m, "model.embed_tokens.weight", cfg.vocab, cfg.d_model, 0, 0, &m->token_embd)) ||

@@ -515,11 +515,14 @@ static void wrong_shape_named(void **state) {
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
     assert_refused(attn_decoder_load_safetensors(path, &m), ATTN_ERR_FORMAT, "model.norm.weight");
-    unlink(path);
     snprintf(path, sizeof path, "%s/config.json", tmpdir);
     unlink(path);
     assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_IO, "config.json");
+    /* No weights: the checkpoint is named, not the config. */
     remove_all();
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_IO, "model.safetensors");
+    snprintf(path, sizeof path, "%s/nothing.safetensors", tmpdir);
+    assert_refused(attn_decoder_load_safetensors(path, &m), ATTN_ERR_IO, "nothing.safetensors");
 }
 
 static int make_tmpdir(void **state) {

@@ -13,7 +13,8 @@
  *           query_pre_attn_scalar != head width, (1 + w) norms, tied
  *   llama   float32, tied; and llama.gguf, the same weights with Q/K rows
  *           permuted as llama.cpp's converter writes them: the GGUF loader
- *           must un-permute them to give the same numbers
+ *           must un-permute them to give the same numbers; qwen3.gguf, the
+ *           qwen3 weights through GGUF (not permuted)
  *
  * Each comparison is the largest difference over a layer's tensor relative
  * to that tensor's largest magnitude (tolerances.h, TINY_MODEL_*); the
@@ -162,17 +163,31 @@ static void test_llama(void **state) {
     check_safetensors(TINY "/llama", ATTN_DECODER_LLAMA);
 }
 
+static void check_gguf(const char *model, attn_decoder_arch arch) {
+    char path[256], label[64];
+    snprintf(path, sizeof path, TINY "/%s/%s.gguf", model, model);
+    snprintf(label, sizeof label, "%s.gguf", model);
+    attn_gguf *g = NULL;
+    attn_decoder *m = NULL;
+    assert_ok(attn_gguf_open(path, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    attn_gguf_close(g);
+    assert_int_equal(attn_decoder_get_config(m)->arch, arch);
+    check_model(m, model, label);
+    attn_decoder_free(m);
+}
+
 /* The same llama weights through GGUF, Q/K rows permuted by the writer. */
 static void test_llama_gguf_unpermuted(void **state) {
     (void)state;
-    attn_gguf *g = NULL;
-    attn_decoder *m = NULL;
-    assert_ok(attn_gguf_open(TINY "/llama/llama.gguf", &g));
-    assert_ok(attn_decoder_load(g, &m));
-    attn_gguf_close(g);
-    assert_int_equal(attn_decoder_get_config(m)->arch, ATTN_DECODER_LLAMA);
-    check_model(m, "llama", "llama.gguf");
-    attn_decoder_free(m);
+    check_gguf("llama", ATTN_DECODER_LLAMA);
+}
+
+/* The qwen3 weights through GGUF (qwen3.* keys, attn_q_norm / attn_k_norm,
+ * an explicit key_length, untied output.weight). */
+static void test_qwen3_gguf(void **state) {
+    (void)state;
+    check_gguf("qwen3", ATTN_DECODER_QWEN3);
 }
 
 /* attn model info / run on the checkpoints: the top next token is the
@@ -210,6 +225,7 @@ int main(void) {
         cmocka_unit_test(test_gemma3_f16),
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_llama_gguf_unpermuted),
+        cmocka_unit_test(test_qwen3_gguf),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
