@@ -53,7 +53,11 @@
  * in the map under that shard, and no tensor is in two shards.
  *
  * Threads: an attn_safetensors is read-only once opened; every function
- * below may be called on it from any number of threads at once.
+ * below may be called on it from any number of threads at once.  Opening
+ * several files at once from several threads is safe too, with one caveat
+ * of cJSON 1.7: a failed parse also records its position in a global of
+ * cJSON's (attn reads the position from the parse itself, never from that
+ * global, so only a race detector notices).
  */
 #ifndef ATTN_SAFETENSORS_H
 #define ATTN_SAFETENSORS_H
