@@ -70,12 +70,14 @@ typedef enum attn_decoder_activation {
 } attn_decoder_activation;
 
 /* A model's configuration, as its GGUF metadata gives it (keys prefixed
- * by the architecture's name: "qwen2.block_count", ...), completed with
- * what the architecture fixes and the file does not say (Gemma 3's local
- * RoPE theta 1e4 and its pattern of 6; llama.cpp fixes them in code too). */
+ * by the architecture's name: "qwen2.block_count", ...), or its
+ * config.json (attn_decoder_config_from_json: the keys there), completed
+ * with what the architecture fixes and the file does not say (Gemma 3's
+ * local RoPE theta 1e4 and its pattern of 6; llama.cpp fixes them in code
+ * too).  The comments name the GGUF keys. */
 typedef struct attn_decoder_config {
     attn_decoder_arch arch;
-    const char *architecture;       /* "qwen2", "gemma3" (static)                   */
+    const char *architecture;       /* "qwen2", "qwen3", "gemma3", "llama" (static) */
     int64_t n_layers;               /* ARCH.block_count                             */
     int64_t d_model;                /* ARCH.embedding_length                        */
     int64_t d_ffn;                  /* ARCH.feed_forward_length                     */
@@ -96,7 +98,7 @@ typedef struct attn_decoder_config {
                                        ^-1/2, with that scalar = Dh for Gemma 3)    */
     float embed_scale;              /* 1, or sqrt(d) rounded to float (gemma3)      */
     int qkv_bias;                   /* q/k/v projections have biases (qwen2)        */
-    int qk_norm;                    /* RMSNorm over each head's q and k (gemma3)    */
+    int qk_norm;                    /* RMSNorm over each head's q and k (qwen3, gemma3) */
     int post_norms;                 /* norms after attention and after the FFN      */
     int tied_embeddings;            /* no output.weight: logits use token_embd      */
     attn_decoder_activation activation;
