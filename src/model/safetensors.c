@@ -57,9 +57,11 @@ static const char *quote(const char *s, char *buf, size_t cap) { return attn__gg
 
 /* The byte of the file where the header mentions "name" (the first time),
  * for messages about its entry; 0 when it is not found as written (a name
- * with escapes). */
+ * with escapes) or is longer than 256 bytes (a linear scan of a 100 MB
+ * header comparing a huge name at every quote would be quadratic). */
 static uint64_t entry_byte(const safetensors_shard *s, const char *name) {
     const size_t n = strlen(name);
+    if (n > 256) return 0;
     const char *header = (const char *)s->base + 8;
     const size_t len = (size_t)(s->data_offset - 8);
     for (size_t i = 0; n + 2 <= len && i <= len - n - 2; i++)
