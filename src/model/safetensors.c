@@ -571,6 +571,9 @@ attn_status attn__safetensors_index_parse(const char *json, size_t len, safetens
         return attn__fail(ATTN_ERR_FORMAT, "the index is not valid JSON (at byte %zu)", at);
     }
     attn_status status = ATTN_OK;
+    enum { FILE_SLOTS = 2 * SAFETENSORS_MAX_SHARDS }; /* at most half full: a probe always ends */
+    int64_t file_slot[FILE_SLOTS];
+    for (size_t i = 0; i < FILE_SLOTS; i++) file_slot[i] = -1;
     const cJSON *map = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
     int64_t n = 0;
     if (!cJSON_IsObject(map))
@@ -599,8 +602,15 @@ attn_status attn__safetensors_index_parse(const char *json, size_t len, safetens
                                 cJSON_IsString(e) ? "'" : "");
             break;
         }
-        int64_t f = 0;
-        while (f < index->n_files && strcmp(index->files[f], e->valuestring) != 0) f++;
+        /* The shard's number, through a small hash table of the names seen
+         * (a hostile index of millions of entries over many shard names must
+         * not cost entries x shards comparisons). */
+        uint64_t h = 14695981039346656037u; /* FNV-1a */
+        for (const unsigned char *c = (const unsigned char *)e->valuestring; *c; c++) h = (h ^ *c) * 1099511628211u;
+        size_t slot = (size_t)(h % FILE_SLOTS);
+        while (file_slot[slot] >= 0 && strcmp(index->files[file_slot[slot]], e->valuestring) != 0)
+            slot = (slot + 1) % FILE_SLOTS;
+        int64_t f = file_slot[slot] >= 0 ? file_slot[slot] : index->n_files;
         if (f == index->n_files && f == SAFETENSORS_MAX_SHARDS) {
             status = attn__fail(ATTN_ERR_UNSUPPORTED, "weight_map entry '%s': more than %d shard files",
                                 quote(name, quoted, sizeof quoted), SAFETENSORS_MAX_SHARDS);
@@ -611,6 +621,7 @@ attn_status attn__safetensors_index_parse(const char *json, size_t len, safetens
                 status = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy the index");
                 break;
             }
+            file_slot[slot] = f;
             index->n_files++;
         }
         if (!(index->names[index->n_entries] = copy_string(name))) {

@@ -16,9 +16,9 @@
 /* The largest integer a JSON number (a double, in cJSON) holds exactly. */
 #define SAFETENSORS_MAX_EXACT 9007199254740992.0
 
-/* Shards a set may have: each is a file kept open (mapped), and the index's
- * lookup of a file name is a linear scan over them.  Real checkpoints have
- * a few dozen at most. */
+/* Shards a set may have: each is a file kept mapped, and the index's
+ * table of file names (a hash table twice this size) is on the stack.
+ * Real checkpoints have a few hundred at most. */
 #define SAFETENSORS_MAX_SHARDS 1024
 
 /* One file of a set (or the caller's buffer). */

@@ -390,6 +390,19 @@ static void shards(void **state) {
             fail_msg("index row '%s': status %d (expected %d): '%s'", bad[i].row, (int)got, (int)bad[i].status,
                      attn_last_error());
     }
+    /* More shard files than a set may have: refused before any is opened. */
+    {
+        const size_t cap = 1100 * 48 + 64;
+        char *json = malloc(cap);
+        assert_non_null(json);
+        size_t n = (size_t)snprintf(json, cap, "{\"weight_map\":{");
+        for (int i = 0; i < 1100; i++)
+            n += (size_t)snprintf(json + n, cap - n, "%s\"t%d\":\"s%d.safetensors\"", i ? "," : "", i, i);
+        snprintf(json + n, cap - n, "}}");
+        write_text("model.safetensors.index.json", json);
+        free(json);
+        assert_refused(attn_safetensors_open(tmpdir, &st), ATTN_ERR_UNSUPPORTED, "more than 1024 shard files");
+    }
     /* A tensor in two shards. */
     write_shard("b.safetensors", "{" T("x", "F32", "[1]", "0", "4") "}", 4);
     write_text("model.safetensors.index.json",
