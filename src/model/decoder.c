@@ -176,6 +176,15 @@ attn_status attn__decoder_check_config(const attn_decoder_config *c, const char 
     if (c->head_dim % 2 != 0)
         return attn__fail(ATTN_ERR_FORMAT, "%s: head width %lld is odd: RoPE rotates pairs", what,
                           (long long)c->head_dim);
+    /* The numbers as the forward uses them: a scale computed from a huge or
+     * tiny query_pre_attn_scalar can round to 0 or infinity in float32. */
+    if (!(c->attn_scale > 0.0f) || !isfinite(c->attn_scale))
+        return attn__fail(ATTN_ERR_FORMAT, "%s: the attention scale is %g in float32 (from the head width or "
+                          "query_pre_attn_scalar): it must be positive and finite", what, (double)c->attn_scale);
+    if (!(c->rms_eps > 0.0) || !isfinite(c->rms_eps) || !(c->rope_theta > 0.0) || !isfinite(c->rope_theta) ||
+        !(c->rope_theta_local > 0.0) || !isfinite(c->rope_theta_local))
+        return attn__fail(ATTN_ERR_FORMAT, "%s: RMSNorm epsilon %g, RoPE theta %g and local theta %g must be "
+                          "positive and finite", what, c->rms_eps, c->rope_theta, c->rope_theta_local);
     /* Each product a weight's element count, whose float32 bytes must fit
      * too; the forward's scratch checks its own products with L. */
     int64_t q_width, q_elems, embd, ffn;

@@ -499,6 +499,11 @@ static void config_json(void **state) {
          "use_sliding_window"},
         {"softcapping", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,"
                         "\"final_logit_softcapping\":30.0}", ATTN_ERR_UNSUPPORTED, "final_logit_softcapping"},
+        /* Found by model_config_fuzz: the scale 5.5e125^-1/2 rounds to 0 in float32. */
+        {"scale underflows", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,"
+                             "\"query_pre_attn_scalar\":5.5e125}", ATTN_ERR_FORMAT, "attention scale is 0"},
+        {"scale overflows", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,"
+                            "\"query_pre_attn_scalar\":1e-300}", ATTN_ERR_FORMAT, "attention scale is inf"},
         {"huge vocab", "{\"model_type\":\"llama\",\"hidden_size\":2147483648,\"num_hidden_layers\":3,"
                        "\"num_attention_heads\":1,\"intermediate_size\":1,\"vocab_size\":2147483648}",
          ATTN_ERR_OVERFLOW, "overflow"},
