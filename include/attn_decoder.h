@@ -5,13 +5,21 @@
  * decoder", has the equations of each architecture, the memory, the speed
  * and how it is checked against Hugging Face transformers.
  *
- * Architectures (general.architecture):
+ * Architectures (GGUF general.architecture; config.json model_type):
  *   qwen2   Qwen2 / Qwen2.5: RMSNorm, q/k/v biases, GQA, RoPE (NeoX pairing),
  *           SwiGLU, a separate output head
+ *   qwen3   Qwen3: as qwen2 without biases, with QK-norm (RMSNorm over each
+ *           head's q and k, before RoPE) and an explicit head width
+ *   llama   Llama / SmolLM2 / TinyLlama: no biases, SwiGLU, tied or untied
+ *           head; a GGUF file's permuted Q/K rows are put back at load
+ *           (docs/models.md), so RoPE is rotate-half as in Hugging Face
  *   gemma3  Gemma 3 (text): embeddings times sqrt(d_model), QK-norm, pre- and
  *           post-norms around attention and FFN, sliding-window local layers
  *           with their own RoPE theta, every 6th layer global, GeGLU (tanh
- *           GELU), tied output head
+ *           GELU), tied output head (config.json: gemma3_text)
+ *
+ * Weights come from a GGUF file (attn_decoder_load) or a Hugging Face
+ * safetensors checkpoint with its config.json (attn_decoder_load_safetensors).
  *
  * Shape legend:
  *   L     tokens of the sequence (one sequence, no batch)
@@ -56,7 +64,9 @@ extern "C" {
 
 typedef enum attn_decoder_arch {
     ATTN_DECODER_QWEN2 = 1,
-    ATTN_DECODER_GEMMA3 = 2
+    ATTN_DECODER_GEMMA3 = 2,
+    ATTN_DECODER_QWEN3 = 3,
+    ATTN_DECODER_LLAMA = 4
 } attn_decoder_arch;
 
 typedef enum attn_decoder_activation {
@@ -65,12 +75,14 @@ typedef enum attn_decoder_activation {
 } attn_decoder_activation;
 
 /* A model's configuration, as its GGUF metadata gives it (keys prefixed
- * by the architecture's name: "qwen2.block_count", ...), completed with
- * what the architecture fixes and the file does not say (Gemma 3's local
- * RoPE theta 1e4 and its pattern of 6; llama.cpp fixes them in code too). */
+ * by the architecture's name: "qwen2.block_count", ...), or its
+ * config.json (attn_decoder_config_from_json: the keys there), completed
+ * with what the architecture fixes and the file does not say (Gemma 3's
+ * local RoPE theta 1e4 and its pattern of 6; llama.cpp fixes them in code
+ * too).  The comments name the GGUF keys. */
 typedef struct attn_decoder_config {
     attn_decoder_arch arch;
-    const char *architecture;       /* "qwen2", "gemma3" (static)                   */
+    const char *architecture;       /* "qwen2", "qwen3", "gemma3", "llama" (static) */
     int64_t n_layers;               /* ARCH.block_count                             */
     int64_t d_model;                /* ARCH.embedding_length                        */
     int64_t d_ffn;                  /* ARCH.feed_forward_length                     */
@@ -91,7 +103,7 @@ typedef struct attn_decoder_config {
                                        ^-1/2, with that scalar = Dh for Gemma 3)    */
     float embed_scale;              /* 1, or sqrt(d) rounded to float (gemma3)      */
     int qkv_bias;                   /* q/k/v projections have biases (qwen2)        */
-    int qk_norm;                    /* RMSNorm over each head's q and k (gemma3)    */
+    int qk_norm;                    /* RMSNorm over each head's q and k (qwen3, gemma3) */
     int post_norms;                 /* norms after attention and after the FFN      */
     int tied_embeddings;            /* no output.weight: logits use token_embd      */
     attn_decoder_activation activation;
@@ -101,6 +113,32 @@ typedef struct attn_decoder_config {
  * missing or wrong key (or tensor); ATTN_ERR_UNSUPPORTED for another
  * architecture, naming it. */
 ATTN_API attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cfg);
+
+/* Reads the configuration from a Hugging Face config.json held in
+ * json[0 .. len) (cJSON; ATTN_ERR_UNSUPPORTED in a build without it).
+ * model_type qwen2, qwen3, llama or gemma3_text; the keys read:
+ *   hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
+ *   vocab_size (required); num_key_value_heads (default: the heads),
+ *   head_dim (default hidden_size / heads), rms_norm_eps (1e-6),
+ *   rope_parameters as transformers 5 writes it (flat {rope_theta,
+ *   rope_type}, or per layer type {full_attention: {...},
+ *   sliding_attention: {...}}), else rope_theta / rope_local_base_freq /
+ *   rope_scaling as older versions wrote them; only rope_type "default"
+ *   is run (others: ATTN_ERR_UNSUPPORTED naming it); sliding_window with
+ *   layer_types (a repeating pattern of full and sliding layers) or
+ *   sliding_window_pattern (gemma3, default 6); query_pre_attn_scalar
+ *   (gemma3: the scale is its -1/2 power); tie_word_embeddings (default:
+ *   gemma3 tied, the others not); hidden_act / hidden_activation (silu,
+ *   gelu_pytorch_tanh); attention_bias and mlp_bias (true is refused:
+ *   the decoder has no output or FFN biases; qwen2's q/k/v biases are
+ *   implied by its architecture), softcapping (refused unless null).
+ * ATTN_ERR_FORMAT naming the key and the problem for a missing or wrong
+ * value. */
+ATTN_API attn_status attn_decoder_config_from_json(const char *json, size_t len, attn_decoder_config *cfg);
+/* The configuration of a Hugging Face checkpoint at path (a directory, or a
+ * .safetensors or index file with config.json beside it), without reading
+ * its weights. */
+ATTN_API attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_config *cfg);
 
 /* 1 when layer l (0-based) uses the sliding window (and the local theta). */
 ATTN_API int attn_decoder_layer_is_local(const attn_decoder_config *cfg, int64_t layer);
@@ -112,6 +150,17 @@ typedef struct attn_decoder attn_decoder; /* opaque, read-only once loaded */
  * names the tensor, its dims and the dims expected).  g may be closed
  * afterwards. */
 ATTN_API attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out);
+
+/* A Hugging Face checkpoint: path is a directory (config.json with
+ * model.safetensors or model.safetensors.index.json and its shards), or a
+ * .safetensors file with config.json beside it.  Tensor names are
+ * transformers' (model.layers.L.self_attn.q_proj.weight, ...; the
+ * shapes are PyTorch's nn.Linear [out, in], which the decoder uses as
+ * they are); F32, F16 and BF16 tensors are converted to float32 exactly.
+ * Gemma's RMSNorm weights are stored as w and applied as (1 + w): the 1 is
+ * added at load.  Messages name the tensor, its shape and the shape
+ * expected. */
+ATTN_API attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out);
 ATTN_API void attn_decoder_free(attn_decoder *m);
 ATTN_API const attn_decoder_config *attn_decoder_get_config(const attn_decoder *m);
 /* Bytes of float32 weights the decoder holds. */

@@ -15,6 +15,15 @@
 #   tokenizer_fuzz  the tokenizers: texts on fixed byte-level BPE and
 #                   SentencePiece vocabularies, and hostile vocabularies
 #                   and merges built from the input (fuzz/corpus/tokenizer/)
+#   safetensors_fuzz  the safetensors reader: header length, JSON header,
+#                   dtypes, shapes, data_offsets; and a sharded checkpoint's
+#                   index (fuzz/corpus/safetensors/: real and byte-built,
+#                   fuzz/make_safetensors_corpus.py writes them)
+#   model_config_fuzz  config.json -> the decoder's configuration
+#                   (fuzz/corpus/config/)
+#
+# The last two need cJSON (libcjson-dev); without it they are skipped with
+# a message.
 #
 # A bare number is taken as seconds (fuzz.sh 60, as .ci/run calls it).
 # Exits 0 when no crash was found (or clang is missing: then it says so and
@@ -22,7 +31,7 @@
 # build-fuzz/artifacts/.  Each run's executions and coverage are printed as
 # libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
-all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz)
+all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz safetensors_fuzz model_config_fuzz)
 targets=()
 seconds=60
 while [[ $# -gt 0 ]]; do
@@ -30,7 +39,7 @@ while [[ $# -gt 0 ]]; do
         --all) targets=("${all_targets[@]}") ;;
         --seconds) seconds=${2:-}; shift ;;
         --minutes) seconds=$(( ${2:-0} * 60 )); shift ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         ''|*[!0-9]*) targets+=("$1") ;;
         *) seconds=$1 ;;
     esac
@@ -50,6 +59,18 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DATTN_BUILD_FUZZERS=ON -DATTN_BUILD_TESTS=OFF -DATTN_BUILD_TOOLS=OFF >/dev/null
+# Targets whose dependency this build lacks (cJSON) are skipped, saying so.
+have=()
+for t in "${targets[@]}"; do
+    if [[ $t == safetensors_fuzz || $t == model_config_fuzz ]] &&
+       ! pkg-config --exists libcjson 2>/dev/null; then
+        echo "fuzz.sh: skipping $t: cJSON not found (Debian: libcjson-dev)"
+        continue
+    fi
+    have+=("$t")
+done
+targets=("${have[@]}")
+[[ ${#targets[@]} -gt 0 ]] || { echo "fuzz.sh: nothing to fuzz"; exit 0; }
 cmake --build "$build" --target "${targets[@]}" -j "$(nproc 2>/dev/null || echo 2)"
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/attn-fuzz-XXXXXX")"
@@ -63,6 +84,8 @@ for t in "${targets[@]}"; do
         cli_args_fuzz) cp "$root"/fuzz/corpus/cli/* "$corpus"/ ;;
         gguf_fuzz) cp "$root"/fuzz/corpus/gguf/* "$corpus"/ ;;
         tokenizer_fuzz) cp "$root"/fuzz/corpus/tokenizer/* "$corpus"/ ;;
+        safetensors_fuzz) cp "$root"/fuzz/corpus/safetensors/* "$corpus"/ ;;
+        model_config_fuzz) cp "$root"/fuzz/corpus/config/* "$corpus"/ ;;
         npy_file_fuzz)
             # axis 0, first row 0, two rows; then the file
             for seed in "$root"/fuzz/corpus/npy/*; do

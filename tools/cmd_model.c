@@ -1,5 +1,7 @@
 /*
- * cmd_model.c — `attn model`: a real model's GGUF file.
+ * cmd_model.c — `attn model`: a real model's GGUF file, or a Hugging Face
+ * checkpoint (a directory with config.json and safetensors weights, or a
+ * .safetensors file with config.json beside it).
  *
  *   attn model info FILE      the architecture, the GQA layout (which query
  *                             heads read which key/value head), RoPE, the
@@ -15,6 +17,9 @@
 
 #include "attn_decoder.h"
 #include "attn_model.h"
+#include "attn_safetensors.h"
+
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <math.h>
@@ -26,13 +31,17 @@
 
 static void model_help(FILE *out) {
     fprintf(out,
-    "usage: attn model info FILE.gguf\n"
-    "       attn model run FILE.gguf --ids ID,ID,... [--top K] [--layer-norms]\n"
+    "usage: attn model info MODEL\n"
+    "       attn model run MODEL --ids ID,ID,... [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
-    "A decoder-only language model from a GGUF file (qwen2: Qwen2 / Qwen2.5; gemma3: Gemma 3),\n"
-    "run in float32 with every layer's attention through attn's scaled dot-product attention.\n\n"
+    "A decoder-only language model (qwen2: Qwen2 / Qwen2.5; qwen3; gemma3: Gemma 3; llama), run in\n"
+    "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
+    "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
+    "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
+    "file with config.json beside it.  trace, generate and chapter read GGUF files (they need the\n"
+    "GGUF's tokenizer).\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
     "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
     "                    float32 weights take (nothing is dequantized: it is quick)\n"
@@ -41,6 +50,7 @@ static void model_help(FILE *out) {
     "                    prints the most likely next tokens after the last one\n"
     "  --ids ID,ID,...   token ids, comma-separated, each in [0, vocabulary); no BOS is added\n"
     "                    (Gemma expects 2 first). The tokenizer is not part of this command.\n"
+    "  --model MODEL     the model, instead of the positional MODEL\n"
     "  --top K           how many next tokens to print (default %d)\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
@@ -57,10 +67,11 @@ static void model_help(FILE *out) {
     TOP_DEFAULT);
 }
 
-enum { F_IDS = 1, F_TOP, F_LAYER_NORMS };
+enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL };
 
 static const cli_flag model_flags[] = {
     {"--ids", "ID,ID,...", F_IDS, 0},
+    {"--model", "MODEL", F_MODEL, 0},
     {"--top", "K", F_TOP, 0},
     {"--layer-norms", NULL, F_LAYER_NORMS, 0},
     CLI_FLAGS_END};
@@ -107,7 +118,7 @@ static bool parse_ids(const char *text, int32_t **ids, int64_t *count) {
 static const char *piece(const attn_gguf *g, int64_t id, char *buf, size_t size) {
     buf[0] = '\0';
     attn_gguf_value tokens, element;
-    if (attn_gguf_get_array(g, "tokenizer.ggml.tokens", ATTN_GGUF_VALUE_STRING, &tokens) != ATTN_OK ||
+    if (!g || attn_gguf_get_array(g, "tokenizer.ggml.tokens", ATTN_GGUF_VALUE_STRING, &tokens) != ATTN_OK ||
         (uint64_t)id >= tokens.count)
         return buf;
     uint64_t cursor = 0;
@@ -128,18 +139,31 @@ static const char *activation_name(attn_decoder_activation a) {
     return a == ATTN_DECODER_SWIGLU ? "SwiGLU (silu)" : "GeGLU (tanh GELU)";
 }
 
+/* A Hugging Face checkpoint rather than a GGUF file: a directory, a
+ * .safetensors file or a safetensors index. */
+static bool is_checkpoint(const char *path) {
+    struct stat sb;
+    const size_t n = strlen(path);
+    return (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ||
+           (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) || (n >= 5 && strcmp(path + n - 5, ".json") == 0);
+}
+
 static int model_info(const char *path) {
-    attn_gguf *g;
-    if (attn_gguf_open(path, &g)) return cli_data_error("model", "%s", attn_last_error());
+    attn_gguf *g = NULL;
+    attn_safetensors *st = NULL;
     attn_decoder_config c;
-    if (attn_decoder_read_config(g, &c)) {
+    const bool hf = is_checkpoint(path);
+    if (hf ? attn_decoder_config_from_checkpoint(path, &c) || attn_safetensors_open(path, &st)
+           : attn_gguf_open(path, &g) != ATTN_OK)
+        return cli_data_error("model", "%s", attn_last_error());
+    if (!hf && attn_decoder_read_config(g, &c)) {
         const int rc = cli_data_error("model", "%s: %s", path, attn_last_error());
         attn_gguf_close(g);
         return rc;
     }
     const char *name = "";
     size_t name_len = 0;
-    if (attn_gguf_get_string(g, "general.name", &name, &name_len)) name_len = 0;
+    if (!g || attn_gguf_get_string(g, "general.name", &name, &name_len)) name_len = 0;
     printf("%s\n  architecture   %s%s%.*s%s\n", path, c.architecture, name_len ? " (" : "", (int)name_len, name,
            name_len ? ")" : "");
     printf("  layers         %lld, d_model %lld, FFN %lld %s, vocabulary %lld\n", (long long)c.n_layers,
@@ -169,16 +193,33 @@ static int model_info(const char *path) {
     } else {
         printf("  window         none: every layer sees every earlier key\n");
     }
-    attn_gguf_info info;
-    attn_gguf_describe(g, &info);
     int64_t params = 0;
-    for (int64_t i = 0; i < info.n_tensors; i++) {
-        attn_gguf_tensor t;
-        if (attn_gguf_tensor_at(g, i, &t) == ATTN_OK) params += t.n_elements;
+    uint64_t file_bytes = 0;
+    if (g) {
+        attn_gguf_info info;
+        attn_gguf_describe(g, &info);
+        for (int64_t i = 0; i < info.n_tensors; i++) {
+            attn_gguf_tensor t;
+            if (attn_gguf_tensor_at(g, i, &t) == ATTN_OK) params += t.n_elements;
+        }
+        file_bytes = info.size;
+    } else {
+        for (int64_t i = 0; i < attn_safetensors_n_tensors(st); i++) {
+            attn_safetensors_tensor t;
+            if (attn_safetensors_tensor_at(st, i, &t) == ATTN_OK) {
+                params += t.n_elements;
+                file_bytes += t.n_bytes;
+            }
+        }
+        printf("  checkpoint     safetensors, %lld tensor%s in %lld file%s\n", (long long)attn_safetensors_n_tensors(st),
+               attn_safetensors_n_tensors(st) == 1 ? "" : "s", (long long)attn_safetensors_n_shards(st),
+               attn_safetensors_n_shards(st) == 1 ? "" : "s");
     }
-    printf("  weights        %.1f M parameters: %.0f MiB as float32 at load (the file: %.0f MiB)\n", (double)params / 1e6,
-           (double)params * 4.0 / 1048576.0, (double)info.size / 1048576.0);
+    printf("  weights        %.3f M parameters: %.2f MiB as float32 at load (the %s: %.2f MiB)\n",
+           (double)params / 1e6, (double)params * 4.0 / 1048576.0, g ? "file" : "tensors' data",
+           (double)file_bytes / 1048576.0);
     attn_gguf_close(g);
+    attn_safetensors_close(st);
     return CLI_OK;
 }
 
@@ -195,14 +236,15 @@ static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
 }
 
 static int model_run(const char *path, const int32_t *ids, int64_t L, int64_t top, bool layer_norms) {
-    attn_gguf *g;
-    if (attn_gguf_open(path, &g)) return cli_data_error("model", "%s", attn_last_error());
+    attn_gguf *g = NULL; /* NULL for a Hugging Face checkpoint: no pieces then */
+    const bool hf = is_checkpoint(path);
+    if (!hf && attn_gguf_open(path, &g)) return cli_data_error("model", "%s", attn_last_error());
     int rc = CLI_OK;
     attn_decoder *m = NULL;
     float *logits = NULL, *hidden = NULL;
     int64_t *best = NULL;
     const double t0 = cli_seconds();
-    if (attn_decoder_load(g, &m)) {
+    if (hf ? attn_decoder_load_safetensors(path, &m) : attn_decoder_load(g, &m)) {
         rc = cli_data_error("model", "%s: %s", path, attn_last_error());
         goto done;
     }
@@ -225,7 +267,7 @@ static int model_run(const char *path, const int32_t *ids, int64_t L, int64_t to
         goto done;
     }
     const double t2 = cli_seconds();
-    fprintf(stderr, "attn model: %s, %lld tokens: weights dequantized in %.2f s (%.0f MiB float32), forward %.2f s\n",
+    fprintf(stderr, "attn model: %s, %lld tokens: weights loaded in %.2f s (%.1f MiB float32), forward %.2f s\n",
             c->architecture, (long long)L, t1 - t0, (double)attn_decoder_weight_bytes(m) / 1048576.0, t2 - t1);
     if (layer_norms) {
         printf("L2 norm of the residual stream (row 0: the embeddings; row l + 1: after layer l)\n%-6s", "layer");
@@ -295,13 +337,16 @@ int cmd_model(int argc, char **argv) {
         if (id == CLI_ARGS_POSITIONAL) {
             if (!action) action = value;
             else if (!path) path = value;
-            else return cli_usage_error("model", "unexpected argument '%s' (one FILE only)", value);
+            else return cli_usage_error("model", "unexpected argument '%s' (one MODEL only)", value);
         } else if (id == F_IDS) {
             ids_text = value;
         } else if (id == F_TOP) {
             if (!cli_parse_int("model", args.flag, value, 1, 1000, &top)) return CLI_USAGE_ERROR;
         } else if (id == F_LAYER_NORMS) {
             layer_norms = true;
+        } else if (id == F_MODEL) {
+            if (path) return cli_usage_error("model", "--model '%s': the model is given already ('%s')", value, path);
+            path = value;
         }
     }
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
@@ -312,7 +357,7 @@ int cmd_model(int argc, char **argv) {
         return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace and generate", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
-    if (!path) return cli_usage_error("model", "%s needs the model's FILE.gguf", action);
+    if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);
     if (info) {
         if (ids_text || cli_args_given(&args, F_TOP) || layer_norms)
             return cli_usage_error("model", "--ids, --top and --layer-norms are options of 'run', not 'info'");

@@ -15,7 +15,17 @@
  *
  * Gemma's norms: Hugging Face multiplies by (1 + w); llama.cpp's converter
  * stores 1 + w in the GGUF (and transformers' GGUF loader subtracts the 1
- * again), so here every norm multiplies by the stored weight as it is.
+ * again), so here every norm multiplies by the stored weight as it is
+ * (decoder_hf.c adds the 1 when it loads Hugging Face's own weights).
+ *
+ * llama's Q and K: llama.cpp's converter (convert_hf_to_gguf.py,
+ * LlamaModel.permute) reorders each head's rows of attn_q and attn_k so
+ * that ggml's interleaved RoPE (pairs (2i, 2i+1)) computes what Hugging
+ * Face's rotate-half RoPE (pairs (i, i + Dh/2)) computes on the original
+ * rows.  The loader undoes that permutation (unpermute_heads), so that q
+ * and k, and every hook on them, equal Hugging Face's and one RoPE
+ * (NEOX pairing) serves every architecture.  qwen2, qwen3 and gemma3
+ * files are not permuted (their converters say so).
  */
 #include "model/decoder.h"
 
@@ -30,13 +40,16 @@ typedef struct arch_traits {
     int scale_embeddings;
     double rope_theta_local; /* 0: the global theta on every layer */
     int64_t sliding_pattern;
+    int permuted_qk;         /* llama.cpp permuted attn_q / attn_k rows */
 } arch_traits;
 
 /* What each architecture fixes in code (llama.cpp's llama-model.cpp and
  * transformers' Gemma3TextConfig defaults agree on these). */
 static const arch_traits archs[] = {
-    {"qwen2", ATTN_DECODER_QWEN2, 1, 0, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0},
-    {"gemma3", ATTN_DECODER_GEMMA3, 0, 1, 1, ATTN_DECODER_GEGLU_TANH, 1, 10000.0, 6},
+    {"qwen2", ATTN_DECODER_QWEN2, 1, 0, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0, 0},
+    {"gemma3", ATTN_DECODER_GEMMA3, 0, 1, 1, ATTN_DECODER_GEGLU_TANH, 1, 10000.0, 6, 0},
+    {"qwen3", ATTN_DECODER_QWEN3, 0, 1, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0, 0},
+    {"llama", ATTN_DECODER_LLAMA, 0, 0, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0, 1},
 };
 
 /* "ARCH.suffix" into buf. */
@@ -83,7 +96,8 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
         if (strlen(archs[i].name) == len && memcmp(archs[i].name, name, len) == 0) t = &archs[i];
     if (!t)
         return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "general.architecture is '%.*s': the decoder runs qwen2 and gemma3", (int)(len > 64 ? 64 : len),
+                          "general.architecture is '%.*s': the decoder runs qwen2, qwen3, gemma3 and llama",
+                          (int)(len > 64 ? 64 : len),
                           name);
     attn_decoder_config c;
     memset(&c, 0, sizeof c);
@@ -93,7 +107,12 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
         (st = key_i64(g, t->name, "embedding_length", &c.d_model)) ||
         (st = key_i64(g, t->name, "feed_forward_length", &c.d_ffn)) ||
         (st = key_i64(g, t->name, "attention.head_count", &c.n_heads)) ||
-        (st = key_f64(g, t->name, "attention.layer_norm_rms_epsilon", &c.rms_eps)) ||
+        (st = key_f64(g, t->name, "attention.layer_norm_rms_epsilon", &c.rms_eps)))
+        return st;
+    /* llama.cpp's default when a file does not say (older llama files). */
+    c.rope_theta = 10000.0;
+    char theta_key[128];
+    if (attn_gguf_key_index(g, arch_key(theta_key, sizeof theta_key, t->name, "rope.freq_base")) >= 0 &&
         (st = key_f64(g, t->name, "rope.freq_base", &c.rope_theta)))
         return st;
     c.n_kv_heads = c.n_heads;
@@ -135,11 +154,60 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
                           (long long)embd.dims[0], (long long)embd.dims[1], (long long)c.d_model);
     c.vocab = embd.dims[1];
     c.tied_embeddings = attn_gguf_tensor_index(g, "output.weight") < 0;
-    int64_t n;
-    if (mul_overflows(c.n_heads, c.head_dim, &n) || mul_overflows(c.vocab, c.d_model, &n) ||
-        mul_overflows(c.d_ffn, c.d_model, &n) || c.n_layers > 4096)
-        return attn__fail(ATTN_ERR_OVERFLOW, "the model's sizes overflow");
+    if ((st = attn__decoder_check_config(&c, "the GGUF metadata"))) return st;
     *cfg = c;
+    return ATTN_OK;
+}
+
+attn_status attn__decoder_check_config(const attn_decoder_config *c, const char *what) {
+    const struct {
+        const char *name;
+        int64_t value;
+    } counts[] = {{"layers", c->n_layers}, {"d_model", c->d_model},  {"d_ffn", c->d_ffn},
+                  {"heads", c->n_heads},   {"kv heads", c->n_kv_heads}, {"head width", c->head_dim},
+                  {"vocabulary", c->vocab}};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i].value <= 0)
+            return attn__fail(ATTN_ERR_FORMAT, "%s: %s is %lld: it must be positive", what, counts[i].name,
+                              (long long)counts[i].value);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: %lld heads are not a multiple of %lld kv heads", what,
+                          (long long)c->n_heads, (long long)c->n_kv_heads);
+    if (c->head_dim % 2 != 0)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: head width %lld is odd: RoPE rotates pairs", what,
+                          (long long)c->head_dim);
+    /* The numbers as the forward uses them: a scale computed from a huge or
+     * tiny query_pre_attn_scalar can round to 0 or infinity in float32. */
+    if (!(c->attn_scale > 0.0f) || !isfinite(c->attn_scale))
+        return attn__fail(ATTN_ERR_FORMAT, "%s: the attention scale is %g in float32 (from the head width or "
+                          "query_pre_attn_scalar): it must be positive and finite", what, (double)c->attn_scale);
+    if (!(c->rms_eps > 0.0) || !isfinite(c->rms_eps) || !(c->rope_theta > 0.0) || !isfinite(c->rope_theta) ||
+        !(c->rope_theta_local > 0.0) || !isfinite(c->rope_theta_local))
+        return attn__fail(ATTN_ERR_FORMAT, "%s: RMSNorm epsilon %g, RoPE theta %g and local theta %g must be "
+                          "positive and finite", what, c->rms_eps, c->rope_theta, c->rope_theta_local);
+    /* Each product a weight's element count, whose float32 bytes must fit
+     * too; the forward's scratch checks its own products with L. */
+    int64_t q_width, q_elems, embd, ffn;
+    const bool overflow = mul_overflows(c->n_heads, c->head_dim, &q_width) ||
+                          mul_overflows(q_width, c->d_model, &q_elems) || mul_overflows(c->vocab, c->d_model, &embd) ||
+                          mul_overflows(c->d_ffn, c->d_model, &ffn);
+    if (overflow || q_elems > INT64_MAX / 8 || embd > INT64_MAX / 8 || ffn > INT64_MAX / 8 || c->n_layers > 4096)
+        return attn__fail(ATTN_ERR_OVERFLOW, "%s: the model's sizes overflow (or exceed 4096 layers)", what);
+    return ATTN_OK;
+}
+
+attn_status attn__decoder_new(const attn_decoder_config *cfg, attn_decoder **out) {
+    *out = NULL;
+    attn_decoder *m = calloc(1, sizeof *m);
+    if (!m) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the decoder");
+    m->cfg = *cfg;
+    m->layers = calloc((size_t)cfg->n_layers, sizeof *m->layers);
+    m->owned = calloc((size_t)(cfg->n_layers * DECODER_TENSORS_PER_LAYER + DECODER_TENSORS_OUTSIDE), sizeof *m->owned);
+    if (!m->layers || !m->owned) {
+        attn_decoder_free(m);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate %lld layers", (long long)cfg->n_layers);
+    }
+    *out = m;
     return ATTN_OK;
 }
 
@@ -173,8 +241,23 @@ static attn_status load_tensor(const attn_gguf *g, attn_decoder *m, const char *
     return ATTN_OK;
 }
 
-/* The tensors per layer (at most) and outside the layers. */
-enum { TENSORS_PER_LAYER = 16, TENSORS_OUTSIDE = 3 };
+/* Undoes llama.cpp's permutation of one projection's rows, w [H*Dh, d_in]:
+ * its converter wrote, for each head, HF row half*(Dh/2) + i as GGUF row
+ * 2*i + half (reshape(H, 2, Dh/2, d_in).swapaxes(1, 2)). */
+static attn_status unpermute_heads(float *w, int64_t n_heads, int64_t head_dim, int64_t d_in) {
+    const int64_t half = head_dim / 2;
+    float *head = malloc((size_t)(head_dim * d_in) * sizeof *head);
+    if (!head) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate a head's rows to un-permute");
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *w_h = w + h * head_dim * d_in;
+        memcpy(head, w_h, (size_t)(head_dim * d_in) * sizeof *head);
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t part = 0; part < 2; part++)
+                memcpy(w_h + (part * half + i) * d_in, head + (2 * i + part) * d_in, (size_t)d_in * sizeof *head);
+    }
+    free(head);
+    return ATTN_OK;
+}
 
 static attn_status load_layer(const attn_gguf *g, attn_decoder *m, int64_t l, decoder_layer *w) {
     const attn_decoder_config *c = &m->cfg;
@@ -203,11 +286,16 @@ static attn_status load_layer(const attn_gguf *g, attn_decoder *m, int64_t l, de
         {"ffn_down.weight", c->d_ffn, d, 0, &w->w_down},
         {"post_ffw_norm.weight", d, 1, post_missing_ok, &w->post_ffn_norm},
     };
-    _Static_assert(sizeof table / sizeof table[0] == TENSORS_PER_LAYER, "one entry per tensor of a layer");
+    _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         char name[96];
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, table[i].suffix);
         attn_status st = load_tensor(g, m, name, table[i].d0, table[i].d1, table[i].optional, table[i].dst);
+        if (st) return st;
+    }
+    if (c->arch == ATTN_DECODER_LLAMA) {
+        attn_status st = unpermute_heads(w->wq, c->n_heads, c->head_dim, d);
+        if (!st) st = unpermute_heads(w->wk, c->n_kv_heads, c->head_dim, d);
         if (st) return st;
     }
     return ATTN_OK;
@@ -219,16 +307,8 @@ attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) {
     attn_decoder_config cfg;
     attn_status st = attn_decoder_read_config(g, &cfg);
     if (st) return st;
-    attn_decoder *m = calloc(1, sizeof *m);
-    if (!m) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_load: cannot allocate the decoder");
-    m->cfg = cfg;
-    m->layers = calloc((size_t)cfg.n_layers, sizeof *m->layers);
-    m->owned = calloc((size_t)(cfg.n_layers * TENSORS_PER_LAYER + TENSORS_OUTSIDE), sizeof *m->owned);
-    if (!m->layers || !m->owned) {
-        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_load: cannot allocate %lld layers",
-                        (long long)cfg.n_layers);
-        goto fail;
-    }
+    attn_decoder *m;
+    if ((st = attn__decoder_new(&cfg, &m))) return st;
     if ((st = load_tensor(g, m, "token_embd.weight", cfg.d_model, cfg.vocab, 0, &m->token_embd)) ||
         (st = load_tensor(g, m, "output_norm.weight", cfg.d_model, 1, 0, &m->output_norm)) ||
         (st = load_tensor(g, m, "output.weight", cfg.d_model, cfg.vocab, 1, &m->output)))

@@ -39,6 +39,16 @@ struct attn_decoder {
     uint64_t weight_bytes;
 };
 
+/* The tensors a decoder owns per layer (at most) and outside the layers. */
+enum { DECODER_TENSORS_PER_LAYER = 16, DECODER_TENSORS_OUTSIDE = 3 };
+
+/* A decoder with no weights yet for cfg: its layer table and room for
+ * every tensor it may own (decoder.c's loader and decoder_hf.c's). */
+attn_status attn__decoder_new(const attn_decoder_config *cfg, attn_decoder **out);
+/* The sizes of cfg (counts positive, Hq a multiple of Hkv, an even head
+ * width) and their products without overflow; messages start with what. */
+attn_status attn__decoder_check_config(const attn_decoder_config *cfg, const char *what);
+
 /* y [rows, d_out] = x [rows, d_in] . w^T (w: [d_out, d_in]) + b (b: [d_out]
  * or NULL).  Each element is one sum in a fixed order. */
 void attn__decoder_matmul(const float *x, int64_t rows, int64_t d_in, const float *w, const float *b,

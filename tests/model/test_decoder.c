@@ -434,8 +434,8 @@ static void test_errors(void **state) {
     s.omit_key = "block_count";
     assert_refused(tiny_config(&s, &c, NULL), ATTN_ERR_FORMAT, "gemma3.block_count");
     s = TINY_QWEN;
-    s.arch = "llama";
-    assert_refused(tiny_config(&s, &c, NULL), ATTN_ERR_UNSUPPORTED, "llama");
+    s.arch = "phi3";
+    assert_refused(tiny_config(&s, &c, NULL), ATTN_ERR_UNSUPPORTED, "phi3");
     s = TINY_QWEN;
     s.bad_tensor = "blk.1.attn_k.weight";
     assert_refused(tiny_config(&s, &c, &dec), ATTN_ERR_FORMAT, "blk.1.attn_k.weight");

@@ -1,0 +1,459 @@
+/*
+ * decoder_hf.c — a decoder from a Hugging Face checkpoint: config.json
+ * (cJSON) to attn_decoder_config, and the safetensors weights to float32
+ * (attn_decoder.h).
+ *
+ * Tensor names and shapes are transformers' (numpy order; nn.Linear is
+ * [out, in], the decoder's [d_out, d_in] as it stands: no transposes):
+ *   model.embed_tokens.weight [V, d]       lm_head.weight [V, d] (untied)
+ *   model.norm.weight [d]
+ *   model.layers.L.input_layernorm.weight [d]
+ *   model.layers.L.self_attn.q_proj.weight [Hq*Dh, d]   .bias [Hq*Dh] (qwen2)
+ *   model.layers.L.self_attn.k_proj, v_proj.weight [Hkv*Dh, d]  .bias (qwen2)
+ *   model.layers.L.self_attn.q_norm, k_norm.weight [Dh]      (qwen3, gemma3)
+ *   model.layers.L.self_attn.o_proj.weight [d, Hq*Dh]
+ *   model.layers.L.post_attention_layernorm.weight [d]
+ *        qwen2 / qwen3 / llama: the norm BEFORE the FFN (the decoder's ffn_norm)
+ *        gemma3: the norm after attention (post_attn_norm)
+ *   model.layers.L.pre_feedforward_layernorm, post_feedforward_layernorm [d] (gemma3)
+ *   model.layers.L.mlp.gate_proj, up_proj.weight [F, d]   down_proj.weight [d, F]
+ */
+#include "model/decoder.h"
+
+#include "attn_safetensors.h"
+#include "io/file.h"
+#include "model/gguf.h" /* attn__gguf_quote */
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+/* --------------------------------------------------------------- config */
+
+/* key of obj as an integer in [lo, hi]; absent (or null) and optional:
+ * *out unchanged. */
+static attn_status json_int(const cJSON *obj, const char *key, int64_t lo, int64_t hi, bool optional, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (optional) return ATTN_OK;
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: no key \"%s\"", key);
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi)
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not an integer in [%lld, %lld]", key,
+                          (long long)lo, (long long)hi);
+    *out = (int64_t)v->valuedouble;
+    return ATTN_OK;
+}
+
+/* key as a positive finite number. */
+static attn_status json_positive(const cJSON *obj, const char *key, bool optional, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (optional) return ATTN_OK;
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: no key \"%s\"", key);
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0) || !isfinite(v->valuedouble))
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not a positive number", key);
+    *out = v->valuedouble;
+    return ATTN_OK;
+}
+
+static attn_status json_bool(const cJSON *obj, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) return ATTN_OK;
+    if (!cJSON_IsBool(v)) return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not true or false", key);
+    *out = cJSON_IsTrue(v);
+    return ATTN_OK;
+}
+
+/* A string value, or NULL when absent or null; a non-string is refused. */
+static attn_status json_string(const cJSON *obj, const char *key, const char **out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return ATTN_OK;
+    if (!cJSON_IsString(v) || !v->valuestring)
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not a string", key);
+    *out = v->valuestring;
+    return ATTN_OK;
+}
+
+/* One RoPE description ({"rope_type": "default", "rope_theta": T}, or
+ * rope_scaling's {"type": ...}): only the default (unscaled) kind is run. */
+static attn_status rope_entry(const cJSON *rope, const char *where, double *theta) {
+    if (!cJSON_IsObject(rope)) return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not an object", where);
+    const char *type = NULL;
+    attn_status st = json_string(rope, "rope_type", &type);
+    if (!st && !type) st = json_string(rope, "type", &type);
+    if (st) return st;
+    if (type && strcmp(type, "default") != 0) {
+        char quoted[256];
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "config.json: %s has rope_type '%s': only the default (unscaled) RoPE is run", where,
+                          attn__gguf_quote(type, strlen(type), quoted, sizeof quoted));
+    }
+    return theta ? json_positive(rope, "rope_theta", true, theta) : ATTN_OK;
+}
+
+/* Whether layer l is global, for a pattern: the decoder's rule. */
+static bool pattern_global(int64_t pattern, int64_t l) { return pattern > 0 && (l + 1) % pattern == 0; }
+
+typedef struct hf_arch {
+    const char *model_type;
+    attn_decoder_arch arch;
+    const char *name;
+    int qkv_bias, qk_norm, post_norms, tied_default;
+    double theta_default;
+} hf_arch;
+
+static const hf_arch hf_archs[] = {
+    {"qwen2", ATTN_DECODER_QWEN2, "qwen2", 1, 0, 0, 0, 10000.0},
+    {"qwen3", ATTN_DECODER_QWEN3, "qwen3", 0, 1, 0, 0, 10000.0},
+    {"llama", ATTN_DECODER_LLAMA, "llama", 0, 0, 0, 0, 10000.0},
+    {"gemma3_text", ATTN_DECODER_GEMMA3, "gemma3", 0, 1, 1, 1, 1000000.0},
+};
+
+static attn_status config_from_object(const cJSON *root, attn_decoder_config *cfg) {
+    if (!cJSON_IsObject(root)) return attn__fail(ATTN_ERR_FORMAT, "config.json is not a JSON object");
+    const char *type = NULL;
+    attn_status st = json_string(root, "model_type", &type);
+    if (st) return st;
+    if (!type) return attn__fail(ATTN_ERR_FORMAT, "config.json: no key \"model_type\"");
+    const hf_arch *a = NULL;
+    for (size_t i = 0; i < sizeof hf_archs / sizeof hf_archs[0]; i++)
+        if (strcmp(hf_archs[i].model_type, type) == 0) a = &hf_archs[i];
+    if (!a && strcmp(type, "gemma3") == 0 && !cJSON_GetObjectItemCaseSensitive(root, "text_config")) a = &hf_archs[3];
+    if (!a) {
+        char quoted[256];
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "config.json: model_type '%s': the decoder runs qwen2, qwen3, llama and gemma3_text "
+                          "(a multimodal gemma3 checkpoint's text model is not read)",
+                          attn__gguf_quote(type, strlen(type), quoted, sizeof quoted));
+    }
+    const bool gemma = a->arch == ATTN_DECODER_GEMMA3;
+    attn_decoder_config c;
+    memset(&c, 0, sizeof c);
+    c.arch = a->arch;
+    c.architecture = a->name;
+    const int64_t big = (int64_t)1 << 31;
+    if ((st = json_int(root, "hidden_size", 1, big, false, &c.d_model)) ||
+        (st = json_int(root, "num_hidden_layers", 1, 4096, false, &c.n_layers)) ||
+        (st = json_int(root, "num_attention_heads", 1, big, false, &c.n_heads)) ||
+        (st = json_int(root, "intermediate_size", 1, big, false, &c.d_ffn)) ||
+        (st = json_int(root, "vocab_size", 1, big, false, &c.vocab)))
+        return st;
+    c.n_kv_heads = c.n_heads;
+    if ((st = json_int(root, "num_key_value_heads", 1, big, true, &c.n_kv_heads))) return st;
+    c.head_dim = 0;
+    if ((st = json_int(root, "head_dim", 1, big, true, &c.head_dim))) return st;
+    if (c.head_dim == 0) {
+        if (c.d_model % c.n_heads != 0)
+            return attn__fail(ATTN_ERR_FORMAT, "config.json: no \"head_dim\", and hidden_size %lld is not a "
+                              "multiple of num_attention_heads %lld", (long long)c.d_model, (long long)c.n_heads);
+        c.head_dim = c.d_model / c.n_heads;
+    }
+    c.rms_eps = 1e-6;
+    if ((st = json_positive(root, "rms_norm_eps", true, &c.rms_eps))) return st;
+
+    /* RoPE: transformers 5's rope_parameters, else the older keys. */
+    c.rope_theta = a->theta_default;
+    c.rope_theta_local = gemma ? 10000.0 : 0.0;
+    const cJSON *rope = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (rope && !cJSON_IsNull(rope)) {
+        const cJSON *full = cJSON_GetObjectItemCaseSensitive(rope, "full_attention");
+        const cJSON *sliding = cJSON_GetObjectItemCaseSensitive(rope, "sliding_attention");
+        if (full || sliding) {
+            if (full && (st = rope_entry(full, "rope_parameters.full_attention", &c.rope_theta))) return st;
+            if (sliding && (st = rope_entry(sliding, "rope_parameters.sliding_attention", &c.rope_theta_local)))
+                return st;
+        } else if ((st = rope_entry(rope, "rope_parameters", &c.rope_theta))) {
+            return st;
+        }
+    } else {
+        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+        if (scaling && !cJSON_IsNull(scaling) && (st = rope_entry(scaling, "rope_scaling", NULL))) return st;
+        if ((st = json_positive(root, "rope_theta", true, &c.rope_theta))) return st;
+        if (gemma && (st = json_positive(root, "rope_local_base_freq", true, &c.rope_theta_local))) return st;
+    }
+
+    /* Which layers slide: layer_types when given, else the architecture's
+     * rule; then the decoder's (window, pattern) that reproduces it. */
+    int64_t pattern = gemma ? 6 : 0;
+    if (gemma && ((st = json_int(root, "sliding_window_pattern", 1, 4096, true, &pattern)) ||
+                  (st = json_int(root, "_sliding_window_pattern", 1, 4096, true, &pattern))))
+        return st;
+    int use_sliding = gemma;
+    if (!gemma && (st = json_bool(root, "use_sliding_window", &use_sliding))) return st;
+    if (!gemma && use_sliding)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: use_sliding_window is true for %s (max_window_layers "
+                          "is not run); only full attention layers are", a->name);
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    int64_t n_sliding = 0, first_global = -1;
+    if (types && !cJSON_IsNull(types)) {
+        if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c.n_layers)
+            return attn__fail(ATTN_ERR_FORMAT, "config.json: \"layer_types\" is not an array of %lld strings",
+                              (long long)c.n_layers);
+        int64_t l = 0;
+        for (const cJSON *t = types->child; t; t = t->next, l++) {
+            const bool full = cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0;
+            const bool slide = cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0;
+            if (!full && !slide)
+                return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: layer_types[%lld] is not \"full_attention\" or "
+                                  "\"sliding_attention\"", (long long)l);
+            if (slide) n_sliding++;
+            if (full && first_global < 0) first_global = l;
+        }
+        pattern = first_global < 0 ? 0 : first_global + 1;
+        l = 0;
+        for (const cJSON *t = types->child; t; t = t->next, l++)
+            if (pattern_global(pattern, l) != (strcmp(t->valuestring, "full_attention") == 0) && n_sliding > 0)
+                return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: layer_types is not a repeating pattern (every "
+                                  "Nth layer full): layer %lld breaks it", (long long)l);
+    } else if (use_sliding) {
+        for (int64_t l = 0; l < c.n_layers; l++) n_sliding += !pattern_global(pattern, l);
+    }
+    if (n_sliding > 0) {
+        if ((st = json_int(root, "sliding_window", 1, INT64_MAX / 2, false, &c.sliding_window))) return st;
+        c.sliding_pattern = pattern;
+    } else {
+        c.sliding_window = 0;
+        c.sliding_pattern = 0;
+        c.rope_theta_local = c.rope_theta;
+    }
+    if (c.rope_theta_local == 0.0) c.rope_theta_local = c.rope_theta;
+    c.rope_pairing = ATTN_ROPE_NEOX;
+
+    c.attn_scale = (float)(1.0 / sqrt((double)c.head_dim));
+    if (gemma) {
+        double scalar = (double)c.head_dim;
+        if ((st = json_positive(root, "query_pre_attn_scalar", true, &scalar))) return st;
+        c.attn_scale = (float)pow(scalar, -0.5);
+        const char *softcaps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+        for (int i = 0; i < 2; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, softcaps[i]);
+            if (v && !cJSON_IsNull(v))
+                return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: \"%s\" is set: softcapping is not run",
+                                  softcaps[i]);
+        }
+        int bidirectional = 0;
+        if ((st = json_bool(root, "use_bidirectional_attention", &bidirectional))) return st;
+        if (bidirectional)
+            return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: use_bidirectional_attention is true: the "
+                              "decoder is causal");
+    }
+    c.embed_scale = gemma ? (float)sqrt((double)c.d_model) : 1.0f;
+    c.qkv_bias = a->qkv_bias;
+    c.qk_norm = a->qk_norm;
+    c.post_norms = a->post_norms;
+    c.tied_embeddings = a->tied_default;
+    if ((st = json_bool(root, "tie_word_embeddings", &c.tied_embeddings))) return st;
+    const char *bias_keys[] = {"attention_bias", "mlp_bias"};
+    for (int i = 0; i < 2; i++) {
+        int bias = 0;
+        if ((st = json_bool(root, bias_keys[i], &bias))) return st;
+        if (bias)
+            return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: \"%s\" is true: the decoder has q/k/v biases "
+                              "(qwen2) but no output or FFN biases", bias_keys[i]);
+    }
+    const char *act = NULL;
+    if ((st = json_string(root, "hidden_activation", &act))) return st;
+    if (!act && (st = json_string(root, "hidden_act", &act))) return st;
+    if (!act) act = gemma ? "gelu_pytorch_tanh" : "silu";
+    if (strcmp(act, "silu") == 0)
+        c.activation = ATTN_DECODER_SWIGLU;
+    else if (strcmp(act, "gelu_pytorch_tanh") == 0)
+        c.activation = ATTN_DECODER_GEGLU_TANH;
+    else {
+        char quoted[256];
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: activation '%s': silu and gelu_pytorch_tanh are run",
+                          attn__gguf_quote(act, strlen(act), quoted, sizeof quoted));
+    }
+    if ((st = attn__decoder_check_config(&c, "config.json"))) return st;
+    *cfg = c;
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_config_from_json(const char *json, size_t len, attn_decoder_config *cfg) {
+    if (!json || !cfg)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_config_from_json: %s is NULL",
+                          !json ? "json" : "cfg");
+    if (memchr(json, 0, len)) return attn__fail(ATTN_ERR_FORMAT, "config.json holds a NUL byte");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) {
+        const size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
+        return attn__fail(ATTN_ERR_FORMAT, "config.json is not valid JSON (at byte %zu)", at);
+    }
+    attn_status st = config_from_object(root, cfg);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* --------------------------------------------------------------- weights */
+
+/* The tensor called name, of shape [rows] (cols 0) or [rows, cols],
+ * converted into a new float32 array owned by m; plus_one adds 1 to each
+ * element (Gemma's norms).  Absent and optional: *out = NULL. */
+static attn_status load_tensor(const attn_safetensors *st, attn_decoder *m, const char *name, int64_t rows,
+                               int64_t cols, int optional, int plus_one, float **out) {
+    *out = NULL;
+    if (optional && attn_safetensors_tensor_index(st, name) < 0) return ATTN_OK;
+    attn_safetensors_tensor t;
+    attn_status status = attn_safetensors_find_tensor(st, name, &t);
+    if (status) return status;
+    const int want_dims = cols ? 2 : 1;
+    if (t.n_dims != want_dims || t.shape[0] != rows || (cols && t.shape[1] != cols)) {
+        char shape[160] = "[";
+        size_t n = 1;
+        for (int d = 0; d < t.n_dims && n < sizeof shape - 24; d++)
+            n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", d ? ", " : "", (long long)t.shape[d]);
+        snprintf(shape + n, sizeof shape - n, "]");
+        if (cols)
+            return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]", name, shape,
+                              (long long)rows, (long long)cols);
+        return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld]", name, shape, (long long)rows);
+    }
+    float *data = malloc((size_t)(t.n_elements ? t.n_elements : 1) * sizeof(float));
+    if (!data)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name,
+                          (long long)t.n_elements);
+    m->owned[m->n_owned++] = data;
+    if ((status = attn_safetensors_read_f32(st, &t, data))) return status;
+    /* Hugging Face computes (1.0 + w.float()) in float32: the same rounding. */
+    if (plus_one)
+        for (int64_t i = 0; i < t.n_elements; i++) data[i] = 1.0f + data[i];
+    m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
+    *out = data;
+    return ATTN_OK;
+}
+
+static attn_status load_layer(const attn_safetensors *st, attn_decoder *m, int64_t l, decoder_layer *w) {
+    const attn_decoder_config *c = &m->cfg;
+    const int64_t d = c->d_model, qw = c->n_heads * c->head_dim, kvw = c->n_kv_heads * c->head_dim, F = c->d_ffn;
+    const int gemma = c->arch == ATTN_DECODER_GEMMA3;
+    const struct {
+        const char *suffix;
+        int64_t rows, cols;
+        int optional, norm;
+        float **dst;
+    } table[] = {
+        {"input_layernorm.weight", d, 0, 0, 1, &w->attn_norm},
+        {"self_attn.q_proj.weight", qw, d, 0, 0, &w->wq},
+        {"self_attn.k_proj.weight", kvw, d, 0, 0, &w->wk},
+        {"self_attn.v_proj.weight", kvw, d, 0, 0, &w->wv},
+        {"self_attn.q_proj.bias", qw, 0, !c->qkv_bias, 0, &w->bq},
+        {"self_attn.k_proj.bias", kvw, 0, !c->qkv_bias, 0, &w->bk},
+        {"self_attn.v_proj.bias", kvw, 0, !c->qkv_bias, 0, &w->bv},
+        {"self_attn.q_norm.weight", c->head_dim, 0, !c->qk_norm, 1, &w->q_norm},
+        {"self_attn.k_norm.weight", c->head_dim, 0, !c->qk_norm, 1, &w->k_norm},
+        {"self_attn.o_proj.weight", d, qw, 0, 0, &w->wo},
+        {gemma ? "post_attention_layernorm.weight" : "pre_feedforward_layernorm.weight", d, 0, !gemma, 1,
+         &w->post_attn_norm},
+        {gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", d, 0, 0, 1, &w->ffn_norm},
+        {"mlp.gate_proj.weight", F, d, 0, 0, &w->w_gate},
+        {"mlp.up_proj.weight", F, d, 0, 0, &w->w_up},
+        {"mlp.down_proj.weight", d, F, 0, 0, &w->w_down},
+        {"post_feedforward_layernorm.weight", d, 0, !gemma, 1, &w->post_ffn_norm},
+    };
+    _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        /* Tensors the architecture does not have are not read, even if a
+         * checkpoint carries them (a pre_feedforward_layernorm in a llama
+         * file would be an unknown extra, not a weight of this decoder). */
+        if (table[i].optional) continue;
+        char name[128];
+        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, table[i].suffix);
+        attn_status status = load_tensor(st, m, name, table[i].rows, table[i].cols, 0, gemma && table[i].norm,
+                                         table[i].dst);
+        if (status) return status;
+    }
+    return ATTN_OK;
+}
+
+/* config.json at path into a new NUL-free buffer parsed by cJSON. */
+static attn_status read_config_file(const char *path, attn_decoder_config *cfg) {
+    int fd = -1;
+    uint64_t size = 0;
+    attn_status st = file_open_regular(path, "model configurations", &fd, &size);
+    if (st) return st;
+    /* A configuration is a few KB; a bound keeps /dev/zero-like surprises
+     * and huge files from being mapped and parsed. */
+    if (size > (64u << 20)) {
+        close(fd);
+        return attn__fail(ATTN_ERR_FORMAT, "'%s' is %llu bytes: a config.json is at most 64 MiB", path,
+                          (unsigned long long)size);
+    }
+    void *map = NULL;
+    if (size > 0) {
+        map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            char reason[256];
+            const int err = errno;
+            close(fd);
+            return attn__fail(ATTN_ERR_IO, "cannot map '%s': %s", path, errno_text(err, reason, sizeof reason));
+        }
+    }
+    close(fd);
+    st = attn_decoder_config_from_json(map ? map : "", (size_t)size, cfg);
+    if (map) munmap(map, (size_t)size);
+    if (st) return attn__fail(st, "'%s': %s", path, attn_last_error());
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_config *cfg) {
+    if (!path || !cfg)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_config_from_checkpoint: %s is NULL",
+                          !path ? "path" : "cfg");
+    /* config.json is in the directory, or beside the file. */
+    struct stat sb;
+    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(path, '/');
+    const size_t dir_len = is_dir ? strlen(path) : slash ? (size_t)(slash - path) : 0;
+    char *config_path = malloc(dir_len + sizeof "/config.json");
+    if (!config_path) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy a path");
+    if (dir_len) {
+        memcpy(config_path, path, dir_len);
+        strcpy(config_path + dir_len, "/config.json");
+    } else {
+        strcpy(config_path, slash == path ? "/config.json" : "config.json");
+    }
+    attn_status st = read_config_file(config_path, cfg);
+    free(config_path);
+    return st;
+}
+
+attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) {
+    if (!path || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load_safetensors: %s is NULL",
+                          !path ? "path" : "out");
+    *out = NULL;
+    /* The weights first: a missing or bad checkpoint is then named as such,
+     * not as a config.json that is not beside it. */
+    attn_safetensors *weights = NULL;
+    attn_status st = attn_safetensors_open(path, &weights);
+    if (st) return st;
+    attn_decoder_config cfg;
+    attn_decoder *m = NULL;
+    if ((st = attn_decoder_config_from_checkpoint(path, &cfg))) goto done;
+    if ((st = attn__decoder_new(&cfg, &m))) goto done;
+    const int gemma = cfg.arch == ATTN_DECODER_GEMMA3;
+    if ((st = load_tensor(weights, m, "model.embed_tokens.weight", cfg.vocab, cfg.d_model, 0, 0, &m->token_embd)) ||
+        (st = load_tensor(weights, m, "model.norm.weight", cfg.d_model, 0, 0, gemma, &m->output_norm)))
+        goto done;
+    /* Tied: lm_head is the embedding (transformers ties it even when a
+     * checkpoint carries a copy, so a copy is not read). */
+    if (cfg.tied_embeddings)
+        m->output = m->token_embd;
+    else if ((st = load_tensor(weights, m, "lm_head.weight", cfg.vocab, cfg.d_model, 0, 0, &m->output)))
+        goto done;
+    for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(weights, m, l, &m->layers[l]);
+done:
+    attn_safetensors_close(weights);
+    if (st) {
+        attn_decoder_free(m);
+        return st;
+    }
+    *out = m;
+    return ATTN_OK;
+}

@@ -1,0 +1,232 @@
+/*
+ * test_safetensors_models.c — the decoder on tiny random-weight Hugging Face
+ * checkpoints (tests/fixtures/tiny_models/, made by
+ * tests/fixtures/make_tiny_models.py with transformers) against what
+ * transformers computed on them: every layer's residual stream, every
+ * layer's attention map and the logits at every position, for two fixed
+ * sequences of ids.
+ *
+ *   qwen3   sharded (model.safetensors.index.json), GQA 2:1, QK-norm, head
+ *           width 16 with d_model 32 (Hq*Dh != d)
+ *   qwen2   bfloat16 weights, q/k/v biases
+ *   gemma3  float16 weights, sliding and full layers, two thetas,
+ *           query_pre_attn_scalar != head width, (1 + w) norms, tied
+ *   llama   float32, tied; and llama.gguf, the same weights with Q/K rows
+ *           permuted as llama.cpp's converter writes them: the GGUF loader
+ *           must un-permute them to give the same numbers; qwen3.gguf, the
+ *           qwen3 weights through GGUF (not permuted)
+ *
+ * Each comparison is the largest difference over a layer's tensor relative
+ * to that tensor's largest magnitude (tolerances.h, TINY_MODEL_*); the
+ * largest differences seen are printed.
+ */
+#include "testutil.h"
+#include "tolerances.h"
+
+#include "attn.h"
+#include "attn_decoder.h"
+#include "attn_io.h"
+#include "attn_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TINY ATTN_SOURCE_DIR "/tests/fixtures/tiny_models"
+
+static void assert_ok(attn_status st) {
+    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
+}
+
+static attn_array load_npy(const char *model, const char *seq, const char *what, attn_dtype dtype) {
+    char path[512];
+    snprintf(path, sizeof path, TINY "/%s/ref/%s_%s.npy", model, seq, what);
+    attn_array a = {0};
+    assert_ok(attn_npy_load(path, &a));
+    assert_ok(attn_array_convert(&a, dtype));
+    return a;
+}
+
+/* max |got - want| / max |want| over n values (absolute when abs). */
+static double difference(const float *got, const float *want, int64_t n, int abs) {
+    double diff = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= diff)) diff = d; /* NaN becomes the difference */
+        if (fabs((double)want[i]) > scale) scale = fabs((double)want[i]);
+    }
+    return abs || scale == 0.0 ? diff : diff / scale;
+}
+
+typedef struct worst {
+    double hidden, attn, logits;
+} worst;
+
+static void check_sequence(const attn_decoder *m, const char *model, const char *seq, worst *w) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    attn_array ids = load_npy(model, seq, "ids", ATTN_I64);
+    attn_array hidden = load_npy(model, seq, "hidden", ATTN_F32);
+    attn_array attn = load_npy(model, seq, "attn", ATTN_F32);
+    attn_array logits = load_npy(model, seq, "logits", ATTN_F32);
+    const int64_t L = ids.count, N = c->n_layers, d = c->d_model, Hq = c->n_heads, V = c->vocab;
+    assert_int_equal(hidden.count, (N + 1) * L * d);
+    assert_int_equal(attn.count, N * Hq * L * L);
+    assert_int_equal(logits.count, L * V);
+    int32_t *tok = malloc((size_t)L * sizeof *tok);
+    float *got_hidden = malloc((size_t)((N + 1) * L * d) * sizeof(float));
+    float *got_attn = malloc((size_t)(N * Hq * L * L) * sizeof(float));
+    float *got_logits = malloc((size_t)(L * V) * sizeof(float));
+    float **maps = malloc((size_t)N * sizeof *maps);
+    assert_non_null(tok);
+    assert_non_null(got_hidden);
+    assert_non_null(got_attn);
+    assert_non_null(got_logits);
+    assert_non_null(maps);
+    for (int64_t t = 0; t < L; t++) tok[t] = (int32_t)((const int64_t *)ids.data)[t];
+    for (int64_t l = 0; l < N; l++) maps[l] = got_attn + l * Hq * L * L;
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.hidden = got_hidden;
+    out.attention = maps;
+    out.logits = got_logits;
+    assert_ok(attn_decoder_forward(m, tok, L, &out));
+    for (int64_t l = 0; l <= N; l++) {
+        const double e = difference(got_hidden + l * L * d, (const float *)hidden.data + l * L * d, L * d, 0);
+        if (e > w->hidden) w->hidden = e;
+        if (!(e <= TINY_MODEL_HIDDEN_REL_FAIL))
+            fail_msg("%s %s: hidden state %lld differs by %.3g relative", model, seq, (long long)l, e);
+    }
+    for (int64_t l = 0; l < N; l++) {
+        const double e = difference(maps[l], (const float *)attn.data + l * Hq * L * L, Hq * L * L, 1);
+        if (e > w->attn) w->attn = e;
+        if (!(e <= TINY_MODEL_ATTN_ABS_FAIL))
+            fail_msg("%s %s: layer %lld's attention differs by %.3g", model, seq, (long long)l, e);
+    }
+    const double e = difference(got_logits, logits.data, L * V, 0);
+    if (e > w->logits) w->logits = e;
+    if (!(e <= TINY_MODEL_LOGITS_REL_FAIL)) fail_msg("%s %s: logits differ by %.3g relative", model, seq, e);
+    free(tok);
+    free(got_hidden);
+    free(got_attn);
+    free(got_logits);
+    free(maps);
+    attn_array_free(&ids);
+    attn_array_free(&hidden);
+    attn_array_free(&attn);
+    attn_array_free(&logits);
+}
+
+static void check_model(const attn_decoder *m, const char *model, const char *label) {
+    worst w = {0};
+    check_sequence(m, model, "a", &w);
+    check_sequence(m, model, "b", &w);
+    printf("%-16s largest differences: hidden %.2e rel, attention %.2e abs, logits %.2e rel\n", label, w.hidden,
+           w.attn, w.logits);
+}
+
+static void check_safetensors(const char *model, attn_decoder_arch arch) {
+    attn_decoder *m = NULL;
+    assert_ok(attn_decoder_load_safetensors(model, &m));
+    assert_int_equal(attn_decoder_get_config(m)->arch, arch);
+    check_model(m, strrchr(model, '/') + 1, strrchr(model, '/') + 1);
+    attn_decoder_free(m);
+}
+
+static void test_qwen3_sharded(void **state) {
+    (void)state;
+    check_safetensors(TINY "/qwen3", ATTN_DECODER_QWEN3);
+}
+
+static void test_qwen2_bf16(void **state) {
+    (void)state;
+    check_safetensors(TINY "/qwen2", ATTN_DECODER_QWEN2);
+}
+
+static void test_gemma3_f16(void **state) {
+    (void)state;
+    check_safetensors(TINY "/gemma3", ATTN_DECODER_GEMMA3);
+    /* The configuration as transformers wrote it: layers 1 and 3 full. */
+    attn_decoder *m = NULL;
+    assert_ok(attn_decoder_load_safetensors(TINY "/gemma3/model.safetensors", &m));
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    assert_int_equal(c->sliding_window, 4);
+    assert_true(attn_decoder_layer_is_local(c, 0) && !attn_decoder_layer_is_local(c, 1));
+    assert_true(attn_decoder_layer_is_local(c, 2) && !attn_decoder_layer_is_local(c, 3));
+    assert_true(c->rope_theta == 1e6 && c->rope_theta_local == 1e4);
+    assert_true(c->attn_scale == (float)pow(24.0, -0.5));
+    assert_true(c->tied_embeddings);
+    attn_decoder_free(m);
+}
+
+static void test_llama(void **state) {
+    (void)state;
+    check_safetensors(TINY "/llama", ATTN_DECODER_LLAMA);
+}
+
+static void check_gguf(const char *model, attn_decoder_arch arch) {
+    char path[256], label[64];
+    snprintf(path, sizeof path, TINY "/%s/%s.gguf", model, model);
+    snprintf(label, sizeof label, "%s.gguf", model);
+    attn_gguf *g = NULL;
+    attn_decoder *m = NULL;
+    assert_ok(attn_gguf_open(path, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    attn_gguf_close(g);
+    assert_int_equal(attn_decoder_get_config(m)->arch, arch);
+    check_model(m, model, label);
+    attn_decoder_free(m);
+}
+
+/* The same llama weights through GGUF, Q/K rows permuted by the writer. */
+static void test_llama_gguf_unpermuted(void **state) {
+    (void)state;
+    check_gguf("llama", ATTN_DECODER_LLAMA);
+}
+
+/* The qwen3 weights through GGUF (qwen3.* keys, attn_q_norm / attn_k_norm,
+ * an explicit key_length, untied output.weight). */
+static void test_qwen3_gguf(void **state) {
+    (void)state;
+    check_gguf("qwen3", ATTN_DECODER_QWEN3);
+}
+
+/* attn model info / run on the checkpoints: the top next token is the
+ * reference's argmax of its last logits row. */
+static void test_cli(void **state) {
+    (void)state;
+    attn_array logits = load_npy("qwen3", "a", "logits", ATTN_F32);
+    const int64_t V = logits.shape[1], L = logits.shape[0];
+    const float *last = (const float *)logits.data + (L - 1) * V;
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (last[i] > last[best]) best = i;
+    attn_array_free(&logits);
+    char want[64], *out;
+    snprintf(want, sizeof want, "\n1 %12lld ", (long long)best);
+    int status = test_run_cli(&out, "model run %s --ids 1,17,200,3,99,254,0 --top 2", TINY "/qwen3");
+    if (status != 0 || !strstr(out, want)) fail_msg("attn model run: status %d, no '%s' in:\n%s", status, want, out);
+    free(out);
+    status = test_run_cli(&out, "model info --model %s", TINY "/gemma3/model.safetensors");
+    if (status != 0 || !strstr(out, "LGLG") || !strstr(out, "54 tensors in 1 file"))
+        fail_msg("attn model info: status %d:\n%s", status, out);
+    free(out);
+    status = test_run_cli(&out, "model info %s", TINY "/qwen3");
+    if (status != 0 || !strstr(out, "in 5 files") || !strstr(out, "QK-norm")) fail_msg("attn model info: %d:\n%s", status, out);
+    free(out);
+    status = test_run_cli(&out, "model run --model %s --ids 1,256", TINY "/llama");
+    if (status != 1 || !strstr(out, "outside the vocabulary")) fail_msg("attn model run, bad id: %d:\n%s", status, out);
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen3_sharded),
+        cmocka_unit_test(test_qwen2_bf16),
+        cmocka_unit_test(test_gemma3_f16),
+        cmocka_unit_test(test_llama),
+        cmocka_unit_test(test_llama_gguf_unpermuted),
+        cmocka_unit_test(test_qwen3_gguf),
+        cmocka_unit_test(test_cli),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
