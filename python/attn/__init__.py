@@ -32,7 +32,7 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
-from ._model import Model, ModelOutput, Session
+from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
 from ._viz import heatmap, pictures_available
 from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
@@ -75,6 +75,7 @@ __all__ = [
     "Model",
     "ModelOutput",
     "Session",
+    "HookPoint",
     "mha_forward",
     "mha_backward",
     "Error",

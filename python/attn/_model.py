@@ -30,14 +30,43 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _core
 from ._sdpa import _KERNELS
 
-__all__ = ["Model", "ModelOutput", "Session"]
+__all__ = ["Model", "ModelOutput", "Session", "HookPoint"]
+
+#: each hook point's name without "blocks.L.", by its number (attn_decoder.h)
+_SUFFIXES: Tuple[str, ...] = _core.hook_suffixes()
+_GLOBAL_HOOKS = ("hook_embed", "ln_final.hook_normalized")
+_ALL_POINTS = (1 << len(_SUFFIXES)) - 1
+
+
+class HookPoint(NamedTuple):
+    """What a hook function is told about where it runs (TransformerLens's hook.name)."""
+
+    name: str
+
+
+def _point_of(name: str, n_layers: int) -> Optional[int]:
+    """The point number of a full hook name, or None."""
+    if name in _GLOBAL_HOOKS:
+        return _SUFFIXES.index(name)
+    parts = name.split(".", 2)
+    if len(parts) != 3 or parts[0] != "blocks" or not parts[1].isdigit() or int(parts[1]) >= n_layers:
+        return None
+    suffix = parts[2]
+    if suffix not in _SUFFIXES or suffix in _GLOBAL_HOOKS:
+        return None
+    return _SUFFIXES.index(suffix)
+
+
+def _hook_order(name: str) -> Tuple[int, int]:
+    _, layer, suffix = name.split(".", 2)
+    return int(layer), _SUFFIXES.index(suffix)
 
 _KV_DTYPES = {"float32": _core.F32, "f32": _core.F32, "float16": _core.F16, "f16": _core.F16,
               "bfloat16": _core.BF16, "bf16": _core.BF16}
@@ -167,24 +196,106 @@ class Model:
 
     __call__ = forward
 
+    def hook_names(self) -> List[str]:
+        """Every hook point's full name, in the order a forward reaches them
+        (attn_decoder.h, "hook points")."""
+        names = []
+        for suffix in _SUFFIXES:
+            if suffix in _GLOBAL_HOOKS:
+                continue
+            names += [f"blocks.{layer}.{suffix}" for layer in range(self.config["n_layers"])]
+        return ["hook_embed"] + sorted(names, key=_hook_order) + ["ln_final.hook_normalized"]
+
+    def run_with_hooks(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
+                       fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
+                       last_only: bool = False, kernel: str = "auto") -> np.ndarray:
+        """The forward with TransformerLens-style hooks: each (name or
+        name filter, fn) calls fn(tensor, hook) at the matching points, with
+        tensor the activation with a batch axis of 1 (e.g. hook_pattern
+        [1, Hq, L, L], hook_z [1, L, Hq, Dh]) and hook.name its name.  fn may
+        change tensor in place or return a new array of its shape (activation
+        patching, ablation): everything after sees the new values; writing
+        hook_pattern changes the weights and keeps v (z = pattern . v).
+        Returns the logits [1, L, V] (or [1, 1, V] with last_only)."""
+        logits, _ = self._hooked(tokens, list(fwd_hooks), None, last_only, kernel)
+        return logits
+
     def run_with_cache(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
+                       names_filter: Union[None, str, Sequence[str], Callable[[str], bool]] = None,
+                       fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
                        kernel: str = "auto") -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
-        """(logits [1, L, V], cache) in TransformerLens's habit, with the hooks
-        this forward records, batch axis first:
+        """(logits [1, L, V], cache) in TransformerLens's habit: every hook
+        point's activation as the forward used it (after any fwd_hooks),
+        batch axis first, under its full name (Model.hook_names()):
 
             hook_embed                       [1, L, d]   the embeddings (Gemma's scaled)
             blocks.{l}.hook_resid_pre        [1, L, d]   the residual stream into layer l
-            blocks.{l}.hook_resid_post       [1, L, d]   out of layer l (before the final norm)
+            blocks.{l}.attn.hook_q / _k / _v [1, L, H, Dh] before RoPE (hook_rot_q/_k after)
+            blocks.{l}.attn.hook_attn_scores [1, Hq, L, L] (-inf where hidden)
             blocks.{l}.attn.hook_pattern     [1, Hq, L, L]
+            blocks.{l}.attn.hook_z           [1, L, Hq, Dh]
+            blocks.{l}.hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post  [1, L, d]
+            ln_final.hook_normalized         [1, L, d]
 
-        The per-head q, k, v and z are not recorded by this forward."""
-        out = self.forward(tokens, hidden=True, attention=True, kernel=kernel)
-        cache: Dict[str, np.ndarray] = {"hook_embed": out.hidden[0][None]}
-        for layer in range(self.config["n_layers"]):
-            cache[f"blocks.{layer}.hook_resid_pre"] = out.hidden[layer][None]
-            cache[f"blocks.{layer}.hook_resid_post"] = out.hidden[layer + 1][None]
-            cache[f"blocks.{layer}.attn.hook_pattern"] = out.attention[layer][None]
-        return out.logits[None], cache
+        names_filter (a name, names, or a predicate) keeps only some."""
+        if names_filter is None:
+            keep: Callable[[str], bool] = lambda name: True
+        elif isinstance(names_filter, str):
+            keep = lambda name: name == names_filter
+        elif callable(names_filter):
+            keep = names_filter
+        else:
+            wanted = set(names_filter)
+            keep = lambda name: name in wanted
+        cache: Dict[str, np.ndarray] = {}
+        logits, _ = self._hooked(tokens, list(fwd_hooks), (keep, cache), False, kernel)
+        return logits, cache
+
+    def _hooked(self, tokens, hooks, recording, last_only, kernel):
+        ids = self.tokenize(tokens) if isinstance(tokens, (str, bytes)) else self._ids(tokens)
+        if ids.size == 0:
+            raise ValueError("tokens: no tokens (a forward needs at least one)")
+        if kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
+        points = 0
+        for where, fn in hooks:
+            if not callable(fn):
+                raise TypeError(f"fwd_hooks: {fn!r} is not callable")
+            if isinstance(where, str):
+                point = _point_of(where, self.config["n_layers"])
+                if point is None:
+                    raise ValueError(f"fwd_hooks: {where!r} is not a hook point of this model "
+                                     f"(Model.hook_names() lists them)")
+                points |= 1 << point
+            elif callable(where):
+                points = _ALL_POINTS
+            else:
+                raise TypeError(f"fwd_hooks: a hook name or a name filter, got {where!r}")
+        if recording is not None:
+            points = _ALL_POINTS
+
+        def dispatch(name, buf, shape):
+            tensor = np.frombuffer(buf, dtype=np.float32).reshape((1,) + tuple(shape))
+            touched = False
+            for where, fn in hooks:
+                if where == name if isinstance(where, str) else where(name):
+                    result = fn(tensor, HookPoint(name))
+                    touched = True
+                    if result is not None:
+                        result = np.asarray(result, dtype=np.float32)
+                        if result.shape != tensor.shape:
+                            raise ValueError(f"{name}: the hook returned shape {result.shape}, the point's is "
+                                             f"{tensor.shape}")
+                        tensor = np.ascontiguousarray(result)
+            if recording is not None and recording[0](name):
+                recording[1][name] = tensor.copy()
+            return tensor if touched else None
+
+        c = self.config
+        logits = np.empty((1 if last_only else ids.size, c["vocab"]), dtype=np.float32)
+        _core.model_forward(self._handle, ids, logits, None, None, bool(last_only), _KERNELS[kernel],
+                            dispatch if points else None, points)
+        return logits[None], ids
 
     def top(self, logits: Any, k: int = 5) -> List[Tuple[int, str, float]]:
         """The k most likely next tokens of one row of logits [V]: (id, text,

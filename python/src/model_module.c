@@ -293,7 +293,45 @@ static PyObject *model_find(PyObject *self, PyObject *args) {
 
 typedef struct interrupt_check {
     bool interrupted; /* a signal handler raised: the exception is set */
+    PyObject *tensor_callback; /* callback(name, bytearray, shape) -> array or None */
+    bool hook_failed;          /* the callback raised: the exception is set */
 } interrupt_check;
+
+/* The decoder's tensor hook: the tensor is copied into a bytearray for
+ * Python (a view of the decoder's scratch would outlive it if the callback
+ * kept it), and what the callback returns (a C-contiguous float32 buffer of
+ * the same size) is copied back: writing back the same bits changes nothing
+ * (attn_decoder.h), so a callback may always return its array. */
+static int tensor_hook(void *user, const attn_decoder_hook_tensor *t) {
+    interrupt_check *check = user;
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int rc = 0;
+    PyObject *shape = t->ndim == 3 ? Py_BuildValue("(LLL)", (long long)t->shape[0], (long long)t->shape[1],
+                                                   (long long)t->shape[2])
+                                   : Py_BuildValue("(LL)", (long long)t->shape[0], (long long)t->shape[1]);
+    PyObject *bytes = shape ? PyByteArray_FromStringAndSize((const char *)t->data, (Py_ssize_t)(n * sizeof(float)))
+                            : NULL;
+    PyObject *result = bytes ? PyObject_CallFunction(check->tensor_callback, "sOO", t->name, bytes, shape) : NULL;
+    if (!result) {
+        rc = 1;
+    } else if (result != Py_None) {
+        Py_buffer view;
+        if (contiguous_arg(result, t->name, false, 4, (Py_ssize_t)n, &view) != 0) {
+            rc = 1;
+        } else {
+            memcpy(t->data, view.buf, n * sizeof(float));
+            PyBuffer_Release(&view);
+        }
+    }
+    if (rc) check->hook_failed = true;
+    Py_XDECREF(result);
+    Py_XDECREF(bytes);
+    Py_XDECREF(shape);
+    PyGILState_Release(gil);
+    return rc;
+}
 
 /* The decoder's layer hook: Python's signal handlers run here, between two
  * layers, with the GIL taken back for that moment. */
@@ -307,18 +345,26 @@ static int check_signals_hook(void *user, int64_t layer, const float *hidden, in
 }
 
 PyDoc_STRVAR(model_forward_doc,
-             "model_forward(handle, ids, logits, hidden, attention, last_only, kernel) -> None\n--\n\n"
+             "model_forward(handle, ids, logits, hidden, attention, last_only, kernel, hook=None, points=0)\n"
+             "    -> None\n--\n\n"
              "attn_decoder_forward into Python's buffers; private (attn.Model.forward is the API).\n"
              "ids int32 [L]; logits float32 [L or 1, V]; hidden float32 [N+1, L, d] or None;\n"
-             "attention None or a sequence of N entries, each None or float32 [Hq, L, L].");
+             "attention None or a sequence of N entries, each None or float32 [Hq, L, L];\n"
+             "hook(name, bytearray, shape) -> None or a float32 array of that shape, called at\n"
+             "the hook points whose bit (1 << point) is set in points.");
 
 static PyObject *model_forward(PyObject *self, PyObject *args) {
-    PyObject *capsule, *ids_obj, *logits_obj, *hidden_obj, *attention_obj;
+    PyObject *capsule, *ids_obj, *logits_obj, *hidden_obj, *attention_obj, *callback = Py_None;
     int last_only, kernel;
+    unsigned long points = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOpi", &capsule, &ids_obj, &logits_obj, &hidden_obj, &attention_obj,
-                          &last_only, &kernel))
+    if (!PyArg_ParseTuple(args, "OOOOOpi|Ok", &capsule, &ids_obj, &logits_obj, &hidden_obj, &attention_obj,
+                          &last_only, &kernel, &callback, &points))
         return NULL;
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "tensor hook: a callable or None");
+        return NULL;
+    }
     model_handle *h = handle_of(capsule);
     if (!h) return NULL;
     const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
@@ -381,14 +427,20 @@ static PyObject *model_forward(PyObject *self, PyObject *args) {
     out.hidden = have_hidden ? hidden.buf : NULL;
     out.attention = attention_ptrs;
     out.kernel = (attn_kernel)kernel;
-    interrupt_check check = {false};
+    interrupt_check check = {false, callback, false};
     out.hook = check_signals_hook;
     out.hook_user = &check;
+    if (callback != Py_None && points) {
+        out.tensor_hook = tensor_hook;
+        out.tensor_hook_user = &check;
+        out.tensor_hook_points = (uint32_t)points & ATTN_DECODER_HOOK_ALL;
+    }
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
     st = attn_decoder_forward(h->decoder, ids.buf, (int64_t)L, &out);
     Py_END_ALLOW_THREADS
-    if (check.interrupted) goto done; /* KeyboardInterrupt (or the handler's exception) is set */
+    /* KeyboardInterrupt (or the handler's exception), or the hook's, is set */
+    if (check.interrupted || check.hook_failed) goto done;
     if (st != ATTN_OK) {
         raise_status(st, NULL);
         goto done;
@@ -601,6 +653,20 @@ static PyObject *model_end_ids(PyObject *self, PyObject *args) {
     return t;
 }
 
+PyDoc_STRVAR(hook_suffixes_doc, "hook_suffixes() -> tuple of str\n--\n\n"
+                                "Each hook point's name without blocks.L. (by point number); private.");
+
+static PyObject *hook_suffixes(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    PyObject *t = PyTuple_New(ATTN_DECODER_HOOK_POINTS);
+    for (int p = 0; t && p < ATTN_DECODER_HOOK_POINTS; p++) {
+        PyObject *name = PyUnicode_FromString(attn_decoder_hook_suffix((attn_decoder_hook_point)p));
+        if (!name) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, p, name);
+    }
+    return t;
+}
+
 PyMethodDef attn_py_model_methods[] = {
     {"model_open", model_open, METH_VARARGS, model_open_doc},
     {"model_config", model_config, METH_VARARGS, model_config_doc},
@@ -610,6 +676,7 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_find", model_find, METH_VARARGS, model_find_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
+    {"hook_suffixes", hook_suffixes, METH_NOARGS, hook_suffixes_doc},
     {"session_create", session_create, METH_VARARGS, session_create_doc},
     {"session_step", session_step, METH_VARARGS, session_step_doc},
     {"session_state", session_state, METH_VARARGS, session_state_doc},
