@@ -13,8 +13,11 @@
 #include "model_trace.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TOP_DEFAULT 5
 #define TRACE_TOKENS_MAX 512 /* tokens of a text here: the scores and patterns are L^2 a layer */
@@ -28,7 +31,8 @@ static void trace_help(FILE *out) {
     "                        [--ablate HOOK[@POS,..]:HEAD,..=zero|mean]... [--sweep-layers]\n"
     "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n"
     "       attn model trace --model FILE.gguf --text TEXT --source-text TEXT --paths [--position P]\n"
-    "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD [--position P] [--tolerance T]\n\n"
+    "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
+    "                        [--tolerance T]\n\n"
     "Runs a GGUF decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
     "  blocks.L.attn.hook_rot_q / hook_rot_k (after RoPE), blocks.L.attn.hook_attn_scores,\n"
@@ -64,7 +68,8 @@ static void trace_help(FILE *out) {
     "  --nullspace L:H     \"weights are not an explanation\": how far head H of layer L's weight row at\n"
     "                      --position P (default -1) can move in L1 with its z unchanged within\n"
     "                      --tolerance T (default 1e-3) in every coordinate (attn nullspace's search on\n"
-    "                      the head's real v rows; exact up to 12 visible keys, a lower bound beyond)\n\n"
+    "                      the head's real v rows; exact up to 12 visible keys, a lower bound beyond);\n"
+    "                      L:all searches every head of layer L, a line each, then a histogram of the moves\n\n"
     "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
     "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
     "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
@@ -275,12 +280,72 @@ done:
     return rc;
 }
 
+/* --nullspace LAYER:all: every head of the layer searched, one line each,
+ * then a histogram of the L1 moves (the chapter's claim as a distribution
+ * over real heads, not one example). */
+static int print_nullspace_sweep(const attn_decoder *m, const run_text *r, const trace_cli *o, long long layer) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    enum { BINS = 10 }; /* [0, 0.2), [0.2, 0.4), ... [1.8, 2] */
+    int64_t counts[BINS] = {0}, exact = 0;
+    float *w = malloc((size_t)r->L * sizeof *w);
+    double *moved = malloc((size_t)r->L * sizeof *moved);
+    char error[512];
+    int rc = CLI_OK;
+    if (!w || !moved) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    const int64_t pos = o->position < 0 ? r->L + o->position : o->position;
+    printf("\nlayer %lld, query %lld: how far each head's weight row moves (L1, at most 2) with its z unchanged "
+           "within %.3g\n", layer, (long long)pos, o->tolerance);
+    printf("%-5s %8s %11s %9s %-12s %9s\n", "head", "visible", "top weight", "L1 move", "", "programs");
+    const bool tty = isatty(STDERR_FILENO);
+    for (int64_t h = 0; h < c->n_heads; h++) {
+        if (tty) fprintf(stderr, "\rattn model trace: head %lld of %lld...", (long long)h + 1, (long long)c->n_heads);
+        attn_nullspace_result res;
+        if (trace_nullspace(m, r->ids, r->L, layer, h, o->position, o->tolerance, w, moved, &res, error,
+                            sizeof error)) {
+            if (tty) fprintf(stderr, "\n");
+            rc = cli_data_error(CMD, "%s", error);
+            goto done;
+        }
+        float top = 0;
+        for (int64_t j = 0; j <= pos && j < r->L; j++) top = w[j] > top ? w[j] : top;
+        int bin = (int)(res.l1 / (2.0 / BINS));
+        counts[bin < 0 ? 0 : bin >= BINS ? BINS - 1 : bin]++;
+        exact += res.exact != 0;
+        printf("%-5lld %8lld %11.4f %9.4f %-12s %9lld\n", (long long)h, (long long)res.visible, (double)top, res.l1,
+               res.exact ? "exact" : "lower bound", (long long)res.programs);
+        fflush(stdout);
+    }
+    if (tty) fprintf(stderr, "\r%60s\r", "");
+    printf("\nL1 moves of the %lld heads (%lld exact, the rest lower bounds):\n", (long long)c->n_heads,
+           (long long)exact);
+    for (int b = 0; b < BINS; b++) {
+        printf("  [%.1f, %.1f%c %3lld  ", b * 0.2, (b + 1) * 0.2, b == BINS - 1 ? ']' : ')', (long long)counts[b]);
+        for (int64_t i = 0; i < counts[b]; i++) putchar('#');
+        putchar('\n');
+    }
+done:
+    free(w);
+    free(moved);
+    return rc;
+}
+
 /* --nullspace LAYER:HEAD: the row, the row found and the search's numbers. */
 static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
     long long layer, head;
     char tail;
+    int at = 0;
+    if (sscanf(o->nullspace, "%lld:all%n", &layer, &at) == 1 && at > 0 && o->nullspace[at] == 0) {
+        if (layer < 0 || layer >= attn_decoder_get_config(m)->n_layers)
+            return cli_usage_error(CMD, "--nullspace '%s': the model has layers 0 .. %lld", o->nullspace,
+                                   (long long)attn_decoder_get_config(m)->n_layers - 1);
+        return print_nullspace_sweep(m, r, o, layer);
+    }
     if (sscanf(o->nullspace, "%lld:%lld%c", &layer, &head, &tail) != 2)
-        return cli_usage_error(CMD, "--nullspace '%s': expected LAYER:HEAD (two integers)", o->nullspace);
+        return cli_usage_error(CMD, "--nullspace '%s': expected LAYER:HEAD (two integers) or LAYER:all",
+                               o->nullspace);
     float *w = malloc((size_t)r->L * sizeof *w);
     double *moved = malloc((size_t)r->L * sizeof *moved);
     char error[512], buf[256];

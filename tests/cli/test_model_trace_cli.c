@@ -106,11 +106,33 @@ static void test_real_run(void **state) {
            0, &out, "17     ");
 }
 
+/* --nullspace L:all: a line per head, then a histogram that counts every
+ * head once; with 6 visible keys (<= 12) every search is the exact LP, and
+ * the v rows of width 256 are independent, so only the tolerance's slack
+ * can move (each L1 move is small: the first bin). */
+static void test_nullspace_sweep(void **state) {
+    (void)state;
+    need_model();
+    char *out;
+    const int st = test_run_cli(&out, "model trace --model %s --ids " IDS " --nullspace 5:all", gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "L1 moves of the 4 heads (4 exact, the rest lower bounds)")) fail_msg("no summary:\n%s", out);
+    if (!strstr(out, "[0.0, 0.2)   4  ####\n")) fail_msg("the histogram does not put the 4 heads in the first bin:\n%s", out);
+    for (int h = 0; h < 4; h++) {
+        char line[16];
+        snprintf(line, sizeof line, "\n%-5d %8d", h, 6);
+        if (!strstr(out, line)) fail_msg("no line for head %d with 6 visible keys:\n%s", h, out);
+    }
+    free(out);
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --nullspace 99:all", gemma), 2, &out, "layers 0 ..");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),
         cmocka_unit_test(test_refused_before_loading),
         cmocka_unit_test(test_real_run),
+        cmocka_unit_test(test_nullspace_sweep),
     };
     return cmocka_run_group_tests(tests, setup, test_group_teardown);
 }
