@@ -99,8 +99,11 @@ def _layers(request: Union[bool, int, Iterable[int], None], n_layers: int) -> Li
 
 
 class Model:
-    """A GGUF decoder opened once: its configuration, its tokenizer and its
-    float32 forward (attn_decoder.h, attn_tokenizer.h)."""
+    """A decoder opened once: its configuration, its tokenizer and its
+    float32 forward (attn_decoder.h, attn_tokenizer.h).  path is a GGUF file,
+    or a Hugging Face checkpoint (a directory with config.json and
+    model.safetensors or its shards; attn_safetensors.h), which is read
+    without its tokenizer: pass it token ids (config["tokenizer"] is None)."""
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         self.path = os.path.expanduser(os.fspath(path))
@@ -344,7 +347,7 @@ class Model:
         sampler = _core.sampler_create(float(temperature), int(top_k), float(top_p),
                                        int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
         session = self.session(ids.size + max_tokens, kv_dtype=kv_dtype)
-        ends = set(self.end_ids()) if stop_at_eos else set()
+        ends = set(self.end_ids()) if stop_at_eos and self.config["tokenizer"] else set()
 
         def tokens():
             logits = session.step(ids)

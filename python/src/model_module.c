@@ -30,6 +30,7 @@
 #include <attn_tokenizer.h>
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,8 +53,34 @@ static model_handle *handle_of(PyObject *capsule) {
     return PyCapsule_GetPointer(capsule, CAPSULE_NAME); /* sets TypeError/ValueError */
 }
 
-/* Opens path, builds the tokenizer and the decoder, closes the file. */
+/* The handle, when it has a tokenizer (a Hugging Face checkpoint has none
+ * here); else NULL with attn.UnsupportedError set. */
+static model_handle *tokenizer_handle_of(PyObject *capsule) {
+    model_handle *h = handle_of(capsule);
+    if (h && !h->tokenizer) {
+        PyErr_SetString(class_for_status(ATTN_ERR_UNSUPPORTED),
+                        "this model has no tokenizer: a Hugging Face checkpoint is read without its "
+                        "tokenizer.json, so pass token ids (a GGUF file carries its vocabulary)");
+        return NULL;
+    }
+    return h;
+}
+
+/* 1 when path is a file that starts with GGUF's magic. */
+static int is_gguf(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    const int yes = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    if (f) fclose(f);
+    return yes;
+}
+
+/* Opens path, builds the tokenizer and the decoder, closes the file.  A
+ * path that is not a GGUF file is read as a Hugging Face checkpoint (a
+ * directory with config.json and safetensors, attn_decoder_load_safetensors),
+ * which has no tokenizer here: ids only. */
 static attn_status open_model(const char *path, model_handle *h) {
+    if (!is_gguf(path)) return attn_decoder_load_safetensors(path, &h->decoder);
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_open(path, &g);
     if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
@@ -113,8 +140,8 @@ static PyObject *model_config(PyObject *self, PyObject *args) {
     model_handle *h = handle_of(capsule);
     if (!h) return NULL;
     const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
-    attn_tokenizer_info t;
-    attn_tokenizer_describe(h->tokenizer, &t);
+    attn_tokenizer_info t = {.bos_id = -1, .eos_id = -1, .pad_id = -1, .unk_id = -1};
+    if (h->tokenizer) attn_tokenizer_describe(h->tokenizer, &t);
     PyObject *local = PyList_New(0);
     for (int64_t l = 0; local && l < c->n_layers; l++) {
         PyObject *flag = PyBool_FromLong(attn_decoder_layer_is_local(c, l));
@@ -148,7 +175,8 @@ static PyObject *model_config(PyObject *self, PyObject *args) {
         set_item(d, "activation",
                  PyUnicode_FromString(c->activation == ATTN_DECODER_SWIGLU ? "swiglu" : "geglu_tanh")) ||
         set_item(d, "weight_bytes", PyLong_FromUnsignedLongLong(attn_decoder_weight_bytes(h->decoder))) ||
-        set_item(d, "tokenizer", PyUnicode_FromString(t.kind == ATTN_TOKENIZER_BPE ? "bpe" : "spm")) ||
+        set_item(d, "tokenizer", h->tokenizer ? PyUnicode_FromString(t.kind == ATTN_TOKENIZER_BPE ? "bpe" : "spm")
+                                              : Py_NewRef(Py_None)) ||
         set_item(d, "tokenizer_pre", PyUnicode_FromString(t.pre ? t.pre : "")) ||
         set_item(d, "tokenizer_vocab", PyLong_FromLongLong(t.vocab_size)) ||
         set_item(d, "tokenizer_bytes", PyLong_FromSize_t(t.memory_bytes)) ||
@@ -174,7 +202,7 @@ static PyObject *model_tokenize(PyObject *self, PyObject *args) {
     int split_special, no_bos;
     (void)self;
     if (!PyArg_ParseTuple(args, "Oy*pp", &capsule, &text, &split_special, &no_bos)) return NULL;
-    model_handle *h = handle_of(capsule);
+    model_handle *h = tokenizer_handle_of(capsule);
     if (!h) {
         PyBuffer_Release(&text);
         return NULL;
@@ -229,7 +257,7 @@ static PyObject *model_detokenize(PyObject *self, PyObject *args) {
     int skip_special, valid_utf8;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOpp", &capsule, &ids_obj, &skip_special, &valid_utf8)) return NULL;
-    model_handle *h = handle_of(capsule);
+    model_handle *h = tokenizer_handle_of(capsule);
     if (!h) return NULL;
     Py_buffer ids;
     if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) return NULL;
@@ -257,7 +285,7 @@ static PyObject *model_token(PyObject *self, PyObject *args) {
     long long id;
     (void)self;
     if (!PyArg_ParseTuple(args, "OL", &capsule, &id)) return NULL;
-    model_handle *h = handle_of(capsule);
+    model_handle *h = tokenizer_handle_of(capsule);
     if (!h) return NULL;
     if (id < INT32_MIN || id > INT32_MAX) {
         PyErr_Format(class_for_status(ATTN_ERR_INVALID_ARGUMENT), "token id %lld is outside int32", id);
@@ -282,7 +310,7 @@ static PyObject *model_find(PyObject *self, PyObject *args) {
     Py_buffer piece;
     (void)self;
     if (!PyArg_ParseTuple(args, "Oy*", &capsule, &piece)) return NULL;
-    model_handle *h = handle_of(capsule);
+    model_handle *h = tokenizer_handle_of(capsule);
     int32_t id = h ? attn_tokenizer_find(h->tokenizer, piece.buf, (size_t)piece.len) : -1;
     PyBuffer_Release(&piece);
     if (!h) return NULL;
@@ -644,7 +672,7 @@ static PyObject *model_end_ids(PyObject *self, PyObject *args) {
     PyObject *capsule;
     (void)self;
     if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
-    model_handle *h = handle_of(capsule);
+    model_handle *h = tokenizer_handle_of(capsule);
     if (!h) return NULL;
     int32_t ids[ATTN_TOKENIZER_MAX_END_IDS];
     const int n = attn_tokenizer_end_ids(h->tokenizer, ids);

@@ -384,3 +384,26 @@ def test_hooks_patch_and_ablate():
     with pytest.raises(RuntimeError, match="from the hook"):
         m.run_with_hooks(GEMMA_FRANCE, fwd_hooks=[("blocks.2.attn.hook_pattern", boom)])
     np.testing.assert_array_equal(m.forward(GEMMA_FRANCE).logits, clean)  # the model is unharmed
+
+
+@pytest.mark.parametrize("name", ["qwen3", "qwen2", "gemma3", "llama"])
+def test_hugging_face_checkpoints(name):
+    """The tiny random checkpoints (tests/fixtures/tiny_models, safetensors +
+    config.json; qwen3 sharded, qwen2 bfloat16, gemma3 float16) against
+    transformers' float32 forward: 1e-5 of each tensor's largest magnitude,
+    as tests/model/test_safetensors_models.c (TINY_MODEL_*_FAIL)."""
+    path = FIXTURES / "tiny_models" / name
+    m = attn.Model(path)
+    assert m.config["architecture"] == name and m.config["tokenizer"] is None
+    for seq in ("a", "b"):
+        ref = lambda what: np.load(path / "ref" / f"{seq}_{what}.npy")
+        out = m.forward(ref("ids"), hidden=True, attention=True)
+        for ours, theirs in ((out.logits, ref("logits")), (out.hidden, ref("hidden"))):
+            assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max()
+        attn_ref = ref("attn")
+        for layer in range(m.config["n_layers"]):
+            assert np.abs(out.attention[layer] - attn_ref[layer]).max() <= 1e-5
+    greedy = m.generate(ref("ids"), max_tokens=4)  # ids in, ids out: no tokenizer needed
+    assert greedy.size == 4 and greedy[0] == int(out.logits[-1].argmax())
+    with pytest.raises(attn.UnsupportedError, match="no tokenizer"):
+        m.tokenize("hello")
