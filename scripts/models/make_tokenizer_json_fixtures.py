@@ -17,6 +17,9 @@ Writes, into tests/fixtures/tokenizer/:
   tiny-qwen2.txt, tiny-gpt2.txt   transformers' ids for make_tokenizer_fixtures'
         corpus on each (PreTrainedTokenizerFast(tokenizer_file=...)), in the
         format of the other fixtures
+and tests/fixtures/tiny_models/qwen2/tokenizer.json: the tiny random
+checkpoint's (vocabulary 256): the 256 byte letters, no merges, Qwen2's
+pre-tokenizer, so that `attn model run DIR --text` runs on it.
 
 Needs: transformers, tokenizers (and, for the Qwen file, gguf and torch).
 """
@@ -81,6 +84,18 @@ def write_ids(tok_path, out_path, title):
         f.write("\n".join(lines) + "\n")
 
 
+def tiny_model_tokenizer(path):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    letters = bytes_to_unicode()
+    tok = Tokenizer(models.BPE(vocab={letters[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.save(path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=os.environ.get("ATTN_MODEL_DIR",
@@ -93,6 +108,7 @@ def main():
         path = os.path.join(args.out, f"tiny-{kind}.tokenizer.json")
         train(kind, path)
         write_ids(path, os.path.join(args.out, f"tiny-{kind}.txt"), os.path.basename(path))
+    tiny_model_tokenizer(os.path.join(here, "..", "..", "tests", "fixtures", "tiny_models", "qwen2", "tokenizer.json"))
     if not args.no_qwen:
         from transformers import AutoTokenizer
         tok = AutoTokenizer.from_pretrained(args.models, gguf_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")

@@ -12,7 +12,8 @@
  *     TemplateProcessing BOS;
  *   - a table of hostile files, each refused with its status and a message
  *     naming the key and the problem;
- *   - attn tokenize --model DIR on a directory holding tokenizer.json.
+ *   - attn tokenize --model DIR on a directory holding tokenizer.json, and
+ *     attn model run DIR --text on the tiny Qwen2 checkpoint.
  * Fixtures: tests/fixtures/tokenizer/, made by
  * scripts/models/make_tokenizer_json_fixtures.py.
  */
@@ -379,6 +380,35 @@ static void hostile_files(void **state) {
     assert_int_equal(failures, 0);
 }
 
+/* attn model run DIR --text on the tiny Qwen2 checkpoint, whose
+ * tokenizer.json holds the 256 byte letters and no merges: one token per
+ * byte, the pieces printed beside the ids. */
+static void model_run_text(void **state) {
+    (void)state;
+    attn_tokenizer_free(from_file(ATTN_SOURCE_DIR "/tests/fixtures/tiny_models/qwen2")); /* skips without PCRE2 */
+    char *out;
+    assert_int_equal(test_run_cli(&out, "model run %s/tests/fixtures/tiny_models/qwen2 --text 'hi 苹' --top 2",
+                                  ATTN_SOURCE_DIR), 0);
+    assert_non_null(strstr(out, "tokens (6): 104 \"h\" 105 \"i\" 32 \"\u0120\" 232 \"\u00e8\" 139 \"\u012d\" 185"));
+    assert_non_null(strstr(out, "next token after position 5 (id 185)"));
+    free(out);
+    /* The same ids as --ids give the same next tokens. */
+    char *by_ids;
+    assert_int_equal(test_run_cli(&by_ids, "model run %s/tests/fixtures/tiny_models/qwen2 --ids 104,105,32,232,139,185 "
+                                  "--top 2", ATTN_SOURCE_DIR), 0);
+    assert_int_equal(test_run_cli(&out, "model run %s/tests/fixtures/tiny_models/qwen2 --text 'hi 苹' --top 2",
+                                  ATTN_SOURCE_DIR), 0);
+    assert_non_null(strstr(out, strstr(by_ids, "next token")));
+    free(out);
+    free(by_ids);
+    assert_int_equal(test_run_cli(&out, "model run %s/tests/fixtures/tiny_models/gemma3 --text hi", ATTN_SOURCE_DIR), 1);
+    assert_non_null(strstr(out, "no tokenizer.json"));
+    free(out);
+    assert_int_equal(test_run_cli(&out, "model run %s/tests/fixtures/tiny_models/qwen2 --text hi --ids 1",
+                                  ATTN_SOURCE_DIR), 2);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_qwen2_matches_reference),
@@ -386,6 +416,7 @@ int main(void) {
         cmocka_unit_test(qwen_tokenizer_json),
         cmocka_unit_test(byte_built_file_works),
         cmocka_unit_test(hostile_files),
+        cmocka_unit_test(model_run_text),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }
