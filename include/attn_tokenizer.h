@@ -28,6 +28,9 @@
  *            character outside the vocabulary spelled by byte-fallback
  *            tokens <0xNN>; BOS prepended when tokenizer.ggml.add_bos_token
  *            says so (the default when the key is absent).
+ * or from Hugging Face's tokenizer.json (attn_tokenizer_from_json: byte-level
+ * BPE only, the same tokenizer as "gpt2" above: merges, pre-tokenizer and
+ * special tokens are one implementation whichever file they came from).
  * Both reproduce Hugging Face transformers' tokenizer built from the same
  * GGUF (tests/fixtures/tokenizer/, docs/tokenizers.md has the algorithms,
  * the reference, and the cases where the two could differ).
@@ -113,6 +116,33 @@ enum {
  * implement, or a BPE vocabulary in a build without PCRE2.  The GGUF may be
  * closed once this returns. */
 ATTN_API attn_status attn_tokenizer_from_gguf(const attn_gguf *g, attn_tokenizer **out);
+
+/* Builds a byte-level BPE tokenizer from Hugging Face's tokenizer.json held
+ * in memory (buf[0..size), UTF-8 JSON, not NUL-terminated; not kept):
+ *   model          {"type": "BPE", "vocab": {"piece": id}, "merges":
+ *                  ["a b", ...] or [["a", "b"], ...] (transformers 5)}
+ *   added_tokens   [{"id", "content", "special"}]: special -> CONTROL,
+ *                  otherwise USER_DEFINED (both matched whole, as in a GGUF)
+ *   pre_tokenizer  ByteLevel (GPT-2's pattern) or Sequence [Split {Regex:
+ *                  Qwen2's or GPT-2's pattern, "Isolated"}, ByteLevel]
+ *   decoder        ByteLevel;  normalizer null;  post_processor null,
+ *                  ByteLevel or TemplateProcessing [A] / [BOS, A]
+ * Ids of model.vocab and added_tokens together must be 0 .. n-1, each once
+ * (vocab_size = n).  No BOS, EOS or pad id is known from tokenizer.json
+ * alone (-1; a TemplateProcessing BOS excepted): the file variant reads them
+ * from tokenizer_config.json.  ATTN_ERR_UNSUPPORTED names what is not
+ * implemented (model.type Unigram, WordPiece, WordLevel; another normalizer,
+ * pattern, decoder or template; BPE dropout; byte fallback), ATTN_ERR_FORMAT
+ * the key and the problem (bad JSON and its byte, a merge naming an unknown
+ * token, an id out of range, given twice or missing, a token given twice). */
+ATTN_API attn_status attn_tokenizer_from_json(const void *buf, size_t size, attn_tokenizer **out);
+
+/* The same from a file: path is tokenizer.json, or a directory holding it
+ * (a Hugging Face checkpoint).  A tokenizer_config.json beside it, when
+ * there is one, gives bos_token, eos_token, pad_token, unk_token (strings
+ * or {"content": ...}, each a token of the file) and add_bos_token.
+ * Messages name the file. */
+ATTN_API attn_status attn_tokenizer_from_json_file(const char *path, attn_tokenizer **out);
 
 /* Frees it (NULL is allowed). */
 ATTN_API void attn_tokenizer_free(attn_tokenizer *t);

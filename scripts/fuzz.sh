@@ -21,8 +21,12 @@
 #                   fuzz/make_safetensors_corpus.py writes them)
 #   model_config_fuzz  config.json -> the decoder's configuration
 #                   (fuzz/corpus/config/)
+#   tokenizer_json_fuzz  Hugging Face tokenizer.json -> a byte-level BPE
+#                   tokenizer, then a text encoded and decoded
+#                   (fuzz/corpus/tokenizer_json/: the tiny trained fixtures
+#                   and byte-built variants; fuzz/make_tokenizer_json_corpus.py)
 #
-# The last two need cJSON (libcjson-dev); without it they are skipped with
+# The last three need cJSON (libcjson-dev); without it they are skipped with
 # a message.
 #
 # A bare number is taken as seconds (fuzz.sh 60, as .ci/run calls it).
@@ -31,7 +35,8 @@
 # build-fuzz/artifacts/.  Each run's executions and coverage are printed as
 # libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
-all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz safetensors_fuzz model_config_fuzz)
+all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz safetensors_fuzz model_config_fuzz
+             tokenizer_json_fuzz)
 targets=()
 seconds=60
 while [[ $# -gt 0 ]]; do
@@ -39,7 +44,7 @@ while [[ $# -gt 0 ]]; do
         --all) targets=("${all_targets[@]}") ;;
         --seconds) seconds=${2:-}; shift ;;
         --minutes) seconds=$(( ${2:-0} * 60 )); shift ;;
-        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         ''|*[!0-9]*) targets+=("$1") ;;
         *) seconds=$1 ;;
     esac
@@ -62,7 +67,7 @@ cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWith
 # Targets whose dependency this build lacks (cJSON) are skipped, saying so.
 have=()
 for t in "${targets[@]}"; do
-    if [[ $t == safetensors_fuzz || $t == model_config_fuzz ]] &&
+    if [[ $t == safetensors_fuzz || $t == model_config_fuzz || $t == tokenizer_json_fuzz ]] &&
        ! pkg-config --exists libcjson 2>/dev/null; then
         echo "fuzz.sh: skipping $t: cJSON not found (Debian: libcjson-dev)"
         continue
@@ -86,6 +91,7 @@ for t in "${targets[@]}"; do
         tokenizer_fuzz) cp "$root"/fuzz/corpus/tokenizer/* "$corpus"/ ;;
         safetensors_fuzz) cp "$root"/fuzz/corpus/safetensors/* "$corpus"/ ;;
         model_config_fuzz) cp "$root"/fuzz/corpus/config/* "$corpus"/ ;;
+        tokenizer_json_fuzz) cp "$root"/fuzz/corpus/tokenizer_json/* "$corpus"/ ;;
         npy_file_fuzz)
             # axis 0, first row 0, two rows; then the file
             for seed in "$root"/fuzz/corpus/npy/*; do
@@ -96,6 +102,8 @@ for t in "${targets[@]}"; do
     # A command line is short; files need room for a header and some data.
     max_len=4096
     [[ $t == cli_args_fuzz ]] && max_len=512
+    # A tokenizer.json needs its 256 byte letters: the tiny seeds are 16-24 KB.
+    [[ $t == tokenizer_json_fuzz ]] && max_len=32768
     "$build/fuzz/$t" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$build/artifacts/$t-" "$corpus"
 done

@@ -10,14 +10,16 @@
  *                             the decoder's float32 forward over token ids and
  *                             the K most likely next tokens
  *
- * Token ids, not text: the tokenizer is another part of the library.  The
- * vocabulary's pieces, which the GGUF stores, are shown beside the ids.
+ * Token ids, or a text tokenized by the model's tokenizer (the GGUF's, or a
+ * checkpoint's tokenizer.json).  The vocabulary's pieces are shown beside
+ * the ids (a checkpoint without tokenizer.json shows none).
  */
 #include "cli.h"
 
 #include "attn_decoder.h"
 #include "attn_model.h"
 #include "attn_safetensors.h"
+#include "attn_tokenizer.h"
 
 #include <sys/stat.h>
 
@@ -32,7 +34,7 @@
 static void model_help(FILE *out) {
     fprintf(out,
     "usage: attn model info MODEL\n"
-    "       attn model run MODEL --ids ID,ID,... [--top K] [--layer-norms]\n"
+    "       attn model run MODEL (--ids ID,ID,... | --text STR) [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
@@ -49,7 +51,10 @@ static void model_help(FILE *out) {
     "                    Qwen2.5 0.5B, 1 GiB for Gemma 3 270M), runs the forward over the ids and\n"
     "                    prints the most likely next tokens after the last one\n"
     "  --ids ID,ID,...   token ids, comma-separated, each in [0, vocabulary); no BOS is added\n"
-    "                    (Gemma expects 2 first). The tokenizer is not part of this command.\n"
+    "                    (Gemma expects 2 first)\n"
+    "  --text STR        the text instead, tokenized by the model's tokenizer (the GGUF's, or a\n"
+    "                    checkpoint's tokenizer.json: byte-level BPE), with the BOS it asks for;\n"
+    "                    the tokens are printed first\n"
     "  --model MODEL     the model, instead of the positional MODEL\n"
     "  --top K           how many next tokens to print (default %d)\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
@@ -67,10 +72,11 @@ static void model_help(FILE *out) {
     TOP_DEFAULT);
 }
 
-enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL };
+enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT };
 
 static const cli_flag model_flags[] = {
     {"--ids", "ID,ID,...", F_IDS, 0},
+    {"--text", "STR", F_TEXT, 0},
     {"--model", "MODEL", F_MODEL, 0},
     {"--top", "K", F_TOP, 0},
     {"--layer-norms", NULL, F_LAYER_NORMS, 0},
@@ -113,10 +119,26 @@ static bool parse_ids(const char *text, int32_t **ids, int64_t *count) {
     return true;
 }
 
-/* The vocabulary's piece for id, escaped for a terminal, into buf ("" when
- * the file has no tokenizer.ggml.tokens). */
-static const char *piece(const attn_gguf *g, int64_t id, char *buf, size_t size) {
+/* Bytes escaped for a terminal into buf. */
+static const char *escaped(const unsigned char *s, size_t n, char *buf, size_t size) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < size; i++) {
+        if (s[i] == '\\' || s[i] == '"') o += (size_t)snprintf(buf + o, size - o, "\\%c", s[i]);
+        else if (s[i] < 0x20 || s[i] == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", s[i]);
+        else buf[o++] = (char)s[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* The vocabulary's piece for id, escaped for a terminal, into buf: from the
+ * tokenizer when there is one (a checkpoint's tokenizer.json), else from
+ * the GGUF's tokenizer.ggml.tokens ("" when neither has it). */
+static const char *piece(const attn_gguf *g, const attn_tokenizer *tok, int64_t id, char *buf, size_t size) {
     buf[0] = '\0';
+    const char *p;
+    size_t len;
+    if (tok) return attn_tokenizer_token(tok, (int32_t)id, &p, &len, NULL) ? buf : escaped((const unsigned char *)p, len, buf, size);
     attn_gguf_value tokens, element;
     if (!g || attn_gguf_get_array(g, "tokenizer.ggml.tokens", ATTN_GGUF_VALUE_STRING, &tokens) != ATTN_OK ||
         (uint64_t)id >= tokens.count)
@@ -124,15 +146,23 @@ static const char *piece(const attn_gguf *g, int64_t id, char *buf, size_t size)
     uint64_t cursor = 0;
     for (int64_t i = 0; i <= id; i++)
         if (attn_gguf_array_next(&tokens, &cursor, &element) != ATTN_OK) return buf;
-    const unsigned char *s = element.data;
-    size_t o = 0;
-    for (uint64_t i = 0; i < element.size && o + 5 < size; i++) {
-        if (s[i] == '\\' || s[i] == '"') o += (size_t)snprintf(buf + o, size - o, "\\%c", s[i]);
-        else if (s[i] < 0x20 || s[i] == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", s[i]);
-        else buf[o++] = (char)s[i];
-    }
-    buf[o] = '\0';
-    return buf;
+    return escaped(element.data, element.size, buf, size);
+}
+
+/* A checkpoint's tokenizer: tokenizer.json in the directory, or beside the
+ * .safetensors / index file; NULL (no error) when there is none. */
+static attn_status checkpoint_tokenizer(const char *path, attn_tokenizer **tok) {
+    *tok = NULL;
+    struct stat sb;
+    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (is_dir) snprintf(dir, sizeof dir, "%s", path);
+    else snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    char file[4200];
+    snprintf(file, sizeof file, "%s/tokenizer.json", dir);
+    if (stat(file, &sb) != 0) return ATTN_OK;
+    return attn_tokenizer_from_json_file(dir, tok);
 }
 
 static const char *activation_name(attn_decoder_activation a) {
@@ -235,14 +265,44 @@ static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
     }
 }
 
-static int model_run(const char *path, const int32_t *ids, int64_t L, int64_t top, bool layer_norms) {
-    attn_gguf *g = NULL; /* NULL for a Hugging Face checkpoint: no pieces then */
+static int model_run(const char *path, int32_t *ids, int64_t L, const char *text, int64_t top, bool layer_norms) {
+    attn_gguf *g = NULL; /* NULL for a Hugging Face checkpoint: pieces from its tokenizer.json then */
+    attn_tokenizer *tok = NULL;
     const bool hf = is_checkpoint(path);
     if (!hf && attn_gguf_open(path, &g)) return cli_data_error("model", "%s", attn_last_error());
     int rc = CLI_OK;
     attn_decoder *m = NULL;
     float *logits = NULL, *hidden = NULL;
     int64_t *best = NULL;
+    if (hf ? checkpoint_tokenizer(path, &tok) : text ? attn_tokenizer_from_gguf(g, &tok) : ATTN_OK) {
+        rc = cli_data_error("model", "%s: %s", path, attn_last_error());
+        goto done;
+    }
+    if (text) {
+        if (!tok) {
+            rc = cli_data_error("model", "%s: --text needs a tokenizer, and the checkpoint has no tokenizer.json "
+                                "(give --ids)", path);
+            goto done;
+        }
+        size_t n = 0;
+        const size_t len = strlen(text);
+        ids = malloc((len + 2) * sizeof *ids);
+        if (!ids || attn_tokenizer_encode(tok, text, len, 0, ids, len + 2, &n)) {
+            rc = cli_data_error("model", "--text: %s", ids ? attn_last_error() : "out of memory");
+            goto done;
+        }
+        if (n == 0 || n > IDS_MAX) {
+            rc = cli_usage_error("model", "--text gives %zu tokens: 1 .. %d are run", n, IDS_MAX);
+            goto done;
+        }
+        L = (int64_t)n;
+        printf("tokens (%lld):", (long long)L);
+        for (int64_t i = 0; i < L; i++) {
+            char buf[256];
+            printf(" %ld \"%s\"", (long)ids[i], piece(g, tok, ids[i], buf, sizeof buf));
+        }
+        printf("\n");
+    }
     const double t0 = cli_seconds();
     if (hf ? attn_decoder_load_safetensors(path, &m) : attn_decoder_load(g, &m)) {
         rc = cli_data_error("model", "%s: %s", path, attn_last_error());
@@ -294,9 +354,11 @@ static int model_run(const char *path, const int32_t *ids, int64_t L, int64_t to
     for (int64_t j = 0; j < top; j++) {
         char buf[256];
         printf("%-5lld %8lld %12.6f %9.6f  \"%s\"\n", (long long)(j + 1), (long long)best[j], (double)logits[best[j]],
-               exp((double)logits[best[j]] - max) / z, piece(g, best[j], buf, sizeof buf));
+               exp((double)logits[best[j]] - max) / z, piece(g, tok, best[j], buf, sizeof buf));
     }
 done:
+    if (text) free(ids);
+    attn_tokenizer_free(tok);
     free(logits);
     free(hidden);
     free(best);
@@ -326,7 +388,7 @@ int cmd_model(int argc, char **argv) {
         free(demo_argv);
         return rc;
     }
-    const char *action = NULL, *path = NULL, *ids_text = NULL;
+    const char *action = NULL, *path = NULL, *ids_text = NULL, *text = NULL;
     int64_t top = TOP_DEFAULT;
     bool layer_norms = false;
     cli_args args;
@@ -340,6 +402,8 @@ int cmd_model(int argc, char **argv) {
             else return cli_usage_error("model", "unexpected argument '%s' (one MODEL only)", value);
         } else if (id == F_IDS) {
             ids_text = value;
+        } else if (id == F_TEXT) {
+            text = value;
         } else if (id == F_TOP) {
             if (!cli_parse_int("model", args.flag, value, 1, 1000, &top)) return CLI_USAGE_ERROR;
         } else if (id == F_LAYER_NORMS) {
@@ -359,15 +423,16 @@ int cmd_model(int argc, char **argv) {
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);
     if (info) {
-        if (ids_text || cli_args_given(&args, F_TOP) || layer_norms)
-            return cli_usage_error("model", "--ids, --top and --layer-norms are options of 'run', not 'info'");
+        if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms)
+            return cli_usage_error("model", "--ids, --text, --top and --layer-norms are options of 'run', not 'info'");
         return model_info(path);
     }
-    if (!ids_text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids)");
+    if (!ids_text == !text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids) or --text STR, one of them");
+    if (text) return model_run(path, NULL, 0, text, top, layer_norms);
     int32_t *ids;
     int64_t L;
     if (!parse_ids(ids_text, &ids, &L)) return CLI_USAGE_ERROR;
-    const int rc = model_run(path, ids, L, top, layer_norms);
+    const int rc = model_run(path, ids, L, NULL, top, layer_norms);
     free(ids);
     return rc;
 }

@@ -12,14 +12,28 @@
 
 #include "attn_tokenizer.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------- shared */
 
-/* The model's tokenizer, or NULL after a data error naming the file. */
+/* The model's tokenizer, or NULL after a data error naming the file: a
+ * Hugging Face tokenizer.json, or a directory holding one (a checkpoint),
+ * or else a GGUF file. */
 static attn_tokenizer *load_tokenizer(const char *cmd, const char *path) {
+    struct stat sb;
+    const size_t n = strlen(path);
+    if ((stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) || (n >= 5 && strcmp(path + n - 5, ".json") == 0)) {
+        attn_tokenizer *t;
+        if (attn_tokenizer_from_json_file(path, &t) != ATTN_OK) {
+            cli_data_error(cmd, "--model '%s': %s", path, attn_last_error());
+            return NULL;
+        }
+        return t;
+    }
     attn_gguf *g;
     if (attn_gguf_open(path, &g) != ATTN_OK) {
         cli_data_error(cmd, "--model '%s': %s", path, attn_last_error());
@@ -90,11 +104,14 @@ static void print_piece(const char *piece, size_t len) {
 
 static void tokenize_help(FILE *out) {
     fprintf(out,
-    "usage: attn tokenize --model FILE.gguf (--text STR | --file F) [--ids | --pieces] [--no-special] [--no-bos]\n\n"
+    "usage: attn tokenize --model MODEL (--text STR | --file F) [--ids | --pieces] [--no-special] [--no-bos]\n\n"
     "Text to token ids with the model's own tokenizer, read from its GGUF file: byte-level BPE\n"
-    "(tokenizer.ggml.model \"gpt2\": Qwen2) or Gemma's SentencePiece vocabulary (\"llama\").  The ids\n"
-    "are those Hugging Face transformers gives for the same GGUF (docs/tokenizers.md).\n\n"
-    "  --model FILE.gguf   the model whose vocabulary is used\n"
+    "(tokenizer.ggml.model \"gpt2\": Qwen2) or Gemma's SentencePiece vocabulary (\"llama\"); or from\n"
+    "a Hugging Face tokenizer.json (byte-level BPE).  The ids are those Hugging Face transformers\n"
+    "gives for the same file (docs/tokenizers.md).\n\n"
+    "  --model MODEL       the model whose vocabulary is used: FILE.gguf, a tokenizer.json, or a\n"
+    "                      Hugging Face checkpoint directory holding tokenizer.json (and perhaps\n"
+    "                      tokenizer_config.json, for BOS and EOS)\n"
     "  --text STR          the text (UTF-8)\n"
     "  --file F            the text, read from F as bytes (- reads stdin)\n"
     "  --ids               print only the ids, on one line (what attn detokenize reads)\n"
@@ -110,7 +127,7 @@ static void tokenize_help(FILE *out) {
 
 enum { T_MODEL = 1, T_TEXT, T_FILE, T_IDS, T_PIECES, T_NO_SPECIAL, T_NO_BOS };
 static const cli_flag tokenize_flags[] = {
-    {"--model", "FILE.gguf", T_MODEL, 0}, {"--text", "STR", T_TEXT, 0},   {"--file", "F", T_FILE, 0},
+    {"--model", "MODEL", T_MODEL, 0}, {"--text", "STR", T_TEXT, 0},   {"--file", "F", T_FILE, 0},
     {"--ids", NULL, T_IDS, 0},            {"--pieces", NULL, T_PIECES, 0}, {"--no-special", NULL, T_NO_SPECIAL, 0},
     {"--no-bos", NULL, T_NO_BOS, 0},      CLI_FLAGS_END};
 static const cli_flag *const tokenize_tables[] = {tokenize_flags, NULL};
@@ -190,12 +207,12 @@ int cmd_tokenize(int argc, char **argv) {
 
 static void detokenize_help(FILE *out) {
     fprintf(out,
-    "usage: attn detokenize --model FILE.gguf [--skip-special] [--replace-invalid] ID...\n"
-    "       attn detokenize --model FILE.gguf [options] --file IDS.txt\n\n"
+    "usage: attn detokenize --model MODEL [--skip-special] [--replace-invalid] ID...\n"
+    "       attn detokenize --model MODEL [options] --file IDS.txt\n\n"
     "Token ids back to text with the model's tokenizer.  The text's bytes are written as they are,\n"
     "without a newline added: a cut through a character (a lone id of a multi-byte character)\n"
     "gives invalid UTF-8 unless --replace-invalid.\n\n"
-    "  --model FILE.gguf   the model whose vocabulary is used\n"
+    "  --model MODEL       FILE.gguf, a tokenizer.json or a checkpoint directory holding one\n"
     "  ID...               the ids, in decimal: e.g. the line attn tokenize prints with its ids-only option\n"
     "  --file IDS.txt      the ids, separated by blanks, commas or newlines (- reads stdin)\n"
     "  --skip-special      control tokens (<bos>, <|im_end|>) write nothing\n"
@@ -206,7 +223,7 @@ static void detokenize_help(FILE *out) {
 
 enum { D_MODEL = 1, D_FILE, D_SKIP_SPECIAL, D_REPLACE_INVALID };
 static const cli_flag detokenize_flags[] = {
-    {"--model", "FILE.gguf", D_MODEL, 0},      {"--file", "IDS.txt", D_FILE, 0},
+    {"--model", "MODEL", D_MODEL, 0},      {"--file", "IDS.txt", D_FILE, 0},
     {"--skip-special", NULL, D_SKIP_SPECIAL, 0}, {"--replace-invalid", NULL, D_REPLACE_INVALID, 0},
     CLI_FLAGS_END};
 static const cli_flag *const detokenize_tables[] = {detokenize_flags, NULL};

@@ -1,15 +1,17 @@
 /*
  * safetensors_off.c — safetensors and config.json in a build without cJSON
  * (Debian: libcjson-dev): every entry point of attn_safetensors.h and the
- * decoder's Hugging Face loader say so, so that a caller gets a message
+ * decoder's Hugging Face loader and tokenizer.json's reader say so, so that a caller gets a message
  * rather than a link error, and GGUF models work as ever.
  */
 #include "attn_decoder.h"
 #include "attn_safetensors.h"
+#include "attn_tokenizer.h"
+#include "model/tokenizer.h"
 #include "base/base.h"
 
 static attn_status off(const char *fn) {
-    return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: this build of attn has no safetensors or config.json reader "
+    return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: this build of attn has no safetensors, config.json or tokenizer.json reader "
                       "(cJSON was not found when it was configured; Debian: libcjson-dev)", fn);
 }
 
@@ -66,4 +68,20 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
 attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_config *cfg) {
     (void)path, (void)cfg;
     return off("attn_decoder_config_from_checkpoint");
+}
+attn_status attn_tokenizer_from_json(const void *buf, size_t size, attn_tokenizer **out) {
+    (void)buf, (void)size;
+    if (out) *out = NULL;
+    return off("attn_tokenizer_from_json");
+}
+attn_status attn_tokenizer_from_json_file(const char *path, attn_tokenizer **out) {
+    (void)path;
+    if (out) *out = NULL;
+    return off("attn_tokenizer_from_json_file");
+}
+attn_status attn__tokenizer_from_json_config(const char *json, size_t size, const char *config, size_t config_size,
+                                             attn_tokenizer **out) {
+    (void)json, (void)size, (void)config, (void)config_size;
+    if (out) *out = NULL;
+    return off("tokenizer.json");
 }

@@ -73,6 +73,25 @@ static int letter_byte(uint32_t cp) {
     return cp == 0x143 ? 0xAD : -1;
 }
 
+/* ------------------------------------------------------ pre-tokenizers */
+
+/* The pre-tokenizers, by tokenizer.ggml.pre.  Qwen2's is its
+ * tokenizer.json's Split pattern (transformers' PRETOKENIZE_REGEX for
+ * qwen2, llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2): contractions, letters
+ * with at most one leading non-letter, single digits, punctuation runs with
+ * an optional leading space, newline runs, and blanks (all but the last
+ * blank before a non-blank). */
+const attn__tok_pre attn__tok_pre_tokenizers[] = {
+    {"qwen2", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+              "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    /* GPT-2's, the pattern of tokenizers' ByteLevel(use_regex=true) (and
+     * llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT2): contractions in lower case
+     * only, letters, digit runs and punctuation runs each with an optional
+     * leading space, then blanks as qwen2's. */
+    {"gpt2", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"},
+    {NULL, NULL},
+};
+
 /* -------------------------------------------------------- string -> id */
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -177,6 +196,127 @@ static size_t make_key(attn_tokenizer_kind kind, const char *piece, size_t n, ch
     return n;
 }
 
+/* The shared builders (tokenizer.h): what the GGUF reader below and
+ * tokenizer_json.c both call, so that one vocabulary gives one tokenizer
+ * whichever file it came from. */
+
+attn_status attn__tok_vocab_begin(attn_tokenizer *t, int64_t n, uint64_t piece_bytes, const char *what) {
+    if (n <= 0 || n > INT32_MAX / 4)
+        return attn__fail(ATTN_ERR_FORMAT, "%s holds %lld tokens (1 .. %d are read)", what, (long long)n,
+                          INT32_MAX / 4);
+    /* Pieces, then keys where they differ: at most 4 n bytes of a piece
+     * (a key is at most 3 bytes per byte of it) plus the NULs. */
+    if (piece_bytes > SIZE_MAX / 5 || piece_bytes > UINT32_MAX)
+        return attn__fail(ATTN_ERR_OVERFLOW, "%s: %llu bytes of pieces is too large", what,
+                          (unsigned long long)piece_bytes);
+    t->n_tokens = n;
+    t->strings_size = 0;
+    size_t cap = (size_t)piece_bytes * 4 + 2 * (size_t)n + 1;
+    t->strings = malloc(cap);
+    t->piece_off = malloc((size_t)n * sizeof *t->piece_off);
+    t->piece_len = malloc((size_t)n * sizeof *t->piece_len);
+    t->key_off = malloc((size_t)n * sizeof *t->key_off);
+    t->key_len = malloc((size_t)n * sizeof *t->key_len);
+    t->type = malloc((size_t)n);
+    t->lookup_mask = table_size((uint64_t)n) - 1;
+    t->lookup = malloc((t->lookup_mask + 1) * sizeof *t->lookup);
+    if (!t->strings || !t->piece_off || !t->piece_len || !t->key_off || !t->key_len || !t->type || !t->lookup)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %lld tokens", (long long)n);
+    memset(t->lookup, 0xFF, (t->lookup_mask + 1) * sizeof *t->lookup);
+    return ATTN_OK;
+}
+
+attn_status attn__tok_vocab_add(attn_tokenizer *t, int64_t i, const char *piece, size_t len, int type,
+                                const char *what) {
+    size_t used = t->strings_size;
+    /* Offsets are 32-bit: 4 GB of pieces and keys is past any vocabulary. */
+    if (len > UINT32_MAX / 8 || used > UINT32_MAX / 2)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: more than 2 GB of pieces by token %lld", what, (long long)i);
+    if (len == 0 && t->kind == ATTN_TOKENIZER_BPE)
+        return attn__fail(ATTN_ERR_FORMAT, "%s[%lld] is empty", what, (long long)i);
+    if (memchr(piece, 0, len)) return attn__fail(ATTN_ERR_FORMAT, "%s[%lld] holds a NUL byte", what, (long long)i);
+    if (type < ATTN_TOKEN_NORMAL || type > ATTN_TOKEN_BYTE)
+        return attn__fail(ATTN_ERR_FORMAT, "%s[%lld]: type %d (1 .. 6 are types)", what, (long long)i, type);
+    t->piece_off[i] = (uint32_t)used;
+    t->piece_len[i] = (uint32_t)len;
+    memcpy(t->strings + used, piece, len);
+    used += len;
+    t->strings[used++] = 0;
+    bool same;
+    size_t klen = make_key(t->kind, piece, len, t->strings + used, &same);
+    if (same) {
+        t->key_off[i] = t->piece_off[i];
+    } else {
+        t->key_off[i] = (uint32_t)used;
+        used += klen;
+        t->strings[used++] = 0;
+    }
+    t->key_len[i] = (uint32_t)klen;
+    t->type[i] = (uint8_t)type;
+    t->strings_size = used;
+    lookup_insert(t, (int32_t)i);
+    return ATTN_OK;
+}
+
+void attn__tok_vocab_end(attn_tokenizer *t) {
+    /* The buffer was sized for the worst respelling: give back the rest. */
+    char *fitted = realloc(t->strings, t->strings_size ? t->strings_size : 1);
+    if (fitted) t->strings = fitted;
+    t->memory_bytes += t->strings_size + (size_t)t->n_tokens * (4 * sizeof(uint32_t) + 1) +
+                       (t->lookup_mask + 1) * sizeof *t->lookup;
+}
+
+attn_status attn__tok_merges_begin(attn_tokenizer *t, int64_t n, const char *what) {
+    if (n < 0 || n > INT32_MAX / 4)
+        return attn__fail(ATTN_ERR_FORMAT, "%s holds %lld merges (at most %d are read)", what, (long long)n,
+                          INT32_MAX / 4);
+    t->n_merges = n;
+    t->merge_mask = table_size((uint64_t)n) - 1;
+    t->merges = malloc((t->merge_mask + 1) * sizeof *t->merges);
+    if (!t->merges) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %lld merges", (long long)n);
+    for (uint64_t i = 0; i <= t->merge_mask; i++) t->merges[i].rank = -1;
+    t->memory_bytes += (t->merge_mask + 1) * sizeof *t->merges;
+    return ATTN_OK;
+}
+
+attn_status attn__tok_merge_add(attn_tokenizer *t, int64_t rank, const char *left, size_t llen, const char *right,
+                                size_t rlen, const char *what) {
+    if (rank < 0 || rank >= t->n_merges)
+        return attn__fail(ATTN_ERR_INTERNAL, "%s: merge rank %lld of %lld", what, (long long)rank,
+                          (long long)t->n_merges);
+    if (llen > UINT32_MAX / 8 || rlen > UINT32_MAX / 8)
+        return attn__fail(ATTN_ERR_FORMAT, "%s[%lld] is too long", what, (long long)rank);
+    char small[256], *both = llen + rlen <= sizeof small ? small : malloc(llen + rlen);
+    if (!both) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for a merge");
+    memcpy(both, left, llen);
+    memcpy(both + llen, right, rlen);
+    int32_t l = attn__tok_lookup(t, left, llen), r = attn__tok_lookup(t, right, rlen);
+    int32_t merged = attn__tok_lookup(t, both, llen + rlen);
+    attn_status st = ATTN_OK;
+    if (l < 0 || r < 0 || merged < 0) {
+        const int show = (int)(llen + rlen > 64 ? 64 : llen + rlen);
+        st = attn__fail(ATTN_ERR_FORMAT, "%s[%lld] '%.*s %.*s': '%.*s' is not a token", what, (long long)rank,
+                        (int)(llen > 64 ? 64 : llen), left, (int)(rlen > 64 ? 64 : rlen), right,
+                        l < 0 ? (int)(llen > 64 ? 64 : llen) : r < 0 ? (int)(rlen > 64 ? 64 : rlen) : show,
+                        l < 0 ? left : r < 0 ? right : both);
+    } else {
+        /* A pair listed twice keeps its later rank, as the reference's
+         * merge map does. */
+        uint64_t pair = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
+        for (uint64_t i = (pair * 0x9E3779B97F4A7C15ull) >> 20;; i++) {
+            tok_merge *slot = &t->merges[i & t->merge_mask];
+            if (slot->rank < 0 || slot->pair == pair) {
+                *slot = (tok_merge){pair, (int32_t)rank, merged};
+                break;
+            }
+        }
+    }
+    if (both != small) free(both);
+    return st;
+}
+
+/* ------------------------------------------------------ from the GGUF */
+
 static attn_status read_vocabulary(attn_tokenizer *t, const attn_gguf *g) {
     attn_gguf_value tokens, types;
     attn_status st = attn_gguf_get_array(g, "tokenizer.ggml.tokens", ATTN_GGUF_VALUE_STRING, &tokens);
@@ -193,52 +333,12 @@ static attn_status read_vocabulary(attn_tokenizer *t, const attn_gguf *g) {
             return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %lld",
                               (unsigned long long)types.count, (long long)n);
     }
-    t->n_tokens = n;
-    /* Pieces, then keys where they differ: at most 4 n bytes of a piece
-     * (a key is at most 3 bytes per byte of it) plus the NULs. */
-    if (tokens.size > SIZE_MAX / 5) return attn__fail(ATTN_ERR_OVERFLOW, "tokenizer.ggml.tokens is too large");
-    size_t cap = (size_t)tokens.size * 4 + 2 * (size_t)n + 1;
-    t->strings = malloc(cap);
-    t->piece_off = malloc((size_t)n * sizeof *t->piece_off);
-    t->piece_len = malloc((size_t)n * sizeof *t->piece_len);
-    t->key_off = malloc((size_t)n * sizeof *t->key_off);
-    t->key_len = malloc((size_t)n * sizeof *t->key_len);
-    t->type = malloc((size_t)n);
-    t->lookup_mask = table_size((uint64_t)n) - 1;
-    t->lookup = malloc((t->lookup_mask + 1) * sizeof *t->lookup);
-    if (!t->strings || !t->piece_off || !t->piece_len || !t->key_off || !t->key_len || !t->type || !t->lookup)
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %lld tokens", (long long)n);
-    memset(t->lookup, 0xFF, (t->lookup_mask + 1) * sizeof *t->lookup);
-    size_t used = 0;
+    if ((st = attn__tok_vocab_begin(t, n, tokens.size, "tokenizer.ggml.tokens")) != ATTN_OK) return st;
     uint64_t cursor = 0;
     for (int64_t i = 0; i < n; i++) {
         attn_gguf_value s;
         st = attn_gguf_array_next(&tokens, &cursor, &s);
         if (st != ATTN_OK) return st;
-        /* Offsets are 32-bit: 4 GB of pieces and keys is past any vocabulary. */
-        if (s.size > UINT32_MAX / 8 || used > UINT32_MAX / 2)
-            return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens: more than 2 GB of pieces by token %lld",
-                              (long long)i);
-        const char *piece = s.data;
-        if (s.size == 0 && t->kind == ATTN_TOKENIZER_BPE)
-            return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens[%lld] is empty", (long long)i);
-        if (memchr(piece, 0, (size_t)s.size))
-            return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens[%lld] holds a NUL byte", (long long)i);
-        t->piece_off[i] = (uint32_t)used;
-        t->piece_len[i] = (uint32_t)s.size;
-        memcpy(t->strings + used, piece, (size_t)s.size);
-        used += (size_t)s.size;
-        t->strings[used++] = 0;
-        bool same;
-        size_t klen = make_key(t->kind, piece, (size_t)s.size, t->strings + used, &same);
-        if (same) {
-            t->key_off[i] = t->piece_off[i];
-        } else {
-            t->key_off[i] = (uint32_t)used;
-            used += klen;
-            t->strings[used++] = 0;
-        }
-        t->key_len[i] = (uint32_t)klen;
         int64_t type = ATTN_TOKEN_NORMAL;
         if (have_types) {
             st = attn_gguf_array_int(&types, (uint64_t)i, &type);
@@ -248,14 +348,13 @@ static attn_status read_vocabulary(attn_tokenizer *t, const attn_gguf *g) {
                 return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.token_type[%lld] is %lld (1 .. 6 are types)",
                                   (long long)i, (long long)type);
         }
-        t->type[i] = (uint8_t)type;
-        lookup_insert(t, (int32_t)i);
+        if (s.size > UINT32_MAX / 8)
+            return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens: more than 2 GB of pieces by token %lld",
+                              (long long)i);
+        st = attn__tok_vocab_add(t, i, s.data, (size_t)s.size, (int)type, "tokenizer.ggml.tokens");
+        if (st != ATTN_OK) return st;
     }
-    /* The buffer was sized for the worst respelling: give back the rest. */
-    char *fitted = realloc(t->strings, used);
-    if (fitted) t->strings = fitted;
-    t->strings_size = used;
-    t->memory_bytes += used + (size_t)n * (4 * sizeof(uint32_t) + 1) + (t->lookup_mask + 1) * sizeof *t->lookup;
+    attn__tok_vocab_end(t);
     return ATTN_OK;
 }
 
@@ -266,14 +365,7 @@ static attn_status read_merges(attn_tokenizer *t, const attn_gguf *g) {
     if (merges.count > INT32_MAX / 4)
         return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.merges holds %llu merges (at most %d are read)",
                           (unsigned long long)merges.count, INT32_MAX / 4);
-    t->n_merges = (int64_t)merges.count;
-    t->merge_mask = table_size(merges.count) - 1;
-    t->merges = malloc((t->merge_mask + 1) * sizeof *t->merges);
-    if (!t->merges) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %lld merges", (long long)t->n_merges);
-    for (uint64_t i = 0; i <= t->merge_mask; i++) t->merges[i].rank = -1;
-    t->memory_bytes += (t->merge_mask + 1) * sizeof *t->merges;
-    char *both = NULL;
-    size_t both_cap = 0;
+    if ((st = attn__tok_merges_begin(t, (int64_t)merges.count, "tokenizer.ggml.merges")) != ATTN_OK) return st;
     uint64_t cursor = 0;
     for (int64_t r = 0; r < t->n_merges && st == ATTN_OK; r++) {
         attn_gguf_value s;
@@ -287,38 +379,9 @@ static attn_status read_merges(attn_tokenizer *t, const attn_gguf *g) {
                             (long long)r, (int)(s.size > 64 ? 64 : s.size), m);
             break;
         }
-        size_t llen = (size_t)(space - m), rlen = (size_t)s.size - llen - 1;
-        int32_t left = attn__tok_lookup(t, m, llen), right = attn__tok_lookup(t, space + 1, rlen);
-        if (llen + rlen > both_cap) {
-            both_cap = 2 * (llen + rlen);
-            char *p = realloc(both, both_cap);
-            if (!p) {
-                st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for a merge");
-                break;
-            }
-            both = p;
-        }
-        memcpy(both, m, llen);
-        memcpy(both + llen, space + 1, rlen);
-        int32_t merged = attn__tok_lookup(t, both, llen + rlen);
-        if (left < 0 || right < 0 || merged < 0) {
-            st = attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.merges[%lld] '%.*s': '%.*s' is not a token", (long long)r,
-                            (int)(s.size > 64 ? 64 : s.size), m, left < 0 ? (int)llen : right < 0 ? (int)rlen : (int)(llen + rlen),
-                            left < 0 ? m : right < 0 ? space + 1 : both);
-            break;
-        }
-        /* A pair listed twice keeps its later rank, as the reference's
-         * merge map does. */
-        uint64_t pair = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-        for (uint64_t i = (pair * 0x9E3779B97F4A7C15ull) >> 20;; i++) {
-            tok_merge *slot = &t->merges[i & t->merge_mask];
-            if (slot->rank < 0 || slot->pair == pair) {
-                *slot = (tok_merge){pair, (int32_t)r, merged};
-                break;
-            }
-        }
+        size_t llen = (size_t)(space - m);
+        st = attn__tok_merge_add(t, r, m, llen, space + 1, (size_t)s.size - llen - 1, "tokenizer.ggml.merges");
     }
-    free(both);
     return st;
 }
 
@@ -425,7 +488,6 @@ static attn_status build(attn_tokenizer *t, const attn_gguf *g) {
         return st;
     if (t->add_bos && t->bos_id < 0)
         return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.add_bos_token is set but tokenizer.ggml.bos_token_id is missing");
-    for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
     if (t->kind == ATTN_TOKENIZER_BPE) {
         const char *pre;
         size_t pre_len;
@@ -433,16 +495,24 @@ static attn_status build(attn_tokenizer *t, const attn_gguf *g) {
         snprintf(t->pre, sizeof t->pre, "%.*s", (int)(pre_len < sizeof t->pre ? pre_len : sizeof t->pre - 1), pre);
         if (pre_len >= sizeof t->pre || strlen(t->pre) != pre_len)
             return attn__fail(ATTN_ERR_UNSUPPORTED, "tokenizer.ggml.pre '%s...': no such pre-tokenizer", t->pre);
+        if ((st = read_merges(t, g)) != ATTN_OK) return st;
+    }
+    return attn__tok_finish(t, "tokenizer.ggml.tokens");
+}
+
+attn_status attn__tok_finish(attn_tokenizer *t, const char *what) {
+    for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
+    if (t->kind == ATTN_TOKENIZER_BPE) {
         for (int b = 0; b < 256; b++) {
             char letter[4];
             size_t len = utf8_put(byte_letter((uint8_t)b), letter);
             t->byte_token[b] = attn__tok_lookup(t, letter, len);
             if (t->byte_token[b] < 0)
-                return attn__fail(ATTN_ERR_FORMAT, "tokenizer.ggml.tokens has no token for the byte 0x%02X ('%.*s'), "
-                                  "which byte-level BPE needs", b, (int)len, letter);
+                return attn__fail(ATTN_ERR_FORMAT, "%s has no token for the byte 0x%02X ('%.*s'), which byte-level "
+                                  "BPE needs", what, b, (int)len, letter);
         }
-        if ((st = read_merges(t, g)) != ATTN_OK || (st = attn__tok_splitter_new(t->pre, &t->splitter)) != ATTN_OK)
-            return st;
+        attn_status st = attn__tok_splitter_new(t->pre, &t->splitter);
+        if (st != ATTN_OK) return st;
     } else {
         for (int b = 0; b < 256; b++) {
             char name[8];

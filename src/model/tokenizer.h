@@ -62,6 +62,36 @@ static inline const char *tok_key(const attn_tokenizer *t, int32_t id) { return 
 /* The id whose key is key[0..len), or -1. */
 int32_t attn__tok_lookup(const attn_tokenizer *t, const char *key, size_t len);
 
+/* Building, shared by the GGUF reader (tokenizer.c) and the tokenizer.json
+ * reader (tokenizer_json.c), so that one vocabulary makes one tokenizer
+ * whichever file it came from.  The caller sets t->kind (and t->pre for
+ * BPE) first, then:
+ *   attn__tok_vocab_begin   room for n tokens whose pieces total piece_bytes
+ *   attn__tok_vocab_add     token i's piece and type, for i = 0 .. n-1 in
+ *                           order (a key given twice goes to the later id)
+ *   attn__tok_vocab_end     gives back the unused room
+ *   attn__tok_merges_begin, attn__tok_merge_add   BPE: the merge of rank
+ *                           0 .. n-1, each naming two tokens whose
+ *                           concatenation is a token
+ *   attn__tok_finish        the byte tokens, the pre-tokenizer (BPE), the
+ *                           special tokens; t->bos_id etc. set before it
+ * `what` names the source in messages ("tokenizer.ggml.tokens"); each
+ * refusal says which token or merge and why.  On failure the caller frees
+ * t with attn_tokenizer_free. */
+attn_status attn__tok_vocab_begin(attn_tokenizer *t, int64_t n, uint64_t piece_bytes, const char *what);
+attn_status attn__tok_vocab_add(attn_tokenizer *t, int64_t i, const char *piece, size_t len, int type,
+                                const char *what);
+void attn__tok_vocab_end(attn_tokenizer *t);
+attn_status attn__tok_merges_begin(attn_tokenizer *t, int64_t n, const char *what);
+attn_status attn__tok_merge_add(attn_tokenizer *t, int64_t rank, const char *left, size_t llen, const char *right,
+                                size_t rlen, const char *what);
+attn_status attn__tok_finish(attn_tokenizer *t, const char *what);
+
+/* tokenizer.json (and tokenizer_config.json, NULL when there is none)
+ * from memory (tokenizer_json.c). */
+attn_status attn__tokenizer_from_json_config(const char *json, size_t size, const char *config, size_t config_size,
+                                             attn_tokenizer **out);
+
 /* A growing list of ids. */
 typedef struct tok_ids {
     int32_t *ids;
@@ -74,6 +104,13 @@ attn_status attn__tok_push(tok_ids *out, int32_t id);
  * span of text between special tokens. */
 attn_status attn__tok_merge_bpe(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out);
 attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out);
+
+/* The pre-tokenizers' patterns by name (tokenizer.ggml.pre; tokenizer.json's
+ * Split pattern is matched against them), ending with {NULL, NULL}. */
+typedef struct attn__tok_pre {
+    const char *name, *pattern;
+} attn__tok_pre;
+extern const attn__tok_pre attn__tok_pre_tokenizers[];
 
 /* The pre-tokenizer called name ("qwen2"), compiled into *splitter;
  * ATTN_ERR_UNSUPPORTED for a name it does not know, or in a build without

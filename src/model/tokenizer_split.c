@@ -14,20 +14,6 @@
 #include <pcre2.h>
 #include <stdlib.h>
 
-/* The pre-tokenizers, by tokenizer.ggml.pre.  Qwen2's is its
- * tokenizer.json's Split pattern (transformers' PRETOKENIZE_REGEX for
- * qwen2, llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2): contractions, letters
- * with at most one leading non-letter, single digits, punctuation runs with
- * an optional leading space, newline runs, and blanks (all but the last
- * blank before a non-blank). */
-static const struct {
-    const char *name;
-    const char *pattern;
-} pre_tokenizers[] = {
-    {"qwen2", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
-              "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-};
-
 typedef struct tok_splitter {
     pcre2_code *code;
 } tok_splitter;
@@ -35,11 +21,11 @@ typedef struct tok_splitter {
 attn_status attn__tok_splitter_new(const char *name, void **splitter) {
     *splitter = NULL;
     const char *pattern = NULL;
-    for (size_t i = 0; i < sizeof pre_tokenizers / sizeof pre_tokenizers[0]; i++)
-        if (strcmp(name, pre_tokenizers[i].name) == 0) pattern = pre_tokenizers[i].pattern;
+    for (const attn__tok_pre *p = attn__tok_pre_tokenizers; p->name; p++)
+        if (strcmp(name, p->name) == 0) pattern = p->pattern;
     if (!pattern)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "tokenizer.ggml.pre '%s': this library knows the pre-tokenizer "
-                          "'qwen2' only", name);
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "pre-tokenizer '%s': this library knows 'qwen2' and 'gpt2' "
+                          "only", name);
     int err;
     PCRE2_SIZE err_offset;
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
