@@ -102,8 +102,9 @@ class Model:
     """A decoder opened once: its configuration, its tokenizer and its
     float32 forward (attn_decoder.h, attn_tokenizer.h).  path is a GGUF file,
     or a Hugging Face checkpoint (a directory with config.json and
-    model.safetensors or its shards; attn_safetensors.h), which is read
-    without its tokenizer: pass it token ids (config["tokenizer"] is None)."""
+    model.safetensors or its shards; attn_safetensors.h) with its
+    tokenizer.json when it has one this library reads (byte-level BPE);
+    without one, pass token ids (config["tokenizer"] is None)."""
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         self.path = os.path.expanduser(os.fspath(path))

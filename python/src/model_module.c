@@ -33,12 +33,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char CAPSULE_NAME[] = "attn._core.model";
 
 typedef struct model_handle {
     attn_decoder *decoder;
-    attn_tokenizer *tokenizer;
+    attn_tokenizer *tokenizer;   /* NULL: a checkpoint without a usable tokenizer.json */
+    char tokenizer_error[512];   /* then why ("" when it has none at all) */
 } model_handle;
 
 static void handle_free(PyObject *capsule) {
@@ -58,9 +60,13 @@ static model_handle *handle_of(PyObject *capsule) {
 static model_handle *tokenizer_handle_of(PyObject *capsule) {
     model_handle *h = handle_of(capsule);
     if (h && !h->tokenizer) {
-        PyErr_SetString(class_for_status(ATTN_ERR_UNSUPPORTED),
-                        "this model has no tokenizer: a Hugging Face checkpoint is read without its "
-                        "tokenizer.json, so pass token ids (a GGUF file carries its vocabulary)");
+        if (h->tokenizer_error[0])
+            PyErr_Format(class_for_status(ATTN_ERR_UNSUPPORTED),
+                         "this model has no tokenizer: its tokenizer.json was refused (%s); pass token ids",
+                         h->tokenizer_error);
+        else
+            PyErr_SetString(class_for_status(ATTN_ERR_UNSUPPORTED),
+                            "this model has no tokenizer: the checkpoint has no tokenizer.json; pass token ids");
         return NULL;
     }
     return h;
@@ -80,7 +86,24 @@ static int is_gguf(const char *path) {
  * directory with config.json and safetensors, attn_decoder_load_safetensors),
  * which has no tokenizer here: ids only. */
 static attn_status open_model(const char *path, model_handle *h) {
-    if (!is_gguf(path)) return attn_decoder_load_safetensors(path, &h->decoder);
+    if (!is_gguf(path)) {
+        attn_status st = attn_decoder_load_safetensors(path, &h->decoder);
+        if (st != ATTN_OK) return st;
+        /* The tokenizer.json of the checkpoint's folder, when there is one;
+         * one this build cannot read leaves the model usable with ids. */
+        struct stat info;
+        char dir[4096], file[4200];
+        snprintf(dir, sizeof dir, "%s", path);
+        if (stat(path, &info) != 0 || !S_ISDIR(info.st_mode)) {
+            char *slash = strrchr(dir, '/');
+            if (slash) *slash = 0;
+            else snprintf(dir, sizeof dir, ".");
+        }
+        snprintf(file, sizeof file, "%s/tokenizer.json", dir);
+        if (stat(file, &info) == 0 && attn_tokenizer_from_json_file(dir, &h->tokenizer) != ATTN_OK)
+            snprintf(h->tokenizer_error, sizeof h->tokenizer_error, "%s", attn_last_error());
+        return ATTN_OK;
+    }
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_open(path, &g);
     if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
