@@ -36,7 +36,7 @@
 # libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
 all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz safetensors_fuzz model_config_fuzz
-             tokenizer_json_fuzz)
+             tokenizer_json_fuzz npz_fuzz)
 targets=()
 seconds=60
 while [[ $# -gt 0 ]]; do
@@ -92,6 +92,7 @@ for t in "${targets[@]}"; do
         safetensors_fuzz) cp "$root"/fuzz/corpus/safetensors/* "$corpus"/ ;;
         model_config_fuzz) cp "$root"/fuzz/corpus/config/* "$corpus"/ ;;
         tokenizer_json_fuzz) cp "$root"/fuzz/corpus/tokenizer_json/* "$corpus"/ ;;
+        npz_fuzz) cp "$root"/fuzz/corpus/npz/* "$corpus"/ ;;
         npy_file_fuzz)
             # axis 0, first row 0, two rows; then the file
             for seed in "$root"/fuzz/corpus/npy/*; do
