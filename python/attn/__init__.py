@@ -34,7 +34,7 @@ from ._core import (
 )
 from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
-from ._viz import heatmap, pictures_available
+from ._viz import heatmap, pictures_available, report
 from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
@@ -71,6 +71,7 @@ __all__ = [
     "paths",
     "nullspace",
     "heatmap",
+    "report",
     "pictures_available",
     "Model",
     "ModelOutput",

@@ -203,6 +203,24 @@ def heatmap(
     cell: float = ...,
 ) -> str: ...
 
+def report(
+    path: Union[str, "os.PathLike[str]"],
+    weights: ArrayLike,  # [L, S], [H, L, S] or [layers, H, L, S] float32
+    *,
+    visible: Optional[ArrayLike] = ...,  # bool, broadcastable to weights
+    query_labels: Optional[Sequence[str]] = ...,  # [L]
+    key_labels: Optional[Sequence[str]] = ...,  # [S]
+    head_ids: Optional[Sequence[int]] = ...,  # [H]
+    layer_ids: Optional[Sequence[int]] = ...,  # [layers]
+    title: Optional[str] = ...,
+    subtitle: Optional[str] = ...,
+    paths: Optional[Dict[str, Any]] = ...,  # what attn.paths returns (one layer of weights)
+    paths_batch: int = ...,
+    line: Optional[ArrayLike] = ...,  # [n] finite floats
+    line_labels: Optional[Sequence[str]] = ...,  # [n]
+    line_title: Optional[str] = ...,
+) -> str: ...
+
 # attn.Model: a GGUF decoder (attn_decoder.h).  L tokens, N layers, d d_model,
 # Hq query heads, V vocabulary.
 class ModelOutput:

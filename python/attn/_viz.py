@@ -1,4 +1,5 @@
-"""attn.heatmap: attention maps as PNG, SVG or PDF (attn_heatmap_write, libattn_viz)."""
+"""attn.heatmap: attention maps as PNG, SVG or PDF (attn_heatmap_write, libattn_viz);
+attn.report: the self-contained HTML report (attn_report_write_html)."""
 
 from __future__ import annotations
 
@@ -63,4 +64,101 @@ def heatmap(
     _core.heatmap(path, np.ascontiguousarray(arr), heads, len_q, len_kv, query_labels=query_labels,
                   key_labels=key_labels, visible=vis, head_ids=ids, title=title, lang=lang,
                   vmin=float(vmin), vmax=float(vmax), values=flag, columns=int(columns), cell=float(cell))
+    return path
+
+
+def _label_list(labels: Optional[Sequence[str]], name: str) -> Optional[list]:
+    if labels is None:
+        return None
+    if isinstance(labels, (str, bytes)):
+        raise TypeError(f"{name}: a sequence of str is needed, not one string")
+    return [str(x) for x in labels]
+
+
+def report(
+    path: "str | os.PathLike[str]",
+    weights: Any,
+    *,
+    visible: Any = None,
+    query_labels: Optional[Sequence[str]] = None,
+    key_labels: Optional[Sequence[str]] = None,
+    head_ids: Optional[Sequence[int]] = None,
+    layer_ids: Optional[Sequence[int]] = None,
+    title: Optional[str] = None,
+    subtitle: Optional[str] = None,
+    paths: Optional[dict] = None,
+    paths_batch: int = 0,
+    line: Any = None,
+    line_labels: Optional[Sequence[str]] = None,
+    line_title: Optional[str] = None,
+) -> str:
+    """Writes ONE self-contained HTML report of attention maps to ``path``
+    (attn_report_write_html; no network access, no external scripts), written
+    atomically: a heat map per head (hover a cell: the token pair and the exact
+    float32 weight), a bertviz-style token view, a layer selector for a
+    model's maps, and the path table of the chapter's Figure 2 when
+    ``paths`` is given.
+
+        weights  [L, S], [H, L, S] or [layers, H, L, S] float32: attn.sdpa's
+                 weights of one batch, a trace's hook_pattern [0], or
+                 np.stack of a model's run_with_cache patterns (one per layer)
+        visible  bool, broadcastable to weights, True = the query may read the
+                 key (hidden cells are hatched grey and need not be stored)
+        query_labels [L], key_labels [S] (default: query_labels when S = L)
+        head_ids [H], layer_ids [layers]: the numbers the page shows
+        paths    the dict attn.paths returns (bare attention, same L and S);
+                 weights must then be one layer; head_ids (default 0 .. H-1)
+                 index its query heads
+        line     [n] finite floats drawn as a line plot under the maps (e.g.
+                 the cosine of two tokens' vectors layer by layer), with
+                 line_labels [n] and line_title
+    Open ``path#selftest&cells=H:I:J`` in a browser to have the page check
+    itself (docs/pictures.md).  Returns the path.
+    """
+    w = _arrays.as_array(weights, "weights")
+    if w.dtype_name != "float32":
+        raise TypeError(f"weights has dtype {w.dtype_name}: expected float32")
+    if w.view.ndim not in (2, 3, 4):
+        raise _core.ShapeError(
+            f"weights has shape {tuple(w.view.shape)}: expected [L, S], [H, L, S] or [layers, H, L, S]")
+    arr = w.view.reshape((1,) * (4 - w.view.ndim) + tuple(w.view.shape))
+    layers, heads, len_q, len_kv = arr.shape
+    vis = None
+    if visible is not None:
+        v = np.asarray(_arrays._host_numpy(visible, "visible")) != 0
+        try:
+            v = np.broadcast_to(v.reshape((1,) * (4 - v.ndim) + v.shape), arr.shape)
+        except ValueError:
+            raise _core.ShapeError(
+                f"visible has shape {tuple(v.shape)}, which does not broadcast to weights' {tuple(w.view.shape)}"
+            ) from None
+        vis = np.ascontiguousarray(v).view(np.uint8)
+    ids = None if head_ids is None else np.ascontiguousarray(np.asarray(head_ids), dtype=np.int64)
+    lids = None if layer_ids is None else np.ascontiguousarray(np.asarray(layer_ids), dtype=np.int64)
+    lin = None if line is None else np.ascontiguousarray(np.asarray(line, dtype=np.float64).reshape(-1))
+    spec = None
+    if paths is not None:
+        if not isinstance(paths, dict) or "interaction_z" not in paths:
+            raise TypeError("paths: the dict attn.paths returns is needed")
+        if layers != 1:
+            raise _core.ShapeError(f"paths need one layer of weights, got {layers}")
+        cases = ("base", "K only", "V only", "both", "changed")
+        missing = [c for c in cases if c not in paths]
+        if missing:
+            raise TypeError(f"paths: no {missing[0]!r} run (the dict attn.paths returns is needed)")
+        z = tuple(np.ascontiguousarray(paths[c]["hook_z"], dtype=np.float32) for c in cases)
+        pattern = tuple(np.ascontiguousarray(paths[c]["hook_pattern"], dtype=np.float32) for c in cases)
+        inter = np.ascontiguousarray(paths["interaction_z"], dtype=np.float32)
+        batch, _, heads_all, value_dim = z[0].shape
+        if pattern[0].shape[2:] != (len_q, len_kv):
+            raise _core.ShapeError(
+                f"paths are for {pattern[0].shape[2]} queries x {pattern[0].shape[3]} keys, "
+                f"the weights for {len_q} x {len_kv}")
+        spec = (batch, heads_all, value_dim, z, pattern, inter)
+    path = os.fspath(path)
+    _core.report(path, np.ascontiguousarray(arr), layers, heads, len_q, len_kv, visible=vis, head_ids=ids,
+                 layer_ids=lids, query_labels=_label_list(query_labels, "query_labels"),
+                 key_labels=_label_list(key_labels, "key_labels"), title=title, subtitle=subtitle, line=lin,
+                 line_labels=_label_list(line_labels, "line_labels"), line_title=line_title, paths=spec,
+                 paths_batch=int(paths_batch))
     return path

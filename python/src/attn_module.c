@@ -843,6 +843,130 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- report */
+
+/* The five runs' z and pattern and the interaction of attn.paths, as an
+ * attn_paths that borrows the caller's buffers (never freed here).  spec:
+ * (batch, heads, value_dim, (z x5), (pattern x5), interaction_z), each array
+ * float32 C-contiguous: z [B, L, Hq, Dv], pattern [B, Hq, L, S]. */
+static int paths_arg(buffers *b, PyObject *spec, int64_t len_q, int64_t len_kv, attn_paths *paths) {
+    long long batch, heads, value_dim;
+    PyObject *zs, *patterns, *inter;
+    if (!PyArg_ParseTuple(spec, "LLLO!O!O;paths: (batch, heads, value_dim, z, pattern, interaction_z)",
+                          &batch, &heads, &value_dim, &PyTuple_Type, &zs, &PyTuple_Type, &patterns,
+                          &inter))
+        return -1;
+    if (PyTuple_GET_SIZE(zs) != ATTN_PATH_CASES || PyTuple_GET_SIZE(patterns) != ATTN_PATH_CASES) {
+        PyErr_Format(PyExc_ValueError, "paths: %d runs of z and pattern needed", (int)ATTN_PATH_CASES);
+        return -1;
+    }
+    const Py_ssize_t z_count = (Py_ssize_t)(batch * len_q * heads * value_dim);
+    const Py_ssize_t w_count = (Py_ssize_t)(batch * heads * len_q * len_kv);
+    for (int c = 0; c < ATTN_PATH_CASES; c++) {
+        attn_trace *t = &paths->run[c];
+        *t = (attn_trace){.batch = batch, .len = len_q, .context_len = len_kv, .heads = heads,
+                          .kv_heads = heads, .value_dim = value_dim};
+        void *z, *pattern;
+        if (flat_arg(b, PyTuple_GET_ITEM(zs, c), "paths z", false, 4, z_count, &z, NULL) ||
+            flat_arg(b, PyTuple_GET_ITEM(patterns, c), "paths pattern", false, 4, w_count, &pattern, NULL))
+            return -1;
+        t->z = z;
+        t->pattern = pattern;
+    }
+    void *iz;
+    if (flat_arg(b, inter, "paths interaction_z", false, 4, z_count, &iz, NULL)) return -1;
+    paths->interaction_z = iz;
+    return 0;
+}
+
+PyDoc_STRVAR(report_doc,
+             "report(path, weights, layers, heads, len_q, len_kv, *, visible=None, head_ids=None,\n"
+             "       layer_ids=None, query_labels=None, key_labels=None, title=None, subtitle=None,\n"
+             "       line=None, line_labels=None, line_title=None, paths=None, paths_batch=0)\n--\n\n"
+             "attn_report_write_html: weights float32 [layers, H, L, S] C-contiguous; visible uint8\n"
+             "of the same shape or None; head_ids, layer_ids int64 or None; line float64 [n] or\n"
+             "None; paths as paths_arg reads it.  Private (attn.report).");
+
+static PyObject *report(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"path", "weights", "layers", "heads", "len_q", "len_kv", "visible",
+                               "head_ids", "layer_ids", "query_labels", "key_labels", "title",
+                               "subtitle", "line", "line_labels", "line_title", "paths",
+                               "paths_batch", NULL};
+    PyObject *path_obj, *w_arg, *vis_arg = Py_None, *ids_arg = Py_None, *lids_arg = Py_None,
+                                 *ql_arg = Py_None, *kl_arg = Py_None, *line_arg = Py_None,
+                                 *ll_arg = Py_None, *paths_arg_obj = Py_None, *path_bytes = NULL;
+    long long layers, heads, len_q, len_kv, paths_batch = 0;
+    const char *title = NULL, *subtitle = NULL, *line_title = NULL;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLLLL|$OOOOOzzOOzOL", keywords, &path_obj, &w_arg,
+                                     &layers, &heads, &len_q, &len_kv, &vis_arg, &ids_arg, &lids_arg,
+                                     &ql_arg, &kl_arg, &title, &subtitle, &line_arg, &ll_arg,
+                                     &line_title, &paths_arg_obj, &paths_batch))
+        return NULL;
+    if (!PyUnicode_FSConverter(path_obj, &path_bytes)) return NULL;
+    buffers b = {.n = 0};
+    PyObject *keep_q = NULL, *keep_k = NULL, *keep_l = NULL, *result = NULL;
+    const char **qlabels = NULL, **klabels = NULL, **llabels = NULL;
+    void *weights, *visible, *ids, *lids, *line = NULL;
+    attn_paths paths;
+    memset(&paths, 0, sizeof paths);
+    const Py_ssize_t cells = (Py_ssize_t)(layers * heads * len_q * len_kv);
+    Py_ssize_t line_len = 0;
+    if (line_arg != Py_None) {
+        Py_buffer *view = buffers_get(&b, line_arg, "line", false);
+        if (!view) goto done;
+        if (view->itemsize != 8 || !PyBuffer_IsContiguous(view, 'C')) {
+            PyErr_SetString(PyExc_TypeError, "line: float64 C-contiguous expected");
+            goto done;
+        }
+        line = view->buf;
+        line_len = view->len / 8;
+    }
+    if (flat_arg(&b, w_arg, "weights", false, 4, cells, &weights, NULL) ||
+        flat_arg(&b, vis_arg, "visible", false, 1, cells, &visible, NULL) ||
+        flat_arg(&b, ids_arg, "head_ids", false, 8, (Py_ssize_t)heads, &ids, NULL) ||
+        flat_arg(&b, lids_arg, "layer_ids", false, 8, (Py_ssize_t)layers, &lids, NULL) ||
+        labels_arg(ql_arg, "query_labels", (Py_ssize_t)len_q, &keep_q, &qlabels) ||
+        labels_arg(kl_arg, "key_labels", (Py_ssize_t)len_kv, &keep_k, &klabels) ||
+        labels_arg(ll_arg, "line_labels", line_len, &keep_l, &llabels))
+        goto done;
+    if (paths_arg_obj != Py_None && paths_arg(&b, paths_arg_obj, len_q, len_kv, &paths)) goto done;
+    attn_report r = ATTN_REPORT_INIT;
+    r.title = title;
+    r.subtitle = subtitle;
+    r.heads = heads;
+    r.len_q = len_q;
+    r.len_kv = len_kv;
+    r.weights = weights;
+    r.visible = visible;
+    r.head_ids = ids;
+    r.query_labels = qlabels;
+    r.key_labels = klabels;
+    r.paths = paths_arg_obj != Py_None ? &paths : NULL;
+    r.paths_batch = paths_batch;
+    r.layers = layers;
+    r.layer_ids = lids;
+    r.line = line;
+    r.line_len = line_len;
+    r.line_labels = llabels;
+    r.line_title = line_title;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_report_write_html(PyBytes_AS_STRING(path_bytes), &r);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    PyMem_Free(qlabels);
+    PyMem_Free(klabels);
+    PyMem_Free(llabels);
+    Py_XDECREF(keep_q);
+    Py_XDECREF(keep_k);
+    Py_XDECREF(keep_l);
+    Py_DECREF(path_bytes);
+    buffers_release(&b);
+    return result;
+}
+
 /* ------------------------------------------------------------ the others */
 
 PyDoc_STRVAR(last_pointers_doc,
@@ -896,6 +1020,7 @@ static PyMethodDef module_methods[] = {
      sdpa_paths_doc},
     {"nullspace", (PyCFunction)(void (*)(void))nullspace, METH_VARARGS | METH_KEYWORDS, nullspace_doc},
     {"heatmap", (PyCFunction)(void (*)(void))heatmap, METH_VARARGS | METH_KEYWORDS, heatmap_doc},
+    {"report", (PyCFunction)(void (*)(void))report, METH_VARARGS | METH_KEYWORDS, report_doc},
     {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
     {"raise_for_status", raise_for_status, METH_VARARGS, raise_for_status_doc},
     {NULL, NULL, 0, NULL}};
