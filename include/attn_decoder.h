@@ -107,7 +107,30 @@ typedef struct attn_decoder_config {
     int post_norms;                 /* norms after attention and after the FFN      */
     int tied_embeddings;            /* no output.weight: logits use token_embd      */
     attn_decoder_activation activation;
+    /* RoPE scaling, as the file names it (added in 0.3.0, which changed this
+     * struct's size: rebuild against this header).  GGUF: ARCH.rope.scaling.type
+     * "linear" with ARCH.rope.scaling.factor (or the older ARCH.rope.scale_linear);
+     * config.json: rope_parameters / rope_scaling of rope_type "linear", "yarn"
+     * or "llama3" with their keys of the same names (attn_rope.h has the
+     * formulas; "dynamic" is refused: its table changes with each call's
+     * length, which a KV cache cannot follow).  The global layers are scaled;
+     * the sliding-window layers too unless they have a theta of their own
+     * (gemma3's local layers never are).  ATTN_ROPE_SCALING_NONE: plain RoPE. */
+    attn_rope_scaling rope_scaling;
+    double rope_factor;             /* LINEAR, YARN, LLAMA3: > 0                    */
+    int64_t rope_original_context;  /* YARN, LLAMA3: original_max_position_embeddings */
+    double rope_beta_fast, rope_beta_slow;     /* YARN: 0 = 32 and 1             */
+    double rope_mscale, rope_mscale_all_dim;   /* YARN: 0 = unset                */
+    int rope_yarn_no_truncate;      /* YARN: the config's "truncate": false         */
+    double rope_low_freq_factor, rope_high_freq_factor; /* LLAMA3                   */
+    double rope_attention_factor;   /* 0 = the variant's default                    */
+    int rope_scale_local;           /* the sliding-window layers are scaled too     */
 } attn_decoder_config;
+
+/* The RoPE of one layer of a model (pairing, theta, scaling) as
+ * attn_rope_apply takes it: what the decoder rotates that layer's queries
+ * and keys with. */
+ATTN_API void attn_decoder_rope_options(const attn_decoder_config *cfg, int64_t layer, attn_rope_options *opt);
 
 /* Reads the configuration from g's metadata.  ATTN_ERR_FORMAT naming the
  * missing or wrong key (or tensor); ATTN_ERR_UNSUPPORTED for another

@@ -214,6 +214,13 @@ static int model_info(const char *path) {
            c.rope_theta);
     if (c.sliding_window) printf(" on global layers, %g on local ones", c.rope_theta_local);
     printf("\n");
+    if (c.rope_scaling != ATTN_ROPE_SCALING_NONE) {
+        static const char *const names[] = {"none", "linear", "dynamic", "yarn", "llama3"};
+        const int k = c.rope_scaling;
+        printf("  RoPE scaling   %s, factor %g", k >= 0 && k < 5 ? names[k] : "?", c.rope_factor);
+        if (c.rope_original_context) printf(", trained at %lld positions", (long long)c.rope_original_context);
+        printf(", on %s\n", c.rope_scale_local || !c.sliding_window ? "every layer" : "the global layers only");
+    }
     if (c.sliding_window) {
         printf("  window         %lld keys on local layers (L); global (G) layers see every earlier key\n"
                "  layers         ",

@@ -184,6 +184,12 @@ static PyObject *model_config(PyObject *self, PyObject *args) {
         set_item(d, "rms_eps", PyFloat_FromDouble(c->rms_eps)) ||
         set_item(d, "rope_theta", PyFloat_FromDouble(c->rope_theta)) ||
         set_item(d, "rope_theta_local", PyFloat_FromDouble(c->rope_theta_local)) ||
+        set_item(d, "rope_scaling",
+                 PyUnicode_FromString(c->rope_scaling == ATTN_ROPE_SCALING_LINEAR   ? "linear"
+                                      : c->rope_scaling == ATTN_ROPE_SCALING_YARN   ? "yarn"
+                                      : c->rope_scaling == ATTN_ROPE_SCALING_LLAMA3 ? "llama3"
+                                                                                     : "default")) ||
+        set_item(d, "rope_factor", PyFloat_FromDouble(c->rope_factor)) ||
         set_item(d, "rope_pairing",
                  PyUnicode_FromString(c->rope_pairing == ATTN_ROPE_NEOX ? "neox" : "gptj")) ||
         set_item(d, "sliding_window", PyLong_FromLongLong(c->sliding_window)) ||

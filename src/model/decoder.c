@@ -29,6 +29,8 @@
  */
 #include "model/decoder.h"
 
+#include "model/gguf.h" /* attn__gguf_quote */
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -82,6 +84,45 @@ static attn_status key_f64(const attn_gguf *g, const char *arch, const char *suf
     if (!(*out > 0.0) || !isfinite(*out))
         return attn__fail(ATTN_ERR_FORMAT, "key '%s' is %g: it must be positive", key, *out);
     return ATTN_OK;
+}
+
+/* ARCH.rope.scaling.type and its factor (llama.cpp's names), or the older
+ * ARCH.rope.scale_linear.  Only linear scaling is read from GGUF: llama.cpp's
+ * YaRN keys (ext/attn factors, beta_fast/slow) follow its own conventions,
+ * which no reference here checks, so they are refused rather than guessed;
+ * per-frequency factors (a rope_freqs.weight tensor, Llama 3.1's llama3
+ * scaling as llama.cpp stores it) likewise. */
+static attn_status read_rope_scaling(const attn_gguf *g, const char *arch, attn_decoder_config *c) {
+    char key[128];
+    attn_status st;
+    if (attn_gguf_tensor_index(g, "rope_freqs.weight") >= 0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor 'rope_freqs.weight' (per-frequency RoPE factors, e.g. "
+                          "Llama 3.1's llama3 scaling) is not applied by the decoder: run the model's "
+                          "safetensors checkpoint (its config.json names the scaling)");
+    const char *type = "none";
+    size_t len = 4;
+    if (attn_gguf_key_index(g, arch_key(key, sizeof key, arch, "rope.scaling.type")) >= 0 &&
+        (st = attn_gguf_get_string(g, key, &type, &len)))
+        return st;
+    if (len == 4 && memcmp(type, "none", 4) == 0) {
+        double scale = 1.0;
+        if (attn_gguf_key_index(g, arch_key(key, sizeof key, arch, "rope.scale_linear")) >= 0 &&
+            (st = key_f64(g, arch, "rope.scale_linear", &scale)))
+            return st;
+        if (scale != 1.0) {
+            c->rope_scaling = ATTN_ROPE_SCALING_LINEAR;
+            c->rope_factor = scale;
+        }
+        return ATTN_OK;
+    }
+    if (len == 6 && memcmp(type, "linear", 6) == 0) {
+        c->rope_scaling = ATTN_ROPE_SCALING_LINEAR;
+        return key_f64(g, arch, "rope.scaling.factor", &c->rope_factor);
+    }
+    char quoted[256];
+    return attn__fail(ATTN_ERR_UNSUPPORTED, "key '%s' is '%s': the decoder runs GGUF files with no RoPE scaling or "
+                      "linear scaling (for yarn, run the safetensors checkpoint: its config.json is read)",
+                      key, attn__gguf_quote(type, len, quoted, sizeof quoted));
 }
 
 attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cfg) {
@@ -141,6 +182,8 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
     c.sliding_pattern = c.sliding_window ? t->sliding_pattern : 0;
     c.rope_theta_local = t->rope_theta_local > 0.0 && c.sliding_window ? t->rope_theta_local : c.rope_theta;
     c.rope_pairing = ATTN_ROPE_NEOX;
+    c.rope_scale_local = t->rope_theta_local == 0.0;
+    if ((st = read_rope_scaling(g, t->name, &c))) return st;
     c.attn_scale = (float)(1.0 / sqrt((double)c.head_dim));
     c.embed_scale = t->scale_embeddings ? (float)sqrt((double)c.d_model) : 1.0f;
     c.qkv_bias = t->qkv_bias;
@@ -185,6 +228,26 @@ attn_status attn__decoder_check_config(const attn_decoder_config *c, const char 
         !(c->rope_theta_local > 0.0) || !isfinite(c->rope_theta_local))
         return attn__fail(ATTN_ERR_FORMAT, "%s: RMSNorm epsilon %g, RoPE theta %g and local theta %g must be "
                           "positive and finite", what, c->rms_eps, c->rope_theta, c->rope_theta_local);
+    if (c->rope_scaling != ATTN_ROPE_SCALING_NONE && c->rope_scaling != ATTN_ROPE_SCALING_LINEAR &&
+        c->rope_scaling != ATTN_ROPE_SCALING_YARN && c->rope_scaling != ATTN_ROPE_SCALING_LLAMA3)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: RoPE scaling %d is not run by the decoder (linear, yarn and "
+                          "llama3 are)", what, (int)c->rope_scaling);
+    if (c->rope_scaling != ATTN_ROPE_SCALING_NONE && c->head_dim <= 4096) {
+        /* The tables the forward will use, computed once here (a global and,
+         * where there are any, a local layer), so that a bad factor is
+         * refused when the model is opened, not at its first token. */
+        double *inv_freq = malloc((size_t)c->head_dim / 2 * sizeof *inv_freq);
+        if (!inv_freq) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+        attn_status st = ATTN_OK;
+        for (int64_t l = 0; l < c->n_layers && l < 8 && !st; l++) {
+            attn_rope_options rope;
+            attn_decoder_rope_options(c, l, &rope);
+            if ((st = attn_rope_frequencies(c->head_dim, &rope, inv_freq, NULL)))
+                st = attn__fail(st, "%s: RoPE scaling: %s", what, attn_last_error());
+        }
+        free(inv_freq);
+        if (st) return st;
+    }
     /* Each product a weight's element count, whose float32 bytes must fit
      * too; the forward's scratch checks its own products with L. */
     int64_t q_width, q_elems, embd, ffn;
@@ -214,6 +277,27 @@ attn_status attn__decoder_new(const attn_decoder_config *cfg, attn_decoder **out
 int attn_decoder_layer_is_local(const attn_decoder_config *cfg, int64_t layer) {
     if (!cfg || cfg->sliding_window <= 0) return 0;
     return cfg->sliding_pattern <= 0 || (layer + 1) % cfg->sliding_pattern != 0;
+}
+
+void attn_decoder_rope_options(const attn_decoder_config *c, int64_t layer, attn_rope_options *opt) {
+    attn_rope_options o = ATTN_ROPE_OPTIONS_INIT;
+    const int local = attn_decoder_layer_is_local(c, layer);
+    o.pairing = c->rope_pairing;
+    o.theta = local ? c->rope_theta_local : c->rope_theta;
+    if (!local || c->rope_scale_local) {
+        o.scaling = c->rope_scaling;
+        o.factor = c->rope_factor;
+        o.original_max_position_embeddings = c->rope_original_context;
+        o.beta_fast = c->rope_beta_fast;
+        o.beta_slow = c->rope_beta_slow;
+        o.mscale = c->rope_mscale;
+        o.mscale_all_dim = c->rope_mscale_all_dim;
+        o.yarn_no_truncate = c->rope_yarn_no_truncate;
+        o.low_freq_factor = c->rope_low_freq_factor;
+        o.high_freq_factor = c->rope_high_freq_factor;
+        o.attention_factor = c->rope_attention_factor;
+    }
+    *opt = o;
 }
 
 /* Dequantizes the tensor called name, which must have dims [d0, d1] (d1 1

@@ -112,9 +112,8 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_V, layer, s->v, 3, L, Hkv, Dh)))
         return st;
     const int local = attn_decoder_layer_is_local(c, layer);
-    attn_rope_options rope = ATTN_ROPE_OPTIONS_INIT;
-    rope.pairing = c->rope_pairing;
-    rope.theta = local ? c->rope_theta_local : c->rope_theta;
+    attn_rope_options rope;
+    attn_decoder_rope_options(c, layer, &rope);
     attn_tensor q = attn_tensor_4d(s->q, 1, L, Hq, Dh), k = attn_tensor_4d(s->k, 1, L, Hkv, Dh),
                 v = attn_tensor_4d(s->v, 1, L, Hkv, Dh), a = attn_tensor_4d(s->a, 1, L, Hq, Dh);
     const int64_t pos0 = kv ? kv->pos0 : 0;

@@ -79,21 +79,79 @@ static attn_status json_string(const cJSON *obj, const char *key, const char **o
     return ATTN_OK;
 }
 
+/* What a RoPE description may need from the rest of config.json. */
+typedef struct rope_context {
+    int64_t max_positions;      /* max_position_embeddings, or 0          */
+    int64_t original_positions; /* a top-level original_max_position_embeddings
+                                   (Phi-3's habit, which wins as in HF), or 0 */
+} rope_context;
+
 /* One RoPE description ({"rope_type": "default", "rope_theta": T}, or
- * rope_scaling's {"type": ...}): only the default (unscaled) kind is run. */
-static attn_status rope_entry(const cJSON *rope, const char *where, double *theta) {
+ * rope_scaling's {"type": ...}) with transformers' defaults
+ * (modeling_rope_utils.py): into c's scaling fields when c is given, else
+ * only the default (unscaled) kind is accepted.  theta: read when given. */
+static attn_status rope_entry(const cJSON *rope, const char *where, double *theta, const rope_context *ctx,
+                              attn_decoder_config *c) {
     if (!cJSON_IsObject(rope)) return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not an object", where);
     const char *type = NULL;
     attn_status st = json_string(rope, "rope_type", &type);
     if (!st && !type) st = json_string(rope, "type", &type);
     if (st) return st;
-    if (type && strcmp(type, "default") != 0) {
-        char quoted[256];
+    if (theta && (st = json_positive(rope, "rope_theta", true, theta))) return st;
+    double partial = 1.0;
+    if ((st = json_positive(rope, "partial_rotary_factor", true, &partial))) return st;
+    if (partial != 1.0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: %s has partial_rotary_factor %g: the decoder rotates "
+                          "whole heads", where, partial);
+    if (!type || strcmp(type, "default") == 0) return ATTN_OK;
+    char quoted[256];
+    attn__gguf_quote(type, strlen(type), quoted, sizeof quoted);
+    if (!c)
         return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "config.json: %s has rope_type '%s': only the default (unscaled) RoPE is run", where,
-                          attn__gguf_quote(type, strlen(type), quoted, sizeof quoted));
+                          "config.json: %s has rope_type '%s': the sliding-window layers run unscaled RoPE only",
+                          where, quoted);
+    if (strcmp(type, "dynamic") == 0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "config.json: %s has rope_type 'dynamic': dynamic NTK changes the frequencies with each "
+                          "call's length, which keys already in a KV cache cannot follow; the decoder runs "
+                          "linear, yarn and llama3", where);
+    const bool linear = strcmp(type, "linear") == 0, yarn = strcmp(type, "yarn") == 0,
+               llama3 = strcmp(type, "llama3") == 0;
+    if (!linear && !yarn && !llama3)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: %s has rope_type '%s': the decoder runs default, "
+                          "linear, yarn and llama3", where, quoted);
+    c->rope_scaling = linear ? ATTN_ROPE_SCALING_LINEAR : yarn ? ATTN_ROPE_SCALING_YARN : ATTN_ROPE_SCALING_LLAMA3;
+    c->rope_factor = 0.0;
+    if ((st = json_positive(rope, "factor", !linear && !llama3, &c->rope_factor))) return st;
+    if (linear) return ATTN_OK;
+    /* yarn and llama3: the length the model was trained at. */
+    int64_t original = ctx->max_positions;
+    if ((st = json_int(rope, "original_max_position_embeddings", 1, INT64_MAX / 2, true, &original))) return st;
+    if (ctx->original_positions) original = ctx->original_positions;
+    if (original <= 0)
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: %s (rope_type '%s') needs original_max_position_embeddings "
+                          "or max_position_embeddings", where, quoted);
+    c->rope_original_context = original;
+    if (llama3)
+        return (st = json_positive(rope, "low_freq_factor", false, &c->rope_low_freq_factor)) ? st
+               : json_positive(rope, "high_freq_factor", false, &c->rope_high_freq_factor);
+    if (c->rope_factor == 0.0) {
+        /* HF: without a factor, the ratio of the two lengths (DeepSeek-V3). */
+        if (ctx->max_positions <= 0)
+            return attn__fail(ATTN_ERR_FORMAT, "config.json: %s (yarn) has no factor and there is no "
+                              "max_position_embeddings to derive it from", where);
+        c->rope_factor = (double)ctx->max_positions / (double)original;
     }
-    return theta ? json_positive(rope, "rope_theta", true, theta) : ATTN_OK;
+    int truncate = 1;
+    if ((st = json_positive(rope, "attention_factor", true, &c->rope_attention_factor)) ||
+        (st = json_positive(rope, "beta_fast", true, &c->rope_beta_fast)) ||
+        (st = json_positive(rope, "beta_slow", true, &c->rope_beta_slow)) ||
+        (st = json_positive(rope, "mscale", true, &c->rope_mscale)) ||
+        (st = json_positive(rope, "mscale_all_dim", true, &c->rope_mscale_all_dim)) ||
+        (st = json_bool(rope, "truncate", &truncate)))
+        return st;
+    c->rope_yarn_no_truncate = !truncate;
+    return ATTN_OK;
 }
 
 /* Whether layer l is global, for a pattern: the decoder's rule. */
@@ -156,26 +214,44 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
     c.rms_eps = 1e-6;
     if ((st = json_positive(root, "rms_norm_eps", true, &c.rms_eps))) return st;
 
-    /* RoPE: transformers 5's rope_parameters, else the older keys. */
+    /* RoPE: transformers 5's rope_parameters, else the older keys.  A
+     * scaling applies to the global layers, and to the sliding ones too
+     * when they share the one description (not gemma3's, which have their
+     * own theta and are never scaled). */
     c.rope_theta = a->theta_default;
     c.rope_theta_local = gemma ? 10000.0 : 0.0;
+    rope_context rctx = {0, 0};
+    if ((st = json_int(root, "max_position_embeddings", 1, INT64_MAX / 2, true, &rctx.max_positions)) ||
+        (st = json_int(root, "original_max_position_embeddings", 1, INT64_MAX / 2, true, &rctx.original_positions)))
+        return st;
+    bool nested = false;
     const cJSON *rope = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
     if (rope && !cJSON_IsNull(rope)) {
         const cJSON *full = cJSON_GetObjectItemCaseSensitive(rope, "full_attention");
         const cJSON *sliding = cJSON_GetObjectItemCaseSensitive(rope, "sliding_attention");
-        if (full || sliding) {
-            if (full && (st = rope_entry(full, "rope_parameters.full_attention", &c.rope_theta))) return st;
-            if (sliding && (st = rope_entry(sliding, "rope_parameters.sliding_attention", &c.rope_theta_local)))
+        nested = full || sliding;
+        if (nested) {
+            if (full && (st = rope_entry(full, "rope_parameters.full_attention", &c.rope_theta, &rctx, &c)))
                 return st;
-        } else if ((st = rope_entry(rope, "rope_parameters", &c.rope_theta))) {
+            if (sliding &&
+                (st = rope_entry(sliding, "rope_parameters.sliding_attention", &c.rope_theta_local, &rctx, NULL)))
+                return st;
+        } else if ((st = rope_entry(rope, "rope_parameters", &c.rope_theta, &rctx, &c))) {
             return st;
         }
     } else {
-        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-        if (scaling && !cJSON_IsNull(scaling) && (st = rope_entry(scaling, "rope_scaling", NULL))) return st;
         if ((st = json_positive(root, "rope_theta", true, &c.rope_theta))) return st;
+        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+        if (scaling && !cJSON_IsNull(scaling) && (st = rope_entry(scaling, "rope_scaling", NULL, &rctx, &c)))
+            return st;
         if (gemma && (st = json_positive(root, "rope_local_base_freq", true, &c.rope_theta_local))) return st;
     }
+    c.rope_scale_local = !gemma && !nested;
+    double partial = 1.0;
+    if ((st = json_positive(root, "partial_rotary_factor", true, &partial))) return st;
+    if (partial != 1.0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: partial_rotary_factor is %g: the decoder rotates "
+                          "whole heads", partial);
 
     /* Which layers slide: layer_types when given, else the architecture's
      * rule; then the decoder's (window, pattern) that reproduces it. */

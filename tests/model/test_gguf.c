@@ -15,9 +15,11 @@
 
 #include "attn.h"
 #include "attn_io.h"
+#include "attn_decoder.h"
 #include "attn_model.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,8 +595,66 @@ static void api_misuse(void **state) {
     gb_free(&b);
 }
 
+/* A llama file's metadata with RoPE scaling keys as llama.cpp writes them
+ * (scaling type and factor; extra: a rope_freqs.weight tensor), and the
+ * decoder's reading of them: linear is run (its forward against
+ * transformers is in test_safetensors_models), what is not is refused by
+ * name rather than run unscaled. */
+static attn_status rope_config(const char *scaling_type, double scale_linear, bool rope_freqs,
+                               attn_decoder_config *c) {
+    gguf_bytes b = {0};
+    const int n_kv = 6 + (scaling_type ? 2 : 0) + (scale_linear > 0.0);
+    gb_header(&b, 3, rope_freqs ? 2 : 1, (uint64_t)n_kv);
+    gb_kv_string(&b, "general.architecture", "llama");
+    gb_kv_u32(&b, "llama.block_count", 2);
+    gb_kv_u32(&b, "llama.embedding_length", 8);
+    gb_kv_u32(&b, "llama.feed_forward_length", 16);
+    gb_kv_u32(&b, "llama.attention.head_count", 2);
+    gb_key(&b, "llama.attention.layer_norm_rms_epsilon", 6);
+    gb_f32(&b, 1e-6f);
+    if (scaling_type) {
+        gb_kv_string(&b, "llama.rope.scaling.type", scaling_type);
+        gb_key(&b, "llama.rope.scaling.factor", 6);
+        gb_f32(&b, 4.0f);
+    }
+    if (scale_linear > 0.0) {
+        gb_key(&b, "llama.rope.scale_linear", 6);
+        gb_f32(&b, (float)scale_linear);
+    }
+    const uint64_t embd[2] = {8, 10}, freqs[1] = {2};
+    gb_tensor(&b, "token_embd.weight", 2, embd, 0, 0);
+    if (rope_freqs) gb_tensor(&b, "rope_freqs.weight", 1, freqs, 0, 320);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 320 + 32);
+    attn_gguf *g = NULL;
+    attn_status st = attn_gguf_parse(b.data, b.len, &g);
+    if (st == ATTN_OK) st = attn_decoder_read_config(g, c);
+    attn_gguf_close(g);
+    gb_free(&b);
+    return st;
+}
+
+static void rope_scaling_keys(void **state) {
+    (void)state;
+    attn_decoder_config c;
+    assert_int_equal(rope_config(NULL, 0.0, false, &c), ATTN_OK);
+    assert_int_equal(c.rope_scaling, ATTN_ROPE_SCALING_NONE);
+    assert_int_equal(rope_config("none", 0.0, false, &c), ATTN_OK);
+    assert_int_equal(c.rope_scaling, ATTN_ROPE_SCALING_NONE);
+    assert_int_equal(rope_config("linear", 0.0, false, &c), ATTN_OK);
+    assert_true(c.rope_scaling == ATTN_ROPE_SCALING_LINEAR && c.rope_factor == 4.0 && c.rope_scale_local);
+    assert_int_equal(rope_config(NULL, 2.0, false, &c), ATTN_OK); /* the older key */
+    assert_true(c.rope_scaling == ATTN_ROPE_SCALING_LINEAR && c.rope_factor == 2.0);
+    assert_int_equal(rope_config("yarn", 0.0, false, &c), ATTN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(attn_last_error(), "llama.rope.scaling.type"));
+    assert_non_null(strstr(attn_last_error(), "yarn"));
+    assert_int_equal(rope_config(NULL, 0.0, true, &c), ATTN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(attn_last_error(), "rope_freqs.weight"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rope_scaling_keys),
         cmocka_unit_test(metadata_written_by_gguf_py),
         cmocka_unit_test(metadata_round_trips),
         cmocka_unit_test(dequantize_matches_gguf_py),

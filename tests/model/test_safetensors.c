@@ -455,6 +455,37 @@ static void config_json(void **state) {
     assert_true(attn_decoder_layer_is_local(&c, 4) && !attn_decoder_layer_is_local(&c, 5));
     assert_true(c.rope_theta == 1e6 && c.rope_theta_local == 1e4 && c.tied_embeddings && c.post_norms);
     assert_true(c.attn_scale == 0.0625f && c.activation == ATTN_DECODER_GEGLU_TANH);
+    assert_int_equal(c.rope_scaling, ATTN_ROPE_SCALING_NONE);
+
+    /* RoPE scaling, as transformers' configs name it; each layer's options
+     * are what attn_decoder_rope_options hands the forward. */
+    attn_rope_options rope;
+    assert_ok(config_of("{\"model_type\":\"gemma3_text\",\"hidden_size\":32,\"num_hidden_layers\":6,"
+                        "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":256,\"head_dim\":16,"
+                        "\"sliding_window\":512,\"rope_theta\":1000000.0,\"rope_local_base_freq\":10000.0,"
+                        "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":8.0}}", &c));
+    assert_true(c.rope_scaling == ATTN_ROPE_SCALING_LINEAR && c.rope_factor == 8.0 && !c.rope_scale_local);
+    attn_decoder_rope_options(&c, 5, &rope); /* global: scaled */
+    assert_true(rope.scaling == ATTN_ROPE_SCALING_LINEAR && rope.factor == 8.0 && rope.theta == 1e6);
+    attn_decoder_rope_options(&c, 0, &rope); /* local: its own theta, unscaled (as HF's Gemma 3) */
+    assert_true(rope.scaling == ATTN_ROPE_SCALING_NONE && rope.theta == 1e4);
+    assert_ok(config_of("{\"model_type\":\"qwen2\"," BASE ",\"max_position_embeddings\":32768,"
+                        "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":"
+                        "32768},\"rope_theta\":1000000.0}", &c));
+    attn_decoder_rope_options(&c, 2, &rope);
+    assert_true(rope.scaling == ATTN_ROPE_SCALING_YARN && rope.factor == 4.0 && rope.theta == 1e6 &&
+                rope.original_max_position_embeddings == 32768 && rope.beta_fast == 0.0 && !rope.yarn_no_truncate);
+    /* yarn without a factor: HF takes max_position_embeddings / original. */
+    assert_ok(config_of("{\"model_type\":\"qwen3\"," BASE ",\"max_position_embeddings\":131072,"
+                        "\"rope_parameters\":{\"rope_type\":\"yarn\",\"original_max_position_embeddings\":32768,"
+                        "\"beta_fast\":16,\"truncate\":false,\"rope_theta\":5e5}}", &c));
+    assert_true(c.rope_factor == 4.0 && c.rope_beta_fast == 16.0 && c.rope_yarn_no_truncate && c.rope_scale_local);
+    assert_ok(config_of("{\"model_type\":\"llama\"," BASE ",\"max_position_embeddings\":131072,"
+                        "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":32.0,\"low_freq_factor\":1.0,"
+                        "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}", &c));
+    attn_decoder_rope_options(&c, 0, &rope);
+    assert_true(rope.scaling == ATTN_ROPE_SCALING_LLAMA3 && rope.factor == 32.0 && rope.low_freq_factor == 1.0 &&
+                rope.high_freq_factor == 4.0 && rope.original_max_position_embeddings == 8192);
 
     const struct {
         const char *row, *json;
@@ -476,10 +507,24 @@ static void config_json(void **state) {
          "kv heads"},
         {"odd head width", "{\"model_type\":\"llama\"," BASE ",\"head_dim\":7}", ATTN_ERR_FORMAT, "odd"},
         {"negative eps", "{\"model_type\":\"llama\"," BASE ",\"rms_norm_eps\":-1}", ATTN_ERR_FORMAT, "rms_norm_eps"},
-        {"yarn", "{\"model_type\":\"qwen3\"," BASE ",\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4}}",
-         ATTN_ERR_UNSUPPORTED, "yarn"},
-        {"llama3 scaling", "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"rope_type\":\"llama3\"}}",
-         ATTN_ERR_UNSUPPORTED, "llama3"},
+        {"yarn without lengths", "{\"model_type\":\"qwen3\"," BASE ",\"rope_parameters\":{\"rope_type\":\"yarn\","
+                                 "\"factor\":4}}", ATTN_ERR_FORMAT, "original_max_position_embeddings"},
+        {"llama3 without factor", "{\"model_type\":\"llama\"," BASE ",\"max_position_embeddings\":64,"
+                                  "\"rope_scaling\":{\"rope_type\":\"llama3\"}}", ATTN_ERR_FORMAT, "factor"},
+        {"linear factor 0", "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":0}}",
+         ATTN_ERR_FORMAT, "factor"},
+        {"llama3 bands reversed", "{\"model_type\":\"llama\"," BASE ",\"max_position_embeddings\":64,"
+                                  "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
+                                  "\"high_freq_factor\":1}}", ATTN_ERR_INVALID_ARGUMENT, "RoPE scaling"},
+        {"dynamic NTK", "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":2}}",
+         ATTN_ERR_UNSUPPORTED, "dynamic"},
+        {"longrope", "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"longrope\"}}",
+         ATTN_ERR_UNSUPPORTED, "longrope"},
+        {"scaled sliding layers", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,\"rope_parameters\":"
+                                  "{\"sliding_attention\":{\"rope_type\":\"linear\",\"factor\":2}}}",
+         ATTN_ERR_UNSUPPORTED, "sliding"},
+        {"partial rotary", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":0.5}", ATTN_ERR_UNSUPPORTED,
+         "partial_rotary_factor"},
         {"attention bias", "{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", ATTN_ERR_UNSUPPORTED,
          "attention_bias"},
         {"mlp bias", "{\"model_type\":\"llama\"," BASE ",\"mlp_bias\":true}", ATTN_ERR_UNSUPPORTED, "mlp_bias"},

@@ -15,6 +15,11 @@
  *           permuted as llama.cpp's converter writes them: the GGUF loader
  *           must un-permute them to give the same numbers; qwen3.gguf, the
  *           qwen3 weights through GGUF (not permuted)
+ *   llama_linear, llama3, qwen2_yarn, gemma3_linear: the RoPE scaling
+ *           variants configs name (linear, llama3, yarn; gemma3's linear on
+ *           its full layers only), and llama_linear.gguf with llama.cpp's
+ *           rope.scaling keys; each also run with its scaling removed, which
+ *           must NOT match (the fixture sees the scaling)
  *
  * Each comparison is the largest difference over a layer's tensor relative
  * to that tensor's largest magnitude (tolerances.h, TINY_MODEL_*); the
@@ -190,6 +195,89 @@ static void test_qwen3_gguf(void **state) {
     check_gguf("qwen3", ATTN_DECODER_QWEN3);
 }
 
+/* The largest relative difference of any hidden state of sequence "b" from
+ * the reference, for a decoder run as it is. */
+static double hidden_difference(const attn_decoder *m, const char *model) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    attn_array ids = load_npy(model, "b", "ids", ATTN_I64);
+    attn_array hidden = load_npy(model, "b", "hidden", ATTN_F32);
+    const int64_t L = ids.count, N = c->n_layers, d = c->d_model;
+    int32_t *tok = malloc((size_t)L * sizeof *tok);
+    float *got = malloc((size_t)((N + 1) * L * d) * sizeof(float));
+    assert_non_null(tok);
+    assert_non_null(got);
+    for (int64_t t = 0; t < L; t++) tok[t] = (int32_t)((const int64_t *)ids.data)[t];
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.hidden = got;
+    assert_ok(attn_decoder_forward(m, tok, L, &out));
+    double worst_e = 0.0;
+    for (int64_t l = 0; l <= N; l++) {
+        const double e = difference(got + l * L * d, (const float *)hidden.data + l * L * d, L * d, 0);
+        if (!(e <= worst_e)) worst_e = e;
+    }
+    free(tok);
+    free(got);
+    attn_array_free(&ids);
+    attn_array_free(&hidden);
+    return worst_e;
+}
+
+/* A scaled checkpoint matches the reference; the same weights with the
+ * scaling taken out (the config edited in place: a test's shortcut, the API
+ * hands it out read-only) must not, or the fixture would not test it. */
+static void check_scaled(attn_decoder *m, const char *model, const char *label, attn_rope_scaling scaling) {
+    attn_decoder_config *c = (attn_decoder_config *)attn_decoder_get_config(m);
+    assert_int_equal(c->rope_scaling, scaling);
+    check_model(m, model, label);
+    c->rope_scaling = ATTN_ROPE_SCALING_NONE;
+    const double unscaled = hidden_difference(m, model);
+    c->rope_scaling = scaling;
+    printf("%-16s without its RoPE scaling: hidden differs by %.2e rel (must exceed %.0e)\n", label, unscaled,
+           TINY_MODEL_HIDDEN_REL_FAIL * 10);
+    if (!(unscaled > TINY_MODEL_HIDDEN_REL_FAIL * 10))
+        fail_msg("%s: the run without RoPE scaling differs by only %.3g: the fixture does not test it", label,
+                 unscaled);
+}
+
+static void check_scaled_safetensors(const char *model, attn_rope_scaling scaling) {
+    char path[256];
+    snprintf(path, sizeof path, TINY "/%s", model);
+    attn_decoder *m = NULL;
+    assert_ok(attn_decoder_load_safetensors(path, &m));
+    check_scaled(m, model, model, scaling);
+    attn_decoder_free(m);
+}
+
+static void test_rope_linear(void **state) {
+    (void)state;
+    check_scaled_safetensors("llama_linear", ATTN_ROPE_SCALING_LINEAR);
+    /* The same through GGUF: rope.scaling.type "linear", rope.scaling.factor. */
+    attn_gguf *g = NULL;
+    attn_decoder *m = NULL;
+    assert_ok(attn_gguf_open(TINY "/llama_linear/llama_linear.gguf", &g));
+    assert_ok(attn_decoder_load(g, &m));
+    attn_gguf_close(g);
+    assert_true(attn_decoder_get_config(m)->rope_factor == 4.0);
+    check_scaled(m, "llama_linear", "llama_linear.gguf", ATTN_ROPE_SCALING_LINEAR);
+    attn_decoder_free(m);
+}
+
+static void test_rope_llama3(void **state) {
+    (void)state;
+    check_scaled_safetensors("llama3", ATTN_ROPE_SCALING_LLAMA3);
+}
+
+static void test_rope_yarn(void **state) {
+    (void)state;
+    check_scaled_safetensors("qwen2_yarn", ATTN_ROPE_SCALING_YARN);
+}
+
+/* Gemma 3's linear scaling on the full layers only. */
+static void test_rope_gemma3_linear(void **state) {
+    (void)state;
+    check_scaled_safetensors("gemma3_linear", ATTN_ROPE_SCALING_LINEAR);
+}
+
 /* attn model info / run on the checkpoints: the top next token is the
  * reference's argmax of its last logits row. */
 static void test_cli(void **state) {
@@ -226,6 +314,10 @@ int main(void) {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_llama_gguf_unpermuted),
         cmocka_unit_test(test_qwen3_gguf),
+        cmocka_unit_test(test_rope_linear),
+        cmocka_unit_test(test_rope_llama3),
+        cmocka_unit_test(test_rope_yarn),
+        cmocka_unit_test(test_rope_gemma3_linear),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
