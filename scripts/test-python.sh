@@ -11,6 +11,12 @@
 #                      3-4 minutes on a fresh machine): the tests against PyTorch
 #                      then skip, saying so
 #   ATTN_PY_EDITABLE=1 pip install -e . instead (the extension is rebuilt on import)
+#   ATTN_PY_SANITIZE=1 then build the extension again with AddressSanitizer +
+#                      UndefinedBehaviorSanitizer (its own build folder,
+#                      build-python/asan-*, installed with --target into
+#                      build-python/asan-site) and run the same tests under
+#                      them: python with the sanitizers' runtimes preloaded,
+#                      leaks not checked (the interpreter keeps its own)
 #
 # Needs python3 with venv and its headers (Debian: python3-venv, python3-dev;
 # scripts/deps-python.txt) and the package index for numpy, pytest,
@@ -41,3 +47,20 @@ echo "== test-python: package built and installed ($((SECONDS - start)) s)"
 cd tests/python
 "$py" -m pytest -q -p no:cacheprovider "$@" .
 echo "== test-python: done ($((SECONDS - start)) s)"
+if [[ "${ATTN_PY_SANITIZE:-0}" == 1 ]]; then
+    cd ../..
+    site=$PWD/build-python/asan-site
+    rm -rf "$site"
+    "$py" -m pip install -q --no-build-isolation --no-deps --target "$site" \
+        -C cmake.define.ATTN_SANITIZE=ON -C cmake.build-type=RelWithDebInfo \
+        -C "build-dir=build-python/asan-{wheel_tag}" .
+    echo "== test-python: sanitizer build installed in $site ($((SECONDS - start)) s)"
+    cd tests/python
+    preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+    # The extension must be the instrumented one, or the run proves nothing.
+    PYTHONPATH=$site LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 "$py" -c \
+        "import attn, sys; sys.exit(0 if attn.__file__.startswith('$site') else 'attn came from ' + attn.__file__)"
+    PYTHONPATH=$site LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$py" -m pytest -q -p no:cacheprovider "$@" .
+    echo "== test-python: done under ASan+UBSan ($((SECONDS - start)) s)"
+fi
