@@ -333,12 +333,12 @@ attn_status attn_report_write_html(const char *path, const attn_report *r) {
     if (layers_given < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: layers is %lld (0 or 1: one layer)",
                          (long long)layers_given);
+    if (r->paths && REPORT_HAS(r, layer_paths) && r->layer_paths)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: give paths or layer_paths, not both");
     if (layers > 1 && r->paths)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_report_write_html: paths is one layer's table; layers is %lld (give layer_paths, "
                          "one per layer)", (long long)layers);
-    if (r->paths && REPORT_HAS(r, layer_paths) && r->layer_paths)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: give paths or layer_paths, not both");
     /* The layers as one table of layers x H heads: one check covers sizes,
      * overflow and non-finite values. */
     int64_t all_heads;

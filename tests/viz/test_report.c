@@ -1089,6 +1089,31 @@ static void report_refuses_bad_input(void **state) {
     assert_ok(attn_sdpa_paths(&q, &k, &v, NULL, NULL, &v2, NULL, &paths));
     r.paths = &paths;
     assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "3 queries x 3 keys");
+    /* a table per layer, or one: not both, and paths alone for one layer;
+     * the ranking's position inside the queries; empty tables named */
+    float w9[2 * 9] = {0};
+    for (int n = 0; n < 18; n += 3) w9[n] = 1;
+    attn_report many = {.struct_size = sizeof(attn_report), .heads = 1, .len_q = 3, .len_kv = 3, .weights = w9,
+                        .layers = 2, .paths = &paths};
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "layer_paths");
+    attn_paths per_layer[2] = {0};
+    per_layer[0] = paths;
+    many.layer_paths = per_layer;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "not both");
+    many.paths = NULL;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
+                      "paths of layer 1 are empty");
+    per_layer[1] = paths;
+    many.paths_position = 3;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
+                      "paths_position 3 is outside the 3 queries");
+    many.paths_position = -3;
+    assert_ok(attn_report_write_html(test_path("r.html"), &many));
+    size_t n;
+    char *html = test_read_file(test_path("r.html"), &n);
+    assert_non_null(html);
+    if (!strstr(html, "\"position\":0,\"layers\":[{")) fail_msg("position -3 of 3 is not query 0 on the page");
+    free(html);
     attn_paths_free(&paths);
 }
 
