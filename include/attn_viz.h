@@ -115,7 +115,9 @@ ATTN_API attn_status attn_lineplot_write(const char *path, const double *y, int6
  * keys it reads, thickness and opacity = weight; hover or click a token to
  * focus it), and, when paths is set, the path-decomposition table of the
  * chapter's Figure 2 (base, K only, V only, both, interaction) per head, and
- * for multi-head attention also after W_O.  Opening the file with #selftest
+ * for multi-head attention also after W_O, with the heads ranked by how far
+ * each path moved their output at one position; a model's run has one such
+ * table per layer (layer_paths).  Opening the file with #selftest
  * appended makes the page switch layer and head through its selectors, hover
  * cells and report what it showed in <pre id="selftest"> (the tests drive it
  * with headless Chromium; docs/pictures.md has the syntax). */
@@ -138,7 +140,7 @@ typedef struct attn_report {
     int64_t layers;                  /* > 1: weights and visible hold [layers, H, L, S]
                                         (a model's run; the page gets a layer
                                         selector); 0 or 1: one layer [H, L, S].
-                                        paths need one layer                        */
+                                        paths need one layer (layer_paths: many)    */
     const int64_t *layer_ids;        /* [layers] the layers' numbers, or NULL        */
     /* A line plot under the maps, e.g. the cosine of the chapter's two 苹果
      * layer by layer (`attn report --model --compare-text`); hovering a
@@ -147,6 +149,18 @@ typedef struct attn_report {
     int64_t line_len;                /* 0 .. 10000                                   */
     const char *const *line_labels;  /* [line_len] x labels ("embed", "0", ...) or NULL */
     const char *line_title;          /* or NULL                                     */
+    /* A model's run with a changed input (`attn report --model --text
+     * --source-text`): a path table per layer, the page's layer selector
+     * switching it.  Each entry as paths above (its heads indexed by
+     * head_ids); the writer reads only run[c].z, run[ATTN_PATH_K_ONLY]
+     * .pattern, interaction_z and, for a module, attn_out and
+     * interaction_out, so the other buffers may have been freed (NULL). */
+    const attn_paths *layer_paths;   /* [max(layers, 1)], or NULL; paths must then be NULL */
+    /* The query position whose heads the page ranks by how far each path
+     * moved their z (the L2 norm of K only - base, V only - base), for
+     * paths or layer_paths: 0 .. len_q - 1, or negative from the end (-1:
+     * the last).  The page's own selector changes it. */
+    int64_t paths_position;
 } attn_report;
 
 #define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}

@@ -11,7 +11,9 @@
  * shows one batch: the pattern [Hq, L, S] and which keys the scores hid.
  * Or maps that are not computed here (cli_maps.h): a model's run over a
  * text (--model --text, every layer [Hq, L, L]) or a weights file
- * (--weights, with a layer axis or without), with a layer selector.
+ * (--weights, with a layer axis or without), with a layer selector; a
+ * model's run against a changed text (--source-text) adds every shown
+ * layer's path table, as `attn model trace --paths` decomposes it.
  */
 #include "cli_interp.h"
 #include "cli_maps.h"
@@ -28,7 +30,7 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
 
 /* Flag ids: an input's is F_INPUT + IN_*. */
 enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
-       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE };
+       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -43,6 +45,7 @@ static const cli_flag report_flags[] = {
     {"--head", "LIST|all", F_SHOW_HEADS, 0},             {"--layer", "LIST|all", F_LAYER, 0},
     {"--weights", "W.npy", F_WEIGHTS, 0},                {"--model", "FILE.gguf", F_MODEL, 0},
     {"--text", "TEXT|@FILE", F_TEXT, 0},                 {"--compare-text", "TEXT|@FILE", F_COMPARE, 0},
+    {"--source-text", "TEXT|@FILE", F_SOURCE, 0},        {"--position", "P", F_POSITION, 0},
     CLI_FLAGS_END};
 
 static void report_help(FILE *out) {
@@ -52,15 +55,17 @@ static void report_help(FILE *out) {
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
-    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE] [--layer LIST|all]\n"
-    "                   [--head LIST|all] --html OUT.html\n"
+    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE]\n"
+    "                   [--source-text TEXT|@FILE [--position P]] [--layer LIST|all] [--head LIST|all]\n"
+    "                   --html OUT.html\n"
     "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
     "                   --html OUT.html\n\n"
     "Writes ONE self-contained HTML file (no network access, no external scripts or fonts): a heat\n"
     "map per head (hover a cell for the token pair and its exact weight), a token view with lines\n"
     "from each query to the keys it reads (hover or click a token to focus it), and, when changed\n"
     "inputs are given, the path decomposition of the chapter's Figure 2: base, K only (changed keys,\n"
-    "base values), V only (base weights, changed values), both, and their interaction.\n\n"
+    "base values), V only (base weights, changed values), both, and their interaction, with the heads\n"
+    "ranked by how far each path moved their output at one position.\n\n"
     "bare attention inputs (as attn sdpa):\n"
     "  -q Q.npy -k K.npy -v V.npy        [L, D] / [S, D] / [S, Dv], or with heads and batch\n"
     "  --changed-q/-k/-v F.npy           the changed input's tensors (same shapes; default: the base)\n"
@@ -74,9 +79,17 @@ static void report_help(FILE *out) {
     "  --compare-text TEXT   a second run (with --model): the page adds the cosine of the two texts'\n"
     "                      last tokens' vectors, embeddings then layer by layer (the chapter's two\n"
     "                      苹果: --text 我吃了一个苹果 --compare-text 这台电脑来自苹果)\n"
+    "  --source-text TEXT  the changed input (with --model; the name attn model trace gives it): at\n"
+    "                      every shown layer, the path table of each head from that layer's own q, k, v\n"
+    "                      in the two runs (same number of tokens), and the heads ranked by the weight\n"
+    "                      path (K only) and the content path (V only); the layer selector switches it\n"
+    "  --position P        the position the heads are ranked at (default -1, the last; negative counts\n"
+    "                      from the end; the page can change it); with any path table\n"
     "  --weights W.npy     [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or\n"
     "                      [layers, B, H, L, S] (transformers' output_attentions stacked, float32)\n"
-    "  --layer LIST|all    the layers shown (default all)\n"
+    "  --layer LIST|all    the layers shown (default all)\n",
+    cli_module_help);
+    fprintf(out,
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
     "  --tokens LIST       query labels: \"我,吃,了\" or @FILE (one per line); also the keys' when L = S\n"
@@ -92,8 +105,10 @@ static void report_help(FILE *out) {
     "  attn report --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --text @text.txt \\\n"
     "              --html run.html\n"
     "  attn report --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf --text 我吃了一个苹果 \\\n"
-    "              --compare-text 这台电脑来自苹果 --html apples.html\n",
-    cli_module_help, cli_layout_help, cli_mask_help, cli_compute_help);
+    "              --compare-text 这台电脑来自苹果 --html apples.html\n"
+    "  attn report --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
+    "              --text 'The cat sat on the mat' --source-text 'The dog sat on the mat' --html paths.html\n",
+    cli_layout_help, cli_mask_help, cli_compute_help);
 }
 
 static const cli_flag *const report_tables[] = {report_flags, cli_module_flags, cli_layout_flags, cli_mask_flags,
@@ -210,7 +225,7 @@ static char *command_line(int argc, char **argv) {
 /* The page for maps made elsewhere: a model's run or a weights file. */
 static int report_maps(const cli_map_source *src, cli_attention_options *ao, const char *html_path,
                        const cli_tokens *tokens, const cli_tokens *key_tokens, const char *title,
-                       const char *subtitle, bool quiet) {
+                       const char *subtitle, int64_t position, bool quiet) {
     cli_maps maps;
     int rc = cli_maps_load("report", src, ao, &maps);
     if (rc) return rc;
@@ -221,6 +236,11 @@ static int report_maps(const cli_map_source *src, cli_attention_options *ao, con
     if (!key_tokens->items && tokens->items && S != L) {
         rc = cli_data_error("report", "--tokens labels the %lld queries; the %lld keys differ in number, so give "
                             "--key-tokens for them too", (long long)L, (long long)S);
+        goto done;
+    }
+    if (position < -L || position >= L) {
+        rc = cli_data_error("report", "--position %lld is outside the text's %lld tokens (0 to %lld, or -1 to -%lld "
+                            "from the end)", (long long)position, (long long)L, (long long)L - 1, (long long)L);
         goto done;
     }
     attn_report report = ATTN_REPORT_INIT;
@@ -240,12 +260,15 @@ static int report_maps(const cli_map_source *src, cli_attention_options *ao, con
     report.line_len = maps.n_cosine;
     report.line_labels = (const char *const *)maps.cosine_labels;
     report.line_title = maps.cosine_title;
+    report.layer_paths = maps.paths;
+    report.paths_position = position;
     if (attn_report_write_html(html_path, &report) != ATTN_OK)
         rc = cli_data_error("report", "%s", attn_last_error());
     else if (!quiet)
-        fprintf(stderr, "attn report: wrote %s (%lld layer%s x %lld head%s of %lld x %lld)\n", html_path,
+        fprintf(stderr, "attn report: wrote %s (%lld layer%s x %lld head%s of %lld x %lld%s)\n", html_path,
                 (long long)maps.n_layers, maps.n_layers == 1 ? "" : "s", (long long)maps.n_heads,
-                maps.n_heads == 1 ? "" : "s", (long long)L, (long long)S);
+                maps.n_heads == 1 ? "" : "s", (long long)L, (long long)S,
+                maps.paths ? ", with each layer's path decomposition against --source-text" : "");
 done:
     cli_maps_free(&maps);
     return rc;
@@ -254,7 +277,7 @@ done:
 int cmd_report(int argc, char **argv) {
     report_inputs r = {0};
     const char *html_path = NULL, *tokens_text = NULL, *key_tokens_text = NULL, *show_text = NULL, *title = NULL;
-    int64_t batch = 0;
+    int64_t batch = 0, position = -1;
     cli_attention_options ao = CLI_ATTENTION_OPTIONS_INIT;
     cli_tokens tokens = {0}, key_tokens = {0};
     cli_index_list show = {0};
@@ -287,7 +310,11 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_TEXT) src.text = value;
         else if (id == F_LAYER) src.layer_text = value;
         else if (id == F_COMPARE) src.compare_text = value;
-        else if (!cli_parse_int("report", "--batch", value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
+        else if (id == F_SOURCE) src.source_text = value;
+        else if (id == F_POSITION) {
+            if (!cli_parse_int("report", "--position", value, -((int64_t)1 << 40), (int64_t)1 << 40, &position))
+                return CLI_USAGE_ERROR;
+        } else if (!cli_parse_int("report", "--batch", value, 0, INT64_MAX, &batch)) return CLI_USAGE_ERROR;
     }
     const bool sdpa = r.paths[IN_Q] || r.paths[IN_K] || r.paths[IN_V];
     const bool mha = r.paths[IN_X] != NULL;
@@ -303,6 +330,12 @@ int cmd_report(int argc, char **argv) {
             return cli_usage_error("report", "give either --weights (maps made elsewhere) or --model (a run), not both");
         if (src.compare_text && !src.model_path)
             return cli_usage_error("report", "--compare-text is a second run of --model");
+        if (src.source_text && !src.model_path)
+            return cli_usage_error("report", "--source-text is the changed run of --model (for --weights there are "
+                                   "no keys and values to swap)");
+        if (cli_args_given(&args, F_POSITION) && !src.source_text)
+            return cli_usage_error("report", "--position is where the path table ranks the heads: with --model it "
+                                   "needs --source-text");
         if (!src.model_path != !src.text)
             return cli_usage_error("report", src.text ? "--text needs --model FILE.gguf"
                                                       : "--model needs --text TEXT (the text to run)");
@@ -312,12 +345,13 @@ int cmd_report(int argc, char **argv) {
                                    "--tokens, --key-tokens, --batch and the mask options are for --weights");
         const char *text_file = src.text && src.text[0] == '@' ? src.text + 1 : NULL;
         const char *compare_file = src.compare_text && src.compare_text[0] == '@' ? src.compare_text + 1 : NULL;
+        const char *source_file = src.source_text && src.source_text[0] == '@' ? src.source_text + 1 : NULL;
         const char *tokens_file = tokens_text && tokens_text[0] == '@' ? tokens_text + 1 : NULL;
         const char *key_tokens_file = key_tokens_text && key_tokens_text[0] == '@' ? key_tokens_text + 1 : NULL;
-        const char *const inputs[] = {src.weights_path, src.model_path, text_file, compare_file, tokens_file,
-                                      key_tokens_file, ao.key_lengths_path, ao.mask_path, ao.bias_path};
+        const char *const inputs[] = {src.weights_path, src.model_path, text_file, compare_file, source_file,
+                                      tokens_file, key_tokens_file, ao.key_lengths_path, ao.mask_path, ao.bias_path};
         const char *const outputs[] = {html_path};
-        if (cli_check_paths("report", inputs, 9, outputs, 1)) return CLI_USAGE_ERROR;
+        if (cli_check_paths("report", inputs, 10, outputs, 1)) return CLI_USAGE_ERROR;
         src.head_text = show_text;
         src.head_flag = "--head";
         src.quiet = cli_args_given(&args, CLI_ID_QUIET);
@@ -329,13 +363,14 @@ int cmd_report(int argc, char **argv) {
             rc = cli_data_error("report", "out of memory");
             goto cleanup;
         }
-        rc = report_maps(&src, &ao, html_path, &tokens, &key_tokens, title, subtitle,
+        rc = report_maps(&src, &ao, html_path, &tokens, &key_tokens, title, subtitle, position,
                          cli_args_given(&args, CLI_ID_QUIET));
         goto cleanup;
     }
-    if (src.text || src.layer_text || src.compare_text)
+    if (src.text || src.layer_text || src.compare_text || src.source_text)
         return cli_usage_error("report", "%s belongs to --model or --weights",
-                               src.text ? "--text" : src.layer_text ? "--layer" : "--compare-text");
+                               src.text ? "--text" : src.layer_text ? "--layer"
+                               : src.compare_text ? "--compare-text" : "--source-text");
     {
         const char *inputs[IN_COUNT + MOD_COUNT + 3];
         int n_inputs = 0;
@@ -368,6 +403,11 @@ int cmd_report(int argc, char **argv) {
 
     if ((rc = sdpa ? run_sdpa(&r, &ao, &trace, &paths, &have_paths) : run_mha(&r, &ao, &trace, &paths, &have_paths)))
         goto cleanup;
+    if (cli_args_given(&args, F_POSITION) && !have_paths) {
+        rc = cli_usage_error("report", "--position is where the path table ranks the heads: give a changed input "
+                             "(--changed-q/-k/-v, --changed-x or --changed-context)");
+        goto cleanup;
+    }
     const attn_trace *t = have_paths ? &paths.run[ATTN_PATH_BASE] : &trace;
     const int64_t B = t->batch, Hq = t->heads, L = t->len, S = t->context_len;
     if (batch >= B) {
@@ -387,6 +427,11 @@ int cmd_report(int argc, char **argv) {
     if (!key_tokens.items && tokens.items && S != L) {
         rc = cli_data_error("report", "--tokens labels the %lld queries; the %lld keys differ in number, so give "
                             "--key-tokens for them too", (long long)L, (long long)S);
+        goto cleanup;
+    }
+    if (position < -L || position >= L) {
+        rc = cli_data_error("report", "--position %lld is outside the %lld queries (0 to %lld, or -1 to -%lld from "
+                            "the end)", (long long)position, (long long)L, (long long)L - 1, (long long)L);
         goto cleanup;
     }
 
@@ -409,7 +454,7 @@ int cmd_report(int argc, char **argv) {
                           .weights = weights, .visible = visible, .head_ids = show.count ? show.items : NULL,
                           .query_labels = (const char *const *)tokens.items,
                           .key_labels = (const char *const *)key_tokens.items,
-                          .paths = have_paths ? &paths : NULL, .paths_batch = batch};
+                          .paths = have_paths ? &paths : NULL, .paths_batch = batch, .paths_position = position};
     if (attn_report_write_html(html_path, &report) != ATTN_OK)
         rc = cli_data_error("report", "%s", attn_last_error());
     else if (!cli_args_given(&args, CLI_ID_QUIET))

@@ -380,15 +380,10 @@ static double diff_norm(const float *a, const float *b, int64_t n) {
     return sqrt(ss);
 }
 
-attn_status trace_paths(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L, int64_t pos,
-                        trace_head_paths *out, char *error, size_t esize) {
+attn_status trace_paths_each(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L,
+                             trace_layer_paths_fn each, void *user, char *error, size_t esize) {
     const attn_decoder_config *c = attn_decoder_get_config(m);
     const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
-    if (pos < 0) pos += L;
-    if (pos < 0 || pos >= L) {
-        snprintf(error, esize, "position %lld is outside the %lld tokens", (long long)pos, (long long)L);
-        return ATTN_ERR_INVALID_ARGUMENT;
-    }
     /* Every layer's rotated queries and keys and its values, of both runs. */
     trace_patch want[3] = {{.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_ROT_Q, .layer = -1},
                            {.kind = TRACE_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_ROT_K, .layer = -1},
@@ -413,24 +408,48 @@ attn_status trace_paths(const attn_decoder *m, const int32_t *base, const int32_
             opt.window_right = 0;
         }
         attn_paths p = {0};
-        if ((st = attn_sdpa_paths(&tq, &tk, &tv, &tq2, &tk2, &tv2, &opt, &p))) {
+        if ((st = attn_sdpa_paths(&tq, &tk, &tv, &tq2, &tk2, &tv2, &opt, &p)))
             snprintf(error, esize, "layer %lld: %s", (long long)l, attn_last_error());
-            break;
-        }
-        for (int64_t h = 0; h < Hq; h++) {
-            const int64_t at = (pos * Hq + h) * Dh;
-            trace_head_paths *o = &out[l * Hq + h];
-            o->weight = diff_norm(p.run[ATTN_PATH_K_ONLY].z + at, p.run[ATTN_PATH_BASE].z + at, Dh);
-            o->content = diff_norm(p.run[ATTN_PATH_V_ONLY].z + at, p.run[ATTN_PATH_BASE].z + at, Dh);
-            o->interaction = diff_norm(p.interaction_z + at, NULL, Dh);
-            o->changed = diff_norm(p.run[ATTN_PATH_CHANGED].z + at, p.run[ATTN_PATH_BASE].z + at, Dh);
-            o->base = diff_norm(p.run[ATTN_PATH_BASE].z + at, NULL, Dh);
-        }
+        else
+            st = each(user, l, &p, error, esize);
         attn_paths_free(&p);
     }
     trace_store_free(&sb);
     trace_store_free(&sc);
     return st;
+}
+
+typedef struct head_paths_at {
+    trace_head_paths *out;
+    int64_t pos, heads;
+} head_paths_at;
+
+/* trace_paths' reduction of one layer: the norms at one position. */
+static attn_status reduce_layer(void *user, int64_t layer, attn_paths *p, char *error, size_t esize) {
+    (void)error, (void)esize;
+    const head_paths_at *r = user;
+    const int64_t Dh = p->run[ATTN_PATH_BASE].value_dim;
+    for (int64_t h = 0; h < r->heads; h++) {
+        const int64_t at = (r->pos * r->heads + h) * Dh;
+        trace_head_paths *o = &r->out[layer * r->heads + h];
+        o->weight = diff_norm(p->run[ATTN_PATH_K_ONLY].z + at, p->run[ATTN_PATH_BASE].z + at, Dh);
+        o->content = diff_norm(p->run[ATTN_PATH_V_ONLY].z + at, p->run[ATTN_PATH_BASE].z + at, Dh);
+        o->interaction = diff_norm(p->interaction_z + at, NULL, Dh);
+        o->changed = diff_norm(p->run[ATTN_PATH_CHANGED].z + at, p->run[ATTN_PATH_BASE].z + at, Dh);
+        o->base = diff_norm(p->run[ATTN_PATH_BASE].z + at, NULL, Dh);
+    }
+    return ATTN_OK;
+}
+
+attn_status trace_paths(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L, int64_t pos,
+                        trace_head_paths *out, char *error, size_t esize) {
+    if (pos < 0) pos += L;
+    if (pos < 0 || pos >= L) {
+        snprintf(error, esize, "position %lld is outside the %lld tokens", (long long)pos, (long long)L);
+        return ATTN_ERR_INVALID_ARGUMENT;
+    }
+    head_paths_at r = {out, pos, attn_decoder_get_config(m)->n_heads};
+    return trace_paths_each(m, base, changed, L, reduce_layer, &r, error, esize);
 }
 
 attn_status trace_nullspace(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t layer, int64_t head,

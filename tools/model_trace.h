@@ -114,6 +114,18 @@ typedef struct trace_head_paths {
 attn_status trace_paths(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L, int64_t pos,
                         trace_head_paths *out, char *error, size_t esize);
 
+/* The decomposition trace_paths reduces, whole: each(user, layer, paths,
+ * error, esize) gets layer 0, 1, ... in turn, its attn_paths of batch 1
+ * (z [1, L, Hq, Dh], patterns [1, Hq, L, L]) from attn_sdpa_paths on that
+ * layer's rotated q, k and v of both runs.  each may take buffers out of
+ * paths (setting the pointers NULL: they are then its own, to free with
+ * attn_paths_free); the rest is freed after the call.  A status other than
+ * ATTN_OK from each (its message in error) stops the walk and is returned. */
+typedef attn_status (*trace_layer_paths_fn)(void *user, int64_t layer, attn_paths *paths, char *error, size_t esize);
+
+attn_status trace_paths_each(const attn_decoder *m, const int32_t *base, const int32_t *changed, int64_t L,
+                             trace_layer_paths_fn each, void *user, char *error, size_t esize);
+
 /* "Not an explanation", on a real head: the weight row of head `head` of
  * layer `layer` at query position pos (negative: from the end) and the v
  * rows of its kv head (width Dh), through attn_nullspace_search with this

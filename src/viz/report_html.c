@@ -6,7 +6,8 @@
  *
  * Shape legend: weights, visible [H, L, S]; paths' z [B, L, Hq, Dv],
  * pattern [B, Hq, L, S], attn_out [B, L, d_out].  The JSON holds the report's
- * heads only (H of them, in head_ids order), one batch.
+ * heads only (H of them, in head_ids order), one batch; the path tables one
+ * per layer (a model's run), or one (bare attention, a module).
  *
  * Floats travel as base64 of little-endian float32, so the page shows each
  * weight exactly (and 512 x 512 x 16 weights stay near 22 MB); the visible
@@ -141,11 +142,33 @@ static attn_status json_head_rows(viz_buf *b, const attn_report *r, const float 
     return st;
 }
 
-static attn_status check_paths(const attn_report *r) {
-    const attn_trace *t = &r->paths->run[ATTN_PATH_BASE];
-    if (!t->z || !t->pattern || !r->paths->interaction_z)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "attn_report_write_html: paths is empty (fill it with attn_sdpa_paths or attn_mha_paths)");
+/* A layer's visible weights, in order, as base64 float32. */
+static attn_status json_visible_floats(viz_buf *b, const float *w, const uint8_t *visible, int64_t cells) {
+    int64_t kept = 0;
+    for (int64_t n = 0; n < cells; n++) kept += visible[n] != 0;
+    float *packed = malloc((size_t)(kept > 0 ? kept : 1) * sizeof(float));
+    if (!packed) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
+    for (int64_t n = 0, k = 0; n < cells; n++)
+        if (visible[n]) packed[k++] = w[n];
+    attn_status st = json_floats(b, packed, (size_t)kept);
+    free(packed);
+    return st;
+}
+
+/* The path tables the report holds: layer_paths [layers], or paths (one). */
+static const attn_paths *report_paths(const attn_report *r, int64_t *count, int64_t layers) {
+    const attn_paths *per_layer = REPORT_HAS(r, layer_paths) ? r->layer_paths : NULL;
+    *count = per_layer ? layers : r->paths ? 1 : 0;
+    return per_layer ? per_layer : r->paths;
+}
+
+static attn_status check_paths(const attn_report *r, const attn_paths *p, int64_t layer) {
+    const attn_trace *t = &p->run[ATTN_PATH_BASE];
+    bool filled = p->interaction_z && p->run[ATTN_PATH_K_ONLY].pattern;
+    for (int c = 0; c < ATTN_PATH_CASES; c++) filled = filled && p->run[c].z;
+    if (!filled)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: paths of layer %lld are empty (fill them "
+                         "with attn_sdpa_paths or attn_mha_paths)", (long long)layer);
     if (t->len != r->len_q || t->context_len != r->len_kv)
         return attn__fail(ATTN_ERR_SHAPE,
                          "attn_report_write_html: paths are for %lld queries x %lld keys, the maps for %lld x %lld",
@@ -163,11 +186,14 @@ static attn_status check_paths(const attn_report *r) {
     return ATTN_OK;
 }
 
-static attn_status json_paths(viz_buf *b, const attn_report *r) {
-    const attn_paths *p = r->paths;
+/* One layer's table: {"z": [cases], "interaction_z", "weights_k",
+ * "weights_k_packed", and for a module "out": [cases], "interaction_out"}.
+ * visible: the layer's [H, L, S] when the maps are packed, else NULL; the
+ * K-only weights are packed like the maps when their hidden cells are 0. */
+static attn_status json_layer_paths(viz_buf *b, const attn_report *r, const attn_paths *p, const uint8_t *visible) {
     const attn_trace *t = &p->run[ATTN_PATH_BASE];
     attn_status st;
-    attn__viz_buf_printf(b, "{\"value_dim\":%lld,\"z\":[", (long long)t->value_dim);
+    attn__viz_buf_puts(b, "{\"z\":[");
     for (int c = 0; c < ATTN_PATH_CASES; c++) {
         if (c) attn__viz_buf_puts(b, ",");
         if ((st = json_head_rows(b, r, p->run[c].z, t->heads, t->value_dim))) return st;
@@ -184,13 +210,15 @@ static attn_status json_paths(viz_buf *b, const attn_report *r) {
         memcpy(wk + h * L * S, p->run[ATTN_PATH_K_ONLY].pattern + (r->paths_batch * t->heads + id) * L * S,
                (size_t)(L * S) * sizeof(float));
     }
-    attn__viz_buf_puts(b, ",\"weights_k\":");
-    st = json_floats(b, wk, (size_t)(H * L * S));
+    bool pack = visible != NULL;
+    for (int64_t n = 0; pack && n < H * L * S; n++) pack = visible[n] || wk[n] == 0;
+    attn__viz_buf_printf(b, ",\"weights_k_packed\":%s,\"weights_k\":", pack ? "true" : "false");
+    st = pack ? json_visible_floats(b, wk, visible, H * L * S) : json_floats(b, wk, (size_t)(H * L * S));
     free(wk);
     if (st) return st;
 
-    if (t->d_out && t->attn_out && p->interaction_out) {
-        attn__viz_buf_printf(b, ",\"d_out\":%lld,\"out\":[", (long long)t->d_out);
+    if (t->d_out && p->run[ATTN_PATH_BASE].attn_out && p->interaction_out) {
+        attn__viz_buf_puts(b, ",\"out\":[");
         for (int c = 0; c < ATTN_PATH_CASES; c++) {
             if (c) attn__viz_buf_puts(b, ",");
             if ((st = json_floats(b, p->run[c].attn_out + r->paths_batch * L * t->d_out, (size_t)(L * t->d_out))))
@@ -204,17 +232,21 @@ static attn_status json_paths(viz_buf *b, const attn_report *r) {
     return ATTN_OK;
 }
 
-/* Layer l's visible weights, in order, as base64 float32. */
-static attn_status json_visible_floats(viz_buf *b, const float *w, const uint8_t *visible, int64_t cells) {
-    int64_t kept = 0;
-    for (int64_t n = 0; n < cells; n++) kept += visible[n] != 0;
-    float *packed = malloc((size_t)(kept > 0 ? kept : 1) * sizeof(float));
-    if (!packed) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_report_write_html: out of memory");
-    for (int64_t n = 0, k = 0; n < cells; n++)
-        if (visible[n]) packed[k++] = w[n];
-    attn_status st = json_floats(b, packed, (size_t)kept);
-    free(packed);
-    return st;
+/* {"value_dim", "d_out", "position", "layers": [one table per layer]}. */
+static attn_status json_paths(viz_buf *b, const attn_report *r, const attn_paths *p, int64_t count, bool packed) {
+    const attn_trace *t = &p[0].run[ATTN_PATH_BASE];
+    const int64_t position = REPORT_HAS(r, paths_position) ? r->paths_position : -1;
+    attn__viz_buf_printf(b, "{\"value_dim\":%lld,\"d_out\":%lld,\"position\":%lld,\"layers\":[",
+                         (long long)t->value_dim, (long long)t->d_out,
+                         (long long)(position < 0 ? r->len_q + position : position));
+    const int64_t cells = r->heads * r->len_q * r->len_kv;
+    for (int64_t l = 0; l < count; l++) {
+        if (l) attn__viz_buf_puts(b, ",");
+        attn_status st = json_layer_paths(b, r, &p[l], packed ? r->visible + l * cells : NULL);
+        if (st) return st;
+    }
+    attn__viz_buf_puts(b, "]}");
+    return ATTN_OK;
 }
 
 /* The line plot: {"title", "values" (shortest round-trip decimals), "labels"}. */
@@ -281,8 +313,10 @@ static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers,
     if (line_len > 0) json_line(b, r, line_len);
     else attn__viz_buf_puts(b, "null");
     attn__viz_buf_puts(b, ",\"paths\":");
-    if (r->paths) {
-        if ((st = json_paths(b, r))) return st;
+    int64_t n_paths;
+    const attn_paths *paths = report_paths(r, &n_paths, layers);
+    if (paths) {
+        if ((st = json_paths(b, r, paths, n_paths, any_hidden))) return st;
     } else {
         attn__viz_buf_puts(b, "null");
     }
@@ -299,10 +333,12 @@ attn_status attn_report_write_html(const char *path, const attn_report *r) {
     if (layers_given < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: layers is %lld (0 or 1: one layer)",
                          (long long)layers_given);
+    if (r->paths && REPORT_HAS(r, layer_paths) && r->layer_paths)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: give paths or layer_paths, not both");
     if (layers > 1 && r->paths)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "attn_report_write_html: the path table is for one layer; layers is %lld",
-                         (long long)layers);
+                         "attn_report_write_html: paths is one layer's table; layers is %lld (give layer_paths, "
+                         "one per layer)", (long long)layers);
     /* The layers as one table of layers x H heads: one check covers sizes,
      * overflow and non-finite values. */
     int64_t all_heads;
@@ -315,7 +351,16 @@ attn_status attn_report_write_html(const char *path, const attn_report *r) {
         if (isinf(r->weights[n]))
             return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: weights[%lld] is -inf; pass "
                              "weights (0 where hidden) and mark hidden cells in visible", (long long)n);
-    if (r->paths && (st = check_paths(r))) return st;
+    int64_t n_paths;
+    const attn_paths *paths = report_paths(r, &n_paths, layers);
+    for (int64_t l = 0; l < n_paths; l++)
+        if ((st = check_paths(r, &paths[l], l))) return st;
+    if (n_paths) {
+        const int64_t position = REPORT_HAS(r, paths_position) ? r->paths_position : -1;
+        if (position < -r->len_q || position >= r->len_q)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: paths_position %lld is outside the "
+                             "%lld queries", (long long)position, (long long)r->len_q);
+    }
     if (REPORT_HAS(r, line_title) && r->line_len) {
         if (r->line_len < 0 || r->line_len > 10000 || !r->line)
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: line_len %lld outside [0, 10000], "

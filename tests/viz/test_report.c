@@ -9,8 +9,12 @@
  * page ran, so a test reads both.  Each hovered weight must read back as
  * the very float the library computed (strtof of the tooltip's number,
  * compared bit for bit).  A screenshot is decoded with zlib and must hold
- * more than a handful of colours.  Without Chromium these tests are skipped
- * with a message (set ATTN_CHROMIUM to name the browser's binary).
+ * more than a handful of colours.  A model's run with --source-text (a tiny
+ * qwen2 GGUF written here, so it always runs) has its path table read
+ * through the page's selectors (#selftest&paths=...) and checked against
+ * Figure 2's rule written out in double on the decoder's own q, k, v.
+ * Without Chromium these tests are skipped with a message (set
+ * ATTN_CHROMIUM to name the browser's binary).
  *
  * Shape legend: q, k [L, H, D]; weights [H, L, S].
  */
@@ -24,6 +28,7 @@
 #include "attn_machine.h"
 #include "attn_tokenizer.h"
 #include "attn_viz.h"
+#include "gguf_builder.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -748,6 +753,314 @@ static void cli_report_of_a_model_run(void **state) {
     attn_gguf_close(g);
 }
 
+/* ------------------------------------------- a model's run with its paths */
+
+/* A tiny qwen2 decoder written byte by byte (support/gguf_builder.h) with
+ * random float32 weights and a byte-level tokenizer (GPT-2's letters for
+ * the 256 bytes, one merge no text here uses), so that `attn report
+ * --model --text` runs in milliseconds.  Two layers of 4 query heads over
+ * 2 key/value heads of width 4. */
+enum { TINY_LAYERS = 2, TINY_D = 16, TINY_F = 24, TINY_HQ = 4, TINY_HKV = 2, TINY_DH = 4, TINY_V = 257 };
+enum { GGUF_U32 = 4, GGUF_I32 = 5, GGUF_F32 = 6, GGUF_STRING = 8, GGUF_ARRAY = 9 };
+
+typedef struct tiny_tensor {
+    char name[48];
+    uint64_t d0, d1; /* GGUF's ne0 (contiguous), ne1 */
+    float *data;
+} tiny_tensor;
+
+static void write_tiny_qwen2(const char *path) {
+    tiny_tensor t[4 + 12 * TINY_LAYERS];
+    int n = 0;
+    test_rng rng;
+    test_rng_seed(&rng, 2024);
+#define TENSOR(d0_, d1_, scale, offset, ...)                                                        \
+    do {                                                                                            \
+        tiny_tensor *x = &t[n++];                                                                   \
+        snprintf(x->name, sizeof x->name, __VA_ARGS__);                                             \
+        x->d0 = (d0_), x->d1 = (d1_);                                                               \
+        x->data = malloc(sizeof(float) * (size_t)(x->d0 * x->d1));                                  \
+        assert_non_null(x->data);                                                                   \
+        for (uint64_t e = 0; e < x->d0 * x->d1; e++) x->data[e] = (float)((offset) + (scale) * test_rng_normal(&rng)); \
+    } while (0)
+    const double in = 1.0 / sqrt((double)TINY_D);
+    TENSOR(TINY_D, TINY_V, 1.0, 0.0, "token_embd.weight");
+    TENSOR(TINY_D, 1, 0.1, 1.0, "output_norm.weight");
+    TENSOR(TINY_D, TINY_V, in, 0.0, "output.weight");
+    for (int l = 0; l < TINY_LAYERS; l++) {
+        TENSOR(TINY_D, 1, 0.1, 1.0, "blk.%d.attn_norm.weight", l);
+        TENSOR(TINY_D, TINY_HQ * TINY_DH, 2 * in, 0.0, "blk.%d.attn_q.weight", l); /* peaked enough maps */
+        TENSOR(TINY_D, TINY_HKV * TINY_DH, 2 * in, 0.0, "blk.%d.attn_k.weight", l);
+        TENSOR(TINY_D, TINY_HKV * TINY_DH, in, 0.0, "blk.%d.attn_v.weight", l);
+        TENSOR(TINY_HQ * TINY_DH, 1, 0.3, 0.0, "blk.%d.attn_q.bias", l);
+        TENSOR(TINY_HKV * TINY_DH, 1, 0.3, 0.0, "blk.%d.attn_k.bias", l);
+        TENSOR(TINY_HKV * TINY_DH, 1, 0.3, 0.0, "blk.%d.attn_v.bias", l);
+        TENSOR(TINY_HQ * TINY_DH, TINY_D, 1.0 / sqrt((double)(TINY_HQ * TINY_DH)), 0.0, "blk.%d.attn_output.weight", l);
+        TENSOR(TINY_D, 1, 0.1, 1.0, "blk.%d.ffn_norm.weight", l);
+        TENSOR(TINY_D, TINY_F, in, 0.0, "blk.%d.ffn_gate.weight", l);
+        TENSOR(TINY_D, TINY_F, in, 0.0, "blk.%d.ffn_up.weight", l);
+        TENSOR(TINY_F, TINY_D, 1.0 / sqrt((double)TINY_F), 0.0, "blk.%d.ffn_down.weight", l);
+    }
+#undef TENSOR
+    /* GPT-2's bytes_to_unicode: '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand
+     * for themselves, the other bytes, in order, for U+0100, U+0101, ... */
+    char letters[256][8];
+    for (int b = 0, next = 256; b < 256; b++) {
+        const int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        const int cp = printable ? b : next++;
+        if (cp < 0x80) snprintf(letters[b], sizeof letters[b], "%c", cp);
+        else snprintf(letters[b], sizeof letters[b], "%c%c", 0xC0 | cp >> 6, 0x80 | (cp & 0x3F));
+    }
+    char pair[16]; /* token 256, the merge's "ĠĠ" */
+    snprintf(pair, sizeof pair, "%s%s", letters[' '], letters[' ']);
+
+    gguf_bytes g = {0};
+    gb_header(&g, 3, (uint64_t)n, 13);
+    gb_kv_string(&g, "general.architecture", "qwen2");
+    gb_kv_u32(&g, "qwen2.block_count", TINY_LAYERS);
+    gb_kv_u32(&g, "qwen2.embedding_length", TINY_D);
+    gb_kv_u32(&g, "qwen2.feed_forward_length", TINY_F);
+    gb_kv_u32(&g, "qwen2.attention.head_count", TINY_HQ);
+    gb_kv_u32(&g, "qwen2.attention.head_count_kv", TINY_HKV);
+    gb_key(&g, "qwen2.attention.layer_norm_rms_epsilon", GGUF_F32);
+    gb_f32(&g, 1e-6f);
+    gb_key(&g, "qwen2.rope.freq_base", GGUF_F32);
+    gb_f32(&g, 1e6f);
+    gb_kv_string(&g, "tokenizer.ggml.model", "gpt2");
+    gb_kv_string(&g, "tokenizer.ggml.pre", "qwen2");
+    gb_key(&g, "tokenizer.ggml.tokens", GGUF_ARRAY);
+    gb_array(&g, GGUF_STRING, TINY_V);
+    for (int i = 0; i < TINY_V; i++) gb_str(&g, i < 256 ? letters[i] : pair);
+    gb_key(&g, "tokenizer.ggml.token_type", GGUF_ARRAY);
+    gb_array(&g, GGUF_I32, TINY_V);
+    for (int i = 0; i < TINY_V; i++) gb_u32(&g, ATTN_TOKEN_NORMAL);
+    gb_key(&g, "tokenizer.ggml.merges", GGUF_ARRAY);
+    gb_array(&g, GGUF_STRING, 1);
+    char merge[24];
+    snprintf(merge, sizeof merge, "%s %s", letters[' '], letters[' ']);
+    gb_str(&g, merge);
+    uint64_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        const uint64_t dims[2] = {t[i].d0, t[i].d1};
+        gb_tensor(&g, t[i].name, t[i].d1 == 1 ? 1 : 2, dims, 0 /* F32 */, offset);
+        offset += (t[i].d0 * t[i].d1 * 4 + 31) / 32 * 32;
+    }
+    gb_pad(&g, 32);
+    for (int i = 0; i < n; i++) {
+        gb_raw(&g, t[i].data, (size_t)(t[i].d0 * t[i].d1) * 4);
+        gb_pad(&g, 32);
+        free(t[i].data);
+    }
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(g.data, 1, g.len, f), g.len);
+    assert_int_equal(fclose(f), 0);
+    gb_free(&g);
+}
+
+/* One run's rotated q and k and its v, every layer, from the decoder's
+ * hooks: q [L, Hq, Dh], k and v [L, Hkv, Dh] per layer. */
+typedef struct qkv_run {
+    float *q[TINY_LAYERS], *k[TINY_LAYERS], *v[TINY_LAYERS];
+} qkv_run;
+
+static int keep_qkv(void *user, const attn_decoder_hook_tensor *t) {
+    qkv_run *r = user;
+    float **slot = t->point == ATTN_DECODER_HOOK_ROT_Q ? &r->q[t->layer]
+                 : t->point == ATTN_DECODER_HOOK_ROT_K ? &r->k[t->layer] : &r->v[t->layer];
+    const size_t n = (size_t)(t->shape[0] * t->shape[1] * t->shape[2]);
+    *slot = malloc(n * sizeof(float));
+    assert_non_null(*slot);
+    memcpy(*slot, t->data, n * sizeof(float));
+    return 0;
+}
+
+static void run_qkv(const attn_decoder *m, const int32_t *ids, int64_t L, qkv_run *r) {
+    memset(r, 0, sizeof *r);
+    attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+    o.tensor_hook = keep_qkv;
+    o.tensor_hook_user = r;
+    o.tensor_hook_points = 1u << ATTN_DECODER_HOOK_ROT_Q | 1u << ATTN_DECODER_HOOK_ROT_K | 1u << ATTN_DECODER_HOOK_V;
+    assert_ok(attn_decoder_forward(m, ids, L, &o));
+}
+
+static void qkv_free(qkv_run *r) {
+    for (int l = 0; l < TINY_LAYERS; l++) free(r->q[l]), free(r->k[l]), free(r->v[l]);
+}
+
+/* Figure 2's rule written out, in double: z of head h at query i from
+ * queries q, keys k, values v (causal, scale 1 / sqrt(Dh), the kv head
+ * h / (Hq / Hkv)). */
+static void oracle_z(const float *q, const float *k, const float *v, int64_t i, int64_t h, double *z) {
+    const int64_t kv = h / (TINY_HQ / TINY_HKV);
+    double s[64], top = -INFINITY, sum = 0;
+    for (int64_t j = 0; j <= i; j++) {
+        double dot = 0;
+        for (int e = 0; e < TINY_DH; e++) dot += (double)q[(i * TINY_HQ + h) * TINY_DH + e] * k[(j * TINY_HKV + kv) * TINY_DH + e];
+        s[j] = dot / sqrt((double)TINY_DH);
+        top = fmax(top, s[j]);
+    }
+    for (int64_t j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - top));
+    for (int e = 0; e < TINY_DH; e++) {
+        z[e] = 0;
+        for (int64_t j = 0; j <= i; j++) z[e] += s[j] / sum * v[(j * TINY_HKV + kv) * TINY_DH + e];
+    }
+}
+
+/* The six columns of the page's z table (base, K only, V only, both,
+ * interaction, changed) at layer l, head h, query i: z[c][e]. */
+static void oracle_columns(const qkv_run *a, const qkv_run *b, int l, int64_t i, int64_t h, double z[6][TINY_DH]) {
+    oracle_z(a->q[l], a->k[l], a->v[l], i, h, z[0]);
+    oracle_z(a->q[l], b->k[l], a->v[l], i, h, z[1]);
+    oracle_z(a->q[l], a->k[l], b->v[l], i, h, z[2]);
+    oracle_z(a->q[l], b->k[l], b->v[l], i, h, z[3]);
+    for (int e = 0; e < TINY_DH; e++) z[4][e] = z[3][e] - z[1][e] - z[2][e] + z[0][e];
+    oracle_z(b->q[l], b->k[l], b->v[l], i, h, z[5]);
+}
+
+static double l2_diff(const double *x, const double *y) {
+    double ss = 0;
+    for (int e = 0; e < TINY_DH; e++) ss += (x[e] - y[e]) * (x[e] - y[e]);
+    return sqrt(ss);
+}
+
+/* A z value or a norm from float32 sums of at most 7 terms of size ~1. */
+#define PATHS_ABS_FAIL 2e-6
+
+/* `attn report --model --text --source-text` on the tiny model: the page's
+ * layer and head selectors switch its path table, and the cells it shows
+ * (the exact float behind each, and the 4 digits in the table) equal Figure
+ * 2's rule written out here in double on the decoder's own q, k, v of the
+ * two runs; its two rankings at --position list every head once, in
+ * descending order, with the norms of K only - base and V only - base from
+ * the same rule. */
+static void cli_report_model_paths_in_chromium(void **state) {
+    (void)state;
+    require_chromium();
+    const char *model = test_path("tiny-qwen2.gguf"), *path = test_path("tiny-paths.html");
+    write_tiny_qwen2(model);
+    const char *text = "the cat sat", *changed = "the dog sat";
+    enum { POSITION = 8 };
+    char *out = NULL;
+    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --source-text '%s' --position %d --html '%s'", model,
+                          text, changed, POSITION, path);
+    if (rc != 0) fail_msg("attn report --model --source-text: exit %d\n%s", rc, out);
+    if (!strstr(out, "path decomposition")) fail_msg("no word of the path tables:\n%s", out);
+    free(out);
+    assert_self_contained(path);
+
+    attn_gguf *g;
+    attn_decoder *m;
+    attn_tokenizer *t;
+    assert_ok(attn_gguf_open(model, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    assert_ok(attn_tokenizer_from_gguf(g, &t));
+    int32_t ids_a[32], ids_b[32];
+    size_t L, Lb;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids_a, 32, &L));
+    assert_ok(attn_tokenizer_encode(t, changed, strlen(changed), 0, ids_b, 32, &Lb));
+    assert_int_equal(L, 11); /* one token a byte */
+    assert_int_equal(Lb, L);
+    qkv_run a, b;
+    run_qkv(m, ids_a, (int64_t)L, &a);
+    run_qkv(m, ids_b, (int64_t)L, &b);
+
+    /* layer:head:position:column:element, layers and heads switched back
+     * and forth: a cell that moved (position 8 reads the changed 4..6),
+     * one before the change (the K-only column equals base there), the
+     * changed run's own, an interaction. */
+    static const int specs[][5] = {{1, 3, 8, 1, 2}, {0, 1, 8, 2, 0}, {1, 0, 10, 5, 3}, {0, 2, 3, 1, 1}, {1, 2, 9, 4, 0}};
+    char cells[256] = "0:0:1&paths=";
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+        snprintf(cells + strlen(cells), sizeof cells - strlen(cells), "%s%d:%d:%d:%d:%d", s ? ";" : "", specs[s][0],
+                 specs[s][1], specs[s][2], specs[s][3], specs[s][4]);
+    char *report = selftest(path, cells);
+    char want[96];
+    snprintf(want, sizeof want, "paths=yes path_layers=%d position=%d", TINY_LAYERS, POSITION);
+    if (!strstr(report, want)) fail_msg("want \"%s\":\n%s", want, report);
+    double worst = 0;
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+        const int l = specs[s][0], h = specs[s][1], i = specs[s][2], c = specs[s][3], e = specs[s][4];
+        char key[96];
+        snprintf(key, sizeof key, "pathcell %d:%d:%d:%d:%d shown=%d:%d text=", l, h, i, c, e, l, h);
+        const char *at = strstr(report, key);
+        if (!at) fail_msg("no line \"%s\": the selectors did not switch the table:\n%s", key, report);
+        char *end;
+        const double text_value = strtod(at + strlen(key), &end);
+        if (strncmp(end, " exact=", 7)) fail_msg("the table has no number at %s:\n%s", key, report);
+        const double exact_value = strtod(end + 7, NULL);
+        double z[6][TINY_DH];
+        oracle_columns(&a, &b, l, i, h, z);
+        const double expect = z[c][e];
+        worst = fmax(worst, fabs(exact_value - expect));
+        if (fabs(exact_value - expect) > PATHS_ABS_FAIL)
+            fail_msg("%s: the page holds %.9g, Figure 2's rule gives %.9g", key, exact_value, expect);
+        /* the table's 4 significant digits of the same number */
+        if (fabs(text_value - exact_value) > 5e-4 * fabs(exact_value) + 1e-12)
+            fail_msg("%s: the table shows %.9g for %.9g", key, text_value, exact_value);
+        if (c == 1 && i < 4 && exact_value != z[0][e] && fabs(exact_value - z[0][e]) > PATHS_ABS_FAIL)
+            fail_msg("%s: before the change K only must equal base", key);
+
+        /* This layer's rankings at POSITION: every head once, descending,
+         * each the rule's norm. */
+        snprintf(key, sizeof key, "ranks layer=%d position=%d weight=", l, POSITION);
+        const char *line = strstr(at, key);
+        if (!line) fail_msg("no ranking after %s:\n%s", key, report);
+        const char *p = line + strlen(key);
+        for (int path_kind = 0; path_kind < 2; path_kind++) {
+            bool seen[TINY_HQ] = {false};
+            double previous = INFINITY;
+            for (int r = 0; r < TINY_HQ; r++) {
+                const long head = strtol(p, &end, 10);
+                if (*end != ':' || head < 0 || head >= TINY_HQ || seen[head])
+                    fail_msg("ranking %d of layer %d is not a list of every head:\n%s", path_kind, l, line);
+                seen[head] = true;
+                const double value = strtod(end + 1, &end);
+                double zz[6][TINY_DH];
+                oracle_columns(&a, &b, l, POSITION, head, zz);
+                const double expect_norm = l2_diff(zz[path_kind ? 2 : 1], zz[0]);
+                if (fabs(value - expect_norm) > PATHS_ABS_FAIL)
+                    fail_msg("layer %d head %ld: the %s path ranks |dz| %.9g, the rule gives %.9g", l, head,
+                             path_kind ? "content" : "weight", value, expect_norm);
+                if (value > previous) fail_msg("ranking %d of layer %d is not descending:\n%s", path_kind, l, line);
+                previous = value;
+                p = end + (*end == ',');
+            }
+            if (path_kind == 0) {
+                if (strncmp(p, " content=", 9)) fail_msg("no content ranking:\n%s", line);
+                p += 9;
+            }
+        }
+    }
+    print_message("model paths: the page's cells against Figure 2's rule in double: worst %.2e\n", worst);
+    free(report);
+
+    /* Refusals, by name: texts of two lengths, --source-text without
+     * --model, --position outside the text. */
+    rc = test_run_cli(&out, "report --model '%s' --text '%s' --source-text 'the dogs sat' --html '%s'", model, text,
+                      test_path("x.html"));
+    if (rc != 1 || !strstr(out, "--text is 11 tokens and --source-text 12"))
+        fail_msg("exit %d, want 1 naming both token counts:\n%s", rc, out);
+    free(out);
+    rc = test_run_cli(&out, "report --weights w.npy --source-text a --html '%s'", test_path("x.html"));
+    if (rc != 2 || !strstr(out, "--source-text is the changed run of --model")) fail_msg("exit %d:\n%s", rc, out);
+    free(out);
+    rc = test_run_cli(&out, "report --model '%s' --text '%s' --position 1 --html '%s'", model, text, test_path("x.html"));
+    if (rc != 2 || !strstr(out, "needs --source-text")) fail_msg("exit %d:\n%s", rc, out);
+    free(out);
+    rc = test_run_cli(&out, "report --model '%s' --text '%s' --source-text '%s' --position 11 --html '%s'", model, text,
+                      changed, test_path("x.html"));
+    if (rc != 1 || !strstr(out, "--position 11 is outside the text's 11 tokens")) fail_msg("exit %d:\n%s", rc, out);
+    free(out);
+    assert_false(test_file_exists(test_path("x.html")));
+
+    qkv_free(&a);
+    qkv_free(&b);
+    attn_tokenizer_free(t);
+    attn_decoder_free(m);
+    attn_gguf_close(g);
+}
+
 /* --------------------------------------------------- errors (no browser) */
 
 static void report_refuses_bad_input(void **state) {
@@ -776,6 +1089,31 @@ static void report_refuses_bad_input(void **state) {
     assert_ok(attn_sdpa_paths(&q, &k, &v, NULL, NULL, &v2, NULL, &paths));
     r.paths = &paths;
     assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "3 queries x 3 keys");
+    /* a table per layer, or one: not both, and paths alone for one layer;
+     * the ranking's position inside the queries; empty tables named */
+    float w9[2 * 9] = {0};
+    for (int n = 0; n < 18; n += 3) w9[n] = 1;
+    attn_report many = {.struct_size = sizeof(attn_report), .heads = 1, .len_q = 3, .len_kv = 3, .weights = w9,
+                        .layers = 2, .paths = &paths};
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "layer_paths");
+    attn_paths per_layer[2] = {0};
+    per_layer[0] = paths;
+    many.layer_paths = per_layer;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "not both");
+    many.paths = NULL;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
+                      "paths of layer 1 are empty");
+    per_layer[1] = paths;
+    many.paths_position = 3;
+    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
+                      "paths_position 3 is outside the 3 queries");
+    many.paths_position = -3;
+    assert_ok(attn_report_write_html(test_path("r.html"), &many));
+    size_t n;
+    char *html = test_read_file(test_path("r.html"), &n);
+    assert_non_null(html);
+    if (!strstr(html, "\"position\":0,\"layers\":[{")) fail_msg("position -3 of 3 is not query 0 on the page");
+    free(html);
     attn_paths_free(&paths);
 }
 
@@ -842,6 +1180,7 @@ int main(void) {
         cmocka_unit_test(cli_report_layered_refusals),
         cmocka_unit_test(report_24_layers_14_heads_256_tokens),
         cmocka_unit_test(cli_report_of_a_model_run),
+        cmocka_unit_test(cli_report_model_paths_in_chromium),
         cmocka_unit_test(report_refuses_bad_input),
         cmocka_unit_test(cli_report_names_its_errors),
     };

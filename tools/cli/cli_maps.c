@@ -10,6 +10,7 @@
 #include "attn_decoder.h"
 #include "attn_model.h"
 #include "attn_tokenizer.h"
+#include "../model_trace.h" /* trace_paths_each: the decomposition `attn model trace --paths` makes */
 
 #include <math.h>
 #include <stdio.h>
@@ -130,36 +131,95 @@ static int cosine_series(const char *cmd, const float *hidden_a, int64_t la, con
     return CLI_OK;
 }
 
+/* The ids of a second text (--compare-text, --source-text), malloc'd. */
+static int encode_text(const char *cmd, const char *flag, const attn_tokenizer *tok, const char *value, int32_t **ids,
+                       int64_t *n) {
+    char *text = NULL;
+    size_t len = 0, n_ids = 0;
+    int rc = read_text(cmd, value, &text, &len);
+    if (rc) return rc;
+    if (!(*ids = malloc((len + 2) * sizeof **ids)))
+        rc = cli_data_error(cmd, "out of memory");
+    else if (attn_tokenizer_encode(tok, text, len, 0, *ids, len + 2, &n_ids))
+        rc = cli_data_error(cmd, "%s: %s", flag, attn_last_error());
+    else if (n_ids == 0 || n_ids > MODEL_TOKENS_MAX)
+        rc = cli_data_error(cmd, "%s is %zu tokens in this model's vocabulary; give 1 to %d", flag, n_ids,
+                            MODEL_TOKENS_MAX);
+    *n = (int64_t)n_ids;
+    free(text);
+    return rc;
+}
+
 /* The second text's ids and residual stream [N + 1, L, d] (malloc'd). */
 static int run_compare(const char *cmd, const attn_decoder *dec, const attn_tokenizer *tok, const char *value,
                        float **hidden, int64_t *L, char **last_label) {
-    char *text = NULL;
-    size_t len = 0, n_ids = 0;
     int32_t *ids = NULL;
-    int rc = read_text(cmd, value, &text, &len);
-    if (rc) return rc;
+    int rc = encode_text(cmd, "--compare-text", tok, value, &ids, L);
     const attn_decoder_config *c = attn_decoder_get_config(dec);
-    ids = malloc((len + 2) * sizeof *ids);
-    if (!ids) {
+    if (!rc && !(*hidden = malloc((size_t)((c->n_layers + 1) * *L * c->d_model) * sizeof(float))))
         rc = cli_data_error(cmd, "out of memory");
-    } else if (attn_tokenizer_encode(tok, text, len, 0, ids, len + 2, &n_ids)) {
-        rc = cli_data_error(cmd, "--compare-text: %s", attn_last_error());
-    } else if (n_ids == 0 || n_ids > MODEL_TOKENS_MAX) {
-        rc = cli_data_error(cmd, "--compare-text is %zu tokens in this model's vocabulary; give 1 to %d", n_ids,
-                            MODEL_TOKENS_MAX);
-    } else if (!(*hidden = malloc((size_t)((c->n_layers + 1) * (int64_t)n_ids * c->d_model) * sizeof(float)))) {
-        rc = cli_data_error(cmd, "out of memory");
-    } else {
+    if (!rc) {
         attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
         out.hidden = *hidden;
-        if (attn_decoder_forward(dec, ids, (int64_t)n_ids, &out))
+        if (attn_decoder_forward(dec, ids, *L, &out))
             rc = cli_data_error(cmd, "the forward over --compare-text: %s", attn_last_error());
-        else if (!(*last_label = token_label(tok, ids[n_ids - 1])))
+        else if (!(*last_label = token_label(tok, ids[*L - 1])))
             rc = cli_data_error(cmd, "out of memory");
-        *L = (int64_t)n_ids;
     }
     free(ids);
-    free(text);
+    return rc;
+}
+
+typedef struct kept_paths {
+    const cli_maps *m;
+    attn_paths *out; /* [m->n_layers] */
+} kept_paths;
+
+/* trace_paths_each's callback: a shown layer's buffers the report reads
+ * (every case's z, the K-only weights, the interaction) taken out of its
+ * decomposition; the rest (q, k, v, scores, the other patterns) is freed. */
+static attn_status keep_layer_paths(void *user, int64_t layer, attn_paths *p, char *error, size_t esize) {
+    (void)error, (void)esize;
+    const kept_paths *k = user;
+    for (int64_t n = 0; n < k->m->n_layers; n++) {
+        if (k->m->layer_ids[n] != layer) continue;
+        attn_paths *keep = &k->out[n];
+        for (int c = 0; c < ATTN_PATH_CASES; c++) {
+            keep->run[c] = p->run[c];
+            attn_trace *t = &keep->run[c];
+            t->q = t->k = t->v = t->scores = t->result = t->attn_out = NULL;
+            if (c != ATTN_PATH_K_ONLY) t->pattern = NULL;
+            p->run[c].z = NULL;
+        }
+        p->run[ATTN_PATH_K_ONLY].pattern = NULL;
+        keep->interaction_z = p->interaction_z;
+        p->interaction_z = NULL;
+        break; /* model_paths refuses a layer listed twice */
+    }
+    return ATTN_OK;
+}
+
+/* The path decomposition of the shown layers against --source-text. */
+static int model_paths(const char *cmd, const cli_map_source *src, const attn_decoder *dec, const attn_tokenizer *tok,
+                       const int32_t *ids, int64_t L, cli_maps *m) {
+    int32_t *changed = NULL;
+    int64_t n = 0;
+    char error[512];
+    for (int64_t a = 0; a < m->n_layers; a++)
+        for (int64_t b = a + 1; b < m->n_layers; b++)
+            if (m->layer_ids[a] == m->layer_ids[b])
+                return cli_usage_error(cmd, "--layer lists layer %lld twice; with --source-text name each layer once",
+                                       (long long)m->layer_ids[a]);
+    int rc = encode_text(cmd, "--source-text", tok, src->source_text, &changed, &n);
+    if (!rc && n != L)
+        rc = cli_data_error(cmd, "--text is %lld tokens and --source-text %lld: the path decomposition swaps the "
+                            "source's keys and values into the text's run position by position, so the two need "
+                            "the same number of tokens", (long long)L, (long long)n);
+    if (!rc && !(m->paths = calloc((size_t)m->n_layers, sizeof *m->paths))) rc = cli_data_error(cmd, "out of memory");
+    kept_paths k = {m, m->paths};
+    if (!rc && trace_paths_each(dec, ids, changed, L, keep_layer_paths, &k, error, sizeof error))
+        rc = cli_data_error(cmd, "the path decomposition: %s", error);
+    free(changed);
     return rc;
 }
 
@@ -203,10 +263,15 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     if ((rc = select_indices(cmd, "--layer", src->layer_text, c->n_layers, "layer", &m->layer_ids, &m->n_layers)) ||
         (rc = select_indices(cmd, src->head_flag ? src->head_flag : "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
         goto done;
-    if ((uint64_t)(m->n_layers * H) * (uint64_t)(L * L) * 5 > MAPS_BYTES_MAX) {
-        rc = cli_data_error(cmd, "%lld layers x %lld heads x %lld x %lld tokens would take over %llu MiB; choose "
+    /* The maps (weights and visibility), and with --source-text each
+     * layer's kept decomposition: its K-only weights and 6 cases' z. */
+    const uint64_t per_layer = (uint64_t)(H * L * L) * (src->source_text ? 9 : 5) +
+                               (src->source_text ? (uint64_t)(6 * L * H * c->head_dim) * 4 : 0);
+    if ((uint64_t)m->n_layers * per_layer > MAPS_BYTES_MAX) {
+        rc = cli_data_error(cmd, "%lld layers x %lld heads x %lld x %lld tokens%s would take over %llu MiB; choose "
                             "fewer layers (--layer) or a shorter text", (long long)m->n_layers, (long long)H,
-                            (long long)L, (long long)L, (unsigned long long)(MAPS_BYTES_MAX >> 20));
+                            (long long)L, (long long)L, src->source_text ? " with the path decomposition" : "",
+                            (unsigned long long)(MAPS_BYTES_MAX >> 20));
         goto done;
     }
     /* Every head of the chosen layers from the forward, then the chosen heads. */
@@ -233,6 +298,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
         rc = cli_data_error(cmd, "the forward over --text: %s", attn_last_error());
         goto done;
     }
+    if (src->source_text && (rc = model_paths(cmd, src, dec, tok, ids, L, m))) goto done;
     if (src->compare_text) {
         if ((rc = run_compare(cmd, dec, tok, src->compare_text, &hidden_b, &len_b, &last_b)) ||
             (rc = cosine_series(cmd, hidden, L, hidden_b, len_b, c->n_layers + 1, c->d_model, m)))
@@ -383,5 +449,8 @@ void cli_maps_free(cli_maps *m) {
     free(m->cosine_labels);
     free(m->cosine);
     free(m->cosine_title);
+    if (m->paths)
+        for (int64_t l = 0; l < m->n_layers; l++) attn_paths_free(&m->paths[l]);
+    free(m->paths);
     memset(m, 0, sizeof *m);
 }

@@ -3,7 +3,9 @@
  * they are not computed from Q, K, V: a real model's run over a text
  * (--model FILE --text TEXT, every layer's weights from attn_decoder_forward)
  * or maps made elsewhere (--weights W.npy, e.g. transformers'
- * output_attentions stacked and saved as float32).
+ * output_attentions stacked and saved as float32); for a model's run also
+ * the cosine of a second text's last token and the path decomposition
+ * against a changed text of the same length, layer by layer.
  *
  * Shape legend: maps [n_layers, n_heads, L, S] (the selected layers and
  * heads of one batch), visible likewise.  Accepted --weights files:
@@ -18,10 +20,14 @@
 
 #include "cli_pictures.h"
 
+#include "attn_interp.h"
+
 /* What the command line named. */
 typedef struct cli_map_source {
     const char *model_path, *text; /* --model FILE.gguf --text TEXT|@FILE       */
     const char *compare_text;      /* --compare-text TEXT|@FILE (report), or NULL */
+    const char *source_text;       /* --source-text TEXT|@FILE (report): the changed
+                                      input of the path decomposition, or NULL */
     const char *weights_path;      /* --weights W.npy                           */
     const char *layer_text;        /* --layer LIST|all, or NULL (all)            */
     const char *head_text;         /* --head LIST|all, or NULL (all)             */
@@ -45,6 +51,11 @@ typedef struct cli_maps {
     int64_t n_cosine;
     char **cosine_labels;          /* [n_cosine] "embed", "0", "1", ...          */
     char *cosine_title;
+    /* With source_text: each shown layer's path decomposition (Figure 2),
+     * the text as base and the source text (same length) as changed, from
+     * model_trace.h's trace_paths_each as `attn model trace --paths` makes
+     * it; only the buffers attn_report_write_html reads are kept. */
+    attn_paths *paths;             /* [n_layers] or NULL                        */
 } cli_maps;
 
 /* Loads the maps src names, the visibility under ao's mask options (for a
