@@ -9,6 +9,7 @@
  * skipped with a message.
  */
 #include "testutil.h"
+#include "models.h"
 #include "tokenizer_fixture.h"
 
 #include "attn_tokenizer.h"
@@ -20,32 +21,13 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
-static char model_dir[512];
-
 static void assert_ok(attn_status st) {
     if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
 }
 
-static int find_models(void **state) {
-    (void)state;
-    const char *dir = getenv("ATTN_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir)
-        snprintf(model_dir, sizeof model_dir, "%s", dir);
-    else
-        snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
-    return 0;
-}
-
 /* The model's tokenizer, or the test skipped with a message. */
 static attn_tokenizer *open_tokenizer(const char *name) {
-    char path[768];
-    snprintf(path, sizeof path, "%s/%s", model_dir, name);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
-        skip();
-    }
+    const char *path = test_model_or_skip(name);
     attn_gguf *g;
     assert_ok(attn_gguf_open(path, &g));
     attn_tokenizer *t;
@@ -114,5 +96,5 @@ int main(void) {
         cmocka_unit_test(gemma_matches_reference),
         cmocka_unit_test(models_describe_themselves),
     };
-    return cmocka_run_group_tests(tests, find_models, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }
