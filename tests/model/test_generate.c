@@ -486,12 +486,12 @@ static void test_qwen2_greedy_matches_transformers(void **state) {
         print_message("skipped under a sanitizer (minutes there): the Release build runs it\n");
         skip();
     }
-    check_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2");
+    check_model(TEST_QWEN_GGUF, "qwen2");
 }
 
 static void test_gemma3_greedy_matches_transformers(void **state) {
     (void)state;
-    check_model("gemma-3-270m-q4_k_m.gguf", "gemma3");
+    check_model(TEST_GEMMA_GGUF, "gemma3");
 }
 
 int main(void) {

@@ -49,19 +49,19 @@ static void check_fixture(const char *model, const char *fixture) {
 
 static void qwen_matches_reference(void **state) {
     (void)state;
-    check_fixture("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", FIXTURES "qwen2.5-coder-0.5b.txt");
+    check_fixture(TEST_QWEN_GGUF, FIXTURES "qwen2.5-coder-0.5b.txt");
 }
 
 static void gemma_matches_reference(void **state) {
     (void)state;
-    check_fixture("gemma-3-270m-q4_k_m.gguf", FIXTURES "gemma-3-270m.txt");
+    check_fixture(TEST_GEMMA_GGUF, FIXTURES "gemma-3-270m.txt");
 }
 
 /* What the models' README says about them: vocabulary sizes, special ids,
  * 苹果 one token in Qwen's vocabulary. */
 static void models_describe_themselves(void **state) {
     (void)state;
-    attn_tokenizer *t = open_tokenizer("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    attn_tokenizer *t = open_tokenizer(TEST_QWEN_GGUF);
     attn_tokenizer_info info;
     attn_tokenizer_describe(t, &info);
     assert_int_equal(info.kind, ATTN_TOKENIZER_BPE);
@@ -77,7 +77,7 @@ static void models_describe_themselves(void **state) {
     print_message("qwen: %.1f MB\n", (double)info.memory_bytes / 1e6);
     attn_tokenizer_free(t);
 
-    t = open_tokenizer("gemma-3-270m-q4_k_m.gguf");
+    t = open_tokenizer(TEST_GEMMA_GGUF);
     attn_tokenizer_describe(t, &info);
     assert_int_equal(info.kind, ATTN_TOKENIZER_SPM);
     assert_int_equal(info.vocab_size, 262144);
