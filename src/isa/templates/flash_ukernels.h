@@ -15,7 +15,10 @@
  * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
  * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_qk_rows_half,
  * simd_softmax_rows, simd_pv_rows, simd_pv_rows_half, simd_probs_rows and
- * simd_all_finite for the including file's table.
+ * simd_all_finite for the including file's table, and the always-inline
+ * pieces an ISA's own tile kernels reuse (x86_avx512/dot_bf16.h): the
+ * register blocks (tile_block_*) and the online softmax's steps
+ * (softmax_tile_start, softmax_tile_finish).
  *
  * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
  * and is computed independently of the others; the rows kernels compute

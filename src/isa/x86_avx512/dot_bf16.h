@@ -272,7 +272,8 @@ AMX_INLINE void amx_dot_2x2(const uint16_t *a0, const uint16_t *a1, int64_t lda_
     }
 }
 
-/* C00 C01 (C10 C11 when two) to c: 32 (16) rows x 32 fp32, TILE_ROWS apart. */
+/* C00 C01 to rows 0-15 of c, C10 C11 to rows 16-31 when two: 32 fp32 a row,
+ * rows TILE_ROWS apart. */
 AMX_INLINE void amx_store_2x2(float *c, bool two) {
     const int64_t ldc_bytes = TILE_ROWS * 4;
     _tile_stored(0, c, ldc_bytes);
