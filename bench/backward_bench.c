@@ -28,75 +28,24 @@
 #include "attn_machine.h"
 #include "attn_viz.h"
 
+#include "bench_timing.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#include <omp.h>
+/* One timed call. */
+typedef struct backward_call {
+    attn_tensor q, k, v, out, dout, dq, dk, dv;
+    const float *lse;
+    attn_sdpa_options opt;
+} backward_call;
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-static double wall_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu_seconds(clockid_t which) {
-    struct timespec t;
-    clock_gettime(which, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* One core's FMA peak in GFLOP/s of thread CPU time: twelve independent
- * zmm FMA chains in named registers, each started from a different value
- * (identical chains would be merged into one by the compiler); 0 where
- * AVX-512 is missing. */
-#if defined(__x86_64__)
-__attribute__((target("avx512f,fma"), noinline)) static double core_peak_avx512(float seed) {
-    const long n = 20000000;
-    __m512 a0 = _mm512_set1_ps(seed), a1 = _mm512_set1_ps(seed + 1), a2 = _mm512_set1_ps(seed + 2),
-           a3 = _mm512_set1_ps(seed + 3), a4 = _mm512_set1_ps(seed + 4), a5 = _mm512_set1_ps(seed + 5),
-           a6 = _mm512_set1_ps(seed + 6), a7 = _mm512_set1_ps(seed + 7), a8 = _mm512_set1_ps(seed + 8),
-           a9 = _mm512_set1_ps(seed + 9), a10 = _mm512_set1_ps(seed + 10), a11 = _mm512_set1_ps(seed + 11);
-    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    double t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
-    for (long i = 0; i < n; i++) {
-        a0 = _mm512_fmadd_ps(a0, x, y); a1 = _mm512_fmadd_ps(a1, x, y); a2 = _mm512_fmadd_ps(a2, x, y);
-        a3 = _mm512_fmadd_ps(a3, x, y); a4 = _mm512_fmadd_ps(a4, x, y); a5 = _mm512_fmadd_ps(a5, x, y);
-        a6 = _mm512_fmadd_ps(a6, x, y); a7 = _mm512_fmadd_ps(a7, x, y); a8 = _mm512_fmadd_ps(a8, x, y);
-        a9 = _mm512_fmadd_ps(a9, x, y); a10 = _mm512_fmadd_ps(a10, x, y); a11 = _mm512_fmadd_ps(a11, x, y);
-    }
-    double t = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - t0;
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-    volatile float sink = _mm512_reduce_add_ps(s);
-    (void)sink;
-    return (double)n * 12 * 32 / t * 1e-9;
-}
-#endif
-
-/* The mean over `threads` concurrent threads of core_peak_avx512. */
-static double thread_peak(int threads) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f")) return 0.0;
-    double sum = 0.0;
-#pragma omp parallel num_threads(threads) reduction(+ : sum)
-    sum += core_peak_avx512((float)omp_get_thread_num());
-    return sum / threads;
-#else
-    (void)threads;
-    return 0.0;
-#endif
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+static int call_backward(void *p) {
+    backward_call *c = p;
+    if (attn_sdpa_backward(&c->q, &c->k, &c->v, &c->opt, &c->out, c->lse, &c->dout, &c->dq, &c->dk, &c->dv) == ATTN_OK)
+        return 0;
+    fprintf(stderr, "backward: %s\n", attn_last_error());
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -136,22 +85,13 @@ int main(int argc, char **argv) {
     flops *= 2.5;
     double peak_before = 0, peak_after = 0;
     attn_measure_fma_peak(threads, 0.5, &peak_before);
-    const double core = thread_peak(threads);
-    double times[100], cpu_total = 0;
-    attn_sdpa_backward(&q, &k, &v, &opt, &out, lse, &dout, &dq, &dk, &dv); /* warm-up */
-    for (int r = 0; r < runs; r++) {
-        double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), w0 = wall_seconds();
-        if (attn_sdpa_backward(&q, &k, &v, &opt, &out, lse, &dout, &dq, &dk, &dv)) {
-            fprintf(stderr, "backward: %s\n", attn_last_error());
-            return 1;
-        }
-        times[r] = wall_seconds() - w0;
-        cpu_total += cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
-    }
+    const double core = bench_thread_peak(threads);
+    backward_call call = {q, k, v, out, dout, dq, dk, dv, lse, opt};
+    bench_timing t;
+    if (bench_time_calls(call_backward, &call, runs, 0.0, runs, &t)) return 1;
     attn_measure_fma_peak(threads, 0.5, &peak_after);
-    qsort(times, (size_t)runs, sizeof times[0], compare_doubles);
-    const double median = times[runs / 2], gflops = flops / median * 1e-9, peak = (peak_before + peak_after) / 2;
-    const double cpu_gflops = flops * runs / cpu_total * 1e-9; /* per CPU-second */
+    const double median = t.median, gflops = flops / median * 1e-9, peak = (peak_before + peak_after) / 2;
+    const double cpu_gflops = flops * runs / t.cpu * 1e-9; /* per CPU-second */
     printf("backward L=S=%lld Hq=Hkv=%lld D=%lld %s, %d threads, kernel %s on %s, workspace %.1f MB\n",
            (long long)L, (long long)H, (long long)D, causal ? "causal" : "full", threads,
            attn_sdpa_backward_kernel_name(&q, &k, &v, &opt), attn_isa_name(), (double)bytes / 1e6);

@@ -39,17 +39,14 @@
 #include "attn.h"
 #include "attn_machine.h"
 
+#include "bench_timing.h"
+
 #include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
@@ -82,53 +79,6 @@ static const char *const default_shapes[] = {
     "1x640x2048t", "128x640x2048t", "128x2048x640t",   /* Gemma 3 270M FFN */
     "1x640x262144t", "16x640x262144t",                 /* its output head */
 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu_now(clockid_t which) {
-    struct timespec t;
-    clock_gettime(which, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* One core's FMA peak in GFLOP/s of thread CPU time (as bench/backward_bench.c
- * measures it): twelve independent zmm FMA chains; 0 without AVX-512. */
-#if defined(__x86_64__)
-__attribute__((target("avx512f,fma"), noinline)) static double core_peak_avx512(float seed) {
-    const long n = 20000000;
-    __m512 a[12];
-    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps(seed + (float)j);
-    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    const double t0 = cpu_now(CLOCK_THREAD_CPUTIME_ID);
-    for (long i = 0; i < n; i++)
-        for (int j = 0; j < 12; j++) a[j] = _mm512_fmadd_ps(a[j], x, y);
-    const double t = cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0;
-    __m512 sum = a[0];
-    for (int j = 1; j < 12; j++) sum = _mm512_add_ps(sum, a[j]);
-    volatile float sink = _mm512_reduce_add_ps(sum);
-    (void)sink;
-    return (double)n * 12 * 32 / t * 1e-9;
-}
-#endif
-
-/* The mean over `threads` concurrent threads of core_peak_avx512. */
-static double thread_peak(int threads) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f")) return NAN;
-    double sum = 0.0;
-#pragma omp parallel num_threads(threads) reduction(+ : sum)
-    sum += core_peak_avx512((float)omp_get_thread_num());
-    return sum / threads;
-#else
-    (void)threads;
-    return NAN;
-#endif
-}
 
 static void set_lib_threads(int n) {
     if (openblas_threads) openblas_threads(n);
@@ -181,26 +131,28 @@ static void run(const char *lib, const char *mode, int threads, const shape *s, 
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+/* One call of run, for bench_time_calls. */
+typedef struct {
+    const char *lib, *mode;
+    int threads;
+    const shape *s;
+    const float *x, *w;
+    float *y;
+} run_ctx;
+
+static int run_call(void *p) {
+    const run_ctx *c = p;
+    run(c->lib, c->mode, c->threads, c->s, c->x, c->w, c->y);
+    return 0;
 }
 
 static float *random_floats(long n, unsigned seed);
 
 /* Median seconds of calls of fn(ctx) after a warm-up (>= 3 calls, 0.5 s). */
-static double median_time(void (*fn)(void *), void *ctx) {
-    double times[1000];
-    int calls = 0;
-    fn(ctx);
-    const double start = now();
-    while (calls < 1000 && (calls < 3 || now() - start < 0.5)) {
-        const double t0 = now();
-        fn(ctx);
-        times[calls++] = now() - t0;
-    }
-    qsort(times, (size_t)calls, sizeof *times, cmp_double);
-    return times[calls / 2];
+static double median_time(int (*fn)(void *), void *ctx) {
+    bench_timing t;
+    bench_time_calls(fn, ctx, 3, 0.5, BENCH_MAX_CALLS, &t);
+    return t.median;
 }
 
 /* The module at d_model = heads x 64, self-attention, W_O: its four
@@ -213,31 +165,35 @@ typedef struct {
     float *dout;
 } mha_ctx;
 
-static void mha_projections(void *p) {
+static int mha_projections(void *p) {
     mha_ctx *c = p;
     const long d = c->m.d_model;
     attn_linear_forward(c->x, c->len, d, c->m.wq, c->m.bq, d, c->q);
     attn_linear_forward(c->x, c->len, d, c->m.wk, c->m.bk, d, c->k);
     attn_linear_forward(c->x, c->len, d, c->m.wv, c->m.bv, d, c->v);
     attn_linear_forward(c->z, c->len, d, c->m.wo, c->m.bo, d, c->out);
+    return 0;
 }
 
-static void mha_attention(void *p) {
+static int mha_attention(void *p) {
     mha_ctx *c = p;
     const long H = c->m.heads, D = c->m.head_dim;
     attn_tensor q = attn_tensor_4d(c->q, 1, c->len, H, D), k = attn_tensor_4d(c->k, 1, c->len, H, D),
                 v = attn_tensor_4d(c->v, 1, c->len, H, D), z = attn_tensor_4d(c->z, 1, c->len, H, D);
     attn_sdpa_forward(&q, &k, &v, NULL, &z, NULL, NULL);
+    return 0;
 }
 
-static void mha_whole(void *p) {
+static int mha_whole(void *p) {
     mha_ctx *c = p;
     attn_mha_forward(&c->m, c->x, 1, c->len, NULL, c->len, NULL, c->out, NULL, NULL);
+    return 0;
 }
 
-static void mha_whole_backward(void *p) {
+static int mha_whole_backward(void *p) {
     mha_ctx *c = p;
     attn_mha_backward(&c->m, c->x, 1, c->len, NULL, c->len, NULL, c->dout, &c->g);
+    return 0;
 }
 
 static int run_mha(long d, long len, long heads, int threads, double peak) {
@@ -332,7 +288,7 @@ int main(int argc, char **argv) {
     }
     double peak = 0.0, core_peak = NAN;
     if (!check && attn_measure_fma_peak(threads, 0.5, &peak) != ATTN_OK) peak = NAN;
-    if (!check) core_peak = thread_peak(threads);
+    if (!check) core_peak = bench_thread_peak(threads);
 
     for (int i = 0; i < count; i++) {
         shape s;
@@ -363,22 +319,14 @@ int main(int argc, char **argv) {
         } else {
             set_lib_threads(strcmp(mode, "own") == 0 ? threads : 1);
             omp_set_num_threads(threads);
-            run(lib, mode, threads, &s, x, w, y); /* warm-up: pages, packing buffers, thread pools */
-            double times[1000];
-            int calls = 0;
-            const double start = now(), cpu_start = cpu_now(CLOCK_PROCESS_CPUTIME_ID);
-            while (calls < 1000 && (calls < 3 || now() - start < 0.5)) {
-                const double t0 = now();
-                run(lib, mode, threads, &s, x, w, y);
-                times[calls++] = now() - t0;
-            }
-            const double cpu = cpu_now(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
-            qsort(times, (size_t)calls, sizeof *times, cmp_double);
+            run_ctx call = {lib, mode, threads, &s, x, w, y};
+            bench_timing t;
+            bench_time_calls(run_call, &call, 3, 0.5, BENCH_MAX_CALLS, &t);
             const double flops = 2.0 * (double)s.rows * (double)s.d_in * (double)s.d_out;
-            const double gflops = flops / times[calls / 2] * 1e-9;
+            const double gflops = flops / t.median * 1e-9;
             /* per CPU-second, against one thread's peak in CPU time: time the
              * host's other guests take from this process counts in neither */
-            const double cpu_gflops = flops * calls / cpu * 1e-9;
+            const double cpu_gflops = flops * t.calls / t.cpu * 1e-9;
             printf("%s %s %d %s %.2f %.1f %.1f %.1f\n", lib, mode, threads, names[i], gflops, 100.0 * gflops / peak,
                    peak, 100.0 * cpu_gflops / core_peak);
         }

@@ -288,9 +288,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
         const attn_ring_shard *ks = &rp.kv_shards[ring_owner_at(&rp, t)];
         const size_t part = (size_t)(B * ks->rows * rp.unit);
         ring_requests reqs = {0}, incoming = {0};
-        if (t + 1 < rp.ranks)
-            attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
-                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, RING_TAG_KV, stats);
+        attn__ring_post_shift(&rp, &reqs, t, blocks[0], blocks[1], stats);
         if (s.want_dkv && t > 0)
             attn__ring_post(&rp, &incoming, false, s.dblock_in, B * ks->rows, rp.left, RING_TAG_DKV,
                             "a block's gradient");
@@ -313,9 +311,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
             stats->bytes_sent += (int64_t)(part * sizeof(float));
         }
         if ((st = attn__ring_wait(&rp, &reqs, stats))) goto abandon;
-        float *swap = blocks[0];
-        blocks[0] = blocks[1];
-        blocks[1] = swap;
+        ring_swap_blocks(&blocks[0], &blocks[1]);
     }
     if (s.want_dkv) {
         /* The extra hop: this rank's own block's gradient, complete. */
@@ -328,14 +324,7 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
     }
     if ((st = attn__ring_agree_within(comm, failed, NULL, rp.timeout_s))) goto cleanup;
 
-    if (dq)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < Lr; i++)
-                for (int64_t h = 0; h < Hq; h++) {
-                    float *dq_bih = problem_row(dq, b, i, h);
-                    const double *acc = s.dq_acc + ((b * Lr + i) * Hq + h) * D;
-                    for (int64_t d = 0; d < D; d++) dq_bih[d] = (float)acc[d];
-                }
+    if (dq) attn__ring_store_rows(s.dq_acc, B, Lr, Hq, D, dq);
     if (s.want_dkv) unpack_gradient(&rp, s.dblock_in, rp.kv_shards[rp.rank].rows, dk, dv);
     goto cleanup;
 abandon:

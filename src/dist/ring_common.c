@@ -827,12 +827,25 @@ void attn__ring_post(const ring_problem *rp, ring_requests *r, bool send, void *
     else MPI_Irecv(buf, (int)count, rp->unit_type, peer, tag, rp->comm, &r->req[i]);
 }
 
-void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
-                     int64_t send_rows, float *recv, int64_t recv_rows, int tag,
-                     attn_ring_stats *stats) {
-    attn__ring_post(rp, r, false, recv, rp->batch * recv_rows, rp->left, tag, "a key/value block");
-    attn__ring_post(rp, r, true, (void *)send, rp->batch * send_rows, rp->right, tag, "a key/value block");
+void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, int step, const float *send, float *recv,
+                           attn_ring_stats *stats) {
+    if (step + 1 >= rp->ranks) return;
+    const int64_t send_rows = rp->kv_shards[ring_owner_at(rp, step)].rows;
+    const int64_t recv_rows = rp->kv_shards[ring_owner_at(rp, step + 1)].rows;
+    attn__ring_post(rp, r, false, recv, rp->batch * recv_rows, rp->left, RING_TAG_KV, "a key/value block");
+    attn__ring_post(rp, r, true, (void *)send, rp->batch * send_rows, rp->right, RING_TAG_KV, "a key/value block");
     if (stats) stats->bytes_sent += rp->batch * send_rows * rp->unit * (int64_t)sizeof(float);
+}
+
+void attn__ring_store_rows(const double *acc, int64_t batch, int64_t rows, int64_t heads, int64_t width,
+                           attn_tensor *t) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t h = 0; h < heads; h++) {
+                float *t_bih = problem_row(t, b, i, h);
+                const double *acc_bih = acc + ((b * rows + i) * heads + h) * width;
+                for (int64_t d = 0; d < width; d++) t_bih[d] = (float)acc_bih[d];
+            }
 }
 
 void attn__ring_progress(ring_requests *r, attn_ring_stats *stats) {
@@ -891,12 +904,9 @@ attn_status attn__ring_time_rotation(const ring_problem *rp, float *a, float *b,
     double start = MPI_Wtime();
     for (int t = 0; st == ATTN_OK && t + 1 < rp->ranks; t++) {
         ring_requests r = {0};
-        attn__ring_post_shift(rp, &r, a, rp->kv_shards[ring_owner_at(rp, t)].rows, b,
-                        rp->kv_shards[ring_owner_at(rp, t + 1)].rows, RING_TAG_KV, NULL);
+        attn__ring_post_shift(rp, &r, t, a, b, NULL);
         st = attn__ring_wait(rp, &r, NULL);
-        float *swap = a;
-        a = b;
-        b = swap;
+        ring_swap_blocks(&a, &b);
     }
     stats->comm_alone_s = MPI_Wtime() - start;
     return st;

@@ -134,28 +134,18 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     for (int t = 0; t < rp.ranks; t++) {
         const attn_ring_shard *ks = &rp.kv_shards[ring_owner_at(&rp, t)];
         ring_requests reqs = {0};
-        if (t + 1 < rp.ranks)
-            attn__ring_post_shift(&rp, &reqs, blocks[0], ks->rows, blocks[1],
-                            rp.kv_shards[ring_owner_at(&rp, t + 1)].rows, RING_TAG_KV, stats);
+        attn__ring_post_shift(&rp, &reqs, t, blocks[0], blocks[1], stats);
         forward_piece_ctx ctx = {&rp, q, blocks[0], ks->rows, &s};
         if (failed == ATTN_OK) failed = attn__ring_step(&rp, ks, forward_piece, &ctx, &reqs, stats);
         if ((st = attn__ring_wait(&rp, &reqs, stats))) {
             abandoned = true;
             goto cleanup;
         }
-        float *swap = blocks[0];
-        blocks[0] = blocks[1];
-        blocks[1] = swap;
+        ring_swap_blocks(&blocks[0], &blocks[1]);
     }
     if ((st = attn__ring_agree_within(comm, failed, NULL, rp.timeout_s))) goto cleanup;
 
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < Lr; i++)
-            for (int64_t h = 0; h < Hq; h++) {
-                float *o_bih = problem_row(out, b, i, h);
-                const double *acc = s.acc_o + ((b * Lr + i) * Hq + h) * Dv;
-                for (int64_t d = 0; d < Dv; d++) o_bih[d] = (float)acc[d];
-            }
+    attn__ring_store_rows(s.acc_o, B, Lr, Hq, Dv, out);
     if (lse)
         for (int64_t i = 0; i < B * Hq * Lr; i++) lse[i] = (float)s.acc_lse[i];
 cleanup:

@@ -96,11 +96,22 @@ typedef struct ring_requests {
 void attn__ring_post(const ring_problem *rp, ring_requests *r, bool send, void *buf, int64_t count,
                      int peer, int tag, const char *what);
 
-/* Posts: send `count` rows of block `send` to the right, receive `recv_rows`
- * rows into `recv` from the left, with tag. */
-void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, const float *send,
-                     int64_t send_rows, float *recv, int64_t recv_rows, int tag,
-                     attn_ring_stats *stats);
+/* Posts step t's turn of the key/value ring: the block of step t's owner
+ * (send) to the right, the next step's from the left into recv; nothing
+ * on the last step.  The bytes sent go to stats when it is not NULL. */
+void attn__ring_post_shift(const ring_problem *rp, ring_requests *r, int step, const float *send, float *recv,
+                           attn_ring_stats *stats);
+
+/* Once the turn is complete: the block received is the one to work on. */
+static inline void ring_swap_blocks(float **a, float **b) {
+    float *swap = *a;
+    *a = *b;
+    *b = swap;
+}
+
+/* Rounds acc ([B, rows, heads, width] doubles, packed) into t (any strides). */
+void attn__ring_store_rows(const double *acc, int64_t batch, int64_t rows, int64_t heads, int64_t width,
+                           attn_tensor *t);
 
 /* MPI_Testall: lets Open MPI move the messages along while the caller
  * computes (it makes no progress on its own); the time goes to

@@ -14,6 +14,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +53,41 @@ static inline attn_status file_open_regular(const char *path, const char *what, 
     }
     *size = (uint64_t)st.st_size;
     return ATTN_OK;
+}
+
+/* Maps the whole of path read-only (file_open_regular's rule and `what`):
+ * *map (NULL for an empty file, which cannot be mapped) and *size; the
+ * caller munmaps a non-NULL *map.  A file over max_bytes (0: no bound but
+ * the address space) is refused as ATTN_ERR_FORMAT, "'path' is N bytes:
+ * <limit_name> is at most M MiB", before anything is mapped: a bound keeps
+ * /dev/zero-like surprises and huge files from being mapped and parsed.
+ * On failure nothing is left open or mapped. */
+static inline attn_status file_map_regular(const char *path, const char *what, uint64_t max_bytes,
+                                           const char *limit_name, void **map, size_t *size) {
+    int fd = -1;
+    uint64_t bytes = 0;
+    *map = NULL;
+    *size = 0;
+    attn_status st = file_open_regular(path, what, &fd, &bytes);
+    if (st != ATTN_OK) return st;
+    if (max_bytes && bytes > max_bytes)
+        st = attn__fail(ATTN_ERR_FORMAT, "'%s' is %llu bytes: %s is at most %llu MiB", path, (unsigned long long)bytes,
+                        limit_name, (unsigned long long)(max_bytes >> 20));
+    else if (bytes > SIZE_MAX)
+        st = attn__fail(ATTN_ERR_UNSUPPORTED, "'%s' is %llu bytes, more than this machine can map", path,
+                        (unsigned long long)bytes);
+    if (st == ATTN_OK && bytes > 0) {
+        void *m = mmap(NULL, (size_t)bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            char reason[256];
+            st = attn__fail(ATTN_ERR_IO, "cannot map '%s': %s", path, errno_text(errno, reason, sizeof reason));
+        } else {
+            *map = m;
+        }
+    }
+    close(fd); /* the mapping keeps the file */
+    if (st == ATTN_OK) *size = (size_t)bytes;
+    return st;
 }
 
 /* Reads exactly size bytes at offset; a short file is a truncation. */

@@ -24,29 +24,33 @@ static float_bits bits_of(attn_dtype dtype) {
                                 : (float_bits){0x7c00u, 0x03ffu, 0xfc00u};
 }
 
-/* Whether any element is bad; one loop per element width and per -inf
- * rule, each without a branch or an early exit so that it vectorises. */
-static bool any_bad_32(const uint32_t *bits, int64_t n, float_bits fb, bool allow_neg_inf) {
+/* Element i of data (32 or 16 bits wide), as bits. */
+static inline uint32_t bits_at(attn_dtype dtype, const void *data, int64_t i) {
+    return dtype == ATTN_F32 ? ((const uint32_t *)data)[i] : ((const uint16_t *)data)[i];
+}
+
+/* The rule, once: 1 when b is NaN or infinite (all exponent bits set), but
+ * for -inf where it is allowed. */
+static inline uint32_t is_bad(uint32_t b, float_bits fb, bool allow_neg_inf) {
+    return ((b & fb.exponent) == fb.exponent) & !(allow_neg_inf && b == fb.negative_infinity);
+}
+
+/* Whether any of n elements is bad: expanded once per element width and
+ * per -inf rule (both constants where any_bad calls it), each loop without
+ * a branch or an early exit so that it vectorises. */
+static inline __attribute__((always_inline)) bool any_bad_of(attn_dtype dtype, const void *data, int64_t n,
+                                                             float_bits fb, bool allow_neg_inf) {
     uint32_t bad = 0;
-    if (allow_neg_inf)
-        for (int64_t i = 0; i < n; i++) bad |= ((bits[i] & fb.exponent) == fb.exponent) & (bits[i] != fb.negative_infinity);
-    else
-        for (int64_t i = 0; i < n; i++) bad |= (bits[i] & fb.exponent) == fb.exponent;
+    for (int64_t i = 0; i < n; i++) bad |= is_bad(bits_at(dtype, data, i), fb, allow_neg_inf);
     return bad != 0;
 }
 
-static bool any_bad_16(const uint16_t *bits, int64_t n, float_bits fb, bool allow_neg_inf) {
-    uint32_t bad = 0;
-    if (allow_neg_inf)
-        for (int64_t i = 0; i < n; i++) bad |= ((bits[i] & fb.exponent) == fb.exponent) & (bits[i] != fb.negative_infinity);
-    else
-        for (int64_t i = 0; i < n; i++) bad |= (bits[i] & fb.exponent) == fb.exponent;
-    return bad != 0;
-}
-
-static bool bad_at(attn_dtype dtype, const void *data, int64_t i, float_bits fb, bool allow_neg_inf) {
-    const uint32_t b = dtype == ATTN_F32 ? ((const uint32_t *)data)[i] : ((const uint16_t *)data)[i];
-    return (b & fb.exponent) == fb.exponent && !(allow_neg_inf && b == fb.negative_infinity);
+/* (bits_at reads only the width from the dtype: ATTN_F16 stands for both
+ * 16-bit types.) */
+static bool any_bad(attn_dtype dtype, const void *data, int64_t n, float_bits fb, bool allow_neg_inf) {
+    if (dtype == ATTN_F32)
+        return allow_neg_inf ? any_bad_of(ATTN_F32, data, n, fb, true) : any_bad_of(ATTN_F32, data, n, fb, false);
+    return allow_neg_inf ? any_bad_of(ATTN_F16, data, n, fb, true) : any_bad_of(ATTN_F16, data, n, fb, false);
 }
 
 bool attn__finite_checkable(attn_dtype dtype) {
@@ -58,18 +62,17 @@ int64_t attn__first_nonfinite(attn_dtype dtype, const void *data, int64_t count,
     const int64_t block = 1 << 14; /* 64 KiB of float32: in L2 for the search */
     for (int64_t start = 0; start < count; start += block) {
         const int64_t n = count - start < block ? count - start : block;
-        const bool bad = dtype == ATTN_F32 ? any_bad_32((const uint32_t *)data + start, n, fb, allow_neg_inf)
-                                           : any_bad_16((const uint16_t *)data + start, n, fb, allow_neg_inf);
-        if (!bad) continue;
+        const size_t width = dtype == ATTN_F32 ? sizeof(uint32_t) : sizeof(uint16_t);
+        if (!any_bad(dtype, (const char *)data + (size_t)start * width, n, fb, allow_neg_inf)) continue;
         for (int64_t i = start; i < start + n; i++)
-            if (bad_at(dtype, data, i, fb, allow_neg_inf)) return i;
+            if (is_bad(bits_at(dtype, data, i), fb, allow_neg_inf)) return i;
     }
     return -1;
 }
 
 attn_status attn__nonfinite_failure(const char *path, attn_dtype dtype, const void *data, int64_t index,
                                     bool allow_neg_inf) {
-    const uint32_t b = dtype == ATTN_F32 ? ((const uint32_t *)data)[index] : ((const uint16_t *)data)[index];
+    const uint32_t b = bits_at(dtype, data, index);
     const float_bits fb = bits_of(dtype);
     const char *what = (b & fb.significand) ? "NaN" : b == fb.negative_infinity ? "-inf" : "+inf";
     (void)allow_neg_inf; /* a -inf that is allowed is never the culprit */

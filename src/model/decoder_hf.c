@@ -449,30 +449,13 @@ static attn_status load_layer(const attn_safetensors *st, attn_decoder *m, int64
 
 /* config.json at path into a new NUL-free buffer parsed by cJSON. */
 static attn_status read_config_file(const char *path, attn_decoder_config *cfg) {
-    int fd = -1;
-    uint64_t size = 0;
-    attn_status st = file_open_regular(path, "model configurations", &fd, &size);
-    if (st) return st;
-    /* A configuration is a few KB; a bound keeps /dev/zero-like surprises
-     * and huge files from being mapped and parsed. */
-    if (size > (64u << 20)) {
-        close(fd);
-        return attn__fail(ATTN_ERR_FORMAT, "'%s' is %llu bytes: a config.json is at most 64 MiB", path,
-                          (unsigned long long)size);
-    }
+    /* A configuration is a few KB. */
     void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            char reason[256];
-            const int err = errno;
-            close(fd);
-            return attn__fail(ATTN_ERR_IO, "cannot map '%s': %s", path, errno_text(err, reason, sizeof reason));
-        }
-    }
-    close(fd);
-    st = attn_decoder_config_from_json(map ? map : "", (size_t)size, cfg);
-    if (map) munmap(map, (size_t)size);
+    size_t size = 0;
+    attn_status st = file_map_regular(path, "model configurations", 64u << 20, "a config.json", &map, &size);
+    if (st) return st;
+    st = attn_decoder_config_from_json(map ? map : "", size, cfg);
+    if (map) munmap(map, size);
     if (st) return attn__fail(st, "'%s': %s", path, attn_last_error());
     return ATTN_OK;
 }

@@ -18,36 +18,20 @@ attn_status attn_gguf_open(const char *path, attn_gguf **out) {
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_gguf_open: path is NULL");
-    int fd = -1;
-    uint64_t size = 0;
-    attn_status st = file_open_regular(path, "GGUF models", &fd, &size);
-    if (st != ATTN_OK) return st;
-    if (size > SIZE_MAX) {
-        close(fd);
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "'%s' is %llu bytes, more than this machine can map", path,
-                          (unsigned long long)size);
-    }
-    /* An empty file cannot be mapped; it is parsed as an empty buffer (and
+    /* An empty file is not mapped; it is parsed as an empty buffer (and
      * refused as truncated). */
     void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            char reason[256];
-            const int err = errno;
-            close(fd);
-            return attn__fail(ATTN_ERR_IO, "cannot map '%s': %s", path, errno_text(err, reason, sizeof reason));
-        }
-    }
-    close(fd); /* the mapping keeps the file */
+    size_t size = 0;
+    attn_status st = file_map_regular(path, "GGUF models", 0, NULL, &map, &size);
+    if (st != ATTN_OK) return st;
     attn_gguf *g;
-    st = attn_gguf_parse(map, (size_t)size, &g);
+    st = attn_gguf_parse(map, size, &g);
     if (st != ATTN_OK) {
-        if (map) munmap(map, (size_t)size);
+        if (map) munmap(map, size);
         return attn__fail(st, "'%s': %s", path, attn_last_error());
     }
     g->mapping = map;
-    g->mapping_size = (size_t)size;
+    g->mapping_size = size;
     *out = g;
     return ATTN_OK;
 }

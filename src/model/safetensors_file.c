@@ -16,34 +16,6 @@
 
 void attn__safetensors_unmap(void *mapping, size_t size) { munmap(mapping, size); }
 
-/* Maps path read-only: *map (NULL for an empty file) and *size. */
-static attn_status map_file(const char *path, const char *what, void **map, size_t *size) {
-    int fd = -1;
-    uint64_t bytes = 0;
-    *map = NULL;
-    *size = 0;
-    attn_status st = file_open_regular(path, what, &fd, &bytes);
-    if (st != ATTN_OK) return st;
-    if (bytes > SIZE_MAX) {
-        close(fd);
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "'%s' is %llu bytes, more than this machine can map", path,
-                          (unsigned long long)bytes);
-    }
-    if (bytes > 0) {
-        void *m = mmap(NULL, (size_t)bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            char reason[256];
-            const int err = errno;
-            close(fd);
-            return attn__fail(ATTN_ERR_IO, "cannot map '%s': %s", path, errno_text(err, reason, sizeof reason));
-        }
-        *map = m;
-    }
-    close(fd); /* the mapping keeps the file */
-    *size = (size_t)bytes;
-    return ATTN_OK;
-}
-
 static char *join_path(const char *dir, size_t dir_len, const char *file) {
     const size_t n = strlen(file);
     char *p = malloc(dir_len + 1 + n + 1);
@@ -60,7 +32,7 @@ static attn_status open_shard(attn_safetensors *st, int64_t k, char *path) {
     s->file = path;
     void *map = NULL;
     size_t size = 0;
-    attn_status status = map_file(path, "safetensors checkpoints", &map, &size);
+    attn_status status = file_map_regular(path, "safetensors checkpoints", 0, NULL, &map, &size);
     if (status != ATTN_OK) return status;
     s->mapping = map;
     s->size = size;
@@ -91,7 +63,7 @@ static attn_status open_one(const char *path, attn_safetensors **out) {
 static attn_status open_index(const char *path, const char *dir, size_t dir_len, attn_safetensors **out) {
     void *map = NULL;
     size_t size = 0;
-    attn_status status = map_file(path, "safetensors indexes", &map, &size);
+    attn_status status = file_map_regular(path, "safetensors indexes", 0, NULL, &map, &size);
     if (status != ATTN_OK) return status;
     safetensors_index index;
     status = attn__safetensors_index_parse(map ? map : "", size, &index);

@@ -435,28 +435,7 @@ static attn_status map_file(const char *path, bool optional, void **map, size_t 
         *present = false;
         return ATTN_OK;
     }
-    int fd = -1;
-    uint64_t bytes = 0;
-    attn_status st = file_open_regular(path, "tokenizer files", &fd, &bytes);
-    if (st) return st;
-    if (bytes > TOKENIZER_JSON_MAX_BYTES) {
-        close(fd);
-        return attn__fail(ATTN_ERR_FORMAT, "'%s' is %llu bytes: a tokenizer file is at most %u MiB", path,
-                          (unsigned long long)bytes, TOKENIZER_JSON_MAX_BYTES >> 20);
-    }
-    if (bytes) {
-        void *m = mmap(NULL, (size_t)bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            char reason[256];
-            const int err = errno;
-            close(fd);
-            return attn__fail(ATTN_ERR_IO, "cannot map '%s': %s", path, errno_text(err, reason, sizeof reason));
-        }
-        *map = m;
-    }
-    close(fd);
-    *size = (size_t)bytes;
-    return ATTN_OK;
+    return file_map_regular(path, "tokenizer files", TOKENIZER_JSON_MAX_BYTES, "a tokenizer file", map, size);
 }
 
 attn_status attn_tokenizer_from_json_file(const char *path, attn_tokenizer **out) {

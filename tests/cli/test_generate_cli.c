@@ -16,24 +16,14 @@
  * Under a sanitizer only one short greedy run (6 tokens) is made.
  */
 #include "testutil.h"
+#include "models.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-#ifndef UNDER_SANITIZER
-#define UNDER_SANITIZER 0
-#endif
-
-#define GEMMA "gemma-3-270m-q4_k_m.gguf"
+#define GEMMA TEST_GEMMA_GGUF
 /* transformers' greedy 20 tokens after "这台电脑来自苹果", and the text of its first 6. */
 #define GREEDY_20 "，是苹果的最新旗舰机，它搭载了最新的A1芯片，在性能方面表现"
 #define GREEDY_6 "，是苹果的最新旗舰"
@@ -94,17 +84,7 @@ static void test_data_errors(void **state) {
     expect(1, "junk.gguf", args);
 }
 
-static char gemma[768];
-
-static int have_gemma(void) {
-    const char *dir = getenv("ATTN_MODEL_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(gemma, sizeof gemma, "%s/" GEMMA, dir);
-    else snprintf(gemma, sizeof gemma, "%s/.cache/attn/models/" GEMMA, home ? home : "");
-    struct stat st;
-    if (stat(gemma, &st) == 0) return 1;
-    print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", gemma);
-    return 0;
-}
+static const char *gemma;
 
 /* stdout of `attn model generate --model GEMMA args` (stderr into *err if
  * not NULL), checking exit 0. */
@@ -128,7 +108,7 @@ static char *run(const char *args, char **err) {
 
 static void test_gemma_runs(void **state) {
     (void)state;
-    if (!have_gemma()) skip();
+    gemma = test_model_or_skip(GEMMA);
     assert_memory_equal(GREEDY_20, GREEDY_6, strlen(GREEDY_6));
     if (UNDER_SANITIZER) {
         /* The program is ~20x slower there: one short greedy run. */

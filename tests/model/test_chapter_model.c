@@ -19,6 +19,7 @@
  * slower: there --no-cost).
  */
 #include "testutil.h"
+#include "models.h"
 #include "tolerances.h"
 
 #include "attn.h"
@@ -36,20 +37,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-#ifndef UNDER_SANITIZER
-#define UNDER_SANITIZER 0
-#endif
-
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/chapter_model"
-#define QWEN "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-#define GEMMA "gemma-3-270m-q4_k_m.gguf"
+#define QWEN TEST_QWEN_GGUF
+#define GEMMA TEST_GEMMA_GGUF
 
 static const char *const sentence_keys[MODEL_CHAPTER_SENTENCES] = {"eat", "computer"};
 
@@ -135,28 +125,6 @@ static void test_cli_errors(void **state) {
 
 /* ======================================================== the real models */
 
-static char model_dir[512];
-
-static int find_models(void **state) {
-    (void)state;
-    const char *dir = getenv("ATTN_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(model_dir, sizeof model_dir, "%s", dir);
-    else snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
-    return 0;
-}
-
-/* The model's path, or skips the test with a message when it is absent. */
-static const char *model_path_or_skip(const char *file, char *path, size_t size) {
-    snprintf(path, size, "%s/%s", model_dir, file);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
-        skip();
-    }
-    return path;
-}
-
 static attn_array load_fixture(const char *arch, const char *what, attn_dtype dtype) {
     char path[768];
     snprintf(path, sizeof path, FIXTURES "/%s/%s.npy", arch, what);
@@ -179,8 +147,7 @@ static int64_t rank_disagreement(const float *row, const float *ref, int64_t n, 
 }
 
 static void check_model(const char *file, const char *arch) {
-    char path[768];
-    model_path_or_skip(file, path, sizeof path);
+    const char *path = test_model_or_skip(file);
     attn_gguf *g;
     assert_ok(attn_gguf_open(path, &g));
     attn_decoder *m;
@@ -315,9 +282,8 @@ static void assert_cli_all(int want_status, const char *args, const char *const 
  * every head, and `attn model chapter` with a plot. */
 static void test_cli_models(void **state) {
     (void)state;
-    char qwen[768], gemma[768], args[2048];
-    model_path_or_skip(QWEN, qwen, sizeof qwen);
-    model_path_or_skip(GEMMA, gemma, sizeof gemma);
+    char args[2048];
+    const char *qwen = test_model_or_skip(QWEN), *gemma = test_model_or_skip(GEMMA);
     static const char *const en[] = {"苹果 is token 104167 in both sentences (position 3 and position 4)",
                                      "identical, bit for bit", "final norm        0.5545", "\"公司\"",
                                      "kv head 1 <- query heads 7..13", "16 query heads, 8 key/value heads",
@@ -351,5 +317,5 @@ int main(void) {
         cmocka_unit_test(test_cli_models),
     };
     test_suppress_picture_leaks_in_children();
-    return cmocka_run_group_tests(tests, find_models, test_group_teardown);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

@@ -2,7 +2,7 @@
  * test_decoder.c — the decoder (attn_decoder.h).
  *
  * Without models (always run): tiny qwen2- and gemma3-shaped GGUF files
- * built in memory (support/gguf_builder.h) with random float32 weights, the
+ * built in memory (support/tiny_model.h) with random float32 weights, the
  * decoder's forward against a straightforward oracle written here in
  * double (RMSNorm, RoPE by its formula, causal / sliding-window softmax
  * with explicit loops, GQA by h / (Hq / Hkv), SwiGLU / GeGLU); the
@@ -18,30 +18,20 @@
  * shortest sequence of each model runs (the forward is ~20x slower there).
  */
 #include "testutil.h"
+#include "models.h"
 #include "tolerances.h"
 
 #include "attn.h"
 #include "attn_decoder.h"
 #include "attn_io.h"
 #include "attn_model.h"
-#include "gguf_builder.h"
+#include "tiny_model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-#ifndef UNDER_SANITIZER
-#define UNDER_SANITIZER 0
-#endif
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/decoder"
 
@@ -55,139 +45,6 @@ static void assert_refused(attn_status st, attn_status want, const char *keyword
 }
 
 /* ====================================================== a tiny model in memory */
-
-typedef struct tiny_spec {
-    const char *arch;
-    int64_t n_layers, d, F, Hq, Hkv, Dh, V;
-    int64_t key_length;      /* written as ARCH.attention.key_length when nonzero */
-    int64_t sliding_window;  /* written when nonzero */
-    const char *omit_key;    /* a metadata key (suffix) left out, or NULL */
-    const char *bad_tensor;  /* a tensor written with one dim too many elements, or NULL */
-} tiny_spec;
-
-typedef struct tiny_tensor {
-    char name[64];
-    int64_t d0, d1;
-    float *data;
-} tiny_tensor;
-
-typedef struct tiny_model {
-    tiny_spec spec;
-    tiny_tensor t[256];
-    int n;
-    gguf_bytes file;
-} tiny_model;
-
-static float *tiny_add(tiny_model *m, test_rng *rng, const char *name, int64_t d0, int64_t d1, double scale,
-                       double offset) {
-    tiny_tensor *t = &m->t[m->n++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->d0 = d0;
-    t->d1 = d1;
-    t->data = malloc((size_t)(d0 * d1) * sizeof(float));
-    for (int64_t i = 0; i < d0 * d1; i++) t->data[i] = (float)(offset + scale * test_rng_normal(rng));
-    return t->data;
-}
-
-static const float *tiny_get(const tiny_model *m, const char *fmt, int64_t layer) {
-    char name[64];
-    snprintf(name, sizeof name, fmt, (long long)layer);
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->t[i].name, name) == 0) return m->t[i].data;
-    return NULL;
-}
-
-/* The tensors of spec with random weights (norms near 1, projections of
- * variance 1/d_in), then the GGUF bytes. */
-static void tiny_build(tiny_model *m, const tiny_spec *spec, uint64_t seed) {
-    memset(m, 0, sizeof *m);
-    m->spec = *spec;
-    test_rng rng;
-    test_rng_seed(&rng, seed);
-    const int gemma = strcmp(spec->arch, "gemma3") == 0;
-    const int64_t d = spec->d, qw = spec->Hq * spec->Dh, kvw = spec->Hkv * spec->Dh;
-    tiny_add(m, &rng, "token_embd.weight", d, spec->V, 1.0, 0.0);
-    tiny_add(m, &rng, "output_norm.weight", d, 1, 0.1, 1.0);
-    if (!gemma) tiny_add(m, &rng, "output.weight", d, spec->V, 1.0 / sqrt((double)d), 0.0);
-    for (int64_t l = 0; l < spec->n_layers; l++) {
-        char name[64];
-#define ADD(suffix, d0, d1, scale, offset)                                           \
-    do {                                                                             \
-        snprintf(name, sizeof name, "blk.%lld." suffix, (long long)l);              \
-        tiny_add(m, &rng, name, d0, d1, scale, offset);                              \
-    } while (0)
-        ADD("attn_norm.weight", d, 1, 0.1, 1.0);
-        ADD("attn_q.weight", d, qw, 1.0 / sqrt((double)d), 0.0);
-        ADD("attn_k.weight", d, kvw, 1.0 / sqrt((double)d), 0.0);
-        ADD("attn_v.weight", d, kvw, 1.0 / sqrt((double)d), 0.0);
-        if (!gemma) {
-            ADD("attn_q.bias", qw, 1, 0.3, 0.0);
-            ADD("attn_k.bias", kvw, 1, 0.3, 0.0);
-            ADD("attn_v.bias", kvw, 1, 0.3, 0.0);
-        } else {
-            ADD("attn_q_norm.weight", spec->Dh, 1, 0.2, 1.0);
-            ADD("attn_k_norm.weight", spec->Dh, 1, 0.2, 1.0);
-            ADD("post_attention_norm.weight", d, 1, 0.1, 1.0);
-            ADD("post_ffw_norm.weight", d, 1, 0.1, 1.0);
-        }
-        ADD("attn_output.weight", qw, d, 1.0 / sqrt((double)qw), 0.0);
-        ADD("ffn_norm.weight", d, 1, 0.1, 1.0);
-        ADD("ffn_gate.weight", d, spec->F, 1.0 / sqrt((double)d), 0.0);
-        ADD("ffn_up.weight", d, spec->F, 1.0 / sqrt((double)d), 0.0);
-        ADD("ffn_down.weight", spec->F, d, 1.0 / sqrt((double)spec->F), 0.0);
-#undef ADD
-    }
-
-    /* The metadata. */
-    struct {
-        const char *suffix;
-        int64_t value;
-    } ints[] = {{"block_count", spec->n_layers},         {"embedding_length", d},
-                {"feed_forward_length", spec->F},        {"attention.head_count", spec->Hq},
-                {"attention.head_count_kv", spec->Hkv},  {"attention.key_length", spec->key_length},
-                {"attention.sliding_window", spec->sliding_window}};
-    int n_kv = 1 + 2; /* architecture, eps, theta */
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        n_kv += ints[i].value != 0 && !(spec->omit_key && strcmp(spec->omit_key, ints[i].suffix) == 0);
-    gguf_bytes *b = &m->file;
-    gb_header(b, 3, (uint64_t)m->n, (uint64_t)n_kv);
-    gb_kv_string(b, "general.architecture", spec->arch);
-    char key[128];
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        if (ints[i].value == 0 || (spec->omit_key && strcmp(spec->omit_key, ints[i].suffix) == 0)) continue;
-        snprintf(key, sizeof key, "%s.%s", spec->arch, ints[i].suffix);
-        gb_kv_u32(b, key, (uint32_t)ints[i].value);
-    }
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", spec->arch);
-    gb_key(b, key, 6);
-    gb_f32(b, 1e-6f);
-    snprintf(key, sizeof key, "%s.rope.freq_base", spec->arch);
-    gb_key(b, key, 6);
-    gb_f32(b, 1e6f);
-    uint64_t offset = 0;
-    for (int i = 0; i < m->n; i++) {
-        const tiny_tensor *t = &m->t[i];
-        int64_t d0 = t->d0;
-        if (spec->bad_tensor && strcmp(spec->bad_tensor, t->name) == 0) d0 += 1;
-        const uint64_t dims[2] = {(uint64_t)d0, (uint64_t)t->d1};
-        gb_tensor(b, t->name, t->d1 == 1 ? 1 : 2, dims, 0 /* F32 */, offset);
-        offset += ((uint64_t)(d0 * t->d1) * 4 + 31) / 32 * 32;
-    }
-    gb_pad(b, 32);
-    for (int i = 0; i < m->n; i++) {
-        const tiny_tensor *t = &m->t[i];
-        int64_t d0 = t->d0;
-        if (spec->bad_tensor && strcmp(spec->bad_tensor, t->name) == 0) d0 += 1;
-        gb_raw(b, t->data, (size_t)(t->d0 * t->d1) * 4);
-        if (d0 != t->d0) gb_zeros(b, (size_t)t->d1 * 4);
-        gb_pad(b, 32);
-    }
-}
-
-static void tiny_free(tiny_model *m) {
-    for (int i = 0; i < m->n; i++) free(m->t[i].data);
-    gb_free(&m->file);
-}
 
 /* ------------------------------------------------------------- the oracle
  * Everything in double, each step as the Hugging Face modeling code writes
@@ -372,10 +229,6 @@ static void check_tiny_against_oracle(const tiny_spec *spec, int64_t L, uint64_t
     tiny_free(&m);
 }
 
-static const tiny_spec TINY_QWEN = {"qwen2", 3, 16, 24, 4, 2, 4, 37, 0, 0, NULL, NULL};
-/* 7 layers: 0-4 and 6 local (window 3), 5 global; Dh (8) * Hq (2) != d (12). */
-static const tiny_spec TINY_GEMMA = {"gemma3", 7, 12, 20, 2, 1, 8, 29, 8, 3, NULL, NULL};
-
 static void test_tiny_qwen2_against_oracle(void **state) {
     (void)state;
     check_tiny_against_oracle(&TINY_QWEN, 9, 11);
@@ -549,17 +402,6 @@ static void test_cli(void **state) {
 
 /* ======================================================== the real models */
 
-static char model_dir[512];
-
-static int find_models(void **state) {
-    (void)state;
-    const char *dir = getenv("ATTN_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(model_dir, sizeof model_dir, "%s", dir);
-    else snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
-    return 0;
-}
-
 static attn_array load_fixture(const char *arch, const char *seq, const char *what, attn_dtype dtype) {
     char path[768];
     snprintf(path, sizeof path, FIXTURES "/%s/%s_%s.npy", arch, seq, what);
@@ -696,13 +538,7 @@ static void check_sequence(const attn_decoder *dec, const char *arch, const char
 }
 
 static void check_model(const char *file, const char *arch) {
-    char path[768];
-    snprintf(path, sizeof path, "%s/%s", model_dir, file);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
-        skip();
-    }
+    const char *path = test_model_or_skip(file);
     if (!fixture_exists(arch, "zh", "ids")) {
         print_message("skipped: no fixtures in " FIXTURES "/%s (scripts/models/make_decoder_fixtures.py)\n", arch);
         skip();
@@ -722,12 +558,12 @@ static void check_model(const char *file, const char *arch) {
 
 static void test_qwen2_against_transformers(void **state) {
     (void)state;
-    check_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2");
+    check_model(TEST_QWEN_GGUF, "qwen2");
 }
 
 static void test_gemma3_against_transformers(void **state) {
     (void)state;
-    check_model("gemma-3-270m-q4_k_m.gguf", "gemma3");
+    check_model(TEST_GEMMA_GGUF, "gemma3");
 }
 
 int main(void) {
@@ -741,5 +577,5 @@ int main(void) {
         cmocka_unit_test(test_qwen2_against_transformers),
         cmocka_unit_test(test_gemma3_against_transformers),
     };
-    return cmocka_run_group_tests(tests, find_models, test_group_teardown);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

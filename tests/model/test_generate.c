@@ -27,29 +27,19 @@
  * ~20x slower there, and Qwen's 2.4 GB load alone takes a minute).
  */
 #include "testutil.h"
+#include "models.h"
 #include "tolerances.h"
 
 #include "attn.h"
 #include "attn_decoder.h"
 #include "attn_model.h"
-#include "gguf_builder.h"
+#include "tiny_model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-#ifndef UNDER_SANITIZER
-#define UNDER_SANITIZER 0
-#endif
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/generate"
 
@@ -62,117 +52,16 @@ static void assert_refused(attn_status st, attn_status want, const char *keyword
     if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not name '%s'", attn_last_error(), keyword);
 }
 
-/* ============================================== a tiny model in memory
- * (the shapes of test_decoder.c's; every tensor F32, random) */
-
-typedef struct tiny_spec {
-    const char *arch;
-    int64_t n_layers, d, F, Hq, Hkv, Dh, V, key_length, sliding_window;
-} tiny_spec;
-
-static const tiny_spec TINY_QWEN = {"qwen2", 3, 16, 24, 4, 2, 4, 37, 0, 0};
-/* 7 layers: 0-4 and 6 local (window 3), 5 global. */
-static const tiny_spec TINY_GEMMA = {"gemma3", 7, 12, 20, 2, 1, 8, 29, 8, 3};
-
-typedef struct tiny_file {
-    char names[160][64];
-    int64_t dims[160][2];
-    float *data[160];
-    int n;
-} tiny_file;
-
-static void tiny_add(tiny_file *f, test_rng *rng, const char *name, int64_t d0, int64_t d1, double scale,
-                     double offset) {
-    const int i = f->n++;
-    snprintf(f->names[i], sizeof f->names[i], "%s", name);
-    f->dims[i][0] = d0;
-    f->dims[i][1] = d1;
-    f->data[i] = malloc((size_t)(d0 * d1) * sizeof(float));
-    for (int64_t j = 0; j < d0 * d1; j++) f->data[i][j] = (float)(offset + scale * test_rng_normal(rng));
-}
-
-/* A decoder of spec with random weights (norms near 1, projections of
- * variance 1 / d_in), loaded from GGUF bytes built here. */
+/* A decoder of spec with random weights (support/tiny_model.h). */
 static attn_decoder *tiny_decoder(const tiny_spec *spec, uint64_t seed) {
-    static tiny_file f;
-    memset(&f, 0, sizeof f);
-    test_rng rng;
-    test_rng_seed(&rng, seed);
-    const int gemma = strcmp(spec->arch, "gemma3") == 0;
-    const int64_t d = spec->d, qw = spec->Hq * spec->Dh, kvw = spec->Hkv * spec->Dh;
-    tiny_add(&f, &rng, "token_embd.weight", d, spec->V, 1.0, 0.0);
-    tiny_add(&f, &rng, "output_norm.weight", d, 1, 0.1, 1.0);
-    if (!gemma) tiny_add(&f, &rng, "output.weight", d, spec->V, 1.0 / sqrt((double)d), 0.0);
-    for (int64_t l = 0; l < spec->n_layers; l++) {
-        char name[64];
-#define ADD(suffix, d0, d1, scale, offset)                                 \
-    do {                                                                   \
-        snprintf(name, sizeof name, "blk.%lld." suffix, (long long)l);    \
-        tiny_add(&f, &rng, name, d0, d1, scale, offset);                   \
-    } while (0)
-        ADD("attn_norm.weight", d, 1, 0.1, 1.0);
-        ADD("attn_q.weight", d, qw, 1.0 / sqrt((double)d), 0.0);
-        ADD("attn_k.weight", d, kvw, 1.0 / sqrt((double)d), 0.0);
-        ADD("attn_v.weight", d, kvw, 1.0 / sqrt((double)d), 0.0);
-        if (!gemma) {
-            ADD("attn_q.bias", qw, 1, 0.3, 0.0);
-            ADD("attn_k.bias", kvw, 1, 0.3, 0.0);
-            ADD("attn_v.bias", kvw, 1, 0.3, 0.0);
-        } else {
-            ADD("attn_q_norm.weight", spec->Dh, 1, 0.2, 1.0);
-            ADD("attn_k_norm.weight", spec->Dh, 1, 0.2, 1.0);
-            ADD("post_attention_norm.weight", d, 1, 0.1, 1.0);
-            ADD("post_ffw_norm.weight", d, 1, 0.1, 1.0);
-        }
-        ADD("attn_output.weight", qw, d, 1.0 / sqrt((double)qw), 0.0);
-        ADD("ffn_norm.weight", d, 1, 0.1, 1.0);
-        ADD("ffn_gate.weight", d, spec->F, 1.0 / sqrt((double)d), 0.0);
-        ADD("ffn_up.weight", d, spec->F, 1.0 / sqrt((double)d), 0.0);
-        ADD("ffn_down.weight", spec->F, d, 1.0 / sqrt((double)spec->F), 0.0);
-#undef ADD
-    }
-    struct {
-        const char *suffix;
-        int64_t value;
-    } ints[] = {{"block_count", spec->n_layers},        {"embedding_length", d},
-                {"feed_forward_length", spec->F},       {"attention.head_count", spec->Hq},
-                {"attention.head_count_kv", spec->Hkv}, {"attention.key_length", spec->key_length},
-                {"attention.sliding_window", spec->sliding_window}};
-    int n_kv = 3;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) n_kv += ints[i].value != 0;
-    gguf_bytes b = {0};
-    gb_header(&b, 3, (uint64_t)f.n, (uint64_t)n_kv);
-    gb_kv_string(&b, "general.architecture", spec->arch);
-    char key[128];
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        if (ints[i].value == 0) continue;
-        snprintf(key, sizeof key, "%s.%s", spec->arch, ints[i].suffix);
-        gb_kv_u32(&b, key, (uint32_t)ints[i].value);
-    }
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", spec->arch);
-    gb_key(&b, key, 6);
-    gb_f32(&b, 1e-6f);
-    snprintf(key, sizeof key, "%s.rope.freq_base", spec->arch);
-    gb_key(&b, key, 6);
-    gb_f32(&b, 1e6f);
-    uint64_t offset = 0;
-    for (int i = 0; i < f.n; i++) {
-        const uint64_t dims[2] = {(uint64_t)f.dims[i][0], (uint64_t)f.dims[i][1]};
-        gb_tensor(&b, f.names[i], f.dims[i][1] == 1 ? 1 : 2, dims, 0 /* F32 */, offset);
-        offset += ((uint64_t)(f.dims[i][0] * f.dims[i][1]) * 4 + 31) / 32 * 32;
-    }
-    gb_pad(&b, 32);
-    for (int i = 0; i < f.n; i++) {
-        gb_raw(&b, f.data[i], (size_t)(f.dims[i][0] * f.dims[i][1]) * 4);
-        gb_pad(&b, 32);
-        free(f.data[i]);
-    }
+    tiny_model m;
+    tiny_build(&m, spec, seed);
     attn_gguf *g;
-    assert_ok(attn_gguf_parse(b.data, b.len, &g));
+    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
     attn_decoder *dec;
     assert_ok(attn_decoder_load(g, &dec));
     attn_gguf_close(g);
-    gb_free(&b);
+    tiny_free(&m);
     return dec;
 }
 
@@ -503,17 +392,6 @@ static void test_sampler_errors(void **state) {
 
 /* ===================================================== the real models */
 
-static char model_dir[512];
-
-static int find_models(void **state) {
-    (void)state;
-    const char *dir = getenv("ATTN_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(model_dir, sizeof model_dir, "%s", dir);
-    else snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
-    return 0;
-}
-
 /* "1,2,3" into ids; returns the count. */
 static int64_t parse_list(const char *text, int32_t *ids, int64_t cap) {
     int64_t n = 0;
@@ -529,13 +407,8 @@ static int64_t parse_list(const char *text, int32_t *ids, int64_t cap) {
 }
 
 static void check_model(const char *file, const char *arch) {
-    char path[768], fixture[768];
-    snprintf(path, sizeof path, "%s/%s", model_dir, file);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
-        skip();
-    }
+    const char *path = test_model_or_skip(file);
+    char fixture[768];
     snprintf(fixture, sizeof fixture, FIXTURES "/%s.txt", arch);
     FILE *f = fopen(fixture, "r");
     if (!f) fail_msg("%s: cannot open (scripts/models/make_generate_fixtures.py makes it)", fixture);
@@ -613,12 +486,12 @@ static void test_qwen2_greedy_matches_transformers(void **state) {
         print_message("skipped under a sanitizer (minutes there): the Release build runs it\n");
         skip();
     }
-    check_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2");
+    check_model(TEST_QWEN_GGUF, "qwen2");
 }
 
 static void test_gemma3_greedy_matches_transformers(void **state) {
     (void)state;
-    check_model("gemma-3-270m-q4_k_m.gguf", "gemma3");
+    check_model(TEST_GEMMA_GGUF, "gemma3");
 }
 
 int main(void) {
@@ -633,5 +506,5 @@ int main(void) {
         cmocka_unit_test(test_qwen2_greedy_matches_transformers),
         cmocka_unit_test(test_gemma3_greedy_matches_transformers),
     };
-    return cmocka_run_group_tests(tests, find_models, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

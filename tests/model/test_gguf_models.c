@@ -13,6 +13,7 @@
  *   - the first and last rows of every tensor convert, all finite.
  */
 #include "testutil.h"
+#include "models.h"
 
 #include "attn.h"
 #include "attn_io.h"
@@ -25,42 +26,19 @@
 #include <sys/stat.h>
 
 #define ROWS_DIR ATTN_SOURCE_DIR "/tests/fixtures/gguf/models"
-#define QWEN "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
-#define GEMMA "gemma-3-270m-q4_k_m.gguf"
-
-static char model_dir[512];
+#define QWEN TEST_QWEN_GGUF
+#define GEMMA TEST_GEMMA_GGUF
 
 static void assert_ok(attn_status st) {
     if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
 }
 
-/* $ATTN_MODEL_DIR/name, or NULL when the file is not there. */
-static const char *model_path(const char *name) {
-    static char path[2][768];
-    static int turn;
-    char *p = path[turn++ % 2];
-    snprintf(p, sizeof path[0], "%s/%s", model_dir, name);
-    struct stat st;
-    return stat(p, &st) == 0 ? p : NULL;
-}
-
-static int find_models(void **state) {
-    (void)state;
-    const char *dir = getenv("ATTN_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir)
-        snprintf(model_dir, sizeof model_dir, "%s", dir);
-    else
-        snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
-    return 0;
-}
-
 /* Opens a model, or skips the test with a message when it is absent. */
 static attn_gguf *open_model(const char *name) {
-    const char *path = model_path(name);
+    const char *path = test_model_path(name);
     if (!path) {
         print_message("skipped: %s/%s is not there (scripts/fetch-models.sh fetches it, 745 MB for both models)\n",
-                      model_dir, name);
+                      test_model_dir(), name);
         skip();
     }
     attn_gguf *g;
@@ -199,8 +177,8 @@ static void gemma_architecture(void **state) {
 /* rows.txt: "model tensor type row file", one per line, # comments. */
 static void rows_match_gguf_py(void **state) {
     (void)state;
-    if (!model_path(QWEN) && !model_path(GEMMA)) {
-        print_message("skipped: no model in %s (scripts/fetch-models.sh)\n", model_dir);
+    if (!test_model_path(QWEN) && !test_model_path(GEMMA)) {
+        print_message("skipped: no model in %s (scripts/fetch-models.sh)\n", test_model_dir());
         skip();
     }
     FILE *f = fopen(ROWS_DIR "/rows.txt", "r");
@@ -213,7 +191,7 @@ static void rows_match_gguf_py(void **state) {
         long long row;
         if (line[0] == '#' || sscanf(line, "%255s %255s %31s %lld %511s", model, tensor, type, &row, file) != 5)
             continue;
-        const char *path = model_path(model);
+        const char *path = test_model_path(model);
         if (!path) continue;
         attn_gguf *g;
         assert_ok(attn_gguf_open(path, &g));
@@ -251,7 +229,7 @@ static void every_tensor_converts(void **state) {
     const char *models[] = {QWEN, GEMMA};
     int opened = 0;
     for (int m = 0; m < 2; m++) {
-        const char *path = model_path(models[m]);
+        const char *path = test_model_path(models[m]);
         if (!path) continue;
         opened++;
         attn_gguf *g;
@@ -275,7 +253,7 @@ static void every_tensor_converts(void **state) {
         attn_gguf_close(g);
     }
     if (!opened) {
-        print_message("skipped: no model in %s (scripts/fetch-models.sh)\n", model_dir);
+        print_message("skipped: no model in %s (scripts/fetch-models.sh)\n", test_model_dir());
         skip();
     }
 }
@@ -287,5 +265,5 @@ int main(void) {
         cmocka_unit_test(rows_match_gguf_py),
         cmocka_unit_test(every_tensor_converts),
     };
-    return cmocka_run_group_tests(tests, find_models, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

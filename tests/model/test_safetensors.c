@@ -325,6 +325,15 @@ static void not_regular_files(void **state) {
     assert_int_equal(mkfifo(config, 0600), 0);
     assert_refused(attn_decoder_config_from_checkpoint(tmpdir, &c), ATTN_ERR_IO, "a FIFO");
     unlink(config);
+    /* config.json over its bound (sparse: no byte written), refused before
+     * it is mapped, by name and size. */
+    FILE *f = fopen(config, "wb");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(truncate(config, (64 << 20) + 1), 0);
+    assert_refused(attn_decoder_config_from_checkpoint(tmpdir, &c), ATTN_ERR_FORMAT,
+                   "config.json' is 67108865 bytes: a config.json is at most 64 MiB");
+    unlink(config);
     unlink(fifo);
     unlink(link);
     remove_all();

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #ifdef ATTN_TEST_HAVE_ZLIB
 #include <zlib.h>
 #endif
@@ -273,6 +274,17 @@ static void byte_built_file_works(void **state) {
     snprintf(path, sizeof path, "%s/none", dir);
     assert_int_equal(attn_tokenizer_from_json_file(path, &t), ATTN_ERR_IO);
     assert_null(t);
+    /* A file over the bound (sparse: no byte written) is refused before it
+     * is mapped, by name and size. */
+    snprintf(path, sizeof path, "%s/huge.json", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(truncate(path, (512 << 20) + 1), 0);
+    assert_int_equal(attn_tokenizer_from_json_file(path, &t), ATTN_ERR_FORMAT);
+    assert_null(t);
+    assert_non_null(strstr(attn_last_error(), "huge.json' is 536870913 bytes: a tokenizer file is at most 512 MiB"));
+    remove(path);
 }
 
 /* ------------------------------------------------------------- hostile */

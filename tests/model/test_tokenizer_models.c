@@ -9,6 +9,7 @@
  * skipped with a message.
  */
 #include "testutil.h"
+#include "models.h"
 #include "tokenizer_fixture.h"
 
 #include "attn_tokenizer.h"
@@ -20,32 +21,13 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
-static char model_dir[512];
-
 static void assert_ok(attn_status st) {
     if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
 }
 
-static int find_models(void **state) {
-    (void)state;
-    const char *dir = getenv("ATTN_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir)
-        snprintf(model_dir, sizeof model_dir, "%s", dir);
-    else
-        snprintf(model_dir, sizeof model_dir, "%s/.cache/attn/models", home ? home : "");
-    return 0;
-}
-
 /* The model's tokenizer, or the test skipped with a message. */
 static attn_tokenizer *open_tokenizer(const char *name) {
-    char path[768];
-    snprintf(path, sizeof path, "%s/%s", model_dir, name);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        print_message("skipped: %s is not there (scripts/fetch-models.sh fetches it)\n", path);
-        skip();
-    }
+    const char *path = test_model_or_skip(name);
     attn_gguf *g;
     assert_ok(attn_gguf_open(path, &g));
     attn_tokenizer *t;
@@ -67,19 +49,19 @@ static void check_fixture(const char *model, const char *fixture) {
 
 static void qwen_matches_reference(void **state) {
     (void)state;
-    check_fixture("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", FIXTURES "qwen2.5-coder-0.5b.txt");
+    check_fixture(TEST_QWEN_GGUF, FIXTURES "qwen2.5-coder-0.5b.txt");
 }
 
 static void gemma_matches_reference(void **state) {
     (void)state;
-    check_fixture("gemma-3-270m-q4_k_m.gguf", FIXTURES "gemma-3-270m.txt");
+    check_fixture(TEST_GEMMA_GGUF, FIXTURES "gemma-3-270m.txt");
 }
 
 /* What the models' README says about them: vocabulary sizes, special ids,
  * 苹果 one token in Qwen's vocabulary. */
 static void models_describe_themselves(void **state) {
     (void)state;
-    attn_tokenizer *t = open_tokenizer("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    attn_tokenizer *t = open_tokenizer(TEST_QWEN_GGUF);
     attn_tokenizer_info info;
     attn_tokenizer_describe(t, &info);
     assert_int_equal(info.kind, ATTN_TOKENIZER_BPE);
@@ -95,7 +77,7 @@ static void models_describe_themselves(void **state) {
     print_message("qwen: %.1f MB\n", (double)info.memory_bytes / 1e6);
     attn_tokenizer_free(t);
 
-    t = open_tokenizer("gemma-3-270m-q4_k_m.gguf");
+    t = open_tokenizer(TEST_GEMMA_GGUF);
     attn_tokenizer_describe(t, &info);
     assert_int_equal(info.kind, ATTN_TOKENIZER_SPM);
     assert_int_equal(info.vocab_size, 262144);
@@ -114,5 +96,5 @@ int main(void) {
         cmocka_unit_test(gemma_matches_reference),
         cmocka_unit_test(models_describe_themselves),
     };
-    return cmocka_run_group_tests(tests, find_models, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

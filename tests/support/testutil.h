@@ -13,6 +13,19 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+/* 1 in a build under AddressSanitizer (-DATTN_SANITIZE=ON), where the
+ * model forwards run ~20x slower: the tests with real models do less. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef UNDER_SANITIZER
+#define UNDER_SANITIZER 0
+#endif
+
 /* xorshift64*: deterministic, seeded, the same on every machine. */
 typedef struct { uint64_t state; } test_rng;
 void test_rng_seed(test_rng *r, uint64_t seed);

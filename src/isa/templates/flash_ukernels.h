@@ -15,7 +15,10 @@
  * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
  * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_qk_rows_half,
  * simd_softmax_rows, simd_pv_rows, simd_pv_rows_half, simd_probs_rows and
- * simd_all_finite for the including file's table.
+ * simd_all_finite for the including file's table, and the always-inline
+ * pieces an ISA's own tile kernels reuse (x86_avx512/dot_bf16.h): the
+ * register blocks (tile_block_*) and the online softmax's steps
+ * (softmax_tile_start, softmax_tile_finish).
  *
  * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
  * and is computed independently of the others; the rows kernels compute
@@ -130,14 +133,62 @@ SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int he
 
 /* ------------------------------------------------------------ tile kernels */
 
+/* The register blocks of the tile kernels (here and in an ISA's own, such
+ * as x86_avx512/dot_bf16.h): acc[b][qv] is lane block qv of tile row b,
+ * whose home is out + b·TILE_ROWS.  Always inlined with a constant width,
+ * so the accumulators stay in registers. */
+SIMD_INLINE void tile_block_zero(const int width, vec acc[][TILE_QV]) {
+    SIMD_UNROLL for (int b = 0; b < width; b++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[b][qv] = v_zero();
+}
+
+/* acc = alpha · out: the running output, rescaled for the new maximum. */
+SIMD_INLINE void tile_block_rescaled(const int width, vec acc[][TILE_QV], const vec *alpha, const float *out) {
+    SIMD_UNROLL for (int b = 0; b < width; b++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+            acc[b][qv] = v_mul(alpha[qv], v_load(out + b * TILE_ROWS + qv * VLEN));
+}
+
+SIMD_INLINE void tile_block_store(const int width, vec acc[][TILE_QV], float *out) {
+    SIMD_UNROLL for (int b = 0; b < width; b++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) v_storeu(out + b * TILE_ROWS + qv * VLEN, acc[b][qv]);
+}
+
+/* The online softmax of a tile, written once for every softmax_tile (the
+ * ISA's variants differ only in what they make of each probability).
+ * Its start: m_new = max(m, the nk rows of st), m_use = m_new with -inf
+ * read as 0 (a row that has seen nothing visible keeps weights 0, not NaN),
+ * sum = 0. */
+SIMD_INLINE void softmax_tile_start(const float *st, int nk, const float *m, vec *m_new, vec *m_use, vec *sum) {
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) m_new[qv] = v_load(m + qv * VLEN);
+    for (int j = 0; j < nk; j++)
+        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+            m_new[qv] = v_max(m_new[qv], v_load(st + j * TILE_ROWS + qv * VLEN));
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+        m_use[qv] = v_zero_if_neg_inf(m_new[qv]);
+        sum[qv] = v_zero();
+    }
+}
+
+/* Its end, once sum holds the tile's probabilities' sum: alpha = exp2(m -
+ * m_use) rescales what came before, l = alpha·l + sum, m = m_new. */
+SIMD_INLINE void softmax_tile_finish(float *m, float *l, float *alpha, const vec *m_new, const vec *m_use,
+                                     const vec *sum) {
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+        vec a = v_exp2(v_sub(v_load(m + qv * VLEN), m_use[qv]));
+        v_storeu(alpha + qv * VLEN, a);
+        v_storeu(l + qv * VLEN, v_fma(a, v_load(l + qv * VLEN), sum[qv]));
+        v_storeu(m + qv * VLEN, m_new[qv]);
+    }
+}
+
 static SIMD_TARGET void simd_qk_tile(const float *qp, int64_t dim, const float *kt, int64_t ldk,
                                      int nk, float *st, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     for (int j0 = 0; j0 < nk; j0 += KEY_BLOCK) {
         const float *k_block = kt + (int64_t)j0 * ldk;
         vec acc[KEY_BLOCK][TILE_QV];
-        SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++)
-            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[kk][qv] = v_zero();
+        tile_block_zero(KEY_BLOCK, acc);
         for (int64_t d = 0; d < dim; d++) {
             vec q[TILE_QV];
             flash_prefetch_next(&next);
@@ -147,23 +198,14 @@ static SIMD_TARGET void simd_qk_tile(const float *qp, int64_t dim, const float *
                 SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[kk][qv] = v_fma(k_b, q[qv], acc[kk][qv]);
             }
         }
-        SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++)
-            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-                v_storeu(st + (int64_t)(j0 + kk) * TILE_ROWS + qv * VLEN, acc[kk][qv]);
+        tile_block_store(KEY_BLOCK, acc, st + (int64_t)j0 * TILE_ROWS);
     }
     flash_prefetch_rest(&next);
 }
 
 static SIMD_TARGET void simd_softmax_tile(float *st, int nk, float *m, float *l, float *alpha) {
     vec m_new[TILE_QV], m_use[TILE_QV], sum[TILE_QV];
-    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) m_new[qv] = v_load(m + qv * VLEN);
-    for (int j = 0; j < nk; j++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-            m_new[qv] = v_max(m_new[qv], v_load(st + j * TILE_ROWS + qv * VLEN));
-    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
-        m_use[qv] = v_zero_if_neg_inf(m_new[qv]);
-        sum[qv] = v_zero();
-    }
+    softmax_tile_start(st, nk, m, m_new, m_use, sum);
     for (int j = 0; j < nk; j++)
         SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
             float *s_j = st + j * TILE_ROWS + qv * VLEN;
@@ -171,12 +213,7 @@ static SIMD_TARGET void simd_softmax_tile(float *st, int nk, float *m, float *l,
             v_storeu(s_j, p);
             sum[qv] = v_add(sum[qv], p);
         }
-    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
-        vec a = v_exp2(v_sub(v_load(m + qv * VLEN), m_use[qv]));
-        v_storeu(alpha + qv * VLEN, a);
-        v_storeu(l + qv * VLEN, v_fma(a, v_load(l + qv * VLEN), sum[qv]));
-        v_storeu(m + qv * VLEN, m_new[qv]);
-    }
+    softmax_tile_finish(m, l, alpha, m_new, m_use, sum);
 }
 
 /* ot[d][:] for d in [d0, d0 + width): the register block of pv_tile. */
@@ -184,9 +221,7 @@ SIMD_INLINE void pv_tile_block(const int width, const float *st, int nk, const f
                                int64_t ldv, const vec *alpha, float *ot, int64_t d0,
                                flash_prefetch_cursor *next) {
     vec acc[PV_BLOCK][TILE_QV];
-    SIMD_UNROLL for (int b = 0; b < width; b++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-            acc[b][qv] = v_mul(alpha[qv], v_load(ot + (d0 + b) * TILE_ROWS + qv * VLEN));
+    tile_block_rescaled(width, acc, alpha, ot + d0 * TILE_ROWS);
     const float *v_col = vt + d0;
     for (int j = 0; j < nk; j++, v_col += ldv) {
         vec p[TILE_QV];
@@ -197,9 +232,7 @@ SIMD_INLINE void pv_tile_block(const int width, const float *st, int nk, const f
             SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[b][qv] = v_fma(v_b, p[qv], acc[b][qv]);
         }
     }
-    SIMD_UNROLL for (int b = 0; b < width; b++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-            v_storeu(ot + (d0 + b) * TILE_ROWS + qv * VLEN, acc[b][qv]);
+    tile_block_store(width, acc, ot + d0 * TILE_ROWS);
 }
 
 static SIMD_TARGET void simd_pv_tile(const float *st, int nk, const float *vt, int64_t ldv,

@@ -96,8 +96,7 @@ static BF16_TARGET void dot_qk_tile(const uint16_t *qp2, int64_t dim, const uint
     for (int j0 = 0; j0 < nk; j0 += KEY_BLOCK) {
         const uint16_t *k_block = kt2 + (int64_t)j0 * ldk;
         vec acc[KEY_BLOCK][TILE_QV];
-        SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++)
-            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[kk][qv] = v_zero();
+        tile_block_zero(KEY_BLOCK, acc);
         for (int64_t dp = 0; dp < pairs; dp++) {
             __m512bh q[TILE_QV];
             flash_prefetch_next(&next);
@@ -108,9 +107,7 @@ static BF16_TARGET void dot_qk_tile(const uint16_t *qp2, int64_t dim, const uint
                 SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[kk][qv] = _mm512_dpbf16_ps(acc[kk][qv], k_b, q[qv]);
             }
         }
-        SIMD_UNROLL for (int kk = 0; kk < KEY_BLOCK; kk++)
-            SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-                v_storeu(st + (int64_t)(j0 + kk) * TILE_ROWS + qv * VLEN, acc[kk][qv]);
+        tile_block_store(KEY_BLOCK, acc, st + (int64_t)j0 * TILE_ROWS);
     }
     flash_prefetch_rest(&next);
 }
@@ -120,14 +117,7 @@ static BF16_TARGET void dot_qk_tile(const uint16_t *qp2, int64_t dim, const uint
  * rows j and j + 1 have already been read past (in place is safe). */
 static BF16_TARGET void bf16_softmax_tile(float *st, int nk, float *m, float *l, float *alpha) {
     vec m_new[TILE_QV], m_use[TILE_QV], sum[TILE_QV];
-    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) m_new[qv] = v_load(m + qv * VLEN);
-    for (int j = 0; j < nk; j++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-            m_new[qv] = v_max(m_new[qv], v_load(st + j * TILE_ROWS + qv * VLEN));
-    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
-        m_use[qv] = v_zero_if_neg_inf(m_new[qv]);
-        sum[qv] = v_zero();
-    }
+    softmax_tile_start(st, nk, m, m_new, m_use, sum);
     for (int j = 0; j < nk; j += 2)
         SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
             vec p_a = v_exp2(v_sub(v_load(st + j * TILE_ROWS + qv * VLEN), m_use[qv]));
@@ -141,12 +131,7 @@ static BF16_TARGET void bf16_softmax_tile(float *st, int nk, float *m, float *l,
     const int pairs = (nk + 1) / 2, padded = (pairs + 15) / 16 * 16;
     for (int jp = pairs; jp < padded; jp++)
         SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) v_storeu(st + jp * TILE_ROWS + qv * VLEN, v_zero());
-    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
-        vec a = v_exp2(v_sub(v_load(m + qv * VLEN), m_use[qv]));
-        v_storeu(alpha + qv * VLEN, a);
-        v_storeu(l + qv * VLEN, v_fma(a, v_load(l + qv * VLEN), sum[qv]));
-        v_storeu(m + qv * VLEN, m_new[qv]);
-    }
+    softmax_tile_finish(m, l, alpha, m_new, m_use, sum);
 }
 
 /* ot[d][:] for d in [d0, d0 + width): the register block of pv_tile_bf16. */
@@ -154,9 +139,7 @@ BF16_INLINE void dot_pv_block(const int width, const uint16_t *pt, int64_t pairs
                                int64_t ldv, const vec *alpha, float *ot, int64_t d0,
                                flash_prefetch_cursor *next) {
     vec acc[PV_BLOCK][TILE_QV];
-    SIMD_UNROLL for (int b = 0; b < width; b++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-            acc[b][qv] = v_mul(alpha[qv], v_load(ot + (d0 + b) * TILE_ROWS + qv * VLEN));
+    tile_block_rescaled(width, acc, alpha, ot + d0 * TILE_ROWS);
     const uint16_t *v_row = vt + d0 * ldv;
     for (int64_t jp = 0; jp < pairs; jp++, v_row += 2) {
         __m512bh p[TILE_QV];
@@ -168,9 +151,7 @@ BF16_INLINE void dot_pv_block(const int width, const uint16_t *pt, int64_t pairs
             SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) acc[b][qv] = _mm512_dpbf16_ps(acc[b][qv], v_b, p[qv]);
         }
     }
-    SIMD_UNROLL for (int b = 0; b < width; b++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
-            v_storeu(ot + (d0 + b) * TILE_ROWS + qv * VLEN, acc[b][qv]);
+    tile_block_store(width, acc, ot + d0 * TILE_ROWS);
 }
 
 static BF16_TARGET void dot_pv_tile(const uint16_t *pt, int nk, const uint16_t *vt, int64_t ldv, int64_t dim_v,
@@ -262,42 +243,60 @@ static AMX_TARGET void amx_configure(void) { _tile_loadconfig(&amx_tiles); }
 
 static AMX_TARGET void amx_release(void) { _tile_release(); }
 
+#define AMX_INLINE static inline __attribute__((always_inline)) AMX_TARGET
+
+/* C00 C01 (C10 C11 when two) = A · B summed over `chunks` chunks of 32
+ * bf16, the one product both AMX kernels make: A0 = 16 rows of a0, A1 = 16
+ * rows of a1 (lda_bytes apart, 32 elements a chunk); B0 B1 = 16 pairs x
+ * 16 rows of b (the pair layout, TILE_ROWS pairs a row, 16 rows a chunk). */
+AMX_INLINE void amx_dot_2x2(const uint16_t *a0, const uint16_t *a1, int64_t lda_bytes, const uint16_t *b,
+                            int64_t chunks, bool two, flash_prefetch_cursor *next) {
+    const int64_t ldb_bytes = TILE_ROWS * 4;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t c = 0; c < chunks; c++) {
+        flash_prefetch_row(next);
+        const uint16_t *b_c = b + c * 16 * TILE_ROWS * 2;
+        _tile_loadd(4, a0 + c * 32, lda_bytes);
+        _tile_loadd(6, b_c, ldb_bytes);
+        _tile_loadd(7, b_c + 16 * 2, ldb_bytes);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, a1 + c * 32, lda_bytes);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+}
+
+/* C00 C01 to rows 0-15 of c, C10 C11 to rows 16-31 when two: 32 fp32 a row,
+ * rows TILE_ROWS apart. */
+AMX_INLINE void amx_store_2x2(float *c, bool two) {
+    const int64_t ldc_bytes = TILE_ROWS * 4;
+    _tile_stored(0, c, ldc_bytes);
+    _tile_stored(1, c + 16, ldc_bytes);
+    if (two) {
+        _tile_stored(2, c + 16 * TILE_ROWS, ldc_bytes);
+        _tile_stored(3, c + 16 * TILE_ROWS + 16, ldc_bytes);
+    }
+}
+
 /* S^T = K · Q^T per 32 keys: A = 16 key rows x 32 widths of kt2, B = 16
  * width pairs x 16 rows of qp2 (already the pair layout tdpbf16ps wants),
  * C = st[j][r] for 16 keys x 16 rows. */
 static AMX_TARGET void amx_qk_tile(const uint16_t *qp2, int64_t dim, const uint16_t *kt2, int64_t ldk, int nk,
                                    float *st, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
-    const int64_t chunks = (dim + 31) / 32, ldk_bytes = ldk * 2, ldq_bytes = TILE_ROWS * 4;
-    const int64_t lds_bytes = TILE_ROWS * 4;
+    const int64_t chunks = (dim + 31) / 32;
     const int keys = (nk + 15) / 16 * 16;
     amx_configure();
     for (int j0 = 0; j0 < keys; j0 += 32) {
         const bool two = j0 + 16 < keys;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t c = 0; c < chunks; c++) {
-            flash_prefetch_row(&next);
-            const uint16_t *q_c = qp2 + c * 16 * TILE_ROWS * 2;
-            _tile_loadd(4, kt2 + (int64_t)j0 * ldk + c * 32, ldk_bytes);
-            _tile_loadd(6, q_c, ldq_bytes);
-            _tile_loadd(7, q_c + 16 * 2, ldq_bytes);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            if (two) {
-                _tile_loadd(5, kt2 + (int64_t)(j0 + 16) * ldk + c * 32, ldk_bytes);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-        }
-        _tile_stored(0, st + (int64_t)j0 * TILE_ROWS, lds_bytes);
-        _tile_stored(1, st + (int64_t)j0 * TILE_ROWS + 16, lds_bytes);
-        if (two) {
-            _tile_stored(2, st + (int64_t)(j0 + 16) * TILE_ROWS, lds_bytes);
-            _tile_stored(3, st + (int64_t)(j0 + 16) * TILE_ROWS + 16, lds_bytes);
-        }
+        amx_dot_2x2(kt2 + (int64_t)j0 * ldk, kt2 + (int64_t)(j0 + 16) * ldk, ldk * 2, qp2, chunks, two, &next);
+        amx_store_2x2(st + (int64_t)j0 * TILE_ROWS, two);
     }
     amx_release();
     flash_prefetch_rest(&next);
@@ -310,37 +309,15 @@ static AMX_TARGET void amx_qk_tile(const uint16_t *qp2, int64_t dim, const uint1
 static AMX_TARGET void amx_pv_tile(const uint16_t *pt, int nk, const uint16_t *vt, int64_t ldv, int64_t dim_v,
                                    const float *alpha, float *ot, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
-    const int64_t chunks = (nk + 31) / 32, ldv_bytes = ldv * 2, ldp_bytes = TILE_ROWS * 4;
+    const int64_t chunks = (nk + 31) / 32;
     float block[32 * TILE_ROWS] __attribute__((aligned(64)));
     vec a[TILE_QV];
     SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) a[qv] = v_load(alpha + qv * VLEN);
     amx_configure();
     for (int64_t d0 = 0; d0 < dim_v; d0 += 32) {
         const bool two = d0 + 16 < dim_v;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t c = 0; c < chunks; c++) {
-            flash_prefetch_row(&next);
-            const uint16_t *p_c = pt + c * 16 * TILE_ROWS * 2;
-            _tile_loadd(4, vt + d0 * ldv + c * 32, ldv_bytes);
-            _tile_loadd(6, p_c, ldp_bytes);
-            _tile_loadd(7, p_c + 16 * 2, ldp_bytes);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            if (two) {
-                _tile_loadd(5, vt + (d0 + 16) * ldv + c * 32, ldv_bytes);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-        }
-        _tile_stored(0, block, TILE_ROWS * 4);
-        _tile_stored(1, block + 16, TILE_ROWS * 4);
-        if (two) {
-            _tile_stored(2, block + 16 * TILE_ROWS, TILE_ROWS * 4);
-            _tile_stored(3, block + 16 * TILE_ROWS + 16, TILE_ROWS * 4);
-        }
+        amx_dot_2x2(vt + d0 * ldv, vt + (d0 + 16) * ldv, ldv * 2, pt, chunks, two, &next);
+        amx_store_2x2(block, two);
         const int64_t width = dim_v - d0 < 32 ? dim_v - d0 : 32;
         for (int64_t b = 0; b < width; b++)
             SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
