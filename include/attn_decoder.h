@@ -398,7 +398,14 @@ ATTN_API attn_status attn_decoder_step(attn_decoder_session *s, const int32_t *i
 /* attn_decoder_step with attn_decoder_outputs: logits of all n positions
  * ([n, V]) or the last ([1, V], last_only), hidden [N + 1, n, d], the layer
  * hook, the kernel (out->kernel, when not AUTO, overrides the session's).
- * out->attention must be NULL (the weights over a cache are not computed). */
+ * Tensor hooks see the step's n tokens; hook_attn_scores and hook_pattern
+ * are [Hq, n, pos + n] (the step's queries over every key held: the full
+ * forward's rows pos .. pos + n - 1, its causal zeros on the right left
+ * out), and may be written as in the full forward.  With a score, pattern or
+ * z hook the step attends over a float32 copy of each layer's cached rows
+ * (a copy of the cache per step, the price of seeing the weights) instead
+ * of attn_kv_cache_attend's pieces.  out->attention must be NULL (use the
+ * pattern hook). */
 ATTN_API attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *ids, int64_t n,
                                                attn_decoder_outputs *out);
 

@@ -30,9 +30,12 @@
  */
 #include "model/decoder.h"
 
+#include "base/dtype.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* y[r] = x[r] / rms(x[r]) * w for each of rows rows of width n (in place
  * allowed).  The mean of squares in double: Hugging Face's float32 mean is
@@ -96,6 +99,69 @@ static attn_status scratch_alloc(const attn_decoder_config *c, int64_t L, scratc
  * are at positions kv->pos0 .. kv->pos0 + L - 1 of kv->seq: their rotated
  * keys and their values are appended to the cache's layer, and the queries
  * attend over every row the layer then holds. */
+/* One layer of a cached step with a score, pattern or z hook: the layer's
+ * rows for the sequence (the step's just appended) widened into one float32
+ * copy [1, S, Hkv, Dh], S = pos0 + L, and the queries, at positions pos0 ..,
+ * attended over it with the hooks as the full forward does (scores and
+ * pattern [Hq, L, S]).  Costs a copy of the layer's cache per hooked step. */
+static attn_status attend_cache_hooked(const attn_decoder_outputs *out, int64_t layer, const decoder_kv *kv,
+                                       const attn_tensor *q, const attn_sdpa_options *base, attn_tensor *z) {
+    const int64_t Dh = q->shape[3];
+    int64_t count = 0, S = 0;
+    attn_status st = attn_kv_cache_view(kv->cache, kv->seq, layer, NULL, 0, &count);
+    if (st && st != ATTN_ERR_SHAPE) return st;
+    attn_kv_segment *seg = malloc((size_t)(count > 0 ? count : 1) * sizeof *seg);
+    if (!seg) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_step: out of memory (cache view)");
+    if ((st = attn_kv_cache_view(kv->cache, kv->seq, layer, seg, count, &count))) {
+        free(seg);
+        return st;
+    }
+    for (int64_t i = 0; i < count; i++) S += seg[i].k.shape[1];
+    const int64_t Hkv = count ? seg[0].k.shape[2] : 1, row = Hkv * Dh;
+    float *kf = malloc((size_t)(S * row) * sizeof(float)), *vf = malloc((size_t)(S * row) * sizeof(float));
+    if (!kf || !vf) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_step: cannot copy layer %lld's %lld cached rows",
+                        (long long)layer, (long long)S);
+        goto done;
+    }
+    /* Each segment row by row (its views are strided), in the cache's dtype. */
+    for (int64_t i = 0, r0 = 0; i < count; r0 += seg[i].k.shape[1], i++)
+        for (int pass = 0; pass < 2; pass++) {
+            const attn_tensor *t = pass ? &seg[i].v : &seg[i].k;
+            float *dst = (pass ? vf : kf) + r0 * row;
+            const size_t esize = t->dtype == ATTN_F32 ? 4 : 2;
+            for (int64_t r = 0; r < t->shape[1]; r++)
+                for (int64_t h = 0; h < Hkv; h++) {
+                    const unsigned char *src =
+                        (const unsigned char *)t->data + (size_t)(r * t->stride[1] + h * t->stride[2]) * esize;
+                    float *d_rh = dst + (r * Hkv + h) * Dh;
+                    for (int64_t e = 0; e < Dh; e++) {
+                        uint16_t half;
+                        if (t->dtype == ATTN_F32) {
+                            memcpy(&d_rh[e], src + (size_t)e * 4, 4);
+                            continue;
+                        }
+                        memcpy(&half, src + (size_t)e * 2, 2);
+                        d_rh[e] = t->dtype == ATTN_F16 ? dtype_f16_to_f32(half) : dtype_bf16_to_f32(half);
+                    }
+                }
+        }
+    {
+        attn_tensor k = attn_tensor_4d(kf, 1, S, Hkv, Dh), v = attn_tensor_4d(vf, 1, S, Hkv, Dh);
+        attn_sdpa_options opt = *base;
+        opt.causal = 1;
+        opt.query_start = kv->pos0;
+        opt.key_start = 0;
+        opt.total_len_q = opt.total_len_kv = S;
+        st = attn__decoder_attend_hooked(out, layer, q, &k, &v, &opt, NULL, z);
+    }
+done:
+    free(kf);
+    free(vf);
+    free(seg);
+    return st;
+}
+
 static attn_status attention_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L,
                                      const decoder_kv *kv, scratch *s, attn_kernel kernel, float *weights,
                                      const attn_decoder_outputs *out) {
@@ -135,16 +201,16 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
     if (kv) {
         /* The cache sets the lower-right causal alignment itself, and holds
          * the window at absolute positions: query p sees keys p - W + 1 .. p,
-         * exactly the full forward's rule.  Its attend computes no weights,
-         * so the score, pattern and z hooks are the full forward's only. */
-        if (attn__decoder_attention_hooked(out))
-            return attn__fail(ATTN_ERR_UNSUPPORTED,
-                              "attn_decoder_step_outputs: the scores, pattern and z hooks need the whole sequence's "
-                              "attention weights, which a cached step does not compute: use attn_decoder_forward");
+         * exactly the full forward's rule.  Its attend computes no weights:
+         * with a score, pattern or z hook the step's queries attend instead
+         * over a float32 copy of the layer's whole cache, as the full
+         * forward's last rows would. */
         const int64_t q_rows = L;
-        if ((st = attn_kv_cache_append(kv->cache, kv->seq, layer, &k, &v)) ||
-            (st = attn_kv_cache_attend(kv->cache, layer, 1, &kv->seq, &q_rows, &q, &opt, &a, NULL)))
-            return st;
+        if ((st = attn_kv_cache_append(kv->cache, kv->seq, layer, &k, &v))) return st;
+        st = attn__decoder_attention_hooked(out)
+                 ? attend_cache_hooked(out, layer, kv, &q, &opt, &a)
+                 : attn_kv_cache_attend(kv->cache, layer, 1, &kv->seq, &q_rows, &q, &opt, &a, NULL);
+        if (st) return st;
     } else {
         if (attn__decoder_attention_hooked(out)) st = attn__decoder_attend_hooked(out, layer, &q, &k, &v, &opt, weights, &a);
         else st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL);

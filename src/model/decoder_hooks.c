@@ -79,7 +79,7 @@ attn_status attn__decoder_hook_call(const attn_decoder_outputs *out, attn_decode
     return ATTN_OK;
 }
 
-/* pattern [Hq, L, L] := the softmax of each row of scores, over its finite
+/* pattern [Hq, L, S] := the softmax of each row of scores, over its finite
  * entries (max-subtracted, in double); -inf entries weigh 0, a row with no
  * finite entry is all 0 (attn's rule for a fully masked row). */
 static void softmax_rows(const float *scores, int64_t rows, int64_t n, float *pattern) {
@@ -96,16 +96,17 @@ static void softmax_rows(const float *scores, int64_t rows, int64_t n, float *pa
 }
 
 /* z[i, h, :] = sum_j pattern[h, i, j] v[j, h / group, :], float32 sums in
- * key order: the value path under a pattern a hook wrote. */
-static void z_from_pattern(const float *pattern, const float *v, int64_t L, int64_t Hq, int64_t Hkv, int64_t Dh,
-                           float *z) {
+ * key order: the value path under a pattern a hook wrote.  pattern
+ * [Hq, L, S], v [S, Hkv, Dh], z [L, Hq, Dh]. */
+static void z_from_pattern(const float *pattern, const float *v, int64_t L, int64_t S, int64_t Hq, int64_t Hkv,
+                           int64_t Dh, float *z) {
     const int64_t group = Hq / Hkv;
     for (int64_t i = 0; i < L; i++)
         for (int64_t h = 0; h < Hq; h++) {
             float *z_ih = z + (i * Hq + h) * Dh;
-            const float *p_hi = pattern + (h * L + i) * L;
+            const float *p_hi = pattern + (h * L + i) * S;
             for (int64_t e = 0; e < Dh; e++) z_ih[e] = 0.0f;
-            for (int64_t j = 0; j < L; j++) {
+            for (int64_t j = 0; j < S; j++) {
                 const float w = p_hi[j];
                 if (w == 0.0f) continue;
                 const float *v_j = v + (j * Hkv + h / group) * Dh;
@@ -123,10 +124,10 @@ int attn__decoder_attention_hooked(const attn_decoder_outputs *out) {
 attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t layer, const attn_tensor *q,
                                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opt,
                                         float *weights, attn_tensor *z) {
-    const int64_t L = q->shape[1], Hq = q->shape[2], Hkv = k->shape[2], Dh = q->shape[3];
+    const int64_t L = q->shape[1], S = k->shape[1], Hq = q->shape[2], Hkv = k->shape[2], Dh = q->shape[3];
     const int want_s = attn__decoder_hook_wanted(out, ATTN_DECODER_HOOK_ATTN_SCORES);
     const int want_p = attn__decoder_hook_wanted(out, ATTN_DECODER_HOOK_PATTERN);
-    const size_t cells = (size_t)(Hq * L * L);
+    const size_t cells = (size_t)(Hq * L * S);
     float *scores = NULL, *copy = NULL, *own_pattern = NULL;
     float *pattern = weights;
     attn_status st = ATTN_OK;
@@ -142,10 +143,10 @@ attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t
     if (want_s) {
         if ((st = attn_sdpa_scores(q, k, opt, scores))) goto done;
         memcpy(copy, scores, cells * sizeof(float));
-        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ATTN_SCORES, layer, scores, 3, Hq, L, L))) goto done;
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ATTN_SCORES, layer, scores, 3, Hq, L, S))) goto done;
         if (memcmp(copy, scores, cells * sizeof(float)) != 0) {
-            softmax_rows(scores, Hq * L, L, pattern);
-            z_from_pattern(pattern, v->data, L, Hq, Hkv, Dh, z->data);
+            softmax_rows(scores, Hq * L, S, pattern);
+            z_from_pattern(pattern, v->data, L, S, Hq, Hkv, Dh, z->data);
             rewritten = 1;
         }
     }
@@ -154,8 +155,8 @@ attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t
     if (!rewritten && (st = attn_sdpa_forward(q, k, v, opt, z, pattern, NULL))) goto done;
     if (want_p) {
         memcpy(copy, pattern, cells * sizeof(float));
-        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_PATTERN, layer, pattern, 3, Hq, L, L))) goto done;
-        if (memcmp(copy, pattern, cells * sizeof(float)) != 0) z_from_pattern(pattern, v->data, L, Hq, Hkv, Dh, z->data);
+        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_PATTERN, layer, pattern, 3, Hq, L, S))) goto done;
+        if (memcmp(copy, pattern, cells * sizeof(float)) != 0) z_from_pattern(pattern, v->data, L, S, Hq, Hkv, Dh, z->data);
     }
     st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_Z, layer, z->data, 3, L, Hq, Dh);
 done:

@@ -145,6 +145,112 @@ static void test_tiny_gemma3_session(void **state) {
     check_tiny_session(&TINY_GEMMA); /* 13 tokens > window 3 */
 }
 
+/* ============================ hooks on cached steps: the full forward's rows */
+
+/* What a recording hook keeps: each layer's pattern [Hq, rows, keys] and z
+ * [rows, Hq, Dh] of the last call; ablate_head >= 0 zeroes that head's
+ * pattern rows (then z must follow). */
+typedef struct recorded {
+    float *pattern[8], *z[8];
+    int64_t rows, keys;
+    int ablate_head;
+} recorded;
+
+static int record_hook(void *user, const attn_decoder_hook_tensor *t) {
+    recorded *r = user;
+    const int64_t n = t->shape[0] * t->shape[1] * t->shape[2];
+    if (t->point == ATTN_DECODER_HOOK_PATTERN) {
+        r->rows = t->shape[1];
+        r->keys = t->shape[2];
+        if (r->ablate_head >= 0)
+            for (int64_t i = 0; i < t->shape[1] * t->shape[2]; i++)
+                t->data[r->ablate_head * t->shape[1] * t->shape[2] + i] = 0.0f;
+    }
+    float **slot = t->point == ATTN_DECODER_HOOK_PATTERN ? &r->pattern[t->layer] : &r->z[t->layer];
+    free(*slot);
+    *slot = malloc((size_t)n * sizeof(float));
+    memcpy(*slot, t->data, (size_t)n * sizeof(float));
+    return 0;
+}
+
+static void recorded_free(recorded *r) {
+    for (int l = 0; l < 8; l++) free(r->pattern[l]), free(r->z[l]);
+    memset(r, 0, sizeof *r);
+}
+
+/* A session's steps (3, 1, 4, then 1 at a time) with the pattern and z
+ * hooks: each step's pattern [Hq, n, pos + n] must be the full forward's rows
+ * pos .. pos + n - 1 over its first pos + n keys (the keys after them hold
+ * 0 there: causality), each z its rows; then a step whose hook zeroes head
+ * 0's pattern gives that head z = 0 (the value path follows the weights). */
+static void check_step_hooks(const tiny_spec *spec, attn_dtype kv_dtype, double tol) {
+    attn_decoder *dec = tiny_decoder(spec, 7);
+    const attn_decoder_config *c = attn_decoder_get_config(dec);
+    const int64_t L = 13, N = c->n_layers, Hq = c->n_heads, Dh = c->head_dim;
+    int32_t ids[13];
+    test_rng rng;
+    test_rng_seed(&rng, 5);
+    for (int64_t t = 0; t < L; t++) ids[t] = (int32_t)test_rng_range(&rng, spec->V);
+    recorded full = {.ablate_head = -1}, step = {.ablate_head = -1};
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.tensor_hook = record_hook;
+    out.tensor_hook_user = &full;
+    out.tensor_hook_points = (1u << ATTN_DECODER_HOOK_PATTERN) | (1u << ATTN_DECODER_HOOK_Z);
+    assert_ok(attn_decoder_forward(dec, ids, L, &out));
+    attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    opt.capacity = L + 1;
+    opt.kv_dtype = kv_dtype;
+    attn_decoder_session *s;
+    assert_ok(attn_decoder_session_create(dec, &opt, &s));
+    double worst = 0.0;
+    static const int64_t chunks[] = {3, 1, 4};
+    for (int64_t i = 0, pos = 0; pos < L; i++) {
+        int64_t n = i < 3 ? chunks[i] : 1;
+        if (n > L - pos) n = L - pos;
+        out.tensor_hook_user = &step;
+        assert_ok(attn_decoder_step_outputs(s, ids + pos, n, &out));
+        assert_int_equal(step.rows, n);
+        assert_int_equal(step.keys, pos + n);
+        for (int64_t l = 0; l < N; l++)
+            for (int64_t h = 0; h < Hq; h++)
+                for (int64_t r = 0; r < n; r++) {
+                    for (int64_t j = 0; j < L; j++) {
+                        const float want = full.pattern[l][(h * L + pos + r) * L + j];
+                        if (j >= pos + n) {
+                            if (want != 0.0f) fail_msg("full forward: row %lld sees key %lld", (long long)(pos + r), (long long)j);
+                            continue;
+                        }
+                        worst = fmax(worst, fabs((double)step.pattern[l][(h * n + r) * (pos + n) + j] - want));
+                    }
+                    for (int64_t e = 0; e < Dh; e++)
+                        worst = fmax(worst, fabs((double)step.z[l][(r * Hq + h) * Dh + e] -
+                                                 full.z[l][((pos + r) * Hq + h) * Dh + e]));
+                }
+        pos += n;
+    }
+    print_message("%s, %s cache: cached steps' pattern and z vs the full forward's rows: %.2e\n", spec->arch,
+                  kv_dtype == ATTN_F32 ? "f32" : "f16", worst);
+    if (!(worst <= tol)) fail_msg("cached steps' pattern or z differ from the full forward's by %.3e", worst);
+    /* Ablation through the pattern on a cached step. */
+    step.ablate_head = 0;
+    const int32_t next = 1;
+    assert_ok(attn_decoder_step_outputs(s, &next, 1, &out));
+    for (int64_t l = 0; l < N; l++)
+        for (int64_t e = 0; e < Dh; e++)
+            if (step.z[l][e] != 0.0f) fail_msg("layer %lld: head 0's z is not 0 after its pattern was zeroed", (long long)l);
+    attn_decoder_session_free(s);
+    recorded_free(&full);
+    recorded_free(&step);
+    attn_decoder_free(dec);
+}
+
+static void test_step_hooks(void **state) {
+    (void)state;
+    check_step_hooks(&TINY_QWEN, ATTN_F32, 1e-5);
+    check_step_hooks(&TINY_GEMMA, ATTN_F32, 1e-5); /* sliding window 3 at absolute positions */
+    check_step_hooks(&TINY_GEMMA, ATTN_F16, 2e-2); /* keys and values rounded to float16 */
+}
+
 static void test_session_errors(void **state) {
     (void)state;
     attn_decoder *dec = tiny_decoder(&TINY_QWEN, 7);
@@ -498,6 +604,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_qwen2_session),
         cmocka_unit_test(test_tiny_gemma3_session),
+        cmocka_unit_test(test_step_hooks),
         cmocka_unit_test(test_session_errors),
         cmocka_unit_test(test_prng_reference),
         cmocka_unit_test(test_sampler_determinism_and_greedy),
