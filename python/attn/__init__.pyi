@@ -47,6 +47,9 @@ def sdpa(
     mask: Optional[ArrayLike] = ...,  # bool [L, S] .. [B, Hq, L, S], True = may attend
     bias: Optional[ArrayLike] = ...,  # float [L, S] .. [B, Hq, L, S], added; -inf hides
     scale: Optional[float] = ...,  # > 0, default 1/sqrt(D)
+    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
+    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
+    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     return_weights: Literal[False] = ...,
     return_lse: Literal[False] = ...,
@@ -66,6 +69,9 @@ def sdpa(
     mask: Optional[ArrayLike] = ...,
     bias: Optional[ArrayLike] = ...,
     scale: Optional[float] = ...,
+    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
+    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
+    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     return_weights: bool = ...,
     return_lse: bool = ...,
@@ -87,10 +93,13 @@ def sdpa_backward(
     mask: Optional[ArrayLike] = ...,
     bias: Optional[ArrayLike] = ...,
     scale: Optional[float] = ...,
+    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
+    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
+    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     kernel: Kernel = ...,
     threads: Optional[int] = ...,
-) -> Tuple[Any, Any, Any]: ...  # (dq like q, dk like k, dv like v)
+) -> Tuple[Any, ...]: ...  # (dq like q, dk like k, dv like v), and dsinks [Hq] float32 with sinks
 def trace(
     q: ArrayLike,
     k: ArrayLike,
@@ -102,6 +111,9 @@ def trace(
     mask: Optional[ArrayLike] = ...,
     bias: Optional[ArrayLike] = ...,
     scale: Optional[float] = ...,
+    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
+    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
+    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     kernel: Kernel = ...,
     threads: Optional[int] = ...,
@@ -122,6 +134,9 @@ def paths(
     mask: Optional[ArrayLike] = ...,
     bias: Optional[ArrayLike] = ...,
     scale: Optional[float] = ...,
+    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
+    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
+    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     kernel: Kernel = ...,
     threads: Optional[int] = ...,

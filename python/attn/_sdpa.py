@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import _arrays, _core
 
 _KERNELS = {"auto": 0, "ref": 1, "flash": 2}
@@ -27,6 +29,9 @@ def _options(
     scale: Any,
     kernel: str,
     threads: Any,
+    softcap: Any = None,
+    sinks: Any = None,
+    alibi: Any = None,
 ) -> dict[str, Any]:
     """The keyword options of _core's calls, checked."""
     if causal is False or causal is None:
@@ -60,6 +65,20 @@ def _options(
             raise TypeError(f"scale must be a positive number (or None for 1/sqrt(D)), got {scale!r}") from None
         if not scale > 0.0 or scale == float("inf"):
             raise ValueError(f"scale must be a positive finite number (or None for 1/sqrt(D)), got {scale!r}")
+    if softcap is None:
+        softcap = 0.0
+    else:
+        try:
+            softcap = float(softcap)
+        except (TypeError, ValueError):
+            raise TypeError(f"softcap must be a positive number (or None: off), got {softcap!r}") from None
+        if not softcap > 0.0 or softcap == float("inf"):
+            raise ValueError(f"softcap must be a positive finite number (or None: off), got {softcap!r}")
+    alibi_standard, alibi_slopes = 0, None
+    if alibi is True:
+        alibi_standard = 1
+    elif alibi is not None and alibi is not False:
+        alibi_slopes = _head_floats(alibi, "alibi")
     return dict(
         scale=scale,
         causal=causal_flag,
@@ -70,7 +89,22 @@ def _options(
         bias=_arrays.bias_arg(bias),
         kernel=_KERNELS[kernel],
         threads=threads,
+        softcap=softcap,
+        sinks=None if sinks is None else _head_floats(sinks, "sinks"),
+        alibi_slopes=alibi_slopes,
+        alibi_standard=alibi_standard,
     )
+
+
+def _head_floats(x: Any, name: str):
+    """One float32 per query head, contiguous (the library checks the count
+    against Hq and each value; a torch tensor is read through numpy)."""
+    a = np.asarray(_arrays._host_numpy(x, name))
+    if a.ndim != 1:
+        raise _core.ShapeError(f"{name} has shape {tuple(a.shape)}: expected [Hq], one value per query head")
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"{name} has dtype {a.dtype}: expected floats")
+    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def _int(x: Any, name: str) -> int:
@@ -121,6 +155,9 @@ def sdpa(
     mask: Any = None,
     bias: Any = None,
     scale: Any = None,
+    softcap: Any = None,
+    sinks: Any = None,
+    alibi: Any = None,
     layout: str = "BLHD",
     return_weights: bool = False,
     return_lse: bool = False,
@@ -147,6 +184,12 @@ def sdpa(
         bias         float [L, S] .. [B, Hq, L, S], added to the scaled scores;
                      -inf hides a key
         scale        > 0, default 1/sqrt(D)
+        softcap      > 0: scores capped to softcap * tanh(s / softcap) (Gemma 2), before
+                     bias, ALiBi and masks (docs/logits.md)
+        sinks        [Hq] floats: a per-head logit that joins each row's softmax
+                     denominator and adds no value (gpt-oss, StreamingLLM); -inf = none
+        alibi        True (the ALiBi paper's slopes for Hq heads) or [Hq] slopes: a
+                     per-head linear bias slope * (j - i) on the causal diagonal
         kernel       "auto", "ref" (the reference) or "flash"
         threads      None (the default count) or >= 1
         out          an array to write the output into (q's layout and rank)
@@ -159,7 +202,8 @@ def sdpa(
     released during the kernel.
     """
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
+                    alibi)
     ndim = qa.view.ndim
     shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
     if out is None:
@@ -207,6 +251,9 @@ def sdpa_backward(
     mask: Any = None,
     bias: Any = None,
     scale: Any = None,
+    softcap: Any = None,
+    sinks: Any = None,
+    alibi: Any = None,
     layout: str = "BLHD",
     kernel: str = "auto",
     threads: Any = None,
@@ -220,12 +267,14 @@ def sdpa_backward(
                   neither: then they are recomputed); lse [B, Hq, L]
         the forward's options (causal, window, key_lengths, mask, bias, scale)
 
-    Returns (dq, dk, dv), shaped like q, k and v.  With GQA, dk and dv sum
+    Returns (dq, dk, dv), shaped like q, k and v, and with sinks given also
+    dsinks [Hq] float32: (dq, dk, dv, dsinks).  With GQA, dk and dv sum
     over the Hq/Hkv query heads sharing a kv head.  The mask and bias are
     constants: no gradient of the bias.  A row that sees no key gives dq 0.
     """
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
+                    alibi)
     ndim = qa.view.ndim
     shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
     da, dout4 = _given_out_input(dout, "dout", shape_out, layout, ndim)
@@ -247,6 +296,7 @@ def sdpa_backward(
         lse_arg = la.view.reshape(-1) if la.view.flags.c_contiguous else None
         if lse_arg is None:
             raise _core.ShapeError("lse must be C-contiguous (the forward's lse is)")
+    dsinks = None if sinks is None else np.zeros(q4.shape[2], dtype=np.float32)
     dq, dq4 = _new_like(tuple(q4.shape), qa, layout, ndim)
     dk, dk4 = _new_like(tuple(k4.shape), ka, layout, ndim)
     dv, dv4 = _new_like(tuple(v4.shape), va, layout, ndim)
@@ -260,9 +310,10 @@ def sdpa_backward(
         (dq4, qa.code),
         (dk4, ka.code),
         (dv4, va.code),
+        dsinks=dsinks,
         **opts,
     )
-    return dq, dk, dv
+    return (dq, dk, dv) if dsinks is None else (dq, dk, dv, dsinks)
 
 
 def _as_rows4(a, ndim: int):
@@ -297,6 +348,9 @@ def trace(
     mask: Any = None,
     bias: Any = None,
     scale: Any = None,
+    softcap: Any = None,
+    sinks: Any = None,
+    alibi: Any = None,
     layout: str = "BLHD",
     kernel: str = "auto",
     threads: Any = None,
@@ -317,7 +371,8 @@ def trace(
     given their batch (and head) axes here, as TransformerLens would.
     """
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
+                    alibi)
     return _hooks(_core.sdpa_trace((q4, qa.code), (k4, ka.code), (v4, va.code), **opts))
 
 
@@ -346,6 +401,9 @@ def paths(
     mask: Any = None,
     bias: Any = None,
     scale: Any = None,
+    softcap: Any = None,
+    sinks: Any = None,
+    alibi: Any = None,
     layout: str = "BLHD",
     kernel: str = "auto",
     threads: Any = None,
@@ -372,7 +430,8 @@ def paths(
         if x4.shape != like.shape:
             raise _core.ShapeError(f"{name} has shape {tuple(a.view.shape)}: the base's is needed")
         changed.append((x4, a.code))
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
+                    alibi)
     runs = _core.sdpa_paths((q4, qa.code), (k4, ka.code), (v4, va.code), *changed, **opts)
     result = {name: _hooks(hooks) for name, hooks in runs.items() if name != "interaction_z"}
     result["interaction_z"] = _array(runs["interaction_z"])

@@ -257,12 +257,16 @@ typedef struct call_options {
     double scale;
     int causal, align, kernel, threads;
     PyObject *window, *key_lengths, *mask, *bias;
+    double softcap;                 /* the score stage (docs/logits.md) */
+    PyObject *sinks, *alibi_slopes; /* float32 [Hq] or None             */
+    int alibi_standard;
 } call_options;
 
 #define OPTION_KEYWORDS "scale", "causal", "align", "window", "key_lengths", "mask", "bias", \
-                        "kernel", "threads"
+                        "kernel", "threads", "softcap", "sinks", "alibi_slopes", "alibi_standard"
+#define CALL_OPTIONS_INIT {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None, 0.0, Py_None, Py_None, 0}
 
-static int fill_options(buffers *b, const call_options *c, int64_t batch, attn_sdpa_options *opt) {
+static int fill_options(buffers *b, const call_options *c, int64_t batch, int64_t heads, attn_sdpa_options *opt) {
     void *data;
     opt->scale = (float)c->scale;
     opt->causal = c->causal;
@@ -285,6 +289,12 @@ static int fill_options(buffers *b, const call_options *c, int64_t batch, attn_s
     opt->mask = data;
     if (flat_arg(b, c->bias, "bias", false, 4, -1, &data, opt->bias_shape)) return -1;
     opt->bias = data;
+    opt->softcap = (float)c->softcap;
+    opt->alibi_standard = c->alibi_standard;
+    if (flat_arg(b, c->sinks, "sinks", false, 4, heads, &data, NULL)) return -1;
+    opt->sinks = data;
+    if (flat_arg(b, c->alibi_slopes, "alibi_slopes", false, 4, heads, &data, NULL)) return -1;
+    opt->alibi_slopes = data;
     last_ptrs[PTR_MASK] = opt->mask;
     last_ptrs[PTR_BIAS] = opt->bias;
     return 0;
@@ -316,12 +326,13 @@ PyDoc_STRVAR(sdpa_forward_doc,
 static PyObject *sdpa_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"q", "k", "v", "out", "weights", "lse", OPTION_KEYWORDS, NULL};
     PyObject *q_arg, *k_arg, *v_arg, *out_arg, *weights_arg = Py_None, *lse_arg = Py_None;
-    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    call_options c = CALL_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|OO$dpiOOOOii", keywords, &q_arg, &k_arg,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|OO$dpiOOOOiidOOp", keywords, &q_arg, &k_arg,
                                      &v_arg, &out_arg, &weights_arg, &lse_arg, &c.scale, &c.causal,
                                      &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
-                                     &c.kernel, &c.threads))
+                                     &c.kernel, &c.threads, &c.softcap, &c.sinks,
+                                     &c.alibi_slopes, &c.alibi_standard))
         return NULL;
     buffers b = {.n = 0};
     attn_tensor q, k, v, out;
@@ -336,7 +347,7 @@ static PyObject *sdpa_forward(PyObject *self, PyObject *args, PyObject *kwargs) 
     const Py_ssize_t rows = (Py_ssize_t)q.shape[0] * (Py_ssize_t)q.shape[2] * (Py_ssize_t)q.shape[1];
     if (flat_arg(&b, weights_arg, "weights", true, 4, rows * (Py_ssize_t)k.shape[1], &weights, NULL) ||
         flat_arg(&b, lse_arg, "lse", true, 4, rows, &lse, NULL) ||
-        fill_options(&b, &c, q.shape[0], &opt))
+        fill_options(&b, &c, q.shape[0], q.shape[2], &opt))
         goto done;
     last_ptrs[PTR_Q] = q.data;
     last_ptrs[PTR_K] = k.data;
@@ -361,18 +372,21 @@ PyDoc_STRVAR(sdpa_backward_doc,
              "--\n\n"
              "attn_sdpa_backward on 4-D [B, L, H, D] views; private (attn.sdpa_backward is the\n"
              "API).  out and lse both given (the forward's, for these inputs) or both None;\n"
-             "dq, dk, dv: writable (buffer, dtype) pairs, or None to skip that gradient.");
+             "dq, dk, dv: writable (buffer, dtype) pairs, or None to skip that gradient;\n"
+             "dsinks: a writable float32 [Hq] buffer (with sinks), or None.");
 
 static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv",
+    static char *keywords[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dsinks",
                                OPTION_KEYWORDS, NULL};
-    PyObject *q_arg, *k_arg, *v_arg, *out_arg, *lse_arg, *dout_arg, *dq_arg, *dk_arg, *dv_arg;
-    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    PyObject *q_arg, *k_arg, *v_arg, *out_arg, *lse_arg, *dout_arg, *dq_arg, *dk_arg, *dv_arg,
+        *dsinks_arg = Py_None;
+    call_options c = CALL_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|$dpiOOOOii", keywords, &q_arg, &k_arg,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|O$dpiOOOOiidOOp", keywords, &q_arg, &k_arg,
                                      &v_arg, &out_arg, &lse_arg, &dout_arg, &dq_arg, &dk_arg,
-                                     &dv_arg, &c.scale, &c.causal, &c.align, &c.window,
-                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads))
+                                     &dv_arg, &dsinks_arg, &c.scale, &c.causal, &c.align, &c.window,
+                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads, &c.softcap, &c.sinks,
+                                     &c.alibi_slopes, &c.alibi_standard))
         return NULL;
     buffers b = {.n = 0};
     attn_tensor q, k, v, out, dout, dq, dk, dv;
@@ -390,8 +404,10 @@ static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
         tensor_arg(&b, dv_arg, "dv", true, &dv, true, &no_dv))
         goto done;
     const Py_ssize_t rows = (Py_ssize_t)q.shape[0] * (Py_ssize_t)q.shape[2] * (Py_ssize_t)q.shape[1];
+    void *dsinks = NULL;
     if (flat_arg(&b, lse_arg, "lse", false, 4, rows, &lse, NULL) ||
-        fill_options(&b, &c, q.shape[0], &opt))
+        fill_options(&b, &c, q.shape[0], q.shape[2], &opt) ||
+        flat_arg(&b, dsinks_arg, "dsinks", true, 4, q.shape[2], &dsinks, NULL))
         goto done;
     if (no_out != (lse == NULL)) {
         raise_status(ATTN_ERR_INVALID_ARGUMENT, "out and lse: give both (the forward's) or neither");
@@ -408,8 +424,12 @@ static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     last_ptrs[PTR_DV] = no_dv ? NULL : dv.data;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = attn_sdpa_backward(&q, &k, &v, &opt, no_out ? NULL : &out, lse, &dout, no_dq ? NULL : &dq,
-                            no_dk ? NULL : &dk, no_dv ? NULL : &dv);
+    attn_sdpa_grads grads = ATTN_SDPA_GRADS_INIT;
+    grads.dq = no_dq ? NULL : &dq;
+    grads.dk = no_dk ? NULL : &dk;
+    grads.dv = no_dv ? NULL : &dv;
+    grads.dsinks = dsinks;
+    st = attn_sdpa_backward_grads(&q, &k, &v, &opt, no_out ? NULL : &out, lse, &dout, &grads);
     Py_END_ALLOW_THREADS
     result = finish_call(st);
 done:
@@ -479,12 +499,13 @@ static PyObject *mha_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {MODULE_KEYWORDS, "out", "weights", "lse", OPTION_KEYWORDS, NULL};
     module_args a;
     PyObject *out_arg, *weights_arg, *lse_arg;
-    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    call_options c = CALL_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOO|$dpiOOOOii", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOO|$dpiOOOOiidOOp", keywords,
                                      MODULE_POINTERS(a), &out_arg, &weights_arg, &lse_arg, &c.scale,
                                      &c.causal, &c.align, &c.window, &c.key_lengths, &c.mask,
-                                     &c.bias, &c.kernel, &c.threads))
+                                     &c.bias, &c.kernel, &c.threads, &c.softcap, &c.sinks,
+                                     &c.alibi_slopes, &c.alibi_standard))
         return NULL;
     buffers b = {.n = 0};
     attn_mha m = ATTN_MHA_INIT;
@@ -498,7 +519,7 @@ static PyObject *mha_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
         flat_arg(&b, out_arg, "out", true, 4, (Py_ssize_t)(a.batch * a.len * a.d_out), &out, NULL) ||
         flat_arg(&b, weights_arg, "weights", true, 4, rows * keys, &weights, NULL) ||
         flat_arg(&b, lse_arg, "lse", true, 4, rows, &lse, NULL) ||
-        fill_options(&b, &c, (int64_t)a.batch, &opt))
+        fill_options(&b, &c, (int64_t)a.batch, (int64_t)a.heads, &opt))
         goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -522,13 +543,14 @@ static PyObject *mha_backward(PyObject *self, PyObject *args, PyObject *kwargs) 
                                "dbq", "dbk", "dbv", "dbo", OPTION_KEYWORDS, NULL};
     module_args a;
     PyObject *dout_arg, *g[10];
-    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    call_options c = CALL_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOOOOOOOOOO|$dpiOOOOii", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOOOOOOOOOO|$dpiOOOOiidOOp", keywords,
                                      MODULE_POINTERS(a), &dout_arg, &g[0], &g[1], &g[2], &g[3],
                                      &g[4], &g[5], &g[6], &g[7], &g[8], &g[9], &c.scale, &c.causal,
                                      &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
-                                     &c.kernel, &c.threads))
+                                     &c.kernel, &c.threads, &c.softcap, &c.sinks,
+                                     &c.alibi_slopes, &c.alibi_standard))
         return NULL;
     buffers b = {.n = 0};
     attn_mha m = ATTN_MHA_INIT;
@@ -549,7 +571,7 @@ static PyObject *mha_backward(PyObject *self, PyObject *args, PyObject *kwargs) 
         if (flat_arg(&b, g[i], g_names[i], true, 4, -1, &data, NULL)) goto done;
         *g_ptrs[i] = data;
     }
-    if (fill_options(&b, &c, (int64_t)a.batch, &opt)) goto done;
+    if (fill_options(&b, &c, (int64_t)a.batch, (int64_t)a.heads, &opt)) goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
     st = attn_mha_backward(&m, x, a.batch, a.len, context, a.context_len, &opt, dout, &grads);
@@ -607,11 +629,12 @@ PyDoc_STRVAR(sdpa_trace_doc,
 static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"q", "k", "v", OPTION_KEYWORDS, NULL};
     PyObject *q_arg, *k_arg, *v_arg;
-    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    call_options c = CALL_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$dpiOOOOii", keywords, &q_arg, &k_arg,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$dpiOOOOiidOOp", keywords, &q_arg, &k_arg,
                                      &v_arg, &c.scale, &c.causal, &c.align, &c.window,
-                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads))
+                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads, &c.softcap, &c.sinks,
+                                     &c.alibi_slopes, &c.alibi_standard))
         return NULL;
     buffers b = {.n = 0};
     attn_tensor q, k, v;
@@ -620,7 +643,7 @@ static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *result = NULL;
     if (tensor_arg(&b, q_arg, "q", false, &q, false, NULL) ||
         tensor_arg(&b, k_arg, "k", false, &k, false, NULL) ||
-        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) || fill_options(&b, &c, q.shape[0], &opt))
+        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) || fill_options(&b, &c, q.shape[0], q.shape[2], &opt))
         goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -648,12 +671,13 @@ static PyObject *sdpa_paths(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"q", "k", "v", "q_changed", "k_changed", "v_changed", OPTION_KEYWORDS,
                                NULL};
     PyObject *arg[6];
-    call_options c = {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None};
+    call_options c = CALL_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$dpiOOOOii", keywords, &arg[0], &arg[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$dpiOOOOiidOOp", keywords, &arg[0], &arg[1],
                                      &arg[2], &arg[3], &arg[4], &arg[5], &c.scale, &c.causal,
                                      &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
-                                     &c.kernel, &c.threads))
+                                     &c.kernel, &c.threads, &c.softcap, &c.sinks,
+                                     &c.alibi_slopes, &c.alibi_standard))
         return NULL;
     static const char *const names[6] = {"q", "k", "v", "q_changed", "k_changed", "v_changed"};
     buffers b = {.n = 0};
@@ -665,7 +689,7 @@ static PyObject *sdpa_paths(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *result = NULL;
     for (int i = 0; i < 6; i++)
         if (tensor_arg(&b, arg[i], names[i], false, &t[i], i >= 3, &missing[i])) goto done;
-    if (fill_options(&b, &c, t[0].shape[0], &opt)) goto done;
+    if (fill_options(&b, &c, t[0].shape[0], t[0].shape[2], &opt)) goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
     st = attn_sdpa_paths(&t[0], &t[1], &t[2], missing[3] ? NULL : &t[3], missing[4] ? NULL : &t[4],

@@ -235,3 +235,82 @@ def test_random_rules_match_reference(seed):
     np.testing.assert_allclose(w, rw, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(lse, rl, rtol=RTOL, atol=ATOL)
     assert not np.isnan(out).any()
+
+
+def score_stage_reference(q, k, v, *, causal=False, softcap=None, sinks=None, slopes=None):
+    """docs/logits.md's score stage in float64, written here from the formula:
+    s = softcap(scale q.k) + slope_h (j - i), the causal mask, the sink in the
+    denominator; returns (out [B, L, Hq, Dv], lse [B, Hq, L])."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    b, l, hq, d = q.shape
+    s_len, hkv = k.shape[1], k.shape[2]
+    kk, vv = np.repeat(k, hq // hkv, axis=2), np.repeat(v, hq // hkv, axis=2)
+    s = np.einsum("blhd,bshd->bhls", q, kk) / np.sqrt(d)
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    i, j = np.arange(l)[:, None], np.arange(s_len)[None, :]
+    if slopes is not None:
+        s = s + np.asarray(slopes, dtype=np.float64)[None, :, None, None] * (j - i)[None, None]
+    if causal:
+        s = np.where(j <= i, s, -np.inf)
+    sink = np.full(hq, -np.inf) if sinks is None else np.asarray(sinks, dtype=np.float64)
+    m = np.maximum(s.max(axis=-1), sink[None, :, None])
+    e = np.exp(s - m[..., None])
+    denom = e.sum(axis=-1) + np.exp(sink[None, :, None] - m)
+    out = np.einsum("bhls,bshd->blhd", e / denom[..., None], vv)
+    return out, m + np.log(denom)
+
+
+def test_score_stage_matches_the_formula(rng):
+    q, k, v = rand(rng, 2, 5, 4, 8) * 3, rand(rng, 2, 7, 2, 8) * 3, rand(rng, 2, 7, 2, 6)
+    sinks = np.array([0.5, -1.0, 2.0, -np.inf], dtype=np.float32)
+    slopes = np.array([0.25, 0.0625, 0.015625, 0.00390625], dtype=np.float32)  # the paper's, 4 heads
+    cases = [dict(softcap=2.0), dict(sinks=sinks), dict(alibi=slopes), dict(softcap=1.5, sinks=sinks, alibi=slopes)]
+    for causal in (False, True):
+        for kw in cases:
+            want_out, want_lse = score_stage_reference(q, k, v, causal=causal, softcap=kw.get("softcap"),
+                                                       sinks=kw.get("sinks"), slopes=kw.get("alibi"))
+            for kernel in ("ref", "flash"):
+                out, lse = attn.sdpa(q, k, v, causal=causal, kernel=kernel, return_lse=True, **kw)
+                np.testing.assert_allclose(out, want_out, rtol=RTOL, atol=ATOL, err_msg=f"{kw} {kernel}")
+                np.testing.assert_allclose(lse, want_lse, rtol=RTOL, atol=ATOL, err_msg=f"{kw} {kernel}")
+    # alibi=True is the ALiBi paper's geometric slopes 2^(-8 h / Hq), h = 1 .. Hq.
+    np.testing.assert_array_equal(attn.sdpa(q, k, v, alibi=True), attn.sdpa(q, k, v, alibi=slopes))
+
+
+def test_sinks_gradient_matches_finite_differences(rng):
+    q, k, v = rand(rng, 1, 3, 2, 4), rand(rng, 1, 4, 1, 4), rand(rng, 1, 4, 1, 2)
+    dout = rand(rng, 1, 3, 2, 2)
+    sinks = np.array([0.3, -0.7], dtype=np.float32)
+    dq, dk, dv, dsinks = attn.sdpa_backward(q, k, v, dout, causal=True, sinks=sinks, softcap=3.0)
+    assert dsinks.shape == (2,) and dsinks.dtype == np.float32
+
+    def loss(qq, kk, vv, ss):
+        return float((score_stage_reference(qq, kk, vv, causal=True, softcap=3.0, sinks=ss)[0] * dout).sum())
+
+    eps = 1e-6
+    base = [x.astype(np.float64) for x in (q, k, v, sinks)]
+    for n, g in enumerate((dq, dk, dv, dsinks)):
+        num = np.zeros_like(base[n])
+        for idx in np.ndindex(base[n].shape):
+            plus, minus = [x.copy() for x in base], [x.copy() for x in base]
+            plus[n][idx] += eps
+            minus[n][idx] -= eps
+            num[idx] = (loss(*plus) - loss(*minus)) / (2 * eps)
+        np.testing.assert_allclose(g, num, rtol=1e-4, atol=1e-5, err_msg=f"gradient {n}")
+    # Without sinks, three gradients as before.
+    assert len(attn.sdpa_backward(q, k, v, dout, causal=True)) == 3
+
+
+def test_score_stage_refuses_bad_values(rng):
+    q = rand(rng, 1, 3, 2, 4)
+    with pytest.raises(attn.ShapeError, match="sinks"):
+        attn.sdpa(q, q, q, sinks=[0.0, 1.0, 2.0])
+    with pytest.raises(attn.ShapeError, match="alibi"):
+        attn.sdpa(q, q, q, alibi=np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match="softcap"):
+        attn.sdpa(q, q, q, softcap=-1.0)
+    with pytest.raises(TypeError, match="softcap"):
+        attn.sdpa(q, q, q, softcap="big")
+    with pytest.raises(attn.Error):
+        attn.sdpa(q, q, q, sinks=[np.nan, 0.0])
