@@ -281,5 +281,6 @@ class Session:
     position: int
     capacity: int
     def __init__(self, model: Model, capacity: int, kv_dtype: str = ..., kernel: Kernel = ...) -> None: ...
-    def step(self, tokens: Tokens) -> npt.NDArray[np.float32]: ...  # logits [V] of the last token
+    def step(self, tokens: Tokens, *, fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
+             names_filter: Any = ...) -> Any: ...  # logits [V] of the last token; (logits, cache) with names_filter
     def reset(self) -> None: ...

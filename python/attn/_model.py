@@ -242,25 +242,25 @@ class Model:
             ln_final.hook_normalized         [1, L, d]
 
         names_filter (a name, names, or a predicate) keeps only some."""
-        if names_filter is None:
-            keep: Callable[[str], bool] = lambda name: True
-        elif isinstance(names_filter, str):
-            keep = lambda name: name == names_filter
-        elif callable(names_filter):
-            keep = names_filter
-        else:
-            wanted = set(names_filter)
-            keep = lambda name: name in wanted
         cache: Dict[str, np.ndarray] = {}
-        logits, _ = self._hooked(tokens, list(fwd_hooks), (keep, cache), False, kernel)
+        logits, _ = self._hooked(tokens, list(fwd_hooks), (self._keep(names_filter), cache), False, kernel)
         return logits, cache
 
-    def _hooked(self, tokens, hooks, recording, last_only, kernel):
-        ids = self.tokenize(tokens) if isinstance(tokens, (str, bytes)) else self._ids(tokens)
-        if ids.size == 0:
-            raise ValueError("tokens: no tokens (a forward needs at least one)")
-        if kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
+    @staticmethod
+    def _keep(names_filter):
+        """names_filter (None: all, a name, names, or a predicate) as a predicate."""
+        if names_filter is None:
+            return lambda name: True
+        if isinstance(names_filter, str):
+            return lambda name: name == names_filter
+        if callable(names_filter):
+            return names_filter
+        wanted = set(names_filter)
+        return lambda name: name in wanted
+
+    def _dispatcher(self, hooks, recording):
+        """(dispatch, points): the tensor hook _core calls, and the hook points
+        it needs, for fwd_hooks and an optional (keep, cache) recording."""
         points = 0
         for where, fn in hooks:
             if not callable(fn):
@@ -295,6 +295,15 @@ class Model:
                 recording[1][name] = tensor.copy()
             return tensor if touched else None
 
+        return dispatch, points
+
+    def _hooked(self, tokens, hooks, recording, last_only, kernel):
+        ids = self.tokenize(tokens) if isinstance(tokens, (str, bytes)) else self._ids(tokens)
+        if ids.size == 0:
+            raise ValueError("tokens: no tokens (a forward needs at least one)")
+        if kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
+        dispatch, points = self._dispatcher(hooks, recording)
         c = self.config
         logits = np.empty((1 if last_only else ids.size, c["vocab"]), dtype=np.float32)
         _core.model_forward(self._handle, ids, logits, None, None, bool(last_only), _KERNELS[kernel],
@@ -388,15 +397,34 @@ class Session:
     def capacity(self) -> int:
         return _core.session_state(self._session)[1]
 
-    def step(self, tokens: Union[str, bytes, Sequence[int], np.ndarray]) -> np.ndarray:
+    def step(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
+             fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
+             names_filter: Any = False) -> Any:
         """Runs tokens (a text is tokenized, with BOS where the model adds it)
-        at the next positions; the logits of the last one, float32 [V]."""
+        at the next positions; the logits of the last one, float32 [V].
+
+        fwd_hooks as Model.run_with_hooks, and names_filter (None = every
+        point, a name, names or a predicate) to also return a cache as
+        Model.run_with_cache does: (logits, cache).  On a step the tensors
+        cover its n tokens at positions pos .. pos + n - 1, and
+        hook_attn_scores / hook_pattern are [1, Hq, n, pos + n]: the step's
+        queries over every key the session holds (the full forward's rows
+        for those positions).  Hooks on scores, pattern or z make the step
+        attend over a copy of the cache (slower; the logits agree with the
+        unhooked step to float rounding)."""
         ids = self.model.tokenize(tokens) if isinstance(tokens, (str, bytes)) else self.model._ids(tokens)
         if ids.size == 0:
             raise ValueError("tokens: no tokens (a step needs at least one)")
         logits = np.empty(self.model.config["vocab"], dtype=np.float32)
-        _core.session_step(self._session, ids, logits)
-        return logits
+        hooks = list(fwd_hooks)
+        cache: Optional[Dict[str, np.ndarray]] = None if names_filter is False else {}
+        if hooks or cache is not None:
+            recording = None if cache is None else (Model._keep(names_filter), cache)
+            dispatch, points = self.model._dispatcher(hooks, recording)
+            _core.session_step(self._session, ids, logits, dispatch, points)
+        else:
+            _core.session_step(self._session, ids, logits)
+        return logits if cache is None else (logits, cache)
 
     def reset(self) -> None:
         """Empties the session (its memory is kept)."""

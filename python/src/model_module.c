@@ -568,13 +568,20 @@ static PyObject *session_create(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(session_step_doc,
-             "session_step(session, ids: int32 buffer, logits: float32 [V] buffer or None) -> None\n--\n\n"
-             "attn_decoder_step (the GIL released); private.");
+             "session_step(session, ids: int32 buffer, logits: float32 [V] buffer or None, hook=None,\n"
+             "             points=0) -> None\n--\n\n"
+             "attn_decoder_step_outputs (the GIL released; the last position's logits), with\n"
+             "model_forward's tensor hook at the points given; private.");
 
 static PyObject *session_step(PyObject *self, PyObject *args) {
-    PyObject *capsule, *ids_obj, *logits_obj;
+    PyObject *capsule, *ids_obj, *logits_obj, *callback = Py_None;
+    unsigned long points = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &ids_obj, &logits_obj)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO|Ok", &capsule, &ids_obj, &logits_obj, &callback, &points)) return NULL;
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "tensor hook: a callable or None");
+        return NULL;
+    }
     attn_decoder_session *s = PyCapsule_GetPointer(capsule, SESSION_NAME);
     if (!s) return NULL;
     model_handle *h = handle_of(PyCapsule_GetContext(capsule));
@@ -587,12 +594,24 @@ static PyObject *session_step(PyObject *self, PyObject *args) {
         PyBuffer_Release(&ids);
         return NULL;
     }
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = have_logits ? logits.buf : NULL;
+    out.last_only = 1;
+    interrupt_check check = {false, callback, false};
+    if (callback != Py_None && points) {
+        /* A hook that raises stops the step part way: the session then
+         * refuses steps until reset (attn_decoder.h), as the error says. */
+        out.tensor_hook = tensor_hook;
+        out.tensor_hook_user = &check;
+        out.tensor_hook_points = (uint32_t)points & ATTN_DECODER_HOOK_ALL;
+    }
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = attn_decoder_step(s, ids.buf, (int64_t)(ids.len / 4), have_logits ? logits.buf : NULL);
+    st = attn_decoder_step_outputs(s, ids.buf, (int64_t)(ids.len / 4), &out);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&ids);
     if (have_logits) PyBuffer_Release(&logits);
+    if (check.interrupted || check.hook_failed) return NULL;
     if (st != ATTN_OK) {
         raise_status(st, NULL);
         return NULL;

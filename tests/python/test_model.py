@@ -276,6 +276,43 @@ def test_greedy_generation_is_transformers(arch):
     assert list(m.generate(prompt, max_tokens=5, stream=True)) == want[:5]
 
 
+def test_session_step_hooks_see_the_full_forwards_rows():
+    m = model("gemma3")
+    c = m.config
+    ids = m.tokenize("The capital of France is")
+    pattern = lambda name: name.endswith("hook_pattern")
+    _, full = m.run_with_cache(ids, names_filter=pattern)
+    s = m.session(capacity=ids.size)
+    s.step(ids[:-2])
+    for i in (ids.size - 2, ids.size - 1):
+        logits, cache = s.step(ids[i:i + 1], names_filter=pattern)
+        assert sorted(cache) == sorted(f"blocks.{l}.attn.hook_pattern" for l in range(c["n_layers"]))
+        for l in range(c["n_layers"]):
+            p = cache[f"blocks.{l}.attn.hook_pattern"]
+            assert p.shape == (1, c["n_heads"], 1, i + 1)  # the step's query over every key held
+            np.testing.assert_allclose(p[0, :, 0, :], full[f"blocks.{l}.attn.hook_pattern"][0, :, i, :i + 1],
+                                       atol=WEIGHT_ABS)
+    # Patching on a step: head 0 of layer 3 reads nothing at the last position,
+    # as the same hook does to the full forward's last row.
+    def ablate(p, hook):
+        p[0, 0, -1, :] = 0.0
+
+    s2 = m.session(capacity=ids.size + 1)
+    s2.step(ids[:-1])
+    got = s2.step(ids[-1:], fwd_hooks=[("blocks.3.attn.hook_pattern", ablate)])
+    want = m.run_with_hooks(ids, fwd_hooks=[("blocks.3.attn.hook_pattern", ablate)])[0, -1]
+    plain = m.forward(ids).logits[-1]
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 2e-5 * scale
+    assert np.abs(plain - want).max() > 100 * 2e-5 * scale  # the ablation did something
+
+    def boom(t, hook):
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        s2.step([2], fwd_hooks=[("blocks.0.hook_resid_pre", boom)])
+
+
 def test_session_steps_equal_the_full_forward():
     m = model("gemma3")
     ids = m.tokenize("The capital of France is Paris, and the capital of Italy is")
