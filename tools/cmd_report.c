@@ -51,7 +51,8 @@ static const cli_flag report_flags[] = {
 static void report_help(FILE *out) {
     fprintf(out,
     "usage: attn report -q Q.npy -k K.npy -v V.npy [--changed-q F] [--changed-k F] [--changed-v F]\n"
-    "                   [--layout BLHD|BHLD] [mask options] [--tokens LIST] [--key-tokens LIST] --html OUT.html\n"
+    "                   [--position P] [--layout BLHD|BHLD] [mask options] [--tokens LIST] [--key-tokens LIST]\n"
+    "                   --html OUT.html\n"
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
