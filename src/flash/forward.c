@@ -116,6 +116,7 @@ typedef struct flash_plan {
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
     size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
+    size_t off_mask_lo, off_mask_hi; /* tile path: a subtile's key bounds (mask_tile) */
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -217,6 +218,8 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_rows = reserve(&cursor, ceil_div(rows * (int64_t)sizeof(flash_row), sizeof(float)));
     pl->off_exact = reserve(&cursor, ceil_div(rows, sizeof(float)));
     pl->off_ones = reserve(&cursor, rows);
+    pl->off_mask_lo = reserve(&cursor, pl->sub_rows);
+    pl->off_mask_hi = reserve(&cursor, pl->sub_rows);
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
     pl->off_out_row = reserve(&cursor, p->dim_v);
     /* two rows of the wider of K and V, widened or narrowed on their way
@@ -259,6 +262,7 @@ typedef struct flash_ctx {
     const flash_plan *pl;
     float *qp, *kt, *vt, *s, *o, *m, *l, *alpha, *inv_l;
     float *ones;                        /* rows ones: alpha of "no rescaling" */
+    float *mask_lo, *mask_hi;           /* sub_rows: bounds for mask_tile     */
     flash_row *row;
     uint8_t *exact;                     /* per row: recompute it exactly      */
     double *row_acc;                    /* Dv: the exact path's accumulator   */
@@ -287,6 +291,8 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->row = (flash_row *)(void *)(scratch + pl->off_rows);
     c->exact = (uint8_t *)(void *)(scratch + pl->off_exact);
     c->ones = scratch + pl->off_ones;
+    c->mask_lo = scratch + pl->off_mask_lo;
+    c->mask_hi = scratch + pl->off_mask_hi;
     for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
     c->out_row = scratch + pl->off_out_row;
@@ -406,11 +412,40 @@ static void pack_queries(flash_ctx *c) {
 /* Applies what the score kernels do not know about (visibility.h) to the
  * scores of keys [t0, t0 + nk) of rows [row0, row0 + rows): s[j·js + r·rs]
  * is the score of key t0 + j for row row0 + r.  Rows that see the whole
- * range with no mask or bias are left untouched. */
+ * range with no mask or bias are left untouched.  A tile-path subtile with
+ * only structural rules (causal, window, key lengths) is masked in one
+ * vectorised pass (mask_tile: the rows' ranges cut to the tile); the rest
+ * (a boolean mask, a bias, ALiBi, the rows path) row by row. */
 static void mask_scores(const flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, int nk,
                         float *s, int64_t js, int64_t rs) {
     const sdpa_problem *p = c->p;
     const bool elementwise = p->opt.mask || p->opt.bias || logits_has_alibi(p);
+    if (!elementwise && !c->pl->rows_path && c->pl->kern->mask_tile && rs == 1 && js == rows &&
+        rows == c->pl->sub_rows) {
+        int64_t lo_max = 0, hi_min = nk; /* keys [lo_max, hi_min): seen by every row */
+        for (int64_t r = 0; r < rows; r++) {
+            const flash_row *row = &c->row[row0 + r];
+            int64_t lo = 0, hi = nk; /* a padding row, or one that sees the whole range */
+            if (row->valid && !(row->begin <= t0 && t0 + nk <= row->end)) {
+                lo = row->begin - t0;
+                hi = row->end - t0;
+                lo = lo < 0 ? 0 : lo > nk ? nk : lo;
+                hi = hi < 0 ? 0 : hi > nk ? nk : hi;
+            }
+            if (lo > lo_max) lo_max = lo;
+            if (hi < hi_min) hi_min = hi;
+            c->mask_lo[r] = (float)lo;
+            c->mask_hi[r] = (float)hi;
+        }
+        const ukernel_table *kern = c->pl->kern;
+        if (hi_min <= lo_max) { /* the hidden keys before and after meet */
+            kern->mask_tile(s, 0, nk, c->mask_lo, c->mask_hi);
+            return;
+        }
+        if (lo_max > 0) kern->mask_tile(s, 0, (int)lo_max, c->mask_lo, c->mask_hi);
+        if (hi_min < nk) kern->mask_tile(s, (int)hi_min, nk, c->mask_lo, c->mask_hi);
+        return;
+    }
     for (int64_t r = 0; r < rows; r++) {
         const flash_row *row = &c->row[row0 + r];
         if (!row->valid) continue;
