@@ -7,7 +7,8 @@
 # compiles flash_cpu_time against each build's libattn.a, then for each
 # round and shape runs A then B; prints per shape the median CPU time per
 # call of each [min-max over rounds] and the median of the per-round ratios
-# A/B (> 1: B is faster), which is what survives a shared machine's noise.
+# A/B (> 1: B is faster), which is what survives a shared machine's noise,
+# and the same ratio of wall times (what threads' load balance changes).
 # ATTN_ARCH in the environment applies to both; SHAPES overrides the list
 # ("L HKV D CAUSAL|..."); RUNS the calls per measurement (default 3, 15 at
 # L <= 1024).
@@ -36,13 +37,16 @@ for ((r = 1; r <= rounds; r++)); do
 done
 python3 - "$work/log" <<'PY'
 import re, statistics as st, sys, collections
-cpu = collections.defaultdict(lambda: {'a': [], 'b': []})
+runs = collections.defaultdict(lambda: {'a': [], 'b': []})
 for line in open(sys.argv[1]):
     side, shape, text = line.rstrip('\n').split('|', 2)
-    cpu[shape][side].append(float(re.search(r'cpu median ([0-9.]+)', text).group(1)))
-print('shape (L Hkv D causal)   A cpu ms [min-max]        B cpu ms [min-max]        A/B [min-max]')
-for shape, v in cpu.items():
-    ratio = [x / y for x, y in zip(v['a'], v['b'])]
-    span = lambda x: f"{st.median(x):9.2f} [{min(x):.1f}-{max(x):.1f}]"
-    print(f"{shape:24s} {span(v['a']):25s} {span(v['b']):25s} {st.median(ratio):.3f} [{min(ratio):.3f}-{max(ratio):.3f}]")
+    runs[shape][side].append((float(re.search(r'cpu median ([0-9.]+)', text).group(1)),
+                              float(re.search(r'wall median ([0-9.]+)', text).group(1))))
+span = lambda x: f"{st.median(x):9.2f} [{min(x):.1f}-{max(x):.1f}]"
+print('shape (L Hkv D causal)   A cpu ms [min-max]        B cpu ms [min-max]        A/B cpu [min-max]      A/B wall [min-max]')
+for shape, v in runs.items():
+    cpu = [x[0] / y[0] for x, y in zip(v['a'], v['b'])]
+    wall = [x[1] / y[1] for x, y in zip(v['a'], v['b'])]
+    print(f"{shape:24s} {span([x[0] for x in v['a']]):25s} {span([x[0] for x in v['b']]):25s} "
+          f"{st.median(cpu):.3f} [{min(cpu):.3f}-{max(cpu):.3f}]  {st.median(wall):.3f} [{min(wall):.3f}-{max(wall):.3f}]")
 PY

@@ -27,8 +27,9 @@
  *
  * Items are handed to OpenMP threads one at a time (dynamic schedule): each
  * item is computed whole by one thread, so which thread takes it changes no
- * bit, and a thread the OS preempts (a shared machine) or a costly item
- * (causal rows near the end) holds up no one.
+ * bit, and a thread the OS preempts (a shared machine) holds up no one.
+ * Under a causal mask the costliest units (a head's last queries) are
+ * numbered, hence handed out, first, and the cheap ones fill the end.
  * Memory beyond the caller's tensors: one scratch area per thread (a few
  * tiles) and, when split, the partial states: neither grows with L or S.
  *
@@ -103,6 +104,7 @@ typedef struct flash_plan {
     int64_t queries_per_block; /* Lt: query positions in a subtile              */
     int64_t head_blocks;     /* ceil(G / Gt)                                    */
     int64_t query_groups;    /* ceil(ceil(L / Lt) / subtiles)                   */
+    bool largest_first;      /* causal: units numbered from the last queries    */
     int64_t units, chunks, chunk_keys, items;
     int64_t tile_keys;       /* keys per tile (Bc) or per block (rows path)    */
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
@@ -170,6 +172,14 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->head_blocks = ceil_div(group, pl->heads_per_block);
     pl->query_groups = ceil_div(query_blocks, pl->subtiles);
     pl->units = p->batch * (p->heads_kv / pl->unit_kv_heads) * pl->head_blocks * pl->query_groups;
+    /* Under a causal mask a query sees at least as many keys as any query
+     * before it (with or without a left window), so the last query groups
+     * of a head are its costliest units: numbering them first hands them
+     * out first (the dynamic schedule takes items in order), and the cheap
+     * ones fill the end, where a long item still running would leave the
+     * other threads idle.  Only the numbering changes: a unit's rows, and
+     * every operation on them, stay the same. */
+    pl->largest_first = p->opt.causal;
 
     pl->chunks = 1;
     if (pl->units < FLASH_TARGET_ITEMS) {
@@ -308,6 +318,7 @@ static void unit_begin(flash_ctx *c, int64_t u) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     int64_t query_group = u % pl->query_groups;
+    if (pl->largest_first) query_group = pl->query_groups - 1 - query_group;
     int64_t rest = u / pl->query_groups;
     int64_t head_block = rest % pl->head_blocks;
     rest /= pl->head_blocks;
