@@ -707,8 +707,8 @@ static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const flash_pr
 }
 
 /* One online-softmax step and the P·V update for keys [t0, t0 + nk) and
- * every row of the unit.  The tile kernels prefetch the K/V rows of the
- * next step, [t0 + nk, hi), a share per subtile. */
+ * every row of the unit.  The bf16 tile kernels prefetch the K/V rows of
+ * the next step, [t0 + nk, hi), a share per subtile. */
 static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
@@ -743,7 +743,12 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         active += nk_sub[st] > 0;
     }
     if (c->careful) drop_nonfinite_values_tile(c, t0, nk, nk_sub);
+    /* The next tile's rows are prefetched by the bf16 kernels only: for
+     * the float ones, whose rows lie 4-8 KiB apart (one page and the same
+     * 8 L1 sets each), the requests cost the kernels more than they save
+     * the copy, into L1 or L2 alike (docs/kernels.md §6, v9). */
     int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
+    if (!pl->fast_qk && !pl->fast_pv) next = 0;
     int64_t share = active ? ceil_div(next, active) : 0, first = 0;
     for (int64_t st = 0; st < pl->subtiles; st++) {
         if (!nk_sub[st]) continue;
