@@ -69,6 +69,10 @@ static void complete_tables(void) {
         FILL(softmax_tile);
         FILL(pv_tile);
         FILL(probs_tile);
+        /* the portable mask's lanes are the portable tile's: an ISA with
+         * its own tile shape and no mask_tile keeps NULL (forward.c then
+         * masks row by row) */
+        if (!t.mask_tile && t.tile_rows == portable->tile_rows) t.mask_tile = portable->mask_tile;
         FILL(qk_rows);
         FILL(softmax_rows);
         FILL(pv_rows);

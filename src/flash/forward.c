@@ -27,8 +27,9 @@
  *
  * Items are handed to OpenMP threads one at a time (dynamic schedule): each
  * item is computed whole by one thread, so which thread takes it changes no
- * bit, and a thread the OS preempts (a shared machine) or a costly item
- * (causal rows near the end) holds up no one.
+ * bit, and a thread the OS preempts (a shared machine) holds up no one.
+ * Under a causal mask the costliest units (a head's last queries) are
+ * numbered, hence handed out, first, and the cheap ones fill the end.
  * Memory beyond the caller's tensors: one scratch area per thread (a few
  * tiles) and, when split, the partial states: neither grows with L or S.
  *
@@ -103,6 +104,7 @@ typedef struct flash_plan {
     int64_t queries_per_block; /* Lt: query positions in a subtile              */
     int64_t head_blocks;     /* ceil(G / Gt)                                    */
     int64_t query_groups;    /* ceil(ceil(L / Lt) / subtiles)                   */
+    bool largest_first;      /* causal: units numbered from the last queries    */
     int64_t units, chunks, chunk_keys, items;
     int64_t tile_keys;       /* keys per tile (Bc) or per block (rows path)    */
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
@@ -116,6 +118,7 @@ typedef struct flash_plan {
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
     size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
+    size_t off_mask_lo, off_mask_hi; /* tile path: a subtile's key bounds (mask_tile) */
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
     int threads;
@@ -169,6 +172,14 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->head_blocks = ceil_div(group, pl->heads_per_block);
     pl->query_groups = ceil_div(query_blocks, pl->subtiles);
     pl->units = p->batch * (p->heads_kv / pl->unit_kv_heads) * pl->head_blocks * pl->query_groups;
+    /* Under a causal mask a query sees at least as many keys as any query
+     * before it (with or without a left window), so the last query groups
+     * of a head are its costliest units: numbering them first hands them
+     * out first (the dynamic schedule takes items in order), and the cheap
+     * ones fill the end, where a long item still running would leave the
+     * other threads idle.  Only the numbering changes: a unit's rows, and
+     * every operation on them, stay the same. */
+    pl->largest_first = p->opt.causal;
 
     pl->chunks = 1;
     if (pl->units < FLASH_TARGET_ITEMS) {
@@ -217,6 +228,8 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_rows = reserve(&cursor, ceil_div(rows * (int64_t)sizeof(flash_row), sizeof(float)));
     pl->off_exact = reserve(&cursor, ceil_div(rows, sizeof(float)));
     pl->off_ones = reserve(&cursor, rows);
+    pl->off_mask_lo = reserve(&cursor, pl->sub_rows);
+    pl->off_mask_hi = reserve(&cursor, pl->sub_rows);
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
     pl->off_out_row = reserve(&cursor, p->dim_v);
     /* two rows of the wider of K and V, widened or narrowed on their way
@@ -259,6 +272,7 @@ typedef struct flash_ctx {
     const flash_plan *pl;
     float *qp, *kt, *vt, *s, *o, *m, *l, *alpha, *inv_l;
     float *ones;                        /* rows ones: alpha of "no rescaling" */
+    float *mask_lo, *mask_hi;           /* sub_rows: bounds for mask_tile     */
     flash_row *row;
     uint8_t *exact;                     /* per row: recompute it exactly      */
     double *row_acc;                    /* Dv: the exact path's accumulator   */
@@ -287,6 +301,8 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->row = (flash_row *)(void *)(scratch + pl->off_rows);
     c->exact = (uint8_t *)(void *)(scratch + pl->off_exact);
     c->ones = scratch + pl->off_ones;
+    c->mask_lo = scratch + pl->off_mask_lo;
+    c->mask_hi = scratch + pl->off_mask_hi;
     for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
     c->out_row = scratch + pl->off_out_row;
@@ -302,6 +318,7 @@ static void unit_begin(flash_ctx *c, int64_t u) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     int64_t query_group = u % pl->query_groups;
+    if (pl->largest_first) query_group = pl->query_groups - 1 - query_group;
     int64_t rest = u / pl->query_groups;
     int64_t head_block = rest % pl->head_blocks;
     rest /= pl->head_blocks;
@@ -406,11 +423,40 @@ static void pack_queries(flash_ctx *c) {
 /* Applies what the score kernels do not know about (visibility.h) to the
  * scores of keys [t0, t0 + nk) of rows [row0, row0 + rows): s[j·js + r·rs]
  * is the score of key t0 + j for row row0 + r.  Rows that see the whole
- * range with no mask or bias are left untouched. */
+ * range with no mask or bias are left untouched.  A tile-path subtile with
+ * only structural rules (causal, window, key lengths) is masked in one
+ * vectorised pass (mask_tile: the rows' ranges cut to the tile); the rest
+ * (a boolean mask, a bias, ALiBi, the rows path) row by row. */
 static void mask_scores(const flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, int nk,
                         float *s, int64_t js, int64_t rs) {
     const sdpa_problem *p = c->p;
     const bool elementwise = p->opt.mask || p->opt.bias || logits_has_alibi(p);
+    if (!elementwise && !c->pl->rows_path && c->pl->kern->mask_tile && rs == 1 && js == rows &&
+        rows == c->pl->sub_rows) {
+        int64_t lo_max = 0, hi_min = nk; /* keys [lo_max, hi_min): seen by every row */
+        for (int64_t r = 0; r < rows; r++) {
+            const flash_row *row = &c->row[row0 + r];
+            int64_t lo = 0, hi = nk; /* a padding row, or one that sees the whole range */
+            if (row->valid && !(row->begin <= t0 && t0 + nk <= row->end)) {
+                lo = row->begin - t0;
+                hi = row->end - t0;
+                lo = lo < 0 ? 0 : lo > nk ? nk : lo;
+                hi = hi < 0 ? 0 : hi > nk ? nk : hi;
+            }
+            if (lo > lo_max) lo_max = lo;
+            if (hi < hi_min) hi_min = hi;
+            c->mask_lo[r] = (float)lo;
+            c->mask_hi[r] = (float)hi;
+        }
+        const ukernel_table *kern = c->pl->kern;
+        if (hi_min <= lo_max) { /* the hidden keys before and after meet */
+            kern->mask_tile(s, 0, nk, c->mask_lo, c->mask_hi);
+            return;
+        }
+        if (lo_max > 0) kern->mask_tile(s, 0, (int)lo_max, c->mask_lo, c->mask_hi);
+        if (hi_min < nk) kern->mask_tile(s, (int)hi_min, nk, c->mask_lo, c->mask_hi);
+        return;
+    }
     for (int64_t r = 0; r < rows; r++) {
         const flash_row *row = &c->row[row0 + r];
         if (!row->valid) continue;
@@ -661,8 +707,8 @@ static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const flash_pr
 }
 
 /* One online-softmax step and the P·V update for keys [t0, t0 + nk) and
- * every row of the unit.  The tile kernels prefetch the K/V rows of the
- * next step, [t0 + nk, hi), a share per subtile. */
+ * every row of the unit.  The bf16 tile kernels prefetch the K/V rows of
+ * the next step, [t0 + nk, hi), a share per subtile. */
 static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
@@ -697,7 +743,12 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         active += nk_sub[st] > 0;
     }
     if (c->careful) drop_nonfinite_values_tile(c, t0, nk, nk_sub);
+    /* The next tile's rows are prefetched by the bf16 kernels only: for
+     * the float ones, whose rows lie 4-8 KiB apart (one page and the same
+     * 8 L1 sets each), the requests cost the kernels more than they save
+     * the copy, into L1 or L2 alike (docs/kernels.md §6, v9). */
     int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
+    if (!pl->fast_qk && !pl->fast_pv) next = 0;
     int64_t share = active ? ceil_div(next, active) : 0, first = 0;
     for (int64_t st = 0; st < pl->subtiles; st++) {
         if (!nk_sub[st]) continue;

@@ -129,6 +129,15 @@ typedef struct ukernel_table {
      * Prefetches pf. */
     void (*pv_tile)(const float *st, int nk, const float *vt, int64_t ldv, int64_t dim_v,
                     const float *alpha, float *ot, const flash_prefetch *pf);
+    /* The structural mask (causal diagonal, window, key lengths) of a score
+     * tile: st[j][r] = -inf for j0 <= j < j1 where j < lo[r] or j >= hi[r],
+     * every other score untouched.  lo, hi [Br]: each row's visible keys
+     * relative to the tile's first key, as floats holding integers (the
+     * caller clamps them to [0, nk]; hi <= lo hides the whole row); the
+     * caller passes the keys [j0, j1) some row hides, so that a diagonal
+     * tile costs the width of its diagonal.  The rule is written once,
+     * src/isa/templates/mask_tile.h, for every ISA. */
+    void (*mask_tile)(float *st, int j0, int j1, const float *lo, const float *hi);
     /* The weights of a finished row: st[j][r] = exp2(st[j][r] − m[r]) · inv_l[r],
      * j < nk, in place (m[r] = -inf: 0). */
     void (*probs_tile)(float *st, int nk, const float *m, const float *inv_l);

@@ -459,6 +459,115 @@ static void vector_all_finite(void **state) {
     assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
 }
 
+/* n bytes, 64-byte aligned (free() releases them). */
+static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
+
+/* mask_tile of each instruction set (the structural mask of a score tile,
+ * one rule for every ISA: templates/mask_tile.h) against the rule written
+ * out here: a score stays, bit for bit, where lo <= j < hi, becomes -inf
+ * elsewhere for j0 <= j < j1, and nothing outside [j0, j1) is touched.
+ * Every nk up to the tile's keys, bounds anywhere in [0, nk] (empty and
+ * inverted ranges included), key ranges [j0, j1) within it, scores with
+ * NaN and infinities among them. */
+static void mask_tile_rule(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 71);
+    for (int i = 0; i < ISA_COUNT; i++) {
+        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__ukernels_active();
+        assert_non_null(kern->mask_tile);
+        const int br = kern->tile_rows, keys = kern->tile_keys + 3;
+        float *st = alloc64(sizeof(float) * (size_t)(keys * br));
+        float *before = malloc(sizeof(float) * (size_t)(keys * br));
+        float *lo = alloc64(sizeof(float) * (size_t)br), *hi = alloc64(sizeof(float) * (size_t)br);
+        for (int nk = 1; nk <= kern->tile_keys; nk++)
+            for (int rep = 0; rep < 3; rep++) {
+                for (int e = 0; e < keys * br; e++) {
+                    const int64_t kind = test_rng_range(&r, 40);
+                    before[e] = st[e] = kind == 0 ? NAN : kind == 1 ? INFINITY : kind == 2 ? -INFINITY
+                                                                     : (float)test_rng_normal(&r);
+                }
+                for (int l = 0; l < br; l++) {
+                    lo[l] = (float)test_rng_range(&r, nk + 1);
+                    hi[l] = rep == 2 ? (float)test_rng_range(&r, nk + 1) /* may lie below lo */
+                                     : lo[l] + (float)test_rng_range(&r, nk + 1 - (int64_t)lo[l]);
+                }
+                const int j0 = rep == 0 ? 0 : (int)test_rng_range(&r, nk + 1);
+                const int j1 = rep == 0 ? nk : j0 + (int)test_rng_range(&r, nk + 1 - j0);
+                kern->mask_tile(st, j0, j1, lo, hi);
+                for (int j = 0; j < keys; j++)
+                    for (int l = 0; l < br; l++) {
+                        const bool hidden = j >= j0 && j < j1 && !(j >= lo[l] && j < hi[l]);
+                        const float want = hidden ? -INFINITY : before[j * br + l];
+                        if (memcmp(&want, &st[j * br + l], sizeof want) != 0)
+                            fail_msg("[%s] mask_tile keys [%d, %d) lane %d key %d (lo %g hi %g): %g, want %g", isas[i],
+                                     j0, j1, l, j, (double)lo[l], (double)hi[l], (double)st[j * br + l], (double)want);
+                    }
+            }
+        free(st);
+        free(lo);
+        free(hi);
+        free(before);
+    }
+    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+}
+
+/* The structural masks (causal both ways, windows, key lengths: what
+ * mask_tile applies) on shapes whose diagonals and window edges cross the
+ * tiles at odd offsets, against the independent oracle (oracle.h) as well
+ * as the reference, on every ISA, with weights and lse.  Windows of every
+ * width from 0 to past the tile, left and right, and GQA groups that put
+ * several heads in a tile's lanes. */
+static void structural_masks_at_odd_offsets(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{97, 97}, {131, 203}, {203, 131}, {70, 260}};
+    static const int64_t windows[][2] = {{0, 0}, {1, 0}, {5, 3}, {37, -1}, {-1, 11}, {95, 96}, {130, 2}};
+    static const int64_t ratios[] = {1, 2, 4, 3};
+    test_rng r;
+    test_rng_seed(&r, 113);
+    int runs = 0;
+    for (int s = 0; s < 4; s++)
+        for (int w = 0; w < 7; w++) {
+            const int64_t L = shapes[s][0], S = shapes[s][1], ratio = ratios[(s + w) % 4];
+            const enum mask_kind kind = w % 3 == 0 ? MASK_WINDOW_CAUSAL : w % 3 == 1 ? MASK_WINDOW : MASK_ALL;
+            random_case rc;
+            random_case_make(&rc, &r, 2, L, S, 2 * ratio, 2, 24, 16, kind);
+            if (kind == MASK_ALL) { /* structural rules only: no boolean mask, no bias */
+                rc.c.mask = NULL;
+                rc.c.bias = NULL;
+            }
+            rc.c.window = 1;
+            rc.c.left = windows[w][0];
+            rc.c.right = windows[w][1];
+            char label[192];
+            case_label(label, sizeof label, &rc, kind);
+            runs += check_all_isas(&rc, true, label);
+
+            /* the oracle: an explicit visibility table from the rules' own formulas */
+            const oracle_case *c = &rc.c;
+            const int64_t n_out = c->B * c->L * c->Hq * c->Dv;
+            double *want = malloc(sizeof(double) * (size_t)n_out);
+            oracle_attention(c, rc.q, rc.k, rc.v, want, NULL, NULL);
+            const double sigma = score_spread(&rc), out_scale = fmax(max_abs(want, n_out), value_rms(&rc));
+            for (int i = 0; i < ISA_COUNT; i++) {
+                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                result got;
+                result_alloc(&got, c);
+                run(&rc, ATTN_KERNEL_FLASH, 0, false, &got);
+                const double d = max_abs_diff(want, got.out, n_out);
+                if (d > FLASH_OUT_REL_FAIL * fmax(1.0, sigma) * out_scale)
+                    fail_msg("[%s] %s left=%lld right=%lld: out differs from the oracle by %.3g (scale %.3g)", isas[i],
+                             label, (long long)c->left, (long long)c->right, d, out_scale);
+                result_free(&got);
+            }
+            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            free(want);
+            random_case_free(&rc);
+        }
+    print_message("checked %d structural-mask kernel runs against the reference and the oracle\n", runs);
+}
+
 /* attn_isa_name, attn_dispatch_force and the kernel choice. */
 static void dispatch_controls(void **state) {
     (void)state;
@@ -511,6 +620,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(vector_exp2),
         cmocka_unit_test(vector_all_finite),
+        cmocka_unit_test(mask_tile_rule),
+        cmocka_unit_test(structural_masks_at_odd_offsets),
         cmocka_unit_test(dispatch_controls),
         cmocka_unit_test(workspace_independent_of_length),
         cmocka_unit_test(fully_masked_rows),

@@ -95,6 +95,12 @@ static void pv_tile(const float *st, int nk, const float *vt, int64_t ldv, int64
     flash_prefetch_rest(&next);
 }
 
+/* The structural mask: the one rule every ISA shares (a vector of one
+ * float here, vec.h). */
+#define TILE_ROWS GEN_ROWS
+#include "isa/templates/mask_tile.h"
+#undef TILE_ROWS
+
 static void probs_tile(float *st, int nk, const float *m, const float *inv_l) {
     for (int j = 0; j < nk; j++)
         for (int r = 0; r < GEN_ROWS; r++)
@@ -296,6 +302,7 @@ const ukernel_table attn__ukernels_generic = {
     .softmax_tile = softmax_tile,
     .pv_tile = pv_tile,
     .probs_tile = probs_tile,
+    .mask_tile = simd_mask_tile,
     .qk_rows = qk_rows,
     .qk_rows_half = qk_rows_half,
     .softmax_rows = softmax_rows,

@@ -30,6 +30,7 @@ typedef float vec;
 #define v_reduce_add(x) (x)
 #define v_reduce_max(x) (x)
 #define v_zero_if_neg_inf(m) ((m) == -INFINITY ? 0.0f : (m))
+#define v_if_lt(a, b, x, y) ((a) < (b) ? (x) : (y))
 
 static inline vec v_load_tail(const float *p, int n, float fill) { return n > 0 ? *p : fill; }
 static inline void v_store_tail(float *p, vec x, int n) {

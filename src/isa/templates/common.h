@@ -13,6 +13,8 @@
  *                            read beyond n; v_store_tail(p, x, n)
  *   v_reduce_add(x), v_reduce_max(x)   over the lanes
  *   v_zero_if_neg_inf(m)               m where m != -inf, else 0 (NaN stays)
+ *   v_if_lt(a, b, x, y)                x in the lanes where a < b, y in the others
+ *                                      (a NaN compare takes y)
  * and exp2.h of the ISA v_exp2(x): the FLASH_EXP2 polynomial of
  * src/flash/ukernels.h, below FLASH_EXP2_MIN exactly 0, NaN propagated.
  */

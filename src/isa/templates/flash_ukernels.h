@@ -13,7 +13,7 @@
  *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
  *
  * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
- * simd_pv_tile, simd_probs_tile, simd_qk_rows, simd_qk_rows_half,
+ * simd_pv_tile, simd_probs_tile, simd_mask_tile (templates/mask_tile.h), simd_qk_rows, simd_qk_rows_half,
  * simd_softmax_rows, simd_pv_rows, simd_pv_rows_half, simd_probs_rows and
  * simd_all_finite for the including file's table, and the always-inline
  * pieces an ISA's own tile kernels reuse (x86_avx512/dot_bf16.h): the
@@ -30,6 +30,7 @@
 #include "base/dtype.h"
 
 #define TILE_ROWS (TILE_QV * VLEN)
+#include "isa/templates/mask_tile.h"
 /* Rows kernels prefetch the keys (values) this many key rows ahead, on top
  * of the pf stream of the other pass: a decode step reads each cache line
  * once, and the hardware prefetchers alone, which stop at 4 KiB pages, keep

@@ -23,6 +23,7 @@ const ukernel_table UKERNEL_TABLE = {
     .softmax_tile = simd_softmax_tile,
     .pv_tile = simd_pv_tile,
     .probs_tile = simd_probs_tile,
+    .mask_tile = simd_mask_tile,
     .qk_rows = simd_qk_rows,
     .qk_rows_half = simd_qk_rows_half,
     .softmax_rows = simd_softmax_rows,

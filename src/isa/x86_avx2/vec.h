@@ -56,6 +56,10 @@ static inline SIMD_TARGET float v_reduce_max(vec x) {
     return _mm_cvtss_f32(s);
 }
 
+static inline SIMD_TARGET vec v_if_lt(vec a, vec b, vec x, vec y) {
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+}
+
 static inline SIMD_TARGET vec v_zero_if_neg_inf(vec m) {
     return _mm256_and_ps(m, _mm256_cmp_ps(m, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ));
 }

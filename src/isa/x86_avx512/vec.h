@@ -42,6 +42,10 @@ static inline SIMD_TARGET void v_store_tail(float *p, vec x, int n) {
     _mm512_mask_storeu_ps(p, tail_mask(n), x);
 }
 
+static inline SIMD_TARGET vec v_if_lt(vec a, vec b, vec x, vec y) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x);
+}
+
 static inline SIMD_TARGET vec v_zero_if_neg_inf(vec m) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_NEQ_UQ), m);
 }
