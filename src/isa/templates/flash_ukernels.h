@@ -204,17 +204,34 @@ static SIMD_TARGET void simd_qk_tile(const float *qp, int64_t dim, const float *
     flash_prefetch_rest(&next);
 }
 
+/* One vector of rows at a time, from its max to its state: only its max
+ * and its sum are live beside exp2's constants, so that those stay in
+ * registers (AVX2's 16 included); the iterations over j are independent
+ * but for the sum, so they still overlap.  Lanes are independent, so the
+ * order of the vectors changes no bit. */
 static SIMD_TARGET void simd_softmax_tile(float *st, int nk, float *m, float *l, float *alpha) {
-    vec m_new[TILE_QV], m_use[TILE_QV], sum[TILE_QV];
-    softmax_tile_start(st, nk, m, m_new, m_use, sum);
-    for (int j = 0; j < nk; j++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
-            float *s_j = st + j * TILE_ROWS + qv * VLEN;
-            vec p = v_exp2(v_sub(v_load(s_j), m_use[qv]));
-            v_storeu(s_j, p);
-            sum[qv] = v_add(sum[qv], p);
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+        float *s_qv = st + qv * VLEN;
+        const vec m_old = v_load(m + qv * VLEN);
+        /* the max in four chains (a max is exact: any order gives its bits) */
+        vec m4[4] = {m_old, m_old, m_old, m_old};
+        int j = 0;
+        for (; j + 4 <= nk; j += 4)
+            SIMD_UNROLL for (int u = 0; u < 4; u++) m4[u] = v_max(m4[u], v_load(s_qv + (j + u) * TILE_ROWS));
+        for (; j < nk; j++) m4[0] = v_max(m4[0], v_load(s_qv + j * TILE_ROWS));
+        const vec m_new = v_max(v_max(m4[0], m4[1]), v_max(m4[2], m4[3]));
+        const vec m_use = v_zero_if_neg_inf(m_new);
+        vec sum = v_zero();
+        for (j = 0; j < nk; j++) {
+            vec p = v_exp2_nonpos(v_sub(v_load(s_qv + j * TILE_ROWS), m_use));
+            v_storeu(s_qv + j * TILE_ROWS, p);
+            sum = v_add(sum, p);
         }
-    softmax_tile_finish(m, l, alpha, m_new, m_use, sum);
+        vec a = v_exp2_nonpos(v_sub(m_old, m_use));
+        v_storeu(alpha + qv * VLEN, a);
+        v_storeu(l + qv * VLEN, v_fma(a, v_load(l + qv * VLEN), sum));
+        v_storeu(m + qv * VLEN, m_new);
+    }
 }
 
 /* ot[d][:] for d in [d0, d0 + width): the register block of pv_tile. */
@@ -255,10 +272,10 @@ static SIMD_TARGET void simd_probs_tile(float *st, int nk, const float *m, const
         m_use[qv] = v_zero_if_neg_inf(v_load(m + qv * VLEN));
         scale[qv] = v_load(inv_l + qv * VLEN);
     }
-    for (int j = 0; j < nk; j++)
-        SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++) {
+    SIMD_UNROLL for (int qv = 0; qv < TILE_QV; qv++)
+        for (int j = 0; j < nk; j++) {
             float *s_j = st + j * TILE_ROWS + qv * VLEN;
-            v_storeu(s_j, v_mul(v_exp2(v_sub(v_load(s_j), m_use[qv])), scale[qv]));
+            v_storeu(s_j, v_mul(v_exp2_nonpos(v_sub(v_load(s_j), m_use[qv])), scale[qv]));
         }
 }
 
@@ -318,16 +335,16 @@ static SIMD_TARGET void simd_softmax_rows(float *s, int64_t lds, int rows, int n
         float m_use = m_new == -INFINITY ? 0.0f : m_new;
         vec mu = v_set1(m_use), sum = v_zero();
         for (j = 0; j + VLEN <= nk; j += VLEN) {
-            vec p = v_exp2(v_sub(v_loadu(s_r + j), mu));
+            vec p = v_exp2_nonpos(v_sub(v_loadu(s_r + j), mu));
             v_storeu(s_r + j, p);
             sum = v_add(sum, p);
         }
         if (j < nk) {
-            vec p = v_exp2(v_sub(v_load_tail(s_r + j, nk - j, -INFINITY), mu));
+            vec p = v_exp2_nonpos(v_sub(v_load_tail(s_r + j, nk - j, -INFINITY), mu));
             v_store_tail(s_r + j, p, nk - j);
             sum = v_add(sum, p);
         }
-        alpha[r] = v_first(v_exp2(v_set1(m[r] - m_use)));
+        alpha[r] = v_first(v_exp2_nonpos(v_set1(m[r] - m_use)));
         l[r] = alpha[r] * l[r] + v_reduce_add(sum);
         m[r] = m_new;
     }
@@ -404,8 +421,8 @@ static SIMD_TARGET void simd_probs_rows(const float *s, int64_t lds, int rows, i
         float *w_r = w + r * ldw;
         vec mu = v_set1(m[r] == -INFINITY ? 0.0f : m[r]), scale = v_set1(inv_l[r]);
         int j = 0;
-        for (; j + VLEN <= nk; j += VLEN) v_storeu(w_r + j, v_mul(v_exp2(v_sub(v_loadu(s_r + j), mu)), scale));
+        for (; j + VLEN <= nk; j += VLEN) v_storeu(w_r + j, v_mul(v_exp2_nonpos(v_sub(v_loadu(s_r + j), mu)), scale));
         if (j < nk)
-            v_store_tail(w_r + j, v_mul(v_exp2(v_sub(v_load_tail(s_r + j, nk - j, -INFINITY), mu)), scale), nk - j);
+            v_store_tail(w_r + j, v_mul(v_exp2_nonpos(v_sub(v_load_tail(s_r + j, nk - j, -INFINITY), mu)), scale), nk - j);
     }
 }

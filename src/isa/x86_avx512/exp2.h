@@ -23,4 +23,7 @@ static inline SIMD_TARGET vec v_exp2(vec x) {
     return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
+/* exp2 of x <= 0 or NaN (a softmax's s − m): the same (nothing to clamp). */
+#define v_exp2_nonpos(x) v_exp2(x)
+
 #endif /* ATTN_ISA_X86_AVX512_EXP2_H */
