@@ -78,17 +78,6 @@
  * of the cache's dtype, like a float32 one; only gathered pieces (short
  * blocks copied together) are widened to float32 as they are copied. */
 
-/* n contiguous elements of the cache's dtype to float32: a copy, or the
- * exact widening of a half type. */
-static void load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst) {
-    const uint16_t *h = src;
-    if (dtype == ATTN_F32) memcpy(dst, src, (size_t)n * sizeof(float));
-    else if (dtype == ATTN_F16)
-        for (int64_t i = 0; i < n; i++) dst[i] = dtype_f16_to_f32(h[i]);
-    else
-        for (int64_t i = 0; i < n; i++) dst[i] = dtype_bf16_to_f32(h[i]);
-}
-
 /* ------------------------------------------------------------ the plan */
 
 /* Consecutive rows of a segment: where they are in the cache. */
@@ -400,8 +389,8 @@ static attn_status run_item(const attend_plan *p, attend_item *it, attend_scratc
         attn_tensor v = attn_tensor_view((void *)slice->v, c->dtype, 1, piece->rows, c->kv_heads, c->dim_v);
         if (piece->gathered) {
             for (int64_t j = 0, at = 0; j < piece->slices; at += slice[j].rows, j++) {
-                load_f32(slice[j].k, c->dtype, slice[j].rows * c->k_row, s->k32 + at * c->k_row);
-                load_f32(slice[j].v, c->dtype, slice[j].rows * c->v_row, s->v32 + at * c->v_row);
+                dtype_load_f32(slice[j].k, c->dtype, slice[j].rows * c->k_row, s->k32 + at * c->k_row);
+                dtype_load_f32(slice[j].v, c->dtype, slice[j].rows * c->v_row, s->v32 + at * c->v_row);
             }
             k = attn_tensor_4d(s->k32, 1, piece->rows, c->kv_heads, c->dim);
             v = attn_tensor_4d(s->v32, 1, piece->rows, c->kv_heads, c->dim_v);

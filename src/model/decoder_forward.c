@@ -134,16 +134,7 @@ static attn_status attend_cache_hooked(const attn_decoder_outputs *out, int64_t 
                 for (int64_t h = 0; h < Hkv; h++) {
                     const unsigned char *src =
                         (const unsigned char *)t->data + (size_t)(r * t->stride[1] + h * t->stride[2]) * esize;
-                    float *d_rh = dst + (r * Hkv + h) * Dh;
-                    for (int64_t e = 0; e < Dh; e++) {
-                        uint16_t half;
-                        if (t->dtype == ATTN_F32) {
-                            memcpy(&d_rh[e], src + (size_t)e * 4, 4);
-                            continue;
-                        }
-                        memcpy(&half, src + (size_t)e * 2, 2);
-                        d_rh[e] = t->dtype == ATTN_F16 ? dtype_f16_to_f32(half) : dtype_bf16_to_f32(half);
-                    }
+                    dtype_load_f32(src, t->dtype, Dh, dst + (r * Hkv + h) * Dh);
                 }
         }
     {
