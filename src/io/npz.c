@@ -498,6 +498,13 @@ attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) 
                           (unsigned long long)m->stored_size, (unsigned long long)data_at);
     if (!m->deflated && m->stored_size != m->size)
         return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' is stored with two different sizes", z->path, name);
+    /* Deflate cannot expand more than 1032 to 1 (a 258-byte match in one
+     * bit or so): a size beyond that is a damaged or hostile directory,
+     * refused before it is allocated. */
+    if (m->deflated && m->size > m->stored_size * 1032 + 64)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' claims to inflate to %llu bytes from %llu, more than deflate can "
+                          "produce (the archive is damaged)", z->path, name, (unsigned long long)m->size,
+                          (unsigned long long)m->stored_size);
 #ifndef ATTN_HAVE_ZLIB
     if (m->deflated)
         return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: '%s' is deflated and this build has no zlib (Debian: zlib1g-dev)",

@@ -10,7 +10,8 @@
  *     python3 with numpy is found ($ATTN_PYTHON, else python3; skipped
  *     with a message otherwise);
  *   - refusals: a duplicate or malformed name, a damaged member (CRC-32), a
- *     file that is not a zip, a truncated one, a missing member; a
+ *     file that is not a zip, a truncated one, a missing member, a deflated
+ *     member claiming more than deflate can expand to; a
  *     discarded writer leaves the old file as it was.
  */
 #include "testutil.h"
@@ -231,6 +232,22 @@ static void test_refusals(void **state) {
     assert_ok(attn_output_write_file(text, words, sizeof words));
     assert_refused(attn_npz_open(text, &z), ATTN_ERR_FORMAT, "not a zip");
     assert_refused(attn_npz_open(test_path("absent.npz"), &z), ATTN_ERR_IO, "absent.npz");
+    /* A deflated member whose directory claims 4 GiB from a few bytes (the
+     * fuzzer's find): refused by deflate's 1032:1 limit, not allocated. */
+    if (have_deflate()) {
+        const char *big = test_path("claims-big.npz");
+        write_samples(big, 1, s, 1);
+        assert_ok(attn_read_file(big, 1 << 20, &bytes, &n));
+        size_t at = 0;
+        while (at + 46 <= n && memcmp((uint8_t *)bytes + at, "PK\1\2", 4) != 0) at++;
+        assert_true(at + 46 <= n);
+        memcpy((uint8_t *)bytes + at + 24, "\xf0\xff\xff\xff", 4); /* uncompressed size 0xfffffff0 */
+        assert_ok(attn_output_write_file(big, bytes, n));
+        free(bytes);
+        assert_ok(attn_npz_open(big, &z));
+        assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "more than deflate");
+        attn_npz_close(z);
+    }
     free_samples(s, SAMPLES);
 }
 
