@@ -174,12 +174,12 @@ ATTN_API attn_status attn_kv_cache_view(const attn_kv_cache *cache, int64_t seq,
  *           and the position fields itself, and refuses masks, a bias and
  *           key lengths (they would be indexed by the cache's rows).  The
  *           call allocates its own scratch (opt.workspace is not used).
- * Every sequence's rows are read in place, as strided views, one piece of
- * at most 512 rows at a time (runs of blocks shorter than 64 rows are
- * copied, several into one 128-row piece), and the pieces' results merged
- * exactly by their lse (docs/cache.md: what it computes, its costs).  A
- * float16 or bfloat16 cache's pieces are read in their dtype by the
- * kernels (copied pieces are widened to float32 as they are copied). */
+ * Every sequence's rows are read in place by the kernels, through its
+ * block table (no copy, whatever the block size), one item of 512 keys at
+ * a time, and the items' results merged exactly by their lse
+ * (docs/cache.md: what it computes, its costs).  A paged cache gives the
+ * contiguous cache's bits.  A float16 or bfloat16 cache is read in its
+ * dtype. */
 ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *cache, int64_t layer, int64_t n_seqs,
                                           const int64_t *seqs, const int64_t *q_rows, const attn_tensor *q,
                                           const attn_sdpa_options *opt, attn_tensor *out, float *lse);

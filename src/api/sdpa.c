@@ -8,6 +8,7 @@
  *               out, dout [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
  *               dq like q  dk like k  dv like v
  */
+#include "api/sdpa.h"
 #include "base/problem.h"
 #include "base/visibility.h"
 #include "base/workspace.h"
@@ -138,15 +139,17 @@ attn_status attn_sdpa_flops(const attn_tensor *q, const attn_tensor *k, const at
 
 /* ---------------------------------------------------------------- forward */
 
-attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
-                              const attn_tensor *v, const attn_sdpa_options *opt,
-                              attn_tensor *out, float *weights, float *lse) {
+/* The forward, with K and V read through pages when not NULL. */
+static attn_status forward_call(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                const problem_pages *pages, const attn_sdpa_options *opt, attn_tensor *out,
+                                float *weights, float *lse) {
     sdpa_problem p;
     workspace w;
     attn_status st;
     if (!v) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "v is NULL");
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "out is NULL");
     if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA))) return st;
+    p.pages = pages;
     const attn_kernel kernel = forward_kernel(&p);
     if ((st = attn__workspace_acquire(&w, &p.opt, forward_workspace_size(&p, kernel),
                                       "attn_sdpa_workspace_size")))
@@ -155,6 +158,19 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
                                      : attn__ref_forward(&p, w.aligned, out, weights, lse);
     attn__workspace_release(&w);
     return st;
+}
+
+attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const attn_sdpa_options *opt,
+                              attn_tensor *out, float *weights, float *lse) {
+    return forward_call(q, k, v, NULL, opt, out, weights, lse);
+}
+
+attn_status attn__sdpa_forward_paged(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                     const problem_pages *pages, const attn_sdpa_options *opt, attn_tensor *out,
+                                     float *lse) {
+    if (!pages) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn__sdpa_forward_paged: pages is NULL");
+    return forward_call(q, k, v, pages, opt, out, NULL, lse);
 }
 
 attn_status attn_sdpa_scores(const attn_tensor *q, const attn_tensor *k,

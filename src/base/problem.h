@@ -13,6 +13,18 @@
 #include "base/base.h"
 #include "base/dtype.h"
 
+/* Keys and values read through a block table (attn_kv_cache's paged pool,
+ * src/cache): the problem's key j is sequence position first + j, which is
+ * row (first + j) % block_rows of block table[(first + j) / block_rows];
+ * block n of k starts k_block elements after block n - 1 (v_block for v),
+ * at k.data for block 0, and within a block k's strides hold.  Only the
+ * forward pass reads through one (attn__sdpa_forward_paged). */
+typedef struct problem_pages {
+    const int32_t *table;
+    int64_t first, block_rows;
+    int64_t k_block, v_block; /* elements */
+} problem_pages;
+
 /* Everything a kernel needs about one call. */
 typedef struct sdpa_problem {
     int64_t batch, len_q, len_kv;     /* B, L, S                           */
@@ -26,6 +38,7 @@ typedef struct sdpa_problem {
     int64_t total_len_kv;             /* S of the whole sequence           */
     attn_tensor q, k, v;
     attn_sdpa_options opt;            /* a copy, with defaults resolved     */
+    const problem_pages *pages;       /* NULL: k and v are plain tensors    */
 } sdpa_problem;
 
 /* What attn__problem_init checks of the tensors. */
@@ -89,6 +102,28 @@ static inline int64_t problem_elem_bytes(const attn_tensor *t) {
 static inline void *problem_row_any(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
     const int64_t at = b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];
     return (char *)t->data + at * problem_elem_bytes(t);
+}
+
+/* Row (b, position, head) of the problem's k or v (t is &p->k or &p->v),
+ * through the block table when the problem has one.  Every read of a key or
+ * value row goes through here (or problem_kv_run's runs). */
+static inline const void *problem_kv_row(const sdpa_problem *p, const attn_tensor *t, int64_t b, int64_t pos,
+                                         int64_t head) {
+    if (!p->pages) return problem_row_any(t, b, pos, head);
+    const problem_pages *pg = p->pages;
+    const int64_t at = pg->first + pos, block = pg->table[at / pg->block_rows];
+    const int64_t element = block * (t == &p->v ? pg->v_block : pg->k_block) + (at % pg->block_rows) * t->stride[1] +
+                            head * t->stride[2];
+    return (const char *)t->data + element * problem_elem_bytes(t);
+}
+
+/* Keys from position pos on that lie in one run of rows stride[1] apart
+ * (problem_kv_row's, for the kernels that read K and V in place): up to
+ * the end of pos's block, or all of them without a block table. */
+static inline int64_t problem_kv_run(const sdpa_problem *p, int64_t pos) {
+    if (!p->pages) return p->len_kv - pos;
+    const int64_t at = p->pages->first + pos;
+    return p->pages->block_rows - at % p->pages->block_rows;
 }
 
 /* Element d of a row of dtype `dtype`, exactly (every half is a float). */

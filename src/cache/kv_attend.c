@@ -4,43 +4,39 @@
  *
  * Shape legend: q [1, T, Hq, D]  out [1, T, Hq, Dv]  lse [Hq, T]
  *               n_i query rows of sequence i (its last positions), len_i
- *               its keys; a piece is at most ATTEND_PIECE_KEYS consecutive
- *               rows of one segment (attn_kv_cache_view), or short segments
- *               gathered (below)
+ *               its keys; an item is at most item_keys consecutive keys of
+ *               one sequence, wherever its blocks lie in the pool
  *
  * What it computes.  Sequence i's queries are at positions
  * len_i - n_i .. len_i - 1 and see the keys 0 .. their position: lower-
- * right causal attention over the whole sequence.  The sequence's rows are
- * not one tensor in a paged cache, so each piece is attended on its own by
- * attn_sdpa_forward (strided views into the cache: no copy; the position
- * fields place the piece's keys and the queries in the sequence, so the
- * causal rule and a window hold at absolute positions) and the partial
+ * right causal attention over the whole sequence.  Each item is attended
+ * by one forward call that reads its keys and values in place through the
+ * sequence's block table (attn__sdpa_forward_paged, src/api/sdpa.h: the
+ * kernels read a block's rows as one run, so a paged cache costs no copy
+ * and no call per block; a contiguous cache is one block).  The position
+ * fields place the item's keys and the queries in the sequence, so the
+ * causal rule and a window hold at absolute positions.  The items' partial
  * results are merged exactly by their log-sum-exp, as ring attention
- * merges its blocks (src/dist).  Segments shorter than ATTEND_GATHER_BELOW
- * rows (the blocks of a paged cache whose neighbours belong to other
- * sequences) are copied instead, several into one scratch piece of up to
- * ATTEND_GATHER_ROWS rows: a call per 16-row block costs more than the
- * copy (measured: 16 blocks of 16 rows gathered into 128-row pieces take
- * 0.55-0.66x the time of one call per block, Hkv 8, D 128).
+ * merges its blocks (src/dist):
  *     o = sum_p w_p o_p / sum_p w_p,   w_p = exp(lse_p - m),   m = max_p lse_p
  *     lse = m + log(sum_p w_p)
- * accumulated in double, in piece order.
+ * accumulated in double, in item order.
  *
  * Work decomposition (shapes only, never the thread count, so the bits do
- * not depend on it): an item is one run of a sequence's pieces holding at
- * most `item_keys` keys (at least one piece).  Each item's pieces are
- * attended and merged in order by one thread into the item's partial
- * state; then each sequence's items are merged in order.  item_keys is
- * ATTEND_ITEM_KEYS, raised when a sequence's query rows are many so that
- * its partial states stay within ATTEND_PARTIAL_BUDGET.  With at least as
- * many items as threads, or few query rows, the items are shared out (each
- * call inside on one thread); otherwise they run one after the other and
- * each call uses every thread (attn_sdpa_forward's results do not depend
- * on its thread count either).
+ * not depend on it): item_keys is ATTEND_ITEM_KEYS, raised when a
+ * sequence's query rows are many so that its partial states stay within
+ * ATTEND_PARTIAL_BUDGET.  With at least as many items as threads, or few
+ * query rows, the items are shared out (each call inside on one thread);
+ * otherwise they run one after the other and each call uses every thread
+ * (attn_sdpa_forward's results do not depend on its thread count either).
+ * The block size changes no item: a block's rows are one run for the
+ * kernels, whose scores do not depend on the run a key is in and whose
+ * P·V adds keys one after the other, so a paged cache gives the contiguous
+ * cache's bits whatever its block size (tests/cache/test_kv_cache).
  */
 #include "cache/kv_cache.h"
 
-#include "base/dtype.h"
+#include "api/sdpa.h"
 #include "base/threads.h"
 
 #include <math.h>
@@ -50,18 +46,9 @@
 #include <omp.h>
 #endif
 
-/* No piece is longer than this: the rows of the scratch that gathered
- * pieces and the interim float32 conversion use, and the grain of the
- * split of a long segment. */
-#define ATTEND_PIECE_KEYS 512
-/* Segments shorter than this are gathered, several per piece, into pieces
- * of up to ATTEND_GATHER_ROWS rows (128 rows of 8 heads x 128 widths: 1 MiB
- * of keys and values, which stays in L2 for the call that reads it). */
-#define ATTEND_GATHER_BELOW 64
-#define ATTEND_GATHER_ROWS 128
 /* Keys per item, before the budget below raises it: long enough that one
  * item's fixed costs (a call of ~2 us, a merge) are a few percent of its
- * reading of the keys (512 keys of 8 heads x 128 widths: 4 MiB, ~300 us),
+ * reading of the keys (512 keys of 8 heads x 128 widths: 4 MiB, ~200 us),
  * short enough that one decoding sequence gives several threads work
  * (4096 keys: 8 items, as the flash kernel's own decode split makes). */
 #define ATTEND_ITEM_KEYS 512
@@ -72,50 +59,29 @@
  * one sequence may use: 32 MiB. */
 #define ATTEND_PARTIAL_BUDGET ((int64_t)4 << 20)
 
-/* ---------------------------------------------------------------- halves
- * The kernels read float16 and bfloat16 K/V in place (docs/kernels.md,
- * half-precision storage), so a piece of a half cache is passed as a view
- * of the cache's dtype, like a float32 one; only gathered pieces (short
- * blocks copied together) are widened to float32 as they are copied. */
-
 /* ------------------------------------------------------------ the plan */
 
-/* Consecutive rows of a segment: where they are in the cache. */
-typedef struct attend_slice {
-    const void *k, *v; /* [rows, Hkv, D] and [rows, Hkv, Dv], contiguous, the cache's dtype */
-    int64_t rows;
-} attend_slice;
-
-typedef struct attend_piece {
-    int64_t seq_index;            /* into the call's seqs */
-    int64_t position, rows;       /* of its first key in the sequence; keys */
-    int64_t first_slice, slices;  /* one slice, or several gathered */
-    bool gathered;                /* copied to scratch (else read in place) */
-} attend_piece;
-
 typedef struct attend_item {
-    int64_t seq_index;
-    int64_t first_piece, pieces;
+    int64_t seq_index;       /* into the call's seqs */
+    int64_t position, keys;  /* its first key in the sequence; how many */
     double *acc;       /* [n, Hq, Dv] sum of w_p o_p */
     double *m, *sum;   /* [Hq, n] running max lse and sum of w_p */
 } attend_item;
 
 typedef struct attend_sequence {
+    int64_t id;                  /* the cache's sequence */
     int64_t len, rows, q_offset; /* keys, query rows, first query row in q */
-    int64_t first_item, items, first_piece;
+    int64_t first_item, items;
 } attend_sequence;
 
 typedef struct attend_plan {
     const attn_kv_cache *cache;
     int64_t layer, heads_q;
     const attn_tensor *q;
-    attn_sdpa_options opt; /* the caller's; each piece's call adds causal and its positions */
+    attn_sdpa_options opt; /* the caller's; each item's call adds causal and its positions */
     attend_sequence *seqs;
-    attend_piece *pieces;
-    attend_slice *slices;
     attend_item *items;
-    int64_t n_seqs, n_pieces, n_slices, n_items;
-    bool any_gathered;
+    int64_t n_seqs, n_items;
     double *state;         /* the items' acc, m and sum */
     size_t workspace_bytes; /* for one attn_sdpa_forward call, the largest */
     int64_t max_rows;      /* of a sequence */
@@ -123,8 +89,6 @@ typedef struct attend_plan {
 
 static void plan_free(attend_plan *p) {
     free(p->seqs);
-    free(p->pieces);
-    free(p->slices);
     free(p->items);
     free(p->state);
 }
@@ -174,7 +138,7 @@ static attn_status check_options(const attn_sdpa_options *opt, attn_sdpa_options
     return ATTN_OK;
 }
 
-/* Pieces of every sequence, items over them, and the partial state. */
+/* Items of every sequence and their partial state. */
 static attn_status plan_build(attend_plan *p, int64_t n_seqs, const int64_t *seqs, const int64_t *q_rows) {
     static const char fn[] = "attn_kv_cache_attend";
     const attn_kv_cache *c = p->cache;
@@ -182,14 +146,11 @@ static attn_status plan_build(attend_plan *p, int64_t n_seqs, const int64_t *seq
     p->n_seqs = n_seqs;
     p->seqs = calloc((size_t)n_seqs, sizeof *p->seqs);
     if (!p->seqs) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory for %lld sequences", fn, (long long)n_seqs);
-    /* Pieces: at most one per segment plus one per ATTEND_PIECE_KEYS keys. */
-    int64_t max_pieces = 0, offset = 0;
+    int64_t max_items = 0, offset = 0;
     for (int64_t i = 0; i < n_seqs; i++) {
         attend_sequence *s = &p->seqs[i];
-        int64_t segments;
-        if ((st = attn__kv_cache_check_seq(c, fn, seqs[i], p->layer)) ||
-            (st = attn_kv_cache_view(c, seqs[i], p->layer, NULL, 0, &segments)))
-            return st;
+        if ((st = attn__kv_cache_check_seq(c, fn, seqs[i], p->layer))) return st;
+        s->id = seqs[i];
         s->len = c->lengths[seqs[i] * c->layers + p->layer];
         s->rows = q_rows ? q_rows[i] : 1;
         if (s->rows < 1 || s->rows > s->len)
@@ -201,70 +162,27 @@ static attn_status plan_build(attend_plan *p, int64_t n_seqs, const int64_t *seq
         s->q_offset = offset;
         offset += s->rows;
         p->max_rows = max_i64(p->max_rows, s->rows);
-        max_pieces += segments + s->len / ATTEND_PIECE_KEYS;
+        max_items += ceil_div(s->len, ATTEND_ITEM_KEYS);
     }
-    p->pieces = malloc((size_t)max_pieces * sizeof *p->pieces);
-    p->slices = malloc((size_t)max_pieces * sizeof *p->slices);
-    p->items = malloc((size_t)max_pieces * sizeof *p->items);
-    attn_kv_segment *segs = NULL;
-    if (!p->pieces || !p->slices || !p->items)
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory for the plan of %lld pieces", fn, (long long)max_pieces);
+    p->items = malloc((size_t)max_items * sizeof *p->items);
+    if (!p->items)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory for the plan of %lld items", fn, (long long)max_items);
     int64_t state_doubles = 0;
     for (int64_t i = 0; i < n_seqs; i++) {
         attend_sequence *s = &p->seqs[i];
-        int64_t segments;
-        attn_kv_cache_view(c, seqs[i], p->layer, NULL, 0, &segments);
-        attn_kv_segment *grown = realloc(segs, (size_t)segments * sizeof *segs);
-        if (!grown) {
-            free(segs);
-            return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory for %lld segments", fn, (long long)segments);
-        }
-        segs = grown;
-        attn_kv_cache_view(c, seqs[i], p->layer, segs, segments, &segments);
         const int64_t per_item_state = s->rows * p->heads_q * (c->dim_v + 2);
-        const int64_t max_items = max_i64(1, ATTEND_PARTIAL_BUDGET / per_item_state);
-        const int64_t item_keys = max_i64(ATTEND_ITEM_KEYS, ceil_div(s->len, max_items));
+        const int64_t most_items = max_i64(1, ATTEND_PARTIAL_BUDGET / per_item_state);
+        const int64_t item_keys = max_i64(ATTEND_ITEM_KEYS, ceil_div(s->len, most_items));
         s->first_item = p->n_items;
-        s->first_piece = p->n_pieces;
-        int64_t item_len = 0;
-        for (int64_t g = 0; g < segments; g++) {
-            const attn_kv_segment *seg = &segs[g];
-            const bool gather = seg->k.shape[1] < ATTEND_GATHER_BELOW;
-            for (int64_t r = 0; r < seg->k.shape[1]; r += ATTEND_PIECE_KEYS) {
-                const int64_t rows = min_i64(ATTEND_PIECE_KEYS, seg->k.shape[1] - r);
-                attend_slice *slice = &p->slices[p->n_slices++];
-                slice->k = (const unsigned char *)seg->k.data + (size_t)(r * c->k_row) * c->element_bytes;
-                slice->v = (const unsigned char *)seg->v.data + (size_t)(r * c->v_row) * c->element_bytes;
-                slice->rows = rows;
-                /* A short segment joins the gathered piece before it when
-                 * that one has room (and is in the same item). */
-                attend_piece *last = p->n_pieces > s->first_piece ? &p->pieces[p->n_pieces - 1] : NULL;
-                if (gather && last && last->gathered && last->rows + rows <= ATTEND_GATHER_ROWS &&
-                    item_len + rows <= item_keys) {
-                    last->rows += rows;
-                    last->slices++;
-                    item_len += rows;
-                    continue;
-                }
-                attend_piece *piece = &p->pieces[p->n_pieces];
-                *piece = (attend_piece){i, seg->position + r, rows, p->n_slices - 1, 1, gather};
-                p->any_gathered |= gather;
-                if (item_len == 0 || item_len + rows > item_keys) {
-                    attend_item *it = &p->items[p->n_items++];
-                    it->seq_index = i;
-                    it->first_piece = p->n_pieces;
-                    it->pieces = 0;
-                    item_len = 0;
-                    state_doubles += per_item_state;
-                }
-                p->items[p->n_items - 1].pieces++;
-                item_len += rows;
-                p->n_pieces++;
-            }
+        for (int64_t at = 0; at < s->len; at += item_keys) {
+            attend_item *it = &p->items[p->n_items++];
+            it->seq_index = i;
+            it->position = at;
+            it->keys = min_i64(item_keys, s->len - at);
+            state_doubles += per_item_state;
         }
         s->items = p->n_items - s->first_item;
     }
-    free(segs);
     p->state = malloc((size_t)state_doubles * sizeof(double));
     if (!p->state)
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: no memory for %lld doubles of partial results", fn,
@@ -281,15 +199,15 @@ static attn_status plan_build(attend_plan *p, int64_t n_seqs, const int64_t *seq
     return ATTN_OK;
 }
 
-/* The options of one piece's call: lower-right causal over the whole
- * sequence, the piece's keys and the queries placed at their positions. */
-static attn_sdpa_options piece_options(const attend_plan *p, const attend_piece *piece, int threads) {
-    const attend_sequence *s = &p->seqs[piece->seq_index];
+/* The options of one item's call: lower-right causal over the whole
+ * sequence, the item's keys and the queries placed at their positions. */
+static attn_sdpa_options item_options(const attend_plan *p, const attend_item *it, int threads) {
+    const attend_sequence *s = &p->seqs[it->seq_index];
     attn_sdpa_options o = p->opt;
     o.causal = 1;
     o.align = ATTN_ALIGN_LOWER_RIGHT;
     o.query_start = s->len - s->rows;
-    o.key_start = piece->position;
+    o.key_start = it->position;
     o.total_len_q = o.total_len_kv = s->len;
     o.threads = threads;
     o.workspace = NULL;
@@ -306,18 +224,15 @@ static attn_tensor query_rows(const attend_plan *p, const attend_sequence *s) {
     return q;
 }
 
-/* Per thread: one piece's output and lse, the call's workspace, and the
- * interim float32 copies of a half-precision piece. */
+/* Per thread: one item's output and lse, and the call's workspace. */
 typedef struct attend_scratch {
-    float *out, *lse, *k32, *v32;
+    float *out, *lse;
     void *workspace;
 } attend_scratch;
 
 static void scratch_free(attend_scratch *s) {
     free(s->out);
     free(s->lse);
-    free(s->k32);
-    free(s->v32);
     free(s->workspace);
 }
 
@@ -328,13 +243,7 @@ static bool scratch_alloc(const attend_plan *p, attend_scratch *s) {
     s->out = malloc((size_t)(cells * c->dim_v) * sizeof(float));
     s->lse = malloc((size_t)cells * sizeof(float));
     s->workspace = p->workspace_bytes ? malloc(p->workspace_bytes) : NULL;
-    bool ok = s->out && s->lse && (!p->workspace_bytes || s->workspace);
-    if (p->any_gathered) {
-        s->k32 = malloc((size_t)(ATTEND_PIECE_KEYS * c->k_row) * sizeof(float));
-        s->v32 = malloc((size_t)(ATTEND_PIECE_KEYS * c->v_row) * sizeof(float));
-        ok = ok && s->k32 && s->v32;
-    }
-    return ok;
+    return s->out && s->lse && (!p->workspace_bytes || s->workspace);
 }
 
 /* Folds one partial result (o [n, Hq, Dv], lse [Hq, n]) into a state:
@@ -372,33 +281,34 @@ static void state_clear(const attend_plan *p, int64_t rows, double *acc, double 
     }
 }
 
-/* One item: its pieces attended and merged in order into its state. */
+/* The item's keys and values: views shaped like its rows, at block 0 of
+ * the layer, and the sequence's block table from the item's first key
+ * (problem_pages). */
+static void item_views(const attend_plan *p, const attend_item *it, attn_tensor *k, attn_tensor *v,
+                       problem_pages *pages) {
+    const attn_kv_cache *c = p->cache;
+    *k = attn_tensor_view(kv_cache_k_row(c, p->layer, 0, 0), c->dtype, 1, it->keys, c->kv_heads, c->dim);
+    *v = attn_tensor_view(kv_cache_v_row(c, p->layer, 0, 0), c->dtype, 1, it->keys, c->kv_heads, c->dim_v);
+    *pages = (problem_pages){c->tables + p->seqs[it->seq_index].id * c->table_len, it->position, c->block_rows,
+                             c->block_rows * c->k_row, c->block_rows * c->v_row};
+}
+
+/* One item: its keys attended in one call, the result kept as its state. */
 static attn_status run_item(const attend_plan *p, attend_item *it, attend_scratch *s, int threads) {
     const attn_kv_cache *c = p->cache;
     const attend_sequence *seq = &p->seqs[it->seq_index];
     const attn_tensor q = query_rows(p, seq);
     attn_tensor out = attn_tensor_4d(s->out, 1, seq->rows, p->heads_q, c->dim_v);
     state_clear(p, seq->rows, it->acc, it->m, it->sum);
-    for (int64_t i = 0; i < it->pieces; i++) {
-        const attend_piece *piece = &p->pieces[it->first_piece + i];
-        attn_sdpa_options o = piece_options(p, piece, threads);
-        o.workspace = s->workspace;
-        o.workspace_size = p->workspace_bytes;
-        const attend_slice *slice = &p->slices[piece->first_slice];
-        attn_tensor k = attn_tensor_view((void *)slice->k, c->dtype, 1, piece->rows, c->kv_heads, c->dim);
-        attn_tensor v = attn_tensor_view((void *)slice->v, c->dtype, 1, piece->rows, c->kv_heads, c->dim_v);
-        if (piece->gathered) {
-            for (int64_t j = 0, at = 0; j < piece->slices; at += slice[j].rows, j++) {
-                dtype_load_f32(slice[j].k, c->dtype, slice[j].rows * c->k_row, s->k32 + at * c->k_row);
-                dtype_load_f32(slice[j].v, c->dtype, slice[j].rows * c->v_row, s->v32 + at * c->v_row);
-            }
-            k = attn_tensor_4d(s->k32, 1, piece->rows, c->kv_heads, c->dim);
-            v = attn_tensor_4d(s->v32, 1, piece->rows, c->kv_heads, c->dim_v);
-        }
-        attn_status st = attn_sdpa_forward(&q, &k, &v, &o, &out, NULL, s->lse);
-        if (st) return st;
-        merge_partial(p, seq->rows, s->out, s->lse, it->acc, it->m, it->sum);
-    }
+    attn_sdpa_options o = item_options(p, it, threads);
+    o.workspace = s->workspace;
+    o.workspace_size = p->workspace_bytes;
+    attn_tensor k, v;
+    problem_pages pages;
+    item_views(p, it, &k, &v, &pages);
+    attn_status st = attn__sdpa_forward_paged(&q, &k, &v, &pages, &o, &out, s->lse);
+    if (st) return st;
+    merge_partial(p, seq->rows, s->out, s->lse, it->acc, it->m, it->sum);
     return ATTN_OK;
 }
 
@@ -411,7 +321,7 @@ static void finish_sequence(const attend_plan *p, const attend_sequence *s, attn
     for (int64_t t = 1; t < s->items; t++) {
         const attend_item *it = &p->items[s->first_item + t];
         /* An item's state is (acc, m, sum): the partial o = acc / sum with
-         * lse = m + log(sum); fold it like a piece, weight sum exp(m - M). */
+         * lse = m + log(sum); fold it like a partial, weight sum exp(m - M). */
         for (int64_t h = 0; h < hq; h++)
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t cell = h * rows + r;
@@ -441,18 +351,16 @@ static void finish_sequence(const attend_plan *p, const attend_sequence *s, attn
         }
 }
 
-/* The largest workspace one piece's call on `threads` threads needs (the
+/* The largest workspace one item's call on `threads` threads needs (the
  * flash kernel's grows with its threads). */
 static attn_status plan_workspace(attend_plan *p, int threads) {
-    for (int64_t i = 0; i < p->n_pieces; i++) {
-        const attend_piece *piece = &p->pieces[i];
-        const attend_sequence *s = &p->seqs[piece->seq_index];
+    for (int64_t i = 0; i < p->n_items; i++) {
+        const attend_item *it = &p->items[i];
         const attn_kv_cache *c = p->cache;
-        const bool f32 = piece->gathered;
-        attn_tensor q = query_rows(p, s);
-        attn_tensor k = attn_tensor_view(NULL, f32 ? ATTN_F32 : c->dtype, 1, piece->rows, c->kv_heads, c->dim);
-        attn_tensor v = attn_tensor_view(NULL, f32 ? ATTN_F32 : c->dtype, 1, piece->rows, c->kv_heads, c->dim_v);
-        attn_sdpa_options o = piece_options(p, piece, threads);
+        attn_tensor q = query_rows(p, &p->seqs[it->seq_index]);
+        attn_tensor k = attn_tensor_view(NULL, c->dtype, 1, it->keys, c->kv_heads, c->dim);
+        attn_tensor v = attn_tensor_view(NULL, c->dtype, 1, it->keys, c->kv_heads, c->dim_v);
+        attn_sdpa_options o = item_options(p, it, threads);
         size_t bytes;
         attn_status st = attn_sdpa_workspace_size(&q, &k, &v, &o, &bytes);
         if (st) return attn__fail(st, "attn_kv_cache_attend: %s", attn_last_error());

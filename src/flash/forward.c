@@ -500,7 +500,7 @@ static void copy_rows(const flash_ctx *c, float *restrict dst, int64_t ld_dst, c
     for (int j = 0; j < padded; j++) {
         float *restrict d = dst + j * ld_dst;
         if (j < n)
-            c->pl->kern->widen(problem_row_any(t, c->b, t0 + j, head), t->dtype, d, width);
+            c->pl->kern->widen(problem_kv_row(c->p, t, c->b, t0 + j, head), t->dtype, d, width);
         else
             for (int64_t e = 0; e < width; e++) d[e] = 0.0f;
     }
@@ -511,7 +511,7 @@ static void copy_rows(const flash_ctx *c, float *restrict dst, int64_t ld_dst, c
  * elements, past the first max(D, Dv) floats of c->conv). */
 static const uint16_t *row_bf16(const flash_ctx *c, const attn_tensor *t, int64_t key, int64_t head,
                                 int64_t width, uint16_t *tmp) {
-    const void *src = problem_row_any(t, c->b, key, head);
+    const void *src = problem_kv_row(c->p, t, c->b, key, head);
     if (t->dtype == ATTN_BF16) return src;
     c->pl->kern->widen(src, t->dtype, c->conv, width);
     c->pl->kern->narrow(c->conv, ATTN_BF16, tmp, width);
@@ -568,12 +568,13 @@ static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
 /* The rows kernels read K and V in place, whatever their dtype: a half
  * tensor goes to the _half kernels, which widen in registers (a decode
  * step then reads half the bytes, once).  rows_pv: pv_rows on the values
- * of keys [key, key + nk) and `heads` kv heads from `head`. */
+ * of keys [key, key + nk) and `heads` kv heads from `head`, one run of
+ * rows (problem_kv_run); nk = 0 only applies alpha. */
 static void rows_pv(const flash_ctx *c, const float *s, int heads, int per_head, int nk, int64_t key,
                     int64_t head, const float *alpha, float *o, const flash_prefetch *pf) {
     const sdpa_problem *p = c->p;
     const ukernel_table *kern = c->pl->kern;
-    const void *v = problem_row_any(&p->v, c->b, key, head);
+    const void *v = nk > 0 ? problem_kv_row(p, &p->v, c->b, key, head) : p->v.data;
     if (p->v.dtype == ATTN_F32)
         kern->pv_rows(s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2], p->dim_v, alpha, o,
                       p->dim_v, pf);
@@ -586,22 +587,45 @@ static void rows_pv(const flash_ctx *c, const float *s, int heads, int per_head,
  * is widened into c->out_row first: rare, the careful path only). */
 static bool value_row_finite(flash_ctx *c, int64_t key, int64_t head) {
     const sdpa_problem *p = c->p;
-    const void *v = problem_row_any(&p->v, c->b, key, head);
+    const void *v = problem_kv_row(p, &p->v, c->b, key, head);
     if (p->v.dtype == ATTN_F32) return c->pl->kern->all_finite(v, p->dim_v, 1, p->dim_v);
     c->pl->kern->widen(v, p->v.dtype, c->out_row, p->dim_v);
     return c->pl->kern->all_finite(c->out_row, p->dim_v, 1, p->dim_v);
 }
 
 /* A prefetch of rows [t0, t0 + rows) of `heads` kv heads of t from kv head
- * `head`, in the float units of flash_prefetch: a half tensor's strides
- * and width are halved (the lines requested are the same). */
+ * `head` (those of them in t0's run of rows), in the float units of
+ * flash_prefetch: a half tensor's strides and width are halved (the lines
+ * requested are the same). */
 static flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *t, int64_t t0, int64_t head,
                                   int heads, int64_t width, int rows) {
     const int64_t per_float = (int64_t)sizeof(float) / problem_elem_bytes(t);
+    if (rows > 0 && problem_kv_run(c->p, t0) < rows) rows = (int)problem_kv_run(c->p, t0);
     flash_prefetch pf = {NULL, t->stride[1] / per_float, t->stride[2] / per_float, ceil_div(width, per_float),
                          heads, rows > 0 ? rows : 0};
-    if (rows > 0) pf.base = problem_row_any(t, c->b, t0, head);
+    if (rows > 0) pf.base = problem_kv_row(c->p, t, c->b, t0, head);
     return pf;
+}
+
+/* rows_pv on keys [key, key + nk) of every kv head of the unit, one call
+ * per run of rows (a paged problem's blocks): the first applies alpha, the
+ * others add to it (c->ones), as the careful path's runs do.  Each call
+ * prefetches its share of the keys [pf_key, pf_key + pf_rows) (the next
+ * step's), so that a paged step requests what a contiguous one does. */
+static void rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key, const float *alpha,
+                         int64_t pf_key, int pf_rows) {
+    const flash_plan *pl = c->pl;
+    const int heads = (int)pl->unit_kv_heads;
+    int j0 = 0;
+    do {
+        const int64_t run = problem_kv_run(c->p, key + j0);
+        const int n = (int)(nk - j0 < run ? nk - j0 : run);
+        const int pf_n = j0 + n <= pf_rows ? n : pf_rows - j0;
+        const flash_prefetch pf = prefetch_of(c, &c->p->k, pf_key + j0, c->kv_head, heads, c->p->dim, pf_n);
+        rows_pv(c, s + j0, heads, (int)pl->sub_rows, n, key + j0, c->kv_head, alpha, c->o, &pf);
+        alpha = c->ones;
+        j0 += n;
+    } while (j0 < nk);
 }
 
 /* The cap of logit soft-capping in the base-2 units of the scores. */
@@ -627,17 +651,26 @@ static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const f
 }
 
 /* Scores of keys [t0, t0 + nk) for the rows path, checked, soft-capped (as
- * above) and masked, in c->s as s[r][j]; prefetches pf meanwhile. */
-static void rows_scores(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf, bool check) {
+ * above) and masked, in c->s as s[r][j]; prefetches the same keys' values
+ * meanwhile when asked (the forward pass, not the weights pass). */
+static void rows_scores(flash_ctx *c, int64_t t0, int nk, bool prefetch_values, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
-    const void *k = problem_row_any(&p->k, c->b, t0, c->kv_head);
-    if (p->k.dtype == ATTN_F32)
-        pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
-                          p->k.stride[2], nk, c->s, pl->tile_keys, pf);
-    else
-        pl->kern->qk_rows_half(p->k.dtype, c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k,
-                               p->k.stride[1], p->k.stride[2], nk, c->s, pl->tile_keys, pf);
+    for (int j0 = 0; j0 < nk;) { /* one call per run of rows (a paged problem's blocks) */
+        const int64_t run = problem_kv_run(p, t0 + j0);
+        const int n = (int)(nk - j0 < run ? nk - j0 : run);
+        const void *k = problem_kv_row(p, &p->k, c->b, t0 + j0, c->kv_head);
+        const flash_prefetch pf = prefetch_of(c, &p->v, t0 + j0, c->kv_head, (int)pl->unit_kv_heads, p->dim_v,
+                                              prefetch_values ? n : 0);
+        const flash_prefetch *pf_run = &pf;
+        if (p->k.dtype == ATTN_F32)
+            pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
+                              p->k.stride[2], n, c->s + j0, pl->tile_keys, pf_run);
+        else
+            pl->kern->qk_rows_half(p->k.dtype, c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim,
+                                   k, p->k.stride[1], p->k.stride[2], n, c->s + j0, pl->tile_keys, pf_run);
+        j0 += n;
+    }
     if (check) check_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
     if (logits_softcapped(p))
         for (int64_t r = 0; r < pl->rows; r++) pl->kern->softcap_n(c->s + r * pl->tile_keys, nk, softcap_base2(p));
@@ -675,9 +708,9 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
  * holds a NaN or Inf in some kv head are left out of the vectorised runs of
  * pv_rows; the finite heads of such a key are added by pv_rows on their own
  * (the very operations of a run), and the rows of a non-finite head that
- * see the key are marked for the exact path.  pf: the prefetch of the
- * first run. */
-static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const flash_prefetch *pf) {
+ * see the key are marked for the exact path.  The first run prefetches
+ * keys [pf_key, pf_key + pf_rows). */
+static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows) {
     const flash_plan *pl = c->pl;
     const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
     const int64_t lds = pl->tile_keys, dim_v = c->p->dim_v;
@@ -688,8 +721,7 @@ static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, const flash_pr
         bool finite = true;
         for (int h = 0; j < nk && h < heads && finite; h++) finite = value_row_finite(c, t0 + j, c->kv_head + h);
         if (j < nk && finite) continue;
-        rows_pv(c, c->s + run0, heads, per_head, j - run0, t0 + run0, c->kv_head, alpha, c->o,
-                run0 == 0 ? pf : &no_prefetch);
+        rows_pv_runs(c, c->s + run0, j - run0, t0 + run0, alpha, pf_key, run0 == 0 ? pf_rows : 0);
         alpha = c->ones; /* the first run applied the rescaling */
         if (j == nk) break;
         for (int h = 0; h < heads; h++) {
@@ -716,16 +748,13 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
     if (pl->rows_path) {
         /* The scores pass prefetches this block's values, the values pass
          * the next block's keys: each pass finds its rows in L2. */
-        int heads = (int)pl->unit_kv_heads;
-        flash_prefetch pf_v = prefetch_of(c, &p->v, t0, c->kv_head, heads, p->dim_v, nk);
-        int64_t next = hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys;
-        flash_prefetch pf_k = prefetch_of(c, &p->k, t0 + nk, c->kv_head, heads, p->dim, (int)next);
-        rows_scores(c, t0, nk, &pf_v, true);
+        const int next = (int)(hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys);
+        rows_scores(c, t0, nk, true, true);
         kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
         if (c->careful)
-            rows_values_careful(c, t0, nk, &pf_k);
+            rows_values_careful(c, t0, nk, t0 + nk, next);
         else
-            rows_pv(c, c->s, (int)pl->unit_kv_heads, (int)pl->sub_rows, nk, t0, c->kv_head, c->alpha, c->o, &pf_k);
+            rows_pv_runs(c, c->s, nk, t0, c->alpha, t0 + nk, next);
         return;
     }
     copy_keys(c, t0, nk);
@@ -805,7 +834,7 @@ static void unit_weights(flash_ctx *c, float *weights) {
         for (int64_t t0 = c->sub_begin[st]; t0 < c->sub_end[st]; t0 += step) {
             int nk = (int)(c->sub_end[st] - t0 < step ? c->sub_end[st] - t0 : step);
             if (pl->rows_path) {
-                rows_scores(c, t0, nk, &no_prefetch, false);
+                rows_scores(c, t0, nk, false, false);
                 for (int64_t r = 0; r < pl->rows; r++)
                     kern->probs_rows(c->s + r * step, step, 1, nk, c->m + r, c->inv_l + r,
                                      weights_row(c, weights, r) + t0, S);

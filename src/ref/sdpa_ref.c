@@ -72,7 +72,7 @@ static bool row_sees(const ref_row *r, int64_t j) {
 /* scale * q_i.k_j: the raw logit, before the score stage of logits.h. */
 static double raw_score(const ref_row *r, int64_t j) {
     const sdpa_problem *p = r->p;
-    const void *k_bjg = problem_row_any(&p->k, r->b, j, r->kv_head);
+    const void *k_bjg = problem_kv_row(p, &p->k, r->b, j, r->kv_head);
     double dot = 0.0;
     for (int64_t d = 0; d < p->dim; d++)
         dot += (double)problem_get(p->q.dtype, r->q_bih, d) * (double)problem_get(p->k.dtype, k_bjg, d);
@@ -163,7 +163,7 @@ void attn__ref_forward_row(const sdpa_problem *p, int64_t b, int64_t h, int64_t 
     for (int64_t j = 0; j < p->len_kv; j++) {
         if (!row_sees(&r, j)) continue;
         const double e = exp(row_score(&r, j) - shift); /* the unnormalised weight */
-        const void *v_bjg = problem_row_any(&p->v, b, j, r.kv_head);
+        const void *v_bjg = problem_kv_row(p, &p->v, b, j, r.kv_head);
         for (int64_t d = 0; d < p->dim_v; d++) acc[d] += e * (double)problem_get(p->v.dtype, v_bjg, d);
     }
     for (int64_t d = 0; d < p->dim_v; d++) problem_set(out->dtype, out_row, d, acc[d] / sum);

@@ -545,6 +545,71 @@ static void test_threads_bit_identical(void **state) {
     attn_kv_cache_destroy(c);
 }
 
+/* The kernels read a paged sequence in place through its block table
+ * (src/api/sdpa.h), a block's rows as one run: the scores of a key do not
+ * depend on its run, and P·V adds keys one after the other, so a paged
+ * cache gives the contiguous cache's bits whatever its block size (7: runs
+ * cut every 64-key step; 64: none), for decode rows and 7-row chunks (the
+ * tile path's copies), float32 and float16, with the blocks of two streams
+ * alternating in the pool; and the reference kernel, asked for by
+ * opt.kernel, reads the same table (blocks of 7) and agrees with the
+ * full-sequence call. */
+static void test_paged_reads_in_place(void **state) {
+    (void)state;
+    const int64_t blocks[2] = {7, 64};
+    const attn_dtype dtypes[2] = {ATTN_F32, ATTN_F16};
+    for (int bi = 0; bi < 2; bi++)
+        for (int di = 0; di < 2; di++)
+            for (int64_t chunk = 1; chunk <= 7; chunk += 6) {
+                stream s[2] = {stream_new(61, LONG), stream_new(62, 200)};
+                attn_kv_cache *paged = cache_new(ATTN_KV_PAGED, blocks[bi], 1200 / blocks[bi], 1, dtypes[di], NULL);
+                attn_kv_cache *contiguous = cache_new(ATTN_KV_CONTIGUOUS, 16, 64, 1, dtypes[di], NULL);
+                float **a = decode_streams(paged, s, 2, chunk, NULL, 0);
+                float **b = decode_streams(contiguous, s, 2, chunk, NULL, 0);
+                int64_t segments;
+                expect_ok(attn_kv_cache_view(paged, 0, 0, NULL, 0, &segments), "view");
+                assert_true(segments >= 3); /* the blocks did alternate */
+                for (int i = 0; i < 2; i++)
+                    if (memcmp(a[i], b[i], (size_t)(s[i].len * HQ * DV) * sizeof(float)) != 0)
+                        fail_msg("blocks of %lld, %s, chunk %lld, stream %d: the paged cache's bits differ from the "
+                                 "contiguous cache's",
+                                 (long long)blocks[bi], attn_dtype_name(dtypes[di]), (long long)chunk, i);
+                outs_free(a, 2);
+                outs_free(b, 2);
+                attn_kv_cache_destroy(paged);
+                attn_kv_cache_destroy(contiguous);
+                stream_free(&s[0]);
+                stream_free(&s[1]);
+            }
+    /* The reference kernel through a table of 7-row blocks, two streams
+     * interleaved, the last rows of each attended at once. */
+    stream s[2] = {stream_new(63, 90), stream_new(64, 60)};
+    attn_kv_cache *c = cache_new(ATTN_KV_PAGED, 7, 40, 1, ATTN_F32, NULL);
+    int64_t seqs[2];
+    for (int i = 0; i < 2; i++) expect_ok(attn_kv_cache_seq_add(c, &seqs[i]), "seq_add");
+    for (int64_t at = 0; at < 90; at += 10)
+        for (int i = 0; i < 2; i++)
+            if (at < s[i].len) append_rows(c, seqs[i], 0, &s[i], at, s[i].len - at < 10 ? s[i].len - at : 10);
+    const int64_t rows[2] = {5, 3};
+    float q[8 * HQ * D], out[8 * HQ * DV];
+    memcpy(q, s[0].q + (90 - 5) * HQ * D, sizeof(float) * 5 * HQ * D);
+    memcpy(q + 5 * HQ * D, s[1].q + (60 - 3) * HQ * D, sizeof(float) * 3 * HQ * D);
+    attn_tensor qt = attn_tensor_4d(q, 1, 8, HQ, D), ot = attn_tensor_4d(out, 1, 8, HQ, DV);
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    opt.kernel = ATTN_KERNEL_REF;
+    expect_ok(attn_kv_cache_attend(c, 0, 2, seqs, rows, &qt, &opt, &ot, NULL), "attend, reference kernel");
+    for (int i = 0; i < 2; i++) {
+        float *want = full_reference(&s[i], NULL);
+        const double d = rel_diff(out + (i ? 5 : 0) * HQ * DV, want + (s[i].len - rows[i]) * HQ * DV,
+                                  rows[i] * HQ * DV);
+        if (d > CACHE_OUT_REL_FAIL) fail_msg("reference kernel, stream %d: max rel diff %.3g", i, d);
+        free(want);
+    }
+    attn_kv_cache_destroy(c);
+    stream_free(&s[0]);
+    stream_free(&s[1]);
+}
+
 /* Bad arguments: each refused with a message that names it, and nothing changed. */
 static void test_bad_arguments(void **state) {
     (void)state;
@@ -735,6 +800,7 @@ int main(void) {
         cmocka_unit_test(test_full_pool),
         cmocka_unit_test(test_half_caches),
         cmocka_unit_test(test_threads_bit_identical),
+        cmocka_unit_test(test_paged_reads_in_place),
         cmocka_unit_test(test_window_and_lse),
         cmocka_unit_test(test_concurrent_readers),
         cmocka_unit_test(test_bad_arguments),
