@@ -274,12 +274,12 @@ static void print_row(const bench_cache_settings *s, const cache_case *c, const 
         if (r->status) printf(",,,,,,,,,error\n");
         else
             printf("%d,%.4f,%.3f,,%.3f,%.2f,,,%.0f,ok\n", r->runs, r->median_s * 1e3, gflops, gbps,
-                   100.0 * gbps / s->triad_gbps, io);
+                   100.0 * gbps / s->read_gbps, io);
     } else if (r->status) {
         printf("%-38s error (see message above)\n", c->name);
     } else {
         printf("%-38s %3d %4d %11.3f %6.2f %5.1f%% %9lld ", c->name, s->threads, r->runs, r->median_s * 1e3, gbps,
-               100.0 * gbps / s->triad_gbps, (long long)r->segments);
+               100.0 * gbps / s->read_gbps, (long long)r->segments);
         if (isfinite(r->ratio)) printf("%8.3f\n", r->ratio);
         else printf("%8s\n", "");
     }
@@ -300,7 +300,8 @@ int bench_cache_run(const bench_cache_settings *s) {
         if (!s->csv && !header) {
             printf("\ncache: one decoding step (a query per sequence), Hq=16 Hkv=8 D=128, fp32; GB/s = bytes\n"
                    "of q, k, v, out / time; rows of one S (and the batch) are timed in rounds of one call\n"
-                   "each; x contig = median over rounds of time / the contiguous row's in the same round\n"
+                   "each; %%bw of the read bandwidth; x contig = median over rounds of time / the contiguous\n"
+                   "row's in the same round\n"
                    "%-38s %3s %4s %11s %6s %6s %9s %8s\n",
                    "name", "thr", "runs", "median ms", "GB/s", "%bw", "segments", "x contig");
             header = true;

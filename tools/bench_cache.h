@@ -17,7 +17,7 @@ typedef struct bench_cache_settings {
     int threads;
     const char *filter;
     bench_cache_matcher matches;
-    double triad_gbps;     /* what %bw divides by */
+    double read_gbps;      /* what %bw divides by: the measured read bandwidth, as for decode rows */
     int min_runs, max_runs;
     double target_seconds; /* of timed work per row */
 } bench_cache_settings;

@@ -827,7 +827,7 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
         have_prev = true;
         fflush(stdout);
     }
-    const bench_cache_settings cache_rows = {cfg.quick, cfg.csv, cfg.threads, cfg.filter, name_matches, m.triad_gbps,
+    const bench_cache_settings cache_rows = {cfg.quick, cfg.csv, cfg.threads, cfg.filter, name_matches, m.read_gbps,
                                              cfg.min_runs, cfg.max_runs, cfg.target_seconds};
     if (cfg.run_flash && bench_cache_run(&cache_rows) != CLI_OK) rc = CLI_DATA_ERROR;
     /* The peak again: a figure far from the first means the load on the
