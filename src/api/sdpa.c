@@ -109,6 +109,19 @@ attn_status attn_sdpa_workspace_size(const attn_tensor *q, const attn_tensor *k,
     return workspace_query(&forward, q, k, v, opt, bytes);
 }
 
+attn_status attn__sdpa_workspace_size_paged(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                            const problem_pages *pages, const attn_sdpa_options *opt,
+                                            size_t *bytes) {
+    sdpa_problem p;
+    attn_kernel kernel = ATTN_KERNEL_AUTO;
+    attn_status st;
+    if (!bytes || !pages) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", bytes ? "pages" : "bytes");
+    if ((st = query(&forward, q, k, v, opt, &p, &kernel))) return st;
+    p.pages = pages;
+    *bytes = workspace_bytes(forward.workspace_size(&p, kernel));
+    return ATTN_OK;
+}
+
 attn_status attn_sdpa_backward_workspace_size(const attn_tensor *q, const attn_tensor *k,
                                               const attn_tensor *v, const attn_sdpa_options *opt,
                                               size_t *bytes) {

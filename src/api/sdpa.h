@@ -20,4 +20,10 @@ attn_status attn__sdpa_forward_paged(const attn_tensor *q, const attn_tensor *k,
                                      const problem_pages *pages, const attn_sdpa_options *opt, attn_tensor *out,
                                      float *lse);
 
+/* attn_sdpa_workspace_size for that call (pages change what the flash
+ * kernel keeps per thread: short blocks are copied a step at a time). */
+attn_status attn__sdpa_workspace_size_paged(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                            const problem_pages *pages, const attn_sdpa_options *opt,
+                                            size_t *bytes);
+
 #endif /* ATTN_API_SDPA_H */

@@ -356,13 +356,12 @@ static void finish_sequence(const attend_plan *p, const attend_sequence *s, attn
 static attn_status plan_workspace(attend_plan *p, int threads) {
     for (int64_t i = 0; i < p->n_items; i++) {
         const attend_item *it = &p->items[i];
-        const attn_kv_cache *c = p->cache;
-        attn_tensor q = query_rows(p, &p->seqs[it->seq_index]);
-        attn_tensor k = attn_tensor_view(NULL, c->dtype, 1, it->keys, c->kv_heads, c->dim);
-        attn_tensor v = attn_tensor_view(NULL, c->dtype, 1, it->keys, c->kv_heads, c->dim_v);
+        attn_tensor q = query_rows(p, &p->seqs[it->seq_index]), k, v;
+        problem_pages pages;
+        item_views(p, it, &k, &v, &pages);
         attn_sdpa_options o = item_options(p, it, threads);
         size_t bytes;
-        attn_status st = attn_sdpa_workspace_size(&q, &k, &v, &o, &bytes);
+        attn_status st = attn__sdpa_workspace_size_paged(&q, &k, &v, &pages, &o, &bytes);
         if (st) return attn__fail(st, "attn_kv_cache_attend: %s", attn_last_error());
         if (bytes > p->workspace_bytes) p->workspace_bytes = bytes;
     }

@@ -80,6 +80,11 @@
 /* No chunk is shorter than this many keys, so a split never costs more in
  * merging and per-item overhead than it wins. */
 #define FLASH_MIN_CHUNK_KEYS 512
+/* A paged problem whose blocks are shorter than this many rows has each
+ * rows-path step's keys and values copied together first (c->step_k, step_v):
+ * read in place, runs of 16 rows took 1.4-1.7x the contiguous time, and
+ * the copies, which stream each block at once, 1.2-1.3x (docs/cache.md). */
+#define FLASH_COPY_BLOCKS_BELOW 64
 /* Query tiles (subtiles) that share each K/V tile a unit loads. */
 #define FLASH_SUBTILES 8
 #define FLASH_ALIGN 64
@@ -122,6 +127,10 @@ typedef struct flash_plan {
      * floats, row-major, on the way into qp and out of o (0: scalar copies) */
     size_t off_row_major;
     int64_t ld_row_major;
+    /* rows path, paged with short blocks: one step's K and V rows copied
+     * (FLASH_COPY_BLOCKS_BELOW), in floats; 0: read in place */
+    size_t off_step_k, off_step_v;
+    bool copy_steps;
     size_t off_mask_lo, off_mask_hi; /* tile path: a subtile's key bounds (mask_tile) */
     size_t thread_floats;    /* per thread, a multiple of FLASH_ALIGN bytes     */
     size_t partial_floats;   /* per item: m, l, the exact mark and acc of every row */
@@ -216,6 +225,11 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     if (pl->rows_path) {
         pl->off_qp = reserve(&cursor, rows * pl->ldq);
         pl->off_s = reserve(&cursor, rows * keys);
+        pl->copy_steps = p->pages && p->pages->block_rows < FLASH_COPY_BLOCKS_BELOW;
+        if (pl->copy_steps) {
+            pl->off_step_k = reserve(&cursor, ceil_div(keys * p->k.stride[1] * problem_elem_bytes(&p->k), 4));
+            pl->off_step_v = reserve(&cursor, ceil_div(keys * p->v.stride[1] * problem_elem_bytes(&p->v), 4));
+        }
     } else {
         pl->off_qp = reserve(&cursor, pl->qp_sub * pl->subtiles);
         pl->off_kt = reserve(&cursor, keys * pl->ldk);
@@ -288,6 +302,8 @@ typedef struct flash_ctx {
     float *conv;                        /* 2·max(D, Dv): bf16 conversions     */
     uint16_t *qrows;                    /* fast: Br rows of bf16 queries      */
     float *row_major;                   /* Br rows of max(D, Dv), or NULL     */
+    unsigned char *step_k, *step_v;     /* rows path: a step's copied rows    */
+    int64_t step_t0, step_n;            /* its keys (step_n 0: none copied)   */
     bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
@@ -318,6 +334,9 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->conv = scratch + pl->off_conv;
     c->qrows = (uint16_t *)(void *)(scratch + pl->off_qrows);
     c->row_major = pl->ld_row_major ? scratch + pl->off_row_major : NULL;
+    c->step_k = pl->copy_steps ? (unsigned char *)(scratch + pl->off_step_k) : NULL;
+    c->step_v = pl->copy_steps ? (unsigned char *)(scratch + pl->off_step_v) : NULL;
+    c->step_n = 0;
     c->careful = false;
 }
 
@@ -595,6 +614,35 @@ static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
                   c->p->dim);
 }
 
+/* Row `key` of kv head `head` of t (&p->k or &p->v) as the rows kernels
+ * read it, and in *run how many rows from it lie t->stride[1] apart: the
+ * current step's copy when it was copied (copy_steps), else the tensor,
+ * through the block table. */
+static const void *rows_source(const flash_ctx *c, const attn_tensor *t, int64_t key, int64_t head, int64_t *run) {
+    const sdpa_problem *p = c->p;
+    if (c->step_n && key >= c->step_t0 && key < c->step_t0 + c->step_n) {
+        *run = c->step_t0 + c->step_n - key;
+        const int64_t at = (key - c->step_t0) * t->stride[1] + head * t->stride[2];
+        return (t == &p->v ? c->step_v : c->step_k) + at * problem_elem_bytes(t);
+    }
+    *run = problem_kv_run(p, key);
+    return problem_kv_row(p, t, c->b, key, head);
+}
+
+/* Copies the rows of keys [t0, t0 + nk) of t, every kv head, run by run
+ * into dst, stride[1] apart as in t (copy_steps). */
+static void copy_step(const flash_ctx *c, const attn_tensor *t, int64_t t0, int nk, unsigned char *dst) {
+    const int64_t row_bytes = t->stride[1] * problem_elem_bytes(t);
+    const int64_t last_bytes = ((t->shape[2] - 1) * t->stride[2] + t->shape[3]) * problem_elem_bytes(t);
+    for (int j0 = 0; j0 < nk;) {
+        const int64_t run = problem_kv_run(c->p, t0 + j0);
+        const int n = (int)(nk - j0 < run ? nk - j0 : run);
+        memcpy(dst + j0 * row_bytes, problem_kv_row(c->p, t, c->b, t0 + j0, 0),
+               (size_t)((n - 1) * row_bytes + last_bytes));
+        j0 += n;
+    }
+}
+
 /* The rows kernels read K and V in place, whatever their dtype: a half
  * tensor goes to the _half kernels, which widen in registers (a decode
  * step then reads half the bytes, once).  rows_pv: pv_rows on the values
@@ -604,7 +652,8 @@ static void rows_pv(const flash_ctx *c, const float *s, int heads, int per_head,
                     int64_t head, const float *alpha, float *o, const flash_prefetch *pf) {
     const sdpa_problem *p = c->p;
     const ukernel_table *kern = c->pl->kern;
-    const void *v = nk > 0 ? problem_kv_row(p, &p->v, c->b, key, head) : p->v.data;
+    int64_t run;
+    const void *v = nk > 0 ? rows_source(c, &p->v, key, head, &run) : p->v.data;
     if (p->v.dtype == ATTN_F32)
         kern->pv_rows(s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2], p->dim_v, alpha, o,
                       p->dim_v, pf);
@@ -648,9 +697,10 @@ static void rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key
     const int heads = (int)pl->unit_kv_heads;
     int j0 = 0;
     do {
-        const int64_t run = problem_kv_run(c->p, key + j0);
+        int64_t run;
+        rows_source(c, &c->p->v, key + j0, c->kv_head, &run);
         const int n = (int)(nk - j0 < run ? nk - j0 : run);
-        const int pf_n = j0 + n <= pf_rows ? n : pf_rows - j0;
+        const int pf_n = c->step_n ? 0 : j0 + n <= pf_rows ? n : pf_rows - j0; /* a copied step: the copy fetches */
         const flash_prefetch pf = prefetch_of(c, &c->p->k, pf_key + j0, c->kv_head, heads, c->p->dim, pf_n);
         rows_pv(c, s + j0, heads, (int)pl->sub_rows, n, key + j0, c->kv_head, alpha, c->o, &pf);
         alpha = c->ones;
@@ -687,11 +737,11 @@ static void rows_scores(flash_ctx *c, int64_t t0, int nk, bool prefetch_values, 
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     for (int j0 = 0; j0 < nk;) { /* one call per run of rows (a paged problem's blocks) */
-        const int64_t run = problem_kv_run(p, t0 + j0);
+        int64_t run;
+        const void *k = rows_source(c, &p->k, t0 + j0, c->kv_head, &run);
         const int n = (int)(nk - j0 < run ? nk - j0 : run);
-        const void *k = problem_kv_row(p, &p->k, c->b, t0 + j0, c->kv_head);
         const flash_prefetch pf = prefetch_of(c, &p->v, t0 + j0, c->kv_head, (int)pl->unit_kv_heads, p->dim_v,
-                                              prefetch_values ? n : 0);
+                                              prefetch_values && !c->step_n ? n : 0);
         const flash_prefetch *pf_run = &pf;
         if (p->k.dtype == ATTN_F32)
             pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
@@ -779,12 +829,19 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
         /* The scores pass prefetches this block's values, the values pass
          * the next block's keys: each pass finds its rows in L2. */
         const int next = (int)(hi - (t0 + nk) < pl->tile_keys ? hi - (t0 + nk) : pl->tile_keys);
+        if (pl->copy_steps) { /* short blocks: the step's rows copied together, then read from the copy */
+            copy_step(c, &p->k, t0, nk, c->step_k);
+            copy_step(c, &p->v, t0, nk, c->step_v);
+            c->step_t0 = t0;
+            c->step_n = nk;
+        }
         rows_scores(c, t0, nk, true, true);
         kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
         if (c->careful)
             rows_values_careful(c, t0, nk, t0 + nk, next);
         else
             rows_pv_runs(c, c->s, nk, t0, c->alpha, t0 + nk, next);
+        c->step_n = 0;
         return;
     }
     copy_keys(c, t0, nk);
