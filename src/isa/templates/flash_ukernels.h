@@ -34,11 +34,7 @@
 /* Rows kernels prefetch the keys (values) this many key rows ahead, on top
  * of the pf stream of the other pass: a decode step reads each cache line
  * once, and the hardware prefetchers alone, which stop at 4 KiB pages, keep
- * too few lines in flight (measured: docs/kernels.md).  Only rows of the
- * call are asked for: the rows after them may belong to someone else (a
- * paged cache's next block in the pool holds another sequence: a 16-row
- * run then fetched as many rows again for nothing), and the loop nest's pf
- * streams ask for the next step's. */
+ * too few lines in flight (measured: docs/kernels.md). */
 #define PREFETCH_ROWS 16
 
 static SIMD_TARGET void simd_exp2_n(const float *x, float *y, int64_t n) {
@@ -303,8 +299,7 @@ SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int he
                             int64_t lds, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     for (int j = 0; j < nk; j++) {
-        if (j + PREFETCH_ROWS < nk)
-            prefetch_key(k, j + PREFETCH_ROWS, ldk, heads, ldh, dim, kind);
+        prefetch_key(k, j + PREFETCH_ROWS, ldk, heads, ldh, dim, kind);
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++)
             for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++)
@@ -382,8 +377,7 @@ SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int hea
         if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
     }
     for (int j = 0; j < nk; j++) {
-        if (j + PREFETCH_ROWS < nk)
-            prefetch_key(v, j + PREFETCH_ROWS, ldv, heads, ldh, dim_v, kind);
+        prefetch_key(v, j + PREFETCH_ROWS, ldv, heads, ldh, dim_v, kind);
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++) {
             const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
