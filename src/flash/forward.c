@@ -123,10 +123,6 @@ typedef struct flash_plan {
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
     size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
-    /* tile path, fp32 queries, an ISA with transpose_32: Br rows of max(D, Dv)
-     * floats, row-major, on the way into qp and out of o (0: scalar copies) */
-    size_t off_row_major;
-    int64_t ld_row_major;
     /* rows path, paged with short blocks: one step's K and V rows copied
      * (FLASH_COPY_BLOCKS_BELOW), in floats; 0: read in place */
     size_t off_step_k, off_step_v;
@@ -254,10 +250,6 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
      * to the bf16 copies (fast path, float16 storage) */
     pl->off_conv = reserve(&cursor, 2 * (p->dim > p->dim_v ? p->dim : p->dim_v));
     if (pl->fast_qk) pl->off_qrows = reserve(&cursor, pl->sub_rows * round_up(p->dim, 32) / 2);
-    if (!pl->rows_path && kern->transpose_32 && pl->sub_rows % 16 == 0) {
-        pl->ld_row_major = round_up(p->dim > p->dim_v ? p->dim : p->dim_v, 16);
-        pl->off_row_major = reserve(&cursor, pl->sub_rows * pl->ld_row_major);
-    }
     pl->thread_floats = cursor;
     /* Whole 64-byte blocks, so that every partial and the thread scratch
      * after them stay aligned (an odd count once put the flash_row array
@@ -301,7 +293,6 @@ typedef struct flash_ctx {
     float *out_row;                     /* Dv: a row of out before narrowing  */
     float *conv;                        /* 2·max(D, Dv): bf16 conversions     */
     uint16_t *qrows;                    /* fast: Br rows of bf16 queries      */
-    float *row_major;                   /* Br rows of max(D, Dv), or NULL     */
     unsigned char *step_k, *step_v;     /* rows path: a step's copied rows    */
     int64_t step_t0, step_n;            /* its keys (step_n 0: none copied)   */
     bool careful;                       /* the item's values need care        */
@@ -333,7 +324,6 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->out_row = scratch + pl->off_out_row;
     c->conv = scratch + pl->off_conv;
     c->qrows = (uint16_t *)(void *)(scratch + pl->off_qrows);
-    c->row_major = pl->ld_row_major ? scratch + pl->off_row_major : NULL;
     c->step_k = pl->copy_steps ? (unsigned char *)(scratch + pl->off_step_k) : NULL;
     c->step_v = pl->copy_steps ? (unsigned char *)(scratch + pl->off_step_v) : NULL;
     c->step_n = 0;
@@ -431,28 +421,8 @@ static void pack_queries(flash_ctx *c) {
         pack_queries_bf16(c, factor);
         return;
     }
-    const int64_t br = pl->sub_rows;
-    if (c->row_major) {
-        /* Each row widened and scaled in place, row-major, then transposed
-         * 16 x 16 at a time in registers: the same products as below. */
-        for (int64_t st = 0; st < pl->subtiles; st++) {
-            for (int64_t r = 0; r < br; r++) {
-                const flash_row *row = &c->row[st * br + r];
-                float *q_r = c->row_major + r * pl->ld_row_major;
-                if (!row->valid) {
-                    memset(q_r, 0, sizeof(float) * (size_t)p->dim);
-                    continue;
-                }
-                pl->kern->widen(problem_row_any(&p->q, c->b, row->i, row->h), p->q.dtype, q_r, p->dim);
-                for (int64_t d = 0; d < p->dim; d++) q_r[d] *= factor;
-            }
-            pl->kern->transpose_32((const uint32_t *)(const void *)c->row_major, pl->ld_row_major, (int)br, p->dim,
-                                   (uint32_t *)(void *)(c->qp + st * pl->qp_sub), br);
-        }
-        return;
-    }
     enum { WIDTHS = 16 };
-    const int64_t q_bytes = problem_elem_bytes(&p->q);
+    const int64_t br = pl->sub_rows, q_bytes = problem_elem_bytes(&p->q);
     float q_part[WIDTHS];
     for (int64_t st = 0; st < pl->subtiles; st++) {
         float *qp_sub = c->qp + st * pl->qp_sub;
@@ -981,12 +951,6 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     for (int64_t r = 0; r < pl->rows; r++) {
-        /* The tile path's accumulators o[d][r] of a subtile transposed to
-         * rows at its first row, when the ISA can (16 x 16 in registers). */
-        const bool transposed = c->row_major && p->dim_v % 16 == 0; /* transpose_32 takes rows by 16 */
-        if (transposed && r % pl->sub_rows == 0)
-            pl->kern->transpose_32((const uint32_t *)(const void *)acc_at(c, r, 0), pl->sub_rows, p->dim_v,
-                                   (int)pl->sub_rows, (uint32_t *)(void *)c->row_major, pl->ld_row_major);
         const flash_row *row = &c->row[r];
         if (!row->valid) { /* a padding row: its head may lie past Hq */
             c->inv_l[r] = c->l[r] > 0.0f ? 1.0f / c->l[r] : 0.0f;
@@ -997,8 +961,8 @@ static void unit_finish(flash_ctx *c, attn_tensor *out, float *weights, float *l
         /* A half out gets its row rounded once, from the float result. */
         void *out_at = problem_row_any(out, c->b, row->i, row->h);
         float *out_row = out->dtype == ATTN_F32 ? out_at : c->out_row;
-        const float *acc = transposed ? c->row_major + r % pl->sub_rows * pl->ld_row_major : acc_at(c, r, 0);
-        const int64_t step = pl->rows_path || transposed ? 1 : pl->sub_rows;
+        const float *acc = acc_at(c, r, 0);
+        const int64_t step = pl->rows_path ? 1 : pl->sub_rows;
         for (int64_t d = 0; d < p->dim_v; d++) out_row[d] = acc[d * step] * c->inv_l[r];
         if (out->dtype != ATTN_F32) pl->kern->narrow(out_row, out->dtype, out_at, p->dim_v);
         if (lse) lse[(c->b * p->heads_q + row->h) * p->len_q + row->i] = row_lse;
