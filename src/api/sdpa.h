@@ -14,8 +14,9 @@
 #include "base/problem.h"
 
 /* attn_sdpa_forward with K and V read through `pages` (not NULL): the same
- * validation, kernel choice and results as a call on the gathered rows, to
- * the rounding of the kernel's key steps (a block ends a run of rows). */
+ * validation, kernel choice and results, bit for bit, as a call on the
+ * gathered rows (the kernels read a block as one run of rows and add keys
+ * in order; blocks under 64 rows are copied a step at a time). */
 attn_status attn__sdpa_forward_paged(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                      const problem_pages *pages, const attn_sdpa_options *opt, attn_tensor *out,
                                      float *lse);
