@@ -82,13 +82,16 @@ static attn_status query(const direction *dir, const attn_tensor *q, const attn_
     return ATTN_OK;
 }
 
+/* pages: NULL, or the block table a paged forward reads K and V through. */
 static attn_status workspace_query(const direction *dir, const attn_tensor *q, const attn_tensor *k,
-                                   const attn_tensor *v, const attn_sdpa_options *opt, size_t *bytes) {
+                                   const attn_tensor *v, const problem_pages *pages, const attn_sdpa_options *opt,
+                                   size_t *bytes) {
     sdpa_problem p;
     attn_kernel kernel = ATTN_KERNEL_AUTO;
     attn_status st;
     if (!bytes) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "bytes is NULL");
     if ((st = query(dir, q, k, v, opt, &p, &kernel))) return st;
+    p.pages = pages;
     *bytes = workspace_bytes(dir->workspace_size(&p, kernel));
     return ATTN_OK;
 }
@@ -106,26 +109,20 @@ static const char *kernel_query(const direction *dir, const attn_tensor *q, cons
 attn_status attn_sdpa_workspace_size(const attn_tensor *q, const attn_tensor *k,
                                      const attn_tensor *v, const attn_sdpa_options *opt,
                                      size_t *bytes) {
-    return workspace_query(&forward, q, k, v, opt, bytes);
+    return workspace_query(&forward, q, k, v, NULL, opt, bytes);
 }
 
 attn_status attn__sdpa_workspace_size_paged(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                             const problem_pages *pages, const attn_sdpa_options *opt,
                                             size_t *bytes) {
-    sdpa_problem p;
-    attn_kernel kernel = ATTN_KERNEL_AUTO;
-    attn_status st;
-    if (!bytes || !pages) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", bytes ? "pages" : "bytes");
-    if ((st = query(&forward, q, k, v, opt, &p, &kernel))) return st;
-    p.pages = pages;
-    *bytes = workspace_bytes(forward.workspace_size(&p, kernel));
-    return ATTN_OK;
+    if (!pages) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn__sdpa_workspace_size_paged: pages is NULL");
+    return workspace_query(&forward, q, k, v, pages, opt, bytes);
 }
 
 attn_status attn_sdpa_backward_workspace_size(const attn_tensor *q, const attn_tensor *k,
                                               const attn_tensor *v, const attn_sdpa_options *opt,
                                               size_t *bytes) {
-    return workspace_query(&backward, q, k, v, opt, bytes);
+    return workspace_query(&backward, q, k, v, NULL, opt, bytes);
 }
 
 const char *attn_sdpa_kernel_name(const attn_tensor *q, const attn_tensor *k,

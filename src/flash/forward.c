@@ -584,32 +584,39 @@ static void copy_keys(flash_ctx *c, int64_t t0, int nk) {
                   c->p->dim);
 }
 
+/* Whether key `key` lies in the current step's copy (copy_steps). */
+static bool in_step_copy(const flash_ctx *c, int64_t key) {
+    return c->step_n && key >= c->step_t0 && key < c->step_t0 + c->step_n;
+}
+
+/* How many of the `left` keys from `key` on the rows kernels can take in
+ * one call, their rows t->stride[1] apart: to the end of the step's copy,
+ * or of key's block (problem_kv_run). */
+static int rows_run(const flash_ctx *c, int64_t key, int left) {
+    const int64_t run = in_step_copy(c, key) ? c->step_t0 + c->step_n - key : problem_kv_run(c->p, key);
+    return (int)(left < run ? left : run);
+}
+
 /* Row `key` of kv head `head` of t (&p->k or &p->v) as the rows kernels
- * read it, and in *run how many rows from it lie t->stride[1] apart: the
- * current step's copy when it was copied (copy_steps), else the tensor,
- * through the block table. */
-static const void *rows_source(const flash_ctx *c, const attn_tensor *t, int64_t key, int64_t head, int64_t *run) {
+ * read it: from the current step's copy when it was copied, else from the
+ * tensor, through the block table. */
+static const void *rows_source(const flash_ctx *c, const attn_tensor *t, int64_t key, int64_t head) {
     const sdpa_problem *p = c->p;
-    if (c->step_n && key >= c->step_t0 && key < c->step_t0 + c->step_n) {
-        *run = c->step_t0 + c->step_n - key;
-        const int64_t at = (key - c->step_t0) * t->stride[1] + head * t->stride[2];
-        return (t == &p->v ? c->step_v : c->step_k) + at * problem_elem_bytes(t);
-    }
-    *run = problem_kv_run(p, key);
-    return problem_kv_row(p, t, c->b, key, head);
+    if (!in_step_copy(c, key)) return problem_kv_row(p, t, c->b, key, head);
+    const int64_t at = (key - c->step_t0) * t->stride[1] + head * t->stride[2];
+    return (t == &p->v ? c->step_v : c->step_k) + at * problem_elem_bytes(t);
 }
 
 /* Copies the rows of keys [t0, t0 + nk) of t, every kv head, run by run
- * into dst, stride[1] apart as in t (copy_steps). */
+ * into dst, stride[1] apart as in t (copy_steps; called before the step's
+ * copy is marked, so the runs are the blocks). */
 static void copy_step(const flash_ctx *c, const attn_tensor *t, int64_t t0, int nk, unsigned char *dst) {
     const int64_t row_bytes = t->stride[1] * problem_elem_bytes(t);
     const int64_t last_bytes = ((t->shape[2] - 1) * t->stride[2] + t->shape[3]) * problem_elem_bytes(t);
-    for (int j0 = 0; j0 < nk;) {
-        const int64_t run = problem_kv_run(c->p, t0 + j0);
-        const int n = (int)(nk - j0 < run ? nk - j0 : run);
+    for (int j0 = 0, n; j0 < nk; j0 += n) {
+        n = rows_run(c, t0 + j0, nk - j0);
         memcpy(dst + j0 * row_bytes, problem_kv_row(c->p, t, c->b, t0 + j0, 0),
                (size_t)((n - 1) * row_bytes + last_bytes));
-        j0 += n;
     }
 }
 
@@ -622,8 +629,7 @@ static void rows_pv(const flash_ctx *c, const float *s, int heads, int per_head,
                     int64_t head, const float *alpha, float *o, const flash_prefetch *pf) {
     const sdpa_problem *p = c->p;
     const ukernel_table *kern = c->pl->kern;
-    int64_t run;
-    const void *v = nk > 0 ? rows_source(c, &p->v, key, head, &run) : p->v.data;
+    const void *v = nk > 0 ? rows_source(c, &p->v, key, head) : p->v.data;
     if (p->v.dtype == ATTN_F32)
         kern->pv_rows(s, c->pl->tile_keys, heads, per_head, nk, v, p->v.stride[1], p->v.stride[2], p->dim_v, alpha, o,
                       p->dim_v, pf);
@@ -649,7 +655,7 @@ static bool value_row_finite(flash_ctx *c, int64_t key, int64_t head) {
 static flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *t, int64_t t0, int64_t head,
                                   int heads, int64_t width, int rows) {
     const int64_t per_float = (int64_t)sizeof(float) / problem_elem_bytes(t);
-    if (rows > 0 && problem_kv_run(c->p, t0) < rows) rows = (int)problem_kv_run(c->p, t0);
+    if (rows > 0) rows = (int)(rows < problem_kv_run(c->p, t0) ? rows : problem_kv_run(c->p, t0));
     flash_prefetch pf = {NULL, t->stride[1] / per_float, t->stride[2] / per_float, ceil_div(width, per_float),
                          heads, rows > 0 ? rows : 0};
     if (rows > 0) pf.base = problem_kv_row(c->p, t, c->b, t0, head);
@@ -665,11 +671,9 @@ static void rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key
                          int64_t pf_key, int pf_rows) {
     const flash_plan *pl = c->pl;
     const int heads = (int)pl->unit_kv_heads;
-    int j0 = 0;
-    do {
-        int64_t run;
-        rows_source(c, &c->p->v, key + j0, c->kv_head, &run);
-        const int n = (int)(nk - j0 < run ? nk - j0 : run);
+    int j0 = 0, n;
+    do { /* at least once: nk = 0 still applies alpha */
+        n = rows_run(c, key + j0, nk - j0);
         const int pf_n = c->step_n ? 0 : j0 + n <= pf_rows ? n : pf_rows - j0; /* a copied step: the copy fetches */
         const flash_prefetch pf = prefetch_of(c, &c->p->k, pf_key + j0, c->kv_head, heads, c->p->dim, pf_n);
         rows_pv(c, s + j0, heads, (int)pl->sub_rows, n, key + j0, c->kv_head, alpha, c->o, &pf);
@@ -706,20 +710,17 @@ static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const f
 static void rows_scores(flash_ctx *c, int64_t t0, int nk, bool prefetch_values, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
-    for (int j0 = 0; j0 < nk;) { /* one call per run of rows (a paged problem's blocks) */
-        int64_t run;
-        const void *k = rows_source(c, &p->k, t0 + j0, c->kv_head, &run);
-        const int n = (int)(nk - j0 < run ? nk - j0 : run);
+    for (int j0 = 0, n; j0 < nk; j0 += n) { /* one call per run of rows (a paged problem's blocks) */
+        n = rows_run(c, t0 + j0, nk - j0);
+        const void *k = rows_source(c, &p->k, t0 + j0, c->kv_head);
         const flash_prefetch pf = prefetch_of(c, &p->v, t0 + j0, c->kv_head, (int)pl->unit_kv_heads, p->dim_v,
                                               prefetch_values && !c->step_n ? n : 0);
-        const flash_prefetch *pf_run = &pf;
         if (p->k.dtype == ATTN_F32)
             pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
-                              p->k.stride[2], n, c->s + j0, pl->tile_keys, pf_run);
+                              p->k.stride[2], n, c->s + j0, pl->tile_keys, &pf);
         else
             pl->kern->qk_rows_half(p->k.dtype, c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim,
-                                   k, p->k.stride[1], p->k.stride[2], n, c->s + j0, pl->tile_keys, pf_run);
-        j0 += n;
+                                   k, p->k.stride[1], p->k.stride[2], n, c->s + j0, pl->tile_keys, &pf);
     }
     if (check) check_scores(c, 0, pl->rows, t0, nk, c->s, 1, pl->tile_keys);
     if (logits_softcapped(p))
