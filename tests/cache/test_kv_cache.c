@@ -548,17 +548,19 @@ static void test_threads_bit_identical(void **state) {
 /* The kernels read a paged sequence in place through its block table
  * (src/api/sdpa.h), a block's rows as one run: the scores of a key do not
  * depend on its run, and P·V adds keys one after the other, so a paged
- * cache gives the contiguous cache's bits whatever its block size (7: runs
- * cut every 64-key step; 64: none), for decode rows and 7-row chunks (the
+ * cache gives the contiguous cache's bits whatever its block size (7: below
+ * FLASH_COPY_BLOCKS_BELOW, each 64-key step copied; 16: read in place, four
+ * runs a step, the look-ahead following the table; 64: one run a step), for
+ * decode rows and 7-row chunks (the
  * tile path's copies), float32 and float16, with the blocks of two streams
  * alternating in the pool; and the reference kernel, asked for by
  * opt.kernel, reads the same table (blocks of 7) and agrees with the
  * full-sequence call. */
 static void test_paged_reads_in_place(void **state) {
     (void)state;
-    const int64_t blocks[2] = {7, 64};
+    const int64_t blocks[3] = {7, 16, 64};
     const attn_dtype dtypes[2] = {ATTN_F32, ATTN_F16};
-    for (int bi = 0; bi < 2; bi++)
+    for (int bi = 0; bi < 3; bi++)
         for (int di = 0; di < 2; di++)
             for (int64_t chunk = 1; chunk <= 7; chunk += 6) {
                 stream s[2] = {stream_new(61, LONG), stream_new(62, 200)};

@@ -132,6 +132,19 @@ SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int he
     }
 }
 
+/* The rows kernels' look-ahead while on key j of a call of nk rows: row
+ * j + PREFETCH_ROWS of the call's rows, or past them, of pf->after (a paged
+ * problem's next block: the rows past a block's end are another block's,
+ * or nothing's). */
+SIMD_INLINE void prefetch_ahead(const void *rows, int j, int nk, const flash_prefetch *pf, int64_t ldr, int heads,
+                                int64_t ldh, int64_t n, const int kind) {
+    const int ahead = j + PREFETCH_ROWS;
+    if (ahead < nk)
+        prefetch_key(rows, ahead, ldr, heads, ldh, n, kind);
+    else if (ahead - nk < pf->after_rows)
+        prefetch_key(pf->after, ahead - nk, ldr, heads, ldh, n, kind);
+}
+
 /* ------------------------------------------------------------ tile kernels */
 
 /* The register blocks of the tile kernels (here and in an ISA's own, such
@@ -299,7 +312,7 @@ SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int he
                             int64_t lds, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     for (int j = 0; j < nk; j++) {
-        prefetch_key(k, j + PREFETCH_ROWS, ldk, heads, ldh, dim, kind);
+        prefetch_ahead(k, j, nk, pf, ldk, heads, ldh, dim, kind);
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++)
             for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++)
@@ -377,7 +390,7 @@ SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int hea
         if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
     }
     for (int j = 0; j < nk; j++) {
-        prefetch_key(v, j + PREFETCH_ROWS, ldv, heads, ldh, dim_v, kind);
+        prefetch_ahead(v, j, nk, pf, ldv, heads, ldh, dim_v, kind);
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++) {
             const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
