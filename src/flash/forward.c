@@ -675,8 +675,8 @@ static flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *t, int6
 static void lookahead_from(const flash_ctx *c, flash_prefetch *pf, const attn_tensor *t, int64_t key, int64_t hi) {
     pf->after = NULL;
     pf->after_rows = 0;
-    if (key >= hi || (c->step_n && !in_step_copy(c, key))) return;
-    pf->after = rows_source(c, t, key, c->kv_head);
+    if (key >= hi || c->step_n) return; /* a copied step's runs end where its copy does */
+    pf->after = problem_kv_row(c->p, t, c->b, key, c->kv_head);
     pf->after_rows = rows_run(c, key, (int)(hi - key < c->pl->tile_keys ? hi - key : c->pl->tile_keys));
 }
 

@@ -551,9 +551,9 @@ static void test_threads_bit_identical(void **state) {
  * cache gives the contiguous cache's bits whatever its block size (7: below
  * FLASH_COPY_BLOCKS_BELOW, each 64-key step copied; 16: read in place, four
  * runs a step, the look-ahead following the table; 64: one run a step), for
- * decode rows and 7-row chunks (the
- * tile path's copies), float32 and float16, with the blocks of two streams
- * alternating in the pool; and the reference kernel, asked for by
+ * decode rows and 7-row chunks (the tile path's copies), float32 and
+ * float16, with the blocks of two streams alternating in the pool; and the
+ * reference kernel, asked for by
  * opt.kernel, reads the same table (blocks of 7) and agrees with the
  * full-sequence call. */
 static void test_paged_reads_in_place(void **state) {
