@@ -13,9 +13,10 @@
  *
  *   unit   = tile path (many queries): (batch b, kv head, block of the
  *            group's query heads, group of query blocks); its rows are the
- *            (position, head) pairs of up to FLASH_SUBTILES tiles of Br rows,
- *            and every K/V tile it loads is used by all of them (GQA sharing,
- *            and 8x less K/V traffic than one tile per load).
+ *            (position, head) pairs of 8 tiles of Br rows, up to 32 in
+ *            long problems (plan_subtiles), and every K/V tile it loads is
+ *            used by all of them (GQA sharing, and 8-32x fewer K/V copies
+ *            than one tile per load).
  *            rows path (few queries, decoding): (batch b), every kv head and
  *            all their query rows, so that K and V are read key by key, each
  *            key's row of all heads at once: contiguous memory.
@@ -90,8 +91,18 @@
  * block, another block's (docs/cache.md).  Shorter blocks than the
  * look-ahead would leave it short of rows. */
 #define FLASH_COPY_BLOCKS_BELOW 16
-/* Query tiles (subtiles) that share each K/V tile a unit loads. */
+/* Query tiles (subtiles) that share each K/V tile a unit loads: 8, and up
+ * to 32 in long problems (plan_subtiles). */
 #define FLASH_SUBTILES 8
+#define FLASH_SUBTILES_MAX 32
+/* Problems with at least this many keys are long: a kv head's K and V
+ * (>= 2 MiB as floats at D = Dv = 64) outgrow the L2 of every machine
+ * measured, so each unit's tile copies come from L3 or memory, through rows
+ * 4-8 KiB apart; larger units then copy each K/V tile for more queries. */
+#define FLASH_LONG_KEYS 4096
+/* ...as long as the problem keeps at least this many units: enough for load
+ * balance under a causal mask on any likely thread count. */
+#define FLASH_MIN_UNITS 128
 #define FLASH_ALIGN 64
 
 /* One row of a unit: query position i, query head h, and the structurally
@@ -158,6 +169,25 @@ static bool native_bf16(const sdpa_problem *p, const ukernel_table *kern) {
            kern->tile_rows == 32 && kern->tile_keys % 48 == 0 && kern->bf16_supported();
 }
 
+/* Subtiles per unit on the tile path, from the shapes only (never the
+ * threads): FLASH_SUBTILES, doubled up to FLASH_SUBTILES_MAX in long
+ * problems while they keep FLASH_MIN_UNITS units, and never more than the
+ * query blocks.  Each row's operations do not depend on the count (which
+ * rows share a unit only changes where a windowed unit's first tile starts).
+ * Measured on Zen 3, AVX2, L = S = 4096 (docs/kernels.md §6, v14): 32
+ * subtiles 1.15-1.35x the CPU time of 8, as a unit's K/V tile copies had
+ * taken 18 % of it; at L = 1024 (1 MiB of K and V a head, in L2) 16 lost
+ * 2-27 % (v9), so short problems keep 8. */
+static int64_t plan_subtiles(const sdpa_problem *p, int64_t query_blocks, int64_t head_blocks) {
+    int64_t subtiles = FLASH_SUBTILES;
+    if (p->len_kv >= FLASH_LONG_KEYS) {
+        const int64_t blocks = p->batch * p->heads_kv * head_blocks;
+        while (subtiles < FLASH_SUBTILES_MAX && blocks * ceil_div(query_blocks, 2 * subtiles) >= FLASH_MIN_UNITS)
+            subtiles *= 2;
+    }
+    return query_blocks < subtiles ? query_blocks : subtiles;
+}
+
 static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     memset(pl, 0, sizeof *pl);
     const ukernel_table *kern = attn__ukernels_active();
@@ -178,7 +208,7 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
         pl->queries_per_block = kern->tile_rows / pl->heads_per_block;
         pl->sub_rows = kern->tile_rows;
         query_blocks = ceil_div(len_q, pl->queries_per_block);
-        pl->subtiles = query_blocks < FLASH_SUBTILES ? query_blocks : FLASH_SUBTILES;
+        pl->subtiles = plan_subtiles(p, query_blocks, ceil_div(group, pl->heads_per_block));
         pl->unit_kv_heads = 1;
         pl->tile_keys = kern->tile_keys;
     }
@@ -303,8 +333,8 @@ typedef struct flash_ctx {
     bool careful;                       /* the item's values need care        */
     int64_t b, kv_head;                 /* of the current unit (its first)    */
     int64_t any_begin, any_end;         /* keys some valid row may see        */
-    int64_t sub_begin[FLASH_SUBTILES];  /* the same, per subtile              */
-    int64_t sub_end[FLASH_SUBTILES];
+    int64_t sub_begin[FLASH_SUBTILES_MAX]; /* the same, per subtile           */
+    int64_t sub_end[FLASH_SUBTILES_MAX];
 } flash_ctx;
 
 static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, float *scratch) {
@@ -845,7 +875,7 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
 
     /* Keys past a subtile's range are hidden from all its rows: the
      * subtile skips them, and the whole tile when it lies outside. */
-    int nk_sub[FLASH_SUBTILES], active = 0;
+    int nk_sub[FLASH_SUBTILES_MAX], active = 0;
     for (int64_t st = 0; st < pl->subtiles; st++) {
         int64_t end = t0 + nk < c->sub_end[st] ? t0 + nk : c->sub_end[st];
         nk_sub[st] = end > t0 && c->sub_begin[st] < t0 + nk ? (int)(end - t0) : 0;

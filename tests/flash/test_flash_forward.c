@@ -593,18 +593,27 @@ static void dispatch_controls(void **state) {
 }
 
 /* Extra memory does not grow with the sequence: the workspace of a prefill
- * problem is the same at L = S = 2048 and 8192, and a decode step's is the
- * same at S = 64k and 1M (the split has a fixed most number of chunks). */
+ * problem is the same at L = S = 8192 and 65536 and no smaller at 2048 (long
+ * problems' units hold more query tiles, up to a fixed most), and a decode
+ * step's is the same at S = 64k and 1M (the split has a fixed most number of
+ * chunks). */
 static void workspace_independent_of_length(void **state) {
     (void)state;
     float dummy[1];
     attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .kernel = ATTN_KERNEL_FLASH, .threads = 2, .causal = 1};
     size_t small = 0, large = 0;
     attn_tensor q = {dummy, ATTN_F32, {1, 2048, 16, 128}, {0, 0, 0, 1}}, k = {dummy, ATTN_F32, {1, 2048, 8, 128}, {0, 0, 0, 1}};
+    size_t larger = 0;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &small), ATTN_OK);
     q.shape[1] = k.shape[1] = 8192;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &large), ATTN_OK);
-    if (!attn__dispatch_forces_ref()) assert_true(small == large);
+    q.shape[1] = k.shape[1] = 65536;
+    assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &larger), ATTN_OK);
+    if (!attn__dispatch_forces_ref()) {
+        assert_true(small <= large);
+        assert_true(large == larger);
+        assert_true(larger < (size_t)8 << 20);
+    }
     q.shape[1] = 1;
     k.shape[1] = 65536;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &small), ATTN_OK);
@@ -616,6 +625,71 @@ static void workspace_independent_of_length(void **state) {
     }
 }
 
+/* Long problems (S >= 4096 keys) hold up to 32 query tiles in a unit
+ * instead of 8 (forward.c, plan_subtiles).  Here 64 kv heads of 2 query
+ * heads each, L = 300, S = 4096, causal with 200 valid keys (so that the
+ * reference stays cheap and the subtiles of a unit see different keys):
+ * the workspace shows the wider units (larger than at S = 1024); every ISA
+ * agrees with the reference; 1 and 3 threads give the same bits; and each
+ * kv head computed alone, a problem of a few units of 8 tiles, gives the
+ * very bits of the wide units, as a row's operations do not depend on
+ * which rows share its unit. */
+static void long_problems_wider_units(void **state) {
+    (void)state;
+    const int64_t L = 300, S = 4096, Hq = 128, Hkv = 64, D = 16, Dv = 8, G = Hq / Hkv;
+    test_rng r;
+    test_rng_seed(&r, 41);
+    random_case rc;
+    random_case_make(&rc, &r, 1, L, S, Hq, Hkv, D, Dv, MASK_NONE);
+    rc.c.causal = 1;
+    rc.key_lengths = malloc(sizeof(int64_t));
+    rc.key_lengths[0] = 200;
+    rc.c.key_lengths = rc.key_lengths;
+    attn_sdpa_options opt = random_case_options(&rc);
+    opt.kernel = ATTN_KERNEL_FLASH;
+    attn_tensor q = attn_tensor_4d(rc.q, 1, L, Hq, D), k = attn_tensor_4d(rc.k, 1, S, Hkv, D),
+                v = attn_tensor_4d(rc.v, 1, S, Hkv, Dv);
+
+    const int64_t n_out = L * Hq * Dv;
+    result ref = {.out = malloc(sizeof(float) * (size_t)n_out), .n_out = n_out};
+    run(&rc, ATTN_KERNEL_REF, 0, false, &ref);
+    const double sigma = score_spread(&rc), v_rms = value_rms(&rc);
+    float *alone = malloc(sizeof(float) * (size_t)n_out);
+    for (int i = 0; i < ISA_COUNT; i++) {
+        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        size_t wide = 0, narrow = 0;
+        assert_int_equal(attn_sdpa_workspace_size(&q, &k, &v, &opt, &wide), ATTN_OK);
+        attn_tensor k_short = attn_tensor_4d(rc.k, 1, 1024, Hkv, D), v_short = attn_tensor_4d(rc.v, 1, 1024, Hkv, Dv);
+        assert_int_equal(attn_sdpa_workspace_size(&q, &k_short, &v_short, &opt, &narrow), ATTN_OK);
+        if (wide <= narrow) fail_msg("[%s] workspace %zu at S = 4096, %zu at 1024: units not wider", isas[i], wide, narrow);
+
+        result one = {.out = malloc(sizeof(float) * (size_t)n_out), .n_out = n_out};
+        result many = {.out = malloc(sizeof(float) * (size_t)n_out), .n_out = n_out};
+        run(&rc, ATTN_KERNEL_FLASH, 1, false, &one);
+        run(&rc, ATTN_KERNEL_FLASH, 3, false, &many);
+        char label[64];
+        snprintf(label, sizeof label, "[%s] wide units", isas[i]);
+        compare(&ref, &one, false, sigma, v_rms, label);
+        if (memcmp(one.out, many.out, sizeof(float) * (size_t)n_out))
+            fail_msg("[%s] wide units: 3 threads differ from 1", isas[i]);
+        for (int64_t kh = 0; kh < Hkv; kh++) {
+            attn_tensor q_h = {rc.q + kh * G * D, ATTN_F32, {1, L, G, D}, {L * Hq * D, Hq * D, D, 1}};
+            attn_tensor k_h = {rc.k + kh * D, ATTN_F32, {1, S, 1, D}, {S * Hkv * D, Hkv * D, D, 1}};
+            attn_tensor v_h = {rc.v + kh * Dv, ATTN_F32, {1, S, 1, Dv}, {S * Hkv * Dv, Hkv * Dv, Dv, 1}};
+            attn_tensor o_h = {alone + kh * G * Dv, ATTN_F32, {1, L, G, Dv}, {L * Hq * Dv, Hq * Dv, Dv, 1}};
+            assert_int_equal(attn_sdpa_forward(&q_h, &k_h, &v_h, &opt, &o_h, NULL, NULL), ATTN_OK);
+        }
+        if (memcmp(one.out, alone, sizeof(float) * (size_t)n_out))
+            fail_msg("[%s] wide units: the kv heads computed alone differ", isas[i]);
+        free(one.out);
+        free(many.out);
+    }
+    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    free(alone);
+    free(ref.out);
+    random_case_free(&rc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(vector_exp2),
@@ -624,6 +698,7 @@ int main(void) {
         cmocka_unit_test(structural_masks_at_odd_offsets),
         cmocka_unit_test(dispatch_controls),
         cmocka_unit_test(workspace_independent_of_length),
+        cmocka_unit_test(long_problems_wider_units),
         cmocka_unit_test(fully_masked_rows),
         cmocka_unit_test(extreme_logits),
         cmocka_unit_test(strided_views),
