@@ -175,9 +175,9 @@ static bool native_bf16(const sdpa_problem *p, const ukernel_table *kern) {
  * query blocks.  Each row's operations do not depend on the count (which
  * rows share a unit only changes where a windowed unit's first tile starts).
  * Measured on Zen 3, AVX2, L = S = 4096 (docs/kernels.md §6, v14): 32
- * subtiles 1.15-1.35x the CPU time of 8, as a unit's K/V tile copies had
- * taken 18 % of it; at L = 1024 (1 MiB of K and V a head, in L2) 16 lost
- * 2-27 % (v9), so short problems keep 8. */
+ * subtiles run 1.15-1.35x faster than 8 (CPU time), whose K/V tile copies
+ * had taken 18 % of it; at L = 1024 (1 MiB of K and V a head, in L2) 16
+ * were 2-27 % slower than 8 (v9), so short problems keep 8. */
 static int64_t plan_subtiles(const sdpa_problem *p, int64_t query_blocks, int64_t head_blocks) {
     int64_t subtiles = FLASH_SUBTILES;
     if (p->len_kv >= FLASH_LONG_KEYS) {
