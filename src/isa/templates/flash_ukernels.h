@@ -306,7 +306,31 @@ SIMD_INLINE float dot_row(const float *q, const void *k, int64_t dim, const int 
     return v_reduce_add(acc);
 }
 
-/* qk_rows on keys of element type kind (strides in elements). */
+/* s[r·lds] = dot(q_r, k) for n rows q_r = q + r·ldq (n a constant: 2 or
+ * 4) sharing one key row: each vector of k is loaded, and widened, once
+ * for all of them (a half key row had been widened once per query row of
+ * its head: on Zen 3 that made half decode compute-bound); each row's sum
+ * is dot_row's, in the same order, so the same bits. */
+SIMD_INLINE void dot_rows(const int n, const float *q, int64_t ldq, const void *k, int64_t dim, const int kind,
+                          float *s, int64_t lds) {
+    vec acc[4];
+    SIMD_UNROLL for (int r = 0; r < n; r++) acc[r] = v_zero();
+    int64_t d = 0;
+    for (; d + VLEN <= dim; d += VLEN) {
+        const vec k_d = kv_loadu(kv_at(k, d, kind), kind);
+        SIMD_UNROLL for (int r = 0; r < n; r++) acc[r] = v_fma(k_d, v_loadu(q + r * ldq + d), acc[r]);
+    }
+    if (d < dim) {
+        const int tail = (int)(dim - d);
+        const vec k_d = kv_load_tail(kv_at(k, d, kind), tail, 0.0f, kind);
+        SIMD_UNROLL for (int r = 0; r < n; r++)
+            acc[r] = v_fma(k_d, v_load_tail(q + r * ldq + d, tail, 0.0f), acc[r]);
+    }
+    SIMD_UNROLL for (int r = 0; r < n; r++) s[r * lds] = v_reduce_add(acc[r]);
+}
+
+/* qk_rows on keys of element type kind (strides in elements): the rows of
+ * a head four, then two at a time, then one. */
 SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int heads, int rows_per_head,
                             int64_t dim, const void *k, int64_t ldk, int64_t ldh, int nk, float *s,
                             int64_t lds, const flash_prefetch *pf) {
@@ -314,9 +338,17 @@ SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int he
     for (int j = 0; j < nk; j++) {
         prefetch_ahead(k, j, nk, pf, ldk, heads, ldh, dim, kind);
         flash_prefetch_row(&next);
-        for (int h = 0; h < heads; h++)
-            for (int r = h * rows_per_head; r < (h + 1) * rows_per_head; r++)
-                s[r * lds + j] = dot_row(qp + r * ldq, kv_at(k, j * ldk + h * ldh, kind), dim, kind);
+        for (int h = 0; h < heads; h++) {
+            const void *k_jh = kv_at(k, j * ldk + h * ldh, kind);
+            int r = h * rows_per_head;
+            const int end = r + rows_per_head;
+            for (; r + 4 <= end; r += 4) dot_rows(4, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
+            if (r + 2 <= end) {
+                dot_rows(2, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
+                r += 2;
+            }
+            if (r < end) s[r * lds + j] = dot_row(qp + r * ldq, k_jh, dim, kind);
+        }
     }
 }
 
