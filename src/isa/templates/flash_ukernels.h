@@ -294,23 +294,11 @@ static SIMD_TARGET void simd_probs_tile(float *st, int nk, const float *m, const
 
 /* ------------------------------------------------------------ rows kernels */
 
-/* dot(q, k) over dim elements: vectors in order, then the lane tree. */
-SIMD_INLINE float dot_row(const float *q, const void *k, int64_t dim, const int kind) {
-    vec acc = v_zero();
-    int64_t d = 0;
-    for (; d + VLEN <= dim; d += VLEN) acc = v_fma(kv_loadu(kv_at(k, d, kind), kind), v_loadu(q + d), acc);
-    if (d < dim) {
-        int n = (int)(dim - d);
-        acc = v_fma(kv_load_tail(kv_at(k, d, kind), n, 0.0f, kind), v_load_tail(q + d, n, 0.0f), acc);
-    }
-    return v_reduce_add(acc);
-}
-
-/* s[r·lds] = dot(q_r, k) for n rows q_r = q + r·ldq (n a constant: 2 or
- * 4) sharing one key row: each vector of k is loaded, and widened, once
- * for all of them (a half key row had been widened once per query row of
- * its head: on Zen 3 that made half decode compute-bound); each row's sum
- * is dot_row's, in the same order, so the same bits. */
+/* s[r·lds] = dot(q_r, k) over dim elements for n rows q_r = q + r·ldq
+ * (n a constant: 1, 2 or 4) sharing one key row: each row's sum runs over
+ * the vectors in order, then the lane tree, whatever n, so the same bits;
+ * each vector of k is loaded, and widened, once for all n rows (widened
+ * once per query row, half decode had been compute-bound on Zen 3). */
 SIMD_INLINE void dot_rows(const int n, const float *q, int64_t ldq, const void *k, int64_t dim, const int kind,
                           float *s, int64_t lds) {
     vec acc[4];
@@ -347,7 +335,7 @@ SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int he
                 dot_rows(2, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
                 r += 2;
             }
-            if (r < end) s[r * lds + j] = dot_row(qp + r * ldq, k_jh, dim, kind);
+            if (r < end) dot_rows(1, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
         }
     }
 }
