@@ -12,6 +12,7 @@
  *   v_load_tail(p, n, fill)  lanes < n from p, the others = fill, nothing
  *                            read beyond n; v_store_tail(p, x, n)
  *   v_reduce_add(x), v_reduce_max(x)   over the lanes
+ *   v_reduce_add4(a, b, c, d, out)     out[0..3] = v_reduce_add of each, bit for bit
  *   v_zero_if_neg_inf(m)               m where m != -inf, else 0 (NaN stays)
  *   v_if_lt(a, b, x, y)                x in the lanes where a < b, y in the others
  *                                      (a NaN compare takes y)

@@ -294,48 +294,87 @@ static SIMD_TARGET void simd_probs_tile(float *st, int nk, const float *m, const
 
 /* ------------------------------------------------------------ rows kernels */
 
-/* s[r·lds] = dot(q_r, k) over dim elements for n rows q_r = q + r·ldq
- * (n a constant: 1, 2 or 4) sharing one key row: each row's sum runs over
- * the vectors in order, then the lane tree, whatever n, so the same bits;
- * each vector of k is loaded, and widened, once for all n rows (widened
- * once per query row, half decode had been compute-bound on Zen 3). */
-SIMD_INLINE void dot_rows(const int n, const float *q, int64_t ldq, const void *k, int64_t dim, const int kind,
-                          float *s, int64_t lds) {
-    vec acc[4];
-    SIMD_UNROLL for (int r = 0; r < n; r++) acc[r] = v_zero();
+/* s[r·lds + i] = dot(q_r, k_i) over dim elements for `rows` query rows
+ * q_r = q + r·ldq and `keys` key rows k_i = k + i·ldk (constants, rows·keys
+ * <= 8 accumulators).  Each score sums the vectors in order, then the lane
+ * tree (v_reduce_add, or v_reduce_add4: the same bits), whatever the
+ * block, so a score does not depend on the blocking.  A vector of a key
+ * row is loaded, and widened, once for all rows, a vector of a query row
+ * once for all keys; the rows·keys chains of FMAs are independent (one
+ * chain of dim / VLEN FMAs per score had left half decode waiting on the
+ * FMA latency, 40-60 % of its time on Zen 3). */
+SIMD_INLINE void dot_block(const int rows, const int keys, const float *q, int64_t ldq, const void *k, int64_t ldk,
+                           int64_t dim, const int kind, float *s, int64_t lds) {
+    vec acc[4][4];
+    SIMD_UNROLL for (int r = 0; r < rows; r++) SIMD_UNROLL for (int i = 0; i < keys; i++) acc[r][i] = v_zero();
     int64_t d = 0;
     for (; d + VLEN <= dim; d += VLEN) {
-        const vec k_d = kv_loadu(kv_at(k, d, kind), kind);
-        SIMD_UNROLL for (int r = 0; r < n; r++) acc[r] = v_fma(k_d, v_loadu(q + r * ldq + d), acc[r]);
+        vec q_d[4];
+        SIMD_UNROLL for (int r = 0; r < rows; r++) q_d[r] = v_loadu(q + r * ldq + d);
+        SIMD_UNROLL for (int i = 0; i < keys; i++) {
+            const vec k_d = kv_loadu(kv_at(k, i * ldk + d, kind), kind);
+            SIMD_UNROLL for (int r = 0; r < rows; r++) acc[r][i] = v_fma(k_d, q_d[r], acc[r][i]);
+        }
     }
     if (d < dim) {
         const int tail = (int)(dim - d);
-        const vec k_d = kv_load_tail(kv_at(k, d, kind), tail, 0.0f, kind);
-        SIMD_UNROLL for (int r = 0; r < n; r++)
-            acc[r] = v_fma(k_d, v_load_tail(q + r * ldq + d, tail, 0.0f), acc[r]);
+        vec q_d[4];
+        SIMD_UNROLL for (int r = 0; r < rows; r++) q_d[r] = v_load_tail(q + r * ldq + d, tail, 0.0f);
+        SIMD_UNROLL for (int i = 0; i < keys; i++) {
+            const vec k_d = kv_load_tail(kv_at(k, i * ldk + d, kind), tail, 0.0f, kind);
+            SIMD_UNROLL for (int r = 0; r < rows; r++) acc[r][i] = v_fma(k_d, q_d[r], acc[r][i]);
+        }
     }
-    SIMD_UNROLL for (int r = 0; r < n; r++) s[r * lds] = v_reduce_add(acc[r]);
+    if (keys == 4) {
+        SIMD_UNROLL for (int r = 0; r < rows; r++) v_reduce_add4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s + r * lds);
+    } else if (keys == 2 && rows % 2 == 0) {
+        SIMD_UNROLL for (int r = 0; r < rows; r += 2) {
+            float sum[4];
+            v_reduce_add4(acc[r][0], acc[r][1], acc[r + 1][0], acc[r + 1][1], sum);
+            s[r * lds] = sum[0];
+            s[r * lds + 1] = sum[1];
+            s[(r + 1) * lds] = sum[2];
+            s[(r + 1) * lds + 1] = sum[3];
+        }
+    } else {
+        SIMD_UNROLL for (int r = 0; r < rows; r++) SIMD_UNROLL for (int i = 0; i < keys; i++)
+            s[r * lds + i] = v_reduce_add(acc[r][i]);
+    }
 }
 
-/* qk_rows on keys of element type kind (strides in elements): the rows of
- * a head four, then two at a time, then one. */
+/* The scores of `rows` query rows of one kv head against `keys` (<= 4)
+ * consecutive key rows: blocks of `width` keys, then single keys. */
+SIMD_INLINE void dot_keys(const int rows, const int width, int keys, const float *q, int64_t ldq, const void *k,
+                          int64_t ldk, int64_t dim, const int kind, float *s, int64_t lds) {
+    int i = 0;
+    for (; i + width <= keys; i += width)
+        dot_block(rows, width, q, ldq, kv_at(k, i * ldk, kind), ldk, dim, kind, s + i, lds);
+    for (; i < keys; i++) dot_block(rows, 1, q, ldq, kv_at(k, i * ldk, kind), ldk, dim, kind, s + i, lds);
+}
+
+/* qk_rows on keys of element type kind (strides in elements): four keys at
+ * a time, every kv head, so the keys are still read front to back; a
+ * head's rows four (against two keys at a time), then two, then one. */
 SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int heads, int rows_per_head,
                             int64_t dim, const void *k, int64_t ldk, int64_t ldh, int nk, float *s,
                             int64_t lds, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
-    for (int j = 0; j < nk; j++) {
-        prefetch_ahead(k, j, nk, pf, ldk, heads, ldh, dim, kind);
-        flash_prefetch_row(&next);
+    for (int j = 0; j < nk; j += 4) {
+        const int keys = nk - j < 4 ? nk - j : 4;
+        for (int i = 0; i < keys; i++) {
+            prefetch_ahead(k, j + i, nk, pf, ldk, heads, ldh, dim, kind);
+            flash_prefetch_row(&next);
+        }
         for (int h = 0; h < heads; h++) {
             const void *k_jh = kv_at(k, j * ldk + h * ldh, kind);
             int r = h * rows_per_head;
             const int end = r + rows_per_head;
-            for (; r + 4 <= end; r += 4) dot_rows(4, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
+            for (; r + 4 <= end; r += 4) dot_keys(4, 2, keys, qp + r * ldq, ldq, k_jh, ldk, dim, kind, s + r * lds + j, lds);
             if (r + 2 <= end) {
-                dot_rows(2, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
+                dot_keys(2, 4, keys, qp + r * ldq, ldq, k_jh, ldk, dim, kind, s + r * lds + j, lds);
                 r += 2;
             }
-            if (r < end) dot_rows(1, qp + r * ldq, ldq, k_jh, dim, kind, s + r * lds + j, lds);
+            if (r < end) dot_keys(1, 4, keys, qp + r * ldq, ldq, k_jh, ldk, dim, kind, s + r * lds + j, lds);
         }
     }
 }
@@ -383,20 +422,54 @@ static SIMD_TARGET void simd_softmax_rows(float *s, int64_t lds, int rows, int n
     }
 }
 
-/* o_r[d0 .. d0 + width·VLEN) += p_r · v[...] for the rows [r0, r1) of one
- * kv head: the value vectors are loaded once for all of them. */
-SIMD_INLINE void pv_rows_block(const int width, const float *s_j, int64_t lds, int r0, int r1,
-                               const void *v, float *o, int64_t ldo, int64_t d0, const int kind) {
-    vec vv[4];
-    SIMD_UNROLL for (int b = 0; b < width; b++) vv[b] = kv_loadu(kv_at(v, d0 + b * VLEN, kind), kind);
-    for (int r = r0; r < r1; r++) {
-        vec p = v_set1(s_j[r * lds]);
-        float *o_r = o + r * ldo + d0;
-        SIMD_UNROLL for (int b = 0; b < width; b++) v_storeu(o_r + b * VLEN, v_fma(p, vv[b], v_loadu(o_r + b * VLEN)));
+/* Keys per pass of pv_rows: each output vector is loaded and stored once
+ * per PV_KEYS keys, not once per key (store-bound on Zen 3 before). */
+#define PV_KEYS 8
+
+/* o_r[d0 .. d0 + width·VLEN) += sum_i p_r,i · v_i[...] for `rows` rows
+ * r (o_r = o + r·ldo, p_r,i = s[r·lds + i]) and `keys` value rows v_i =
+ * v + i·ldv, added in increasing i on accumulators in registers (rows ·
+ * width <= 8): each element the very operations, in the same order, as
+ * one key at a time.  The tail block (width 1, tail lanes) reads nothing
+ * past them. */
+SIMD_INLINE void pv_block(const int rows, const int width, const int tail, const float *s, int64_t lds, int keys,
+                          const void *v, int64_t ldv, float *o, int64_t ldo, int64_t d0, const int kind) {
+    vec acc[4][4];
+    SIMD_UNROLL for (int r = 0; r < rows; r++) SIMD_UNROLL for (int b = 0; b < width; b++)
+        acc[r][b] = tail ? v_load_tail(o + r * ldo + d0, tail, 0.0f) : v_loadu(o + r * ldo + d0 + b * VLEN);
+    for (int i = 0; i < keys; i++) {
+        const void *v_i = kv_at(v, i * ldv + d0, kind);
+        vec vv[4];
+        SIMD_UNROLL for (int b = 0; b < width; b++)
+            vv[b] = tail ? kv_load_tail(v_i, tail, 0.0f, kind) : kv_loadu(kv_at(v_i, b * VLEN, kind), kind);
+        SIMD_UNROLL for (int r = 0; r < rows; r++) {
+            const vec p = v_set1(s[r * lds + i]);
+            SIMD_UNROLL for (int b = 0; b < width; b++) acc[r][b] = v_fma(p, vv[b], acc[r][b]);
+        }
+    }
+    SIMD_UNROLL for (int r = 0; r < rows; r++) SIMD_UNROLL for (int b = 0; b < width; b++) {
+        if (tail)
+            v_store_tail(o + r * ldo + d0, acc[r][b], tail);
+        else
+            v_storeu(o + r * ldo + d0 + b * VLEN, acc[r][b]);
     }
 }
 
-/* pv_rows on values of element type kind (strides in elements). */
+/* pv_block over a whole output row of dim_v: blocks of `width` vectors,
+ * then single vectors, then the tail. */
+SIMD_INLINE void pv_span(const int rows, const int width, const float *s, int64_t lds, int keys, const void *v,
+                         int64_t ldv, float *o, int64_t ldo, int64_t dim_v, const int kind) {
+    const int64_t full = dim_v / VLEN * VLEN;
+    int64_t d0 = 0;
+    for (; d0 + width * VLEN <= full; d0 += width * VLEN) pv_block(rows, width, 0, s, lds, keys, v, ldv, o, ldo, d0, kind);
+    for (; d0 < full; d0 += VLEN) pv_block(rows, 1, 0, s, lds, keys, v, ldv, o, ldo, d0, kind);
+    if (full < dim_v) pv_block(rows, 1, (int)(dim_v - full), s, lds, keys, v, ldv, o, ldo, full, kind);
+}
+
+/* pv_rows on values of element type kind (strides in elements): PV_KEYS
+ * keys at a time, every kv head, so the values are still read front to
+ * back; a head's rows four (two vectors wide), then two, then one (four
+ * wide). */
 SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
                             const void *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha, float *o,
                             int64_t ldo, const flash_prefetch *pf) {
@@ -409,23 +482,22 @@ SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int hea
         for (int64_t d = 0; d < full; d += VLEN) v_storeu(o_r + d, v_mul(a, v_loadu(o_r + d)));
         if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
     }
-    for (int j = 0; j < nk; j++) {
-        prefetch_ahead(v, j, nk, pf, ldv, heads, ldh, dim_v, kind);
-        flash_prefetch_row(&next);
+    for (int j = 0; j < nk; j += PV_KEYS) {
+        const int keys = nk - j < PV_KEYS ? nk - j : PV_KEYS;
+        for (int i = 0; i < keys; i++) {
+            prefetch_ahead(v, j + i, nk, pf, ldv, heads, ldh, dim_v, kind);
+            flash_prefetch_row(&next);
+        }
         for (int h = 0; h < heads; h++) {
             const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
-            int r0 = h * rows_per_head, r1 = r0 + rows_per_head;
-            int64_t d0 = 0;
-            for (; d0 + 4 * VLEN <= full; d0 += 4 * VLEN) pv_rows_block(4, s + j, lds, r0, r1, v_jh, o, ldo, d0, kind);
-            for (; d0 < full; d0 += VLEN) pv_rows_block(1, s + j, lds, r0, r1, v_jh, o, ldo, d0, kind);
-            if (tail) {
-                /* The last partial vector: masked loads, nothing past dim_v is read. */
-                vec vv = kv_load_tail(kv_at(v_jh, full, kind), tail, 0.0f, kind);
-                for (int r = r0; r < r1; r++) {
-                    float *o_r = o + r * ldo + full;
-                    v_store_tail(o_r, v_fma(v_set1(s[r * lds + j]), vv, v_load_tail(o_r, tail, 0.0f)), tail);
-                }
+            int r = h * rows_per_head;
+            const int end = r + rows_per_head;
+            for (; r + 4 <= end; r += 4) pv_span(4, 2, s + r * lds + j, lds, keys, v_jh, ldv, o + r * ldo, ldo, dim_v, kind);
+            if (r + 2 <= end) {
+                pv_span(2, 4, s + r * lds + j, lds, keys, v_jh, ldv, o + r * ldo, ldo, dim_v, kind);
+                r += 2;
             }
+            if (r < end) pv_span(1, 4, s + r * lds + j, lds, keys, v_jh, ldv, o + r * ldo, ldo, dim_v, kind);
         }
     }
 }

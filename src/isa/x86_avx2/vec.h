@@ -49,6 +49,22 @@ static inline SIMD_TARGET float v_reduce_add(vec x) {
     return _mm_cvtss_f32(s);
 }
 
+/* out[0..3] = v_reduce_add(a), (b), (c), (d), bit for bit: the same tree
+ * per vector, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), run on the
+ * four at once (9 shuffles and adds instead of 4 x 5, and one store). */
+static inline SIMD_TARGET void v_reduce_add4(vec a, vec b, vec c, vec d, float *out) {
+    /* x_i = l_i + l_(i+4): [xa | xb] and [xc | xd] */
+    __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+    /* y0 = x0 + x2, y1 = x1 + x3: [ya0 ya1 yc0 yc1 | yb0 yb1 yd0 yd1] */
+    __m256 y = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* y0 + y1: [A C A C | B D B D] */
+    __m256 z = _mm256_add_ps(_mm256_shuffle_ps(y, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm256_shuffle_ps(y, y, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm_storeu_ps(out, _mm_unpacklo_ps(_mm256_castps256_ps128(z), _mm256_extractf128_ps(z, 1)));
+}
+
 static inline SIMD_TARGET float v_reduce_max(vec x) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
