@@ -119,30 +119,46 @@ SIMD_INLINE vec kv_load_tail(const void *p, int n, float fill, const int kind) {
     return v_load_tail(part, n, fill);
 }
 
-/* Prefetches key row `row` (rows ldr elements apart) of `heads` kv heads, n
- * elements each, ldh apart, towards the core (prefetcht2).  The address may
+/* Prefetches kv head h of key row `row` (rows ldr elements apart, heads
+ * ldh apart), n elements, towards the core (prefetcht2).  The address may
  * lie past the array (the last rows of a tensor): a prefetch never faults,
  * and the arithmetic is done on integers. */
-SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int heads, int64_t ldh,
-                              int64_t n, const int kind) {
-    for (int h = 0; h < heads; h++) {
-        uintptr_t at = (uintptr_t)base + (uintptr_t)((row * ldr + h * ldh) * KV_BYTES(kind));
-        for (int64_t e = 0; e < n * KV_BYTES(kind); e += 64)
-            __builtin_prefetch((const void *)(at + (uintptr_t)e), 0, 1);
-    }
+SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int h, int64_t ldh, int64_t n,
+                              const int kind) {
+    uintptr_t at = (uintptr_t)base + (uintptr_t)((row * ldr + h * ldh) * KV_BYTES(kind));
+    for (int64_t e = 0; e < n * KV_BYTES(kind); e += 64) __builtin_prefetch((const void *)(at + (uintptr_t)e), 0, 1);
 }
 
-/* The rows kernels' look-ahead while on key j of a call of nk rows: row
- * j + PREFETCH_ROWS of the call's rows, or past them, of pf->after (a paged
- * problem's next block: the rows past a block's end are another block's,
- * or nothing's). */
-SIMD_INLINE void prefetch_ahead(const void *rows, int j, int nk, const flash_prefetch *pf, int64_t ldr, int heads,
+/* The rows kernels' look-ahead for kv head h while on key j of a call of
+ * nk rows: row j + PREFETCH_ROWS of the call's rows, or past them, of
+ * pf->after (a paged problem's next block: the rows past a block's end
+ * are another block's, or nothing's). */
+SIMD_INLINE void prefetch_ahead(const void *rows, int j, int nk, const flash_prefetch *pf, int64_t ldr, int h,
                                 int64_t ldh, int64_t n, const int kind) {
     const int ahead = j + PREFETCH_ROWS;
     if (ahead < nk)
-        prefetch_key(rows, ahead, ldr, heads, ldh, n, kind);
+        prefetch_key(rows, ahead, ldr, h, ldh, n, kind);
     else if (ahead - nk < pf->after_rows)
-        prefetch_key(pf->after, ahead - nk, ldr, heads, ldh, n, kind);
+        prefetch_key(pf->after, ahead - nk, ldr, h, ldh, n, kind);
+}
+
+/* The prefetches a rows kernel issues before kv head h of keys [j, j +
+ * keys): that head's look-ahead, and `lines` lines of the other pass's
+ * stream.  Spread over the heads, not issued for a group of keys at once:
+ * a burst of a group's 256-512 lines filled the core's miss queue, and
+ * memory then idled while the group was computed (Zen 3, v16). */
+SIMD_INLINE void prefetch_head(const void *rows, int j, int keys, int nk, const flash_prefetch *pf, int64_t ldr,
+                               int h, int64_t ldh, int64_t n, const int kind, flash_prefetch_cursor *next,
+                               int lines) {
+    for (int i = 0; i < keys; i++) prefetch_ahead(rows, j + i, nk, pf, ldr, h, ldh, n, kind);
+    for (int l = 0; l < lines; l++) flash_prefetch_next(next);
+}
+
+/* The lines of the other pass's stream each of `heads` heads requests for
+ * `keys` keys: a row of the stream per key, in all. */
+SIMD_INLINE int prefetch_share(const flash_prefetch *pf, int keys, int heads) {
+    const int64_t per_row = (int64_t)pf->segs * ((pf->width + 15) / 16);
+    return (int)((per_row * keys + heads - 1) / heads);
 }
 
 /* ------------------------------------------------------------ tile kernels */
@@ -361,11 +377,9 @@ SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int he
     flash_prefetch_cursor next = flash_prefetch_start(pf);
     for (int j = 0; j < nk; j += 4) {
         const int keys = nk - j < 4 ? nk - j : 4;
-        for (int i = 0; i < keys; i++) {
-            prefetch_ahead(k, j + i, nk, pf, ldk, heads, ldh, dim, kind);
-            flash_prefetch_row(&next);
-        }
+        const int lines = prefetch_share(pf, keys, heads);
         for (int h = 0; h < heads; h++) {
+            prefetch_head(k, j, keys, nk, pf, ldk, h, ldh, dim, kind, &next, lines);
             const void *k_jh = kv_at(k, j * ldk + h * ldh, kind);
             int r = h * rows_per_head;
             const int end = r + rows_per_head;
@@ -484,11 +498,9 @@ SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int hea
     }
     for (int j = 0; j < nk; j += PV_KEYS) {
         const int keys = nk - j < PV_KEYS ? nk - j : PV_KEYS;
-        for (int i = 0; i < keys; i++) {
-            prefetch_ahead(v, j + i, nk, pf, ldv, heads, ldh, dim_v, kind);
-            flash_prefetch_row(&next);
-        }
+        const int lines = prefetch_share(pf, keys, heads);
         for (int h = 0; h < heads; h++) {
+            prefetch_head(v, j, keys, nk, pf, ldv, h, ldh, dim_v, kind, &next, lines);
             const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
             int r = h * rows_per_head;
             const int end = r + rows_per_head;
