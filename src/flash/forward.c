@@ -84,8 +84,9 @@
 /* A paged problem whose blocks are shorter than this many rows has each
  * rows-path step's keys and values copied together first (c->step_k,
  * step_v).  Longer blocks are read in place, the rows kernels' look-ahead
- * (PREFETCH_ROWS = 16 rows) following the block table into the next block
- * (lookahead_from): 16-row blocks then take 1.06-1.08x the contiguous time,
+ * (LOOKAHEAD_ROWS: 16 rows on AVX-512, none on AVX2) following the block
+ * table into the next block (lookahead_from): 16-row blocks then take
+ * 1.06-1.08x the contiguous time,
  * the copies 1.1-1.6x (Zen 5); before it, reading 16-row blocks in
  * place had taken 1.4-1.7x, as the kernels requested the rows after each
  * block, another block's (docs/cache.md).  Shorter blocks than the

@@ -11,6 +11,8 @@
  *   PV_BLOCK, PV_SMALL     widths of pv_tile's register blocks (PV_BLOCK·TILE_QV
  *                          accumulators; PV_SMALL then 1 take the remainder)
  *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
+ *   LOOKAHEAD_ROWS         the rows kernels' look-ahead prefetch distance in key
+ *                          rows, 0 for none (below)
  *
  * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
  * simd_pv_tile, simd_probs_tile, simd_mask_tile (templates/mask_tile.h), simd_qk_rows, simd_qk_rows_half,
@@ -31,11 +33,16 @@
 
 #define TILE_ROWS (TILE_QV * VLEN)
 #include "isa/templates/mask_tile.h"
-/* Rows kernels prefetch the keys (values) this many key rows ahead, on top
- * of the pf stream of the other pass: a decode step reads each cache line
- * once, and the hardware prefetchers alone, which stop at 4 KiB pages, keep
- * too few lines in flight (measured: docs/kernels.md). */
-#define PREFETCH_ROWS 16
+/* LOOKAHEAD_ROWS (the including ISA's choice): the rows kernels prefetch
+ * the keys (values) this many key rows ahead, on top of the pf stream of
+ * the other pass, or not at all (0).  A decode step reads each cache line
+ * once, and the hardware prefetchers alone, which stop at 4 KiB pages, had
+ * kept too few lines in flight; since the stream is spread over the heads
+ * (v16b) it alone keeps them in flight on Zen 3, where the look-ahead's
+ * prefetch instructions then cost 6-22 % of a step (v17, docs/kernels.md). */
+#ifndef LOOKAHEAD_ROWS
+#error "an ISA sets LOOKAHEAD_ROWS before including the rows kernels"
+#endif
 
 static SIMD_TARGET void simd_exp2_n(const float *x, float *y, int64_t n) {
     int64_t i = 0;
@@ -130,12 +137,13 @@ SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int h,
 }
 
 /* The rows kernels' look-ahead for kv head h while on key j of a call of
- * nk rows: row j + PREFETCH_ROWS of the call's rows, or past them, of
+ * nk rows: row j + LOOKAHEAD_ROWS of the call's rows, or past them, of
  * pf->after (a paged problem's next block: the rows past a block's end
  * are another block's, or nothing's). */
 SIMD_INLINE void prefetch_ahead(const void *rows, int j, int nk, const flash_prefetch *pf, int64_t ldr, int h,
                                 int64_t ldh, int64_t n, const int kind) {
-    const int ahead = j + PREFETCH_ROWS;
+    if (LOOKAHEAD_ROWS == 0) return;
+    const int ahead = j + LOOKAHEAD_ROWS;
     if (ahead < nk)
         prefetch_key(rows, ahead, ldr, h, ldh, n, kind);
     else if (ahead - nk < pf->after_rows)

@@ -27,6 +27,7 @@
 #define PV_SMALL 4
 #define TILE_KEYS 96
 #define BLOCK_KEYS 64
+#define LOOKAHEAD_ROWS 16 /* kept as measured on Intel (r2); not re-measured since v16b */
 #define GEMM_MR 6
 #define GEMM_NV 4
 
