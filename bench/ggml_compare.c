@@ -149,7 +149,8 @@ int main(int argc, char **argv) {
         double d = fabs((double)o_ggml[e] - (double)o_attn[e]);
         if (!(d <= diff)) diff = d; /* a NaN sticks */
     }
-    double ratio[rounds];
+    double *ratio = malloc((size_t)rounds * sizeof *ratio);
+    if (!ratio) return 1;
     for (int r = 0; r < rounds; r++) ratio[r] = t_ggml[r] / t_attn[r];
     qsort(ratio, (size_t)rounds, sizeof *ratio, by_value);
     qsort(t_attn, (size_t)rounds, sizeof *t_attn, by_value);

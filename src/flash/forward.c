@@ -86,8 +86,8 @@
  * step_v).  Longer blocks are read in place, the rows kernels' look-ahead
  * (LOOKAHEAD_ROWS: 16 rows on AVX-512, none on AVX2) following the block
  * table into the next block (lookahead_from): 16-row blocks then take
- * 1.06-1.08x the contiguous time,
- * the copies 1.1-1.6x (Zen 5); before it, reading 16-row blocks in
+ * 1.06-1.08x the contiguous time, the copies 1.1-1.6x (Zen 5); before
+ * it, reading 16-row blocks in
  * place had taken 1.4-1.7x, as the kernels requested the rows after each
  * block, another block's (docs/cache.md).  Shorter blocks than the
  * look-ahead would leave it short of rows. */
