@@ -1,8 +1,9 @@
 /*
  * bench_timing.h — what the C benchmarks share: the clocks, one core's FP32
- * FMA peak in CPU time, and the timed-calls loop (the median wall time and
- * the CPU time of the calls).  Static functions, included by
- * backward_bench.c and gemm_bench.c, which are built one file at a time
+ * FMA peak in CPU time, the timed-calls loop (the median wall time and
+ * the CPU time of the calls) and the inputs' fill.  Static functions,
+ * included by backward_bench.c, gemm_bench.c, flash_cpu_time.c and
+ * ggml_compare.c, which are built one file at a time
  * (each file's header gives its build line; this header is found beside
  * it).  Needs OpenMP (-fopenmp).
  */
@@ -18,19 +19,19 @@
 #include <immintrin.h>
 #endif
 
-static double bench_seconds(clockid_t which) {
+static inline double bench_seconds(clockid_t which) {
     struct timespec t;
     clock_gettime(which, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static double bench_wall_seconds(void) { return bench_seconds(CLOCK_MONOTONIC); }
+static inline double bench_wall_seconds(void) { return bench_seconds(CLOCK_MONOTONIC); }
 
 /* One core's FMA peak in GFLOP/s of thread CPU time: twelve independent
  * zmm FMA chains in named registers, each started from a different value
  * (identical chains would be merged into one by the compiler). */
 #if defined(__x86_64__)
-__attribute__((target("avx512f,fma"), noinline)) static double bench_core_peak_avx512(float seed) {
+__attribute__((target("avx512f,fma"), noinline, unused)) static double bench_core_peak_avx512(float seed) {
     const long n = 20000000;
     __m512 a0 = _mm512_set1_ps(seed), a1 = _mm512_set1_ps(seed + 1), a2 = _mm512_set1_ps(seed + 2),
            a3 = _mm512_set1_ps(seed + 3), a4 = _mm512_set1_ps(seed + 4), a5 = _mm512_set1_ps(seed + 5),
@@ -57,7 +58,7 @@ __attribute__((target("avx512f,fma"), noinline)) static double bench_core_peak_a
 /* The mean over `threads` concurrent threads of bench_core_peak_avx512:
  * the peak per thread with every thread busy (two threads can share FMA
  * units, or clock lower than one).  NaN where AVX-512 is missing. */
-static double bench_thread_peak(int threads) {
+static inline double bench_thread_peak(int threads) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f")) return NAN;
@@ -71,9 +72,18 @@ static double bench_thread_peak(int threads) {
 #endif
 }
 
-static int bench_compare_doubles(const void *a, const void *b) {
+static inline int bench_compare_doubles(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* x[0 .. n) uniform in [-0.5, 0.5) from the linear congruential *seed
+ * (attn bench's inputs' distribution; the same numbers on every machine). */
+static inline void bench_fill_uniform(float *x, size_t n, unsigned *seed) {
+    for (size_t e = 0; e < n; e++) {
+        *seed = *seed * 1103515245u + 12345u;
+        x[e] = (float)((*seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+    }
 }
 
 enum { BENCH_MAX_CALLS = 1000 };
@@ -88,7 +98,7 @@ typedef struct bench_timing {
  * then times calls: at least min_calls, and more until min_seconds of wall
  * time have passed, at most max_calls (<= BENCH_MAX_CALLS).  Returns
  * nonzero, at once, when a call of fn does. */
-static int bench_time_calls(int (*fn)(void *), void *ctx, int min_calls, double min_seconds, int max_calls,
+static inline int bench_time_calls(int (*fn)(void *), void *ctx, int min_calls, double min_seconds, int max_calls,
                             bench_timing *out) {
     static double times[BENCH_MAX_CALLS];
     if (max_calls > BENCH_MAX_CALLS) max_calls = BENCH_MAX_CALLS;

@@ -15,28 +15,13 @@
  * visible-pair GFLOP per CPU-second (compare with one core's FMA peak).
  */
 #include "attn.h"
+#include "bench_timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static double now_ms(clockid_t clock) {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void fill(float *x, size_t n, unsigned *seed) {
-    for (size_t e = 0; e < n; e++) {
-        *seed = *seed * 1103515245u + 12345u;
-        x[e] = (float)((*seed >> 8) & 0xffff) / 65536.0f - 0.5f;
-    }
-}
+static double now_ms(clockid_t clock) { return bench_seconds(clock) * 1e3; }
 
 int main(int argc, char **argv) {
     if (argc < 7) {
@@ -51,9 +36,9 @@ int main(int argc, char **argv) {
     double *wall = malloc((size_t)runs * sizeof *wall), *cpu = malloc((size_t)runs * sizeof *cpu);
     if (!q || !k || !v || !o || !wall || !cpu || runs < 1) return 1;
     unsigned seed = 1;
-    fill(q, n_q, &seed);
-    fill(k, n_kv, &seed);
-    fill(v, n_kv, &seed);
+    bench_fill_uniform(q, n_q, &seed);
+    bench_fill_uniform(k, n_kv, &seed);
+    bench_fill_uniform(v, n_kv, &seed);
     attn_tensor tq = attn_tensor_4d(q, 1, len, heads_q, dim), tk = attn_tensor_4d(k, 1, len, heads_kv, dim);
     attn_tensor tv = attn_tensor_4d(v, 1, len, heads_kv, dim), to = attn_tensor_4d(o, 1, len, heads_q, dim);
     attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
@@ -70,8 +55,8 @@ int main(int argc, char **argv) {
         wall[r] = now_ms(CLOCK_MONOTONIC) - w0;
         cpu[r] = now_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
     }
-    qsort(wall, (size_t)runs, sizeof *wall, by_value);
-    qsort(cpu, (size_t)runs, sizeof *cpu, by_value);
+    qsort(wall, (size_t)runs, sizeof *wall, bench_compare_doubles);
+    qsort(cpu, (size_t)runs, sizeof *cpu, bench_compare_doubles);
     const double pairs = causal ? (double)len * (double)(len + 1) / 2 : (double)len * (double)len;
     const double gflop = 4.0 * (double)heads_q * pairs * (double)dim * 1e-9;
     printf("L=%lld Hkv=%lld D=%lld %s threads=%d: wall median %.2f fastest %.2f ms | cpu median %.2f fastest %.2f ms | "

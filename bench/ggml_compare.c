@@ -30,25 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
+#include "bench_timing.h"
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void fill(float *x, size_t n, unsigned *seed) {
-    for (size_t e = 0; e < n; e++) {
-        *seed = *seed * 1103515245u + 12345u;
-        x[e] = (float)((*seed >> 8) & 0xffff) / 65536.0f - 0.5f;
-    }
-}
+static double now_ms(void) { return bench_wall_seconds() * 1e3; }
 
 /* A ggml view [D, len, heads] of a [len, heads, D] array stored in t (a
  * [D, heads, len] tensor): flash_attn_ext's operand layout. */
@@ -90,9 +75,9 @@ int main(int argc, char **argv) {
     double *t_attn = malloc((size_t)rounds * sizeof *t_attn), *t_ggml = malloc((size_t)rounds * sizeof *t_ggml);
     if (!k || !v || !o_attn || !t_attn || !t_ggml) return 1;
     unsigned seed = 1;
-    fill(q, n_q, &seed);
-    fill(k, n_kv, &seed);
-    fill(v, n_kv, &seed);
+    bench_fill_uniform(q, n_q, &seed);
+    bench_fill_uniform(k, n_kv, &seed);
+    bench_fill_uniform(v, n_kv, &seed);
     if (kv_f16) {
         ggml_fp32_to_fp16_row(k, gk->data, (int64_t)n_kv);
         ggml_fp32_to_fp16_row(v, gv->data, (int64_t)n_kv);
@@ -152,9 +137,9 @@ int main(int argc, char **argv) {
     double *ratio = malloc((size_t)rounds * sizeof *ratio);
     if (!ratio) return 1;
     for (int r = 0; r < rounds; r++) ratio[r] = t_ggml[r] / t_attn[r];
-    qsort(ratio, (size_t)rounds, sizeof *ratio, by_value);
-    qsort(t_attn, (size_t)rounds, sizeof *t_attn, by_value);
-    qsort(t_ggml, (size_t)rounds, sizeof *t_ggml, by_value);
+    qsort(ratio, (size_t)rounds, sizeof *ratio, bench_compare_doubles);
+    qsort(t_attn, (size_t)rounds, sizeof *t_attn, bench_compare_doubles);
+    qsort(t_ggml, (size_t)rounds, sizeof *t_ggml, bench_compare_doubles);
     const double pairs = causal ? (double)len * (double)(len + 1) / 2 : (double)len * (double)len;
     const double gflop = 4.0 * (double)heads_q * pairs * (double)dim * 1e-9;
     printf("L=S=%lld Hq=16 Hkv=%lld D=%lld %s, %d threads, ggml K/V %s: attn %.2f ms (%.1f GFLOP/s), ggml %.2f ms "
@@ -163,5 +148,11 @@ int main(int argc, char **argv) {
            kv_f16 ? "f16" : "f32", t_attn[rounds / 2], gflop / (t_attn[rounds / 2] * 1e-3), t_ggml[rounds / 2],
            gflop / (t_ggml[rounds / 2] * 1e-3), ratio[rounds / 2], ratio[0], ratio[rounds - 1], diff);
     ggml_free(ctx);
+    free(k);
+    free(v);
+    free(o_attn);
+    free(t_attn);
+    free(t_ggml);
+    free(ratio);
     return diff <= (kv_f16 ? 1e-2 : 1e-4) ? 0 : 3;
 }
