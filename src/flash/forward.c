@@ -139,7 +139,7 @@ typedef struct flash_plan {
     int64_t qp_sub;          /* floats of one subtile's packed queries          */
     /* scratch of one thread, in floats from its aligned start */
     size_t off_qp, off_kt, off_vt, off_s, off_o, off_m, off_l, off_alpha, off_inv_l, off_rows;
-    size_t off_exact, off_ones, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
+    size_t off_exact, off_row_acc, off_out_row, off_conv, off_vp, off_qrows;
     /* rows path, paged with short blocks: one step's K and V rows copied
      * (FLASH_COPY_BLOCKS_BELOW), in floats; 0: read in place */
     size_t off_step_k, off_step_v;
@@ -277,7 +277,6 @@ static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     pl->off_inv_l = reserve(&cursor, rows);
     pl->off_rows = reserve(&cursor, ceil_div(rows * (int64_t)sizeof(flash_row), sizeof(float)));
     pl->off_exact = reserve(&cursor, ceil_div(rows, sizeof(float)));
-    pl->off_ones = reserve(&cursor, rows);
     pl->off_mask_lo = reserve(&cursor, pl->sub_rows);
     pl->off_mask_hi = reserve(&cursor, pl->sub_rows);
     pl->off_row_acc = reserve(&cursor, p->dim_v * (int64_t)(sizeof(double) / sizeof(float)));
@@ -321,7 +320,6 @@ typedef struct flash_ctx {
     const sdpa_problem *p;
     const flash_plan *pl;
     float *qp, *kt, *vt, *s, *o, *m, *l, *alpha, *inv_l;
-    float *ones;                        /* rows ones: alpha of "no rescaling" */
     float *mask_lo, *mask_hi;           /* sub_rows: bounds for mask_tile     */
     flash_row *row;
     uint8_t *exact;                     /* per row: recompute it exactly      */
@@ -352,10 +350,8 @@ static void ctx_init(flash_ctx *c, const sdpa_problem *p, const flash_plan *pl, 
     c->inv_l = scratch + pl->off_inv_l;
     c->row = (flash_row *)(void *)(scratch + pl->off_rows);
     c->exact = (uint8_t *)(void *)(scratch + pl->off_exact);
-    c->ones = scratch + pl->off_ones;
     c->mask_lo = scratch + pl->off_mask_lo;
     c->mask_hi = scratch + pl->off_mask_hi;
-    for (int64_t r = 0; r < pl->rows; r++) c->ones[r] = 1.0f;
     c->row_acc = (double *)(void *)(scratch + pl->off_row_acc);
     c->out_row = scratch + pl->off_out_row;
     c->conv = scratch + pl->off_conv;
@@ -713,7 +709,7 @@ static void lookahead_from(const flash_ctx *c, flash_prefetch *pf, const attn_te
 
 /* rows_pv on keys [key, key + nk) of every kv head of the unit, one call
  * per run of rows (a paged problem's blocks): the first applies alpha, the
- * others add to it (c->ones), as the careful path's runs do.  Each call
+ * others add to it (alpha NULL), as the careful path's runs do.  Each call
  * prefetches its share of the keys [pf_key, pf_key + pf_rows) (the next
  * step's), so that a paged step requests what a contiguous one does, and
  * looks ahead into the values of the keys that follow it, up to hi. */
@@ -728,7 +724,7 @@ static void rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key
         flash_prefetch pf = prefetch_of(c, &c->p->k, pf_key + j0, c->kv_head, heads, c->p->dim, pf_n);
         lookahead_from(c, &pf, &c->p->v, key + j0 + n, hi);
         rows_pv(c, s + j0, heads, (int)pl->sub_rows, n, key + j0, c->kv_head, alpha, c->o, &pf);
-        alpha = c->ones;
+        alpha = NULL; /* the first call rescaled */
         j0 += n;
     } while (j0 < nk);
 }
@@ -826,12 +822,12 @@ static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key
         for (int h = 0; j < nk && h < heads && finite; h++) finite = value_row_finite(c, t0 + j, c->kv_head + h);
         if (j < nk && finite) continue;
         rows_pv_runs(c, c->s + run0, j - run0, t0 + run0, alpha, pf_key, run0 == 0 ? pf_rows : 0, hi);
-        alpha = c->ones; /* the first run applied the rescaling */
+        alpha = NULL; /* the first run applied the rescaling */
         if (j == nk) break;
         for (int h = 0; h < heads; h++) {
             const int r0 = h * per_head;
             if (value_row_finite(c, t0 + j, c->kv_head + h)) {
-                rows_pv(c, c->s + r0 * lds + j, 1, per_head, 1, t0 + j, c->kv_head + h, c->ones, c->o + r0 * dim_v,
+                rows_pv(c, c->s + r0 * lds + j, 1, per_head, 1, t0 + j, c->kv_head + h, NULL, c->o + r0 * dim_v,
                         &no_prefetch);
                 continue;
             }

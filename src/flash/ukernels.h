@@ -169,7 +169,8 @@ typedef struct ukernel_table {
     void (*softmax_rows)(float *s, int64_t lds, int rows, int nk, float *m, float *l,
                          float *alpha);
     /* o[r][d] = alpha[r]·o[r][d] + sum_{j<nk} s[r][j] · v[j·ldv + (r / rows_per_head)·ldh + d],
-     * d < dim_v, summed in increasing j.  Reads o.
+     * d < dim_v, summed in increasing j (alpha NULL: no rescaling, the
+     * bits of alpha[r] = 1).  Reads o.
      * Both rows kernels prefetch row j of pf while on key j. */
     void (*pv_rows)(const float *s, int64_t lds, int heads, int rows_per_head, int nk,
                     const float *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,

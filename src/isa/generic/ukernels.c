@@ -180,8 +180,9 @@ static inline __attribute__((always_inline)) void pv_rows_of(attn_dtype dtype, c
                                                               const float *alpha, float *o, int64_t ldo,
                                                               const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
-    for (int r = 0; r < heads * rows_per_head; r++)
-        for (int64_t d = 0; d < dim_v; d++) o[r * ldo + d] *= alpha[r];
+    if (alpha)
+        for (int r = 0; r < heads * rows_per_head; r++)
+            for (int64_t d = 0; d < dim_v; d++) o[r * ldo + d] *= alpha[r];
     for (int j = 0; j < nk; j++) {
         flash_prefetch_row(&next);
         for (int h = 0; h < heads; h++) {

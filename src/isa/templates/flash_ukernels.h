@@ -448,17 +448,22 @@ static SIMD_TARGET void simd_softmax_rows(float *s, int64_t lds, int rows, int n
  * per PV_KEYS keys, not once per key (store-bound on Zen 3 before). */
 #define PV_KEYS 8
 
-/* o_r[d0 .. d0 + width·VLEN) += sum_i p_r,i · v_i[...] for `rows` rows
- * r (o_r = o + r·ldo, p_r,i = s[r·lds + i]) and `keys` value rows v_i =
- * v + i·ldv, added in increasing i on accumulators in registers (rows ·
- * width <= 8): each element the very operations, in the same order, as
- * one key at a time.  The tail block (width 1, tail lanes) reads nothing
- * past them. */
+/* o_r[d0 .. d0 + width·VLEN) = alpha_r · o_r[...] + sum_i p_r,i · v_i[...]
+ * for `rows` rows r (o_r = o + r·ldo, p_r,i = s[r·lds + i], alpha_r =
+ * alpha[r]; alpha NULL: no rescaling) and `keys` value rows v_i = v +
+ * i·ldv, added in increasing i on accumulators in registers (rows · width
+ * <= 8): each element the very operations, in the same order, as a
+ * rescaling pass and then one key at a time (the product alpha_r · o is
+ * rounded as a store would round it).  The tail block (width 1, tail
+ * lanes) reads nothing past them. */
 SIMD_INLINE void pv_block(const int rows, const int width, const int tail, const float *s, int64_t lds, int keys,
-                          const void *v, int64_t ldv, float *o, int64_t ldo, int64_t d0, const int kind) {
+                          const void *v, int64_t ldv, const float *alpha, float *o, int64_t ldo, int64_t d0,
+                          const int kind) {
     vec acc[4][4];
-    SIMD_UNROLL for (int r = 0; r < rows; r++) SIMD_UNROLL for (int b = 0; b < width; b++)
+    SIMD_UNROLL for (int r = 0; r < rows; r++) SIMD_UNROLL for (int b = 0; b < width; b++) {
         acc[r][b] = tail ? v_load_tail(o + r * ldo + d0, tail, 0.0f) : v_loadu(o + r * ldo + d0 + b * VLEN);
+        if (alpha) acc[r][b] = v_mul(v_set1(alpha[r]), acc[r][b]);
+    }
     for (int i = 0; i < keys; i++) {
         const void *v_i = kv_at(v, i * ldv + d0, kind);
         vec vv[4];
@@ -480,44 +485,58 @@ SIMD_INLINE void pv_block(const int rows, const int width, const int tail, const
 /* pv_block over a whole output row of dim_v: blocks of `width` vectors,
  * then single vectors, then the tail. */
 SIMD_INLINE void pv_span(const int rows, const int width, const float *s, int64_t lds, int keys, const void *v,
-                         int64_t ldv, float *o, int64_t ldo, int64_t dim_v, const int kind) {
+                         int64_t ldv, const float *alpha, float *o, int64_t ldo, int64_t dim_v, const int kind) {
     const int64_t full = dim_v / VLEN * VLEN;
     int64_t d0 = 0;
-    for (; d0 + width * VLEN <= full; d0 += width * VLEN) pv_block(rows, width, 0, s, lds, keys, v, ldv, o, ldo, d0, kind);
-    for (; d0 < full; d0 += VLEN) pv_block(rows, 1, 0, s, lds, keys, v, ldv, o, ldo, d0, kind);
-    if (full < dim_v) pv_block(rows, 1, (int)(dim_v - full), s, lds, keys, v, ldv, o, ldo, full, kind);
+    for (; d0 + width * VLEN <= full; d0 += width * VLEN)
+        pv_block(rows, width, 0, s, lds, keys, v, ldv, alpha, o, ldo, d0, kind);
+    for (; d0 < full; d0 += VLEN) pv_block(rows, 1, 0, s, lds, keys, v, ldv, alpha, o, ldo, d0, kind);
+    if (full < dim_v) pv_block(rows, 1, (int)(dim_v - full), s, lds, keys, v, ldv, alpha, o, ldo, full, kind);
 }
+
+/* The rescaling factors from row r on (alpha NULL: none). */
+SIMD_INLINE const float *rows_alpha(const float *alpha, int r) { return alpha ? alpha + r : NULL; }
 
 /* pv_rows on values of element type kind (strides in elements): PV_KEYS
  * keys at a time, every kv head, so the values are still read front to
  * back; a head's rows four (two vectors wide), then two, then one (four
- * wide). */
+ * wide).  The rescaling by alpha rides on the first keys' pass (a pass of
+ * its own only when nk = 0), so a call reads and writes o once per PV_KEYS
+ * keys and no more: a paged cache's short runs make many calls. */
 SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
                             const void *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha, float *o,
                             int64_t ldo, const flash_prefetch *pf) {
     flash_prefetch_cursor next = flash_prefetch_start(pf);
-    int64_t full = dim_v / VLEN * VLEN;
-    int tail = (int)(dim_v - full);
-    for (int r = 0; r < heads * rows_per_head; r++) {
-        vec a = v_set1(alpha[r]);
-        float *o_r = o + r * ldo;
-        for (int64_t d = 0; d < full; d += VLEN) v_storeu(o_r + d, v_mul(a, v_loadu(o_r + d)));
-        if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
+    if (nk == 0 && alpha) {
+        const int64_t full = dim_v / VLEN * VLEN;
+        const int tail = (int)(dim_v - full);
+        for (int r = 0; r < heads * rows_per_head; r++) {
+            vec a = v_set1(alpha[r]);
+            float *o_r = o + r * ldo;
+            for (int64_t d = 0; d < full; d += VLEN) v_storeu(o_r + d, v_mul(a, v_loadu(o_r + d)));
+            if (tail) v_store_tail(o_r + full, v_mul(a, v_load_tail(o_r + full, tail, 0.0f)), tail);
+        }
     }
     for (int j = 0; j < nk; j += PV_KEYS) {
         const int keys = nk - j < PV_KEYS ? nk - j : PV_KEYS;
         const int lines = prefetch_share(pf, keys, heads);
+        const float *alpha_j = j == 0 ? alpha : NULL;
         for (int h = 0; h < heads; h++) {
             prefetch_head(v, j, keys, nk, pf, ldv, h, ldh, dim_v, kind, &next, lines);
             const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
             int r = h * rows_per_head;
             const int end = r + rows_per_head;
-            for (; r + 4 <= end; r += 4) pv_span(4, 2, s + r * lds + j, lds, keys, v_jh, ldv, o + r * ldo, ldo, dim_v, kind);
+            for (; r + 4 <= end; r += 4)
+                pv_span(4, 2, s + r * lds + j, lds, keys, v_jh, ldv, rows_alpha(alpha_j, r), o + r * ldo, ldo,
+                        dim_v, kind);
             if (r + 2 <= end) {
-                pv_span(2, 4, s + r * lds + j, lds, keys, v_jh, ldv, o + r * ldo, ldo, dim_v, kind);
+                pv_span(2, 4, s + r * lds + j, lds, keys, v_jh, ldv, rows_alpha(alpha_j, r), o + r * ldo, ldo,
+                        dim_v, kind);
                 r += 2;
             }
-            if (r < end) pv_span(1, 4, s + r * lds + j, lds, keys, v_jh, ldv, o + r * ldo, ldo, dim_v, kind);
+            if (r < end)
+                pv_span(1, 4, s + r * lds + j, lds, keys, v_jh, ldv, rows_alpha(alpha_j, r), o + r * ldo, ldo,
+                        dim_v, kind);
         }
     }
 }
