@@ -151,7 +151,10 @@ static float *random_floats(long n, unsigned seed);
 /* Median seconds of calls of fn(ctx) after a warm-up (>= 3 calls, 0.5 s). */
 static double median_time(int (*fn)(void *), void *ctx) {
     bench_timing t;
-    bench_time_calls(fn, ctx, 3, 0.5, BENCH_MAX_CALLS, &t);
+    if (bench_time_calls(fn, ctx, 3, 0.5, BENCH_MAX_CALLS, &t)) {
+        fprintf(stderr, "gemm_bench: a timed call failed (%s)\n", attn_last_error());
+        exit(1);
+    }
     return t.median;
 }
 
@@ -321,7 +324,10 @@ int main(int argc, char **argv) {
             omp_set_num_threads(threads);
             run_ctx call = {lib, mode, threads, &s, x, w, y};
             bench_timing t;
-            bench_time_calls(run_call, &call, 3, 0.5, BENCH_MAX_CALLS, &t);
+            if (bench_time_calls(run_call, &call, 3, 0.5, BENCH_MAX_CALLS, &t)) {
+                fprintf(stderr, "gemm_bench: a timed call failed\n");
+                return 1;
+            }
             const double flops = 2.0 * (double)s.rows * (double)s.d_in * (double)s.d_out;
             const double gflops = flops / t.median * 1e-9;
             /* per CPU-second, against one thread's peak in CPU time: time the
