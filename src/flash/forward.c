@@ -102,8 +102,13 @@
  * 4-8 KiB apart; larger units then copy each K/V tile for more queries. */
 #define FLASH_LONG_KEYS 4096
 /* ...as long as the problem keeps at least this many units: enough for load
- * balance under a causal mask on any likely thread count. */
-#define FLASH_MIN_UNITS 128
+ * balance under a causal mask (largest units first) on up to 16 threads or
+ * so.  128 kept AVX-512's units at 16 subtiles (512 query rows) at L = 4096;
+ * at 64 they reach 32 (1 MiB of queries and accumulators at D = 128, past
+ * a 1 MiB L2, but read in order, which the prefetchers follow, where the
+ * K/V copies are not): 1.01-1.08x faster on Zen 4 (docs/kernels.md §6,
+ * v19).  AVX2's 16-row subtiles reached 32 at 128 already. */
+#define FLASH_MIN_UNITS 64
 #define FLASH_ALIGN 64
 
 /* One row of a unit: query position i, query head h, and the structurally
@@ -177,8 +182,9 @@ static bool native_bf16(const sdpa_problem *p, const ukernel_table *kern) {
  * rows share a unit only changes where a windowed unit's first tile starts).
  * Measured on Zen 3, AVX2, L = S = 4096 (docs/kernels.md §6, v14): 32
  * subtiles run 1.15-1.35x faster than 8 (CPU time), whose K/V tile copies
- * had taken 18 % of it; at L = 1024 (1 MiB of K and V a head, in L2) 16
- * were 2-27 % slower than 8 (v9), so short problems keep 8. */
+ * had taken 18 % of it; on Zen 4, AVX-512, 32 rather than 16 run 1.01-1.08x
+ * faster (v19); at L = 1024 (1 MiB of K and V a head, in L2) 16 were 2-27 %
+ * slower than 8 (v9), so short problems keep 8. */
 static int64_t plan_subtiles(const sdpa_problem *p, int64_t query_blocks, int64_t head_blocks) {
     int64_t subtiles = FLASH_SUBTILES;
     if (p->len_kv >= FLASH_LONG_KEYS) {
