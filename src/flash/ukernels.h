@@ -65,7 +65,8 @@
 #define FLASH_EXP2_C5 1.339887440266574E-003f
 #define FLASH_EXP2_C6 1.535336188319500E-004f
 
-/* Memory a micro-kernel should prefetch (prefetcht0) while it computes:
+/* Memory a micro-kernel should prefetch while it computes (prefetcht0; the
+ * rows kernels with their ISA's ROWS_STREAM_LOCALITY):
  * rows [0, rows), ld floats apart, each made of segs segments of width
  * floats, seg_ld apart (the kv heads of a key) — the next K or V tile.  Tile
  * kernels spread the requests over their inner loop, about one cache line
@@ -316,18 +317,26 @@ static inline flash_prefetch_cursor flash_prefetch_start(const flash_prefetch *p
     return c;
 }
 
-/* Requests the next line of the stream, if any. */
-static inline void flash_prefetch_next(flash_prefetch_cursor *c) {
-    if (c->left <= 0) return;
-    uintptr_t at = c->row + ((uintptr_t)c->seg * (uintptr_t)c->pf.seg_ld + (uintptr_t)c->col) * sizeof(float);
-    __builtin_prefetch((const void *)at, 0, 3);
+/* The address of the next line of the stream, the cursor moved past it;
+ * 0 when the stream is done.  The caller issues the prefetch, with the
+ * locality it wants (flash_prefetch_next: into L1). */
+static inline uintptr_t flash_prefetch_take(flash_prefetch_cursor *c) {
+    if (c->left <= 0) return 0;
+    const uintptr_t at = c->row + ((uintptr_t)c->seg * (uintptr_t)c->pf.seg_ld + (uintptr_t)c->col) * sizeof(float);
     c->col += 64 / (int64_t)sizeof(float);
-    if (c->col < c->pf.width) return;
+    if (c->col < c->pf.width) return at;
     c->col = 0;
-    if (++c->seg < c->pf.segs) return;
+    if (++c->seg < c->pf.segs) return at;
     c->seg = 0;
     c->row += (uintptr_t)c->pf.ld * sizeof(float);
     c->left--;
+    return at;
+}
+
+/* Requests the next line of the stream, if any, into L1 (prefetcht0). */
+static inline void flash_prefetch_next(flash_prefetch_cursor *c) {
+    const uintptr_t at = flash_prefetch_take(c);
+    if (at) __builtin_prefetch((const void *)at, 0, 3);
 }
 
 /* Requests the rest of the current row of the stream. */

@@ -13,6 +13,8 @@
  *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
  *   LOOKAHEAD_ROWS         the rows kernels' look-ahead prefetch distance in key
  *                          rows, 0 for none (below)
+ *   ROWS_STREAM_LOCALITY   the locality of the rows kernels' stream of the other
+ *                          pass's rows: 3 (into L1) or 1 (into L2) (below)
  *
  * It defines static functions simd_exp2_n, simd_softcap_n, simd_qk_tile, simd_softmax_tile,
  * simd_pv_tile, simd_probs_tile, simd_mask_tile (templates/mask_tile.h), simd_qk_rows, simd_qk_rows_half,
@@ -42,6 +44,15 @@
  * prefetch instructions then cost 6-22 % of a step (v17, docs/kernels.md). */
 #ifndef LOOKAHEAD_ROWS
 #error "an ISA sets LOOKAHEAD_ROWS before including the rows kernels"
+#endif
+/* ROWS_STREAM_LOCALITY (the ISA's choice too): __builtin_prefetch's
+ * locality for the rows kernels' stream of the other pass's rows: 3
+ * (prefetcht0, into L1) or 1 (prefetcht2, into L2).  On Zen 3 (AVX2) the
+ * stream into L2 took 1.03-1.06x the time (v16b); on Zen 4 (AVX-512) the
+ * stream into L1 stalled the scores pass on full miss buffers, and into L2
+ * a decode step took 0.76-0.83x the time (v20, docs/kernels.md). */
+#ifndef ROWS_STREAM_LOCALITY
+#error "an ISA sets ROWS_STREAM_LOCALITY before including the rows kernels"
 #endif
 
 static SIMD_TARGET void simd_exp2_n(const float *x, float *y, int64_t n) {
@@ -159,7 +170,10 @@ SIMD_INLINE void prefetch_head(const void *rows, int j, int keys, int nk, const 
                                int h, int64_t ldh, int64_t n, const int kind, flash_prefetch_cursor *next,
                                int lines) {
     for (int i = 0; i < keys; i++) prefetch_ahead(rows, j + i, nk, pf, ldr, h, ldh, n, kind);
-    for (int l = 0; l < lines; l++) flash_prefetch_next(next);
+    for (int l = 0; l < lines; l++) {
+        const uintptr_t at = flash_prefetch_take(next);
+        if (at) __builtin_prefetch((const void *)at, 0, ROWS_STREAM_LOCALITY);
+    }
 }
 
 /* The lines of the other pass's stream each of `heads` heads requests for
