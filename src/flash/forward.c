@@ -83,14 +83,14 @@
 #define FLASH_MIN_CHUNK_KEYS 512
 /* A paged problem whose blocks are shorter than this many rows has each
  * rows-path step's keys and values copied together first (c->step_k,
- * step_v).  Longer blocks are read in place, the rows kernels' look-ahead
- * (LOOKAHEAD_ROWS: 16 rows on AVX-512, none on AVX2) following the block
- * table into the next block (lookahead_from): 16-row blocks then take
- * 1.06-1.08x the contiguous time, the copies 1.1-1.6x (Zen 5); before
- * it, reading 16-row blocks in
- * place had taken 1.4-1.7x, as the kernels requested the rows after each
- * block, another block's (docs/cache.md).  Shorter blocks than the
- * look-ahead would leave it short of rows. */
+ * step_v).  Longer blocks are read in place, the rows kernels' look-ahead,
+ * where an ISA has one (LOOKAHEAD_ROWS: none on AVX2 since v17, on AVX-512
+ * since v21), following the block table into the next block
+ * (lookahead_from): with 16 rows of it, 16-row blocks took 1.06-1.08x the
+ * contiguous time, the copies 1.1-1.6x (Zen 5); before it, reading 16-row
+ * blocks in place had taken 1.4-1.7x, as the kernels requested the rows
+ * after each block, another block's (docs/cache.md).  Shorter blocks than
+ * a look-ahead would leave it short of rows. */
 #define FLASH_COPY_BLOCKS_BELOW 16
 /* Query tiles (subtiles) that share each K/V tile a unit loads: 8, and up
  * to 32 in long problems (plan_subtiles). */

@@ -41,7 +41,8 @@
  * once, and the hardware prefetchers alone, which stop at 4 KiB pages, had
  * kept too few lines in flight; since the stream is spread over the heads
  * (v16b) it alone keeps them in flight on Zen 3, where the look-ahead's
- * prefetch instructions then cost 6-22 % of a step (v17, docs/kernels.md). */
+ * prefetch instructions then cost 6-22 % of a step (v17, docs/kernels.md),
+ * and on Zen 4 once the stream goes to L2 (v20, v21): every ISA has 0 now. */
 #ifndef LOOKAHEAD_ROWS
 #error "an ISA sets LOOKAHEAD_ROWS before including the rows kernels"
 #endif
