@@ -4,7 +4,9 @@
  * values stored three ways, and a batch of sequences of mixed lengths.
  *
  * Shapes: q [1, B, Hq=16, D=128] (one row per sequence), each sequence's
- * keys and values [S, Hkv=8, 128], fp32, causal-lower-right.
+ * keys and values [S, Hkv=8, 128], causal-lower-right; the cache in fp32,
+ * then the same rows (but sdpa) with a bfloat16 cache ('kv=bf16': what an
+ * engine keeps; half the bytes a step reads).
  *   cache S=n sdpa           attn_sdpa_forward on one contiguous [1, n, 8, 128]:
  *                            the kernel alone, what the cache adds to
  *   cache S=n contiguous     the cache's one region per sequence
@@ -39,48 +41,59 @@ const char bench_cache_help[] =
     "           D=128: S=4096|32768 as attn_sdpa_forward alone (sdpa), a contiguous cache,\n"
     "           and paged caches of 16- and 256-row blocks lying every other one in the\n"
     "           pool; then 8 sequences of mixed lengths in one call, contiguous and paged\n"
-    "           (16 and 256); rows of one S, and the batch's, are timed together in rounds\n\n";
+    "           (16 and 256); rows of one S, and the batch's, are timed together in rounds;\n"
+    "           then the same caches in bfloat16 ('kv=bf16', no sdpa row)\n\n";
 
 typedef enum { STORE_SDPA, STORE_CONTIGUOUS, STORE_PAGED } cache_store;
 
 typedef struct cache_case {
     cache_store store;
+    attn_dtype dtype; /* the cache's: ATTN_F32 or ATTN_BF16 */
     int64_t seqs, lens[CACHE_SEQS], block_rows;
     char name[80];
     int group; /* rows of one group share their data and are timed together */
 } cache_case;
 
-/* The plan: (quick) S = 4096, or also 32768; then the batch. */
+/* The plan: (quick) S = 4096, or also 32768; then the batch; all of it
+ * once with a float32 cache, then with a bfloat16 one (no sdpa row). */
 static int plan(bool quick, cache_case *cases) {
     static const int64_t singles[] = {4096, 32768};
     static const int64_t batch[CACHE_SEQS] = {512, 8192, 1024, 6144, 1536, 4096, 2048, 3072};
     static const int64_t blocks[] = {16, 256};
-    int n = 0;
-    for (int s = 0; s < (quick ? 1 : 2); s++) {
-        for (int kind = STORE_SDPA; kind <= STORE_PAGED; kind++)
-            for (int b = 0; b < (kind == STORE_PAGED ? 2 : 1); b++) {
-                cache_case *c = &cases[n++];
-                *c = (cache_case){(cache_store)kind, 1, {singles[s]}, kind == STORE_PAGED ? blocks[b] : 0, {0}, s};
-                if (kind == STORE_PAGED)
-                    snprintf(c->name, sizeof c->name, "cache S=%lld paged block=%lld", (long long)singles[s],
-                             (long long)blocks[b]);
-                else
-                    snprintf(c->name, sizeof c->name, "cache S=%lld %s", (long long)singles[s],
-                             kind == STORE_SDPA ? "sdpa" : "contiguous");
-            }
-    }
-    for (int b = -1; b < 2; b++) { /* contiguous, then paged with each block size */
-        cache_case *c = &cases[n++];
-        *c = (cache_case){b < 0 ? STORE_CONTIGUOUS : STORE_PAGED, CACHE_SEQS, {0}, b < 0 ? 0 : blocks[b], {0},
-                          quick ? 1 : 2};
-        for (int i = 0; i < CACHE_SEQS; i++) c->lens[i] = quick ? batch[i] / 4 : batch[i];
-        if (b < 0) snprintf(c->name, sizeof c->name, "cache batched %d seqs contiguous", CACHE_SEQS);
-        else snprintf(c->name, sizeof c->name, "cache batched %d seqs paged block=%lld", CACHE_SEQS, (long long)blocks[b]);
+    int n = 0, group = 0;
+    for (int half = 0; half < 2; half++) {
+        const attn_dtype dtype = half ? ATTN_BF16 : ATTN_F32;
+        const char *kv = half ? " kv=bf16" : "";
+        for (int s = 0; s < (quick ? 1 : 2); s++, group++) {
+            for (int kind = half ? STORE_CONTIGUOUS : STORE_SDPA; kind <= STORE_PAGED; kind++)
+                for (int b = 0; b < (kind == STORE_PAGED ? 2 : 1); b++) {
+                    cache_case *c = &cases[n++];
+                    *c = (cache_case){(cache_store)kind, dtype, 1, {singles[s]}, kind == STORE_PAGED ? blocks[b] : 0,
+                                      {0}, group};
+                    if (kind == STORE_PAGED)
+                        snprintf(c->name, sizeof c->name, "cache S=%lld%s paged block=%lld", (long long)singles[s], kv,
+                                 (long long)blocks[b]);
+                    else
+                        snprintf(c->name, sizeof c->name, "cache S=%lld%s %s", (long long)singles[s], kv,
+                                 kind == STORE_SDPA ? "sdpa" : "contiguous");
+                }
+        }
+        for (int b = -1; b < 2; b++) { /* contiguous, then paged with each block size */
+            cache_case *c = &cases[n++];
+            *c = (cache_case){b < 0 ? STORE_CONTIGUOUS : STORE_PAGED, dtype, CACHE_SEQS, {0}, b < 0 ? 0 : blocks[b],
+                              {0}, group};
+            for (int i = 0; i < CACHE_SEQS; i++) c->lens[i] = quick ? batch[i] / 4 : batch[i];
+            if (b < 0) snprintf(c->name, sizeof c->name, "cache batched %d seqs%s contiguous", CACHE_SEQS, kv);
+            else
+                snprintf(c->name, sizeof c->name, "cache batched %d seqs%s paged block=%lld", CACHE_SEQS, kv,
+                         (long long)blocks[b]);
+        }
+        group++;
     }
     return n;
 }
 
-enum { MAX_CASES = 12 };
+enum { MAX_CASES = 24 }; /* the plan's 20 rows, and room */
 
 int bench_cache_rows(bool quick, const char *filter, bench_cache_matcher matches, bool list) {
     cache_case cases[MAX_CASES];
@@ -136,6 +149,7 @@ static attn_status build(const cache_case *c, cache_run *r) {
     cfg.layers = 1;
     cfg.kv_heads = CACHE_HKV;
     cfg.head_dim = CACHE_D;
+    cfg.dtype = c->dtype;
     cfg.max_seqs = c->seqs + filler;
     cfg.capacity = len;
     cfg.layout = c->store == STORE_PAGED ? ATTN_KV_PAGED : ATTN_KV_CONTIGUOUS;
@@ -270,7 +284,8 @@ static void measure_group(const bench_cache_settings *s, const cache_case *cases
 static void print_row(const bench_cache_settings *s, const cache_case *c, const cache_result *r) {
     int64_t keys = 0;
     for (int j = 0; j < c->seqs; j++) keys += c->lens[j];
-    const double io = 4.0 * (2.0 * (double)(c->seqs * CACHE_HQ * CACHE_D) + 2.0 * (double)(keys * CACHE_HKV * CACHE_D));
+    const double kv_bytes = c->dtype == ATTN_F32 ? 4.0 : 2.0;
+    const double io = 4.0 * 2.0 * (double)(c->seqs * CACHE_HQ * CACHE_D) + kv_bytes * 2.0 * (double)(keys * CACHE_HKV * CACHE_D);
     const double gbps = io / r->median_s / 1e9, gflops = 4.0 * CACHE_HQ * (double)keys * CACHE_D / r->median_s / 1e9;
     if (s->csv) {
         printf("cache,%s,flash,%s,%d,%lld,1,%lld,%d,%d,%d,causal-lower-right,", c->name, attn_isa_name(), s->threads,
@@ -302,10 +317,10 @@ int bench_cache_run(const bench_cache_settings *s) {
         cache_result res[MAX_CASES];
         measure_group(s, cases, sel, m, res);
         if (!s->csv && !header) {
-            printf("\ncache: one decoding step (a query per sequence), Hq=16 Hkv=8 D=128, fp32; GB/s = bytes\n"
-                   "of q, k, v, out / time; rows of one S (and the batch) are timed in rounds of one call\n"
-                   "each; %%bw of the read bandwidth; x contig = median over rounds of time / the contiguous\n"
-                   "row's in the same round\n"
+            printf("\ncache: one decoding step (a query per sequence), Hq=16 Hkv=8 D=128, fp32 (kv=bf16: a\n"
+                   "bfloat16 cache); GB/s = bytes of q, k, v, out / time; rows of one S (and the batch) are\n"
+                   "timed in rounds of one call each; %%bw of the read bandwidth; x contig = median over\n"
+                   "rounds of time / the contiguous row's in the same round\n"
                    "%-38s %3s %4s %11s %6s %6s %9s %8s\n",
                    "name", "thr", "runs", "median ms", "GB/s", "%bw", "segments", "x contig");
             header = true;

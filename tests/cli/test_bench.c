@@ -194,7 +194,9 @@ static int documented_rows(bool quick) {
     const int decode = (quick ? 2 : 3) * 3, longs = quick ? 0 : 1;
     int scaling = 0;
     for (int n = 100; n <= (quick ? 3200 : 12800); n *= 2) scaling++;
-    const int cache = quick ? 4 + 3 : 2 * 4 + 3; /* per S: sdpa, contiguous, paged x 2; the batch x 3 */
+    /* float32, per S: sdpa, contiguous, paged x 2; the batch x 3; then
+     * bfloat16, per S: contiguous, paged x 2; the batch x 3 */
+    const int cache = quick ? (4 + 3) + (3 + 3) : (2 * 4 + 3) + (2 * 3 + 3);
     return 2 * prefill + prefill_bf16 + decode + longs + scaling + cache;
 }
 
@@ -225,7 +227,7 @@ static void full_plan_and_filters(void **state) {
     } filters[] = {
         {"prefill L=512 ", 8}, {"backward L=8192 Hkv=8", 4}, {"decode", 9}, {"long", 1},
         {"scaling n=12800", 1}, {"causal", 45}, {"decode S=131072,scaling n=100", 4},
-        {"kv=bf16", 3}, {"bf16 fast", 4},
+        {"kv=bf16", 3 + 9}, {"bf16 fast", 4}, /* kv=bf16: decode, and the cache section's bfloat16 rows */
     };
     for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++) {
         assert_int_equal(test_run_cli(&out, "bench --list --filter '%s'", filters[f].filter), 0);

@@ -155,17 +155,19 @@ static void test_bench_rows(void **state) {
     (void)state;
     char *output;
     int st = test_run_cli(&output, "bench --csv --quick --threads 2 --filter 'cache S=4096 paged block=256,cache "
-                                   "batched 8 seqs paged'");
+                                   "batched 8 seqs paged,cache S=4096 kv=bf16'");
     if (st) fail_msg("attn bench exited %d:\n%s", st, output);
     assert_non_null(strstr(output, "\ncache,cache S=4096 paged block=256,flash,"));
     assert_non_null(strstr(output, "\ncache,cache batched 8 seqs paged block=16,flash,"));
+    assert_non_null(strstr(output, "\ncache,cache S=4096 kv=bf16 paged block=16,flash,"));
+    assert_non_null(strstr(output, "\ncache,cache S=4096 kv=bf16 contiguous,flash,"));
     assert_null(strstr(output, ",error"));
     free(output);
     st = test_run_cli(&output, "bench --list --filter cache");
     if (st) fail_msg("attn bench --list exited %d:\n%s", st, output);
     int lines = 0;
     for (const char *p = output; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 11);
+    assert_int_equal(lines, 20); /* 11 float32 rows, 9 bfloat16 */
     free(output);
 }
 
