@@ -295,9 +295,9 @@ static void print_row(const bench_cache_settings *s, const cache_case *c, const 
             printf("%d,%.4f,%.3f,,%.3f,%.2f,,,%.0f,ok\n", r->runs, r->median_s * 1e3, gflops, gbps,
                    100.0 * gbps / s->read_gbps, io);
     } else if (r->status) {
-        printf("%-38s error (see message above)\n", c->name);
+        printf("%-44s error (see message above)\n", c->name);
     } else {
-        printf("%-38s %3d %4d %11.3f %6.2f %5.1f%% %9lld ", c->name, s->threads, r->runs, r->median_s * 1e3, gbps,
+        printf("%-44s %3d %4d %11.3f %6.2f %5.1f%% %9lld ", c->name, s->threads, r->runs, r->median_s * 1e3, gbps,
                100.0 * gbps / s->read_gbps, (long long)r->segments);
         if (isfinite(r->ratio)) printf("%8.3f\n", r->ratio);
         else printf("%8s\n", "");
@@ -321,7 +321,7 @@ int bench_cache_run(const bench_cache_settings *s) {
                    "bfloat16 cache); GB/s = bytes of q, k, v, out / time; rows of one S (and the batch) are\n"
                    "timed in rounds of one call each; %%bw of the read bandwidth; x contig = median over\n"
                    "rounds of time / the contiguous row's in the same round\n"
-                   "%-38s %3s %4s %11s %6s %6s %9s %8s\n",
+                   "%-44s %3s %4s %11s %6s %6s %9s %8s\n",
                    "name", "thr", "runs", "median ms", "GB/s", "%bw", "segments", "x contig");
             header = true;
         }
