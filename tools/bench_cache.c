@@ -284,7 +284,7 @@ static void measure_group(const bench_cache_settings *s, const cache_case *cases
 static void print_row(const bench_cache_settings *s, const cache_case *c, const cache_result *r) {
     int64_t keys = 0;
     for (int j = 0; j < c->seqs; j++) keys += c->lens[j];
-    const double kv_bytes = c->dtype == ATTN_F32 ? 4.0 : 2.0;
+    const double kv_bytes = (double)attn_dtype_size(c->dtype);
     const double io = 4.0 * 2.0 * (double)(c->seqs * CACHE_HQ * CACHE_D) + kv_bytes * 2.0 * (double)(keys * CACHE_HKV * CACHE_D);
     const double gbps = io / r->median_s / 1e9, gflops = 4.0 * CACHE_HQ * (double)keys * CACHE_D / r->median_s / 1e9;
     if (s->csv) {
