@@ -57,6 +57,14 @@
  * Dtypes.  The cache stores float32, float16 or bfloat16; rows given in
  * float32 are rounded to nearest even on append (attn's conversions).
  *
+ * Memory.  The pools are allocated at creation and mapped as rows are
+ * first written.  On Linux a pool of 2 MiB or more lies on 2 MiB
+ * boundaries and is advised as transparent huge pages (MADV_HUGEPAGE),
+ * since a decoding step streams it: 0.7-0.8x the time of small pages on
+ * the machines measured (docs/cache.md, "Memory pages").  Memory is then
+ * mapped 2 MiB at a time, and the first write into each such page may cost
+ * more; set ATTN_HUGE_PAGES=0 in the environment to keep small pages.
+ *
  * Thread safety.  A cache has no lock.  Calls that only read it
  * (attn_kv_cache_view, attn_kv_cache_attend, the queries) may run
  * concurrently with each other; a call that changes it (append, seq_add,

@@ -7,8 +7,9 @@
  * keys and values [S, Hkv=8, 128], causal-lower-right; the cache in fp32,
  * then the same rows (but sdpa) with a bfloat16 cache ('kv=bf16': what an
  * engine keeps; half the bytes a step reads).
- *   cache S=n sdpa           attn_sdpa_forward on one contiguous [1, n, 8, 128]:
- *                            the kernel alone, what the cache adds to
+ *   cache S=n sdpa           attn_sdpa_forward on one contiguous [1, n, 8, 128]
+ *                            in malloc's memory (a caller's tensors): the
+ *                            kernel alone, what the cache adds to
  *   cache S=n contiguous     the cache's one region per sequence
  *   cache S=n paged block=r  blocks of r rows, every other block of the pool
  *                            (as a pool shared by two sequences leaves them),
@@ -21,7 +22,10 @@
  * warm-up: a row's time is its median, and "x contig" the median over the
  * rounds of its time over the contiguous row's in the same round, so that
  * the drifting load of a shared machine cancels from the ratio.  GB/s
- * counts the bytes of q, k, v and out, as the decode rows do.
+ * counts the bytes of q, k, v and out, as the decode rows do.  The
+ * cache's pools are on 2 MiB pages where the system has them (docs/cache.md,
+ * "Memory pages"), the sdpa row's tensors on malloc's small pages: where
+ * the two differ, that is what the pages are worth.
  */
 #include "bench_cache.h"
 
@@ -42,7 +46,8 @@ const char bench_cache_help[] =
     "           and paged caches of 16- and 256-row blocks lying every other one in the\n"
     "           pool; then 8 sequences of mixed lengths in one call, contiguous and paged\n"
     "           (16 and 256); rows of one S, and the batch's, are timed together in rounds;\n"
-    "           then the same caches in bfloat16 ('kv=bf16', no sdpa row)\n\n";
+    "           then the same caches in bfloat16 ('kv=bf16', no sdpa row); the cache's pools\n"
+    "           are on 2 MiB pages where the system has them (ATTN_HUGE_PAGES=0: not)\n\n";
 
 typedef enum { STORE_SDPA, STORE_CONTIGUOUS, STORE_PAGED } cache_store;
 
@@ -320,7 +325,8 @@ int bench_cache_run(const bench_cache_settings *s) {
             printf("\ncache: one decoding step (a query per sequence), Hq=16 Hkv=8 D=128, fp32 (kv=bf16: a\n"
                    "bfloat16 cache); GB/s = bytes of q, k, v, out / time; rows of one S (and the batch) are\n"
                    "timed in rounds of one call each; %%bw of the read bandwidth; x contig = median over\n"
-                   "rounds of time / the contiguous row's in the same round\n"
+                   "rounds of time / the contiguous row's in the same round; the cache's pools are on 2 MiB\n"
+                   "pages (ATTN_HUGE_PAGES=0: small ones), the sdpa row's tensors on malloc's small ones\n"
                    "%-44s %3s %4s %11s %6s %6s %9s %8s\n",
                    "name", "thr", "runs", "median ms", "GB/s", "%bw", "segments", "x contig");
             header = true;

@@ -113,9 +113,14 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cac
         goto fail;
     }
     if (cfg.rope && (st = copy_rope(c, cfg.rope))) goto fail;
-    /* calloc: pages of the pools are mapped as sequences first touch them. */
-    c->k_pool = calloc(1, k_bytes);
-    c->v_pool = calloc(1, v_bytes);
+    /* Pages of the pools are mapped as sequences first touch them, large
+     * pools' as 2 MiB pages where the system has them (base/pages.h: a
+     * decoding step streams the pools, and walks 512x fewer page-table
+     * entries then). */
+    if (attn__pages_alloc(&c->k_pages, k_bytes) && attn__pages_alloc(&c->v_pages, v_bytes)) {
+        c->k_pool = c->k_pages.data;
+        c->v_pool = c->v_pages.data;
+    }
     c->refs = calloc((size_t)c->num_blocks, sizeof *c->refs);
     c->free_stack = malloc((size_t)c->num_blocks * sizeof *c->free_stack);
     c->live = calloc((size_t)c->max_seqs, sizeof *c->live);
@@ -140,8 +145,8 @@ fail:
 
 void attn_kv_cache_destroy(attn_kv_cache *c) {
     if (!c) return;
-    free(c->k_pool);
-    free(c->v_pool);
+    attn__pages_free(&c->k_pages);
+    attn__pages_free(&c->v_pages);
     free(c->refs);
     free(c->free_stack);
     free(c->live);

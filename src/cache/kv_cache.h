@@ -18,6 +18,7 @@
 
 #include "attn_cache.h"
 #include "base/base.h"
+#include "base/pages.h"
 
 struct attn_kv_cache {
     int64_t layers, kv_heads, dim, dim_v;
@@ -27,7 +28,8 @@ struct attn_kv_cache {
     int64_t max_seqs, capacity;
     int64_t block_rows, num_blocks, table_len;
     int64_t k_row, v_row; /* elements in one row of all heads: Hkv * D, Hkv * Dv */
-    unsigned char *k_pool, *v_pool;
+    unsigned char *k_pool, *v_pool; /* k_pages.data, v_pages.data */
+    page_array k_pages, v_pages;
     int32_t *refs;        /* [num_blocks] sequences holding each block */
     int32_t *free_stack;  /* [num_blocks] free block ids; the top is taken first */
     int64_t free_count;
