@@ -57,6 +57,11 @@ def main(argv):
     if "fma_peak_end" in machine:
         print("| FP32 FMA peak, end of run | %.1f GFLOP/s |" % num(machine["fma_peak_end"]["gflops"]))
     print("| STREAM triad (3 x 256 MiB, STREAM byte count) | %.1f GB/s%s |" % (bw, part("triad", "gbps")))
+    if "read" in machine:
+        print("| read bandwidth (a sum over 1 GiB), start of run | %.1f GB/s%s |" % (
+            num(machine["read"]["gbps"]), part("read", "gbps")))
+    if "read_end" in machine:
+        print("| read bandwidth, end of run | %.1f GB/s |" % num(machine["read_end"]["gbps"]))
     print("\n%%peak below is of %.1f GFLOP/s, the larger of the two peaks; %%bw of %.1f GB/s.\n" % (peak, bw))
 
     def kernel_rows(section):

@@ -87,8 +87,9 @@ static const char bench_usage_columns[] =
     "                 triad (what pct_bw divides by: the larger of triad_threads and\n"
     "                 triad_1thread); read (what a decode row's pct_bw divides by:\n"
     "                 the larger of read_threads and read_1thread, a read-only sum);\n"
-    "                 fma_peak_end (fma_peak measured again after the\n"
-    "                 kernels: its pct_peak far from 100 means the load changed)\n"
+    "                 fma_peak_end and read_end (fma_peak and read measured again\n"
+    "                 after the kernels: a pct_peak or pct_bw far from 100 means the\n"
+    "                 load changed)\n"
     "  kernel isa     the kernel and the instruction set it ran on\n"
     "  threads        threads it ran on (the reference always uses 1)\n"
     "  B L S Hq Hkv D mask   the shape; mask is none, causal or causal-lower-right\n"
@@ -830,21 +831,35 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
     const bench_cache_settings cache_rows = {cfg.quick, cfg.csv, cfg.threads, cfg.filter, name_matches, m.read_gbps,
                                              cfg.min_runs, cfg.max_runs, cfg.target_seconds};
     if (cfg.run_flash && bench_cache_run(&cache_rows) != CLI_OK) rc = CLI_DATA_ERROR;
-    /* The peak again: a figure far from the first means the load on the
-     * machine changed during the run, and the percentages above drifted. */
-    progress_show(&prog, "FMA peak, again");
+    /* The peak and the read bandwidth again: a figure far from the first
+     * means the load on the machine changed during the run, and the
+     * percentages above drifted (a shared host's memory bandwidth has been
+     * seen to swing 30-45 GB/s within minutes). */
+    progress_show(&prog, "FMA peak and read bandwidth, again");
     machine_limits end = m;
     double peak_end = measure_machine(&cfg, false, &end) == ATTN_OK ? end.peak_gflops : NAN;
+    double read_end = NAN, read_end_one = NAN;
+    if (attn_measure_read_bandwidth(cfg.threads, 0, &read_end) == ATTN_OK &&
+        attn_measure_read_bandwidth(1, 0, &read_end_one) == ATTN_OK)
+        read_end = fmax(read_end, read_end_one);
     progress_clear(&prog);
     if (cfg.csv) {
         print_csv_peak("fma_peak_end", &m, m.threads, peak_end, m.peak_gflops);
+        print_csv_triad("read_end", m.threads, read_end, m.read_gbps);
     } else {
-        double drift = peak_end / m.peak_gflops;
+        double drift = peak_end / m.peak_gflops, read_drift = read_end / m.read_gbps;
         printf("\nFMA peak measured again at the end: %.1f GFLOP/s (%.0f%% of the figure at the start)%s\n",
                peak_end, 100.0 * drift,
                drift > 1.2   ? ";\nthe machine was busier at the start, so the %peak figures above are overstated."
                : drift < 0.8 ? ";\nthe machine got busier during the run, so the later rows are understated."
                              : ".");
+        printf("read bandwidth measured again at the end: %.1f GB/s (%.0f%% of the figure at the start)%s\n",
+               read_end, 100.0 * read_drift,
+               read_drift > 1.15   ? ";\nthe memory was busier at the start, so the decode and cache %bw figures are\n"
+                                     "overstated."
+               : read_drift < 0.87 ? ";\nthe memory was less busy at the start, so the decode and cache %bw figures\n"
+                                     "are understated."
+                                   : ".");
         printf("\nnotes: times are medians of several runs after a warm-up; ratios within one run are\n"
                "what to compare on a shared machine.  The reference kernel runs on one thread and only\n"
                "where a row needs at most %.1f GFLOP (%d ref rows skipped)%s.\n",

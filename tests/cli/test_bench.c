@@ -138,8 +138,9 @@ static void csv_rows_are_well_formed(void **state) {
             assert_true(strcmp(f[21], "unavailable") == 0 || strcmp(f[21], "skipped") == 0);
         }
     }
-    /* fma_peak, triad and read with their _threads and _1thread parts, fma_peak_end */
-    assert_int_equal(machine_rows, 10);
+    /* fma_peak, triad and read with their _threads and _1thread parts,
+     * fma_peak_end and read_end */
+    assert_int_equal(machine_rows, 11);
     assert_int_equal(decode_rows, 6);
     free(out);
 }
