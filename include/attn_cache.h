@@ -30,6 +30,9 @@
  *   ATTN_KV_PAGED       a pool of `num_blocks` blocks of `block_rows` rows,
  *                       taken by the sequences as they grow; a sequence may
  *                       hold up to `capacity` rows if the pool has the blocks.
+ *                       A sequence takes the block after its last one when
+ *                       that is free, so its rows stay in few segments
+ *                       (docs/cache.md, "Layout").
  *
  * Fork.  attn_kv_cache_seq_fork makes a new sequence that shares the
  * parent's blocks (a reference count per block): no copy.  A block shared

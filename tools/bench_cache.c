@@ -12,11 +12,14 @@
  *                            kernel alone, what the cache adds to
  *   cache S=n contiguous     the cache's one region per sequence
  *   cache S=n paged block=r  blocks of r rows, every other block of the pool
- *                            (as a pool shared by two sequences leaves them),
- *                            so the view is n / r segments
+ *                            (a comb: a pool that has served many short
+ *                            sequences), so the view is n / r segments: the
+ *                            layout where blocks cost most
  *   cache batched 8 seqs ... 8 sequences of 512 .. 8192 rows (quick: 128 ..
- *                            2048) appended in turns, block by block:
- *                            contiguous, paged block=16 and block=256
+ *                            2048) appended in turns, block by block, into a
+ *                            fresh pool (which keeps each one's blocks
+ *                            together where it can): contiguous, paged
+ *                            block=16 and block=256
  * The rows of one S (and those of the batch) read the same keys and values
  * and are timed together, in rounds of one call each after an untimed
  * warm-up: a row's time is its median, and "x contig" the median over the
@@ -44,8 +47,9 @@ const char bench_cache_help[] =
     "  cache    one decoding step through the KV cache (attn_kv_cache_attend), Hq=16 Hkv=8\n"
     "           D=128: S=4096|32768 as attn_sdpa_forward alone (sdpa), a contiguous cache,\n"
     "           and paged caches of 16- and 256-row blocks lying every other one in the\n"
-    "           pool; then 8 sequences of mixed lengths in one call, contiguous and paged\n"
-    "           (16 and 256); rows of one S, and the batch's, are timed together in rounds;\n"
+    "           pool (a comb, the worst layout); then 8 sequences of mixed lengths in one\n"
+    "           call, appended side by side into a fresh pool, contiguous and paged (16 and\n"
+    "           256); rows of one S, and the batch's, are timed together in rounds;\n"
     "           then the same caches in bfloat16 ('kv=bf16', no sdpa row); the cache's pools\n"
     "           are on 2 MiB pages where the system has them (ATTN_HUGE_PAGES=0: not)\n\n";
 
@@ -142,12 +146,50 @@ static int64_t longest(const cache_case *c) {
     return m;
 }
 
-/* The cache of a case, its sequences filled in turns, `step` rows at a
- * time (a block), so that their blocks alternate in the pool.  A single
- * paged sequence takes turns with a filler that is freed at the end. */
+static int compare_blocks(const void *a, const void *b) {
+    const uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Makes a paged pool a comb, as one that has served many short sequences
+ * leaves it: every free block goes to a one-block sequence (rows of k and
+ * v), and every other of those, in the order of their blocks' addresses,
+ * is freed, the highest first, so that the free blocks are taken lowest
+ * first and no two are neighbours.  (The pool otherwise keeps a sequence's
+ * blocks together; docs/cache.md.) */
+static attn_status fragment(attn_kv_cache *cache, const float *k, const float *v) {
+    int64_t free_blocks, block_rows;
+    attn_status st = attn_kv_cache_pool(cache, &free_blocks, NULL, &block_rows);
+    if (st) return st;
+    uintptr_t(*order)[2] = malloc((size_t)(free_blocks + 1) * sizeof *order);
+    if (!order) return attn_set_error(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the comb's list");
+    const int64_t n = free_blocks;
+    for (int64_t i = 0; i < n && !st; i++) {
+        int64_t id, count;
+        attn_kv_segment seg;
+        attn_tensor kt = attn_tensor_4d((float *)k, 1, block_rows, CACHE_HKV, CACHE_D);
+        attn_tensor vt = attn_tensor_4d((float *)v, 1, block_rows, CACHE_HKV, CACHE_D);
+        if (!(st = attn_kv_cache_seq_add(cache, &id)) && !(st = attn_kv_cache_append(cache, id, 0, &kt, &vt)) &&
+            !(st = attn_kv_cache_view(cache, id, 0, &seg, 1, &count))) {
+            order[i][0] = (uintptr_t)seg.k.data;
+            order[i][1] = (uintptr_t)id;
+        }
+    }
+    if (!st) qsort(order, (size_t)n, sizeof *order, compare_blocks);
+    for (int64_t i = n - 1; i >= 0 && !st; i--)
+        if (i % 2 == 0) st = attn_kv_cache_seq_free(cache, (int64_t)order[i][1]);
+    free(order);
+    return st;
+}
+
+/* The cache of a case.  A single paged sequence is appended into a comb
+ * (fragment): every other block of the pool, the layout where blocks cost
+ * most.  The batch's sequences are appended in turns, a block (or 512
+ * rows) at a time, into a fresh pool, which keeps each one's blocks
+ * together where it can. */
 static attn_status build(const cache_case *c, cache_run *r) {
     const int64_t len = longest(c), step = c->store == STORE_PAGED ? c->block_rows : 512;
-    const bool filler = c->store == STORE_PAGED && c->seqs == 1;
+    const bool comb = c->store == STORE_PAGED && c->seqs == 1;
     int64_t total = 0;
     for (int i = 0; i < c->seqs; i++) total += c->lens[i];
     attn_kv_cache_config cfg = ATTN_KV_CACHE_CONFIG_INIT;
@@ -155,29 +197,24 @@ static attn_status build(const cache_case *c, cache_run *r) {
     cfg.kv_heads = CACHE_HKV;
     cfg.head_dim = CACHE_D;
     cfg.dtype = c->dtype;
-    cfg.max_seqs = c->seqs + filler;
-    cfg.capacity = len;
     cfg.layout = c->store == STORE_PAGED ? ATTN_KV_PAGED : ATTN_KV_CONTIGUOUS;
     cfg.block_rows = c->block_rows;
-    cfg.num_blocks = c->block_rows ? (filler ? 2 : 1) * (total / c->block_rows + c->seqs) : 0;
+    cfg.num_blocks = c->block_rows ? (comb ? 2 : 1) * (total / c->block_rows + c->seqs) : 0;
+    cfg.max_seqs = c->seqs + (comb ? cfg.num_blocks : 0);
+    cfg.capacity = len;
     attn_status st = attn_kv_cache_create(&cfg, &r->cache);
     if (st) return st;
-    int64_t filler_seq = -1, ids[CACHE_SEQS + 1];
-    const int n_ids = (int)c->seqs + filler;
-    for (int i = 0; i < n_ids; i++)
-        if ((st = attn_kv_cache_seq_add(r->cache, &ids[i]))) return st;
-    if (filler) filler_seq = ids[1];
-    for (int i = 0; i < c->seqs; i++) r->seqs[i] = ids[i];
+    for (int i = 0; i < c->seqs; i++)
+        if ((st = attn_kv_cache_seq_add(r->cache, &r->seqs[i]))) return st;
+    if (comb && (st = fragment(r->cache, r->k, r->v))) return st;
     for (int64_t at = 0; at < len; at += step)
-        for (int i = 0; i < n_ids; i++) {
-            const int64_t have = i < c->seqs ? c->lens[i] : len;
-            if (at >= have) continue;
-            const int64_t n = have - at < step ? have - at : step;
+        for (int i = 0; i < c->seqs; i++) {
+            if (at >= c->lens[i]) continue;
+            const int64_t n = c->lens[i] - at < step ? c->lens[i] - at : step;
             attn_tensor k = attn_tensor_4d(r->k + at * CACHE_HKV * CACHE_D, 1, n, CACHE_HKV, CACHE_D);
             attn_tensor v = attn_tensor_4d(r->v + at * CACHE_HKV * CACHE_D, 1, n, CACHE_HKV, CACHE_D);
-            if ((st = attn_kv_cache_append(r->cache, ids[i], 0, &k, &v))) return st;
+            if ((st = attn_kv_cache_append(r->cache, r->seqs[i], 0, &k, &v))) return st;
         }
-    if (filler && (st = attn_kv_cache_seq_free(r->cache, filler_seq))) return st;
     int64_t longest_seq = 0;
     for (int i = 1; i < c->seqs; i++)
         if (c->lens[i] > c->lens[longest_seq]) longest_seq = i;

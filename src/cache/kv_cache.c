@@ -18,6 +18,79 @@
 
 #include <stdlib.h>
 
+/* ------------------------------------------------------------- the pool
+ *
+ * Where a sequence's next block comes from decides how its rows lie, and a
+ * decoding step reads a run of neighbouring blocks as one stream: blocks
+ * apart cost the memory system about 100 ns each (a stream that ends and
+ * starts again), 5-8 % of a step at 16 rows a block (docs/cache.md, v6
+ * and v7).  So:
+ *   - a sequence takes the block after its last one when that is free;
+ *   - otherwise the top of the free stack: the most recently freed block
+ *     (a freed sequence's blocks are pushed last first, so the next
+ *     sequence takes them first to last and extends through them);
+ *   - a fresh pool's stack hands out 0, N/2, N/4, 3N/4, N/8, ... (the
+ *     bit-reversed order of the block ids): sequences that start side by
+ *     side land far apart and each grows through the blocks after its
+ *     first, where taking 0, 1, 2, ... in turn would interleave them
+ *     block by block.
+ * A lone sequence in a fresh pool still takes 0, 1, 2, ...: one segment.
+ * Every operation is O(1): a block leaves the middle of the stack by
+ * taking the bottom block's place (the ring's base moves up), which only
+ * reorders the blocks that would be handed out last. */
+
+/* b's bits reversed within `bits` bits. */
+static uint32_t reverse_bits(uint32_t b, int bits) {
+    uint32_t r = 0;
+    for (int i = 0; i < bits; i++, b >>= 1) r = (r << 1) | (b & 1u);
+    return r;
+}
+
+/* The fresh stack: the bit-reversed order of 0 .. N-1 from the top (ids
+ * reversed within the next power of two, those >= N skipped). */
+static void pool_init(attn_kv_cache *c) {
+    const int64_t n = c->num_blocks;
+    int bits = 0;
+    while (((int64_t)1 << bits) < n) bits++;
+    int64_t placed = 0;
+    for (int64_t i = 0; placed < n; i++) {
+        const int64_t block = bits ? (int64_t)reverse_bits((uint32_t)i, bits) : 0;
+        if (block >= n) continue;
+        const int64_t slot = n - 1 - placed++; /* the first in the order on top */
+        c->free_ring[slot] = (int32_t)block;
+        c->free_at[block] = (int32_t)slot;
+    }
+    c->free_base = 0;
+    c->free_count = n;
+}
+
+static int64_t ring_slot(const attn_kv_cache *c, int64_t i) { return (c->free_base + i) % c->num_blocks; }
+
+static void free_push(attn_kv_cache *c, int32_t block) {
+    const int64_t slot = ring_slot(c, c->free_count++);
+    c->free_ring[slot] = block;
+    c->free_at[block] = (int32_t)slot;
+}
+
+/* A block taken from the pool (the caller counted that there is one): the
+ * one after `after` when that is free (after >= 0), else the top. */
+static int32_t take_block(attn_kv_cache *c, int32_t after) {
+    const int32_t next = after + 1;
+    if (after >= 0 && next < c->num_blocks && c->free_at[next] >= 0) {
+        const int64_t slot = c->free_at[next], bottom_slot = c->free_base;
+        const int32_t bottom = c->free_ring[bottom_slot];
+        c->free_ring[slot] = bottom; /* the bottom block takes next's place */
+        c->free_at[bottom] = (int32_t)slot;
+        c->free_at[next] = -1;
+        c->free_base = (c->free_base + 1) % c->num_blocks;
+        c->free_count--;
+        return next;
+    }
+    const int32_t top = c->free_ring[ring_slot(c, --c->free_count)];
+    c->free_at[top] = -1;
+    return top;
+}
+
 /* ------------------------------------------------------------- creation */
 
 static attn_status check_positive(int64_t value, const char *field) {
@@ -122,20 +195,19 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cac
         c->v_pool = c->v_pages.data;
     }
     c->refs = calloc((size_t)c->num_blocks, sizeof *c->refs);
-    c->free_stack = malloc((size_t)c->num_blocks * sizeof *c->free_stack);
+    c->free_ring = malloc((size_t)c->num_blocks * sizeof *c->free_ring);
+    c->free_at = malloc((size_t)c->num_blocks * sizeof *c->free_at);
     c->live = calloc((size_t)c->max_seqs, sizeof *c->live);
     c->lengths = calloc((size_t)(c->max_seqs * c->layers), sizeof *c->lengths);
     c->tables = calloc((size_t)(c->max_seqs * c->table_len), sizeof *c->tables);
     c->held = calloc((size_t)c->max_seqs, sizeof *c->held);
-    if (!c->k_pool || !c->v_pool || !c->refs || !c->free_stack || !c->live || !c->lengths || !c->tables || !c->held) {
+    if (!c->k_pool || !c->v_pool || !c->refs || !c->free_ring || !c->free_at || !c->live || !c->lengths || !c->tables ||
+        !c->held) {
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory for %zu + %zu bytes of keys and values",
                         k_bytes, v_bytes);
         goto fail;
     }
-    /* Taken from the top: blocks 0, 1, 2, ... in order, so that a lone
-     * sequence's blocks are neighbours and its view is one segment. */
-    for (int64_t i = 0; i < c->num_blocks; i++) c->free_stack[i] = (int32_t)(c->num_blocks - 1 - i);
-    c->free_count = c->num_blocks;
+    pool_init(c);
     *cache = c;
     return ATTN_OK;
 fail:
@@ -148,7 +220,8 @@ void attn_kv_cache_destroy(attn_kv_cache *c) {
     attn__pages_free(&c->k_pages);
     attn__pages_free(&c->v_pages);
     free(c->refs);
-    free(c->free_stack);
+    free(c->free_ring);
+    free(c->free_at);
     free(c->live);
     free(c->lengths);
     free(c->tables);
@@ -215,8 +288,8 @@ attn_status attn_kv_cache_seq_free(attn_kv_cache *c, int64_t seq) {
     attn_status st = attn__kv_cache_check_seq(c, "attn_kv_cache_seq_free", seq, 0);
     if (st) return st;
     const int32_t *table = c->tables + seq * c->table_len;
-    for (int64_t b = 0; b < c->held[seq]; b++)
-        if (--c->refs[table[b]] == 0) c->free_stack[c->free_count++] = table[b];
+    for (int64_t b = c->held[seq] - 1; b >= 0; b--) /* last first: the first ends on top */
+        if (--c->refs[table[b]] == 0) free_push(c, table[b]);
     c->held[seq] = 0;
     c->live[seq] = false;
     return ATTN_OK;
@@ -301,7 +374,7 @@ static void store_rows(const attn_kv_cache *c, int64_t seq, int64_t layer, int64
  * holds in it, into a block taken from the pool (there is one: counted). */
 static void copy_on_write(attn_kv_cache *c, int64_t seq, int64_t entry) {
     int32_t *table = c->tables + seq * c->table_len;
-    const int32_t shared = table[entry], copy = c->free_stack[--c->free_count];
+    const int32_t shared = table[entry], copy = take_block(c, entry > 0 ? table[entry - 1] : -1);
     for (int64_t l = 0; l < c->layers; l++) {
         const int64_t rows = min_i64(max_i64(c->lengths[seq * c->layers + l] - entry * c->block_rows, 0), c->block_rows);
         memcpy(kv_cache_k_row(c, l, copy, 0), kv_cache_k_row(c, l, shared, 0), (size_t)(rows * c->k_row) * c->element_bytes);
@@ -372,7 +445,8 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, int64_t seq, int64_t layer, c
         if (e < c->held[seq]) {
             if (c->refs[table[e]] > 1) copy_on_write(c, seq, e);
         } else {
-            const int32_t block = c->free_stack[--c->free_count];
+            const int64_t held = c->held[seq];
+            const int32_t block = take_block(c, held > 0 ? c->tables[seq * c->table_len + held - 1] : -1);
             c->refs[block] = 1;
             c->tables[seq * c->table_len + c->held[seq]++] = block;
         }

@@ -31,8 +31,13 @@ struct attn_kv_cache {
     unsigned char *k_pool, *v_pool; /* k_pages.data, v_pages.data */
     page_array k_pages, v_pages;
     int32_t *refs;        /* [num_blocks] sequences holding each block */
-    int32_t *free_stack;  /* [num_blocks] free block ids; the top is taken first */
-    int64_t free_count;
+    /* The free blocks, a stack kept in a ring so that any block can leave
+     * it in O(1) (kv_cache.c, "The pool"): element i from the bottom is
+     * free_ring[(free_base + i) % num_blocks]; free_at[b] is b's index in
+     * free_ring, or -1 when b is taken. */
+    int32_t *free_ring;   /* [num_blocks] */
+    int32_t *free_at;     /* [num_blocks] */
+    int64_t free_base, free_count;
     bool *live;           /* [max_seqs] */
     int64_t *lengths;     /* [max_seqs, layers] */
     int32_t *tables;      /* [max_seqs, table_len] */

@@ -63,7 +63,7 @@ static attn_kv_cache *cache_new(attn_kv_layout layout, int64_t block_rows, int64
     cfg.value_dim = DV;
     cfg.dtype = dtype;
     cfg.layout = layout;
-    cfg.max_seqs = 8;
+    cfg.max_seqs = layout == ATTN_KV_PAGED ? 8 + num_blocks : 8; /* room for fragment_pool's one-block sequences */
     cfg.capacity = 300;
     cfg.block_rows = block_rows;
     cfg.num_blocks = num_blocks;
@@ -81,6 +81,45 @@ static void expect_ok(attn_status st, const char *what) {
 static void append_rows(attn_kv_cache *c, int64_t seq, int64_t layer, stream *s, int64_t first, int64_t n) {
     attn_tensor k = rows_of(s->k, first, n, HKV, D), v = rows_of(s->v, first, n, HKV, DV);
     expect_ok(attn_kv_cache_append(c, seq, layer, &k, &v), "append");
+}
+
+static int compare_addresses(const void *a, const void *b) {
+    const uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Makes the free part of a paged pool a comb, as a pool that has served
+ * many short sequences leaves it: every free block is given to a one-block
+ * sequence (block_rows rows of layer 0), then every other of them, in the
+ * order of their blocks' addresses, is freed, the highest first, so that
+ * the free blocks are taken lowest first and none is next to another:
+ * sequences that grow side by side then alternate block by block, and a
+ * view is as many segments as blocks (the pool otherwise keeps a
+ * sequence's blocks together: kv_cache.c, "The pool"). */
+static void fragment_pool(attn_kv_cache *c) {
+    int64_t free_blocks, block_rows;
+    expect_ok(attn_kv_cache_pool(c, &free_blocks, NULL, &block_rows), "pool");
+    float *zeros = calloc((size_t)(block_rows * HKV * D), sizeof(float));
+    int64_t *ids = malloc((size_t)(free_blocks + 1) * sizeof *ids);
+    uintptr_t(*order)[2] = malloc((size_t)(free_blocks + 1) * sizeof *order);
+    assert_true(zeros && ids && order);
+    const int64_t n = free_blocks;
+    for (int64_t i = 0; i < n; i++) {
+        expect_ok(attn_kv_cache_seq_add(c, &ids[i]), "fragment_pool: seq_add");
+        attn_tensor k = attn_tensor_4d(zeros, 1, block_rows, HKV, D), v = attn_tensor_4d(zeros, 1, block_rows, HKV, DV);
+        expect_ok(attn_kv_cache_append(c, ids[i], 0, &k, &v), "fragment_pool: append");
+        attn_kv_segment seg;
+        int64_t count;
+        expect_ok(attn_kv_cache_view(c, ids[i], 0, &seg, 1, &count), "fragment_pool: view");
+        order[i][0] = (uintptr_t)seg.k.data;
+        order[i][1] = (uintptr_t)ids[i];
+    }
+    qsort(order, (size_t)n, sizeof *order, compare_addresses);
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (i % 2 == 0) expect_ok(attn_kv_cache_seq_free(c, (int64_t)order[i][1]), "fragment_pool: free");
+    free(zeros);
+    free(ids);
+    free(order);
 }
 
 /* The full-sequence answer: causal attention of the whole stream, with
@@ -121,7 +160,7 @@ static double rel_diff(const float *a, const float *b, int64_t n) {
  * when rope is given; every sequence's step in one batched call), and
  * returns each stream's outputs [len, Hq, Dv] (freed by the caller). */
 static float **decode_streams(attn_kv_cache *c, stream *s, int n_seqs, int64_t chunk, const attn_rope_options *rope,
-                              int threads) {
+                              int threads, bool comb) {
     int64_t seqs[8], rows[8], done[8] = {0};
     float **outs = calloc((size_t)n_seqs, sizeof *outs);
     assert_non_null(outs);
@@ -131,6 +170,7 @@ static float **decode_streams(attn_kv_cache *c, stream *s, int n_seqs, int64_t c
         outs[i] = malloc((size_t)(s[i].len * HQ * DV) * sizeof(float));
         longest = longest > s[i].len ? longest : s[i].len;
     }
+    if (comb) fragment_pool(c); /* after the streams took their ids */
     float *q = malloc((size_t)(n_seqs * chunk * HQ * D) * sizeof(float));
     float *out = malloc((size_t)(n_seqs * chunk * HQ * DV) * sizeof(float));
     assert_true(q && out);
@@ -190,7 +230,7 @@ static void test_incremental_equals_full(void **state) {
                 stream s[2] = {stream_new(11, LONG), stream_new(12, 150)};
                 const attn_rope_options *r = with_rope ? &rope : NULL;
                 attn_kv_cache *c = cache_new(paged ? ATTN_KV_PAGED : ATTN_KV_CONTIGUOUS, 16, 64, 1, ATTN_F32, r);
-                float **outs = decode_streams(c, s, 2, chunks[ci], r, 0);
+                float **outs = decode_streams(c, s, 2, chunks[ci], r, 0, paged);
                 for (int i = 0; i < 2; i++) {
                     float *want = full_reference(&s[i], r);
                     const double d = rel_diff(outs[i], want, s[i].len * HQ * DV);
@@ -566,8 +606,8 @@ static void test_paged_reads_in_place(void **state) {
                 stream s[2] = {stream_new(61, LONG), stream_new(62, 200)};
                 attn_kv_cache *paged = cache_new(ATTN_KV_PAGED, blocks[bi], 1200 / blocks[bi], 1, dtypes[di], NULL);
                 attn_kv_cache *contiguous = cache_new(ATTN_KV_CONTIGUOUS, 16, 64, 1, dtypes[di], NULL);
-                float **a = decode_streams(paged, s, 2, chunk, NULL, 0);
-                float **b = decode_streams(contiguous, s, 2, chunk, NULL, 0);
+                float **a = decode_streams(paged, s, 2, chunk, NULL, 0, true);
+                float **b = decode_streams(contiguous, s, 2, chunk, NULL, 0, false);
                 int64_t segments;
                 expect_ok(attn_kv_cache_view(paged, 0, 0, NULL, 0, &segments), "view");
                 assert_true(segments >= 3); /* the blocks did alternate */
@@ -586,9 +626,10 @@ static void test_paged_reads_in_place(void **state) {
     /* The reference kernel through a table of 7-row blocks, two streams
      * interleaved, the last rows of each attended at once. */
     stream s[2] = {stream_new(63, 90), stream_new(64, 60)};
-    attn_kv_cache *c = cache_new(ATTN_KV_PAGED, 7, 40, 1, ATTN_F32, NULL);
+    attn_kv_cache *c = cache_new(ATTN_KV_PAGED, 7, 48, 1, ATTN_F32, NULL); /* 24 free after the comb; 22 needed */
     int64_t seqs[2];
     for (int i = 0; i < 2; i++) expect_ok(attn_kv_cache_seq_add(c, &seqs[i]), "seq_add");
+    fragment_pool(c);
     for (int64_t at = 0; at < 90; at += 10)
         for (int i = 0; i < 2; i++)
             if (at < s[i].len) append_rows(c, seqs[i], 0, &s[i], at, s[i].len - at < 10 ? s[i].len - at : 10);
@@ -610,6 +651,208 @@ static void test_paged_reads_in_place(void **state) {
     attn_kv_cache_destroy(c);
     stream_free(&s[0]);
     stream_free(&s[1]);
+}
+
+/* Whether view segment `seg` holds rows [seg.position, + rows) of stream
+ * s exactly (a float32 cache stores what it was given). */
+static bool segment_holds(const attn_kv_segment *seg, const stream *s) {
+    const int64_t rows = seg->k.shape[1];
+    for (int64_t r = 0; r < rows; r++) {
+        const float *k = (const float *)seg->k.data + r * seg->k.stride[1];
+        const float *v = (const float *)seg->v.data + r * seg->v.stride[1];
+        if (memcmp(k, s->k + (seg->position + r) * HKV * D, sizeof(float) * HKV * D) != 0 ||
+            memcmp(v, s->v + (seg->position + r) * HKV * DV, sizeof(float) * HKV * DV) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* Sequence seq's view of layer 0: its segment count, and every row checked
+ * against the stream it was given. */
+static int64_t view_checked(attn_kv_cache *c, int64_t seq, const stream *s) {
+    attn_kv_segment segs[64];
+    int64_t count;
+    expect_ok(attn_kv_cache_view(c, seq, 0, segs, 64, &count), "view");
+    for (int64_t i = 0; i < count; i++)
+        if (!segment_holds(&segs[i], s)) fail_msg("sequence %lld, segment %lld: rows differ", (long long)seq, (long long)i);
+    return count;
+}
+
+/* The pool keeps a sequence's blocks together (kv_cache.c, "The pool"):
+ * four sequences growing side by side a row at a time in a fresh pool
+ * each end as one segment, where taking blocks 0, 1, 2, ... in turn would
+ * interleave them; a sequence started after one was freed takes the freed
+ * run and grows through it; a lone sequence is one segment; and the
+ * placement takes nothing from all or nothing: the pool fills to its last
+ * block, the next append fails and changes nothing. */
+static void test_neighbour_placement(void **state) {
+    (void)state;
+    stream s[5];
+    for (int i = 0; i < 5; i++) s[i] = stream_new(90 + (uint64_t)i, 64);
+    attn_kv_cache *c = cache_new(ATTN_KV_PAGED, 4, 64, 1, ATTN_F32, NULL);
+    int64_t seqs[4];
+    for (int i = 0; i < 4; i++) expect_ok(attn_kv_cache_seq_add(c, &seqs[i]), "add");
+    for (int64_t row = 0; row < 40; row++)
+        for (int i = 0; i < 4; i++) append_rows(c, seqs[i], 0, &s[i], row, 1);
+    for (int i = 0; i < 4; i++) assert_int_equal(view_checked(c, seqs[i], &s[i]), 1);
+
+    /* Sequence 1's ten blocks go back; a new one takes them in order. */
+    expect_ok(attn_kv_cache_seq_free(c, seqs[1]), "free");
+    int64_t late;
+    expect_ok(attn_kv_cache_seq_add(c, &late), "add");
+    for (int64_t row = 0; row < 40; row += 3) append_rows(c, late, 0, &s[4], row, row + 3 <= 40 ? 3 : 40 - row);
+    assert_int_equal(view_checked(c, late, &s[4]), 1);
+
+    /* The rest of the pool, side by side again: 64 - 40 = 24 blocks, six
+     * more for each; then it is full, and one more row changes nothing. */
+    const int64_t growing[4] = {seqs[0], late, seqs[2], seqs[3]};
+    stream *given[4] = {&s[0], &s[4], &s[2], &s[3]};
+    for (int64_t row = 40; row < 64; row++)
+        for (int i = 0; i < 4; i++) append_rows(c, growing[i], 0, given[i], row, 1);
+    int64_t free_blocks;
+    expect_ok(attn_kv_cache_pool(c, &free_blocks, NULL, NULL), "pool");
+    assert_int_equal(free_blocks, 0);
+    attn_tensor k = rows_of(s[0].k, 0, 1, HKV, D), v = rows_of(s[0].v, 0, 1, HKV, DV);
+    expect_error(attn_kv_cache_append(c, seqs[0], 0, &k, &v), ATTN_ERR_CAPACITY, (const char *const[]){"0 free of 64"}, 1);
+    for (int i = 0; i < 4; i++) {
+        int64_t len;
+        expect_ok(attn_kv_cache_seq_length(c, growing[i], 0, &len), "length");
+        assert_int_equal(len, 64);
+        assert_int_equal(view_checked(c, growing[i], given[i]), 1); /* each grew into the blocks after it */
+    }
+    attn_kv_cache_destroy(c);
+
+    /* A lone sequence in a fresh pool: one segment, whatever it grows to. */
+    c = cache_new(ATTN_KV_PAGED, 4, 16, 1, ATTN_F32, NULL);
+    int64_t lone;
+    expect_ok(attn_kv_cache_seq_add(c, &lone), "add");
+    append_rows(c, lone, 0, &s[0], 0, 64);
+    assert_int_equal(view_checked(c, lone, &s[0]), 1);
+    attn_kv_cache_destroy(c);
+    for (int i = 0; i < 5; i++) stream_free(&s[i]);
+}
+
+/* Random adds, appends, forks and frees on a small paged pool (blocks of 3
+ * rows, 24 of them, 6 slots), against a model that knows, for every live
+ * sequence, which appended row sits at each of its positions: after every
+ * operation each live sequence's view holds exactly its rows (a row's
+ * values encode its number, so a row in the wrong block, or one lost in a
+ * copy on write, shows), an append refused for lack of room changes
+ * nothing, and when every sequence is gone the whole pool is free and one
+ * sequence can fill it to its last row.  The pool's placement (the ring
+ * behind the free stack, blocks leaving it from the middle) is what this
+ * exercises. */
+enum { RND_BR = 3, RND_BLOCKS = 24, RND_SLOTS = 6, RND_ROWS = RND_BR * RND_BLOCKS };
+
+typedef struct rnd_seq {
+    bool live;
+    int64_t id, len, rows[RND_ROWS]; /* rows[p]: the number of the row at position p */
+} rnd_seq;
+
+/* Row number `row` as k and v rows: element e = row * 64 + e (exact). */
+static void rnd_row(int64_t row, float *k, float *v) {
+    for (int e = 0; e < HKV * D; e++) k[e] = (float)(row * 64 + e % 64);
+    for (int e = 0; e < HKV * DV; e++) v[e] = (float)(row * 64 + e % 64) + 0.5f;
+}
+
+static void rnd_check(attn_kv_cache *c, const rnd_seq *m) {
+    if (!m->live) return;
+    attn_kv_segment segs[RND_BLOCKS];
+    int64_t count, seen = 0;
+    expect_ok(attn_kv_cache_view(c, m->id, 0, segs, RND_BLOCKS, &count), "view");
+    float k[HKV * D], v[HKV * DV];
+    for (int64_t i = 0; i < count; i++) {
+        assert_int_equal(segs[i].position, seen);
+        for (int64_t r = 0; r < segs[i].k.shape[1]; r++, seen++) {
+            rnd_row(m->rows[seen], k, v);
+            if (memcmp((const float *)segs[i].k.data + r * segs[i].k.stride[1], k, sizeof k) != 0 ||
+                memcmp((const float *)segs[i].v.data + r * segs[i].v.stride[1], v, sizeof v) != 0)
+                fail_msg("sequence %lld, position %lld: not row %lld", (long long)m->id, (long long)seen,
+                         (long long)m->rows[seen]);
+        }
+    }
+    assert_int_equal(seen, m->len);
+}
+
+static void test_random_operations(void **state) {
+    (void)state;
+    attn_kv_cache_config cfg = ATTN_KV_CACHE_CONFIG_INIT;
+    cfg.layers = 1;
+    cfg.kv_heads = HKV;
+    cfg.head_dim = D;
+    cfg.value_dim = DV;
+    cfg.dtype = ATTN_F32;
+    cfg.layout = ATTN_KV_PAGED;
+    cfg.max_seqs = RND_SLOTS;
+    cfg.capacity = RND_ROWS;
+    cfg.block_rows = RND_BR;
+    cfg.num_blocks = RND_BLOCKS;
+    attn_kv_cache *c = NULL;
+    expect_ok(attn_kv_cache_create(&cfg, &c), "create");
+    rnd_seq m[RND_SLOTS];
+    memset(m, 0, sizeof m);
+    uint64_t rng = 12345;
+    int64_t next_row = 0, refused = 0, appended = 0;
+    float k[5 * HKV * D], v[5 * HKV * DV];
+    for (int op = 0; op < 4000; op++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned pick = (unsigned)(rng >> 33), what = pick % 10, slot = (pick / 10) % RND_SLOTS;
+        rnd_seq *t = &m[slot];
+        if (!t->live && what < 8) { /* a new sequence in this slot's place */
+            int64_t id;
+            if (attn_kv_cache_seq_add(c, &id) != ATTN_OK) continue;
+            rnd_seq *home = &m[id];
+            memset(home, 0, sizeof *home);
+            home->live = true;
+            home->id = id;
+        } else if (t->live && what < 7) { /* append 1 .. 5 rows */
+            const int64_t n = 1 + (pick / 100) % 5;
+            for (int64_t r = 0; r < n; r++) rnd_row(next_row + r, k + r * HKV * D, v + r * HKV * DV);
+            attn_tensor kt = attn_tensor_4d(k, 1, n, HKV, D), vt = attn_tensor_4d(v, 1, n, HKV, DV);
+            int64_t free_before, free_after;
+            expect_ok(attn_kv_cache_pool(c, &free_before, NULL, NULL), "pool");
+            const attn_status st = attn_kv_cache_append(c, t->id, 0, &kt, &vt);
+            expect_ok(attn_kv_cache_pool(c, &free_after, NULL, NULL), "pool");
+            if (st == ATTN_OK) {
+                for (int64_t r = 0; r < n; r++) t->rows[t->len + r] = next_row + r;
+                t->len += n;
+                next_row += n;
+                appended++;
+            } else {
+                assert_int_equal(st, ATTN_ERR_CAPACITY);
+                assert_int_equal(free_after, free_before);
+                refused++;
+            }
+        } else if (t->live && what < 8) { /* fork */
+            int64_t child;
+            if (attn_kv_cache_seq_fork(c, t->id, &child) != ATTN_OK) continue;
+            m[child] = *t;
+            m[child].id = child;
+        } else if (t->live) { /* free */
+            expect_ok(attn_kv_cache_seq_free(c, t->id), "free");
+            t->live = false;
+        }
+        for (int i = 0; i < RND_SLOTS; i++) rnd_check(c, &m[i]);
+    }
+    assert_true(appended > 500 && refused > 50); /* both paths were taken, many times */
+    for (int i = 0; i < RND_SLOTS; i++)
+        if (m[i].live) expect_ok(attn_kv_cache_seq_free(c, m[i].id), "free");
+    int64_t free_blocks;
+    expect_ok(attn_kv_cache_pool(c, &free_blocks, NULL, NULL), "pool");
+    assert_int_equal(free_blocks, RND_BLOCKS);
+    rnd_seq all = {true, 0, 0, {0}};
+    expect_ok(attn_kv_cache_seq_add(c, &all.id), "add");
+    for (int64_t at = 0; at < RND_ROWS; at += 4) {
+        const int64_t n = RND_ROWS - at < 4 ? RND_ROWS - at : 4;
+        for (int64_t r = 0; r < n; r++) rnd_row(next_row + r, k + r * HKV * D, v + r * HKV * DV);
+        attn_tensor kt = attn_tensor_4d(k, 1, n, HKV, D), vt = attn_tensor_4d(v, 1, n, HKV, DV);
+        expect_ok(attn_kv_cache_append(c, all.id, 0, &kt, &vt), "append to the last row");
+        for (int64_t r = 0; r < n; r++) all.rows[at + r] = next_row + r;
+        all.len += n;
+        next_row += n;
+    }
+    rnd_check(c, &all);
+    attn_kv_cache_destroy(c);
 }
 
 /* Bad arguments: each refused with a message that names it, and nothing changed. */
@@ -674,6 +917,7 @@ static void test_bad_arguments(void **state) {
     attn_kv_segment seg[1];
     int64_t count;
     expect_ok(attn_kv_cache_seq_add(c, &unused), "add");
+    fragment_pool(c);
     append_rows(c, unused, 0, &s, 0, 4);
     append_rows(c, unused, 1, &s, 0, 4);
     expect_ok(attn_kv_cache_seq_add(c, &seq), "add");
@@ -803,6 +1047,8 @@ int main(void) {
         cmocka_unit_test(test_half_caches),
         cmocka_unit_test(test_threads_bit_identical),
         cmocka_unit_test(test_paged_reads_in_place),
+        cmocka_unit_test(test_neighbour_placement),
+        cmocka_unit_test(test_random_operations),
         cmocka_unit_test(test_window_and_lse),
         cmocka_unit_test(test_concurrent_readers),
         cmocka_unit_test(test_bad_arguments),

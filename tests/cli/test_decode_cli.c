@@ -163,6 +163,24 @@ static void test_bench_rows(void **state) {
     assert_non_null(strstr(output, "\ncache,cache S=4096 kv=bf16 contiguous,flash,"));
     assert_null(strstr(output, ",error"));
     free(output);
+    /* The layouts the rows say they time (the text table's segments
+     * column, of the longest sequence's view): a single sequence in a comb,
+     * every other block of the pool, so 4096 / 16 segments; the batch
+     * appended side by side into a fresh pool, which keeps a sequence's
+     * blocks together (its longest, 2048 rows in --quick, is 128 blocks). */
+    st = test_run_cli(&output, "bench --quick --threads 2 --filter 'cache S=4096 paged block=16,cache batched 8 seqs "
+                               "paged block=16'");
+    if (st) fail_msg("attn bench exited %d:\n%s", st, output);
+    long long comb = -1, batch = -1;
+    for (char *line = strtok(output, "\n"); line; line = strtok(NULL, "\n")) {
+        long long segments;
+        if (sscanf(line, "cache S=4096 paged block=16 %*d %*d %*f %*f %*f%% %lld", &segments) == 1) comb = segments;
+        if (sscanf(line, "cache batched 8 seqs paged block=16 %*d %*d %*f %*f %*f%% %lld", &segments) == 1)
+            batch = segments;
+    }
+    assert_int_equal(comb, 4096 / 16);
+    assert_true(batch >= 1 && batch <= 128 / 4);
+    free(output);
     st = test_run_cli(&output, "bench --list --filter cache");
     if (st) fail_msg("attn bench --list exited %d:\n%s", st, output);
     int lines = 0;
