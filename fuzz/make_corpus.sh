@@ -40,6 +40,9 @@ npy i8_lengths.npy   1 '<i8' False '(2,)'   '\003\000\000\000\000\000\000\000\00
 npy u2_v2.npy        2 '<u2' False '(2,)'   '\001\000\377\377'
 npy i1_v3.npy        3 '|i1' False '(4,)'   '\200\377\000\177'
 npy f4_empty.npy     1 '<f4' False '(0, 3)' ''
+# No elements, but numpy refuses it: the other dimensions' bytes overflow
+# int64 (npy_file_fuzz found a product of them overflowing, issue 10's CI).
+npy empty-but-too-big.npy 1 '<f4' False '(0, 3000000000000000, 1615, 3)' ''
 npy f4_fortran.npy   1 '<f4' True  '(2, 2)' '\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000'
 npy f4_truncated.npy 1 '<f4' False '(2, 3)' '\000\000\200\077\000\000\000\100'
 

@@ -30,7 +30,11 @@ typedef struct attn_array {
     void *data;                    /* count elements; free with attn_array_free */
 } attn_array;
 
-/* Allocates a zeroed array.  Sizes are checked for overflow. */
+/* Allocates a zeroed array.  Sizes are checked for overflow by numpy's rule,
+ * which the .npy readers and safetensors share: the bytes of the non-zero
+ * dimensions must fit int64 even when a zero dimension leaves no elements
+ * (numpy refuses (0, 2^62, 4) as "array is too big"; so does attn), which
+ * keeps every partial product of an accepted shape defined. */
 ATTN_API attn_status attn_array_alloc(attn_array *a, attn_dtype dtype, int ndim,
                                       const int64_t *shape);
 ATTN_API void attn_array_free(attn_array *a); /* safe on a zeroed or freed array */

@@ -22,7 +22,8 @@
  * slowest index) <- the REVERSE of GGUF's dims.  A PyTorch nn.Linear
  * weight is [out, in]: each output's weights one row (what the decoder
  * uses as it stands, attn_decoder.h).  A rank-0 tensor (shape []) has one
- * element; a dimension may be 0 (no elements, BEGIN == END).
+ * element; a dimension may be 0 (no elements, BEGIN == END), though the
+ * other dimensions' bytes must still fit int64, as numpy requires.
  *
  * What is checked, before anything is used or allocated for it: N against
  * the file (at most 100,000,000 bytes, the limit of the reference Rust

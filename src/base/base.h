@@ -42,6 +42,24 @@ static inline bool mul_overflows(int64_t a, int64_t b, int64_t *out) {
     return false;
 }
 
+/* The element count of a shape, by numpy's rule: no dimension negative, and
+ * the product of the non-zero dimensions, times elem_size, fits int64.  An
+ * array with a zero dimension has no elements, but numpy still refuses
+ * (0, 2^62, 4) ("array is too big"); following it keeps every partial
+ * product of an accepted shape defined, so code that walks an empty array's
+ * strides cannot overflow.  *count is 0 when a dimension is 0.  False (and
+ * *count untouched) on a negative dimension or an overflow. */
+static inline bool shape_elements(int ndim, const int64_t *shape, int64_t elem_size, int64_t *count) {
+    int64_t product = elem_size > 0 ? elem_size : 1;
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) empty = true;
+        else if (mul_overflows(product, shape[i], &product)) return false;
+    }
+    *count = empty ? 0 : product / (elem_size > 0 ? elem_size : 1);
+    return true;
+}
+
 /* log2(e) and ln(2) in double: scores move to base 2 for exp2. */
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453

@@ -43,28 +43,19 @@ static attn_status array_alloc(attn_array *a, attn_dtype dtype, int ndim, const 
     if (ndim > 0 && !shape)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_array_alloc: shape is NULL");
 
-    int64_t count = 1;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                              "attn_array_alloc: shape[%d] = %lld is negative", i,
                              (long long)shape[i]);
-        if (shape[i] == 0) count = 0;
-    }
-    /* A zero dimension means no elements whatever the others are (numpy
-     * multiplies exactly and agrees), so the product is only taken without one. */
-    for (int i = 0; i < ndim && count != 0; i++) {
-        if (mul_overflows(count, shape[i], &count))
-            return attn__fail(ATTN_ERR_OVERFLOW,
-                             "attn_array_alloc: the element count overflows at shape[%d] = %lld",
-                             i, (long long)shape[i]);
-    }
-    int64_t bytes;
-    if (mul_overflows(count, (int64_t)attn_dtype_size(dtype), &bytes) ||
-        (uint64_t)bytes > SIZE_MAX)
+    const int64_t elem = (int64_t)attn_dtype_size(dtype);
+    int64_t count;
+    if (!shape_elements(ndim, shape, elem, &count) || (uint64_t)(count * elem) > SIZE_MAX)
         return attn__fail(ATTN_ERR_OVERFLOW,
-                         "attn_array_alloc: %lld elements of %s overflow the byte size",
-                         (long long)count, attn_dtype_name(dtype));
+                         "attn_array_alloc: the shape's non-zero dimensions times the %zu bytes of %s "
+                         "overflow int64 (numpy refuses such a shape too, even with a zero dimension)",
+                         (size_t)elem, attn_dtype_name(dtype));
+    const int64_t bytes = count * elem;
 
     void *data = zeroed ? calloc(bytes > 0 ? (size_t)bytes : 1, 1) : alloc_uninit(bytes > 0 ? (size_t)bytes : 1);
     if (!data)

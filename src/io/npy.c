@@ -51,20 +51,6 @@ static void format_shape(char *buf, size_t cap, int ndim, const int64_t *shape) 
     if (used < cap) snprintf(buf + used, cap - used, ndim == 1 ? ",)" : ")");
 }
 
-/* prod(shape) in *count; false if a dimension is negative or the product
- * overflows int64.  A zero dimension means no elements whatever the others
- * are (numpy multiplies exactly and agrees), so it is looked for first. */
-static bool shape_count(int ndim, const int64_t *shape, int64_t *count) {
-    *count = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return false;
-        if (shape[i] == 0) *count = 0;
-    }
-    for (int i = 0; i < ndim && *count != 0; i++)
-        if (mul_overflows(*count, shape[i], count)) return false;
-    return true;
-}
-
 /* ------------------------------------------------------------- the header */
 
 /* A cursor over the header text, which is not NUL-terminated. */
@@ -349,13 +335,19 @@ attn_status attn__npy_parse_header_image(const void *buf, size_t size, npy_layou
 
     char shape_text[256];
     format_shape(shape_text, sizeof shape_text, h.ndim, h.shape);
-    int64_t count, data_bytes;
-    if (!shape_count(h.ndim, h.shape, &count))
-        return attn__fail(ATTN_ERR_OVERFLOW, "shape %s: the element count overflows int64",
-                         shape_text);
-    if (mul_overflows(count, (int64_t)attn_dtype_size(h.dtype), &data_bytes))
-        return attn__fail(ATTN_ERR_OVERFLOW, "shape %s of %s: the byte size overflows int64",
-                         shape_text, attn_dtype_name(h.dtype));
+    const int64_t elem = (int64_t)attn_dtype_size(h.dtype);
+    int64_t count;
+    if (!shape_elements(h.ndim, h.shape, elem, &count)) {
+        int64_t elements;
+        bool empty = false;
+        for (int i = 0; i < h.ndim; i++) empty = empty || h.shape[i] == 0;
+        return attn__fail(ATTN_ERR_OVERFLOW, "shape %s of %s: the %s overflows int64%s", shape_text,
+                         attn_dtype_name(h.dtype),
+                         shape_elements(h.ndim, h.shape, 1, &elements) ? "byte size" : "element count",
+                         empty ? " (a zero dimension leaves no elements, but numpy refuses such a shape "
+                                 "as \"array is too big\" too)" : "");
+    }
+    const int64_t data_bytes = count * elem;
     layout->dtype = h.dtype;
     layout->swap = h.swap;
     layout->ndim = h.ndim;
@@ -415,14 +407,16 @@ static attn_status check_array(const attn_array *a, int64_t *data_bytes) {
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "ndim = %d, must be between 0 and %d",
                          a->ndim, ATTN_MAX_DIMS);
     int64_t count;
-    if (!shape_count(a->ndim, a->shape, &count))
+    if (!shape_elements(a->ndim, a->shape, (int64_t)elem, &count))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "a dimension of the shape is negative or the element count overflows");
+                         "a dimension of the shape is negative or the byte size of its non-zero "
+                         "dimensions overflows int64");
     if (count != a->count)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "count = %lld does not match the product of the shape, %lld",
                          (long long)a->count, (long long)count);
-    if (mul_overflows(count, (int64_t)elem, data_bytes) || (uint64_t)*data_bytes > SIZE_MAX)
+    *data_bytes = count * (int64_t)elem;
+    if ((uint64_t)*data_bytes > SIZE_MAX)
         return attn__fail(ATTN_ERR_OVERFLOW, "the byte size of %lld elements overflows",
                          (long long)count);
     if (!a->data) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "data is NULL");

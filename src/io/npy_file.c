@@ -224,9 +224,8 @@ attn_status attn_npy_read_rows(const char *path, int axis, int64_t first, int64_
     memcpy(shape, layout.shape, sizeof shape);
     shape[axis] = count;
     if ((status = attn__array_alloc_for_reading(out, layout.dtype, layout.ndim, shape))) goto cleanup;
-    /* An empty array has nothing to read; its other dimensions may be
-     * anything (numpy allows (0, 2^40, 2^40)), so their products are only
-     * taken when the file holds elements, which bounds them by its size. */
+    /* An empty array has nothing to read.  (Its other dimensions' products
+     * are defined all the same: the header's shape passed shape_elements.) */
     if (layout.count == 0 || out->count == 0) goto cleanup;
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++) outer *= layout.shape[d];

@@ -225,8 +225,6 @@ static attn_status parse_entry(const safetensors_shard *s, const cJSON *e, uint6
                           ATTN_SAFETENSORS_MAX_DIMS);
     t->n_dims = rank;
     for (int d = 0; d < ATTN_SAFETENSORS_MAX_DIMS; d++) t->shape[d] = 1;
-    uint64_t elements = 1;
-    bool overflow = false;
     int d = 0;
     for (const cJSON *x = shape->child; x; x = x->next, d++) {
         uint64_t dim;
@@ -234,18 +232,14 @@ static attn_status parse_entry(const safetensors_shard *s, const cJSON *e, uint6
             return entry_fail(s, "tensor", name, ATTN_ERR_FORMAT,
                               "dimension %d of its shape is not an integer in [0, 2^53]", d);
         t->shape[d] = (int64_t)dim;
-        overflow = overflow || __builtin_mul_overflow(elements, dim, &elements);
     }
-    /* A zero dimension makes the product 0 whatever the others are, but a
-     * product that overflowed on the way is refused all the same: the count
-     * must be one that int64 holds at every step. */
-    uint64_t bytes = 0;
-    if (overflow || elements > (uint64_t)INT64_MAX ||
-        __builtin_mul_overflow(elements, (uint64_t)dtypes[type].size, &bytes))
+    /* numpy's rule (shape_elements): a zero dimension makes no elements, but
+     * the non-zero dimensions' bytes must still fit int64. */
+    if (!shape_elements(rank, t->shape, dtypes[type].size, &t->n_elements))
         return entry_fail(s, "tensor", name, ATTN_ERR_OVERFLOW,
-                          "its shape's element count (or its bytes as %s) overflows 64 bits", dtypes[type].name);
-    t->n_elements = (int64_t)elements;
-    t->n_bytes = bytes;
+                          "the byte size of its shape as %s (its non-zero dimensions multiplied) overflows int64",
+                          dtypes[type].name);
+    t->n_bytes = (uint64_t)t->n_elements * (uint64_t)dtypes[type].size;
     uint64_t begin = 0, end = 0;
     if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
         !json_integer(offsets->child, SAFETENSORS_MAX_EXACT, &begin) ||
@@ -261,12 +255,12 @@ static attn_status parse_entry(const safetensors_shard *s, const cJSON *e, uint6
                           "%llu .. %llu of the file)",
                           (unsigned long long)begin, (unsigned long long)end, (unsigned long long)data_size,
                           (unsigned long long)s->data_offset, (unsigned long long)(s->data_offset + data_size));
-    if (end - begin != bytes)
+    if (end - begin != t->n_bytes)
         return entry_fail(s, "tensor", name, ATTN_ERR_FORMAT,
                           "data_offsets [%llu, %llu] hold %llu bytes, but %lld elements of %s are %llu bytes "
                           "(at byte %llu of the file)",
                           (unsigned long long)begin, (unsigned long long)end, (unsigned long long)(end - begin),
-                          (long long)elements, dtypes[type].name, (unsigned long long)bytes,
+                          (long long)t->n_elements, dtypes[type].name, (unsigned long long)t->n_bytes,
                           (unsigned long long)(s->data_offset + begin));
     t->offset = s->data_offset + begin;
     t->data = s->base + t->offset;

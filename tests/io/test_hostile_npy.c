@@ -155,6 +155,8 @@ static const hostile rows[] = {
     /* ---- shapes */
     {"count-overflows-int64", IMAGE, .header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
      .status = ATTN_ERR_OVERFLOW, .keyword = "element count overflows int64"},
+    {"empty-but-too-big", IMAGE, .header = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3000000000000000, 1615, 3), }",
+     .status = ATTN_ERR_OVERFLOW, .keyword = "array is too big"},
     {"bytes-overflow-int64", IMAGE, .header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1152921504606846976, 2), }",
      .status = ATTN_ERR_OVERFLOW, .keyword = "byte size overflows"},
     {"dimension-past-int64", IMAGE, .header = "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 2), }",

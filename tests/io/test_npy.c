@@ -167,10 +167,21 @@ static void test_array_alloc(void **state) {
     assert_fails_with(attn_array_alloc(&a, ATTN_F32, -1, shape), ATTN_ERR_INVALID_ARGUMENT, "ndim");
     assert_fails_with(attn_array_alloc(&a, (attn_dtype)42, 1, shape), ATTN_ERR_INVALID_ARGUMENT,
                       "dtype");
-    int64_t zero_last[3] = {INT64_MAX, 2, 0}; /* no elements: no overflow */
+    /* A zero dimension leaves no elements, but the other dimensions' bytes
+     * must fit int64 all the same: numpy 1.26 refuses np.empty((2**63-1, 2,
+     * 0), 'u1') and np.empty((2**61, 0), 'f4') as "array is too big" and
+     * accepts np.empty((2**63-1, 1, 0), 'u1') and np.empty((2**61-1, 0), 'f4'). */
+    int64_t zero_last[3] = {INT64_MAX, 1, 0};
     assert_int_equal(attn_array_alloc(&a, ATTN_U8, 3, zero_last), ATTN_OK);
     assert_int_equal(a.count, 0);
     attn_array_free(&a);
+    int64_t zero_last_too_big[3] = {INT64_MAX, 2, 0};
+    assert_fails_with(attn_array_alloc(&a, ATTN_U8, 3, zero_last_too_big), ATTN_ERR_OVERFLOW, "numpy");
+    int64_t empty_f32[2] = {INT64_MAX / 4, 0}, empty_f32_too_big[2] = {INT64_MAX / 4 + 1, 0};
+    assert_int_equal(attn_array_alloc(&a, ATTN_F32, 2, empty_f32), ATTN_OK);
+    assert_int_equal(a.count, 0);
+    attn_array_free(&a);
+    assert_fails_with(attn_array_alloc(&a, ATTN_F32, 2, empty_f32_too_big), ATTN_ERR_OVERFLOW, "overflow");
     int64_t huge[2] = {INT64_MAX, 2};
     assert_fails_with(attn_array_alloc(&a, ATTN_U8, 2, huge), ATTN_ERR_OVERFLOW, "overflow");
     int64_t huge_bytes[1] = {INT64_MAX / 4};
@@ -631,10 +642,14 @@ static void test_size_overflow(void **state) {
     assert_fails_with(parse_str(1, "{'descr': '<f4', 'fortran_order': False, "
                                    "'shape': (3, 4294967296, 4294967296), }", NULL, 0, &a),
                       ATTN_ERR_OVERFLOW, "overflow");
-    /* With a zero dimension there are no elements, whatever the others are
-     * (numpy computes the product exactly and agrees). */
+    /* With a zero dimension there are no elements, but numpy 1.26 refuses
+     * np.load of this header all the same ("array is too big": it checks the
+     * non-zero dimensions' bytes), and so does attn. */
+    assert_fails_with(parse_str(1, "{'descr': '<f4', 'fortran_order': False, "
+                                   "'shape': (4294967296, 4294967296, 0), }", NULL, 0, &a),
+                      ATTN_ERR_OVERFLOW, "too big");
     assert_int_equal(parse_str(1, "{'descr': '<f4', 'fortran_order': False, "
-                                  "'shape': (4294967296, 4294967296, 0), }", NULL, 0, &a),
+                                  "'shape': (1099511627776, 0, 1048575), }", NULL, 0, &a),
                      ATTN_OK);
     assert_int_equal(a.count, 0);
     attn_array_free(&a);

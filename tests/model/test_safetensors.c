@@ -212,6 +212,12 @@ static const hostile rows[] = {
     {"dimension past 2^53", "{" T("w", "U8", "[1e300]", "0", "4") "}", 4, 0, 0, ATTN_ERR_FORMAT, "2^53"},
     {"shape product overflows", "{" T("w", "U8", "[4294967296,4294967296]", "0", "4") "}", 4, 0, 0,
      ATTN_ERR_OVERFLOW, "overflows"},
+    /* No elements, but the bytes of the other dimensions overflow: numpy
+     * refuses such a shape ("array is too big"), in either order. */
+    {"zero times an overflow", "{" T("w", "F32", "[0,4294967296,4294967296]", "0", "0") "}", 0, 0, 0,
+     ATTN_ERR_OVERFLOW, "non-zero dimensions"},
+    {"an overflow times zero", "{" T("w", "F32", "[4294967296,4294967296,0]", "0", "0") "}", 0, 0, 0,
+     ATTN_ERR_OVERFLOW, "non-zero dimensions"},
     {"bytes overflow", "{" T("w", "F64", "[4611686018427387904]", "0", "4") "}", 4, 0, 0, ATTN_ERR_FORMAT,
      "2^53"},
     {"bytes overflow under 2^53", "{" T("w", "F64", "[9007199254740992,4096]", "0", "4") "}", 4, 0, 0,
