@@ -50,13 +50,13 @@ static inline bool mul_overflows(int64_t a, int64_t b, int64_t *out) {
  * strides cannot overflow.  *count is 0 when a dimension is 0.  False (and
  * *count untouched) on a negative dimension or an overflow. */
 static inline bool shape_elements(int ndim, const int64_t *shape, int64_t elem_size, int64_t *count) {
-    int64_t product = elem_size > 0 ? elem_size : 1;
+    int64_t bytes = elem_size; /* >= 1: every caller passes a valid dtype's size */
     bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == 0) empty = true;
-        else if (mul_overflows(product, shape[i], &product)) return false;
+        else if (mul_overflows(bytes, shape[i], &bytes)) return false; /* a negative one too */
     }
-    *count = empty ? 0 : product / (elem_size > 0 ? elem_size : 1);
+    *count = empty ? 0 : bytes / elem_size;
     return true;
 }
 

@@ -50,7 +50,7 @@ static attn_status array_alloc(attn_array *a, attn_dtype dtype, int ndim, const 
                              (long long)shape[i]);
     const int64_t elem = (int64_t)attn_dtype_size(dtype);
     int64_t count;
-    if (!shape_elements(ndim, shape, elem, &count) || (uint64_t)(count * elem) > SIZE_MAX)
+    if (!shape_elements(ndim, shape, elem, &count) || (uint64_t)count * (uint64_t)elem > SIZE_MAX)
         return attn__fail(ATTN_ERR_OVERFLOW,
                          "attn_array_alloc: the shape's non-zero dimensions times the %zu bytes of %s "
                          "overflow int64 (numpy refuses such a shape too, even with a zero dimension)",
