@@ -29,7 +29,7 @@
  */
 #include "model/decoder.h"
 
-#include "model/gguf.h" /* attn__gguf_quote */
+#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <math.h>
 #include <stdlib.h>

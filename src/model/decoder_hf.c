@@ -22,7 +22,7 @@
 
 #include "attn_safetensors.h"
 #include "io/file.h"
-#include "model/gguf.h" /* attn__gguf_quote */
+#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -31,7 +31,7 @@
 #include "tokenizer.h"
 
 #include "io/file.h"
-#include "model/gguf.h" /* attn__gguf_quote */
+#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -4,8 +4,8 @@
  * looks tensors up, safetensors_file.c maps files and reads the index of a
  * sharded checkpoint; safetensors_off.c stands in for both without cJSON).
  */
-#ifndef ATTN_MODEL_SAFETENSORS_H
-#define ATTN_MODEL_SAFETENSORS_H
+#ifndef ATTN_FORMATS_SAFETENSORS_H
+#define ATTN_FORMATS_SAFETENSORS_H
 
 #include "attn_safetensors.h"
 #include "base/base.h"
@@ -68,4 +68,4 @@ void attn__safetensors_index_free(safetensors_index *index);
  * has no mmap of its own). */
 void attn__safetensors_unmap(void *mapping, size_t size);
 
-#endif /* ATTN_MODEL_SAFETENSORS_H */
+#endif /* ATTN_FORMATS_SAFETENSORS_H */

@@ -48,7 +48,7 @@
  * The other types of the table are sized (so that files holding them open
  * and every tensor is checked) but not converted.
  */
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include "base/dtype.h"
 

@@ -6,10 +6,10 @@
  * Files are opened as every input of attn is (src/io/file.h): regular
  * files only, without blocking.
  */
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include "io/file.h"
-#include "model/gguf.h" /* attn__gguf_quote */
+#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -17,7 +17,7 @@
  * attacker-chosen numbers is ever formed unchecked; every table allocated
  * is bounded by the file's size that way.
  */
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

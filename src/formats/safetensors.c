@@ -15,10 +15,10 @@
  * tensor's bytes are compared with its data_offsets and the data section
  * before any pointer into the data is formed.
  */
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include "base/dtype.h"
-#include "model/gguf.h" /* attn__gguf_quote: names in messages */
+#include "formats/gguf.h" /* attn__gguf_quote: names in messages */
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>

@@ -3,8 +3,8 @@
  * file (gguf.c parses, gguf_file.c maps, gguf_dequant.c converts), and the
  * table of tensor types.
  */
-#ifndef ATTN_MODEL_GGUF_H
-#define ATTN_MODEL_GGUF_H
+#ifndef ATTN_FORMATS_GGUF_H
+#define ATTN_FORMATS_GGUF_H
 
 #include "attn_model.h"
 #include "base/base.h"
@@ -71,4 +71,4 @@ static inline uint64_t gguf_u64(const uint8_t *p) { return (uint64_t)gguf_u32(p)
  * with "...".  Returns buf. */
 const char *attn__gguf_quote(const void *name, uint64_t len, char *buf, size_t cap);
 
-#endif /* ATTN_MODEL_GGUF_H */
+#endif /* ATTN_FORMATS_GGUF_H */
