@@ -7,7 +7,7 @@
 #include "attn_decoder.h"
 #include "attn_safetensors.h"
 #include "attn_tokenizer.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "base/base.h"
 
 static attn_status off(const char *fn) {

@@ -9,7 +9,7 @@
  * tests/fixtures/tokenizer/ were made with; docs/tokenizers.md has the
  * details and where llama.cpp differs.
  */
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 

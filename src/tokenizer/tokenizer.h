@@ -12,8 +12,8 @@
  * outside the byte alphabet is keyed by its UTF-8 bytes spelled in that
  * alphabet; a Gemma token of blanks ("  ") by as many U+2581.
  */
-#ifndef ATTN_MODEL_TOKENIZER_H
-#define ATTN_MODEL_TOKENIZER_H
+#ifndef ATTN_TOKENIZER_TOKENIZER_H
+#define ATTN_TOKENIZER_TOKENIZER_H
 
 #include "attn_tokenizer.h"
 #include "base/base.h"
@@ -125,4 +125,4 @@ attn_status attn__tok_split_encode(const attn_tokenizer *t, const uint8_t *text,
  * s starts with an invalid one; *cp gets the code point. */
 size_t attn__utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
-#endif /* ATTN_MODEL_TOKENIZER_H */
+#endif /* ATTN_TOKENIZER_TOKENIZER_H */

@@ -28,7 +28,7 @@
  * once; an id past the count of entries given is refused before anything
  * is allocated for it (a "huge vocabulary" claim costs nothing).
  */
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include "io/file.h"
 #include "formats/gguf.h" /* attn__gguf_quote */
