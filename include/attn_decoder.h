@@ -1,7 +1,7 @@
 /*
  * attn_decoder.h — a decoder-only language model run in float32 over token
  * ids, every layer's attention through attn_sdpa_forward (libattn_model;
- * built on the GGUF reader of attn_model.h).  docs/models.md, "The
+ * built on the GGUF reader of attn_gguf.h).  docs/models.md, "The
  * decoder", has the equations of each architecture, the memory, the speed
  * and how it is checked against Hugging Face transformers.
  *
@@ -55,7 +55,7 @@
 
 #include "attn.h"
 #include "attn_cache.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_rope.h"
 
 #ifdef __cplusplus

@@ -17,7 +17,7 @@
 #include "cli.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_safetensors.h"
 #include "attn_tokenizer.h"
 

@@ -7,7 +7,7 @@
 #include "cli.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_npz.h"
 #include "attn_tokenizer.h"
 #include "model_trace.h"

@@ -1,7 +1,7 @@
 /*
  * gguf.c — the GGUF parser (from memory) and its lookups: the header, the
  * metadata key/values, the tensor infos, and the checks that make every
- * later read of the buffer safe (include/attn_model.h lists them).
+ * later read of the buffer safe (include/attn_gguf.h lists them).
  *
  * Layout (little-endian, packed):
  *   "GGUF" | version u32 | n_tensors u64 | n_kv u64

@@ -6,7 +6,7 @@
 #ifndef ATTN_FORMATS_GGUF_H
 #define ATTN_FORMATS_GGUF_H
 
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "base/base.h"
 
 /* Converts n elements (a multiple of the type's block) of one type from
