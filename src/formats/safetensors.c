@@ -18,7 +18,7 @@
 #include "formats/safetensors.h"
 
 #include "base/dtype.h"
-#include "formats/gguf.h" /* attn__gguf_quote: names in messages */
+#include "formats/quote.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -52,8 +52,8 @@ int attn_safetensors_dtype_size(attn_safetensors_dtype dtype) {
 
 /* --------------------------------------------------------------- messages */
 
-/* A name (or any bytes) as printable text: attn__gguf_quote's rule. */
-static const char *quote(const char *s, char *buf, size_t cap) { return attn__gguf_quote(s, strlen(s), buf, cap); }
+/* A name (or any bytes) as printable text: attn__quote's rule. */
+static const char *quote(const char *s, char *buf, size_t cap) { return attn__quote(s, strlen(s), buf, cap); }
 
 /* The byte of the file where the header mentions "name" (the first time),
  * for messages about its entry; 0 when it is not found as written (a name

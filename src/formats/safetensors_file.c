@@ -8,8 +8,8 @@
  */
 #include "formats/safetensors.h"
 
+#include "formats/quote.h"
 #include "io/file.h"
-#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -83,7 +83,7 @@ static attn_status open_index(const char *path, const char *dir, size_t dir_len,
         const int64_t t = attn_safetensors_tensor_index(st, index.names[i]);
         const char *file = index.files[index.file_of[i]];
         char quoted[256];
-        attn__gguf_quote(index.names[i], strlen(index.names[i]), quoted, sizeof quoted);
+        attn__quote(index.names[i], strlen(index.names[i]), quoted, sizeof quoted);
         if (t < 0)
             status = attn__fail(ATTN_ERR_FORMAT, "'%s': tensor '%s' is not in its shard '%s' (nor in any other)", path,
                                 quoted, file);
@@ -99,7 +99,7 @@ static attn_status open_index(const char *path, const char *dir, size_t dir_len,
         if (!listed[t]) {
             char quoted[256];
             status = attn__fail(ATTN_ERR_FORMAT, "'%s': tensor '%s' of shard '%s' is not in the weight_map", path,
-                                attn__gguf_quote(st->tensors[t].name, strlen(st->tensors[t].name), quoted, sizeof quoted),
+                                attn__quote(st->tensors[t].name, strlen(st->tensors[t].name), quoted, sizeof quoted),
                                 index.files[st->tensors[t].shard]);
         }
     free(listed);

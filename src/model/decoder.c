@@ -29,7 +29,7 @@
  */
 #include "model/decoder.h"
 
-#include "formats/gguf.h" /* attn__gguf_quote */
+#include "formats/quote.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -122,7 +122,7 @@ static attn_status read_rope_scaling(const attn_gguf *g, const char *arch, attn_
     char quoted[256];
     return attn__fail(ATTN_ERR_UNSUPPORTED, "key '%s' is '%s': the decoder runs GGUF files with no RoPE scaling or "
                       "linear scaling (for yarn, run the safetensors checkpoint: its config.json is read)",
-                      key, attn__gguf_quote(type, len, quoted, sizeof quoted));
+                      key, attn__quote(type, len, quoted, sizeof quoted));
 }
 
 attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cfg) {

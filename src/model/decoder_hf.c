@@ -21,8 +21,8 @@
 #include "model/decoder.h"
 
 #include "attn_safetensors.h"
+#include "formats/quote.h"
 #include "io/file.h"
-#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -105,7 +105,7 @@ static attn_status rope_entry(const cJSON *rope, const char *where, double *thet
                           "whole heads", where, partial);
     if (!type || strcmp(type, "default") == 0) return ATTN_OK;
     char quoted[256];
-    attn__gguf_quote(type, strlen(type), quoted, sizeof quoted);
+    attn__quote(type, strlen(type), quoted, sizeof quoted);
     if (!c)
         return attn__fail(ATTN_ERR_UNSUPPORTED,
                           "config.json: %s has rope_type '%s': the sliding-window layers run unscaled RoPE only",
@@ -187,7 +187,7 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
         return attn__fail(ATTN_ERR_UNSUPPORTED,
                           "config.json: model_type '%s': the decoder runs qwen2, qwen3, llama and gemma3_text "
                           "(a multimodal gemma3 checkpoint's text model is not read)",
-                          attn__gguf_quote(type, strlen(type), quoted, sizeof quoted));
+                          attn__quote(type, strlen(type), quoted, sizeof quoted));
     }
     const bool gemma = a->arch == ATTN_DECODER_GEMMA3;
     attn_decoder_config c;
@@ -343,7 +343,7 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
     else {
         char quoted[256];
         return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: activation '%s': silu and gelu_pytorch_tanh are run",
-                          attn__gguf_quote(act, strlen(act), quoted, sizeof quoted));
+                          attn__quote(act, strlen(act), quoted, sizeof quoted));
     }
     if ((st = attn__decoder_check_config(&c, "config.json"))) return st;
     *cfg = c;

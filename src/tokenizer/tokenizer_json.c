@@ -30,8 +30,8 @@
  */
 #include "tokenizer/tokenizer.h"
 
+#include "formats/quote.h"
 #include "io/file.h"
-#include "formats/gguf.h" /* attn__gguf_quote */
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -44,7 +44,7 @@
  * 11 MB; a bound keeps a huge or endless file from being mapped. */
 #define TOKENIZER_JSON_MAX_BYTES (512u << 20)
 
-static const char *quote(const char *s, char *buf, size_t cap) { return attn__gguf_quote(s, strlen(s), buf, cap); }
+static const char *quote(const char *s, char *buf, size_t cap) { return attn__quote(s, strlen(s), buf, cap); }
 
 /* obj[key] when present and not null, else NULL. */
 static const cJSON *item(const cJSON *obj, const char *key) {
