@@ -1,7 +1,8 @@
 /*
  * safetensors_file.c — safetensors files mapped read-only and parsed from
  * the mapping (safetensors.c), one file or the shards of a checkpoint's
- * index (model.safetensors.index.json), checked against the index.
+ * index (model.safetensors.index.json), checked against the index; and
+ * attn_safetensors_close, which unmaps them (the parser below never maps).
  *
  * Files are opened as every input of attn is (src/io/file.h): regular
  * files only, without blocking.
@@ -14,7 +15,12 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-void attn__safetensors_unmap(void *mapping, size_t size) { munmap(mapping, size); }
+void attn_safetensors_close(attn_safetensors *st) {
+    if (!st) return;
+    for (int64_t i = 0; i < st->n_shards; i++)
+        if (st->shards[i].mapping) munmap(st->shards[i].mapping, st->shards[i].size);
+    attn__safetensors_free(st);
+}
 
 static char *join_path(const char *dir, size_t dir_len, const char *file) {
     const size_t n = strlen(file);
