@@ -7,7 +7,6 @@
 #include "attn_decoder.h"
 #include "attn_safetensors.h"
 #include "attn_tokenizer.h"
-#include "tokenizer/tokenizer.h"
 #include "base/base.h"
 
 static attn_status off(const char *fn) {
@@ -78,10 +77,4 @@ attn_status attn_tokenizer_from_json_file(const char *path, attn_tokenizer **out
     (void)path;
     if (out) *out = NULL;
     return off("attn_tokenizer_from_json_file");
-}
-attn_status attn__tokenizer_from_json_config(const char *json, size_t size, const char *config, size_t config_size,
-                                             attn_tokenizer **out) {
-    (void)json, (void)size, (void)config, (void)config_size;
-    if (out) *out = NULL;
-    return off("tokenizer.json");
 }

@@ -401,8 +401,10 @@ static attn_status build(attn_tokenizer *t, const cJSON *root, const cJSON *conf
     return st ? st : attn__tok_finish(t, TJ "'s vocabulary");
 }
 
-attn_status attn__tokenizer_from_json_config(const char *json, size_t size, const char *config, size_t config_size,
-                                             attn_tokenizer **out) {
+/* tokenizer.json (and tokenizer_config.json, NULL when there is none) from
+ * memory. */
+static attn_status from_json_config(const char *json, size_t size, const char *config, size_t config_size,
+                                    attn_tokenizer **out) {
     cJSON *root = NULL, *conf = NULL;
     attn_status st = parse(TJ, json, size, &root);
     if (!st && config) st = parse("tokenizer_config.json", config, config_size, &conf);
@@ -423,7 +425,7 @@ attn_status attn_tokenizer_from_json(const void *buf, size_t size, attn_tokenize
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_tokenizer_from_json: out is NULL");
     *out = NULL;
     if (!buf && size) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_tokenizer_from_json: buf is NULL");
-    return attn__tokenizer_from_json_config(buf ? buf : "", size, NULL, 0, out);
+    return from_json_config(buf ? buf : "", size, NULL, 0, out);
 }
 
 /* The whole of path, mapped; *map NULL for an empty file.  *present false
@@ -465,7 +467,7 @@ attn_status attn_tokenizer_from_json_file(const char *path, attn_tokenizer **out
     attn_status st = map_file(file, false, &json, &json_size, &present);
     if (!st) st = map_file(config, true, &conf, &conf_size, &conf_present);
     if (!st) {
-        st = attn__tokenizer_from_json_config(json ? json : "", json_size, conf_present ? (conf ? conf : "") : NULL,
+        st = from_json_config(json ? json : "", json_size, conf_present ? (conf ? conf : "") : NULL,
                                               conf_size, out);
         if (st) st = attn__fail(st, "'%s': %s", file, attn_last_error());
     }
