@@ -127,6 +127,12 @@ typedef struct attn_decoder_config {
     int rope_scale_local;           /* the sliding-window layers are scaled too     */
 } attn_decoder_config;
 
+/* The architectures the decoder runs, from its one table of them
+ * (src/model/arch.c), for lists in messages and help texts: the name of
+ * the index-th (index 0, 1, ...) as GGUF's general.architecture and
+ * attn_decoder_config.architecture spell it ("qwen2"); NULL past the last. */
+ATTN_API const char *attn_decoder_architecture(int index);
+
 /* The RoPE of one layer of a model (pairing, theta, scaling) as
  * attn_rope_apply takes it: what the decoder rotates that layer's queries
  * and keys with. */
