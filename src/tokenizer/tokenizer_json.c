@@ -2,8 +2,9 @@
  * tokenizer_json.c — Hugging Face's tokenizer.json (the `tokenizers`
  * library's serialization) as a tokenizer (include/attn_tokenizer.h), with
  * cJSON; the vocabulary is handed to the builders the GGUF reader uses
- * (tokenizer.h), so the BPE, the pre-tokenizer and the special tokens are
- * the same code whichever file a model came in.
+ * (tokenizer_vocab.h, and tokenizer.h's finish), so the BPE, the
+ * pre-tokenizer and the special tokens are the same code whichever file a
+ * model came in.
  *
  * What is read (everything else is refused by name, not ignored, so that a
  * tokenizer this library would run differently never runs):
