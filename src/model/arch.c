@@ -68,58 +68,38 @@ static const arch_tensor_names gguf_names = {
  *   model.layers.L.self_attn.q_proj [Hq*Dh, d]   k_proj, v_proj [Hkv*Dh, d]  (.bias)
  *   model.layers.L.self_attn.q_norm, k_norm [Dh]   o_proj [d, Hq*Dh]
  *   model.layers.L.mlp.gate_proj, up_proj [F, d]   down_proj [d, F]
- * and the norms around the FFN, whose names mean different places: in
- * Qwen2 / Qwen3 / Llama post_attention_layernorm is the norm BEFORE the
- * FFN; in Gemma 3 it is the norm after attention, and the FFN's own are
- * pre_ and post_feedforward_layernorm. */
-static const arch_tensor_names hf_names = {
-    .embed = "model.embed_tokens.weight",
-    .output_norm = "model.norm.weight",
-    .output = "lm_head.weight",
-    .layer_prefix = "model.layers.",
-    .layer =
-        {
-            [ARCH_ATTN_NORM] = "input_layernorm.weight",
-            [ARCH_Q] = "self_attn.q_proj.weight",
-            [ARCH_K] = "self_attn.k_proj.weight",
-            [ARCH_V] = "self_attn.v_proj.weight",
-            [ARCH_Q_BIAS] = "self_attn.q_proj.bias",
-            [ARCH_K_BIAS] = "self_attn.k_proj.bias",
-            [ARCH_V_BIAS] = "self_attn.v_proj.bias",
-            [ARCH_Q_NORM] = "self_attn.q_norm.weight",
-            [ARCH_K_NORM] = "self_attn.k_norm.weight",
-            [ARCH_ATTN_OUT] = "self_attn.o_proj.weight",
-            [ARCH_FFN_NORM] = "post_attention_layernorm.weight",
-            [ARCH_FFN_GATE] = "mlp.gate_proj.weight",
-            [ARCH_FFN_UP] = "mlp.up_proj.weight",
-            [ARCH_FFN_DOWN] = "mlp.down_proj.weight",
-        },
-};
-static const arch_tensor_names hf_gemma3_names = {
-    .embed = "model.embed_tokens.weight",
-    .output_norm = "model.norm.weight",
-    .output = "lm_head.weight",
-    .layer_prefix = "model.layers.",
-    .layer =
-        {
-            [ARCH_ATTN_NORM] = "input_layernorm.weight",
-            [ARCH_Q] = "self_attn.q_proj.weight",
-            [ARCH_K] = "self_attn.k_proj.weight",
-            [ARCH_V] = "self_attn.v_proj.weight",
-            [ARCH_Q_BIAS] = "self_attn.q_proj.bias",
-            [ARCH_K_BIAS] = "self_attn.k_proj.bias",
-            [ARCH_V_BIAS] = "self_attn.v_proj.bias",
-            [ARCH_Q_NORM] = "self_attn.q_norm.weight",
-            [ARCH_K_NORM] = "self_attn.k_norm.weight",
-            [ARCH_ATTN_OUT] = "self_attn.o_proj.weight",
-            [ARCH_POST_ATTN_NORM] = "post_attention_layernorm.weight",
-            [ARCH_FFN_NORM] = "pre_feedforward_layernorm.weight",
-            [ARCH_FFN_GATE] = "mlp.gate_proj.weight",
-            [ARCH_FFN_UP] = "mlp.up_proj.weight",
-            [ARCH_FFN_DOWN] = "mlp.down_proj.weight",
-            [ARCH_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
-        },
-};
+ * and the norms around the FFN (HF_NAMES' arguments), whose names mean
+ * different places: in Qwen2 / Qwen3 / Llama post_attention_layernorm is the
+ * norm BEFORE the FFN; in Gemma 3 it is the norm after attention, and the
+ * FFN's own are pre_ and post_feedforward_layernorm. */
+#define HF_NAMES(...)                                    \
+    {                                                    \
+        .embed = "model.embed_tokens.weight",            \
+        .output_norm = "model.norm.weight",              \
+        .output = "lm_head.weight",                      \
+        .layer_prefix = "model.layers.",                 \
+        .layer = {                                       \
+            [ARCH_ATTN_NORM] = "input_layernorm.weight", \
+            [ARCH_Q] = "self_attn.q_proj.weight",        \
+            [ARCH_K] = "self_attn.k_proj.weight",        \
+            [ARCH_V] = "self_attn.v_proj.weight",        \
+            [ARCH_Q_BIAS] = "self_attn.q_proj.bias",     \
+            [ARCH_K_BIAS] = "self_attn.k_proj.bias",     \
+            [ARCH_V_BIAS] = "self_attn.v_proj.bias",     \
+            [ARCH_Q_NORM] = "self_attn.q_norm.weight",   \
+            [ARCH_K_NORM] = "self_attn.k_norm.weight",   \
+            [ARCH_ATTN_OUT] = "self_attn.o_proj.weight", \
+            [ARCH_FFN_GATE] = "mlp.gate_proj.weight",    \
+            [ARCH_FFN_UP] = "mlp.up_proj.weight",        \
+            [ARCH_FFN_DOWN] = "mlp.down_proj.weight",    \
+            __VA_ARGS__                                  \
+        }                                                \
+    }
+static const arch_tensor_names hf_names = HF_NAMES([ARCH_FFN_NORM] = "post_attention_layernorm.weight");
+static const arch_tensor_names hf_gemma3_names = HF_NAMES(
+    [ARCH_POST_ATTN_NORM] = "post_attention_layernorm.weight", [ARCH_FFN_NORM] = "pre_feedforward_layernorm.weight",
+    [ARCH_POST_FFN_NORM] = "post_feedforward_layernorm.weight");
+#undef HF_NAMES
 
 /* The rows, in the order messages list them. */
 static const decoder_arch archs[] = {
