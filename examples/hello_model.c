@@ -2,7 +2,7 @@
  * key and a tensor of four float32s), parsed, and its tensor converted.
  * hello_model [FILE.gguf] reads FILE instead and prints its architecture
  * and tensor count. */
-#include <attn_model.h>
+#include <attn_gguf.h>
 #include <stdio.h>
 
 static const unsigned char tiny[] = {

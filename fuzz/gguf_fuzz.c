@@ -14,7 +14,7 @@
  * size (each tensor's bytes were checked to lie within it).
  */
 #include "attn.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
  */
 #include "attn.h"
 #include "attn_safetensors.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <stdint.h>
 #include <stdlib.h>

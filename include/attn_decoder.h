@@ -1,7 +1,7 @@
 /*
  * attn_decoder.h — a decoder-only language model run in float32 over token
  * ids, every layer's attention through attn_sdpa_forward (libattn_model;
- * built on the GGUF reader of attn_model.h).  docs/models.md, "The
+ * built on the GGUF reader of attn_gguf.h).  docs/models.md, "The
  * decoder", has the equations of each architecture, the memory, the speed
  * and how it is checked against Hugging Face transformers.
  *
@@ -55,7 +55,7 @@
 
 #include "attn.h"
 #include "attn_cache.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_rope.h"
 
 #ifdef __cplusplus
@@ -126,6 +126,12 @@ typedef struct attn_decoder_config {
     double rope_attention_factor;   /* 0 = the variant's default                    */
     int rope_scale_local;           /* the sliding-window layers are scaled too     */
 } attn_decoder_config;
+
+/* The architectures the decoder runs, from its one table of them
+ * (src/model/arch.c), for lists in messages and help texts: the name of
+ * the index-th (index 0, 1, ...) as GGUF's general.architecture and
+ * attn_decoder_config.architecture spell it ("qwen2"); NULL past the last. */
+ATTN_API const char *attn_decoder_architecture(int index);
 
 /* The RoPE of one layer of a model (pairing, theta, scaling) as
  * attn_rope_apply takes it: what the decoder rotates that layer's queries

@@ -2,7 +2,7 @@
  * attn_safetensors.h — Hugging Face's safetensors checkpoints (libattn_model;
  * pkg-config attn-model, CMake attn::model).
  *
- * A header of its own, not a section of attn_model.h, because it is the one
+ * A header of its own, not a section of attn_gguf.h, because it is the one
  * part of libattn_model that needs cJSON (the JSON header is parsed with
  * it, as DESIGN.md chooses): a build without cJSON (Debian: libcjson-dev)
  * still declares these functions, and each returns ATTN_ERR_UNSUPPORTED

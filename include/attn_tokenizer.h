@@ -56,7 +56,7 @@
 #ifndef ATTN_TOKENIZER_H
 #define ATTN_TOKENIZER_H
 
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -24,12 +24,14 @@
 #define CMD "model generate"
 
 static void generate_help(FILE *out) {
+    char architectures[256];
     fprintf(out,
     "usage: attn model generate --model FILE.gguf --text TEXT [--max-tokens N]\n"
     "                           [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n\n"
-    "Continues TEXT with a GGUF model (qwen2, gemma3), printing the new text to stdout as each\n"
-    "token comes (whole UTF-8 characters only: a token that ends inside one waits for the rest).\n"
+    "Continues TEXT with a GGUF model (%s), printing the new text to stdout\n"
+    "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
+    "rest).\n"
     "The prompt is encoded as the model's tokenizer does (Gemma: BOS first) and run in one step;\n"
     "then each token runs at the next position through attn's KV cache. Timings on stderr:\n"
     "load, prefill and decode tokens/s, the KV cache's size.\n\n"
@@ -55,7 +57,7 @@ static void generate_help(FILE *out) {
     "      --text \"这台电脑来自苹果\"\n"
     "  attn model generate --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf \\\n"
     "      --text \"The capital of France is\" --max-tokens 30 --temperature 0.7 --top-p 0.9 --seed 1\n",
-    MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
+    cli_model_architectures(architectures, sizeof architectures), MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
 }
 
 enum { F_MODEL = 1, F_TEXT, F_MAX_TOKENS, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_SEED, F_KV_DTYPE, F_STOP, F_NO_STOP };

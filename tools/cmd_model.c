@@ -17,7 +17,7 @@
 #include "cli.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_safetensors.h"
 #include "attn_tokenizer.h"
 
@@ -31,14 +31,23 @@
 #define TOP_DEFAULT 5
 #define IDS_MAX 4096 /* tokens of one run: the forward is O(L^2) in attention, O(L) elsewhere */
 
+const char *cli_model_architectures(char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; attn_decoder_architecture(i) && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", attn_decoder_architecture(i));
+    return buf;
+}
+
 static void model_help(FILE *out) {
+    char architectures[256];
     fprintf(out,
     "usage: attn model info MODEL\n"
     "       attn model run MODEL (--ids ID,ID,... | --text STR) [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
-    "A decoder-only language model (qwen2: Qwen2 / Qwen2.5; qwen3; gemma3: Gemma 3; llama), run in\n"
+    "A decoder-only language model (%s), run in\n"
     "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
     "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
@@ -69,7 +78,7 @@ static void model_help(FILE *out) {
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
     "  attn model run ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --ids 785,6722,315,9625,374\n"
     "                                     # \"The capital of France is\": next token 12095 (\" Paris\")\n",
-    TOP_DEFAULT);
+    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
 }
 
 enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT };

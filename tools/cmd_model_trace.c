@@ -7,7 +7,7 @@
 #include "cli.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_npz.h"
 #include "attn_tokenizer.h"
 #include "model_trace.h"
@@ -25,6 +25,7 @@
 #define PATTERNS_MAX 64
 
 static void trace_help(FILE *out) {
+    char architectures[256];
     fprintf(out,
     "usage: attn model trace --model FILE.gguf (--text TEXT | --ids ID,..) [--hooks PATTERN,.. -o CACHE.npz]\n"
     "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
@@ -39,7 +40,7 @@ static void trace_help(FILE *out) {
     "  blocks.L.attn.hook_pattern, blocks.L.attn.hook_z, blocks.L.hook_attn_out, blocks.L.hook_resid_mid,\n"
     "  blocks.L.hook_mlp_out, blocks.L.hook_resid_post, ln_final.hook_normalized\n"
     "(shapes without the batch axis: [L, d], [L, heads, d_head], scores and pattern [heads, L, L]).\n\n"
-    "  --model FILE        the GGUF model (qwen2, gemma3); the tokenizer is read from it\n"
+    "  --model FILE        the GGUF model (%s); the tokenizer is read from it\n"
     "  --text TEXT         the run (the target of patches); --ids ID,.. gives token ids instead\n"
     "  --hooks PATTERNS    glob patterns, comma-separated (blocks.*.attn.hook_pattern, blocks.3.*):\n"
     "                      every matching hook of the run is saved into -o CACHE.npz (np.load reads it;\n"
@@ -58,7 +59,7 @@ static void trace_help(FILE *out) {
     "                      answer - wrong (TOKEN: a text of one token, or #ID)\n"
     "  --wrong TOKEN       the other side of the logit difference (default: the clean run's top token)\n"
     "  --top K             next tokens shown before and after (default %d)\n",
-    TOP_DEFAULT);
+    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
     fprintf(out,
     "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
     "                      base and the source (same length) as changed: with the base queries fixed,\n"

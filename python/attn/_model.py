@@ -1,5 +1,7 @@
-"""attn.Model: a real pretrained decoder (GGUF: Qwen2 / Qwen2.5, Gemma 3) run
-by libattn_model in float32, every layer's attention through attn's kernels.
+"""attn.Model: a real pretrained decoder (a GGUF file or a Hugging Face
+checkpoint of an architecture the decoder runs: qwen2, qwen3, gemma3, llama,
+as attn_decoder_architecture lists them) run by libattn_model in float32,
+every layer's attention through attn's kernels.
 
     m = attn.Model("~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
     ids = m.tokenize("我吃了一个苹果")                 # int32 [L]

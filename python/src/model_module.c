@@ -26,7 +26,7 @@
 #include "attn_py.h"
 
 #include <attn_decoder.h>
-#include <attn_model.h>
+#include <attn_gguf.h>
 #include <attn_tokenizer.h>
 
 #include <stdbool.h>

@@ -24,8 +24,8 @@
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 #include "attn_tokenizer.h"
 #include "attn_viz.h"
 #include "model_chapter.h"

@@ -23,8 +23,8 @@
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 #include "tiny_model.h"
 
 #include <math.h>
@@ -274,6 +274,33 @@ static void test_config(void **state) {
     assert_true(c.qkv_bias && !c.qk_norm && !c.tied_embeddings && c.sliding_window == 0);
     assert_true(c.embed_scale == 1.0f && c.attn_scale == 0.5f);
     assert_false(attn_decoder_layer_is_local(&c, 0));
+}
+
+/* The architectures the decoder lists (attn_decoder_architecture, from
+ * src/model/arch.c's table): each one's GGUF metadata is read under its name,
+ * and the refusal of any other architecture names every one of them. */
+static void test_architectures(void **state) {
+    (void)state;
+    const char *want[] = {"qwen2", "qwen3", "gemma3", "llama"};
+    const int n = (int)(sizeof want / sizeof want[0]);
+    for (int i = 0; i < n; i++) assert_string_equal(attn_decoder_architecture(i), want[i]);
+    assert_null(attn_decoder_architecture(n));
+    assert_null(attn_decoder_architecture(-1));
+    attn_decoder_config c;
+    tiny_spec s = TINY_QWEN;
+    s.arch = "phi3";
+    assert_int_equal(tiny_config(&s, &c, NULL), ATTN_ERR_UNSUPPORTED);
+    char message[512];
+    snprintf(message, sizeof message, "%s", attn_last_error());
+    for (int i = 0; attn_decoder_architecture(i); i++) {
+        const char *name = attn_decoder_architecture(i);
+        if (!strstr(message, name)) fail_msg("'%s' is not in: %s", name, message);
+        s = TINY_QWEN;
+        s.arch = name;
+        assert_ok(tiny_config(&s, &c, NULL));
+        assert_string_equal(c.architecture, name);
+    }
+    assert_non_null(strstr(message, "qwen2, qwen3, gemma3 and llama"));
 }
 
 static void test_errors(void **state) {
@@ -571,6 +598,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_qwen2_against_oracle),
         cmocka_unit_test(test_tiny_gemma3_against_oracle),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_architectures),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hook),
         cmocka_unit_test(test_cli),

@@ -32,7 +32,7 @@
 
 #include "attn.h"
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "tiny_model.h"
 
 #include <math.h>

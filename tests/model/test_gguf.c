@@ -16,7 +16,7 @@
 #include "attn.h"
 #include "attn_io.h"
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <math.h>
 #include <stdbool.h>

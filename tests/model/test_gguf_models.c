@@ -16,8 +16,8 @@
 #include "models.h"
 
 #include "attn.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 
 #include <math.h>
 #include <stdio.h>

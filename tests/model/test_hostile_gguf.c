@@ -27,7 +27,7 @@
 #include "gguf_builder.h"
 
 #include "attn.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

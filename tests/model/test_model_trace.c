@@ -35,8 +35,8 @@
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 #include "attn_npz.h"
 #include "model_trace.h"
 

@@ -577,6 +577,25 @@ static void config_json(void **state) {
     assert_refused(attn_decoder_config_from_json("{\"model_type\":\0}", 16, &c), ATTN_ERR_FORMAT, "NUL");
 }
 
+/* config.json of each architecture the decoder lists (attn_decoder_architecture)
+ * is read, and an unknown model_type's refusal names every one. */
+static void config_architectures(void **state) {
+    (void)state;
+    attn_decoder_config c;
+    assert_int_equal(config_of("{\"model_type\":\"bert\"," BASE "}", &c), ATTN_ERR_UNSUPPORTED);
+    char message[512];
+    snprintf(message, sizeof message, "%s", attn_last_error());
+    for (int i = 0; attn_decoder_architecture(i); i++) {
+        const char *name = attn_decoder_architecture(i);
+        if (!strstr(message, name)) fail_msg("'%s' is not in: %s", name, message);
+        char json[512];
+        /* gemma3's model_type is gemma3_text (a bare gemma3 without text_config reads too). */
+        snprintf(json, sizeof json, "{\"model_type\":\"%s\"," BASE ",\"sliding_window\":4}", name);
+        assert_ok(config_of(json, &c));
+        assert_string_equal(c.architecture, name);
+    }
+}
+
 /* A checkpoint whose embedding has the wrong shape: the message names it. */
 static void wrong_shape_named(void **state) {
     (void)state;
@@ -618,7 +637,8 @@ static int remove_tmpdir(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_fields), cmocka_unit_test(every_row),   cmocka_unit_test(every_prefix),
-        cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(wrong_shape_named),
+        cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(config_architectures),
+        cmocka_unit_test(wrong_shape_named),
         cmocka_unit_test(not_regular_files),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

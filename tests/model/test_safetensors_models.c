@@ -30,8 +30,8 @@
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 
 #include <math.h>
 #include <stdio.h>

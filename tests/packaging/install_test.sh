@@ -13,7 +13,8 @@
 #      and static; none may get -fopenmp on its compile line, and the
 #      exported CMake targets must not hard-code libm's path.  libattn_model
 #      (no dependency beyond libattn and libm) is built there too, and used by
-#      pkg-config (attn-model), shared and static.
+#      pkg-config (attn-model), shared and static, and through the GGUF
+#      reader's deprecated header name (attn_model.h).
 # Every consumer must print the chapter's causal row 2: weights 1/3, 2/3, 0
 # and output [2/3, 2/3]; the model consumers, the tensor of their GGUF image.
 set -euo pipefail
@@ -115,6 +116,12 @@ model_cflags=$(pkg-config --cflags attn-model)
 cc "$src/examples/hello_model.c" -o "$work/hello_model_pc" $model_cflags $(pkg-config --libs attn-model) \
     -Wl,-rpath,"$libdir"
 check_model "$work/hello_model_pc"
+# The GGUF reader's header under its deprecated name (attn_model.h, kept until
+# 1.0) still declares it.
+printf '#include <attn_model.h>\nint main(void) { return attn_gguf_type_name(ATTN_GGUF_TYPE_F32) == 0; }\n' |
+    cc -x c - -o "$work/old_header" $model_cflags $(pkg-config --libs attn-model) -Wl,-rpath,"$libdir" ||
+    fail "a program including the deprecated attn_model.h does not build"
+LD_LIBRARY_PATH="$lib_path" "$work/old_header" || fail "the program including attn_model.h failed"
 static_libs=$(pkg-config --static --libs attn-model | sed -E 's/-lattn(_model)?\b/-Wl,-Bstatic -lattn\1 -Wl,-Bdynamic/g')
 cc "$src/examples/hello_model.c" -o "$work/hello_model_pc_static" $model_cflags $static_libs -lm
 check_model "$work/hello_model_pc_static"

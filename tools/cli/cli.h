@@ -48,6 +48,9 @@ int cmd_train(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+/* The decoder's architectures, as its table lists them ("qwen2, qwen3,
+ * gemma3, llama"), into buf for the model commands' help (cmd_model.c). */
+const char *cli_model_architectures(char *buf, size_t size);
 int cmd_model_trace(int argc, char **argv);
 int cmd_npz(int argc, char **argv);
 /* attn model generate (tools/cmd_generate.c): argv[0] is "generate". */

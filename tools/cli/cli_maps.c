@@ -8,7 +8,7 @@
 #include "cli_maps.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_tokenizer.h"
 #include "../model_trace.h" /* trace_paths_each: the decomposition `attn model trace --paths` makes */
 

@@ -2,8 +2,9 @@
  * tokenizer_json.c — Hugging Face's tokenizer.json (the `tokenizers`
  * library's serialization) as a tokenizer (include/attn_tokenizer.h), with
  * cJSON; the vocabulary is handed to the builders the GGUF reader uses
- * (tokenizer.h), so the BPE, the pre-tokenizer and the special tokens are
- * the same code whichever file a model came in.
+ * (tokenizer_vocab.h, and tokenizer.h's finish), so the BPE, the
+ * pre-tokenizer and the special tokens are the same code whichever file a
+ * model came in.
  *
  * What is read (everything else is refused by name, not ignored, so that a
  * tokenizer this library would run differently never runs):
@@ -28,10 +29,10 @@
  * once; an id past the count of entries given is refused before anything
  * is allocated for it (a "huge vocabulary" claim costs nothing).
  */
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
+#include "formats/quote.h"
 #include "io/file.h"
-#include "model/gguf.h" /* attn__gguf_quote */
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -44,7 +45,7 @@
  * 11 MB; a bound keeps a huge or endless file from being mapped. */
 #define TOKENIZER_JSON_MAX_BYTES (512u << 20)
 
-static const char *quote(const char *s, char *buf, size_t cap) { return attn__gguf_quote(s, strlen(s), buf, cap); }
+static const char *quote(const char *s, char *buf, size_t cap) { return attn__quote(s, strlen(s), buf, cap); }
 
 /* obj[key] when present and not null, else NULL. */
 static const cJSON *item(const cJSON *obj, const char *key) {
@@ -401,8 +402,10 @@ static attn_status build(attn_tokenizer *t, const cJSON *root, const cJSON *conf
     return st ? st : attn__tok_finish(t, TJ "'s vocabulary");
 }
 
-attn_status attn__tokenizer_from_json_config(const char *json, size_t size, const char *config, size_t config_size,
-                                             attn_tokenizer **out) {
+/* tokenizer.json (and tokenizer_config.json, NULL when there is none) from
+ * memory. */
+static attn_status from_json_config(const char *json, size_t size, const char *config, size_t config_size,
+                                    attn_tokenizer **out) {
     cJSON *root = NULL, *conf = NULL;
     attn_status st = parse(TJ, json, size, &root);
     if (!st && config) st = parse("tokenizer_config.json", config, config_size, &conf);
@@ -423,7 +426,7 @@ attn_status attn_tokenizer_from_json(const void *buf, size_t size, attn_tokenize
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_tokenizer_from_json: out is NULL");
     *out = NULL;
     if (!buf && size) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_tokenizer_from_json: buf is NULL");
-    return attn__tokenizer_from_json_config(buf ? buf : "", size, NULL, 0, out);
+    return from_json_config(buf ? buf : "", size, NULL, 0, out);
 }
 
 /* The whole of path, mapped; *map NULL for an empty file.  *present false
@@ -465,7 +468,7 @@ attn_status attn_tokenizer_from_json_file(const char *path, attn_tokenizer **out
     attn_status st = map_file(file, false, &json, &json_size, &present);
     if (!st) st = map_file(config, true, &conf, &conf_size, &conf_present);
     if (!st) {
-        st = attn__tokenizer_from_json_config(json ? json : "", json_size, conf_present ? (conf ? conf : "") : NULL,
+        st = from_json_config(json ? json : "", json_size, conf_present ? (conf ? conf : "") : NULL,
                                               conf_size, out);
         if (st) st = attn__fail(st, "'%s': %s", file, attn_last_error());
     }

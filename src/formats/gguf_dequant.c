@@ -48,7 +48,7 @@
  * The other types of the table are sized (so that files holding them open
  * and every tensor is checked) but not converted.
  */
-#include "model/gguf.h"
+#include "formats/gguf_dequant.h"
 
 #include "base/dtype.h"
 
@@ -228,9 +228,6 @@ int attn_gguf_type_dequantizable(attn_gguf_tensor_type type) {
     return t && t->dequantize;
 }
 
-/* The types converted, for messages. */
-#define GGUF_CONVERTED "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K"
-
 attn_status attn_gguf_dequantize(attn_gguf_tensor_type type, const void *blocks, size_t size, int64_t n, float *out) {
     const gguf_type_traits *t = attn__gguf_type_traits((uint32_t)type);
     if (!t) return attn__fail(ATTN_ERR_UNSUPPORTED, "attn_gguf_dequantize: %d is not a GGUF tensor type", (int)type);
@@ -251,31 +248,5 @@ attn_status attn_gguf_dequantize(attn_gguf_tensor_type type, const void *blocks,
                           "bytes", (long long)n, t->name, (long long)(n / t->block_elements),
                           (long long)t->block_bytes, size);
     t->dequantize(blocks, n, out);
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_dequantize_rows(const attn_gguf *g, const attn_gguf_tensor *tensor, int64_t first_row,
-                                      int64_t count, float *out) {
-    if (!g || !tensor)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_gguf_dequantize_rows: %s is NULL", !g ? "g" : "tensor");
-    if (tensor->index < 0 || tensor->index >= g->n_tensors)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_gguf_dequantize_rows: tensor index %lld is not one of the file's %lld tensors",
-                          (long long)tensor->index, (long long)g->n_tensors);
-    const attn_gguf_tensor *t = &g->tensors[tensor->index];
-    const gguf_type_traits *traits = attn__gguf_type_traits((uint32_t)t->type);
-    if (!traits->dequantize)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor '%s' is of type %s, which attn does not convert (only "
-                          GGUF_CONVERTED ")", t->name, traits->name);
-    if (first_row < 0 || count < 0 || first_row > t->n_rows || count > t->n_rows - first_row)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_gguf_dequantize_rows: rows %lld .. %lld + %lld are not within tensor '%s' "
-                          "(%lld rows)", (long long)first_row, (long long)first_row, (long long)count, t->name,
-                          (long long)t->n_rows);
-    if (count == 0) return ATTN_OK;
-    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_gguf_dequantize_rows: out is NULL");
-    /* In the file: checked at parse time to lie within it. */
-    const uint8_t *src = (const uint8_t *)t->data + (uint64_t)first_row * t->row_bytes;
-    traits->dequantize(src, count * t->dims[0], out);
     return ATTN_OK;
 }

@@ -1,10 +1,12 @@
 /*
- * tokenizer.h — what the tokenizer's files share (libattn_model):
- * tokenizer.c builds it from a GGUF, matches special tokens and decodes;
- * tokenizer_merge.c merges one piece of text into ids (BPE by merge rank,
- * SentencePiece-style by vocabulary position); tokenizer_split.c cuts text
- * into pieces with the pre-tokenizer's PCRE2 pattern (tokenizer_split_off.c
- * in a build without PCRE2).
+ * tokenizer_vocab.h — the tokenizer itself, as every file of src/tokenizer/
+ * reads it, and the builders that fill it (tokenizer_vocab.c, the bottom of
+ * the folder).  Above it: tokenizer_merge.c merges one piece of text into
+ * ids (BPE by merge rank, SentencePiece-style by vocabulary position);
+ * tokenizer_split.c cuts text into pieces with the pre-tokenizer's PCRE2
+ * pattern (tokenizer_split_off.c in a build without PCRE2); tokenizer.c
+ * builds a tokenizer from a GGUF, matches special tokens, encodes and
+ * decodes; tokenizer_json.c builds one from tokenizer.json.
  *
  * Strings: every token has its piece (as the GGUF spells it) and its key
  * (the string merges and lookups use).  They differ only where the
@@ -12,8 +14,8 @@
  * outside the byte alphabet is keyed by its UTF-8 bytes spelled in that
  * alphabet; a Gemma token of blanks ("  ") by as many U+2581.
  */
-#ifndef ATTN_MODEL_TOKENIZER_H
-#define ATTN_MODEL_TOKENIZER_H
+#ifndef ATTN_TOKENIZER_TOKENIZER_VOCAB_H
+#define ATTN_TOKENIZER_TOKENIZER_VOCAB_H
 
 #include "attn_tokenizer.h"
 #include "base/base.h"
@@ -53,7 +55,7 @@ struct attn_tokenizer {
     int32_t bos_id, eos_id, pad_id, unk_id;
     int add_bos;
     char pre[32];
-    void *splitter;          /* BPE: the compiled pre-tokenizer (tokenizer_split.c) */
+    void *splitter;          /* BPE: the compiled pre-tokenizer (tokenizer_split.h) */
     size_t memory_bytes;
 };
 
@@ -73,11 +75,9 @@ int32_t attn__tok_lookup(const attn_tokenizer *t, const char *key, size_t len);
  *   attn__tok_merges_begin, attn__tok_merge_add   BPE: the merge of rank
  *                           0 .. n-1, each naming two tokens whose
  *                           concatenation is a token
- *   attn__tok_finish        the byte tokens, the pre-tokenizer (BPE), the
- *                           special tokens; t->bos_id etc. set before it
- * `what` names the source in messages ("tokenizer.ggml.tokens"); each
- * refusal says which token or merge and why.  On failure the caller frees
- * t with attn_tokenizer_free. */
+ * and last attn__tok_finish (tokenizer.h).  `what` names the source in
+ * messages ("tokenizer.ggml.tokens"); each refusal says which token or
+ * merge and why.  On failure the caller frees t with attn_tokenizer_free. */
 attn_status attn__tok_vocab_begin(attn_tokenizer *t, int64_t n, uint64_t piece_bytes, const char *what);
 attn_status attn__tok_vocab_add(attn_tokenizer *t, int64_t i, const char *piece, size_t len, int type,
                                 const char *what);
@@ -85,12 +85,6 @@ void attn__tok_vocab_end(attn_tokenizer *t);
 attn_status attn__tok_merges_begin(attn_tokenizer *t, int64_t n, const char *what);
 attn_status attn__tok_merge_add(attn_tokenizer *t, int64_t rank, const char *left, size_t llen, const char *right,
                                 size_t rlen, const char *what);
-attn_status attn__tok_finish(attn_tokenizer *t, const char *what);
-
-/* tokenizer.json (and tokenizer_config.json, NULL when there is none)
- * from memory (tokenizer_json.c). */
-attn_status attn__tokenizer_from_json_config(const char *json, size_t size, const char *config, size_t config_size,
-                                             attn_tokenizer **out);
 
 /* A growing list of ids. */
 typedef struct tok_ids {
@@ -99,12 +93,6 @@ typedef struct tok_ids {
 } tok_ids;
 attn_status attn__tok_push(tok_ids *out, int32_t id);
 
-/* Appends the ids of text[0..len) (no special tokens in it) merged the way
- * t->kind merges: BPE on the bytes of one pre-tokenized piece, SPM on a
- * span of text between special tokens. */
-attn_status attn__tok_merge_bpe(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out);
-attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out);
-
 /* The pre-tokenizers' patterns by name (tokenizer.ggml.pre; tokenizer.json's
  * Split pattern is matched against them), ending with {NULL, NULL}. */
 typedef struct attn__tok_pre {
@@ -112,17 +100,44 @@ typedef struct attn__tok_pre {
 } attn__tok_pre;
 extern const attn__tok_pre attn__tok_pre_tokenizers[];
 
-/* The pre-tokenizer called name ("qwen2"), compiled into *splitter;
- * ATTN_ERR_UNSUPPORTED for a name it does not know, or in a build without
- * PCRE2. */
-attn_status attn__tok_splitter_new(const char *name, void **splitter);
-void attn__tok_splitter_free(void *splitter);
-/* Cuts text[0..len) into pieces (the pattern's matches and the gaps between
- * them, which only invalid UTF-8 leaves) and BPE-merges each into out. */
-attn_status attn__tok_split_encode(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out);
-
 /* UTF-8: the length of the valid sequence at s[0..n) (1..4), or 0 when
  * s starts with an invalid one; *cp gets the code point. */
 size_t attn__utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
-#endif /* ATTN_MODEL_TOKENIZER_H */
+/* cp (a valid code point) as UTF-8 into out[0..4): its length. */
+static inline size_t tok_utf8_put(uint32_t cp, char *out) {
+    if (cp < 0x80) return out[0] = (char)cp, 1;
+    if (cp < 0x800) return out[0] = (char)(0xC0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3F)), 2;
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12);
+        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The byte alphabet of byte-level BPE, GPT-2's: the printable bytes
+ * ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF) stand for themselves; the
+ * other 68, in order, for U+0100..U+0143: 0x00..0x20 -> U+0100..,
+ * 0x7F..0xA0 -> U+0121.., 0xAD -> U+0143.  The letter of byte b: */
+static inline uint32_t tok_byte_letter(uint8_t b) {
+    if (b <= 0x20) return 0x100u + b;
+    if (b >= 0x7F && b <= 0xA0) return 0x121u + (b - 0x7Fu);
+    if (b == 0xAD) return 0x143;
+    return b;
+}
+
+/* The byte a letter of the alphabet stands for, or -1. */
+static inline int tok_letter_byte(uint32_t cp) {
+    if (cp < 0x100) return tok_byte_letter((uint8_t)cp) == cp ? (int)cp : -1;
+    if (cp <= 0x120) return (int)(cp - 0x100);
+    if (cp <= 0x142) return (int)(0x7F + cp - 0x121);
+    return cp == 0x143 ? 0xAD : -1;
+}
+
+#endif /* ATTN_TOKENIZER_TOKENIZER_VOCAB_H */

@@ -8,7 +8,9 @@
  * PCRE2_MATCH_INVALID_UTF lets no pattern match, is left in gaps — a
  * piece of its own, merged from its bytes like any other.
  */
-#include "tokenizer.h"
+#include "tokenizer/tokenizer_split.h"
+
+#include "tokenizer/tokenizer_merge.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -13,7 +13,7 @@
  * special tokens, so it may be long); a candidate whose symbols changed
  * since it was pushed is dropped when it comes out.
  */
-#include "tokenizer.h"
+#include "tokenizer/tokenizer_merge.h"
 
 #include <stdlib.h>
 

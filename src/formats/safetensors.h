@@ -1,11 +1,12 @@
 /*
- * safetensors.h — what the safetensors reader's files share (libattn_model):
- * the parsed set of shards (safetensors.c parses headers from memory and
- * looks tensors up, safetensors_file.c maps files and reads the index of a
- * sharded checkpoint; safetensors_off.c stands in for both without cJSON).
+ * safetensors.h — the parsed set of shards (safetensors.c parses headers
+ * and a sharded checkpoint's index from memory and looks tensors up), and
+ * what the file wrapper above it needs (safetensors_file.c maps files, reads
+ * the index and closes sets; safetensors_off.c stands in for both without
+ * cJSON).
  */
-#ifndef ATTN_MODEL_SAFETENSORS_H
-#define ATTN_MODEL_SAFETENSORS_H
+#ifndef ATTN_FORMATS_SAFETENSORS_H
+#define ATTN_FORMATS_SAFETENSORS_H
 
 #include "attn_safetensors.h"
 #include "base/base.h"
@@ -42,6 +43,10 @@ struct attn_safetensors {
 
 /* An empty set with room for n_shards shards. */
 attn_status attn__safetensors_new(int64_t n_shards, attn_safetensors **out);
+/* Frees st and all it holds but the shards' mappings, which the parser
+ * never makes: attn_safetensors_close (safetensors_file.c) unmaps them
+ * first.  NULL is allowed. */
+void attn__safetensors_free(attn_safetensors *st);
 /* Parses the image base[0 .. size) as shard `shard` of st (its tensors are
  * appended; its metadata kept when shard is 0). */
 attn_status attn__safetensors_parse_shard(attn_safetensors *st, int64_t shard, const uint8_t *base, size_t size);
@@ -64,8 +69,5 @@ typedef struct safetensors_index {
 attn_status attn__safetensors_index_parse(const char *json, size_t len, safetensors_index *index);
 void attn__safetensors_index_free(safetensors_index *index);
 
-/* munmap, for attn_safetensors_close (safetensors_file.c: the parser's file
- * has no mmap of its own). */
-void attn__safetensors_unmap(void *mapping, size_t size);
 
-#endif /* ATTN_MODEL_SAFETENSORS_H */
+#endif /* ATTN_FORMATS_SAFETENSORS_H */

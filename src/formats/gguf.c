@@ -1,7 +1,9 @@
 /*
  * gguf.c — the GGUF parser (from memory) and its lookups: the header, the
  * metadata key/values, the tensor infos, and the checks that make every
- * later read of the buffer safe (include/attn_model.h lists them).
+ * later read of the buffer safe (include/attn_gguf.h lists them); rows of
+ * a tensor converted to float32 by the types' table (gguf_dequant.c, below
+ * it).  The file wrapper, gguf_file.c, sits above: it maps, this parses.
  *
  * Layout (little-endian, packed):
  *   "GGUF" | version u32 | n_tensors u64 | n_kv u64
@@ -17,29 +19,13 @@
  * attacker-chosen numbers is ever formed unchecked; every table allocated
  * is bounded by the file's size that way.
  */
-#include "model/gguf.h"
+#include "formats/gguf.h"
+
+#include "formats/gguf_dequant.h"
+#include "formats/quote.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
-
-/* --------------------------------------------------------------- messages */
-
-const char *attn__gguf_quote(const void *name, uint64_t len, char *buf, size_t cap) {
-    const uint8_t *p = name;
-    size_t n = 0;
-    for (uint64_t i = 0; i < len && n + 8 < cap; i++) {
-        if (i == 48) {
-            n += (size_t)snprintf(buf + n, cap - n, "...");
-            break;
-        }
-        if (p[i] >= 0x20 && p[i] < 0x7F && p[i] != '\\')
-            buf[n++] = (char)p[i];
-        else
-            n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", p[i]);
-    }
-    buf[n] = 0;
-    return buf;
-}
 
 /* A cursor over the buffer.  what names the part being read ("key
  * 'general.name'", "tensor 3 of 291") for the messages. */
@@ -247,7 +233,7 @@ static attn_status parse_header(attn_gguf *g, reader *r, uint64_t *n_tensors, ui
     if (memcmp(g->base, "GGUF", magic_len) != 0) {
         char start[64];
         return attn__fail(ATTN_ERR_FORMAT, "not a GGUF file: it starts with '%s', not 'GGUF'",
-                          attn__gguf_quote(g->base, magic_len, start, sizeof start));
+                          attn__quote(g->base, magic_len, start, sizeof start));
     }
     attn_status st = need(r, 4, "the magic 'GGUF'");
     if (st != ATTN_OK) return st;
@@ -293,7 +279,7 @@ static attn_status parse_metadata(attn_gguf *g, reader *r) {
         if (st == ATTN_OK) st = check_name(r, key, lens[i]);
         if (st != ATTN_OK) break;
         char quoted[256];
-        snprintf(r->what, sizeof r->what, "key '%s'", attn__gguf_quote(key, lens[i], quoted, sizeof quoted));
+        snprintf(r->what, sizeof r->what, "key '%s'", attn__quote(key, lens[i], quoted, sizeof quoted));
         g->kv[i].key = (const char *)key;
         uint32_t type;
         st = read_u32(r, "its value type", &type);
@@ -317,7 +303,7 @@ static attn_status parse_metadata(attn_gguf *g, reader *r) {
             const int64_t a = g->kv_by_key[i - 1] - g->kv, b = g->kv_by_key[i] - g->kv;
             char quoted[256];
             return attn__fail(ATTN_ERR_FORMAT, "key '%s' appears twice (keys %lld and %lld)",
-                              attn__gguf_quote(g->kv_by_key[i]->key, strlen(g->kv_by_key[i]->key), quoted,
+                              attn__quote(g->kv_by_key[i]->key, strlen(g->kv_by_key[i]->key), quoted,
                                                sizeof quoted),
                               (long long)(a < b ? a : b) + 1, (long long)(a < b ? b : a) + 1);
         }
@@ -350,7 +336,7 @@ static attn_status parse_tensor_info(reader *r, attn_gguf_tensor *t, uint64_t *n
     if (st != ATTN_OK) return st;
     t->name = (const char *)name;
     char quoted[256];
-    snprintf(r->what, sizeof r->what, "tensor '%s'", attn__gguf_quote(name, *name_len, quoted, sizeof quoted));
+    snprintf(r->what, sizeof r->what, "tensor '%s'", attn__quote(name, *name_len, quoted, sizeof quoted));
     uint32_t n_dims;
     st = read_u32(r, "its number of dimensions", &n_dims);
     if (st != ATTN_OK) return st;
@@ -405,7 +391,7 @@ static attn_status check_tensor_data(attn_gguf *g) {
     for (int64_t i = 0; i < g->n_tensors; i++) {
         attn_gguf_tensor *t = &g->tensors[i];
         char quoted[256];
-        attn__gguf_quote(t->name, strlen(t->name), quoted, sizeof quoted);
+        attn__quote(t->name, strlen(t->name), quoted, sizeof quoted);
         if (t->offset % g->alignment != 0)
             return attn__fail(ATTN_ERR_FORMAT, "tensor '%s': its offset %llu is not a multiple of the alignment %llu",
                               quoted, (unsigned long long)t->offset, (unsigned long long)g->alignment);
@@ -428,8 +414,8 @@ static attn_status check_tensor_data(attn_gguf *g) {
         if (a->offset + a->n_bytes > b->offset) {
             char qa[256], qb[256];
             st = attn__fail(ATTN_ERR_FORMAT, "tensors '%s' and '%s' overlap: '%s' holds bytes %llu .. %llu, '%s' "
-                            "starts at byte %llu", attn__gguf_quote(a->name, strlen(a->name), qa, sizeof qa),
-                            attn__gguf_quote(b->name, strlen(b->name), qb, sizeof qb), qa,
+                            "starts at byte %llu", attn__quote(a->name, strlen(a->name), qa, sizeof qa),
+                            attn__quote(b->name, strlen(b->name), qb, sizeof qb), qa,
                             (unsigned long long)a->offset, (unsigned long long)(a->offset + a->n_bytes - 1), qb,
                             (unsigned long long)b->offset);
         }
@@ -472,7 +458,7 @@ static attn_status parse_tensors(attn_gguf *g, reader *r) {
             const int64_t a = g->tensors_by_name[i - 1]->index, b = g->tensors_by_name[i]->index;
             char quoted[256];
             return attn__fail(ATTN_ERR_FORMAT, "two tensors are called '%s' (tensors %lld and %lld)",
-                              attn__gguf_quote(g->tensors_by_name[i]->name, strlen(g->tensors_by_name[i]->name),
+                              attn__quote(g->tensors_by_name[i]->name, strlen(g->tensors_by_name[i]->name),
                                                quoted, sizeof quoted),
                               (long long)(a < b ? a : b) + 1, (long long)(a < b ? b : a) + 1);
         }
@@ -509,7 +495,8 @@ attn_status attn_gguf_parse(const void *buf, size_t size, attn_gguf **out) {
     if (st == ATTN_OK) st = parse_alignment(g);
     if (st == ATTN_OK) st = parse_tensors(g, &r);
     if (st != ATTN_OK) {
-        attn_gguf_close(g);
+        attn__gguf_free_tables(g);
+        free(g);
         return st;
     }
     *out = g;
@@ -562,7 +549,7 @@ attn_status attn_gguf_get_value(const attn_gguf *g, const char *key, attn_gguf_v
     const int64_t i = attn_gguf_key_index(g, key);
     if (i < 0) {
         char quoted[256];
-        return attn__fail(ATTN_ERR_FORMAT, "no key '%s' in the file", attn__gguf_quote(key, strlen(key), quoted,
+        return attn__fail(ATTN_ERR_FORMAT, "no key '%s' in the file", attn__quote(key, strlen(key), quoted,
                                                                                          sizeof quoted));
     }
     *value = g->kv[i].value;
@@ -596,7 +583,7 @@ static attn_status get_integer(const attn_gguf *g, const char *key, uint64_t min
     attn_status st = attn_gguf_get_value(g, key, &v);
     if (st != ATTN_OK) return st;
     char quoted[256];
-    attn__gguf_quote(key, strlen(key), quoted, sizeof quoted);
+    attn__quote(key, strlen(key), quoted, sizeof quoted);
     if (!value_integer(v.type, v.data, negative, magnitude))
         return attn__fail(ATTN_ERR_FORMAT, "key '%s' is a %s, not an integer (read as %s)", quoted,
                           value_type_names[v.type], want);
@@ -650,7 +637,7 @@ static attn_status get_typed(const attn_gguf *g, const char *key, attn_gguf_valu
     if (v->type != type && v->type != other) {
         char quoted[256];
         return attn__fail(ATTN_ERR_FORMAT, "key '%s' is a %s, not a %s%s%s",
-                          attn__gguf_quote(key, strlen(key), quoted, sizeof quoted), value_type_names[v->type],
+                          attn__quote(key, strlen(key), quoted, sizeof quoted), value_type_names[v->type],
                           value_type_names[type], other != type ? " or a " : "",
                           other != type ? value_type_names[other] : "");
     }
@@ -709,7 +696,7 @@ attn_status attn_gguf_get_array(const attn_gguf *g, const char *key, int elem_ty
         char quoted[256];
         const char *want = attn_gguf_value_type_name((attn_gguf_value_type)elem_type);
         return attn__fail(ATTN_ERR_FORMAT, "key '%s' is an array of %s, not of %s",
-                          attn__gguf_quote(key, strlen(key), quoted, sizeof quoted), value_type_names[v.elem_type],
+                          attn__quote(key, strlen(key), quoted, sizeof quoted), value_type_names[v.elem_type],
                           want ? want : "(no such type)");
     }
     if (array) *array = v;
@@ -807,8 +794,36 @@ attn_status attn_gguf_find_tensor(const attn_gguf *g, const char *name, attn_ggu
     if (i < 0) {
         char quoted[256];
         return attn__fail(ATTN_ERR_FORMAT, "no tensor '%s' in the file",
-                          attn__gguf_quote(name, strlen(name), quoted, sizeof quoted));
+                          attn__quote(name, strlen(name), quoted, sizeof quoted));
     }
     *info = g->tensors[i];
+    return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------ rows */
+
+attn_status attn_gguf_dequantize_rows(const attn_gguf *g, const attn_gguf_tensor *tensor, int64_t first_row,
+                                      int64_t count, float *out) {
+    if (!g || !tensor)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_gguf_dequantize_rows: %s is NULL", !g ? "g" : "tensor");
+    if (tensor->index < 0 || tensor->index >= g->n_tensors)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_gguf_dequantize_rows: tensor index %lld is not one of the file's %lld tensors",
+                          (long long)tensor->index, (long long)g->n_tensors);
+    const attn_gguf_tensor *t = &g->tensors[tensor->index];
+    const gguf_type_traits *traits = attn__gguf_type_traits((uint32_t)t->type);
+    if (!traits->dequantize)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor '%s' is of type %s, which attn does not convert (only "
+                          GGUF_CONVERTED ")", t->name, traits->name);
+    if (first_row < 0 || count < 0 || first_row > t->n_rows || count > t->n_rows - first_row)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "attn_gguf_dequantize_rows: rows %lld .. %lld + %lld are not within tensor '%s' "
+                          "(%lld rows)", (long long)first_row, (long long)first_row, (long long)count, t->name,
+                          (long long)t->n_rows);
+    if (count == 0) return ATTN_OK;
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_gguf_dequantize_rows: out is NULL");
+    /* In the file: checked at parse time to lie within it. */
+    const uint8_t *src = (const uint8_t *)t->data + (uint64_t)first_row * t->row_bytes;
+    traits->dequantize(src, count * t->dims[0], out);
     return ATTN_OK;
 }

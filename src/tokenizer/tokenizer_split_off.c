@@ -3,7 +3,7 @@
  * (libpcre2-dev): byte-level BPE vocabularies are refused with a message
  * saying so; SentencePiece-style ones, which need no pre-tokenizer, work.
  */
-#include "tokenizer.h"
+#include "tokenizer/tokenizer_split.h"
 
 attn_status attn__tok_splitter_new(const char *name, void **splitter) {
     *splitter = NULL;

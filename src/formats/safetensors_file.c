@@ -1,20 +1,26 @@
 /*
  * safetensors_file.c — safetensors files mapped read-only and parsed from
  * the mapping (safetensors.c), one file or the shards of a checkpoint's
- * index (model.safetensors.index.json), checked against the index.
+ * index (model.safetensors.index.json), checked against the index; and
+ * attn_safetensors_close, which unmaps them (the parser below never maps).
  *
  * Files are opened as every input of attn is (src/io/file.h): regular
  * files only, without blocking.
  */
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
+#include "formats/quote.h"
 #include "io/file.h"
-#include "model/gguf.h" /* attn__gguf_quote */
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
-void attn__safetensors_unmap(void *mapping, size_t size) { munmap(mapping, size); }
+void attn_safetensors_close(attn_safetensors *st) {
+    if (!st) return;
+    for (int64_t i = 0; i < st->n_shards; i++)
+        if (st->shards[i].mapping) munmap(st->shards[i].mapping, st->shards[i].size);
+    attn__safetensors_free(st);
+}
 
 static char *join_path(const char *dir, size_t dir_len, const char *file) {
     const size_t n = strlen(file);
@@ -83,7 +89,7 @@ static attn_status open_index(const char *path, const char *dir, size_t dir_len,
         const int64_t t = attn_safetensors_tensor_index(st, index.names[i]);
         const char *file = index.files[index.file_of[i]];
         char quoted[256];
-        attn__gguf_quote(index.names[i], strlen(index.names[i]), quoted, sizeof quoted);
+        attn__quote(index.names[i], strlen(index.names[i]), quoted, sizeof quoted);
         if (t < 0)
             status = attn__fail(ATTN_ERR_FORMAT, "'%s': tensor '%s' is not in its shard '%s' (nor in any other)", path,
                                 quoted, file);
@@ -99,7 +105,7 @@ static attn_status open_index(const char *path, const char *dir, size_t dir_len,
         if (!listed[t]) {
             char quoted[256];
             status = attn__fail(ATTN_ERR_FORMAT, "'%s': tensor '%s' of shard '%s' is not in the weight_map", path,
-                                attn__gguf_quote(st->tensors[t].name, strlen(st->tensors[t].name), quoted, sizeof quoted),
+                                attn__quote(st->tensors[t].name, strlen(st->tensors[t].name), quoted, sizeof quoted),
                                 index.files[st->tensors[t].shard]);
         }
     free(listed);

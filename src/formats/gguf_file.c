@@ -7,7 +7,7 @@
  * file only, without blocking, so that a FIFO, a device or a directory is
  * refused with a message rather than waited on or mapped.
  */
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include "io/file.h"
 

@@ -15,10 +15,10 @@
  * tensor's bytes are compared with its data_offsets and the data section
  * before any pointer into the data is formed.
  */
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include "base/dtype.h"
-#include "model/gguf.h" /* attn__gguf_quote: names in messages */
+#include "formats/quote.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -52,8 +52,8 @@ int attn_safetensors_dtype_size(attn_safetensors_dtype dtype) {
 
 /* --------------------------------------------------------------- messages */
 
-/* A name (or any bytes) as printable text: attn__gguf_quote's rule. */
-static const char *quote(const char *s, char *buf, size_t cap) { return attn__gguf_quote(s, strlen(s), buf, cap); }
+/* A name (or any bytes) as printable text: attn__quote's rule. */
+static const char *quote(const char *s, char *buf, size_t cap) { return attn__quote(s, strlen(s), buf, cap); }
 
 /* The byte of the file where the header mentions "name" (the first time),
  * for messages about its entry; 0 when it is not found as written (a name
@@ -101,17 +101,14 @@ attn_status attn__safetensors_new(int64_t n_shards, attn_safetensors **out) {
     return ATTN_OK;
 }
 
-void attn_safetensors_close(attn_safetensors *st) {
+void attn__safetensors_free(attn_safetensors *st) {
     if (!st) return;
     for (int64_t i = 0; i < st->n_tensors; i++) free((char *)st->tensors[i].name);
     for (int64_t i = 0; i < st->n_meta; i++) {
         free(st->meta_keys[i]);
         free(st->meta_values[i]);
     }
-    for (int64_t i = 0; i < st->n_shards; i++) {
-        free(st->shards[i].file);
-        if (st->shards[i].mapping) attn__safetensors_unmap(st->shards[i].mapping, st->shards[i].size);
-    }
+    for (int64_t i = 0; i < st->n_shards; i++) free(st->shards[i].file);
     free(st->meta_keys);
     free(st->meta_values);
     free(st->tensors);
@@ -441,7 +438,7 @@ attn_status attn_safetensors_parse(const void *buf, size_t size, attn_safetensor
     status = attn__safetensors_parse_shard(st, 0, buf ? buf : (const uint8_t *)"", size);
     if (status == ATTN_OK) status = attn__safetensors_finish(st);
     if (status != ATTN_OK) {
-        attn_safetensors_close(st);
+        attn__safetensors_free(st);
         return status;
     }
     *out = st;
