@@ -14,7 +14,7 @@
  * the next line), mask_tile over the whole tile and over a 16-key diagonal,
  * pv_tile.
  */
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,11 +47,11 @@ static double now_ns(void) {
 static float *floats(int64_t n) { return aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64)); }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && attn__dispatch_force(argv[1]) != ATTN_OK) {
+    if (argc > 1 && attn__isa_force(argv[1]) != ATTN_OK) {
         fprintf(stderr, "%s\n", attn_last_error());
         return 1;
     }
-    const ukernel_table *k = attn__ukernels_active();
+    const ukernel_table *k = attn__isa_flash(attn__isa_chosen());
     const int br = k->tile_rows, bc = k->tile_keys;
     const int64_t dim = 128, ld = dim + 16;
     float *qp = floats(dim * br), *kt = floats(bc * ld), *st = floats(bc * br), *st0 = floats(bc * br);
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < bc * ld; i++) kt[i] = (float)((i * 53 % 97) - 48) * 0.003f;
     for (int r = 0; r < br; r++) m[r] = l[r] = 1.0f, alpha[r] = 0.99f, lo[r] = (float)(r % 7), hi[r] = (float)(bc - r % 13);
     const flash_prefetch none = {NULL, 0, 0, 0, 1, 0, NULL, 0};
-    printf("%s: Br = %d rows, Bc = %d keys, D = Dv = %lld\n", k->isa, br, bc, (long long)dim);
+    printf("%s: Br = %d rows, Bc = %d keys, D = Dv = %lld\n", attn_isa_name(), br, bc, (long long)dim);
     k->qk_tile(qp, dim, kt, ld, bc, st0, &none);
     BENCH("qk_tile", 2.0 * bc * br * dim, k->qk_tile(qp, dim, kt, ld, bc, st, &none));
     BENCH("softmax_tile + memcpy", 0, (memcpy(st, st0, sizeof(float) * (size_t)(bc * br)), m[0] = 1.0f,

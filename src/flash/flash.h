@@ -1,7 +1,8 @@
 /*
  * flash.h — the flash kernels' entry points for the front doors (src/api/):
- * tiled online softmax with the per-ISA micro-kernels of ukernels.h, never
- * anything of size L x S, bit-identical for every thread count.
+ * tiled online softmax with the per-ISA micro-kernels of
+ * src/isa/flash_table.h, never anything of size L x S, bit-identical for
+ * every thread count.
  *
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]

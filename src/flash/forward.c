@@ -2,7 +2,8 @@
  * forward.c — the flash attention forward pass: the portable loop nest
  * (tiling, online-softmax state, masking, threading, the decode split and its
  * merge), written once; the arithmetic of each tile is done by the
- * micro-kernels of ukernels.h for the instruction set chosen at run time.
+ * micro-kernels of src/isa/flash_table.h for the instruction set the
+ * registry (src/isa/isa.h) chose at run time.
  *
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
@@ -61,7 +62,7 @@
 #include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 #include "ref/ref.h"
 
 #include <math.h>
@@ -137,7 +138,7 @@ typedef struct flash_plan {
     int64_t ldq, ldk, ldv;   /* row strides of the packed q, K and V copies     */
     /* precision fast (native_bf16): Q·Kᵀ by qk_tile_bf16 (q and k half),
      * P·V by softmax_tile_bf16 + pv_tile_bf16 (v half); the copies are then
-     * bf16 (qp2, kt2, vT of ukernels.h; the value pairs on their way to vT
+     * bf16 (qp2, kt2, vT of flash_table.h; the value pairs on their way to vT
      * in vp), with these strides in elements (ldvp in pairs) */
     bool fast_qk, fast_pv;
     int64_t ldk2, ldvt, ldvp;
@@ -197,7 +198,7 @@ static int64_t plan_subtiles(const sdpa_problem *p, int64_t query_blocks, int64_
 
 static void plan_make(const sdpa_problem *p, flash_plan *pl) {
     memset(pl, 0, sizeof *pl);
-    const ukernel_table *kern = attn__ukernels_active();
+    const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
     pl->kern = kern;
     int64_t group = p->group, len_q = p->len_q;
     pl->rows_path = len_q * group <= FLASH_ROWS_MAX;
@@ -416,7 +417,7 @@ static void unit_begin(flash_ctx *c, int64_t u) {
     if (c->any_end <= c->any_begin) c->any_begin = c->any_end = 0;
 }
 
-/* The fast path's packed queries qp2[d / 2][r][d % 2] (ukernels.h): each
+/* The fast path's packed queries qp2[d / 2][r][d % 2] (flash_table.h): each
  * row widened, scaled, rounded to bf16 and padded with 0 to a multiple of
  * 32 widths, row-major in c->qrows; then its 32-bit pairs transposed into
  * place (a padding row is zeros). */
@@ -594,7 +595,7 @@ static void copy_keys_bf16(flash_ctx *c, int64_t t0, int nk) {
     }
 }
 
-/* The fast path's value tile vT (ukernels.h): keys [t0, t0 + nk) paired
+/* The fast path's value tile vT (flash_table.h): keys [t0, t0 + nk) paired
  * into vp (an odd nk's last pair completed with 0, zero pairs up to a
  * multiple of 16), then vp's 32-bit pairs transposed: vT[d][j]. */
 static void copy_values_bf16(flash_ctx *c, int64_t t0, int nk) {

@@ -30,7 +30,7 @@
 #include "tolerances.h"
 
 #include "base/logits.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -204,14 +204,14 @@ static void forward_against_oracle(void **state) {
                 compare_with_oracle(&rc, &res, label, false);
                 results_free(&res);
                 for (int i = 0; i < ISA_COUNT; i++) {
-                    if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                    if (attn__isa_force(isas[i]) != ATTN_OK) continue;
                     snprintf(label, sizeof label, "shape %zu, %s, %s, flash/%s", s, feature_names[f],
                              mask_kind_names[kind], isas[i]);
                     run(&rc, NULL, ATTN_KERNEL_FLASH, 0, &res);
                     compare_with_oracle(&rc, &res, label, true);
                     results_free(&res);
                 }
-                assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+                assert_int_equal(attn__isa_force(NULL), ATTN_OK);
                 random_case_free(&rc);
                 cases++;
             }
@@ -251,8 +251,8 @@ static void softcap_kernel_accuracy(void **state) {
     static float x[N];
     static const float caps[] = {0.5f, 1.0f, 20.0f, 50.0f};
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
         double worst = 0.0;
         for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
             const float cap = caps[c];
@@ -273,7 +273,7 @@ static void softcap_kernel_accuracy(void **state) {
         print_message("softcap_n on %s: largest error %.3g of the cap (fail above %.3g)\n", isas[i], worst,
                       LOGITS_SOFTCAP_ABS_FAIL);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
 }
 
 /* ------------------------------------------------------------ gradients */
@@ -390,7 +390,7 @@ static void flash_backward_against_ref(void **state) {
                 results ref, got;
                 run(&rc, dout, ATTN_KERNEL_REF, 1, &ref);
                 for (int i = 0; i < ISA_COUNT; i++) {
-                    if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                    if (attn__isa_force(isas[i]) != ATTN_OK) continue;
                     run(&rc, dout, ATTN_KERNEL_FLASH, 0, &got);
                     const double e[4] = {rel_diff(ref.dq, got.dq, n_q(&rc.c)), rel_diff(ref.dk, got.dk, n_k(&rc.c)),
                                          rel_diff(ref.dv, got.dv, n_v(&rc.c)),
@@ -404,7 +404,7 @@ static void flash_backward_against_ref(void **state) {
                     }
                     results_free(&got);
                 }
-                assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+                assert_int_equal(attn__isa_force(NULL), ATTN_OK);
                 results_free(&ref);
                 free(dout);
                 random_case_free(&rc);
@@ -499,7 +499,7 @@ static void alibi_follows_positions(void **state) {
  * the CPU or build lacks the ISA. */
 static bool select_run(int k, attn_kernel *kernel) {
     *kernel = k == 0 ? ATTN_KERNEL_REF : ATTN_KERNEL_FLASH;
-    return attn__dispatch_force(k == 0 ? NULL : isas[k - 1]) == ATTN_OK;
+    return attn__isa_force(k == 0 ? NULL : isas[k - 1]) == ATTN_OK;
 }
 
 /* q = k = 1e19: every score overflows fp32, but the cap bounds it, so each
@@ -531,7 +531,7 @@ static void softcap_bounds_overflow(void **state) {
                 assert_true(fabs(lse[e] - res.lse[e]) <= OVERFLOW_LSE_REL_FAIL * fmax(1.0, fabs(lse[e])));
             results_free(&res);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         free(out);
         free(lse);
         random_case_free(&rc);
@@ -572,7 +572,7 @@ static void sinks_neg_inf_are_off(void **state) {
             results_free(&none);
             results_free(&neg);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         free(dout);
         random_case_free(&rc);
     }
@@ -622,7 +622,7 @@ static void sink_row_without_keys(void **state) {
             results_free(&res);
             results_free(&one);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         free(dout);
         random_case_free(&rc);
     }
@@ -670,7 +670,7 @@ static void nonfinite_with_features(void **state) {
             results_free(&hidden);
             results_free(&poisoned);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         free(dout);
         random_case_free(&rc);
     }

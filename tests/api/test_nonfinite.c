@@ -33,7 +33,7 @@
 #include "tolerances.h"
 
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <float.h>
 #include <math.h>
@@ -71,11 +71,11 @@ static bool select_run(int k, attn_kernel *kernel, char *name, size_t size) {
     if (k == 0) {
         *kernel = ATTN_KERNEL_REF;
         snprintf(name, size, "ref");
-        return attn__dispatch_force(NULL) == ATTN_OK;
+        return attn__isa_force(NULL) == ATTN_OK;
     }
     *kernel = ATTN_KERNEL_FLASH;
     snprintf(name, size, "flash/%s", isas[k - 1]);
-    return attn__dispatch_force(isas[k - 1]) == ATTN_OK;
+    return attn__isa_force(isas[k - 1]) == ATTN_OK;
 }
 
 /* Everything one kernel computes for a problem. */
@@ -437,7 +437,7 @@ static void poison_table(bool backward) {
                 results_free(&p);
                 checked++;
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            assert_int_equal(attn__isa_force(NULL), ATTN_OK);
             free(reads);
             free(dout);
             random_case_free(&zeroed);
@@ -589,7 +589,7 @@ static void overflow_forward(void **state) {
                   d_out, out_scale, d_w, d_lse, got.out[0], want_out[0]);
             results_free(&got);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         free(want_out); free(want_w); free(want_lse);
         random_case_free(&rc);
     }
@@ -673,7 +673,7 @@ static void overflow_backward(void **state) {
         test_rng_seed(&r, 6);
         test_fill_normal(&r, dout, n_out, 1.0);
         results ref;
-        attn__dispatch_force(NULL);
+        attn__isa_force(NULL);
         run(&rc, dout, ATTN_KERNEL_REF, 0, &ref);
         case_reports = 0;
         check(all_finite(ref.dq, q_count(c)) && all_finite(ref.dk, k_count(c)) && all_finite(ref.dv, v_count(c)),
@@ -695,7 +695,7 @@ static void overflow_backward(void **state) {
                   ref.dq[0]);
             results_free(&got);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         results_free(&ref);
         free(dout);
         random_case_free(&rc);
@@ -730,7 +730,7 @@ static void exact_path_deterministic(void **state) {
         const int64_t last = c->B * c->L * c->Hq - 1; /* the overflowing row, as (b, i, h) = out row */
         const int64_t last_lse = ((c->B - 1) * c->Hq + c->Hq - 1) * c->L + c->L - 1;
         results ref;
-        attn__dispatch_force(NULL);
+        attn__isa_force(NULL);
         run(&rc, dout, ATTN_KERNEL_REF, 1, &ref);
         for (int k = 1; k < KERNEL_RUNS; k++) {
             attn_kernel kernel;
@@ -760,7 +760,7 @@ static void exact_path_deterministic(void **state) {
             }
             results_free(&one);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         results_free(&ref);
         free(dout);
         random_case_free(&rc);

@@ -54,7 +54,7 @@
  */
 #include "testutil.h"
 #include "base/dtype.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -244,7 +244,7 @@ static errors measure(const fast_case *c, const float *out, const float *lse) {
 }
 
 static bool native_here(void) {
-    const ukernel_table *t = attn__ukernels_active();
+    const ukernel_table *t = attn__isa_flash(attn__isa_chosen());
     return t->bf16_supported && t->bf16_supported();
 }
 
@@ -331,7 +331,7 @@ static void fallback_equals_exact(void **state) {
     float *l1 = malloc(sizeof(float) * (size_t)(c.Hq * c.L)), *l2 = malloc(sizeof(float) * (size_t)(c.Hq * c.L));
     int checked = 0;
     for (int i = 0; i < 4; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
         const bool native = native_here();
         assert_string_equal(kernel_name_of(&c, ATTN_PRECISION_FAST), native ? "flash-bf16" : "flash");
         assert_string_equal(kernel_name_of(&c, ATTN_PRECISION_EXACT), "flash");
@@ -342,7 +342,7 @@ static void fallback_equals_exact(void **state) {
         assert_memory_equal(l1, l2, sizeof(float) * (size_t)(c.Hq * c.L));
         checked++;
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     assert_true(checked >= 1);
     free(o1), free(o2), free(l1), free(l2);
     case_free(&c);

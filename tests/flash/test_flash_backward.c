@@ -9,7 +9,7 @@
 #include "tolerances.h"
 
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -137,7 +137,7 @@ static void every_isa(void **state) {
     char best[16];
     snprintf(best, sizeof best, "%s", attn_isa_name());
     for (int i = 0; i < 3; i++) {
-        attn_status st = attn__dispatch_force(isas[i]);
+        attn_status st = attn__isa_force(isas[i]);
         if (st == ATTN_ERR_UNSUPPORTED) {
             print_message("%s: not supported here, skipped\n", isas[i]);
             continue;
@@ -145,7 +145,7 @@ static void every_isa(void **state) {
         assert_int_equal(st, ATTN_OK);
         sweep(isas[i], strcmp(isas[i], best) == 0 ? 1 : 3);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
 }
 
 /* Every mask kind on shapes that span several tiles and several key chunks

@@ -12,7 +12,7 @@
 #include "oracle.h"
 #include "tolerances.h"
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <float.h>
 #include <math.h>
@@ -146,7 +146,7 @@ static int check_all_isas(const random_case *rc, bool with_weights, const char *
     run(rc, ATTN_KERNEL_REF, 0, with_weights, &ref);
     int checked = 0;
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
         result got;
         result_alloc(&got, &rc->c);
         run(rc, ATTN_KERNEL_FLASH, 0, with_weights, &got);
@@ -156,7 +156,7 @@ static int check_all_isas(const random_case *rc, bool with_weights, const char *
         result_free(&got);
         checked++;
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     result_free(&ref);
     return checked;
 }
@@ -300,7 +300,7 @@ static void bit_identical_across_thread_counts(void **state) {
         random_case rc;
         random_case_make(&rc, &r, x[0], x[1], x[2], x[3], x[4], x[5], x[6], (enum mask_kind)x[7]);
         for (int i = 0; i < ISA_COUNT; i++) {
-            if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+            if (attn__isa_force(isas[i]) != ATTN_OK) continue;
             result one;
             result_alloc(&one, &rc.c);
             run(&rc, ATTN_KERNEL_FLASH, 1, true, &one);
@@ -316,7 +316,7 @@ static void bit_identical_across_thread_counts(void **state) {
             }
             result_free(&one);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         random_case_free(&rc);
     }
 }
@@ -401,9 +401,9 @@ static void vector_exp2(void **state) {
     float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
     for (int64_t e = 0; e < n; e++) x[e] = (float)(-126.0 * (double)e / (double)(n - 1));
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
-        assert_string_equal(kern->isa, isas[i]);
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
+        assert_string_equal(attn__isa_name(attn__isa_chosen()), isas[i]);
         kern->exp2_n(x, y, n);
         double worst = 0;
         for (int64_t e = 0; e < n; e++) {
@@ -420,7 +420,7 @@ static void vector_exp2(void **state) {
         assert_true(isnan(out[3]));
         assert_true(out[4] == 1.0f);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     free(x);
     free(y);
 }
@@ -435,8 +435,8 @@ static void vector_all_finite(void **state) {
     float x[LD * ROWS + LD];
     const float bad[3] = {NAN, INFINITY, -INFINITY};
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
         for (int64_t n = 1; n <= 70; n++)
             for (int rows = 1; rows <= ROWS; rows++) {
                 for (int e = 0; e < LD * ROWS + LD; e++) x[e] = NAN;
@@ -456,7 +456,7 @@ static void vector_all_finite(void **state) {
                         }
             }
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
 }
 
 /* n bytes, 64-byte aligned (free() releases them). */
@@ -474,8 +474,8 @@ static void mask_tile_rule(void **state) {
     test_rng r;
     test_rng_seed(&r, 71);
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
         assert_non_null(kern->mask_tile);
         const int br = kern->tile_rows, keys = kern->tile_keys + 3;
         float *st = alloc64(sizeof(float) * (size_t)(keys * br));
@@ -510,7 +510,7 @@ static void mask_tile_rule(void **state) {
         free(hi);
         free(before);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
 }
 
 /* The structural masks (causal both ways, windows, key lengths: what
@@ -551,7 +551,7 @@ static void structural_masks_at_odd_offsets(void **state) {
             oracle_attention(c, rc.q, rc.k, rc.v, want, NULL, NULL);
             const double sigma = score_spread(&rc), out_scale = fmax(max_abs(want, n_out), value_rms(&rc));
             for (int i = 0; i < ISA_COUNT; i++) {
-                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                if (attn__isa_force(isas[i]) != ATTN_OK) continue;
                 result got;
                 result_alloc(&got, c);
                 run(&rc, ATTN_KERNEL_FLASH, 0, false, &got);
@@ -561,14 +561,14 @@ static void structural_masks_at_odd_offsets(void **state) {
                              label, (long long)c->left, (long long)c->right, d, out_scale);
                 result_free(&got);
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            assert_int_equal(attn__isa_force(NULL), ATTN_OK);
             free(want);
             random_case_free(&rc);
         }
     print_message("checked %d structural-mask kernel runs against the reference and the oracle\n", runs);
 }
 
-/* attn_isa_name, attn_dispatch_force and the kernel choice. */
+/* attn_isa_name, attn__isa_force and the kernel choice. */
 static void dispatch_controls(void **state) {
     (void)state;
     const char *name = attn_isa_name();
@@ -576,20 +576,20 @@ static void dispatch_controls(void **state) {
     float q_buf[12] = {0}, o_buf[12];
     attn_tensor q = attn_tensor_2d(q_buf, 4, 3), o = attn_tensor_2d(o_buf, 4, 3);
     attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .kernel = ATTN_KERNEL_FLASH};
-    assert_int_equal(attn__dispatch_force("avx1024"), ATTN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(attn__dispatch_force("generic"), ATTN_OK);
+    assert_int_equal(attn__isa_force("avx1024"), ATTN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(attn__isa_force("generic"), ATTN_OK);
     assert_string_equal(attn_isa_name(), "generic");
     assert_string_equal(attn_sdpa_kernel_name(&q, &q, &q, &opt), "flash");
     assert_int_equal(attn_sdpa_forward(&q, &q, &q, &opt, &o, NULL, NULL), ATTN_OK);
     /* The reference is a kernel, not an instruction set: forcing it leaves
      * the ISA as it was. */
-    assert_int_equal(attn__dispatch_force("ref"), ATTN_OK);
+    assert_int_equal(attn__isa_force("ref"), ATTN_OK);
     assert_string_equal(attn_isa_name(), "generic");
     assert_string_equal(attn_sdpa_kernel_name(&q, &q, &q, &opt), "ref");
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     opt.kernel = ATTN_KERNEL_AUTO;
     assert_string_equal(attn_sdpa_kernel_name(&q, &q, &q, &opt),
-                        attn__dispatch_forces_ref() ? "ref" : "flash");
+                        attn__isa_forces_ref() ? "ref" : "flash");
 }
 
 /* Extra memory does not grow with the sequence: the workspace of a prefill
@@ -609,7 +609,7 @@ static void workspace_independent_of_length(void **state) {
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &large), ATTN_OK);
     q.shape[1] = k.shape[1] = 65536;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &larger), ATTN_OK);
-    if (!attn__dispatch_forces_ref()) {
+    if (!attn__isa_forces_ref()) {
         assert_true(small <= large);
         assert_true(large == larger);
         assert_true(larger < (size_t)8 << 20);
@@ -619,7 +619,7 @@ static void workspace_independent_of_length(void **state) {
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &small), ATTN_OK);
     k.shape[1] = 1 << 20;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &large), ATTN_OK);
-    if (!attn__dispatch_forces_ref()) {
+    if (!attn__isa_forces_ref()) {
         assert_true(small == large);
         assert_true(large < (size_t)8 << 20);
     }
@@ -656,7 +656,7 @@ static void long_problems_wider_units(void **state) {
     const double sigma = score_spread(&rc), v_rms = value_rms(&rc);
     float *alone = malloc(sizeof(float) * (size_t)n_out);
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
         size_t wide = 0, narrow = 0;
         assert_int_equal(attn_sdpa_workspace_size(&q, &k, &v, &opt, &wide), ATTN_OK);
         attn_tensor k_short = attn_tensor_4d(rc.k, 1, 1024, Hkv, D), v_short = attn_tensor_4d(rc.v, 1, 1024, Hkv, Dv);
@@ -684,7 +684,7 @@ static void long_problems_wider_units(void **state) {
         free(one.out);
         free(many.out);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     free(alone);
     free(ref.out);
     random_case_free(&rc);

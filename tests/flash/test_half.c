@@ -36,7 +36,7 @@
 #include "tolerances.h"
 #include "base/dtype.h"
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -273,7 +273,7 @@ static void check_case(half_case *hc, enum mask_kind kind, bool with_weights) {
     const double sigma = score_spread(hc), factor = sigma > 1 ? sigma : 1;
     const double out_scale = fmax(max_abs_f(ref.out, hc->nout), value_rms(hc));
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
         label_of(label, sizeof label, hc, kind, isas[i]);
         result twin, got;
         result_alloc(&twin, hc);
@@ -310,7 +310,7 @@ static void check_case(half_case *hc, enum mask_kind kind, bool with_weights) {
         result_free(&twin);
         result_free(&got);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     free(o_or), free(w_or), free(lse_or);
     result_free(&twin_ref);
     result_free(&ref);
@@ -512,7 +512,7 @@ static void backward_against_twin_and_reference(void **state) {
             grads_alloc(&ref, &hc);
             backward(&hc, false, dout_f, dout_s, dout_dt, grad_dt, ATTN_KERNEL_REF, 0, &ref);
             for (int i = 0; i < ISA_COUNT; i++) {
-                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                if (attn__isa_force(isas[i]) != ATTN_OK) continue;
                 char label[320];
                 label_of(label, sizeof label, &hc, mk, isas[i]);
                 grads twin, got;
@@ -537,7 +537,7 @@ static void backward_against_twin_and_reference(void **state) {
                 grads_free(&twin);
                 grads_free(&got);
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            assert_int_equal(attn__isa_force(NULL), ATTN_OK);
             grads_free(&ref);
             free(dout_f), free(dout_s);
             half_case_free(&hc);
@@ -559,7 +559,7 @@ static void bit_identical_across_threads(void **state) {
             half_case hc;
             half_case_make(&hc, &r, 1, shapes[s][0], shapes[s][1], 8, 2, 64, 64, MASK_CAUSAL_LOWER_RIGHT, mixes[m]);
             for (int i = 0; i < ISA_COUNT; i++) {
-                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                if (attn__isa_force(isas[i]) != ATTN_OK) continue;
                 char label[320];
                 label_of(label, sizeof label, &hc, MASK_CAUSAL_LOWER_RIGHT, isas[i]);
                 result one, two;
@@ -591,7 +591,7 @@ static void bit_identical_across_threads(void **state) {
                     free(dout_f), free(dout_s);
                 }
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            assert_int_equal(attn__isa_force(NULL), ATTN_OK);
             half_case_free(&hc);
         }
 }
@@ -611,8 +611,8 @@ static void widen_and_narrow_match_dtype_h(void **state) {
     for (int e = 0; e < N; e++) halves[e] = (uint16_t)e;
     int checked = 0;
     for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+        if (attn__isa_force(isas[i]) != ATTN_OK) continue;
+        const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
         for (int f = 0; f < 2; f++) {
             const attn_dtype dt = f ? ATTN_BF16 : ATTN_F16;
             kern->widen(halves, dt, wide, N - 3); /* a tail */
@@ -648,7 +648,7 @@ static void widen_and_narrow_match_dtype_h(void **state) {
         }
         checked++;
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    assert_int_equal(attn__isa_force(NULL), ATTN_OK);
     assert_true(checked >= 1);
     free(halves), free(narrowed), free(wide), free(floats);
 }

@@ -24,7 +24,7 @@
  * register blocks (tile_block_*) and the online softmax's steps
  * (softmax_tile_start, softmax_tile_finish).
  *
- * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
+ * Contracts: src/isa/flash_table.h.  Every lane of a tile kernel is one row
  * and is computed independently of the others; the rows kernels compute
  * each score and each output element by an order of operations fixed by
  * the shapes.
