@@ -57,7 +57,7 @@ static void bench_isa(int isa) {
     for (int64_t i = 0; i < dim * br; i++) qp[i] = (float)((i * 37 % 101) - 50) * 0.002f, ot[i] = 0.0f;
     for (int64_t i = 0; i < bc * ld; i++) kt[i] = (float)((i * 53 % 97) - 48) * 0.003f;
     for (int r = 0; r < br; r++) m[r] = l[r] = 1.0f, alpha[r] = 0.99f, lo[r] = (float)(r % 7), hi[r] = (float)(bc - r % 13);
-    const flash_prefetch none = {NULL, 0, 0, 0, 1, 0, NULL, 0};
+    const flash_prefetch none = {NULL, 0, 0, 0, 1, 0};
     printf("%s: Br = %d rows, Bc = %d keys, D = Dv = %lld\n", attn__isa_name(isa), br, bc, (long long)dim);
     k->qk_tile(qp, dim, kt, ld, bc, st0, &none);
     BENCH("qk_tile", 2.0 * bc * br * dim, k->qk_tile(qp, dim, kt, ld, bc, st, &none));

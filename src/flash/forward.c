@@ -84,14 +84,11 @@
 #define FLASH_MIN_CHUNK_KEYS 512
 /* A paged problem whose blocks are shorter than this many rows has each
  * rows-path step's keys and values copied together first (c->step_k,
- * step_v).  Longer blocks are read in place, the rows kernels' look-ahead,
- * where an ISA has one (LOOKAHEAD_ROWS: none on AVX2 since v17, on AVX-512
- * since v21), following the block table into the next block
- * (lookahead_from): with 16 rows of it, 16-row blocks took 1.06-1.08x the
- * contiguous time, the copies 1.1-1.6x (Zen 5); before it, reading 16-row
- * blocks in place had taken 1.4-1.7x, as the kernels requested the rows
- * after each block, another block's (docs/cache.md).  Shorter blocks than
- * a look-ahead would leave it short of rows. */
+ * step_v); longer blocks are read in place.  Measured when the rows kernels
+ * still looked 16 rows ahead along the block table (r2; their look-ahead
+ * is gone since, r3, docs/kernels.md): 16-row blocks read in place took
+ * 1.06-1.08x the contiguous time, the copies 1.1-1.6x (Zen 5,
+ * docs/cache.md). */
 #define FLASH_COPY_BLOCKS_BELOW 16
 /* Query tiles (subtiles) that share each K/V tile a unit loads: 8, and up
  * to 32 in long problems (plan_subtiles). */
@@ -696,32 +693,18 @@ static flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *t, int6
     const int64_t per_float = (int64_t)sizeof(float) / problem_elem_bytes(t);
     if (rows > 0) rows = (int)(rows < problem_kv_run(c->p, t0) ? rows : problem_kv_run(c->p, t0));
     flash_prefetch pf = {NULL, t->stride[1] / per_float, t->stride[2] / per_float, ceil_div(width, per_float),
-                         heads, rows > 0 ? rows : 0, NULL, 0};
+                         heads, rows > 0 ? rows : 0};
     if (rows > 0) pf.base = problem_kv_row(c->p, t, c->b, t0, head);
     return pf;
-}
-
-/* The rows kernels' look-ahead past a call on t's rows (flash_prefetch.after):
- * the run of rows from `key` on, up to hi, read where the next call will
- * read them, so that a paged problem's next block is requested rather than
- * the rows after the current one, which belong to another block.  None
- * past a copied step: the next step's copy reads its rows. */
-static void lookahead_from(const flash_ctx *c, flash_prefetch *pf, const attn_tensor *t, int64_t key, int64_t hi) {
-    pf->after = NULL;
-    pf->after_rows = 0;
-    if (key >= hi || c->step_n) return; /* a copied step's runs end where its copy does */
-    pf->after = problem_kv_row(c->p, t, c->b, key, c->kv_head);
-    pf->after_rows = rows_run(c, key, (int)(hi - key < c->pl->tile_keys ? hi - key : c->pl->tile_keys));
 }
 
 /* rows_pv on keys [key, key + nk) of every kv head of the unit, one call
  * per run of rows (a paged problem's blocks): the first applies alpha, the
  * others add to it (alpha NULL), as the careful path's runs do.  Each call
  * prefetches its share of the keys [pf_key, pf_key + pf_rows) (the next
- * step's), so that a paged step requests what a contiguous one does, and
- * looks ahead into the values of the keys that follow it, up to hi. */
+ * step's), so that a paged step requests what a contiguous one does. */
 static void rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key, const float *alpha,
-                         int64_t pf_key, int pf_rows, int64_t hi) {
+                         int64_t pf_key, int pf_rows) {
     const flash_plan *pl = c->pl;
     const int heads = (int)pl->unit_kv_heads;
     int j0 = 0, n;
@@ -729,7 +712,6 @@ static void rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key
         n = rows_run(c, key + j0, nk - j0);
         const int pf_n = c->step_n ? 0 : j0 + n <= pf_rows ? n : pf_rows - j0; /* a copied step: the copy fetches */
         flash_prefetch pf = prefetch_of(c, &c->p->k, pf_key + j0, c->kv_head, heads, c->p->dim, pf_n);
-        lookahead_from(c, &pf, &c->p->v, key + j0 + n, hi);
         rows_pv(c, s + j0, heads, (int)pl->sub_rows, n, key + j0, c->kv_head, alpha, c->o, &pf);
         alpha = NULL; /* the first call rescaled */
         j0 += n;
@@ -760,9 +742,8 @@ static void subtile_scores(flash_ctx *c, int64_t st, int64_t t0, int nk, const f
 
 /* Scores of keys [t0, t0 + nk) for the rows path, checked, soft-capped (as
  * above) and masked, in c->s as s[r][j]; prefetches the same keys' values
- * meanwhile when asked (the forward pass, not the weights pass), and looks
- * ahead into the keys that follow, up to hi. */
-static void rows_scores(flash_ctx *c, int64_t t0, int nk, int64_t hi, bool prefetch_values, bool check) {
+ * meanwhile when asked (the forward pass, not the weights pass). */
+static void rows_scores(flash_ctx *c, int64_t t0, int nk, bool prefetch_values, bool check) {
     const sdpa_problem *p = c->p;
     const flash_plan *pl = c->pl;
     for (int j0 = 0, n; j0 < nk; j0 += n) { /* one call per run of rows (a paged problem's blocks) */
@@ -770,7 +751,6 @@ static void rows_scores(flash_ctx *c, int64_t t0, int nk, int64_t hi, bool prefe
         const void *k = rows_source(c, &p->k, t0 + j0, c->kv_head);
         flash_prefetch pf = prefetch_of(c, &p->v, t0 + j0, c->kv_head, (int)pl->unit_kv_heads, p->dim_v,
                                         prefetch_values && !c->step_n ? n : 0);
-        lookahead_from(c, &pf, &p->k, t0 + j0 + n, hi);
         if (p->k.dtype == ATTN_F32)
             pl->kern->qk_rows(c->qp, pl->ldq, (int)pl->unit_kv_heads, (int)pl->sub_rows, p->dim, k, p->k.stride[1],
                               p->k.stride[2], n, c->s + j0, pl->tile_keys, &pf);
@@ -816,19 +796,19 @@ static void drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const i
  * pv_rows; the finite heads of such a key are added by pv_rows on their own
  * (the very operations of a run), and the rows of a non-finite head that
  * see the key are marked for the exact path.  The first run prefetches
- * keys [pf_key, pf_key + pf_rows); the runs look ahead up to hi. */
-static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows, int64_t hi) {
+ * keys [pf_key, pf_key + pf_rows). */
+static void rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows) {
     const flash_plan *pl = c->pl;
     const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
     const int64_t lds = pl->tile_keys, dim_v = c->p->dim_v;
-    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0, NULL, 0};
+    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
     const float *alpha = c->alpha;
     int run0 = 0;
     for (int j = 0; j <= nk; j++) {
         bool finite = true;
         for (int h = 0; j < nk && h < heads && finite; h++) finite = value_row_finite(c, t0 + j, c->kv_head + h);
         if (j < nk && finite) continue;
-        rows_pv_runs(c, c->s + run0, j - run0, t0 + run0, alpha, pf_key, run0 == 0 ? pf_rows : 0, hi);
+        rows_pv_runs(c, c->s + run0, j - run0, t0 + run0, alpha, pf_key, run0 == 0 ? pf_rows : 0);
         alpha = NULL; /* the first run applied the rescaling */
         if (j == nk) break;
         for (int h = 0; h < heads; h++) {
@@ -862,12 +842,12 @@ static void unit_accumulate(flash_ctx *c, int64_t t0, int nk, int64_t hi) {
             c->step_t0 = t0;
             c->step_n = nk;
         }
-        rows_scores(c, t0, nk, hi, true, true);
+        rows_scores(c, t0, nk, true, true);
         kern->softmax_rows(c->s, pl->tile_keys, (int)pl->rows, nk, c->m, c->l, c->alpha);
         if (c->careful)
-            rows_values_careful(c, t0, nk, t0 + nk, next, hi);
+            rows_values_careful(c, t0, nk, t0 + nk, next);
         else
-            rows_pv_runs(c, c->s, nk, t0, c->alpha, t0 + nk, next, hi);
+            rows_pv_runs(c, c->s, nk, t0, c->alpha, t0 + nk, next);
         c->step_n = 0;
         return;
     }
@@ -936,7 +916,7 @@ static void unit_weights(flash_ctx *c, float *weights) {
     const flash_plan *pl = c->pl;
     const ukernel_table *kern = pl->kern;
     int64_t S = p->len_kv, step = pl->tile_keys;
-    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0, NULL, 0};
+    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
     for (int64_t r = 0; r < pl->rows; r++) {
         if (!c->row[r].valid) continue;
         int64_t st = r % (pl->subtiles * pl->sub_rows) / pl->sub_rows;
@@ -948,7 +928,7 @@ static void unit_weights(flash_ctx *c, float *weights) {
         for (int64_t t0 = c->sub_begin[st]; t0 < c->sub_end[st]; t0 += step) {
             int nk = (int)(c->sub_end[st] - t0 < step ? c->sub_end[st] - t0 : step);
             if (pl->rows_path) {
-                rows_scores(c, t0, nk, c->sub_end[st], false, false);
+                rows_scores(c, t0, nk, false, false);
                 for (int64_t r = 0; r < pl->rows; r++)
                     kern->probs_rows(c->s + r * step, step, 1, nk, c->m + r, c->inv_l + r,
                                      weights_row(c, weights, r) + t0, S);

@@ -79,16 +79,6 @@ typedef struct flash_prefetch {
     const float *base;
     int64_t ld, seg_ld, width;
     int segs, rows;
-    /* Rows kernels only: where their own look-ahead on the K (qk_rows) or
-     * V (pv_rows) rows they read goes past the call's nk rows.  Key j
-     * requests row j + LOOKAHEAD_ROWS (the ISA's; 0: no look-ahead) of the
-     * call's rows while that is < nk, then row j + LOOKAHEAD_ROWS − nk of
-     * `after` (the rows that follow the call's: its own tensor's next
-     * rows, or a paged problem's next block; the same element type and
-     * strides) while that is < after_rows.  after_rows = 0: nothing past
-     * the call. */
-    const void *after;
-    int after_rows;
 } flash_prefetch;
 
 /* The micro-kernels of one instruction set.  A table may leave entries

@@ -25,7 +25,6 @@
 #define PV_SMALL 2
 #define TILE_KEYS 96
 #define BLOCK_KEYS 64
-#define LOOKAHEAD_ROWS 0 /* none: the stream suffices (Zen 3, v17) */
 #define ROWS_STREAM_LOCALITY 3 /* prefetcht0: Zen 3, v16b */
 #define GEMM_MR 6
 #define GEMM_NV 2

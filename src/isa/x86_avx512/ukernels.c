@@ -27,7 +27,6 @@
 #define PV_SMALL 4
 #define TILE_KEYS 96
 #define BLOCK_KEYS 64
-#define LOOKAHEAD_ROWS 0 /* none since the stream goes to L2 (Zen 4, v21; 16 rows had helped on Intel, r2) */
 #define ROWS_STREAM_LOCALITY 1 /* prefetcht2: Zen 4, v20 */
 #define GEMM_MR 6
 #define GEMM_NV 4
