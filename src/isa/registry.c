@@ -69,7 +69,7 @@ static ukernel_table complete_flash(const ukernel_table *own, const ukernel_tabl
     FILL(pv_tile);
     FILL(probs_tile);
     /* the portable mask's lanes are the portable tile's: an ISA with
-     * its own tile shape and no mask_tile keeps NULL (forward.c then
+     * its own tile shape and no mask_tile keeps NULL (the loop nest then
      * masks row by row) */
     if (!t.mask_tile && t.tile_rows == portable->tile_rows) t.mask_tile = portable->mask_tile;
     FILL(qk_rows);

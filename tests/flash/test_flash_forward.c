@@ -626,7 +626,7 @@ static void workspace_independent_of_length(void **state) {
 }
 
 /* Long problems (S >= 4096 keys) hold up to 32 query tiles in a unit
- * instead of 8 (forward.c, plan_subtiles).  Here 64 kv heads of 2 query
+ * instead of 8 (forward_plan.c, plan_subtiles).  Here 64 kv heads of 2 query
  * heads each, L = 300, S = 4096, causal with 200 valid keys (so that the
  * reference stays cheap and the subtiles of a unit see different keys):
  * the workspace shows the wider units (larger than at S = 1024); every ISA
