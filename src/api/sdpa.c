@@ -13,7 +13,7 @@
 #include "base/visibility.h"
 #include "base/workspace.h"
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 #include "ref/ref.h"
 
 #include <stdlib.h>
@@ -26,7 +26,7 @@
  * call, an explicit flash request included, to the reference: the oracle is
  * always one flag away. */
 static attn_kernel forward_kernel(const sdpa_problem *p) {
-    if (p->opt.kernel == ATTN_KERNEL_REF || attn__dispatch_forces_ref()) return ATTN_KERNEL_REF;
+    if (p->opt.kernel == ATTN_KERNEL_REF || attn__isa_forces_ref()) return ATTN_KERNEL_REF;
     return ATTN_KERNEL_FLASH;
 }
 

@@ -91,7 +91,7 @@ static inline float *problem_row(const attn_tensor *t, int64_t b, int64_t pos, i
  * (or double, the reference) and converts at the tile boundary.  These are
  * the scalar conversions, for the reference and the rare exact paths; the
  * flash loop nests convert whole rows with the ISA's widen / narrow
- * (src/flash/ukernels.h). */
+ * (src/isa/flash_table.h). */
 
 /* Bytes of one element of t (4 or 2). */
 static inline int64_t problem_elem_bytes(const attn_tensor *t) {

@@ -13,7 +13,7 @@
 #include "tolerances.h"
 
 #include "api/linear.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -108,9 +108,9 @@ static void fast_against_reference(void **state) {
         float *fast[OUTPUTS], *ref[OUTPUTS];
         alloc_outputs(&c, fast), alloc_outputs(&c, ref);
         run_all(&c, fast);
-        assert_int_equal(attn__dispatch_force("ref"), ATTN_OK);
+        assert_int_equal(attn__isa_force("ref"), ATTN_OK);
         run_all(&c, ref);
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         double worst = 0.0; /* the largest |fast - ref| as a fraction of its bound */
         for (int i = 0; i < OUTPUTS; i++)
             for (int64_t e = 0; e < output_size(&c, i); e++) {

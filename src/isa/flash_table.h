@@ -1,11 +1,12 @@
 /*
- * ukernels.h — the contract between the flash loop nests (forward.c,
- * backward.c) and the micro-kernels of each instruction set (src/isa/<isa>/):
+ * flash_table.h — the contract between the flash loop nests (src/flash/)
+ * and the attention micro-kernels of each instruction set (src/isa/<isa>/):
  * one table per ISA holding the forward's tile and rows kernels, the
  * backward's gemm and elementwise step, and the machine's FMA peak loop.
  * The loop nests, tiling, masking and threading are portable C written
  * once; only these entries are per ISA (the BLIS split, DESIGN.md §2).
- * dispatch.c chooses one table per process; docs/kernels.md says how to add
+ * The registry (isa.h) lists the ISAs, completes each one's table from the
+ * portable one and chooses one per process; docs/kernels.md says how to add
  * an instruction set.
  *
  * Forward: two families of micro-kernels, chosen by the shape of the problem:
@@ -45,8 +46,8 @@
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
  */
-#ifndef ATTN_FLASH_UKERNELS_H
-#define ATTN_FLASH_UKERNELS_H
+#ifndef ATTN_ISA_FLASH_TABLE_H
+#define ATTN_ISA_FLASH_TABLE_H
 
 #include "attn.h"
 
@@ -78,20 +79,10 @@ typedef struct flash_prefetch {
     const float *base;
     int64_t ld, seg_ld, width;
     int segs, rows;
-    /* Rows kernels only: where their own look-ahead on the K (qk_rows) or
-     * V (pv_rows) rows they read goes past the call's nk rows.  Key j
-     * requests row j + LOOKAHEAD_ROWS (the ISA's; 0: no look-ahead) of the
-     * call's rows while that is < nk, then row j + LOOKAHEAD_ROWS − nk of
-     * `after` (the rows that follow the call's: its own tensor's next
-     * rows, or a paged problem's next block; the same element type and
-     * strides) while that is < after_rows.  after_rows = 0: nothing past
-     * the call. */
-    const void *after;
-    int after_rows;
 } flash_prefetch;
 
 /* The micro-kernels of one instruction set.  A table may leave entries
- * NULL: dispatch.c fills them from the portable table before first use, so
+ * NULL: the registry (isa.h) fills them from the portable table before first use, so
  * the table a loop nest gets has every entry (an ISA can start with one
  * micro-kernel and grow).
  *
@@ -101,10 +92,6 @@ typedef struct flash_prefetch {
  * keeps m = -inf, l = 0 and gets alpha = 0 and probabilities 0: the kernels
  * subtract 0 instead of m then, so -inf − -inf (NaN) never happens. */
 typedef struct ukernel_table {
-    const char *isa;       /* "generic", "avx2", "avx512": what ATTN_ARCH names */
-    /* True when this CPU can run the table's instructions (NULL: always). */
-    bool (*supported)(void);
-
     /* ------------------------------------------------ forward: shapes */
 
     int tile_rows;    /* Br: lanes of a tile (a multiple of the vector width)  */
@@ -192,7 +179,7 @@ typedef struct ukernel_table {
                        const float *inv_l, float *w, int64_t ldw);
 
     /* ---- precision fast: native bfloat16 dot products (optional) ----
-     * Entries an ISA without a bf16 dot product leaves NULL; dispatch.c
+     * Entries an ISA without a bf16 dot product leaves NULL; the registry
      * does NOT fill them from the portable table (there is nothing faster
      * to fill them with), and the loop nest then runs the float kernels
      * above: `precision = fast` is a request, never a guarantee.  The
@@ -354,37 +341,4 @@ static inline void flash_prefetch_rest(flash_prefetch_cursor *c) {
  * group) the rows kernels take; problems with more use the tile kernels. */
 #define FLASH_ROWS_MAX 16
 
-/* The per-ISA tables (src/isa/<isa>/ukernels.c), named in dispatch.c's
- * list.  Every build has every table: where the instructions cannot be
- * compiled (another architecture, -DATTN_PORTABLE=ON) a table has only its
- * name and a supported() that says no. */
-extern const ukernel_table attn__ukernels_generic;
-extern const ukernel_table attn__ukernels_avx2;
-extern const ukernel_table attn__ukernels_avx512;
-
-/* supported() of an ISA this build cannot compile: always false. */
-bool attn__ukernels_absent(void);
-/* The table of such an ISA: its name alone (an ISA folder's #else). */
-#define UKERNELS_ABSENT(table, name) const ukernel_table table = {.isa = name, .supported = attn__ukernels_absent}
-
-/* ---------------------------------------------------------------- dispatch
- * (dispatch.c).  Chosen once, at first use, thread-safely. */
-
-/* The complete table (every entry filled) the flash kernels run on in this
- * process: $ATTN_ARCH's ISA when the CPU has it, else the best it has. */
-const ukernel_table *attn__ukernels_active(void);
-/* The complete table of the widest ISA this CPU runs, whatever ATTN_ARCH
- * says: the machine's FMA peak is that of its widest instructions. */
-const ukernel_table *attn__ukernels_widest(void);
-/* True when $ATTN_KERNEL=ref (or its old spelling $ATTN_ARCH=ref, or
- * attn__dispatch_force("ref")) sends every attention call to the reference
- * kernel. */
-bool attn__dispatch_forces_ref(void);
-/* For tests: re-selects what the environment selects: an ISA ("generic",
- * "avx2", "avx512"), or "ref" (every call on the reference kernel, the ISA
- * unchanged); NULL = the automatic choice and the environment again.
- * ATTN_ERR_UNSUPPORTED when this CPU or build lacks the ISA.  Not
- * thread-safe against concurrent attention calls. */
-attn_status attn__dispatch_force(const char *arch);
-
-#endif /* ATTN_FLASH_UKERNELS_H */
+#endif /* ATTN_ISA_FLASH_TABLE_H */
