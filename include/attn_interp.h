@@ -319,6 +319,22 @@ ATTN_API attn_status attn_mha_paths(const attn_mha *m, const float *x, const flo
                            const float *context_changed, int64_t context_len,
                            const attn_sdpa_options *opt, attn_paths *paths);
 
+/* ---------------------------------------------- next-token distributions
+ *
+ * How a patch or an ablation moved what comes next: rows of logits [V]
+ * (a decoder's last position), softmax and sums in double precision.  The
+ * logit difference of two tokens a and b is logits[a] - logits[b].
+ */
+/* KL(P || Q) in nats between softmax(p_logits) and softmax(q_logits): >= 0
+ * up to rounding, 0 for identical rows. */
+ATTN_API double attn_logits_kl(const float *p_logits, const float *q_logits, int64_t V);
+/* softmax(logits)[id]. */
+ATTN_API double attn_logits_prob(const float *logits, int64_t V, int64_t id);
+/* The indices of the k largest of x [n] (top tokens of logits, a pattern
+ * row's top keys), largest first, ties the lower index first, into
+ * ids [k]; entries past n are -1. */
+ATTN_API void attn_top_k(const float *x, int64_t n, int64_t k, int64_t *ids);
+
 /* ------------------------------- "weights are not an explanation" (§8)
  *
  * For one weight row w (one query, one head) and the value rows it mixes,
