@@ -6,9 +6,11 @@
  * decomposition of every head (the chapter's Figure 2, attn_sdpa_paths on
  * each layer) and the null-space search on a real head's weight row.  All
  * of it runs through the decoder's tensor hook (attn_decoder.h), under the
- * one hook vocabulary of attn_interp.h (TransformerLens's names);
- * `attn model trace`, `attn report --model`, `attn map --model` and
- * Python's attn.Model use these functions (docs/model-trace.md).
+ * one hook vocabulary of attn_interp.h (TransformerLens's names).
+ * `attn model trace`, `attn report --model`, `attn map --model` and `attn
+ * demo --model` are these functions and their printing; Python's
+ * attn.Model lists and parses its hook names with them (docs/model-trace.md
+ * has the table of where each analysis lives).
  *
  * Shape legend:
  *   L     the target's tokens (the run patches are applied to)
