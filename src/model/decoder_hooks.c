@@ -18,11 +18,14 @@
 
 /* The decoder's point p is the vocabulary's site p (attn_interp.h): its
  * names, and their parsing, come from there. */
-_Static_assert((int)ATTN_DECODER_HOOK_EMBED == (int)ATTN_HOOK_SITE_EMBED &&
-                   (int)ATTN_DECODER_HOOK_PATTERN == (int)ATTN_HOOK_SITE_PATTERN &&
-                   (int)ATTN_DECODER_HOOK_LN_FINAL == (int)ATTN_HOOK_SITE_LN_FINAL &&
+#define SAME(p) ((int)ATTN_DECODER_HOOK_##p == (int)ATTN_HOOK_SITE_##p)
+_Static_assert(SAME(EMBED) && SAME(RESID_PRE) && SAME(Q) && SAME(K) &&
+                   SAME(V) && SAME(ROT_Q) && SAME(ROT_K) && SAME(ATTN_SCORES) &&
+                   SAME(PATTERN) && SAME(Z) && SAME(ATTN_OUT) && SAME(RESID_MID) &&
+                   SAME(MLP_OUT) && SAME(RESID_POST) && SAME(LN_FINAL) &&
                    (int)ATTN_DECODER_HOOK_POINTS == (int)ATTN_HOOK_SITE_RESULT,
                "attn_decoder_hook_point numbers the first sites of attn_hook_site");
+#undef SAME
 
 const char *attn_decoder_hook_suffix(attn_decoder_hook_point point) {
     return (unsigned)point < ATTN_DECODER_HOOK_POINTS ? attn_hook_site_suffix((attn_hook_site)point) : NULL;
