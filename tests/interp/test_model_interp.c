@@ -408,6 +408,7 @@ static void test_tiny_patches(void **state) {
     assert_ok(attn_model_record_create(m, longer, 7, &last, 1, &record));
     assert_ok(attn_model_run(m, longer, 7, NULL, source));
     opt.patches = &last;
+    opt.source = record;
     assert_ok(attn_model_run(m, a, 5, &opt, got));
     /* The last layer's last row is all the logits read. */
     expect_identical("logits with the source's last row after the last layer", source, got, c->vocab);
