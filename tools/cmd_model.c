@@ -269,18 +269,6 @@ static int model_info(const char *path) {
     return CLI_OK;
 }
 
-/* Indices of the k largest of x[n], largest first (ties: the lower id). */
-static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
-    for (int64_t j = 0; j < k; j++) best[j] = -1;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t j = k;
-        while (j > 0 && (best[j - 1] < 0 || x[i] > x[best[j - 1]])) j--;
-        if (j >= k) continue;
-        memmove(best + j + 1, best + j, (size_t)(k - j - 1) * sizeof *best);
-        best[j] = i;
-    }
-}
-
 static int model_run(const char *path, int32_t *ids, int64_t L, const char *text, int64_t top, bool layer_norms) {
     attn_gguf *g = NULL; /* NULL for a Hugging Face checkpoint: pieces from its tokenizer.json then */
     attn_tokenizer *tok = NULL;
@@ -362,7 +350,7 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
         }
         printf("\n");
     }
-    top_k(logits, c->vocab, top, best);
+    attn_top_k(logits, c->vocab, top, best);
     double max = logits[best[0]], z = 0.0;
     for (int64_t i = 0; i < c->vocab; i++) z += exp((double)logits[i] - max);
     printf("next token after position %lld (id %ld):\n%-5s %8s %12s %9s  %s\n", (long long)(L - 1), (long)ids[L - 1],

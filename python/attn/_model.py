@@ -41,10 +41,9 @@ from ._sdpa import _KERNELS
 
 __all__ = ["Model", "ModelOutput", "Session", "HookPoint"]
 
-#: each hook point's name without "blocks.L.", by its number (attn_decoder.h)
-_SUFFIXES: Tuple[str, ...] = _core.hook_suffixes()
-_GLOBAL_HOOKS = ("hook_embed", "ln_final.hook_normalized")
-_ALL_POINTS = (1 << len(_SUFFIXES)) - 1
+#: every hook point's bit (1 << point), the points numbered by the library's
+#: one vocabulary of names (attn_interp.h; a model of one layer has each once)
+_ALL_POINTS = sum({1 << _core.hook_parse(name)[0] for name in _core.hook_names(1)})
 
 
 class HookPoint(NamedTuple):
@@ -54,21 +53,12 @@ class HookPoint(NamedTuple):
 
 
 def _point_of(name: str, n_layers: int) -> Optional[int]:
-    """The point number of a full hook name, or None."""
-    if name in _GLOBAL_HOOKS:
-        return _SUFFIXES.index(name)
-    parts = name.split(".", 2)
-    if len(parts) != 3 or parts[0] != "blocks" or not parts[1].isdigit() or int(parts[1]) >= n_layers:
+    """The point number of a full hook name of a model of n_layers layers, or
+    None (parsed by the library, attn_hook_parse)."""
+    parsed = _core.hook_parse(name)
+    if parsed is None or parsed[1] >= n_layers:
         return None
-    suffix = parts[2]
-    if suffix not in _SUFFIXES or suffix in _GLOBAL_HOOKS:
-        return None
-    return _SUFFIXES.index(suffix)
-
-
-def _hook_order(name: str) -> Tuple[int, int]:
-    _, layer, suffix = name.split(".", 2)
-    return int(layer), _SUFFIXES.index(suffix)
+    return parsed[0]
 
 _KV_DTYPES = {"float32": _core.F32, "f32": _core.F32, "float16": _core.F16, "f16": _core.F16,
               "bfloat16": _core.BF16, "bf16": _core.BF16}
@@ -205,12 +195,7 @@ class Model:
     def hook_names(self) -> List[str]:
         """Every hook point's full name, in the order a forward reaches them
         (attn_decoder.h, "hook points")."""
-        names = []
-        for suffix in _SUFFIXES:
-            if suffix in _GLOBAL_HOOKS:
-                continue
-            names += [f"blocks.{layer}.{suffix}" for layer in range(self.config["n_layers"])]
-        return ["hook_embed"] + sorted(names, key=_hook_order) + ["ln_final.hook_normalized"]
+        return list(_core.hook_names(self.config["n_layers"]))
 
     def run_with_hooks(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
                        fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),

@@ -95,7 +95,7 @@ static void test_top_k(void **state) {
     (void)state;
     const float x[6] = {0.1f, 0.4f, 0.4f, 0.05f, 0.3f, 0.75f};
     int64_t best[3];
-    model_chapter_top_k(x, 6, 3, best);
+    attn_top_k(x, 6, 3, best);
     assert_int_equal(best[0], 5);
     assert_int_equal(best[1], 1); /* ties: the lower index first */
     assert_int_equal(best[2], 2);
@@ -139,8 +139,8 @@ static attn_array load_fixture(const char *arch, const char *what, attn_dtype dt
  * (near-ties may swap).  Returns the first rank that disagrees, or -1. */
 static int64_t rank_disagreement(const float *row, const float *ref, int64_t n, int64_t k, double tol) {
     int64_t got[8], want[8];
-    model_chapter_top_k(row, n, k, got);
-    model_chapter_top_k(ref, n, k, want);
+    attn_top_k(row, n, k, got);
+    attn_top_k(ref, n, k, want);
     for (int64_t j = 0; j < k; j++)
         if (got[j] != want[j] && fabs((double)ref[got[j]] - ref[want[j]]) > tol) return j;
     return -1;
@@ -206,7 +206,7 @@ static void check_model(const char *file, const char *arch) {
                     fail_msg("%s %s layer %lld head %lld: 苹果's key of rank %lld differs from HF's", arch,
                              sentence_keys[k], (long long)l, (long long)h, (long long)bad + 1);
                 int64_t best[3];
-                model_chapter_top_k(row, L, 3, best);
+                attn_top_k(row, L, 3, best);
                 print_message("  %s %-8s layer %2lld head %2lld: keys %lld %.3f, %lld %.3f, %lld %.3f\n", arch,
                               sentence_keys[k], (long long)l, (long long)h, (long long)best[0], (double)row[best[0]],
                               (long long)best[1], (double)row[best[1]], (long long)best[2], (double)row[best[2]]);
