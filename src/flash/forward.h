@@ -137,7 +137,7 @@ static inline flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *
  * strides, the scratch layout and the thread count. */
 void attn__flash_plan_make(const sdpa_problem *p, flash_plan *pl);
 
-/* --------------------------------------------------------------- forward.c */
+/* ---------------------------------------------------------- forward_mask.c */
 
 /* Applies what the score kernels do not know about (visibility.h) to the
  * scores of keys [t0, t0 + nk) of rows [row0, row0 + rows): s[j·js + r·rs]
@@ -171,8 +171,17 @@ void attn__flash_rows_pv(const flash_ctx *c, const float *s, int heads, int per_
 void attn__flash_rows_pv_runs(const flash_ctx *c, const float *s, int nk, int64_t key, const float *alpha,
                               int64_t pf_key, int pf_rows);
 
+/* Careful mode, rows path: P·V without the keys whose value rows are not
+ * finite, the rows that see them marked. */
+void attn__flash_rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows);
+
 /* ------------------------------------------------------- forward_careful.c */
 
+/* Whether row r of the unit sees key `key` (every rule, visibility.h). */
+bool attn__flash_row_sees(const flash_ctx *c, int64_t r, int64_t key);
+/* Whether the value row of key `key`, kv head `head` is finite (a half row
+ * is widened into c->out_row first). */
+bool attn__flash_value_row_finite(flash_ctx *c, int64_t key, int64_t head);
 /* Marks the rows whose raw scores are NaN or infinite at a key they see. */
 void attn__flash_check_scores(flash_ctx *c, int64_t row0, int64_t rows, int64_t t0, int nk, const float *s,
                               int64_t js, int64_t rs);
@@ -184,9 +193,6 @@ bool attn__flash_values_not_finite(flash_ctx *c, bool mark);
 /* Careful mode, tile path: the non-finite value rows of the V copy zeroed,
  * the rows that see them marked. */
 void attn__flash_drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, const int *nk_sub);
-/* Careful mode, rows path: P·V without the keys whose value rows are not
- * finite, the rows that see them marked. */
-void attn__flash_rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows);
 /* The exact path: the marked rows recomputed by the reference, in double. */
 void attn__flash_recompute_marked(flash_ctx *c, attn_tensor *out, float *weights, float *lse);
 

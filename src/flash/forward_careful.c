@@ -31,7 +31,7 @@
 #include <string.h>
 
 /* Whether row r of the unit sees key `key` (every rule, visibility.h). */
-static bool row_sees(const flash_ctx *c, int64_t r, int64_t key) {
+bool attn__flash_row_sees(const flash_ctx *c, int64_t r, int64_t key) {
     const flash_row *row = &c->row[r];
     return visibility_allows(c->p, c->b, row->h, row->i, row->begin, row->end, key);
 }
@@ -49,7 +49,7 @@ void attn__flash_check_scores(flash_ctx *c, int64_t row0, int64_t rows, int64_t 
     for (int64_t r = 0; r < rows; r++) {
         if (!c->row[row0 + r].valid || c->exact[row0 + r]) continue;
         for (int j = 0; j < nk; j++)
-            if (!isfinite(s[j * js + r * rs]) && row_sees(c, row0 + r, t0 + j)) {
+            if (!isfinite(s[j * js + r * rs]) && attn__flash_row_sees(c, row0 + r, t0 + j)) {
                 c->exact[row0 + r] = 1;
                 break;
             }
@@ -58,7 +58,7 @@ void attn__flash_check_scores(flash_ctx *c, int64_t row0, int64_t rows, int64_t 
 
 /* Whether the value row of key `key`, kv head `head` is finite (a half row
  * is widened into c->out_row first: rare, the careful path only). */
-static bool value_row_finite(flash_ctx *c, int64_t key, int64_t head) {
+bool attn__flash_value_row_finite(flash_ctx *c, int64_t key, int64_t head) {
     const sdpa_problem *p = c->p;
     const void *v = problem_kv_row(p, &p->v, c->b, key, head);
     if (p->v.dtype == ATTN_F32) return c->pl->kern->all_finite(v, p->dim_v, 1, p->dim_v);
@@ -77,7 +77,7 @@ void attn__flash_drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, co
     const int64_t dim_v = c->p->dim_v;
     for (int j = 0; j < nk; j++) {
         if (pl->fast_pv) { /* the bf16 copy vT: the source row decides */
-            if (value_row_finite(c, t0 + j, c->kv_head)) continue;
+            if (attn__flash_value_row_finite(c, t0 + j, c->kv_head)) continue;
             uint16_t *v_col = (uint16_t *)(void *)c->vt + j;
             for (int64_t d = 0; d < dim_v; d++) v_col[d * pl->ldvt] = 0;
         } else {
@@ -88,42 +88,8 @@ void attn__flash_drop_nonfinite_values_tile(flash_ctx *c, int64_t t0, int nk, co
         for (int64_t st = 0; st < pl->subtiles; st++) {
             if (j >= nk_sub[st]) continue;
             for (int64_t r = st * pl->sub_rows; r < (st + 1) * pl->sub_rows; r++)
-                if (c->row[r].valid && row_sees(c, r, t0 + j)) c->exact[r] = 1;
+                if (c->row[r].valid && attn__flash_row_sees(c, r, t0 + j)) c->exact[r] = 1;
         }
-    }
-}
-
-/* Careful mode, rows path: V is read in place, so the keys whose value row
- * holds a NaN or Inf in some kv head are left out of the vectorised runs of
- * pv_rows; the finite heads of such a key are added by pv_rows on their own
- * (the very operations of a run), and the rows of a non-finite head that
- * see the key are marked for the exact path.  The first run prefetches
- * keys [pf_key, pf_key + pf_rows). */
-void attn__flash_rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows) {
-    const flash_plan *pl = c->pl;
-    const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
-    const int64_t lds = pl->tile_keys, dim_v = c->p->dim_v;
-    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
-    const float *alpha = c->alpha;
-    int run0 = 0;
-    for (int j = 0; j <= nk; j++) {
-        bool finite = true;
-        for (int h = 0; j < nk && h < heads && finite; h++) finite = value_row_finite(c, t0 + j, c->kv_head + h);
-        if (j < nk && finite) continue;
-        attn__flash_rows_pv_runs(c, c->s + run0, j - run0, t0 + run0, alpha, pf_key, run0 == 0 ? pf_rows : 0);
-        alpha = NULL; /* the first run applied the rescaling */
-        if (j == nk) break;
-        for (int h = 0; h < heads; h++) {
-            const int r0 = h * per_head;
-            if (value_row_finite(c, t0 + j, c->kv_head + h)) {
-                attn__flash_rows_pv(c, c->s + r0 * lds + j, 1, per_head, 1, t0 + j, c->kv_head + h, NULL, c->o + r0 * dim_v,
-                        &no_prefetch);
-                continue;
-            }
-            for (int r = r0; r < r0 + per_head; r++)
-                if (c->row[r].valid && row_sees(c, r, t0 + j)) c->exact[r] = 1;
-        }
-        run0 = j + 1;
     }
 }
 

@@ -160,3 +160,37 @@ void attn__flash_rows_weights(flash_ctx *c, int64_t t0, int nk, float *weights) 
     for (int64_t r = 0; r < pl->rows; r++)
         pl->kern->probs_rows(c->s + r * step, step, 1, nk, c->m + r, c->inv_l + r, weights_row(c, weights, r) + t0, S);
 }
+
+/* Careful mode, rows path: V is read in place, so the keys whose value row
+ * holds a NaN or Inf in some kv head are left out of the vectorised runs of
+ * pv_rows; the finite heads of such a key are added by pv_rows on their own
+ * (the very operations of a run), and the rows of a non-finite head that
+ * see the key are marked for the exact path.  The first run prefetches
+ * keys [pf_key, pf_key + pf_rows). */
+void attn__flash_rows_values_careful(flash_ctx *c, int64_t t0, int nk, int64_t pf_key, int pf_rows) {
+    const flash_plan *pl = c->pl;
+    const int heads = (int)pl->unit_kv_heads, per_head = (int)pl->sub_rows;
+    const int64_t lds = pl->tile_keys, dim_v = c->p->dim_v;
+    const flash_prefetch no_prefetch = {NULL, 0, 0, 0, 1, 0};
+    const float *alpha = c->alpha;
+    int run0 = 0;
+    for (int j = 0; j <= nk; j++) {
+        bool finite = true;
+        for (int h = 0; j < nk && h < heads && finite; h++) finite = attn__flash_value_row_finite(c, t0 + j, c->kv_head + h);
+        if (j < nk && finite) continue;
+        attn__flash_rows_pv_runs(c, c->s + run0, j - run0, t0 + run0, alpha, pf_key, run0 == 0 ? pf_rows : 0);
+        alpha = NULL; /* the first run applied the rescaling */
+        if (j == nk) break;
+        for (int h = 0; h < heads; h++) {
+            const int r0 = h * per_head;
+            if (attn__flash_value_row_finite(c, t0 + j, c->kv_head + h)) {
+                attn__flash_rows_pv(c, c->s + r0 * lds + j, 1, per_head, 1, t0 + j, c->kv_head + h, NULL, c->o + r0 * dim_v,
+                        &no_prefetch);
+                continue;
+            }
+            for (int r = r0; r < r0 + per_head; r++)
+                if (c->row[r].valid && attn__flash_row_sees(c, r, t0 + j)) c->exact[r] = 1;
+        }
+        run0 = j + 1;
+    }
+}

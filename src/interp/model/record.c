@@ -1,15 +1,59 @@
 /*
  * record.c — a source run's tensors (attn_model_record_create): the
  * forward with a tensor hook that keeps a copy of each tensor the SOURCE
- * patches name, and finding them again.
+ * patches name, and finding them again; and the check of a patch list
+ * that both the recording and a patched run make (attn__model_patches_check).
  *
  * Shape legend: S the source's tokens; each kept tensor as its hook showed
  * it ([S, d], [S, H, Dh] or [H, S, S]).
  */
 #include "interp/model/model_interp.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+attn_status attn__model_patches_check(const attn_model_patch *patches, int n, int64_t n_layers, bool have_source) {
+    if (n < 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "n_patches is %d; it must be >= 0", n);
+    if (n > 0 && !patches) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patches is NULL but n_patches is %d", n);
+    for (int i = 0; i < n; i++) {
+        const attn_model_patch *p = &patches[i];
+        char name[96];
+        if ((unsigned)p->kind > ATTN_MODEL_ABLATE_MEAN)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: kind %d is not an attn_model_patch_kind", i,
+                              (int)p->kind);
+        if ((unsigned)p->point >= ATTN_DECODER_HOOK_POINTS)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: point %d is not a decoder hook point", i,
+                              (int)p->point);
+        const attn_hook_site site = (attn_hook_site)p->point;
+        if (p->layer == ATTN_ALL && attn_hook_site_per_layer(site))
+            snprintf(name, sizeof name, "blocks.*.%s", attn_hook_site_suffix(site));
+        else
+            attn_hook_site_name(site, p->layer, name, sizeof name);
+        if (!attn_hook_site_per_layer(site))
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: %s has no layer and cannot be patched (patch "
+                              "blocks.0.hook_resid_pre for the embeddings)", i, name);
+        if (p->layer != ATTN_ALL && (p->layer < 0 || p->layer >= n_layers))
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: layer %lld, the model has %lld (0..%lld), or "
+                              "ATTN_ALL for every layer", i, (long long)p->layer, (long long)n_layers,
+                              (long long)(n_layers - 1));
+        if (p->n_positions < 0 || p->n_heads < 0 || (p->n_positions && !p->positions) || (p->n_heads && !p->heads))
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: %s has %lld positions and %lld heads (>= 0, "
+                              "each list given when not empty)", i, name, (long long)p->n_positions,
+                              (long long)p->n_heads);
+        const attn_hook_layout layout = attn_hook_site_layout(site);
+        if (p->n_heads && layout == ATTN_HOOK_ROWS)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: %s has no heads axis (heads apply to q, k, v, "
+                              "rot_q, rot_k, attn_scores, pattern and z)", i, name);
+        if (p->kind == ATTN_MODEL_ABLATE_MEAN && layout == ATTN_HOOK_HEADS_FIRST)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: mean ablation averages over positions, which "
+                              "a pattern or score row cannot take (use zero ablation, or ablate hook_z)", i);
+        if (p->kind == ATTN_MODEL_PATCH_SOURCE && !have_source)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: %s copies from a source run, and none was "
+                              "given (attn_model_record_create)", i, name);
+    }
+    return ATTN_OK;
+}
 
 void attn__model_record_clear(attn_model_record *r) {
     for (int i = 0; i < r->n; i++) free(r->t[i].data);
