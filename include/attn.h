@@ -73,17 +73,25 @@
  * bias, -inf is the documented way to hide a key.
  *
  * ABI: the shared library exports exactly the functions these headers
- * declare with ATTN_API; everything else is hidden.  Option structs, the
- * ones a caller fills in (attn_sdpa_options, attn_mha, attn_mha_grads,
- * attn_patch, attn_nullspace_options, attn_heatmap_options, attn_report,
- * attn_ring_options), begin with `size_t struct_size`, which the header's
- * initialiser sets to the caller's sizeof:
+ * declare with ATTN_API; everything else is hidden.  The structs a caller
+ * fills in begin with `size_t struct_size`, which the header's initialiser
+ * sets to the caller's sizeof:
  *     attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;    then set fields
- * A newer library reads an older caller's struct (the fields the caller
- * does not know keep their defaults); an older library refuses a newer
- * caller's struct that sets fields it does not have (ATTN_ERR_UNSUPPORTED)
- * rather than silently ignore them; a struct_size of 0 (a struct zeroed
- * with = {0}) is refused with a message that names the initialiser.
+ * (attn_sdpa_options, attn_sdpa_grads, attn_mha, attn_mha_grads,
+ * attn_kv_cache_config, attn_rope_options, attn_patch (attn_patch_make),
+ * attn_nullspace_options, attn_decoder_outputs,
+ * attn_decoder_session_options, attn_sampler_options, attn_heatmap_options,
+ * attn_lineplot_options, attn_report, attn_ring_options).  Every function
+ * reads them by one rule:
+ *   - a smaller struct_size is a caller built against an older header: its
+ *     fields are read, and the fields it does not know take their defaults
+ *     (the initialiser's values);
+ *   - a larger one is a caller built against a newer header: accepted when
+ *     the fields this library does not have are zero, refused
+ *     (ATTN_ERR_UNSUPPORTED) when one is set, rather than silently ignored;
+ *   - 0 (a struct zeroed with = {0}) is refused with a message that names
+ *     the initialiser, and so is a size no version of the struct has had
+ *     (above 4096 bytes) (ATTN_ERR_INVALID_ARGUMENT).
  * Result structs the library fills in (attn_trace, attn_paths, ...) change
  * only with the library's SONAME.
  */

@@ -288,9 +288,8 @@ ATTN_API attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook
 
 /* What a forward writes; every pointer may be NULL (not computed, except
  * what later steps need).  Initialise with ATTN_DECODER_OUTPUTS_INIT.
- * struct_size: sizeof(attn_decoder_outputs), or the size before the
- * tensor hook fields (offsetof(attn_decoder_outputs, tensor_hook)) from a
- * caller built before they existed. */
+ * struct_size follows attn.h's rule: a caller built before the tensor hook
+ * fields existed passes the size before them and runs without hooks. */
 typedef struct attn_decoder_outputs {
     size_t struct_size;
     float *logits;              /* [L, V], or [1, V] with last_only             */

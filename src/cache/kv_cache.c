@@ -156,8 +156,9 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cac
     if (!cache) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_create: cache is NULL");
     *cache = NULL;
     if (!config) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_create: config is NULL");
+    static const attn_kv_cache_config defaults = ATTN_KV_CACHE_CONFIG_INIT;
     attn_kv_cache_config cfg;
-    attn_status st = options_copy(&cfg, sizeof cfg, config, "attn_kv_cache_config");
+    attn_status st = options_copy(&cfg, sizeof cfg, &defaults, config, "attn_kv_cache_config");
     if (st || (st = check_config(&cfg))) return st;
 
     attn_kv_cache *c = calloc(1, sizeof *c);

@@ -233,9 +233,10 @@ attn_status attn_nullspace_search(const float *weights, const float *values, int
                                   int64_t width, const uint8_t *visible,
                                   const attn_nullspace_options *opt_in, double *moved,
                                   attn_nullspace_result *result) {
+    static const attn_nullspace_options defaults = ATTN_NULLSPACE_OPTIONS_INIT;
     attn_nullspace_options options, *opt = opt_in ? &options : NULL;
     attn_status st;
-    if (opt_in && (st = options_copy(&options, sizeof options, opt_in, "attn_nullspace_options")))
+    if (opt_in && (st = options_copy(&options, sizeof options, &defaults, opt_in, "attn_nullspace_options")))
         return st;
     if ((st = check_inputs(weights, values, keys, width, opt, moved, result))) return st;
     const int64_t exact_limit = opt->exact_limit ? opt->exact_limit : EXACT_LIMIT_DEFAULT;

@@ -34,17 +34,17 @@ uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dt
     return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * (uint64_t)cfg->head_dim * element;
 }
 
-attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt_in,
                                         attn_decoder_session **out) {
     if (out) *out = NULL;
-    if (!m || !opt || !out)
+    if (!m || !opt_in || !out)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: %s is NULL",
-                          !m ? "the decoder" : !opt ? "opt" : "out");
-    if (opt->struct_size != sizeof(attn_decoder_session_options))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_session_create: opt.struct_size is %zu, expected %zu "
-                          "(initialise with ATTN_DECODER_SESSION_OPTIONS_INIT)",
-                          opt->struct_size, sizeof(attn_decoder_session_options));
+                          !m ? "the decoder" : !opt_in ? "opt" : "out");
+    static const attn_decoder_session_options defaults = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    attn_decoder_session_options o;
+    attn_status st = options_copy(&o, sizeof o, &defaults, opt_in, "attn_decoder_session_options");
+    if (st) return st;
+    const attn_decoder_session_options *opt = &o;
     if (opt->capacity <= 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.capacity is %lld: must be > 0",
                           (long long)opt->capacity);
@@ -65,7 +65,7 @@ attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decode
     kc.layout = ATTN_KV_CONTIGUOUS;
     kc.max_seqs = 1;
     kc.capacity = opt->capacity;
-    attn_status st = attn_kv_cache_create(&kc, &s->cache);
+    st = attn_kv_cache_create(&kc, &s->cache);
     if (!st) st = attn_kv_cache_seq_add(s->cache, &s->seq);
     if (st) {
         st = attn__fail(st, "attn_decoder_session_create: a KV cache of %lld positions (%.1f MiB): %s",
@@ -103,12 +103,13 @@ int64_t attn_decoder_session_position(const attn_decoder_session *s) { return s 
 int64_t attn_decoder_session_capacity(const attn_decoder_session *s) { return s ? s->capacity : 0; }
 
 attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *ids, int64_t n,
-                                      attn_decoder_outputs *out) {
+                                      attn_decoder_outputs *caller) {
     static const char fn[] = "attn_decoder_step";
     if (!s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: the session is NULL", fn);
-    attn_status st = attn__decoder_check(s->m, ids, n, out, fn);
+    attn_decoder_outputs run;
+    attn_status st = attn__decoder_check(s->m, ids, n, caller, &run, fn);
     if (st) return st;
-    if (out->attention)
+    if (run.attention)
         return attn__fail(ATTN_ERR_UNSUPPORTED,
                           "%s: outputs.attention must be NULL (a session does not compute the weights; "
                           "attn_decoder_forward does)",
@@ -121,7 +122,6 @@ attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *id
     if (n > s->capacity - s->position)
         return attn__fail(ATTN_ERR_CAPACITY, "%s: %lld tokens at position %lld do not fit the capacity of %lld", fn,
                           (long long)n, (long long)s->position, (long long)s->capacity);
-    attn_decoder_outputs run = *out;
     if (run.kernel == ATTN_KERNEL_AUTO) run.kernel = s->kernel;
     const decoder_kv kv = {s->cache, s->seq, s->position};
     st = attn__decoder_run(s->m, ids, n, &kv, &run, fn);

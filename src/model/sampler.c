@@ -45,15 +45,15 @@ double attn_sampler_uniform(attn_sampler *s) {
     return (double)(splitmix64_next(&s->state) >> 11) * 0x1.0p-53;
 }
 
-attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out) {
+attn_status attn_sampler_create(const attn_sampler_options *opt_in, int64_t vocab, attn_sampler **out) {
     if (out) *out = NULL;
-    if (!opt || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: %s is NULL", !opt ? "opt" : "out");
-    if (opt->struct_size != sizeof(attn_sampler_options))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_sampler_create: opt.struct_size is %zu, expected %zu "
-                          "(initialise with ATTN_SAMPLER_OPTIONS_INIT)",
-                          opt->struct_size, sizeof(attn_sampler_options));
+    if (!opt_in || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: %s is NULL", !opt_in ? "opt" : "out");
+    static const attn_sampler_options defaults = ATTN_SAMPLER_OPTIONS_INIT;
+    attn_sampler_options o;
+    attn_status st = options_copy(&o, sizeof o, &defaults, opt_in, "attn_sampler_options");
+    if (st) return st;
+    const attn_sampler_options *opt = &o;
     if (vocab <= 0 || vocab > INT32_MAX)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: vocab is %lld: must be in [1, %d]",
                           (long long)vocab, INT32_MAX);

@@ -303,8 +303,8 @@ static void test_errors(void **state) {
     assert_refused(attn_decoder_forward(dec, bad, 3, &out), ATTN_ERR_INVALID_ARGUMENT, "token 1 is id 37");
     assert_refused(attn_decoder_forward(dec, bad, 0, &out), ATTN_ERR_SHAPE, "0 tokens");
     attn_decoder_outputs old = out;
-    old.struct_size = 8;
-    assert_refused(attn_decoder_forward(dec, bad, 1, &old), ATTN_ERR_INVALID_ARGUMENT, "struct_size");
+    old.struct_size = 0;
+    assert_refused(attn_decoder_forward(dec, bad, 1, &old), ATTN_ERR_INVALID_ARGUMENT, "ATTN_DECODER_OUTPUTS_INIT");
     attn_decoder_free(dec);
 }
 
