@@ -27,15 +27,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/npz"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not say '%s'", attn_last_error(), keyword);
-}
-
 typedef struct sample {
     const char *name;
     attn_array a;

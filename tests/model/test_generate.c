@@ -43,28 +43,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/generate"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not name '%s'", attn_last_error(), keyword);
-}
-
-/* A decoder of spec with random weights (support/tiny_model.h). */
-static attn_decoder *tiny_decoder(const tiny_spec *spec, uint64_t seed) {
-    tiny_model m;
-    tiny_build(&m, spec, seed);
-    attn_gguf *g;
-    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
-    attn_decoder *dec;
-    assert_ok(attn_decoder_load(g, &dec));
-    attn_gguf_close(g);
-    tiny_free(&m);
-    return dec;
-}
-
 /* ============================================ session against forward */
 
 /* max |a - b| / max(1, max |b|) over n. */

@@ -26,16 +26,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/gguf"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-/* A failing call: its status, and a keyword in its message. */
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want || !strstr(attn_last_error(), keyword))
-        fail_msg("status %d (want %d), message \"%s\" (want \"%s\")", (int)st, (int)want, attn_last_error(), keyword);
-}
-
 static void assert_string(const attn_gguf *g, const char *key, const void *want, size_t want_len) {
     const char *s;
     size_t len;

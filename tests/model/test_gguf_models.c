@@ -29,10 +29,6 @@
 #define QWEN TEST_QWEN_GGUF
 #define GEMMA TEST_GEMMA_GGUF
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 /* Opens a model, or skips the test with a message when it is absent. */
 static attn_gguf *open_model(const char *name) {
     const char *path = test_model_path(name);

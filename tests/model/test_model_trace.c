@@ -53,10 +53,6 @@
  * largest |v|: float32 sums of <= 6 terms. */
 #define TRACE_Z_REL_FAIL 1e-6
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 /* ================================================================ no model */
 
 static void test_kl(void **state) {

@@ -39,16 +39,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (keyword && !strstr(attn_last_error(), keyword))
-        fail_msg("message '%s' does not name '%s'", attn_last_error(), keyword);
-}
-
 /* ------------------------------------------------------------ building */
 
 /* An image: 8-byte length (length, or the header's own when length is
@@ -71,10 +61,7 @@ static char tmpdir[64];
 static void write_file(const char *name, const void *data, size_t size) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    if (size) assert_int_equal(fwrite(data, 1, size, f), size);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(test_write_file(path, data, size), 0);
 }
 
 static void write_text(const char *name, const char *text) { write_file(name, text, strlen(text)); }

@@ -25,6 +25,7 @@
  * to that tensor's largest magnitude (tolerances.h, TINY_MODEL_*); the
  * largest differences seen are printed.
  */
+#include "cli_files.h"
 #include "testutil.h"
 #include "tolerances.h"
 
@@ -40,17 +41,10 @@
 
 #define TINY ATTN_SOURCE_DIR "/tests/fixtures/tiny_models"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 static attn_array load_npy(const char *model, const char *seq, const char *what, attn_dtype dtype) {
     char path[512];
     snprintf(path, sizeof path, TINY "/%s/ref/%s_%s.npy", model, seq, what);
-    attn_array a = {0};
-    assert_ok(attn_npy_load(path, &a));
-    assert_ok(attn_array_convert(&a, dtype));
-    return a;
+    return test_load_array(path, dtype);
 }
 
 /* max |got - want| / max |want| over n values (absolute when abs). */

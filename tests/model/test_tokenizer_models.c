@@ -21,10 +21,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 /* The model's tokenizer, or the test skipped with a message. */
 static attn_tokenizer *open_tokenizer(const char *name) {
     const char *path = test_model_or_skip(name);
