@@ -92,6 +92,10 @@
  *   - 0 (a struct zeroed with = {0}) is refused with a message that names
  *     the initialiser, and so is a size no version of the struct has had
  *     (above 4096 bytes) (ATTN_ERR_INVALID_ARGUMENT).
+ * Every function that takes an options struct (attn_xxx_options) takes
+ * NULL for the defaults, the initialiser's values.  The other structs are
+ * the call's content (a module's weights, the gradients asked for, a
+ * cache's sizes, a report, where a forward writes) and may not be NULL.
  * Result structs the library fills in (attn_trace, attn_paths, ...) change
  * only with the library's SONAME.
  */

@@ -37,9 +37,9 @@ uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dt
 attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt_in,
                                         attn_decoder_session **out) {
     if (out) *out = NULL;
-    if (!m || !opt_in || !out)
+    if (!m || !out)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: %s is NULL",
-                          !m ? "the decoder" : !opt_in ? "opt" : "out");
+                          !m ? "the decoder" : "out");
     static const attn_decoder_session_options defaults = ATTN_DECODER_SESSION_OPTIONS_INIT;
     attn_decoder_session_options o;
     attn_status st = options_copy(&o, sizeof o, &defaults, opt_in, "attn_decoder_session_options");

@@ -47,8 +47,7 @@ double attn_sampler_uniform(attn_sampler *s) {
 
 attn_status attn_sampler_create(const attn_sampler_options *opt_in, int64_t vocab, attn_sampler **out) {
     if (out) *out = NULL;
-    if (!opt_in || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: %s is NULL", !opt_in ? "opt" : "out");
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: out is NULL");
     static const attn_sampler_options defaults = ATTN_SAMPLER_OPTIONS_INIT;
     attn_sampler_options o;
     attn_status st = options_copy(&o, sizeof o, &defaults, opt_in, "attn_sampler_options");
