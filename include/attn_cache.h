@@ -120,9 +120,9 @@ typedef struct attn_kv_cache_config {
 
 /* Creates a cache (all its memory at once; no sequence yet) in *cache.
  * On failure *cache is NULL. */
-ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache);
+ATTN_API attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache **cache);
 /* Frees the cache and everything in it; NULL is allowed. */
-ATTN_API void attn_kv_cache_destroy(attn_kv_cache *cache);
+ATTN_API void attn_kv_cache_free(attn_kv_cache *cache);
 
 /* A new, empty sequence: its id in *seq.  ATTN_ERR_CAPACITY when all
  * max_seqs slots are taken. */

@@ -375,7 +375,7 @@ ATTN_API uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg
  * capacity positions allocated now.  ATTN_ERR_INVALID_ARGUMENT for a bad
  * option (named; opt NULL is the defaults, which lack the capacity),
  * ATTN_ERR_OUT_OF_MEMORY naming the bytes. */
-ATTN_API attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+ATTN_API attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt,
                                                  attn_decoder_session **out);
 /* Frees it (NULL is allowed). */
 ATTN_API void attn_decoder_session_free(attn_decoder_session *s);
@@ -452,7 +452,7 @@ typedef struct attn_sampler_options {
 /* A sampler for logits of vocab entries (its scratch: 16 bytes an entry);
  * opt NULL: the defaults (greedy).  ATTN_ERR_INVALID_ARGUMENT naming the
  * bad option. */
-ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
+ATTN_API attn_status attn_sampler_new(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
 ATTN_API void attn_sampler_free(attn_sampler *s);
 /* The next token from logits [vocab] into *id.  ATTN_ERR_NONFINITE when a
  * logit is NaN or all are -inf (naming the first bad one). */

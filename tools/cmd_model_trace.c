@@ -579,7 +579,7 @@ done:
     free(source.ids);
     attn_tokenizer_free(tok);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 

@@ -311,7 +311,7 @@ static attn_status read_at(const attn_npz *z, void *buf, size_t size, uint64_t o
     return ATTN_OK;
 }
 
-void attn_npz_close(attn_npz *z) {
+void attn_npz_free(attn_npz *z) {
     if (!z) return;
     for (int64_t i = 0; i < z->n; i++) free(z->members[i].name);
     free(z->members);
@@ -460,7 +460,7 @@ attn_status attn_npz_open(const char *path, attn_npz **out) {
 fail:
     free(tail);
     free(directory);
-    attn_npz_close(z);
+    attn_npz_free(z);
     return st;
 }
 

@@ -34,11 +34,11 @@ uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dt
     return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * (uint64_t)cfg->head_dim * element;
 }
 
-attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt_in,
+attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt_in,
                                         attn_decoder_session **out) {
     if (out) *out = NULL;
     if (!m || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: %s is NULL",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: %s is NULL",
                           !m ? "the decoder" : "out");
     static const attn_decoder_session_options defaults = ATTN_DECODER_SESSION_OPTIONS_INIT;
     attn_decoder_session_options o;
@@ -46,17 +46,17 @@ attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decode
     if (st) return st;
     const attn_decoder_session_options *opt = &o;
     if (opt->capacity <= 0)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.capacity is %lld: must be > 0",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.capacity is %lld: must be > 0",
                           (long long)opt->capacity);
     if (opt->kv_dtype != ATTN_F32 && opt->kv_dtype != ATTN_F16 && opt->kv_dtype != ATTN_BF16)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_session_create: opt.kv_dtype is %s: float32, float16 or bfloat16",
+                          "attn_decoder_session_new: opt.kv_dtype is %s: float32, float16 or bfloat16",
                           attn_dtype_name(opt->kv_dtype));
     if (opt->kernel != ATTN_KERNEL_AUTO && opt->kernel != ATTN_KERNEL_REF && opt->kernel != ATTN_KERNEL_FLASH)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.kernel is %d", (int)opt->kernel);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.kernel is %d", (int)opt->kernel);
     const attn_decoder_config *c = &m->cfg;
     attn_decoder_session *s = calloc(1, sizeof *s);
-    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_session_create: out of memory");
+    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_session_new: out of memory");
     attn_kv_cache_config kc = ATTN_KV_CACHE_CONFIG_INIT;
     kc.layers = c->n_layers;
     kc.kv_heads = c->n_kv_heads;
@@ -65,10 +65,10 @@ attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decode
     kc.layout = ATTN_KV_CONTIGUOUS;
     kc.max_seqs = 1;
     kc.capacity = opt->capacity;
-    st = attn_kv_cache_create(&kc, &s->cache);
+    st = attn_kv_cache_new(&kc, &s->cache);
     if (!st) st = attn_kv_cache_seq_add(s->cache, &s->seq);
     if (st) {
-        st = attn__fail(st, "attn_decoder_session_create: a KV cache of %lld positions (%.1f MiB): %s",
+        st = attn__fail(st, "attn_decoder_session_new: a KV cache of %lld positions (%.1f MiB): %s",
                         (long long)opt->capacity,
                         (double)opt->capacity * (double)attn_decoder_kv_bytes_per_token(c, opt->kv_dtype) / 1048576.0,
                         attn_last_error());
@@ -84,7 +84,7 @@ attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decode
 
 void attn_decoder_session_free(attn_decoder_session *s) {
     if (!s) return;
-    attn_kv_cache_destroy(s->cache);
+    attn_kv_cache_free(s->cache);
     free(s);
 }
 

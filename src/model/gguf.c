@@ -509,7 +509,7 @@ attn_status attn_gguf_parse(const void *buf, size_t size, attn_gguf **out) {
     if (st == ATTN_OK) st = parse_alignment(g);
     if (st == ATTN_OK) st = parse_tensors(g, &r);
     if (st != ATTN_OK) {
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         return st;
     }
     *out = g;

@@ -47,7 +47,7 @@ struct attn_gguf {
     size_t mapping_size;
 };
 
-/* Frees what attn_gguf_parse allocated (attn_gguf_close, in gguf_file.c,
+/* Frees what attn_gguf_parse allocated (attn_gguf_free, in gguf_file.c,
  * also unmaps). */
 void attn__gguf_free_tables(attn_gguf *g);
 

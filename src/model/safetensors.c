@@ -101,7 +101,7 @@ attn_status attn__safetensors_new(int64_t n_shards, attn_safetensors **out) {
     return ATTN_OK;
 }
 
-void attn_safetensors_close(attn_safetensors *st) {
+void attn_safetensors_free(attn_safetensors *st) {
     if (!st) return;
     for (int64_t i = 0; i < st->n_tensors; i++) free((char *)st->tensors[i].name);
     for (int64_t i = 0; i < st->n_meta; i++) {
@@ -441,7 +441,7 @@ attn_status attn_safetensors_parse(const void *buf, size_t size, attn_safetensor
     status = attn__safetensors_parse_shard(st, 0, buf ? buf : (const uint8_t *)"", size);
     if (status == ATTN_OK) status = attn__safetensors_finish(st);
     if (status != ATTN_OK) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return status;
     }
     *out = st;

@@ -64,7 +64,7 @@ typedef struct safetensors_index {
 attn_status attn__safetensors_index_parse(const char *json, size_t len, safetensors_index *index);
 void attn__safetensors_index_free(safetensors_index *index);
 
-/* munmap, for attn_safetensors_close (safetensors_file.c: the parser's file
+/* munmap, for attn_safetensors_free (safetensors_file.c: the parser's file
  * has no mmap of its own). */
 void attn__safetensors_unmap(void *mapping, size_t size);
 

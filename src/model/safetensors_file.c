@@ -45,14 +45,14 @@ static attn_status open_one(const char *path, attn_safetensors **out) {
     if (status != ATTN_OK) return status;
     char *copy = malloc(strlen(path) + 1);
     if (!copy) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy a path");
     }
     strcpy(copy, path);
     status = open_shard(st, 0, copy);
     if (status == ATTN_OK) status = attn__safetensors_finish(st);
     if (status != ATTN_OK) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return status;
     }
     *out = st;
@@ -105,7 +105,7 @@ static attn_status open_index(const char *path, const char *dir, size_t dir_len,
     free(listed);
     attn__safetensors_index_free(&index);
     if (status != ATTN_OK) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return status;
     }
     *out = st;

@@ -150,8 +150,8 @@ static attn_status call_mha_grads(const void *s) {
 
 static attn_status call_kv_cache_config(const void *s) {
     attn_kv_cache *c;
-    attn_status st = attn_kv_cache_create(s, &c);
-    attn_kv_cache_destroy(c);
+    attn_status st = attn_kv_cache_new(s, &c);
+    attn_kv_cache_free(c);
     return st;
 }
 
@@ -195,7 +195,7 @@ static attn_status call_decoder_outputs(const void *s) {
 
 static attn_status call_decoder_session_options(const void *s) {
     attn_decoder_session *session;
-    attn_status st = attn_decoder_session_create(tiny, s, &session);
+    attn_status st = attn_decoder_session_new(tiny, s, &session);
     if (st == ATTN_OK) st = attn_decoder_step(session, tiny_ids, 2, NULL);
     attn_decoder_session_free(session);
     return st;
@@ -203,7 +203,7 @@ static attn_status call_decoder_session_options(const void *s) {
 
 static attn_status call_sampler_options(const void *s) {
     attn_sampler *sampler;
-    attn_status st = attn_sampler_create(s, 8, &sampler);
+    attn_status st = attn_sampler_new(s, 8, &sampler);
     attn_sampler_free(sampler);
     return st;
 }
@@ -392,7 +392,7 @@ static void null_options_of_rope_cache_and_pictures(void **state) {
     cfg.capacity = S;
     attn_kv_cache *cache;
     int64_t seq;
-    assert_ok(attn_kv_cache_create(&cfg, &cache));
+    assert_ok(attn_kv_cache_new(&cfg, &cache));
     assert_ok(attn_kv_cache_seq_add(cache, &seq));
     assert_ok(attn_kv_cache_append(cache, seq, 0, &k_t, &v_t));
     const attn_sdpa_options init = ATTN_SDPA_OPTIONS_INIT;
@@ -403,7 +403,7 @@ static void null_options_of_rope_cache_and_pictures(void **state) {
         attn_tensor q1 = attn_tensor_4d(q_buf, 1, 1, HQ, D), o = attn_tensor_4d(out[i], 1, 1, HQ, D);
         assert_ok(attn_kv_cache_attend(cache, 0, 1, &seq, q_rows, &q1, opts[i], &o, lse[i]));
     }
-    attn_kv_cache_destroy(cache);
+    attn_kv_cache_free(cache);
     expect_same("attn_kv_cache_attend out", out[0], out[1], sizeof out[0]);
     expect_same("attn_kv_cache_attend lse", lse[0], lse[1], sizeof lse[0]);
 
@@ -440,7 +440,7 @@ static void null_options_of_generation(void **state) {
     for (int i = 0; i < 2; i++) {
         attn_sampler *s;
         int32_t id;
-        assert_ok(attn_sampler_create(opts[i], 5, &s));
+        assert_ok(attn_sampler_new(opts[i], 5, &s));
         assert_ok(attn_sampler_sample(s, logits, &id));
         assert_int_equal(id, 3);
         attn_sampler_free(s);
@@ -449,9 +449,9 @@ static void null_options_of_generation(void **state) {
      * initialiser's struct is, naming it. */
     const attn_decoder_session_options session = ATTN_DECODER_SESSION_OPTIONS_INIT;
     attn_decoder_session *s = NULL;
-    assert_refused(attn_decoder_session_create(tiny, NULL, &s), ATTN_ERR_INVALID_ARGUMENT, "capacity is 0");
+    assert_refused(attn_decoder_session_new(tiny, NULL, &s), ATTN_ERR_INVALID_ARGUMENT, "capacity is 0");
     assert_null(s);
-    assert_refused(attn_decoder_session_create(tiny, &session, &s), ATTN_ERR_INVALID_ARGUMENT, "capacity is 0");
+    assert_refused(attn_decoder_session_new(tiny, &session, &s), ATTN_ERR_INVALID_ARGUMENT, "capacity is 0");
     assert_null(s);
 }
 

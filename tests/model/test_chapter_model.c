@@ -232,7 +232,7 @@ static void check_model(const char *file, const char *arch) {
     model_chapter_free(&mc);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 static void test_qwen2_against_transformers(void **state) {

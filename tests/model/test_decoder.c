@@ -236,7 +236,7 @@ static attn_status tiny_config(const tiny_spec *spec, attn_decoder_config *cfg, 
     assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
     attn_status st = attn_decoder_read_config(g, cfg);
     if (st == ATTN_OK && dec) st = attn_decoder_load(g, dec);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     tiny_free(&m);
     return st;
 }
@@ -516,7 +516,7 @@ static void check_model(const char *file, const char *arch) {
     assert_ok(attn_decoder_load(g, &dec));
     print_message("%s: loaded in %.2f s, %.0f MiB of float32 weights\n", arch, test_now() - t0,
                   (double)attn_decoder_weight_bytes(dec) / 1048576.0);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     static const char *const seqs[] = {"zh", "en", "code"};
     for (size_t i = 0; i < (UNDER_SANITIZER ? 1 : sizeof seqs / sizeof seqs[0]); i++) check_sequence(dec, arch, seqs[i]);
     attn_decoder_free(dec);

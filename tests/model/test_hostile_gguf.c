@@ -279,14 +279,14 @@ static void check_bytes(const char *row, const uint8_t *data, size_t size, attn_
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_parse(data, size, &g);
     check_refusal(row, "attn_gguf_parse", st, g, want, NULL, keyword);
-    if (st == ATTN_OK) attn_gguf_close(g);
+    if (st == ATTN_OK) attn_gguf_free(g);
     char path[600];
     snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), row);
     assert_int_equal(test_write_file(path, data, size), 0);
     g = NULL;
     st = attn_gguf_open(path, &g);
     check_refusal(row, "attn_gguf_open", st, g, want, path, keyword);
-    if (st == ATTN_OK) attn_gguf_close(g);
+    if (st == ATTN_OK) attn_gguf_free(g);
     unlink(path);
 }
 
@@ -312,7 +312,7 @@ static void near_misses_are_accepted(void **state) {
     for (int i = 0; i < 15; i++) gb_array(&b, ARR, 1);
     gb_array(&b, U8, 0);
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("16-deep arrays: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_free(&b);
     /* A key of 65535 bytes; alignment 1; a tensor that ends at the file's last byte; trailing bytes after the data. */
     gb_header(&b, 3, 1, 2);
@@ -323,10 +323,10 @@ static void near_misses_are_accepted(void **state) {
     gb_tensor(&b, "w", 1, d64, T_Q8_0, 0);
     gb_zeros(&b, 68);
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("a 65535-byte key: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_zeros(&b, 5);
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("trailing bytes: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_free(&b);
 }
 
@@ -357,7 +357,7 @@ static void every_prefix(void **state) {
     valid_small(&b);
     attn_gguf *g;
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("the valid file: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     for (size_t n = 0; n < b.len; n++) {
         char row[64];
         snprintf(row, sizeof row, "prefix-%zu-of-%zu", n, b.len);

@@ -157,7 +157,7 @@ static int setup(void **state) {
     attn_gguf *g;
     assert_ok(attn_gguf_open(path, &g));
     assert_ok(attn_decoder_load(g, &gemma));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     const attn_decoder_config *c = attn_decoder_get_config(gemma);
     N = c->n_layers, V = c->vocab, Hq = c->n_heads, d = c->d_model;
     return 0;
@@ -366,7 +366,7 @@ static void test_ablate_every_head(void **state) {
     assert_ok(attn_npz_open(path, &z));
     assert_ok(attn_npz_read(z, "blocks.5.hook_attn_out", &out5));
     assert_ok(attn_npz_read(z, "blocks.4.hook_attn_out", &out4));
-    attn_npz_close(z);
+    attn_npz_free(z);
     assert_int_equal(out5.count, LEN * d);
     int64_t nonzero5 = 0, nonzero4 = 0;
     for (int64_t i = 0; i < out5.count; i++) nonzero5 += ((float *)out5.data)[i] != 0.0f;

@@ -149,14 +149,14 @@ static void valid_fields(void **state) {
     assert_string_equal(attn_safetensors_dtype_name(ATTN_SAFETENSORS_BF16), "BF16");
     assert_int_equal(attn_safetensors_dtype_size(ATTN_SAFETENSORS_C64), 8);
     assert_null(attn_safetensors_dtype_name((attn_safetensors_dtype)99));
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     /* The same from a file, through the mapping. */
     write_file("x.safetensors", b, size);
     char path[256];
     snprintf(path, sizeof path, "%s/x.safetensors", tmpdir);
     assert_ok(attn_safetensors_open(path, &st));
     assert_int_equal(attn_safetensors_n_tensors(st), 5);
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     remove_all();
     free(b);
 }
@@ -358,11 +358,11 @@ static void shards(void **state) {
     assert_ok(attn_safetensors_find_tensor(st, "z", &t));
     assert_int_equal(t.shard, 1);
     assert_int_equal(t.offset, 8 + strlen(shard_b));
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", tmpdir);
     assert_ok(attn_safetensors_open(path, &st)); /* the index itself */
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
 
     const struct {
         const char *row, *index;
@@ -416,7 +416,7 @@ static void shards(void **state) {
     write_shard("model.safetensors", shard_a, 8);
     assert_ok(attn_safetensors_open(tmpdir, &st));
     assert_int_equal(attn_safetensors_n_tensors(st), 2);
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     /* A directory given as a shard's file is refused without blocking. */
     assert_refused(attn_safetensors_open("/", &st), ATTN_ERR_IO, "directory");
     remove_all();

@@ -170,7 +170,7 @@ static void check_gguf(const char *model, attn_decoder_arch arch) {
     attn_decoder *m = NULL;
     assert_ok(attn_gguf_open(path, &g));
     assert_ok(attn_decoder_load(g, &m));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     assert_int_equal(attn_decoder_get_config(m)->arch, arch);
     check_model(m, model, label);
     attn_decoder_free(m);
@@ -250,7 +250,7 @@ static void test_rope_linear(void **state) {
     attn_decoder *m = NULL;
     assert_ok(attn_gguf_open(TINY "/llama_linear/llama_linear.gguf", &g));
     assert_ok(attn_decoder_load(g, &m));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     assert_true(attn_decoder_get_config(m)->rope_factor == 4.0);
     check_scaled(m, "llama_linear", "llama_linear.gguf", ATTN_ROPE_SCALING_LINEAR);
     attn_decoder_free(m);

@@ -74,7 +74,7 @@ static attn_status tokenizer_of(const vocab_spec *v, attn_tokenizer **out) {
     attn_status st = attn_gguf_parse(b.data, b.len, &g);
     if (st == ATTN_OK) {
         st = attn_tokenizer_from_gguf(g, out);
-        attn_gguf_close(g);
+        attn_gguf_free(g);
     }
     gb_free(&b); /* the tokenizer keeps copies */
     return st;

@@ -122,7 +122,7 @@ static void qwen_tokenizer_json(void **state) {
         assert_ok(attn_gguf_open(path, &g));
         attn_tokenizer *tg;
         assert_ok(attn_tokenizer_from_gguf(g, &tg));
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         int64_t differ = 0, types_differ = 0;
         for (int32_t id = 0; id < info.vocab_size; id++) {
             const char *a, *b;

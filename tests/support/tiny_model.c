@@ -128,7 +128,7 @@ attn_decoder *tiny_load(const tiny_model *m) {
     assert_ok(attn_gguf_parse(m->file.data, m->file.len, &g));
     attn_decoder *dec;
     assert_ok(attn_decoder_load(g, &dec));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return dec;
 }
 

@@ -718,7 +718,7 @@ static void cli_report_of_a_model_run(void **state) {
     free(maps);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* ------------------------------------------- a model's run with its paths */
@@ -1026,7 +1026,7 @@ static void cli_report_model_paths_in_chromium(void **state) {
     qkv_free(&b);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* --------------------------------------------------- errors (no browser) */
