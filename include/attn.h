@@ -112,6 +112,13 @@
  * cache's sizes, a report, where a forward writes) and may not be NULL.
  * Result structs the library fills in (attn_trace, attn_paths, ...) change
  * only with the library's SONAME.
+ * Lifecycle: an object made in memory comes from X_new (attn_kv_cache_new,
+ * attn_decoder_session_new, attn_sampler_new), one read from a file or a
+ * buffer from X_open, X_load or X_parse; every such handle is released by
+ * X_free (NULL allowed).  The writers of files (attn_output_open,
+ * attn_npz_create) end with X_commit or X_discard instead.  A function
+ * renamed keeps its former name, exported and marked ATTN_DEPRECATED
+ * (attn_export.h), until 1.0.
  */
 #ifndef ATTN_H
 #define ATTN_H

@@ -123,6 +123,11 @@ typedef struct attn_kv_cache_config {
 ATTN_API attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache **cache);
 /* Frees the cache and everything in it; NULL is allowed. */
 ATTN_API void attn_kv_cache_free(attn_kv_cache *cache);
+/* Deprecated names, until 1.0: the two above under their former names. */
+ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache)
+    ATTN_DEPRECATED("renamed attn_kv_cache_new");
+ATTN_API void attn_kv_cache_destroy(attn_kv_cache *cache) ATTN_DEPRECATED("renamed attn_kv_cache_free");
+/* End of the deprecated names. */
 
 /* A new, empty sequence: its id in *seq.  ATTN_ERR_CAPACITY when all
  * max_seqs slots are taken. */

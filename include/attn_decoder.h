@@ -376,9 +376,14 @@ ATTN_API uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg
  * option (named; opt NULL is the defaults, which lack the capacity),
  * ATTN_ERR_OUT_OF_MEMORY naming the bytes. */
 ATTN_API attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt,
-                                                 attn_decoder_session **out);
+                                              attn_decoder_session **out);
 /* Frees it (NULL is allowed). */
 ATTN_API void attn_decoder_session_free(attn_decoder_session *s);
+/* Deprecated names, until 1.0: attn_decoder_session_new under its former name. */
+ATTN_API attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                                 attn_decoder_session **out)
+    ATTN_DEPRECATED("renamed attn_decoder_session_new");
+/* End of the deprecated names. */
 /* Forgets every position (the next step is at position 0 again); keeps the
  * memory.  Also the way out of a failed step (below). */
 ATTN_API attn_status attn_decoder_session_reset(attn_decoder_session *s);
@@ -454,6 +459,10 @@ typedef struct attn_sampler_options {
  * bad option. */
 ATTN_API attn_status attn_sampler_new(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
 ATTN_API void attn_sampler_free(attn_sampler *s);
+/* Deprecated names, until 1.0: attn_sampler_new under its former name. */
+ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out)
+    ATTN_DEPRECATED("renamed attn_sampler_new");
+/* End of the deprecated names. */
 /* The next token from logits [vocab] into *id.  ATTN_ERR_NONFINITE when a
  * logit is NaN or all are -inf (naming the first bad one). */
 ATTN_API attn_status attn_sampler_sample(attn_sampler *s, const float *logits, int32_t *id);

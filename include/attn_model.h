@@ -174,6 +174,9 @@ ATTN_API attn_status attn_gguf_parse(const void *buf, size_t size, attn_gguf **o
 
 /* Frees the tables and unmaps the file (NULL is allowed). */
 ATTN_API void attn_gguf_free(attn_gguf *g);
+/* Deprecated names, until 1.0: attn_gguf_free under its former name. */
+ATTN_API void attn_gguf_close(attn_gguf *g) ATTN_DEPRECATED("renamed attn_gguf_free");
+/* End of the deprecated names. */
 
 ATTN_API void attn_gguf_describe(const attn_gguf *g, attn_gguf_info *info);
 

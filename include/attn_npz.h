@@ -58,6 +58,9 @@ typedef struct attn_npz_member {
  * stored or deflated, an encrypted or multi-disk archive). */
 ATTN_API attn_status attn_npz_open(const char *path, attn_npz **out);
 ATTN_API void attn_npz_free(attn_npz *z); /* NULL allowed */
+/* Deprecated names, until 1.0: attn_npz_free under its former name. */
+ATTN_API void attn_npz_close(attn_npz *z) ATTN_DEPRECATED("renamed attn_npz_free");
+/* End of the deprecated names. */
 ATTN_API int64_t attn_npz_count(const attn_npz *z);
 ATTN_API attn_status attn_npz_member_at(const attn_npz *z, int64_t i, attn_npz_member *m);
 

@@ -124,6 +124,9 @@ ATTN_API attn_status attn_safetensors_open(const char *path, attn_safetensors **
 
 /* Frees the tables and unmaps the files (NULL is allowed). */
 ATTN_API void attn_safetensors_free(attn_safetensors *st);
+/* Deprecated names, until 1.0: attn_safetensors_free under its former name. */
+ATTN_API void attn_safetensors_close(attn_safetensors *st) ATTN_DEPRECATED("renamed attn_safetensors_free");
+/* End of the deprecated names. */
 
 ATTN_API int64_t attn_safetensors_n_tensors(const attn_safetensors *st);
 ATTN_API int64_t attn_safetensors_n_shards(const attn_safetensors *st);

@@ -355,7 +355,7 @@ class Model:
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         sampler = _core.sampler_new(float(temperature), int(top_k), float(top_p),
-                                       int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
+                                    int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
         session = self.session(ids.size + max_tokens, kv_dtype=kv_dtype)
         ends = set(self.end_ids()) if stop_at_eos and self.config["tokenizer"] else set()
 
@@ -386,7 +386,7 @@ class Session:
             raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
         self.model = model
         self._session = _core.session_new(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
-                                             _KERNELS[kernel])
+                                          _KERNELS[kernel])
 
     @property
     def position(self) -> int:

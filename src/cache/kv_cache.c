@@ -231,6 +231,13 @@ void attn_kv_cache_free(attn_kv_cache *c) {
     free(c);
 }
 
+/* Deprecated names, until 1.0 (attn_cache.h). */
+attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache) {
+    return attn_kv_cache_new(config, cache);
+}
+void attn_kv_cache_destroy(attn_kv_cache *cache) { attn_kv_cache_free(cache); }
+/* End of the deprecated names. */
+
 /* ------------------------------------------------------------ sequences */
 
 attn_status attn__kv_cache_check_seq(const attn_kv_cache *c, const char *fn, int64_t seq, int64_t layer) {

@@ -320,6 +320,10 @@ void attn_npz_free(attn_npz *z) {
     free(z);
 }
 
+/* Deprecated names, until 1.0 (attn_npz.h). */
+void attn_npz_close(attn_npz *z) { attn_npz_free(z); }
+/* End of the deprecated names. */
+
 /* The zip64 extra field (id 1) of a central entry: the 64-bit values of
  * the fields that read 0xffffffff, in the order usize, csize, offset. */
 static attn_status read_zip64_extra(const attn_npz *z, const uint8_t *extra, size_t n, npz_member *m,

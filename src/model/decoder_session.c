@@ -35,7 +35,7 @@ uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dt
 }
 
 attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt_in,
-                                        attn_decoder_session **out) {
+                                     attn_decoder_session **out) {
     if (out) *out = NULL;
     if (!m || !out)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: %s is NULL",
@@ -87,6 +87,13 @@ void attn_decoder_session_free(attn_decoder_session *s) {
     attn_kv_cache_free(s->cache);
     free(s);
 }
+
+/* Deprecated names, until 1.0 (attn_decoder.h). */
+attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                        attn_decoder_session **out) {
+    return attn_decoder_session_new(m, opt, out);
+}
+/* End of the deprecated names. */
 
 attn_status attn_decoder_session_reset(attn_decoder_session *s) {
     if (!s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_reset: the session is NULL");

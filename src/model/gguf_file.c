@@ -42,3 +42,7 @@ void attn_gguf_free(attn_gguf *g) {
     if (g->mapping) munmap(g->mapping, g->mapping_size);
     free(g);
 }
+
+/* Deprecated names, until 1.0 (attn_model.h). */
+void attn_gguf_close(attn_gguf *g) { attn_gguf_free(g); }
+/* End of the deprecated names. */

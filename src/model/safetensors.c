@@ -120,6 +120,10 @@ void attn_safetensors_free(attn_safetensors *st) {
     free(st);
 }
 
+/* Deprecated names, until 1.0 (attn_safetensors.h). */
+void attn_safetensors_close(attn_safetensors *st) { attn_safetensors_free(st); }
+/* End of the deprecated names. */
+
 /* ---------------------------------------------------------------- parsing */
 
 /* A JSON number that is an exact integer in [0, max]: *out. */

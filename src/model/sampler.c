@@ -90,6 +90,12 @@ void attn_sampler_free(attn_sampler *s) {
     free(s);
 }
 
+/* Deprecated names, until 1.0 (attn_decoder.h). */
+attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out) {
+    return attn_sampler_new(opt, vocab, out);
+}
+/* End of the deprecated names. */
+
 /* Larger logit first; the lower id among equals (a total order, so the
  * result does not depend on the sort's algorithm). */
 static int before(const candidate *a, const candidate *b) {

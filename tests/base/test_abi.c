@@ -11,6 +11,8 @@
  *     size, so AddressSanitizer sees any read past them).
  *   - NULL options: every function that takes an options struct computes,
  *     given NULL, exactly what it computes given the initialiser's struct.
+ *   - the former names of the lifecycle functions (X_new / X_free since
+ *     0.3) still link and do what the new names do, until 1.0.
  * (attn_ring_options, in libattn_mpi, goes through the same copy; the ring
  * is tested through mpirun in tests/dist.)
  */
@@ -21,7 +23,11 @@
 #include "attn_cache.h"
 #include "attn_decoder.h"
 #include "attn_interp.h"
+#include "attn_io.h"
+#include "attn_model.h"
+#include "attn_npz.h"
 #include "attn_rope.h"
+#include "attn_safetensors.h"
 #include "attn_viz.h"
 
 #include <stddef.h>
@@ -455,6 +461,63 @@ static void null_options_of_generation(void **state) {
     assert_null(s);
 }
 
+/* ========================================================= former names */
+
+/* Deprecated names, until 1.0: each former name (declared with
+ * ATTN_DEPRECATED, still exported) runs its new name's function. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void former_names_still_work(void **state) {
+    (void)state;
+    attn_kv_cache_config cfg = ATTN_KV_CACHE_CONFIG_INIT;
+    cfg.layers = cfg.kv_heads = cfg.max_seqs = 1;
+    cfg.head_dim = D;
+    cfg.capacity = 4;
+    attn_kv_cache *cache;
+    int64_t seq;
+    assert_ok(attn_kv_cache_create(&cfg, &cache));
+    assert_ok(attn_kv_cache_seq_add(cache, &seq));
+    attn_kv_cache_destroy(cache);
+    assert_refused(attn_kv_cache_create(NULL, &cache), ATTN_ERR_INVALID_ARGUMENT, "config is NULL");
+
+    attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    so.capacity = 4;
+    attn_decoder_session *session;
+    assert_ok(attn_decoder_session_create(tiny, &so, &session));
+    assert_int_equal(attn_decoder_session_capacity(session), 4);
+    attn_decoder_session_free(session);
+
+    const float logits[3] = {0.5f, 1.5f, -1.0f};
+    attn_sampler *sampler;
+    int32_t id;
+    assert_ok(attn_sampler_create(NULL, 3, &sampler));
+    assert_ok(attn_sampler_sample(sampler, logits, &id));
+    assert_int_equal(id, 1);
+    attn_sampler_free(sampler);
+
+    tiny_model m;
+    tiny_build(&m, &TINY_QWEN, 3);
+    attn_gguf *g;
+    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
+    attn_gguf_close(g);
+    tiny_free(&m);
+
+    const float values[2] = {1.0f, 2.0f};
+    attn_array a = {.dtype = ATTN_F32, .ndim = 1, .shape = {2}, .count = 2, .data = (void *)values};
+    attn_npz_writer *w;
+    assert_ok(attn_npz_create(test_path("former.npz"), 0, &w));
+    assert_ok(attn_npz_add(w, "x", &a));
+    assert_ok(attn_npz_commit(w));
+    attn_npz *z;
+    assert_ok(attn_npz_open(test_path("former.npz"), &z));
+    assert_int_equal(attn_npz_count(z), 1);
+    attn_npz_close(z);
+
+    attn_safetensors_close(NULL); /* NULL allowed, as attn_safetensors_free's */
+}
+#pragma GCC diagnostic pop
+/* End of the deprecated names. */
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(struct_size_rule_everywhere),
@@ -462,6 +525,7 @@ int main(void) {
         cmocka_unit_test(null_options_of_the_module_and_interp),
         cmocka_unit_test(null_options_of_rope_cache_and_pictures),
         cmocka_unit_test(null_options_of_generation),
+        cmocka_unit_test(former_names_still_work),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
