@@ -71,8 +71,8 @@
  * Thread safety.  A cache has no lock.  Calls that only read it
  * (attn_kv_cache_view, attn_kv_cache_attend, the queries) may run
  * concurrently with each other; a call that changes it (append, seq_add,
- * seq_fork, seq_free, destroy) must not run concurrently with any other
- * call on the same cache, even for another sequence (they share the pool).
+ * seq_fork, seq_free, free) must not run concurrently with any other call
+ * on the same cache, even for another sequence (they share the pool).
  * Distinct caches are independent.  Views stay valid until the next call
  * that changes the cache.
  *
