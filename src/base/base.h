@@ -118,23 +118,24 @@ static inline attn_status options_copy(void *dst, size_t dst_size, const void *d
     if (!src) return ATTN_OK;
     size_t src_size;
     memcpy(&src_size, src, sizeof src_size); /* struct_size, the first member */
-    const bool patch = strcmp(name, "attn_patch") == 0; /* made by a function, not a macro */
-    char init[64] = "ATTN_"; /* attn_sdpa_options -> ATTN_SDPA_OPTIONS_INIT */
-    size_t n = 5;
-    for (const char *c = name + 5; *c && n < sizeof init - 6; c++)
-        init[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
-    memcpy(init + n, "_INIT", 6);
-    if (src_size < sizeof(size_t))
+    if (src_size < sizeof(size_t) || src_size > OPTIONS_SIZE_MAX) {
+        const bool patch = strcmp(name, "attn_patch") == 0; /* made by a function, not a macro */
+        char init[64] = "ATTN_"; /* attn_sdpa_options -> ATTN_SDPA_OPTIONS_INIT */
+        size_t n = 5;
+        for (const char *c = name + 5; *c && n < sizeof init - 6; c++)
+            init[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        memcpy(init + n, "_INIT", 6);
+        if (src_size > OPTIONS_SIZE_MAX)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                              "%s: struct_size is %zu, more than any version of it has (at most %d here): "
+                              "initialise it with %s",
+                              name, src_size, OPTIONS_SIZE_MAX, patch ? "attn_patch_make" : init);
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                           "%s: struct_size is %zu; initialise it with %s (%s x = %s;) before "
                           "setting fields",
                           name, src_size, patch ? "attn_patch_make" : init, name,
                           patch ? "attn_patch_make(kind, hook)" : init);
-    if (src_size > OPTIONS_SIZE_MAX)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "%s: struct_size is %zu, more than any version of it has (at most %d here): "
-                          "initialise it with %s",
-                          name, src_size, OPTIONS_SIZE_MAX, patch ? "attn_patch_make" : init);
+    }
     if (src_size > dst_size) {
         /* A caller built against a newer header: its newer fields must be
          * unused, or the call would silently ignore what the caller asked. */
