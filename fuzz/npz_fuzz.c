@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 attn_array_free(&a);
             }
         }
-        attn_npz_close(z);
+        attn_npz_free(z);
     }
     close(fd);
     return 0;

@@ -169,13 +169,16 @@ typedef struct attn_gguf_info {
 ATTN_API attn_status attn_gguf_open(const char *path, attn_gguf **out);
 
 /* Parses a complete GGUF image held in memory.  The buffer is not copied:
- * it must stay unchanged and alive until attn_gguf_close.  A buffer aligned
+ * it must stay unchanged and alive until attn_gguf_free.  A buffer aligned
  * to the file's alignment keeps the tensors aligned as well (they need not
  * be: every read is byte-wise). */
 ATTN_API attn_status attn_gguf_parse(const void *buf, size_t size, attn_gguf **out);
 
 /* Frees the tables and unmaps the file (NULL is allowed). */
-ATTN_API void attn_gguf_close(attn_gguf *g);
+ATTN_API void attn_gguf_free(attn_gguf *g);
+/* Deprecated names, until 1.0: attn_gguf_free under its former name. */
+ATTN_API void attn_gguf_close(attn_gguf *g) ATTN_DEPRECATED("renamed attn_gguf_free");
+/* End of the deprecated names. */
 
 ATTN_API void attn_gguf_describe(const attn_gguf *g, attn_gguf_info *info);
 

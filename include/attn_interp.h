@@ -383,6 +383,7 @@ typedef struct attn_nullspace_result {
 /*   weights: [S], non-negative (a row of hook_pattern)
  *   values:  [S, width] row-major (the v rows this query reads)
  *   visible: [S] nonzero = the key may carry weight, or NULL (all)
+ *   opt:     or NULL: ATTN_NULLSPACE_OPTIONS_INIT (tolerance 0)
  *   moved:   [S] written: the row w' found (w itself when nothing moves) */
 ATTN_API attn_status attn_nullspace_search(const float *weights, const float *values, int64_t keys,
                                   int64_t width, const uint8_t *visible,

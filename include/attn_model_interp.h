@@ -76,7 +76,7 @@ ATTN_API attn_status attn_model_hooks_matching(int64_t n_layers, const char *pat
  *   kind                  each selected row becomes
  *   ATTN_MODEL_PATCH_SOURCE   the source run's row at the source position
  *                         (activation patching; the source recorded first,
- *                         attn_model_record_create)
+ *                         attn_model_record_new)
  *   ATTN_MODEL_ABLATE_ZERO    0
  *   ATTN_MODEL_ABLATE_MEAN    the head's mean over every position of this
  *                         run, taken before any row of it is written (not
@@ -112,7 +112,7 @@ typedef struct attn_model_record attn_model_record;
 /* Runs ids [S] (the source) and keeps the tensors the SOURCE patches among
  * patches[n_patches] name (the others are ignored).  *out: free with
  * attn_model_record_free. */
-ATTN_API attn_status attn_model_record_create(const attn_decoder *m, const int32_t *ids, int64_t S,
+ATTN_API attn_status attn_model_record_new(const attn_decoder *m, const int32_t *ids, int64_t S,
                                               const attn_model_patch *patches, int n_patches,
                                               attn_model_record **out);
 ATTN_API void attn_model_record_free(attn_model_record *r); /* NULL is allowed */

@@ -174,7 +174,7 @@ static int generate(const generate_args *a) {
         rc = cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
         goto done;
     }
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     g = NULL;
     const attn_decoder_config *c = attn_decoder_get_config(m);
     const size_t text_len = strlen(a->text);
@@ -196,8 +196,8 @@ static int generate(const generate_args *a) {
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = (int64_t)n_prompt + a->max_tokens;
     so.kv_dtype = a->kv_dtype;
-    if (attn_decoder_session_create(m, &so, &session) ||
-        attn_sampler_create(&a->sampling, c->vocab, &sampler)) {
+    if (attn_decoder_session_new(m, &so, &session) ||
+        attn_sampler_new(&a->sampling, c->vocab, &sampler)) {
         rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
@@ -254,7 +254,7 @@ done:
     attn_decoder_session_free(session);
     attn_decoder_free(m);
     attn_tokenizer_free(tok);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     free(ids);
     free(logits);
     return rc;

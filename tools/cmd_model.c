@@ -197,7 +197,7 @@ static int model_info(const char *path) {
         return cli_data_error("model", "%s", attn_last_error());
     if (!hf && attn_decoder_read_config(g, &c)) {
         const int rc = cli_data_error("model", "%s: %s", path, attn_last_error());
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         return rc;
     }
     const char *name = "";
@@ -264,8 +264,8 @@ static int model_info(const char *path) {
     printf("  weights        %.3f M parameters: %.2f MiB as float32 at load (the %s: %.2f MiB)\n",
            (double)params / 1e6, (double)params * 4.0 / 1048576.0, g ? "file" : "tensors' data",
            (double)file_bytes / 1048576.0);
-    attn_gguf_close(g);
-    attn_safetensors_close(st);
+    attn_gguf_free(g);
+    attn_safetensors_free(st);
     return CLI_OK;
 }
 
@@ -367,7 +367,7 @@ done:
     free(hidden);
     free(best);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 

@@ -470,7 +470,7 @@ static int trace_main(const trace_cli *o) {
     /* The clean run, and the source's own (its next token, for reference). */
     if (attn_model_run(m, target.ids, target.L, NULL, clean) ||
         (source.L && attn_model_run(m, source.ids, source.L, NULL, source_logits)) ||
-        (any_source && attn_model_record_create(m, source.ids, source.L, patches, o->n_patches, &record))) {
+        (any_source && attn_model_record_new(m, source.ids, source.L, patches, o->n_patches, &record))) {
         rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
@@ -579,7 +579,7 @@ done:
     free(source.ids);
     attn_tokenizer_free(tok);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 

@@ -49,7 +49,7 @@ static int npz_list(const char *path) {
                m.deflated ? "deflated" : "stored", (unsigned long long)m.stored_size);
         attn_array_free(&a);
     }
-    attn_npz_close(z);
+    attn_npz_free(z);
     return rc;
 }
 
@@ -60,7 +60,7 @@ static int npz_get(const char *path, const char *name, const char *out) {
     int rc = CLI_OK;
     if (attn_npz_read(z, name, &a) || attn_npy_save(out, &a)) rc = cli_data_error("npz", "%s", attn_last_error());
     attn_array_free(&a);
-    attn_npz_close(z);
+    attn_npz_free(z);
     return rc;
 }
 

@@ -41,7 +41,7 @@ static attn_tokenizer *load_tokenizer(const char *cmd, const char *path) {
     }
     attn_tokenizer *t;
     attn_status st = attn_tokenizer_from_gguf(g, &t);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     if (st != ATTN_OK) {
         cli_data_error(cmd, "--model '%s': %s", path, attn_last_error());
         return NULL;

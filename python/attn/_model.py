@@ -341,8 +341,8 @@ class Model:
         max_tokens = int(max_tokens)
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-        sampler = _core.sampler_create(float(temperature), int(top_k), float(top_p),
-                                       int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
+        sampler = _core.sampler_new(float(temperature), int(top_k), float(top_p),
+                                    int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
         session = self.session(ids.size + max_tokens, kv_dtype=kv_dtype)
         ends = set(self.end_ids()) if stop_at_eos and self.config["tokenizer"] else set()
 
@@ -372,8 +372,8 @@ class Session:
         if kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
         self.model = model
-        self._session = _core.session_create(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
-                                             _KERNELS[kernel])
+        self._session = _core.session_new(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
+                                          _KERNELS[kernel])
 
     @property
     def position(self) -> int:

@@ -109,7 +109,7 @@ static attn_status open_model(const char *path, model_handle *h) {
     attn_status st = attn_gguf_open(path, &g);
     if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
     if (st == ATTN_OK) st = attn_decoder_load(g, &h->decoder);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return st;
 }
 
@@ -529,11 +529,11 @@ static void session_free(PyObject *capsule) {
     Py_XDECREF(model);
 }
 
-PyDoc_STRVAR(session_create_doc,
-             "session_create(handle, capacity: int, kv_dtype: int, kernel: int) -> capsule\n--\n\n"
-             "attn_decoder_session_create; private (attn.Model.session is the API).");
+PyDoc_STRVAR(session_new_doc,
+             "session_new(handle, capacity: int, kv_dtype: int, kernel: int) -> capsule\n--\n\n"
+             "attn_decoder_session_new; private (attn.Model.session is the API).");
 
-static PyObject *session_create(PyObject *self, PyObject *args) {
+static PyObject *session_new(PyObject *self, PyObject *args) {
     PyObject *capsule;
     long long capacity;
     int kv_dtype, kernel;
@@ -548,7 +548,7 @@ static PyObject *session_create(PyObject *self, PyObject *args) {
     attn_decoder_session *s = NULL;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = attn_decoder_session_create(h->decoder, &opt, &s);
+    st = attn_decoder_session_new(h->decoder, &opt, &s);
     Py_END_ALLOW_THREADS
     if (st != ATTN_OK) {
         raise_status(st, NULL);
@@ -661,11 +661,11 @@ static void sampler_free(PyObject *capsule) {
     free(h);
 }
 
-PyDoc_STRVAR(sampler_create_doc,
-             "sampler_create(temperature: float, top_k: int, top_p: float, seed: int, vocab: int) -> capsule\n"
-             "--\n\nattn_sampler_create; private.");
+PyDoc_STRVAR(sampler_new_doc,
+             "sampler_new(temperature: float, top_k: int, top_p: float, seed: int, vocab: int) -> capsule\n"
+             "--\n\nattn_sampler_new; private.");
 
-static PyObject *sampler_create(PyObject *self, PyObject *args) {
+static PyObject *sampler_new(PyObject *self, PyObject *args) {
     double temperature, top_p;
     long long top_k, vocab;
     unsigned long long seed;
@@ -679,7 +679,7 @@ static PyObject *sampler_create(PyObject *self, PyObject *args) {
     sampler_handle *h = calloc(1, sizeof *h);
     if (!h) return PyErr_NoMemory();
     h->vocab = (Py_ssize_t)vocab;
-    attn_status st = attn_sampler_create(&opt, vocab, &h->sampler);
+    attn_status st = attn_sampler_new(&opt, vocab, &h->sampler);
     if (st != ATTN_OK) {
         free(h);
         raise_status(st, NULL);
@@ -787,10 +787,10 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
     {"hook_parse", hook_parse, METH_VARARGS, hook_parse_doc},
     {"hook_names", hook_names, METH_VARARGS, hook_names_doc},
-    {"session_create", session_create, METH_VARARGS, session_create_doc},
+    {"session_new", session_new, METH_VARARGS, session_new_doc},
     {"session_step", session_step, METH_VARARGS, session_step_doc},
     {"session_state", session_state, METH_VARARGS, session_state_doc},
     {"session_reset", session_reset, METH_VARARGS, session_reset_doc},
-    {"sampler_create", sampler_create, METH_VARARGS, sampler_create_doc},
+    {"sampler_new", sampler_new, METH_VARARGS, sampler_new_doc},
     {"sampler_sample", sampler_sample, METH_VARARGS, sampler_sample_doc},
     {NULL, NULL, 0, NULL}};

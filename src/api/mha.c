@@ -22,7 +22,8 @@
 attn_status attn__mha_resolve(const attn_mha *m, attn_mha *r) {
     attn_status st;
     if (!m) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "mha module is NULL");
-    if ((st = options_copy(r, sizeof *r, m, "attn_mha"))) return st;
+    static const attn_mha defaults = ATTN_MHA_INIT;
+    if ((st = options_copy(r, sizeof *r, &defaults, m, "attn_mha"))) return st;
     if (!r->kv_heads) r->kv_heads = r->heads;
     if (!r->value_dim) r->value_dim = r->head_dim;
     if (!r->d_context) r->d_context = r->d_model;

@@ -182,8 +182,8 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
         mul_overflows(cells, p->len_kv, &cells) || cells > INT64_MAX / (int64_t)sizeof(double))
         return attn__fail(ATTN_ERR_OVERFLOW, "the score table B*Hq*L*S overflows");
 
-    if (opt && (st = options_copy(&p->opt, sizeof p->opt, opt, "attn_sdpa_options"))) return st;
-    if (!opt) p->opt.struct_size = sizeof p->opt;
+    static const attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
+    if ((st = options_copy(&p->opt, sizeof p->opt, &defaults, opt, "attn_sdpa_options"))) return st;
     const attn_sdpa_options *o = &p->opt;
     if (!(o->scale >= 0.0f) || isinf(o->scale))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "scale must be a positive finite number, got %g",

@@ -118,12 +118,8 @@ static attn_status check_q_out(const attn_kv_cache *c, const attn_tensor *q, con
 
 static attn_status check_options(const attn_sdpa_options *opt, attn_sdpa_options *o) {
     static const char fn[] = "attn_kv_cache_attend";
-    if (!opt) {
-        attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
-        *o = defaults;
-        return ATTN_OK;
-    }
-    attn_status st = options_copy(o, sizeof *o, opt, "attn_sdpa_options");
+    static const attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
+    attn_status st = options_copy(o, sizeof *o, &defaults, opt, "attn_sdpa_options");
     if (st) return st;
     if (o->mask || o->bias || o->key_lengths)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,

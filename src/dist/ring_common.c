@@ -643,12 +643,14 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
     attn_status st = mine_status;
     if (st == ATTN_OK && ((rp->rank == 0 && !all) || !rp->kv_shards))
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate the shard table");
-    if (st == ATTN_OK && opt) st = options_copy(&o, sizeof o, opt, "attn_ring_options");
+    static const attn_ring_options ring_defaults = ATTN_RING_OPTIONS_INIT;
+    static const attn_sdpa_options sdpa_defaults = ATTN_SDPA_OPTIONS_INIT;
+    if (st == ATTN_OK) st = options_copy(&o, sizeof o, &ring_defaults, opt, "attn_ring_options");
     /* Every wait from here on is bounded, this first agreement included. */
     rp->timeout_s = o.timeout_seconds > 0 ? o.timeout_seconds
                     : o.timeout_seconds < 0 ? INFINITY
                                             : ATTN_RING_DEFAULT_TIMEOUT_SECONDS;
-    if (st == ATTN_OK && o.sdpa) st = options_copy(&rp->sdpa, sizeof rp->sdpa, o.sdpa, "attn_sdpa_options");
+    if (st == ATTN_OK) st = options_copy(&rp->sdpa, sizeof rp->sdpa, &sdpa_defaults, o.sdpa, "attn_sdpa_options");
     if (st == ATTN_OK) st = check_local(q, k, v, out, &o, &rp->sdpa);
     if (st == ATTN_OK) describe(q, k, v, &o, &rp->sdpa, extra_flags, mine);
     if ((st = attn__ring_agree_within(comm, st, NULL, rp->timeout_s))) goto fail;

@@ -31,7 +31,7 @@ struct attn_gguf {
     size_t mapping_size;
 };
 
-/* Frees what attn_gguf_parse allocated, not g itself (attn_gguf_close, in
+/* Frees what attn_gguf_parse allocated, not g itself (attn_gguf_free, in
  * gguf_file.c, also unmaps). */
 void attn__gguf_free_tables(attn_gguf *g);
 

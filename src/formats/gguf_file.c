@@ -36,9 +36,13 @@ attn_status attn_gguf_open(const char *path, attn_gguf **out) {
     return ATTN_OK;
 }
 
-void attn_gguf_close(attn_gguf *g) {
+void attn_gguf_free(attn_gguf *g) {
     if (!g) return;
     attn__gguf_free_tables(g);
     if (g->mapping) munmap(g->mapping, g->mapping_size);
     free(g);
 }
+
+/* Deprecated names, until 1.0 (attn_gguf.h). */
+void attn_gguf_close(attn_gguf *g) { attn_gguf_free(g); }
+/* End of the deprecated names. */

@@ -311,7 +311,7 @@ static attn_status read_at(const attn_npz *z, void *buf, size_t size, uint64_t o
     return ATTN_OK;
 }
 
-void attn_npz_close(attn_npz *z) {
+void attn_npz_free(attn_npz *z) {
     if (!z) return;
     for (int64_t i = 0; i < z->n; i++) free(z->members[i].name);
     free(z->members);
@@ -319,6 +319,10 @@ void attn_npz_close(attn_npz *z) {
     free(z->path);
     free(z);
 }
+
+/* Deprecated names, until 1.0 (attn_npz.h). */
+void attn_npz_close(attn_npz *z) { attn_npz_free(z); }
+/* End of the deprecated names. */
 
 /* The zip64 extra field (id 1) of a central entry: the 64-bit values of
  * the fields that read 0xffffffff, in the order usize, csize, offset. */
@@ -460,7 +464,7 @@ attn_status attn_npz_open(const char *path, attn_npz **out) {
 fail:
     free(tail);
     free(directory);
-    attn_npz_close(z);
+    attn_npz_free(z);
     return st;
 }
 

@@ -44,7 +44,7 @@ struct attn_safetensors {
 /* An empty set with room for n_shards shards. */
 attn_status attn__safetensors_new(int64_t n_shards, attn_safetensors **out);
 /* Frees st and all it holds but the shards' mappings, which the parser
- * never makes: attn_safetensors_close (safetensors_file.c) unmaps them
+ * never makes: attn_safetensors_free (safetensors_file.c) unmaps them
  * first.  NULL is allowed. */
 void attn__safetensors_free(attn_safetensors *st);
 /* Parses the image base[0 .. size) as shard `shard` of st (its tensors are

@@ -2,7 +2,7 @@
  * safetensors_file.c — safetensors files mapped read-only and parsed from
  * the mapping (safetensors.c), one file or the shards of a checkpoint's
  * index (model.safetensors.index.json), checked against the index; and
- * attn_safetensors_close, which unmaps them (the parser below never maps).
+ * attn_safetensors_free, which unmaps them (the parser below never maps).
  *
  * Files are opened as every input of attn is (src/io/file.h): regular
  * files only, without blocking.
@@ -15,12 +15,16 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-void attn_safetensors_close(attn_safetensors *st) {
+void attn_safetensors_free(attn_safetensors *st) {
     if (!st) return;
     for (int64_t i = 0; i < st->n_shards; i++)
         if (st->shards[i].mapping) munmap(st->shards[i].mapping, st->shards[i].size);
     attn__safetensors_free(st);
 }
+
+/* Deprecated names, until 1.0 (attn_safetensors.h). */
+void attn_safetensors_close(attn_safetensors *st) { attn_safetensors_free(st); }
+/* End of the deprecated names. */
 
 static char *join_path(const char *dir, size_t dir_len, const char *file) {
     const size_t n = strlen(file);
@@ -51,14 +55,14 @@ static attn_status open_one(const char *path, attn_safetensors **out) {
     if (status != ATTN_OK) return status;
     char *copy = malloc(strlen(path) + 1);
     if (!copy) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy a path");
     }
     strcpy(copy, path);
     status = open_shard(st, 0, copy);
     if (status == ATTN_OK) status = attn__safetensors_finish(st);
     if (status != ATTN_OK) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return status;
     }
     *out = st;
@@ -111,7 +115,7 @@ static attn_status open_index(const char *path, const char *dir, size_t dir_len,
     free(listed);
     attn__safetensors_index_free(&index);
     if (status != ATTN_OK) {
-        attn_safetensors_close(st);
+        attn_safetensors_free(st);
         return status;
     }
     *out = st;

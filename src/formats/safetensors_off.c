@@ -15,7 +15,10 @@ attn_status attn_safetensors_open(const char *path, attn_safetensors **out) {
     if (out) *out = NULL;
     return cjson_off("attn_safetensors_open");
 }
+void attn_safetensors_free(attn_safetensors *st) { (void)st; }
+/* Deprecated names, until 1.0 (attn_safetensors.h). */
 void attn_safetensors_close(attn_safetensors *st) { (void)st; }
+/* End of the deprecated names. */
 int64_t attn_safetensors_n_tensors(const attn_safetensors *st) { (void)st; return 0; }
 int64_t attn_safetensors_n_shards(const attn_safetensors *st) { (void)st; return 0; }
 attn_status attn_safetensors_tensor_at(const attn_safetensors *st, int64_t index, attn_safetensors_tensor *info) {

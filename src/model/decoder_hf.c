@@ -479,7 +479,7 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
         goto done;
     for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(weights, row, m, l, &m->layers[l]);
 done:
-    attn_safetensors_close(weights);
+    attn_safetensors_free(weights);
     if (st) {
         attn_decoder_free(m);
         return st;

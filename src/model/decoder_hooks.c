@@ -53,7 +53,7 @@ attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook_point *p
 }
 
 int attn__decoder_hook_wanted(const attn_decoder_outputs *out, attn_decoder_hook_point point) {
-    return out->struct_size == sizeof(attn_decoder_outputs) && out->tensor_hook &&
+    return out->tensor_hook &&
            (out->tensor_hook_points & (1u << point));
 }
 

@@ -74,12 +74,6 @@ typedef struct results {
     float *out, *w, *lse, *dq, *dk, *dv, *dsinks;
 } results;
 
-static float *nan_filled(int64_t n) {
-    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t e = 0; e < n; e++) x[e] = NAN; /* anything left unwritten shows */
-    return x;
-}
-
 static void results_free(results *r) {
     free(r->out); free(r->w); free(r->lse); free(r->dq); free(r->dk); free(r->dv); free(r->dsinks);
     *r = (results){0};
@@ -97,9 +91,9 @@ static int64_t n_v(const oracle_case *c) { return c->B * c->S * c->Hkv * c->Dv; 
 static void run(const random_case *rc, const float *dout, attn_kernel kernel, int threads, results *res) {
     const oracle_case *c = &rc->c;
     *res = (results){0};
-    res->out = nan_filled(n_out(c));
-    res->w = nan_filled(n_w(c));
-    res->lse = nan_filled(n_lse(c));
+    res->out = test_nan_filled(n_out(c));
+    res->w = test_nan_filled(n_w(c));
+    res->lse = test_nan_filled(n_lse(c));
     attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
     attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
     attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);
@@ -110,10 +104,10 @@ static void run(const random_case *rc, const float *dout, attn_kernel kernel, in
     if (attn_sdpa_forward(&q, &k, &v, &opt, &o, res->w, res->lse) != ATTN_OK)
         fail_msg("forward: %s", attn_last_error());
     if (!dout) return;
-    res->dq = nan_filled(n_q(c));
-    res->dk = nan_filled(n_k(c));
-    res->dv = nan_filled(n_v(c));
-    res->dsinks = c->sinks ? nan_filled(c->Hq) : NULL;
+    res->dq = test_nan_filled(n_q(c));
+    res->dk = test_nan_filled(n_k(c));
+    res->dv = test_nan_filled(n_v(c));
+    res->dsinks = c->sinks ? test_nan_filled(c->Hq) : NULL;
     attn_tensor dot = attn_tensor_4d((float *)dout, c->B, c->L, c->Hq, c->Dv);
     attn_tensor dq = attn_tensor_4d(res->dq, c->B, c->L, c->Hq, c->D);
     attn_tensor dk = attn_tensor_4d(res->dk, c->B, c->S, c->Hkv, c->D);

@@ -83,12 +83,6 @@ typedef struct results {
     float *out, *w, *lse, *dq, *dk, *dv;
 } results;
 
-static float *nan_filled(int64_t n) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    for (int64_t e = 0; e < n; e++) x[e] = NAN; /* anything left unwritten shows */
-    return x;
-}
-
 static void results_free(results *r) {
     free(r->out); free(r->w); free(r->lse); free(r->dq); free(r->dk); free(r->dv);
 }
@@ -97,12 +91,12 @@ static void results_free(results *r) {
  * from that forward's out and lse, both on `kernel` with `threads`. */
 static void run(const random_case *rc, const float *dout, attn_kernel kernel, int threads, results *res) {
     const oracle_case *c = &rc->c;
-    res->out = nan_filled(c->B * c->L * c->Hq * c->Dv);
-    res->w = nan_filled(c->B * c->Hq * c->L * c->S);
-    res->lse = nan_filled(c->B * c->Hq * c->L);
-    res->dq = dout ? nan_filled(c->B * c->L * c->Hq * c->D) : NULL;
-    res->dk = dout ? nan_filled(c->B * c->S * c->Hkv * c->D) : NULL;
-    res->dv = dout ? nan_filled(c->B * c->S * c->Hkv * c->Dv) : NULL;
+    res->out = test_nan_filled(c->B * c->L * c->Hq * c->Dv);
+    res->w = test_nan_filled(c->B * c->Hq * c->L * c->S);
+    res->lse = test_nan_filled(c->B * c->Hq * c->L);
+    res->dq = dout ? test_nan_filled(c->B * c->L * c->Hq * c->D) : NULL;
+    res->dk = dout ? test_nan_filled(c->B * c->S * c->Hkv * c->D) : NULL;
+    res->dv = dout ? test_nan_filled(c->B * c->S * c->Hkv * c->Dv) : NULL;
     attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
     attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
     attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);

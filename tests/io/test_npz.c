@@ -27,15 +27,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/npz"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not say '%s'", attn_last_error(), keyword);
-}
-
 typedef struct sample {
     const char *name;
     attn_array a;
@@ -103,7 +94,7 @@ static void read_and_compare(const char *path, const sample *s, int n, int defla
     }
     attn_array none = {0};
     assert_refused(attn_npz_read(z, "nope", &none), ATTN_ERR_INVALID_ARGUMENT, "no array 'nope'");
-    attn_npz_close(z);
+    attn_npz_free(z);
 }
 
 /* Deflate needs zlib at build time; without it the deflated cases are
@@ -220,7 +211,7 @@ static void test_refusals(void **state) {
     assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "CRC-32");
     assert_ok(attn_npz_read(z, "ids", &a)); /* the other member is intact */
     attn_array_free(&a);
-    attn_npz_close(z);
+    attn_npz_free(z);
     /* Truncated: the end record is gone. */
     const char *cut = test_path("cut.npz");
     assert_ok(attn_output_write_file(cut, bytes, n - 10));
@@ -246,7 +237,7 @@ static void test_refusals(void **state) {
         free(bytes);
         assert_ok(attn_npz_open(big, &z));
         assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "more than deflate");
-        attn_npz_close(z);
+        attn_npz_free(z);
     }
     free_samples(s, SAMPLES);
 }

@@ -43,28 +43,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/generate"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not name '%s'", attn_last_error(), keyword);
-}
-
-/* A decoder of spec with random weights (support/tiny_model.h). */
-static attn_decoder *tiny_decoder(const tiny_spec *spec, uint64_t seed) {
-    tiny_model m;
-    tiny_build(&m, spec, seed);
-    attn_gguf *g;
-    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
-    attn_decoder *dec;
-    assert_ok(attn_decoder_load(g, &dec));
-    attn_gguf_close(g);
-    tiny_free(&m);
-    return dec;
-}
-
 /* ============================================ session against forward */
 
 /* max |a - b| / max(1, max |b|) over n. */
@@ -86,7 +64,7 @@ static void session_logits(const attn_decoder *dec, const int32_t *ids, int64_t 
     opt.capacity = L;
     opt.kv_dtype = kv_dtype;
     attn_decoder_session *s;
-    assert_ok(attn_decoder_session_create(dec, &opt, &s));
+    assert_ok(attn_decoder_session_new(dec, &opt, &s));
     static const int64_t chunks[] = {3, 1, 4};
     int64_t pos = 0;
     for (int i = 0; pos < L; i++) {
@@ -201,7 +179,7 @@ static void check_step_hooks(const tiny_spec *spec, attn_dtype kv_dtype, double 
     opt.capacity = L + 1;
     opt.kv_dtype = kv_dtype;
     attn_decoder_session *s;
-    assert_ok(attn_decoder_session_create(dec, &opt, &s));
+    assert_ok(attn_decoder_session_new(dec, &opt, &s));
     double worst = 0.0;
     static const int64_t chunks[] = {3, 1, 4};
     for (int64_t i = 0, pos = 0; pos < L; i++) {
@@ -257,16 +235,17 @@ static void test_session_errors(void **state) {
     const int64_t V = TINY_QWEN.V;
     attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
     attn_decoder_session *s = NULL;
-    assert_refused(attn_decoder_session_create(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT, "capacity");
+    assert_refused(attn_decoder_session_new(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT, "capacity");
     assert_null(s);
     opt.capacity = 4;
     opt.kv_dtype = ATTN_F64;
-    assert_refused(attn_decoder_session_create(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT, "kv_dtype");
+    assert_refused(attn_decoder_session_new(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT, "kv_dtype");
     opt.kv_dtype = ATTN_F32;
-    opt.struct_size = 8;
-    assert_refused(attn_decoder_session_create(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT, "struct_size");
+    opt.struct_size = 0;
+    assert_refused(attn_decoder_session_new(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT,
+                   "ATTN_DECODER_SESSION_OPTIONS_INIT");
     opt.struct_size = sizeof opt;
-    assert_ok(attn_decoder_session_create(dec, &opt, &s));
+    assert_ok(attn_decoder_session_new(dec, &opt, &s));
     assert_int_equal(attn_decoder_session_capacity(s), 4);
     float *a = malloc((size_t)V * sizeof(float)), *b = malloc((size_t)V * sizeof(float));
     const int32_t ids[5] = {1, 2, 3, 4, 5}, bad[2] = {1, 37};
@@ -316,7 +295,7 @@ static attn_sampler *sampler(double temperature, int64_t top_k, double top_p, ui
     o.top_p = top_p;
     o.seed = seed;
     attn_sampler *s;
-    assert_ok(attn_sampler_create(&o, V, &s));
+    assert_ok(attn_sampler_new(&o, V, &s));
     return s;
 }
 
@@ -466,22 +445,22 @@ static void test_sampler_errors(void **state) {
     (void)state;
     attn_sampler_options o = ATTN_SAMPLER_OPTIONS_INIT;
     attn_sampler *s = NULL;
-    assert_refused(attn_sampler_create(&o, 0, &s), ATTN_ERR_INVALID_ARGUMENT, "vocab");
+    assert_refused(attn_sampler_new(&o, 0, &s), ATTN_ERR_INVALID_ARGUMENT, "vocab");
     assert_null(s);
     o.temperature = -1;
-    assert_refused(attn_sampler_create(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "temperature");
+    assert_refused(attn_sampler_new(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "temperature");
     o.temperature = NAN;
-    assert_refused(attn_sampler_create(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "temperature");
+    assert_refused(attn_sampler_new(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "temperature");
     o.temperature = 1;
     o.top_k = -2;
-    assert_refused(attn_sampler_create(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "top_k");
+    assert_refused(attn_sampler_new(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "top_k");
     o.top_k = 0;
     o.top_p = 0;
-    assert_refused(attn_sampler_create(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "top_p");
+    assert_refused(attn_sampler_new(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "top_p");
     o.top_p = 1.5;
-    assert_refused(attn_sampler_create(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "top_p");
+    assert_refused(attn_sampler_new(&o, 4, &s), ATTN_ERR_INVALID_ARGUMENT, "top_p");
     o.top_p = 1;
-    assert_ok(attn_sampler_create(&o, 4, &s));
+    assert_ok(attn_sampler_new(&o, 4, &s));
     int32_t id = -1;
     const float nan_logits[4] = {0, 1, NAN, 2}, dead[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     assert_refused(attn_sampler_sample(s, nan_logits, &id), ATTN_ERR_NONFINITE, "logit 2 is NaN");
@@ -522,7 +501,7 @@ static void check_model(const char *file, const char *arch) {
     assert_ok(attn_gguf_open(path, &g));
     attn_decoder *dec;
     assert_ok(attn_decoder_load(g, &dec));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     const int64_t V = attn_decoder_get_config(dec)->vocab;
     char line[4096];
     int prompts = 0;
@@ -541,7 +520,7 @@ static void check_model(const char *file, const char *arch) {
         attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
         opt.capacity = L;
         attn_decoder_session *s;
-        assert_ok(attn_decoder_session_create(dec, &opt, &s));
+        assert_ok(attn_decoder_session_new(dec, &opt, &s));
         attn_sampler *greedy = sampler(0.0, 0, 1.0, 0, V);
         float *got = malloc((size_t)(L * V) * sizeof(float));
         memcpy(seq, prompt, (size_t)Lp * sizeof *seq);

@@ -13,6 +13,7 @@
  * the merges' tokens and the specials; the SPM one's are listed in spm_vocab.
  */
 #include "testutil.h"
+#include "tokenizer_fixture.h"
 #include "gguf_builder.h"
 
 #include "attn_tokenizer.h"
@@ -22,15 +23,6 @@
 #include <string.h>
 
 enum { GGUF_U32 = 4, GGUF_I32 = 5, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9 };
-
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want || !strstr(attn_last_error(), keyword))
-        fail_msg("status %d (want %d), message \"%s\" (want \"%s\")", (int)st, (int)want, attn_last_error(), keyword);
-}
 
 /* ------------------------------------------------------ building a GGUF */
 
@@ -82,7 +74,7 @@ static attn_status tokenizer_of(const vocab_spec *v, attn_tokenizer **out) {
     attn_status st = attn_gguf_parse(b.data, b.len, &g);
     if (st == ATTN_OK) {
         st = attn_tokenizer_from_gguf(g, out);
-        attn_gguf_close(g);
+        attn_gguf_free(g);
     }
     gb_free(&b); /* the tokenizer keeps copies */
     return st;
@@ -133,18 +125,11 @@ static vocab_spec bpe_spec(void) {
 
 /* Byte-level BPE needs PCRE2: a build without it refuses the vocabulary,
  * and these tests are skipped with a message. */
-static void skip_without_pcre2(attn_status st) {
-    if (st == ATTN_ERR_UNSUPPORTED && strstr(attn_last_error(), "without PCRE2")) {
-        print_message("skipped: %s\n", attn_last_error());
-        skip();
-    }
-}
-
 static attn_tokenizer *bpe_tokenizer(void) {
     vocab_spec v = bpe_spec();
     attn_tokenizer *t;
     attn_status st = tokenizer_of(&v, &t);
-    skip_without_pcre2(st);
+    tok_skip_without_pcre2(st);
     assert_ok(st);
     return t;
 }

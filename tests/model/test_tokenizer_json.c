@@ -33,21 +33,10 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void skip_without_pcre2(attn_status st) {
-    if (st == ATTN_ERR_UNSUPPORTED && strstr(attn_last_error(), "without PCRE2")) {
-        print_message("skipped: %s\n", attn_last_error());
-        skip();
-    }
-}
-
 static attn_tokenizer *from_file(const char *path) {
     attn_tokenizer *t = NULL;
     attn_status st = attn_tokenizer_from_json_file(path, &t);
-    skip_without_pcre2(st);
+    tok_skip_without_pcre2(st);
     assert_ok(st);
     return t;
 }
@@ -108,7 +97,7 @@ static void qwen_tokenizer_json(void **state) {
     attn_tokenizer *t = NULL;
     attn_status st = attn_tokenizer_from_json(json, n, &t);
     free(json);
-    skip_without_pcre2(st);
+    tok_skip_without_pcre2(st);
     assert_ok(st);
     attn_tokenizer_info info;
     attn_tokenizer_describe(t, &info);
@@ -133,7 +122,7 @@ static void qwen_tokenizer_json(void **state) {
         assert_ok(attn_gguf_open(path, &g));
         attn_tokenizer *tg;
         assert_ok(attn_tokenizer_from_gguf(g, &tg));
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         int64_t differ = 0, types_differ = 0;
         for (int32_t id = 0; id < info.vocab_size; id++) {
             const char *a, *b;
@@ -203,7 +192,7 @@ static void byte_built_file_works(void **state) {
     char *json = base_json();
     attn_tokenizer *t;
     attn_status st = attn_tokenizer_from_json(json, strlen(json), &t);
-    skip_without_pcre2(st);
+    tok_skip_without_pcre2(st);
     assert_ok(st);
     int32_t ids[16];
     size_t n;
@@ -355,7 +344,7 @@ static void hostile_files(void **state) {
     char *json = base_json();
     attn_tokenizer *t;
     attn_status st = attn_tokenizer_from_json(json, strlen(json), &t);
-    skip_without_pcre2(st);
+    tok_skip_without_pcre2(st);
     assert_ok(st);
     attn_tokenizer_free(t);
     size_t failures = 0;

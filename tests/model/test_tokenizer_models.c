@@ -21,10 +21,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/tokenizer/"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 /* The model's tokenizer, or the test skipped with a message. */
 static attn_tokenizer *open_tokenizer(const char *name) {
     const char *path = test_model_or_skip(name);
@@ -32,7 +28,7 @@ static attn_tokenizer *open_tokenizer(const char *name) {
     assert_ok(attn_gguf_open(path, &g));
     attn_tokenizer *t;
     attn_status status = attn_tokenizer_from_gguf(g, &t);
-    attn_gguf_close(g); /* the tokenizer keeps what it needs */
+    attn_gguf_free(g); /* the tokenizer keeps what it needs */
     if (status == ATTN_ERR_UNSUPPORTED && strstr(attn_last_error(), "without PCRE2")) {
         print_message("skipped: %s\n", attn_last_error());
         skip();

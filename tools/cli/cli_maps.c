@@ -349,7 +349,7 @@ done:
     free(text);
     attn_tokenizer_free(tok);
     attn_decoder_free(dec);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 

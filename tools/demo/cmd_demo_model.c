@@ -317,6 +317,6 @@ done:
     model_chapter_free(&mc);
     attn_tokenizer_free(tok);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }

@@ -139,13 +139,12 @@ attn_status attn_model_run(const attn_decoder *m, const int32_t *ids, int64_t L,
     if (!m || !ids || !logits)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_model_run: %s is NULL",
                           !m ? "the decoder" : !ids ? "ids" : "logits");
-    attn_model_run_options o = ATTN_MODEL_RUN_OPTIONS_INIT;
-    if (opt) {
-        const attn_status st = options_copy(&o, sizeof o, opt, "attn_model_run_options");
-        if (st) return st;
-    }
+    const attn_model_run_options defaults = ATTN_MODEL_RUN_OPTIONS_INIT;
+    attn_model_run_options o;
+    attn_status st = options_copy(&o, sizeof o, &defaults, opt, "attn_model_run_options");
+    if (st) return st;
     const attn_decoder_config *cfg = attn_decoder_get_config(m);
-    attn_status st = attn__model_patches_check(o.patches, o.n_patches, cfg->n_layers, o.source != NULL);
+    st = attn__model_patches_check(o.patches, o.n_patches, cfg->n_layers, o.source != NULL);
     if (st) return st;
     if (o.sweep_layer < -1 || o.sweep_layer >= cfg->n_layers)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "sweep_layer %lld: -1, or a layer of the model's %lld",

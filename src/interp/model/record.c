@@ -1,5 +1,5 @@
 /*
- * record.c — a source run's tensors (attn_model_record_create): the
+ * record.c — a source run's tensors (attn_model_record_new): the
  * forward with a tensor hook that keeps a copy of each tensor the SOURCE
  * patches name, and finding them again; and the check of a patch list
  * that both the recording and a patched run make (attn__model_patches_check).
@@ -50,7 +50,7 @@ attn_status attn__model_patches_check(const attn_model_patch *patches, int n, in
                               "a pattern or score row cannot take (use zero ablation, or ablate hook_z)", i);
         if (p->kind == ATTN_MODEL_PATCH_SOURCE && !have_source)
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patch %d: %s copies from a source run, and none was "
-                              "given (attn_model_record_create)", i, name);
+                              "given (attn_model_record_new)", i, name);
     }
     return ATTN_OK;
 }
@@ -123,10 +123,10 @@ attn_status attn__model_record(const attn_decoder *m, const int32_t *ids, int64_
     return st;
 }
 
-attn_status attn_model_record_create(const attn_decoder *m, const int32_t *ids, int64_t S,
+attn_status attn_model_record_new(const attn_decoder *m, const int32_t *ids, int64_t S,
                                      const attn_model_patch *patches, int n_patches, attn_model_record **out) {
     if (!m || !ids || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_model_record_create: %s is NULL",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_model_record_new: %s is NULL",
                           !m ? "the decoder" : !ids ? "ids" : "out");
     *out = NULL;
     const attn_status checked = attn__model_patches_check(patches, n_patches, attn_decoder_get_config(m)->n_layers, true);
