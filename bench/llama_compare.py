@@ -9,7 +9,9 @@ run      runs CMD (one `attn model bench --csv` or `llama-bench -o csv` process,
          one test, one repetition), its stdout into RAW.csv's folder, and
          appends a row to RAW.csv: the tokens/s the program printed (attn:
          median_tps; llama-bench: avg_ts), the process's peak resident memory
-         (wait4's ru_maxrss) and its wall time.  Test "start" is a process
+         and its wall time.  The memory is /usr/bin/time's %M (ru_maxrss),
+         else wait4's: a child's ru_maxrss counts the image it was forked
+         from, about 1 MiB of /usr/bin/time's but 15 MiB of this script's.  Test "start" is a process
          that loads the model and decodes one token: its wall time is the
          figure.  Exits with CMD's status (128 + the signal when one ended it).
 summary  prints, per model and thread count, a Markdown table of the medians
@@ -59,6 +61,10 @@ def run(args):
     folder = os.path.dirname(os.path.abspath(opts["raw"]))
     stem = "%s-%s-t%s-r%s-%s" % (opts["engine"].replace(" ", "_"), os.path.basename(opts["model"]),
                                   opts["threads"], opts["round"], opts["test"])
+    rss_file = os.path.join(folder, stem + ".rss")
+    timed = os.access("/usr/bin/time", os.X_OK)
+    if timed:
+        cmd = ["/usr/bin/time", "-f", "%M", "-o", rss_file] + cmd
     with open(os.path.join(folder, stem + ".out"), "w+") as out, \
             open(os.path.join(folder, stem + ".err"), "w") as err:
         start = time.monotonic()
@@ -69,7 +75,12 @@ def run(args):
         out.seek(0)
         text = out.read()
     code = os.waitstatus_to_exitcode(status)
-    code = 128 - code if code < 0 else code
+    code = 128 - code if code < 0 else code  # /usr/bin/time exits with 128 + the signal itself
+    peak_kib = usage.ru_maxrss
+    if timed:
+        with open(rss_file) as f:
+            lines = f.read().split()
+        peak_kib = int(lines[-1]) if lines and lines[-1].isdigit() else peak_kib
     value = None
     if code == 0:
         value = wall if opts["test"] == "start" else tokens_per_s(opts["kind"], text)
@@ -83,11 +94,11 @@ def run(args):
             w.writerow(RAW_FIELDS)
         w.writerow([opts["engine"], opts["model"], opts["threads"], opts["round"], opts["test"],
                     "" if value is None or opts["test"] == "start" else "%.3f" % value, "%.3f" % wall,
-                    usage.ru_maxrss * 1024, code, note])
+                    peak_kib * 1024, code, note])
     shown = "failed (%s; %s)" % (note, os.path.join(folder, stem + ".err")) if code else \
         "%.3f s" % value if opts["test"] == "start" else "%.2f t/s" % value
     print("  round %s  %-14s %-22s %s, peak RSS %.0f MiB" % (opts["round"], opts["test"], opts["engine"], shown,
-                                                              usage.ru_maxrss / 1024.0), flush=True)
+                                                              peak_kib / 1024.0), flush=True)
     return code
 
 

@@ -6,7 +6,8 @@
 #
 # usage: bench/llama_compare.sh [--threads LIST] [--rounds N] [--models LIST]
 #                               [--tests LIST] [--quick] [--kv f16|f32]
-#                               [--repack LIST] [--wait-policy P] [--csv FILE]
+#                               [--repack LIST] [--wait-policy P] [--busy-core C]
+#                               [--csv FILE]
 #
 #   --threads LIST   thread counts, comma-separated (default 1,2)
 #   --rounds N       rounds (default 5): each round runs every test once with
@@ -28,6 +29,9 @@
 #                    and the table says so
 #   --wait-policy P  OMP_WAIT_POLICY for both (default PASSIVE; "unset" leaves
 #                    it unset: OpenMP's default, spinning)
+#   --busy-core C    a busy loop pinned to CPU C (taskset) for the whole run,
+#                    the way another process holding a core shares a host:
+#                    threads must not make a run slower then (issue 34)
 #   --csv FILE       the summary, one row per model, threads, test and program
 #
 # What each test is, for both programs (one process per test and round, one
@@ -61,10 +65,11 @@ kv=f16
 repack_list=1
 wait_policy=PASSIVE
 csv=
+busy_core=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) tests=pp128,tg32,start; rounds=2; threads_list=1; shift ;;
-    --threads|--rounds|--models|--tests|--kv|--repack|--wait-policy|--csv)
+    --threads|--rounds|--models|--tests|--kv|--repack|--wait-policy|--busy-core|--csv)
       [ $# -ge 2 ] || { echo "llama_compare.sh: $1 needs a value" >&2; exit 2; }
       case "$1" in
         --threads) threads_list=$2 ;;
@@ -74,6 +79,7 @@ while [ $# -gt 0 ]; do
         --kv) kv=$2 ;;
         --repack) repack_list=$2 ;;
         --wait-policy) wait_policy=$2 ;;
+        --busy-core) busy_core=$2 ;;
         --csv) csv=$2 ;;
       esac
       shift 2 ;;
@@ -86,6 +92,7 @@ fail() { echo "llama_compare.sh: $*" >&2; exit 2; }
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || fail "--rounds takes a count >= 1, not '$rounds'"
 case "$kv" in f16|f32) ;; *) fail "--kv takes f16 or f32, not '$kv'" ;; esac
 [[ $repack_list =~ ^[01](,[01])?$ ]] || fail "--repack takes 1, 0 or 1,0, not '$repack_list'"
+[ -z "$busy_core" ] || taskset -c "$busy_core" true 2> /dev/null || fail "--busy-core: no CPU '$busy_core' to pin to"
 IFS=, read -r -a test_names <<< "$tests"
 for t in "${test_names[@]}"; do
   [[ $t =~ ^((pp|tg)[1-9][0-9]*(@d[0-9]+)?|start)$ ]] || fail "--tests: '$t' is not ppP, tgN, ppP@dD, tgN@dD or start"
@@ -141,6 +148,12 @@ echo "# both: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}, KV cache $kv, threads
 echo "# llama.cpp: llama-bench's defaults otherwise (flash attention auto, batch 2048, ubatch 512, mmap);"\
      "repack ${repack_list}"
 echo "# raw measurements: $work"
+if [ -n "$busy_core" ]; then
+  taskset -c "$busy_core" sh -c 'while :; do :; done' &
+  busy_pid=$!
+  trap 'kill "$busy_pid" 2> /dev/null' EXIT
+  echo "# a busy loop pinned to CPU $busy_core (pid $busy_pid) runs beside every measurement"
+fi
 
 # test name -> llama-bench's (and attn model bench's) -p -n -d
 test_flags() {
