@@ -144,7 +144,7 @@ echo "# attn: $("$attn" --version 2>&1 | head -1) ($attn)"
 ggml_version=$(sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))$/\2/p' "$src/ggml/CMakeLists.txt" | paste -sd. -)
 echo "# llama.cpp: $("$llama" --version 2>&1 | sed -n 's/^version: //p'), ggml $ggml_version, from llama-cpp-python"\
      "$llama_cpp_version's sdist; $("$llama" --version 2>&1 | sed -n 's/^built with //p'); Release, -march=native, OpenMP, static"
-echo "# both: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}, KV cache $kv, threads ${threads_list}, $rounds rounds, tests ${tests}"
+echo "# both: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}, KV cache $kv, threads ${threads_list}, rounds $rounds, tests ${tests}"
 echo "# llama.cpp: llama-bench's defaults otherwise (flash attention auto, batch 2048, ubatch 512, mmap);"\
      "repack ${repack_list}"
 echo "# raw measurements: $work"

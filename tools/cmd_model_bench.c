@@ -258,7 +258,8 @@ static int bench(const bench_args *a) {
     int32_t *ids = malloc((size_t)longest * sizeof *ids);
     float *logits = malloc((size_t)c->vocab * sizeof *logits);
     double *tps = malloc((size_t)a->rounds * sizeof *tps);
-    char *samples = malloc((size_t)a->rounds * 16 + 1);
+    const size_t samples_size = (size_t)a->rounds * 32 + 1;
+    char *samples = malloc(samples_size);
     if (!ids || !logits || !tps || !samples) {
         rc = cli_data_error(CMD, "out of memory");
         goto done;
@@ -296,8 +297,10 @@ static int bench(const bench_args *a) {
         }
         size_t used = 0;
         samples[0] = '\0';
-        for (int64_t r = 0; r < a->rounds; r++)
-            used += (size_t)snprintf(samples + used, 16, "%s%.2f", r ? " " : "", tps[r]);
+        for (int64_t r = 0; r < a->rounds && used < samples_size; r++) {
+            const int n = snprintf(samples + used, samples_size - used, "%s%.2f", r ? " " : "", tps[r]);
+            used += n > 0 ? (size_t)n : 0;
+        }
         qsort(tps, (size_t)a->rounds, sizeof *tps, compare_doubles);
         const int64_t h = a->rounds / 2;
         const double median = a->rounds % 2 ? tps[h] : 0.5 * (tps[h - 1] + tps[h]);
