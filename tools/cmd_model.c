@@ -46,7 +46,8 @@ static void model_help(FILE *out) {
     "       attn model run MODEL (--ids ID,ID,... | --text STR) [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
-    "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
+    "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
+    "       attn model bench OPTIONS         (they are listed by attn model bench --help)\n\n"
     "A decoder-only language model (%s), run in\n"
     "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
@@ -72,7 +73,9 @@ static void model_help(FILE *out) {
     "  trace             activations under TransformerLens hook names into an .npz cache; activation\n"
     "                    patching, head ablation, KL and logit difference (attn model trace --help)\n"
     "  generate          continues a text, streaming it as the tokens come, through attn's KV cache\n"
-    "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n\n"
+    "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n"
+    "  bench             prefill and decode tokens/s, load time and peak memory, as llama.cpp's llama-bench\n"
+    "                    measures them (pp512, tg128, at depths: attn model bench --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
@@ -372,9 +375,10 @@ done:
 }
 
 int cmd_model(int argc, char **argv) {
-    /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c. */
+    /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c; bench: cmd_model_bench.c. */
     if (argc >= 2 && strcmp(argv[1], "trace") == 0) return cmd_model_trace(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "generate") == 0) return cmd_model_generate(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0) return cmd_model_bench(argc - 1, argv + 1);
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
         const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
@@ -420,9 +424,9 @@ int cmd_model(int argc, char **argv) {
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
     const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
     if (!info && !run) {
-        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate"};
-        const char *guess = cli_nearest_name(action, strlen(action), actions, 5);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace and generate", action,
+        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate", "bench"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 6);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace, generate and bench", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);

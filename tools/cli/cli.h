@@ -55,6 +55,8 @@ int cmd_model_trace(int argc, char **argv);
 int cmd_npz(int argc, char **argv);
 /* attn model generate (tools/cmd_generate.c): argv[0] is "generate". */
 int cmd_model_generate(int argc, char **argv);
+/* attn model bench (tools/cmd_model_bench.c): argv[0] is "bench". */
+int cmd_model_bench(int argc, char **argv);
 
 /* "attn CMD: message" plus a pointer to --help on stderr; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
