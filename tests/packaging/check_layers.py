@@ -76,16 +76,11 @@ PUBLIC = {
 # (the file, what it includes) or a cycle (its files, as the message names
 # them).  An exception that no longer occurs fails too: delete its line.
 EXCEPTIONS = {
-    ("base/logits", "base/problem"):
-        "attn__problem_init calls attn__logits_check, and logits.h needs problem.h's sdpa_problem",
 }
 # Known cycles of calls.  The object files depend on the build's options
 # (the portable build compiles other ISA tables), so one missing here is not
 # an error.
 CALL_EXCEPTIONS = {
-    ("flash/dispatch", "isa/x86_avx2/ukernels", "isa/x86_avx512/ukernels"):
-        "portable builds: an ISA compiled out names its table with flash/dispatch.c's attn__ukernels_absent, "
-        "which the dispatch table reads back (issue 32, item 5: the ISA registry moves into src/isa/)",
 }
 # ---------------------------------------------------------------------------
 
