@@ -8,6 +8,8 @@
  */
 #include "dist/ring_internal.h"
 
+#include "base/visibility.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -673,13 +675,6 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
     }
     if ((st = attn__ring_agree_within(comm, check_options(rp, q, k, v), NULL, rp->timeout_s))) goto fail;
 
-    rp->max_key_length = rp->len_kv;
-    if (rp->sdpa.key_lengths) {
-        rp->max_key_length = 0;
-        for (int64_t b = 0; b < rp->batch; b++)
-            if (rp->sdpa.key_lengths[b] > rp->max_key_length)
-                rp->max_key_length = rp->sdpa.key_lengths[b];
-    }
     rp->piece_rows = o.piece_rows;
     if (rp->piece_rows == 0) {
         rp->piece_rows = (rp->q_shard.rows + 3) / 4;
@@ -769,22 +764,22 @@ void attn__ring_slices_free(ring_slices *s) {
 }
 
 bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk) {
-    const attn_sdpa_options *o = &rp->sdpa;
     if (lq <= 0 || lk <= 0) return false;
-    /* Query g's diagonal is key g + offset (global positions); the keys a
-     * run of queries may see form one interval [lo, hi] around the
-     * diagonals of its first and last query. */
-    const int64_t offset = o->align == ATTN_ALIGN_LOWER_RIGHT ? rp->len_kv - rp->len_q : 0;
-    const int64_t first = qs + offset, last = qs + lq - 1 + offset;
-    int64_t lo = INT64_MIN, hi = rp->max_key_length - 1;
-    if (o->causal && last < hi) hi = last;
-    if (o->window) { /* saturated: window sides may be anything up to INT64_MAX */
-        if (o->window_left >= 0) lo = sat_sub(first, o->window_left);
-        if (o->window_right >= 0 && sat_add(last, o->window_right) < hi) hi = last + o->window_right;
+    /* The piece the kernel would be given for the two runs, placed at their
+     * global positions (as attn__ring_piece_options places it): the keys
+     * its rows may see are base/visibility's to say. */
+    sdpa_problem piece = {.batch = rp->batch, .len_q = lq, .len_kv = lk, .opt = rp->sdpa};
+    piece.opt.query_start = qs;
+    piece.opt.key_start = ks;
+    piece.opt.total_len_q = rp->len_q;
+    piece.opt.total_len_kv = rp->len_kv;
+    piece.diagonal_offset = problem_diagonal_offset(&piece.opt, lq, lk);
+    for (int64_t b = 0; b < rp->batch; b++) {
+        int64_t begin, end;
+        visibility_rows_key_range(&piece, b, 0, lq, &begin, &end);
+        if (begin < end) return true;
     }
-    if (lo < ks) lo = ks;
-    if (hi > ks + lk - 1) hi = ks + lk - 1;
-    return lo <= hi;
+    return false;
 }
 
 /* -------------------------------------------------------- blocks, exchange */
