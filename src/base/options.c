@@ -9,11 +9,21 @@
  *   what ring attention compares across ranks and what it refuses
  *     (src/dist/ring_common.c, by the ranks column)
  *
- * A new option of attn_sdpa_options is a field in attn.h, a row here (in
- * the place its --help line should take), and its kernel support.  The
- * interfaces follow by its kind; a new kind needs its parser in each
- * (the CLI, Python's _core and _options.py) and its record in the ring.
- * Python's stub lists the keyword once, in its AttentionOptions.
+ * A new option of attn_sdpa_options is:
+ *   its field in include/attn.h, its check in base/problem.c and its
+ *     kernel support (what it means);
+ *   a row here, in the place its --help line should take; its kind makes
+ *     the flag's parsing and the Python keyword's (a number, a switch, a
+ *     choice, a position, a window: nothing more to write), its ranks
+ *     column what ring attention does with it;
+ *   its keyword's line in python/attn/__init__.pyi's AttentionOptions and
+ *     in attn.sdpa's docstring (tests/python/test_options.py says so when
+ *     either is missing);
+ *   for an array read from a file, its loader in the CLI
+ *     (cli_load_attention_inputs and path_of, tools/cli/cli_attention.c);
+ *   for a kind that is new, its parser in the CLI (take_option), in
+ *     Python's _core (fill_option) and attn/_options.py (_value), and its
+ *     record in the ring (option_values, record_option).
  *
  * Order: the flags' order in --help within each group, and the order in
  * which the ring reports the first option ranks disagree on.
