@@ -43,6 +43,37 @@ def test_the_stub_lists_the_tables_keywords():
         "(src/base/options.c), in its order")
 
 
+def literal_names(annotation, aliases):
+    """The strings of the Literal[...]s an annotation names, through the
+    stub's aliases (Kernel = Literal[...]), in order."""
+    names = []
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name) and node.id in aliases:
+            names += literal_names(aliases[node.id], aliases)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.append(node.value)
+    return names
+
+
+def test_the_stubs_choices_are_the_tables():
+    """A choice's keyword (kernel, align, precision) is typed with exactly
+    its row's names, and causal takes the alignments' names: a name added
+    to the table is added to the stub."""
+    module = stub()
+    aliases = {n.targets[0].id: n.value for n in module.body
+               if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    options = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "AttentionOptions")
+    typed = {n.target.id: n.annotation for n in options.body if isinstance(n, ast.AnnAssign)}
+    rows = {row["python"]: row for row in attn._core.sdpa_options() if row["python"]}
+    checked = 0
+    for keyword, row in rows.items():
+        if row["kind"] == "choice":
+            assert literal_names(typed[keyword], aliases) == list(row["choices"]), keyword
+            checked += 1
+    assert checked >= 3
+    assert literal_names(typed["causal"], aliases) == list(rows["align"]["choices"])
+
+
 def test_every_attention_call_takes_the_options_in_the_stub():
     defs = [n for n in stub().body if isinstance(n, ast.FunctionDef) and n.name in ATTENTION_CALLS]
     assert {d.name for d in defs} == set(ATTENTION_CALLS)
