@@ -16,14 +16,20 @@
  *     the flag's parsing and the Python keyword's (a number, a switch, a
  *     choice, a position, a window: nothing more to write), its ranks
  *     column what ring attention does with it;
- *   its keyword's line in python/attn/__init__.pyi's AttentionOptions and
- *     in attn.sdpa's docstring (tests/python/test_options.py says so when
- *     either is missing);
+ *   its keyword's line in python/attn/__init__.pyi's AttentionOptions (a
+ *     choice typed with a Literal of its names) and in attn.sdpa's
+ *     docstring (tests/python/test_options.py says so when either is
+ *     missing or a choice's names differ), and its bullet in docs/python.md;
  *   for an array read from a file, its loader in the CLI
  *     (cli_load_attention_inputs and path_of, tools/cli/cli_attention.c);
+ *   for an option that must be read with another (causal's flags and
+ *     align; ALiBi's switch and slopes), the rule in the CLI
+ *     (take_combined) and in attn/_options.py (_causal, _alibi);
  *   for a kind that is new, its parser in the CLI (take_option), in
- *     Python's _core (fill_option) and attn/_options.py (_value), and its
- *     record in the ring (option_values, record_option).
+ *     Python's _core (fill_option, kind_names) and attn/_options.py
+ *     (_value), whether it is set (option_is_set, base/options.h), its
+ *     record in the ring (option_values, record_option, field_of) and
+ *     its fields in tests/base/test_options.c (fields_of).
  *
  * Order: the flags' order in --help within each group, and the order in
  * which the ring reports the first option ranks disagree on.
