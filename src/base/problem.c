@@ -229,13 +229,7 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
                           (long long)p->len_q, (long long)o->query_start, (long long)total_q,
                           (long long)p->len_kv, (long long)o->key_start, (long long)total_kv);
     p->total_len_kv = total_kv;
-    /* Formed so that no step overflows: each parenthesis lies in
-     * [0, INT64_MAX] (the checks above), and so does their difference's
-     * magnitude; any query's diagonal, i + offset, then lies within the
-     * sequence's positions. */
-    p->diagonal_offset = o->align == ATTN_ALIGN_LOWER_RIGHT
-                             ? (total_kv - o->key_start) - (total_q - o->query_start)
-                             : o->query_start - o->key_start;
+    p->diagonal_offset = problem_diagonal_offset(o, p->len_q, p->len_kv);
     if (o->window && (o->window_left < -1 || o->window_right < -1))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "window (%lld, %lld): each side must be >= 0, or -1 for unbounded",
