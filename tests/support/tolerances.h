@@ -39,6 +39,26 @@
  *      which typical rounding (~sqrt(n) u) stays far inside. ---- */
 #define LINEAR_BLAS_BOUND_FAIL 1.0
 
+/* ---- the quantized products (quant/test_quant_matmul.c), as multiples of
+ *      worst-case bounds the test computes per output (docs/quant.md).
+ *
+ * EXACT against the double sum of the same dequantized products: each
+ * output is L lane sums of about K/L terms in float32, then a tree of
+ * log2(L) sums (L = 8 or 16), so it is within gamma_n sum_k |x_k w_k| of
+ * the exact sum with n = K/8 + 4 (any L >= 8), and the reference within
+ * u |ref| of that. */
+#define QUANT_EXACT_BOUND_FAIL 1.0
+/* FAST against the test's own double evaluation of the same decomposition
+ * (sum_g ws xs isum + wc xsum, the activations quantized by the documented
+ * rule): the integer sums are exact, what remains is the float32 sum of the
+ * 2 K/16 group terms and the lanes' tree: within gamma_n T with
+ * n = K/8 + 8 and T the sum of the terms' magnitudes. */
+#define QUANT_FAST_KERNEL_BOUND_FAIL 1.0
+/* FAST against the double reference of EXACT: the activations' rounding,
+ * sum_k |w_k| |x_k - xs q_k| (each at most xs / 2), plus the two bounds
+ * above. */
+#define QUANT_FAST_QUANT_BOUND_FAIL 1.0
+
 /* ---- flash against the reference kernel (flash/test_flash_forward.c,
  *      flash/test_flash_backward.c).
  *

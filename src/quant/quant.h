@@ -1,0 +1,198 @@
+/*
+ * quant.h — the quantized matrix product's insides (include/attn_quant.h is
+ * the front door; docs/quant.md the prose): the storage types' traits, the
+ * two panel layouts, the micro-kernel table and every entry's contract.
+ *
+ * Shape legend: x [M, K]  W [N, K] as stored  y [M, N] = x·Wᵀ;
+ *   Kp     K rounded up to the tile kernel's k step (the panels' length)
+ *   MR, NR the tile kernel's rows of x and of W per call
+ *
+ * The BLIS split (DESIGN.md §2): src/quant/matmul.c is the loop nest,
+ * written once (validation, scratch, packing x, the decode and prefill
+ * nests, threads); the per-ISA micro-kernels (src/isa/<isa>/quant_ukernels.c)
+ * convert blocks into panels and multiply panels.  Every lane sum is fixed
+ * by K and the ISA, never by M, N or the thread count.
+ *
+ * EXACT panels (floats):
+ *   a W row  Kp floats: the dequantized weights, zeros past K
+ *   an x row Kp floats: x's row, zeros past K
+ * FAST panels (8-bit integers, scales per group of 16 elements):
+ *   a W row  wu[Kp]     uint8 = the weight's integer + the type's offset
+ *                       (Q8_0: q + 128; Q4_0: nib; Q5_0: q5; Q6_K: q6 ...)
+ *            ws[Kp/16]  float: the multiplier of the group's integers
+ *                       (d; d * sc for K-quants, the product the exact
+ *                       dequantizer rounds too)
+ *            wc[Kp/16]  float: the correction per unit of the group's
+ *                       activation sum (-offset * ws, plus the type's min:
+ *                       m for Q4_1/Q5_1, -dmin * mn for Q4_K/Q5_K)
+ *     so that the group's weights are  w_k = ws * wu_k + wc  exactly.
+ *   an x row qx[Kp]     int8 in [-127, 127]: round-half-even(x_k * (127 / amax))
+ *                       over the 32-block holding k (0 when amax < QUANT_X_TINY)
+ *            xs[Kp/16]  float: the block's scale amax / 127 (per group; 0 for
+ *                       a tiny block)
+ *            xsum[Kp/16] float: xs * (sum of the group's 16 qx)
+ *   and then  sum_k w_k x_k ~= sum_g ws_g xs_g (sum_{k in g} wu_k qx_k)
+ *                                + sum_g wc_g xsum_g.
+ *   Padding past K is zero in every array.  The quantization of x is
+ *   fixed to the bit (no ISA may round differently): the same x gives the
+ *   same panel everywhere.
+ */
+#ifndef ATTN_QUANT_QUANT_H
+#define ATTN_QUANT_QUANT_H
+
+#include "attn_quant.h"
+#include "base/base.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A block of activations whose largest magnitude is below this is taken as
+ * zero by FAST (127 / amax would overflow float32 for amax < 3.7e-37): an
+ * absolute error of at most 2^-100 * sum |W| on such a block. */
+#define QUANT_X_TINY 0x1p-100f
+
+/* ------------------------------------------------------------ the types */
+
+/* The kernels' own dense numbering of the storage types. */
+typedef enum quant_type {
+    QT_F32, QT_F16, QT_BF16, QT_Q8_0, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q4_K, QT_Q5_K, QT_Q6_K,
+    QT_COUNT
+} quant_type;
+
+typedef struct quant_traits {
+    const char *name;       /* "Q5_0"                                          */
+    int gguf;               /* ggml's number (attn_qtype)                      */
+    int block_elements;     /* 1, 32 or 256                                    */
+    int block_bytes;
+    bool quantized;         /* has integers (FAST applies); F32/F16/BF16 not   */
+    bool wide;              /* FAST: wu may exceed 127 (Q8_0: 0..255); such a
+                               type has one ws per 32 elements                 */
+} quant_traits;
+
+extern const quant_traits attn__quant_traits[QT_COUNT];
+
+/* The dense index of ggml type number gguf, or -1 (no kernel takes it). */
+int attn__quant_type_index(int gguf);
+
+/* ------------------------------------------------------- micro-kernels
+ * Conventions shared by all:
+ *   - blocks are read byte by byte (any alignment); fp16 and u32 fields
+ *     little-endian;
+ *   - n counts elements and is a multiple of the type's block;
+ *   - panels (the outputs of dequant/unpack/quantize, the inputs of the
+ *     tiles) are the loop nest's buffers, 64-byte aligned at each row,
+ *     rows a multiple of the k step long. */
+
+/* EXACT: out[0..n) = the n elements at src, dequantized bit for bit as
+ * src/model/gguf_dequant.c does (tests/quant/test_quant_matmul.c holds
+ * every ISA to attn_gguf_dequantize's bits).  Overwrites out. */
+typedef void (*quant_dequant_fn)(const uint8_t *src, int64_t n, float *out);
+
+/* FAST: the n elements at src as a W panel (wu[0..n), ws and wc [0..n/16));
+ * overwrites them.  Quantized types only. */
+typedef void (*quant_unpack_fn)(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc);
+
+/* FAST: x[0..n) (n a multiple of 32) as an x panel (qx[0..n), xs and xsum
+ * [0..n/16)), the rule above to the bit; a block holding a NaN or an
+ * infinity gets xs = xsum = NaN and qx = 0.  Overwrites them. */
+typedef void (*quant_quantize_fn)(const float *x, int64_t n, int8_t *qx, float *xs, float *xsum);
+
+/* Tile flags: whether acc is read on entry and where the sums go. */
+enum {
+    QUANT_TILE_BEGIN = 1, /* start from zero: acc is not read (it may hold garbage)           */
+    QUANT_TILE_END = 2    /* finish: y(i, j) = the reduction of acc(i, j), for i < mr, j < nr
+                             (overwritten; y's other elements untouched); acc is not written.
+                             Without END the lanes are stored in acc for the next call.       */
+};
+
+/* EXACT tile: for i < mr (1..MR) and j < NR, lane l of acc(i, j) (LANES
+ * lanes) adds x_i[k] * w_j[k] for k = l, l + LANES, ... < kc, one rounding
+ * (an FMA, or a product and a sum where the ISA has none: its fixed
+ * choice) per term, k ascending; then with END y[i*ldy + j] = the lanes
+ * summed by the ISA's fixed tree.
+ *   x: rows x + i*ldx (i < mr), kc floats each;  w: rows w + j*ldw (all NR
+ *   rows readable: the nest pads a short panel with zero rows);  kc a
+ *   multiple of the k step;  acc: [MR][NR][LANES] floats, 64-byte aligned.
+ * A row's sums never depend on mr, nr or the other rows: a decode step and
+ * a prefill compute the same bits. */
+typedef void (*quant_f32_tile_fn)(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw,
+                                  int64_t kc, float *acc, int flags, float *y, int64_t ldy);
+
+/* A FAST panel's rows, at k = 0 of the call's range (k-offset pointers). */
+typedef struct quant_q8_rows {
+    const uint8_t *q;   /* wu (W) or qx (x, as int8 bits): row r at q + r*ld_q */
+    const float *s;     /* ws or xs: row r at s + r*ld_s                       */
+    const float *c;     /* wc or xsum: row r at c + r*ld_s                     */
+    int64_t ld_q, ld_s;
+} quant_q8_rows;
+
+/* FAST tile: for i < mr and j < NR, acc(i, j) adds over the kc elements
+ * (kc a multiple of the k step)
+ *     sum_g ws_j[g] xs_i[g] (sum_{k in g} wu_j[k] qx_i[k]) + sum_g wc_j[g] xsum_i[g]
+ * the integer sums exact, the float terms in the ISA's fixed order; END
+ * reduces as the exact tile.  wide: wu may exceed 127 (the ISA must not
+ * saturate; ws is then one value per 32). */
+typedef void (*quant_q8_tile_fn)(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc,
+                                 bool wide, float *acc, int flags, float *y, int64_t ldy);
+
+/* One instruction set's kernels.  Entries left NULL (0 for shapes) are
+ * taken from the ISA below it in the list (dispatch.c), which ends with the
+ * complete portable table; a tile's shape travels with it.  The fast group
+ * (quantize, unpack, q8 tile) is replaced as a whole by the one below when
+ * fast_supported() says no (AVX-512 without VNNI). */
+typedef struct quant_kernels {
+    const char *isa;                  /* "generic", "avx2", "avx512"             */
+    bool (*supported)(void);          /* NULL: always                            */
+    /* EXACT */
+    quant_f32_tile_fn f32_tile;
+    int f32_mr, f32_nr, f32_lanes, f32_kstep;
+    quant_dequant_fn dequant[QT_COUNT];
+    /* FAST */
+    const char *fast_isa;             /* "avx512-vnni", ...                       */
+    bool (*fast_supported)(void);     /* NULL: whenever supported()               */
+    quant_q8_tile_fn q8_tile;
+    int q8_mr, q8_nr, q8_kstep;
+    quant_quantize_fn quantize;
+    quant_unpack_fn unpack[QT_COUNT];
+} quant_kernels;
+
+extern const quant_kernels attn__quant_kernels_generic;
+extern const quant_kernels attn__quant_kernels_avx2;
+extern const quant_kernels attn__quant_kernels_avx512;
+
+/* An ISA absent from this build (another architecture, ATTN_PORTABLE):
+ * its name, and a supported() that says no. */
+bool attn__quant_absent(void);
+#define QUANT_KERNELS_ABSENT(table, name) const quant_kernels table = {.isa = name, .supported = attn__quant_absent}
+
+/* ------------------------------------------------------------ dispatch */
+
+/* The complete table calls run on: $ATTN_ARCH's ISA when the CPU has it,
+ * else the best it has (chosen once, thread-safely). */
+const quant_kernels *attn__quant_active(void);
+/* True when $ATTN_KERNEL=ref / $ATTN_ARCH=ref (or attn__quant_force("ref"))
+ * sends every call to the reference. */
+bool attn__quant_forces_ref(void);
+/* For tests: "generic", "avx2", "avx512" or "ref"; NULL returns to what the
+ * environment says.  ATTN_ERR_UNSUPPORTED for an ISA this CPU or build
+ * lacks, ATTN_ERR_INVALID_ARGUMENT for an unknown name. */
+attn_status attn__quant_force(const char *arch);
+
+/* ----------------------------------------------------------- reference */
+
+/* y = x·Wᵀ in double over the portable dequantizer's values, one thread.
+ * w is checked; scratch one row of K floats (allocated). */
+attn_status attn__quant_matmul_ref(const float *x, int64_t m, const attn_qtensor *w, float *y);
+
+/* A row's bytes. */
+static inline int64_t quant_row_bytes(const quant_traits *t, int64_t cols) {
+    return cols / t->block_elements * t->block_bytes;
+}
+
+/* fp16 and u32 fields of blocks, little-endian, any alignment. */
+static inline uint16_t quant_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t quant_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#endif /* ATTN_QUANT_QUANT_H */
