@@ -280,16 +280,18 @@ static void oracle_make(oracle *o, const weights *wt, const float *x, int64_t m)
             quantize_row(x + i * k, k, q, xs, xsum);
             double sum = 0, terms = 0, qerr = 0, absum = 0;
             for (int64_t gi = 0; gi < g; gi++) {
-                long long isum = 0;
+                long long isum = 0, iabs = 0;
                 for (int64_t c = 16 * gi; c < 16 * gi + 16; c++) {
                     isum += (long long)wu[c] * q[c];
+                    iabs += llabs((long long)wu[c] * q[c]);
                     const double xq = (double)xs[gi] * q[c], w = wt->w[j * k + c];
                     qerr += fabs(w) * fabs((double)x[i * k + c] - xq);
                     absum += fabs(w * xq);
                 }
                 const double t1 = ws[gi] * xs[gi] * (double)isum, t2 = wc[gi] * xsum[gi];
                 sum += t1 + t2;
-                terms += fabs(t1) + fabs(t2);
+                /* each product's size: a kernel may split the group's integer sum anywhere */
+                terms += fabs(ws[gi] * xs[gi]) * (double)iabs + fabs(t2);
             }
             o->fast[i * n + j] = sum, o->fast_terms[i * n + j] = terms;
             o->qerr[i * n + j] = qerr, o->fast_absum[i * n + j] = absum;

@@ -52,7 +52,8 @@
  * (sum_g ws xs isum + wc xsum, the activations quantized by the documented
  * rule): the integer sums are exact, what remains is the float32 sum of the
  * 2 K/16 group terms and the lanes' tree: within gamma_n T with
- * n = K/8 + 8 and T the sum of the terms' magnitudes. */
+ * n = K/8 + 8 and T = sum_k |ws xs wu_k qx_k| + sum_g |wc_g xsum_g| (a
+ * kernel may split a group's integer sum into lanes anywhere). */
 #define QUANT_FAST_KERNEL_BOUND_FAIL 1.0
 /* FAST against the double reference of EXACT: the activations' rounding,
  * sum_k |w_k| |x_k - xs q_k| (each at most xs / 2), plus the two bounds
