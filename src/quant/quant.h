@@ -195,4 +195,22 @@ static inline uint32_t quant_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K / Q5_K block,
+ * from its 12 bytes of scales. */
+static inline void quant_k_scale_min(const uint8_t *scales, int s, int *sc, int *mn) {
+    if (s < 4) {
+        *sc = scales[s] & 63;
+        *mn = scales[s + 4] & 63;
+    } else {
+        *sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
+        *mn = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
+    }
+}
+
+/* A FAST panel's two groups of one 32-element block: scale ws, correction wc. */
+static inline void quant_groups32(float *ws, float *wc, float scale, float correction) {
+    ws[0] = ws[1] = scale;
+    wc[0] = wc[1] = correction;
+}
+
 #endif /* ATTN_QUANT_QUANT_H */

@@ -22,7 +22,10 @@
 
 static inline float f16_at(const uint8_t *p) { return dtype_f16_to_f32(quant_u16(p)); }
 
-/* ------------------------------------------------------- dequantization */
+/* ------------------------------------------------------- dequantization
+ * The work on one block; src/isa/templates/quant_blocks.h walks the rows. */
+
+#define QT_TARGET
 
 static void dequant_f32(const uint8_t *src, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) {
@@ -39,182 +42,75 @@ static void dequant_bf16(const uint8_t *src, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) out[i] = dtype_bf16_to_f32(quant_u16(src + 2 * i));
 }
 
-static void dequant_q8_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 34, out += 32) {
-        const float d = f16_at(src);
-        for (int i = 0; i < 32; i++) out[i] = (float)(int8_t)src[2 + i] * d;
-    }
+static inline void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+    for (int i = 0; i < 32; i++) out[i] = (float)(int8_t)qs[i] * d;
 }
 
-/* Code i (0..31) of a Q4/Q5 block's nibbles: low nibbles first, then high. */
-static inline int nibble(const uint8_t *qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
-
-static void dequant_q4_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 18, out += 32) {
-        const float d = f16_at(src);
-        for (int i = 0; i < 32; i++) out[i] = d * (float)(nibble(src + 2, i) - 8);
-    }
+/* Code i (0..31) of a Q4/Q5 block: low nibbles first, then high; bit i of
+ * qh as bit 4 (qh = 0 for Q4). */
+static inline int code45(const uint8_t *qs, uint32_t qh, int i) {
+    return (i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (int)((qh >> i) & 1) << 4;
 }
 
-static void dequant_q4_1(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 20, out += 32) {
-        const float d = f16_at(src), m = f16_at(src + 2);
-        for (int i = 0; i < 32; i++) out[i] = d * (float)nibble(src + 4, i) + m;
-    }
-}
-
-/* Code i of a Q5 block: the nibble and bit i of qh as bit 4. */
-static inline int code5(const uint8_t *qs, uint32_t qh, int i) { return nibble(qs, i) | (int)((qh >> i) & 1) << 4; }
-
-static void dequant_q5_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 22, out += 32) {
-        const float d = f16_at(src);
-        const uint32_t qh = quant_u32(src + 2);
-        for (int i = 0; i < 32; i++) out[i] = d * (float)(code5(src + 6, qh, i) - 16);
-    }
-}
-
-static void dequant_q5_1(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 24, out += 32) {
-        const float d = f16_at(src), m = f16_at(src + 2);
-        const uint32_t qh = quant_u32(src + 4);
-        for (int i = 0; i < 32; i++) out[i] = d * (float)code5(src + 8, qh, i) + m;
-    }
-}
-
-/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K / Q5_K block. */
-static inline void k_scale_min(const uint8_t *scales, int s, int *sc, int *mn) {
-    if (s < 4) {
-        *sc = scales[s] & 63;
-        *mn = scales[s + 4] & 63;
-    } else {
-        *sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
-        *mn = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
-    }
+static inline void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, float *out) {
+    for (int i = 0; i < 32; i++) out[i] = d * (float)(code45(qs, qh, i) - offset);
+    if (m)
+        for (int i = 0; i < 32; i++) out[i] = out[i] + *m;
 }
 
 /* Element l (0..31) of sub-block s of a Q4_K (qh NULL) or Q5_K block. */
-static inline int k_code(const uint8_t *qs, const uint8_t *qh, int s, int l) {
+static inline int k_code(const uint8_t *qh, const uint8_t *qs, int s, int l) {
     int v = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
     if (qh) v |= ((qh[l] >> s) & 1) << 4;
     return v;
 }
 
-static void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
+static inline void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
     const float d = f16_at(header), dmin = f16_at(header + 2);
     for (int s = 0; s < 8; s++) {
         int sc, mn;
-        k_scale_min(header + 4, s, &sc, &mn);
+        quant_k_scale_min(header + 4, s, &sc, &mn);
         const float scale = d * (float)sc, offset = dmin * (float)mn;
-        for (int l = 0; l < 32; l++) out[32 * s + l] = scale * (float)k_code(qs, qh, s, l) - offset;
+        for (int l = 0; l < 32; l++) out[32 * s + l] = scale * (float)k_code(qh, qs, s, l) - offset;
     }
 }
 
-static void dequant_q4_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 144, out += 256) dequant_k_block(src, NULL, src + 16, out);
-}
-
-static void dequant_q5_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 176, out += 256) dequant_k_block(src, src + 16, src + 48, out);
-}
-
-/* Element e (0..255) of a Q6_K block as its code 0..63 (value q - 32). */
-static inline int q6_code(const uint8_t *ql, const uint8_t *qh, int e) {
+/* Element e (0..255) of a Q6_K block as its code 0..63 (value code - 32). */
+static inline int q6_code(const uint8_t *block, int e) {
     const int h = e / 128, p = e % 128, k = p / 32, l = p % 32;
-    const int low = (ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
-    const int high = (qh[32 * h + l] >> (2 * k)) & 3;
+    const int low = (block[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
+    const int high = (block[128 + 32 * h + l] >> (2 * k)) & 3;
     return low | high << 4;
 }
 
-static void dequant_q6_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 210, out += 256) {
-        const int8_t *scales = (const int8_t *)(src + 192);
-        const float d = f16_at(src + 208);
-        for (int e = 0; e < 256; e++) out[e] = (d * (float)scales[e / 16]) * (float)(q6_code(src, src + 128, e) - 32);
-    }
+static inline void dequant_q6_block(const uint8_t *block, float *out) {
+    const int8_t *scales = (const int8_t *)(block + 192);
+    const float d = f16_at(block + 208);
+    for (int e = 0; e < 256; e++) out[e] = (d * (float)scales[e / 16]) * (float)(q6_code(block, e) - 32);
 }
 
-/* ------------------------------------------------------------- FAST unpack
- * w_k = ws * wu_k + wc per group of 16 (quant.h). */
+/* ------------------------------------------------------------- FAST codes */
 
-/* The group scales and corrections of one 32-block: ws = d, wc = c. */
-static inline void groups32(float *ws, float *wc, float d, float c) {
-    ws[0] = ws[1] = d;
-    wc[0] = wc[1] = c;
+static inline void q8_codes(const uint8_t *qs, uint8_t *wu) {
+    for (int i = 0; i < 32; i++) wu[i] = (uint8_t)(qs[i] ^ 0x80); /* q + 128 */
 }
 
-static void unpack_q8_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 34, wu += 32, ws += 2, wc += 2) {
-        const float d = f16_at(src);
-        for (int i = 0; i < 32; i++) wu[i] = (uint8_t)(src[2 + i] ^ 0x80); /* q + 128 */
-        groups32(ws, wc, d, -128.0f * d);
-    }
+static inline void q45_codes(const uint8_t *qs, uint32_t qh, uint8_t *wu) {
+    for (int i = 0; i < 32; i++) wu[i] = (uint8_t)code45(qs, qh, i);
 }
 
-static void unpack_q4_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 18, wu += 32, ws += 2, wc += 2) {
-        const float d = f16_at(src);
-        for (int i = 0; i < 32; i++) wu[i] = (uint8_t)nibble(src + 2, i);
-        groups32(ws, wc, d, -8.0f * d);
-    }
+static inline void k_codes(const uint8_t *qh, const uint8_t *qs, uint8_t *wu) {
+    for (int s = 0; s < 8; s++)
+        for (int l = 0; l < 32; l++) wu[32 * s + l] = (uint8_t)k_code(qh, qs, s, l);
 }
 
-static void unpack_q4_1(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 20, wu += 32, ws += 2, wc += 2) {
-        for (int i = 0; i < 32; i++) wu[i] = (uint8_t)nibble(src + 4, i);
-        groups32(ws, wc, f16_at(src), f16_at(src + 2));
-    }
+static inline void q6_codes(const uint8_t *block, uint8_t *wu) {
+    for (int e = 0; e < 256; e++) wu[e] = (uint8_t)q6_code(block, e);
 }
 
-static void unpack_q5_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 22, wu += 32, ws += 2, wc += 2) {
-        const float d = f16_at(src);
-        const uint32_t qh = quant_u32(src + 2);
-        for (int i = 0; i < 32; i++) wu[i] = (uint8_t)code5(src + 6, qh, i);
-        groups32(ws, wc, d, -16.0f * d);
-    }
-}
-
-static void unpack_q5_1(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 24, wu += 32, ws += 2, wc += 2) {
-        const uint32_t qh = quant_u32(src + 4);
-        for (int i = 0; i < 32; i++) wu[i] = (uint8_t)code5(src + 8, qh, i);
-        groups32(ws, wc, f16_at(src), f16_at(src + 2));
-    }
-}
-
-static void unpack_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, uint8_t *wu, float *ws,
-                           float *wc) {
-    const float d = f16_at(header), dmin = f16_at(header + 2);
-    for (int s = 0; s < 8; s++) {
-        int sc, mn;
-        k_scale_min(header + 4, s, &sc, &mn);
-        for (int l = 0; l < 32; l++) wu[32 * s + l] = (uint8_t)k_code(qs, qh, s, l);
-        groups32(ws + 2 * s, wc + 2 * s, d * (float)sc, -(dmin * (float)mn));
-    }
-}
-
-static void unpack_q4_k(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 256; b++, src += 144, wu += 256, ws += 16, wc += 16)
-        unpack_k_block(src, NULL, src + 16, wu, ws, wc);
-}
-
-static void unpack_q5_k(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 256; b++, src += 176, wu += 256, ws += 16, wc += 16)
-        unpack_k_block(src, src + 16, src + 48, wu, ws, wc);
-}
-
-static void unpack_q6_k(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 256; b++, src += 210, wu += 256, ws += 16, wc += 16) {
-        const int8_t *scales = (const int8_t *)(src + 192);
-        const float d = f16_at(src + 208);
-        for (int e = 0; e < 256; e++) wu[e] = (uint8_t)q6_code(src, src + 128, e);
-        for (int g = 0; g < 16; g++) {
-            ws[g] = d * (float)scales[g];
-            wc[g] = -32.0f * ws[g];
-        }
-    }
-}
+#define QT_UNPACK_Q45
+#define QT_UNPACK_OTHERS
+#include "isa/templates/quant_blocks.h"
 
 /* ----------------------------------------------------- FAST activations */
 
@@ -306,17 +202,12 @@ const quant_kernels attn__quant_kernels_generic = {
     .f32_nr = GEN_NR,
     .f32_lanes = GEN_LANES,
     .f32_kstep = GEN_LANES,
-    .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16,
-                [QT_Q8_0] = dequant_q8_0, [QT_Q4_0] = dequant_q4_0, [QT_Q4_1] = dequant_q4_1,
-                [QT_Q5_0] = dequant_q5_0, [QT_Q5_1] = dequant_q5_1, [QT_Q4_K] = dequant_q4_k,
-                [QT_Q5_K] = dequant_q5_k, [QT_Q6_K] = dequant_q6_k},
+    .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16, QUANT_DEQUANT_BLOCKS},
     .fast_isa = "generic",
     .q8_tile = q8_tile,
     .q8_mr = GEN_Q8_MR,
     .q8_nr = GEN_Q8_NR,
     .q8_kstep = GEN_Q8_KSTEP,
     .quantize = quantize,
-    .unpack = {[QT_Q8_0] = unpack_q8_0, [QT_Q4_0] = unpack_q4_0, [QT_Q4_1] = unpack_q4_1,
-               [QT_Q5_0] = unpack_q5_0, [QT_Q5_1] = unpack_q5_1, [QT_Q4_K] = unpack_q4_k,
-               [QT_Q5_K] = unpack_q5_k, [QT_Q6_K] = unpack_q6_k},
+    .unpack = {QUANT_UNPACK_Q45, QUANT_UNPACK_OTHERS},
 };

@@ -5,9 +5,11 @@
  * docs/quant.md.  The AVX-512 table takes this file's FAST unpackers
  * (they need nothing wider) and its whole fast group on a CPU without VNNI.
  *
- * EXACT tile: MR = 2 rows of x, NR = 6 rows of W, 8 lanes (k mod 8), one
- * FMA per term: 12 ymm accumulators, 2 x vectors, one W vector.  The lanes
- * summed by the tree (l, l+4), (l, l+2), (0, 1).
+ * EXACT tile (templates/quant_f32_tile.h): MR = 2 rows of x, NR = 6 rows
+ * of W, 8 lanes (k mod 8), one FMA per term: 12 ymm accumulators, 2 x
+ * vectors, one W vector.  The lanes summed by vec.h's v_reduce_add:
+ * (l, l+4), (l, l+2), (0, 1).  Dequantization and unpacking 8 or 32
+ * elements at a time; templates/quant_blocks.h walks the rows.
  * FAST tile: MR = NR = 2, k step 32: per (i, j) and step the 32 byte
  * products summed into 8 int32 lanes — vpmaddubsw (pairs, int16) then
  * vpmaddwd by ones (lane l = elements 4l .. 4l+3), or for a wide type
@@ -22,13 +24,15 @@
 #if defined(__x86_64__) && !defined(ATTN_PORTABLE)
 
 #include <cpuid.h>
+#include "isa/x86_avx2/vec.h"
+
 #include <immintrin.h>
 #include <string.h>
 
 #define QT_TARGET __attribute__((target("avx2,fma,f16c")))
 #define QT_INLINE static inline __attribute__((always_inline)) QT_TARGET
 
-enum { F32_MR = 2, F32_NR = 6, LANES = 8, Q8_MR = 2, Q8_NR = 2, Q8_KSTEP = 32 };
+enum { LANES = 8, Q8_MR = 2, Q8_NR = 2, Q8_KSTEP = 32 };
 
 QT_INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(quant_u16(p)); }
 
@@ -72,13 +76,11 @@ static QT_TARGET void dequant_bf16(const uint8_t *src, int64_t n, float *out) {
     }
 }
 
-static QT_TARGET void dequant_q8_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 34, out += 32) {
-        const __m256 d = _mm256_set1_ps(f16_at(src));
-        for (int c = 0; c < 4; c++) {
-            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(src + 2 + 8 * c)));
-            _mm256_storeu_ps(out + 8 * c, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-        }
+QT_INLINE void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+    const __m256 dv = _mm256_set1_ps(d);
+    for (int c = 0; c < 4; c++) {
+        __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(qs + 8 * c)));
+        _mm256_storeu_ps(out + 8 * c, _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv));
     }
 }
 
@@ -96,45 +98,11 @@ QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, flo
     }
 }
 
-static QT_TARGET void dequant_q4_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 18, out += 32) dequant_q45_block(src + 2, 0, 8, f16_at(src), NULL, out);
-}
-
-static QT_TARGET void dequant_q4_1(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 20, out += 32) {
-        const float m = f16_at(src + 2);
-        dequant_q45_block(src + 4, 0, 0, f16_at(src), &m, out);
-    }
-}
-
-static QT_TARGET void dequant_q5_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 22, out += 32)
-        dequant_q45_block(src + 6, quant_u32(src + 2), 16, f16_at(src), NULL, out);
-}
-
-static QT_TARGET void dequant_q5_1(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 24, out += 32) {
-        const float m = f16_at(src + 2);
-        dequant_q45_block(src + 8, quant_u32(src + 4), 0, f16_at(src), &m, out);
-    }
-}
-
-/* The 6-bit scale and min of sub-block s of a Q4_K / Q5_K block. */
-QT_INLINE void k_scale_min(const uint8_t *scales, int s, int *sc, int *mn) {
-    if (s < 4) {
-        *sc = scales[s] & 63;
-        *mn = scales[s + 4] & 63;
-    } else {
-        *sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
-        *mn = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
-    }
-}
-
 QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
     const float d = f16_at(header), dmin = f16_at(header + 2);
     for (int s = 0; s < 8; s++) {
         int sc, mn;
-        k_scale_min(header + 4, s, &sc, &mn);
+        quant_k_scale_min(header + 4, s, &sc, &mn);
         const __m256 scale = _mm256_set1_ps(d * (float)sc), offset = _mm256_set1_ps(dmin * (float)mn);
         for (int c = 0; c < 4; c++) {
             __m256i v = _mm256_and_si256(_mm256_srli_epi32(bytes8(qs + 32 * (s / 2) + 8 * c), 4 * (s % 2)),
@@ -148,49 +116,29 @@ QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const u
     }
 }
 
-static QT_TARGET void dequant_q4_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 144, out += 256) dequant_k_block(src, NULL, src + 16, out);
+QT_INLINE void dequant_q6_block(const uint8_t *block, float *out) {
+    const uint8_t *ql = block, *qh = block + 128;
+    const int8_t *scales = (const int8_t *)(block + 192);
+    const float d = f16_at(block + 208);
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 4; c++) {
+                const int e = 128 * h + 32 * k + 8 * c;
+                const __m256i low = _mm256_and_si256(
+                    _mm256_srli_epi32(bytes8(ql + 64 * h + 32 * (k & 1) + 8 * c), 4 * (k >> 1)), _mm256_set1_epi32(15));
+                const __m256i high =
+                    _mm256_and_si256(_mm256_srli_epi32(bytes8(qh + 32 * h + 8 * c), 2 * k), _mm256_set1_epi32(3));
+                const __m256i q = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+                _mm256_storeu_ps(out + e, _mm256_mul_ps(_mm256_set1_ps(d * (float)scales[e / 16]), _mm256_cvtepi32_ps(q)));
+            }
 }
 
-static QT_TARGET void dequant_q5_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 176, out += 256) dequant_k_block(src, src + 16, src + 48, out);
-}
-
-static QT_TARGET void dequant_q6_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 210, out += 256) {
-        const uint8_t *ql = src, *qh = src + 128;
-        const int8_t *scales = (const int8_t *)(src + 192);
-        const float d = f16_at(src + 208);
-        for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 4; k++)
-                for (int c = 0; c < 4; c++) {
-                    const int e = 128 * h + 32 * k + 8 * c;
-                    const __m256i low = _mm256_and_si256(
-                        _mm256_srli_epi32(bytes8(ql + 64 * h + 32 * (k & 1) + 8 * c), 4 * (k >> 1)), _mm256_set1_epi32(15));
-                    const __m256i high =
-                        _mm256_and_si256(_mm256_srli_epi32(bytes8(qh + 32 * h + 8 * c), 2 * k), _mm256_set1_epi32(3));
-                    const __m256i q = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
-                    _mm256_storeu_ps(out + e, _mm256_mul_ps(_mm256_set1_ps(d * (float)scales[e / 16]), _mm256_cvtepi32_ps(q)));
-                }
-    }
-}
-
-/* ------------------------------------------------------------ FAST unpack */
-
-QT_INLINE void groups32(float *ws, float *wc, float d, float c) {
-    ws[0] = ws[1] = d;
-    wc[0] = wc[1] = c;
-}
+/* ------------------------------------------------------------- FAST codes */
 
 QT_INLINE void store32(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
 
-static QT_TARGET void unpack_q8_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 34, wu += 32, ws += 2, wc += 2) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(src + 2));
-        store32(wu, _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80))); /* q + 128 */
-        const float d = f16_at(src);
-        groups32(ws, wc, d, -128.0f * d);
-    }
+QT_INLINE void q8_codes(const uint8_t *qs, uint8_t *wu) {
+    store32(wu, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)qs), _mm256_set1_epi8((char)0x80)));
 }
 
 /* Q4/Q5 codes (the fifth bits in qh, 0 for Q4) into wu[0..32). */
@@ -200,39 +148,7 @@ QT_INLINE void q45_codes(const uint8_t *qs, uint32_t qh, uint8_t *wu) {
     store32(wu, _mm256_or_si256(v, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(16))));
 }
 
-static QT_TARGET void unpack_q4_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 18, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 2, 0, wu);
-        const float d = f16_at(src);
-        groups32(ws, wc, d, -8.0f * d);
-    }
-}
-
-static QT_TARGET void unpack_q4_1(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 20, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 4, 0, wu);
-        groups32(ws, wc, f16_at(src), f16_at(src + 2));
-    }
-}
-
-static QT_TARGET void unpack_q5_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 22, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 6, quant_u32(src + 2), wu);
-        const float d = f16_at(src);
-        groups32(ws, wc, d, -16.0f * d);
-    }
-}
-
-static QT_TARGET void unpack_q5_1(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 24, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 8, quant_u32(src + 4), wu);
-        groups32(ws, wc, f16_at(src), f16_at(src + 2));
-    }
-}
-
-QT_INLINE void unpack_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, uint8_t *wu, float *ws,
-                              float *wc) {
-    const float d = f16_at(header), dmin = f16_at(header + 2);
+QT_INLINE void k_codes(const uint8_t *qh, const uint8_t *qs, uint8_t *wu) {
     const __m256i mask = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
     const __m256i bits = qh ? _mm256_loadu_si256((const __m256i *)(const void *)qh) : _mm256_setzero_si256();
     for (int g = 0; g < 4; g++) {
@@ -243,44 +159,27 @@ QT_INLINE void unpack_k_block(const uint8_t *header, const uint8_t *qh, const ui
             /* bit s of each qh byte moved to bit 4 (16-bit shifts, masked per byte) */
             v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, s), one), 4));
             store32(wu + 32 * s, v);
-            int sc, mn;
-            k_scale_min(header + 4, s, &sc, &mn);
-            groups32(ws + 2 * s, wc + 2 * s, d * (float)sc, -(dmin * (float)mn));
         }
     }
 }
 
-static QT_TARGET void unpack_q4_k(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 256; b++, src += 144, wu += 256, ws += 16, wc += 16)
-        unpack_k_block(src, NULL, src + 16, wu, ws, wc);
-}
-
-static QT_TARGET void unpack_q5_k(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 256; b++, src += 176, wu += 256, ws += 16, wc += 16)
-        unpack_k_block(src, src + 16, src + 48, wu, ws, wc);
-}
-
-static QT_TARGET void unpack_q6_k(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
+QT_INLINE void q6_codes(const uint8_t *block, uint8_t *wu) {
     const __m256i mask4 = _mm256_set1_epi8(15), mask2 = _mm256_set1_epi8(3);
-    for (int64_t b = 0; b < n / 256; b++, src += 210, wu += 256, ws += 16, wc += 16) {
-        const uint8_t *ql = src, *qh = src + 128;
-        for (int h = 0; h < 2; h++) {
-            const __m256i high = _mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * h));
-            for (int k = 0; k < 4; k++) {
-                const __m256i l = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 64 * h + 32 * (k & 1)));
-                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(l, 4 * (k >> 1)), mask4);
-                const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high, 2 * k), mask2);
-                store32(wu + 128 * h + 32 * k, _mm256_or_si256(low, _mm256_slli_epi16(top, 4)));
-            }
-        }
-        const int8_t *scales = (const int8_t *)(src + 192);
-        const float d = f16_at(src + 208);
-        for (int g = 0; g < 16; g++) {
-            ws[g] = d * (float)scales[g];
-            wc[g] = -32.0f * ws[g];
+    const uint8_t *ql = block, *qh = block + 128;
+    for (int h = 0; h < 2; h++) {
+        const __m256i high = _mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * h));
+        for (int k = 0; k < 4; k++) {
+            const __m256i l = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 64 * h + 32 * (k & 1)));
+            const __m256i low = _mm256_and_si256(_mm256_srli_epi16(l, 4 * (k >> 1)), mask4);
+            const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high, 2 * k), mask2);
+            store32(wu + 128 * h + 32 * k, _mm256_or_si256(low, _mm256_slli_epi16(top, 4)));
         }
     }
 }
+
+#define QT_UNPACK_Q45
+#define QT_UNPACK_OTHERS
+#include "isa/templates/quant_blocks.h"
 
 /* ----------------------------------------------------- FAST activations */
 
@@ -326,48 +225,9 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 
 /* ------------------------------------------------------------------ tiles */
 
-/* The 8 lanes summed by the fixed tree. */
-QT_INLINE float reduce8(__m256 v) {
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
-#define ACC_START(slot, flags) ((flags) & QUANT_TILE_BEGIN ? _mm256_setzero_ps() : _mm256_load_ps(slot))
-QT_INLINE void acc_finish(__m256 a, float *slot, int flags, int j, int nr, float *y_ij) {
-    if (!(flags & QUANT_TILE_END)) _mm256_store_ps(slot, a);
-    else if (j < nr) *y_ij = reduce8(a);
-}
-
-QT_INLINE void f32_tile_rows(const int MR_, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw,
-                             int64_t kc, float *acc, int flags, float *y, int64_t ldy) {
-    __m256 a[F32_MR][F32_NR];
-#pragma GCC unroll 2
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < F32_NR; j++) a[i][j] = ACC_START(acc + 16 * (i * F32_NR + j), flags);
-    for (int64_t k = 0; k < kc; k += LANES) {
-        __m256 xv[F32_MR];
-#pragma GCC unroll 2
-        for (int i = 0; i < MR_; i++) xv[i] = _mm256_loadu_ps(x + i * ldx + k);
-#pragma GCC unroll 6
-        for (int j = 0; j < F32_NR; j++) {
-            const __m256 wv = _mm256_loadu_ps(w + j * ldw + k);
-#pragma GCC unroll 2
-            for (int i = 0; i < MR_; i++) a[i][j] = _mm256_fmadd_ps(xv[i], wv, a[i][j]);
-        }
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < F32_NR; j++) acc_finish(a[i][j], acc + 16 * (i * F32_NR + j), flags, j, nr, y + i * ldy + j);
-}
-
-static QT_TARGET void f32_tile(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t kc,
-                               float *acc, int flags, float *y, int64_t ldy) {
-    if (mr == 1) f32_tile_rows(1, nr, x, ldx, w, ldw, kc, acc, flags, y, ldy);
-    else f32_tile_rows(2, nr, x, ldx, w, ldw, kc, acc, flags, y, ldy);
-}
+#define F32_MR 2
+#define F32_NR 6
+#include "isa/templates/quant_f32_tile.h"
 
 /* Two group values at s spread over the 8 lanes: lanes 0-3 group 0, 4-7 group 1. */
 QT_INLINE __m256 spread2(const float *s) {
@@ -390,7 +250,7 @@ QT_INLINE void q8_tile_rows(const int MR_, int nr, const quant_q8_rows *x, const
 #pragma GCC unroll 2
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 2
-        for (int j = 0; j < Q8_NR; j++) a[i][j] = ACC_START(acc + 16 * (i * Q8_NR + j), flags);
+        for (int j = 0; j < Q8_NR; j++) a[i][j] = quant_acc_start(acc + 16 * (i * Q8_NR + j), flags);
     for (int64_t k0 = 0; k0 < kc; k0 += 128) {
         const int64_t k_end = kc - k0 < 128 ? kc : k0 + 128;
         for (int64_t k = k0; k < k_end; k += Q8_KSTEP) {
@@ -425,7 +285,7 @@ QT_INLINE void q8_tile_rows(const int MR_, int nr, const quant_q8_rows *x, const
 #pragma GCC unroll 2
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 2
-        for (int j = 0; j < Q8_NR; j++) acc_finish(a[i][j], acc + 16 * (i * Q8_NR + j), flags, j, nr, y + i * ldy + j);
+        for (int j = 0; j < Q8_NR; j++) quant_acc_finish(a[i][j], acc + 16 * (i * Q8_NR + j), flags, j, nr, y + i * ldy + j);
 }
 
 static QT_TARGET void q8_tile(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc, bool wide,
@@ -452,24 +312,19 @@ static bool avx2_supported(void) {
 const quant_kernels attn__quant_kernels_avx2 = {
     .isa = "avx2",
     .supported = avx2_supported,
-    .f32_tile = f32_tile,
+    .f32_tile = simd_quant_f32_tile,
     .f32_mr = F32_MR,
     .f32_nr = F32_NR,
     .f32_lanes = LANES,
     .f32_kstep = LANES,
-    .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16,
-                [QT_Q8_0] = dequant_q8_0, [QT_Q4_0] = dequant_q4_0, [QT_Q4_1] = dequant_q4_1,
-                [QT_Q5_0] = dequant_q5_0, [QT_Q5_1] = dequant_q5_1, [QT_Q4_K] = dequant_q4_k,
-                [QT_Q5_K] = dequant_q5_k, [QT_Q6_K] = dequant_q6_k},
+    .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16, QUANT_DEQUANT_BLOCKS},
     .fast_isa = "avx2",
     .q8_tile = q8_tile,
     .q8_mr = Q8_MR,
     .q8_nr = Q8_NR,
     .q8_kstep = Q8_KSTEP,
     .quantize = quantize,
-    .unpack = {[QT_Q8_0] = unpack_q8_0, [QT_Q4_0] = unpack_q4_0, [QT_Q4_1] = unpack_q4_1,
-               [QT_Q5_0] = unpack_q5_0, [QT_Q5_1] = unpack_q5_1, [QT_Q4_K] = unpack_q4_k,
-               [QT_Q5_K] = unpack_q5_k, [QT_Q6_K] = unpack_q6_k},
+    .unpack = {QUANT_UNPACK_Q45, QUANT_UNPACK_OTHERS},
 };
 
 #else

@@ -5,10 +5,10 @@
  * fast group runs).  Compiled for any x86-64 with function-level target
  * attributes.  Contracts: src/quant/quant.h; prose: docs/quant.md.
  *
- * EXACT tile: MR = 4 rows of x, NR = 6 rows of W, 16 lanes (k mod 16), one
- * FMA per term: 24 zmm accumulators, the 4 x vectors and one W vector: 29
- * of the 32 registers.  The lanes summed by the tree (l, l+8), (l, l+4),
- * (l, l+2), (0, 1).
+ * EXACT tile (templates/quant_f32_tile.h): MR = 4 rows of x, NR = 6 rows
+ * of W, 16 lanes (k mod 16), one FMA per term: 24 zmm accumulators, the 4
+ * x vectors and one W vector: 29 of the 32 registers.  The lanes summed by
+ * vec.h's v_reduce_add (the compiler's fixed tree).
  * FAST tile: MR = NR = 4, k step 64: per (i, j) and step one vpdpbusd
  * (16 lanes of 4 products), its int32 lanes converted and multiplied by
  * ws * xs of their group (4 lanes a group) into the float lanes; after
@@ -16,11 +16,14 @@
  * those groups, lane g = group g.  28 registers.
  * Dequantization: the portable kernel's operations, 16 elements at a time
  * (products and sums as separate instructions: this file is compiled with
- * -ffp-contract=off, and no FMA is written where the format rounds twice).
+ * -ffp-contract=off, and no FMA is written where the format rounds twice);
+ * templates/quant_blocks.h walks the rows.
  */
 #include "quant/quant.h"
 
 #if defined(__x86_64__) && !defined(ATTN_PORTABLE)
+
+#include "isa/x86_avx512/vec.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -30,17 +33,13 @@
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 #define VNNI_INLINE static inline __attribute__((always_inline)) VNNI_TARGET
 
-enum { F32_MR = 4, F32_NR = 6, LANES = 16, Q8_MR = 4, Q8_NR = 4, Q8_KSTEP = 64 };
+enum { LANES = 16, Q8_MR = 4, Q8_NR = 4, Q8_KSTEP = 64 };
 
 QT_INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(quant_u16(p)); }
 
 /* 16 bytes at p widened to int32 lanes. */
 QT_INLINE __m512i bytes16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 
-/* out[0..16) = scale * (float)codes. */
-QT_INLINE void store_scaled(float *out, __m512i codes, __m512 scale) {
-    _mm512_storeu_ps(out, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(codes)));
-}
 
 /* ------------------------------------------------------- dequantization */
 
@@ -65,31 +64,21 @@ static QT_TARGET void dequant_bf16(const uint8_t *src, int64_t n, float *out) {
     }
 }
 
-static QT_TARGET void dequant_q8_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 34, out += 32) {
-        const __m512 d = _mm512_set1_ps(f16_at(src));
-        for (int h = 0; h < 2; h++) {
-            __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 + 16 * h)));
-            _mm512_storeu_ps(out + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
-        }
+QT_INLINE void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+    const __m512 dv = _mm512_set1_ps(d);
+    for (int h = 0; h < 2; h++) {
+        __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16 * h)));
+        _mm512_storeu_ps(out + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), dv));
     }
 }
 
-/* The 32 codes of a Q4/Q5 block (qs: 16 bytes; qh: the fifth bits, or 0)
- * minus `offset`, as two int32 vectors (elements 0..15, 16..31). */
-QT_INLINE void codes32(const uint8_t *qs, uint32_t qh, int offset, __m512i *lo, __m512i *hi) {
-    const __m512i q = bytes16(qs), sixteen = _mm512_set1_epi32(16), off = _mm512_set1_epi32(offset);
-    __m512i a = _mm512_and_si512(q, _mm512_set1_epi32(15)), b = _mm512_srli_epi32(q, 4);
-    a = _mm512_mask_or_epi32(a, (__mmask16)qh, a, sixteen);
-    b = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, sixteen);
-    *lo = _mm512_sub_epi32(a, off);
-    *hi = _mm512_sub_epi32(b, off);
-}
-
-/* One Q4/Q5 block: d * (float)(code - offset) [+ m]. */
+/* One Q4/Q5 block: d * (float)(code - offset) [+ m]; the fifth bits of qh
+ * (0 for Q4) go in by a mask register. */
 QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, float *out) {
-    __m512i lo, hi;
-    codes32(qs, qh, offset, &lo, &hi);
+    const __m512i q = bytes16(qs), sixteen = _mm512_set1_epi32(16), off = _mm512_set1_epi32(offset);
+    __m512i lo = _mm512_and_si512(q, _mm512_set1_epi32(15)), hi = _mm512_srli_epi32(q, 4);
+    lo = _mm512_sub_epi32(_mm512_mask_or_epi32(lo, (__mmask16)qh, lo, sixteen), off);
+    hi = _mm512_sub_epi32(_mm512_mask_or_epi32(hi, (__mmask16)(qh >> 16), hi, sixteen), off);
     const __m512 dv = _mm512_set1_ps(d);
     __m512 a = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(lo)), b = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(hi));
     if (m) a = _mm512_add_ps(a, _mm512_set1_ps(*m)), b = _mm512_add_ps(b, _mm512_set1_ps(*m));
@@ -97,46 +86,12 @@ QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, flo
     _mm512_storeu_ps(out + 16, b);
 }
 
-static QT_TARGET void dequant_q4_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 18, out += 32) dequant_q45_block(src + 2, 0, 8, f16_at(src), NULL, out);
-}
-
-static QT_TARGET void dequant_q4_1(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 20, out += 32) {
-        const float m = f16_at(src + 2);
-        dequant_q45_block(src + 4, 0, 0, f16_at(src), &m, out);
-    }
-}
-
-static QT_TARGET void dequant_q5_0(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 22, out += 32)
-        dequant_q45_block(src + 6, quant_u32(src + 2), 16, f16_at(src), NULL, out);
-}
-
-static QT_TARGET void dequant_q5_1(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 32; b++, src += 24, out += 32) {
-        const float m = f16_at(src + 2);
-        dequant_q45_block(src + 8, quant_u32(src + 4), 0, f16_at(src), &m, out);
-    }
-}
-
-/* The 6-bit scale and min of sub-block s of a Q4_K / Q5_K block. */
-QT_INLINE void k_scale_min(const uint8_t *scales, int s, int *sc, int *mn) {
-    if (s < 4) {
-        *sc = scales[s] & 63;
-        *mn = scales[s + 4] & 63;
-    } else {
-        *sc = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
-        *mn = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
-    }
-}
-
 /* Q4_K (qh NULL) and Q5_K: scale * (float)v - offset per sub-block. */
 QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
     const float d = f16_at(header), dmin = f16_at(header + 2);
     for (int s = 0; s < 8; s++) {
         int sc, mn;
-        k_scale_min(header + 4, s, &sc, &mn);
+        quant_k_scale_min(header + 4, s, &sc, &mn);
         const __m512 scale = _mm512_set1_ps(d * (float)sc), offset = _mm512_set1_ps(dmin * (float)mn);
         for (int h = 0; h < 2; h++) {
             __m512i v = _mm512_and_si512(_mm512_srli_epi32(bytes16(qs + 32 * (s / 2) + 16 * h), 4 * (s % 2)),
@@ -151,86 +106,35 @@ QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const u
     }
 }
 
-static QT_TARGET void dequant_q4_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 144, out += 256) dequant_k_block(src, NULL, src + 16, out);
+QT_INLINE void dequant_q6_block(const uint8_t *block, float *out) {
+    const uint8_t *ql = block, *qh = block + 128;
+    const int8_t *scales = (const int8_t *)(block + 192);
+    const float d = f16_at(block + 208);
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 2; c++) {
+                const int e = 128 * h + 32 * k + 16 * c;
+                const __m512i low = _mm512_and_si512(
+                    _mm512_srli_epi32(bytes16(ql + 64 * h + 32 * (k & 1) + 16 * c), 4 * (k >> 1)), _mm512_set1_epi32(15));
+                const __m512i high =
+                    _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 32 * h + 16 * c), 2 * k), _mm512_set1_epi32(3));
+                const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+                _mm512_storeu_ps(out + e, _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[e / 16]), _mm512_cvtepi32_ps(q)));
+            }
 }
 
-static QT_TARGET void dequant_q5_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 176, out += 256) dequant_k_block(src, src + 16, src + 48, out);
-}
-
-/* Elements 128h + 32k + 16c .. +16 of a Q6_K block as codes 0..63. */
-QT_INLINE __m512i q6_codes(const uint8_t *ql, const uint8_t *qh, int h, int k, int c) {
-    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(bytes16(ql + 64 * h + 32 * (k & 1) + 16 * c), 4 * (k >> 1)),
-                                         _mm512_set1_epi32(15));
-    const __m512i high = _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 32 * h + 16 * c), 2 * k), _mm512_set1_epi32(3));
-    return _mm512_or_si512(low, _mm512_slli_epi32(high, 4));
-}
-
-static QT_TARGET void dequant_q6_k(const uint8_t *src, int64_t n, float *out) {
-    for (int64_t b = 0; b < n / 256; b++, src += 210, out += 256) {
-        const int8_t *scales = (const int8_t *)(src + 192);
-        const float d = f16_at(src + 208);
-        for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 4; k++)
-                for (int c = 0; c < 2; c++) {
-                    const int e = 128 * h + 32 * k + 16 * c;
-                    const __m512i q = _mm512_sub_epi32(q6_codes(src, src + 128, h, k, c), _mm512_set1_epi32(32));
-                    store_scaled(out + e, q, _mm512_set1_ps(d * (float)scales[e / 16]));
-                }
-    }
-}
-
-/* ------------------------------------------------------------ FAST unpack
+/* ------------------------------------------------------------- FAST codes
  * Q4/Q5 only: their fifth bits go in by a mask register; the other types
- * take AVX2's unpackers. */
+ * take AVX2's unpackers (nothing wider helps them). */
 
-QT_INLINE void groups32(float *ws, float *wc, float d, float c) {
-    ws[0] = ws[1] = d;
-    wc[0] = wc[1] = c;
-}
-
-/* 16 bytes' low nibbles then their high nibbles, as 32 bytes. */
-QT_INLINE __m256i nibbles32(const uint8_t *qs) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs), mask = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), mask), _mm_and_si128(q, mask));
-}
-
-/* Q4/Q5 codes with the fifth bits of qh (0 for Q4) into wu[0..32). */
 QT_INLINE void q45_codes(const uint8_t *qs, uint32_t qh, uint8_t *wu) {
-    const __m256i v = nibbles32(qs);
+    const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs), mask = _mm_set1_epi8(15);
+    const __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), mask), _mm_and_si128(q, mask));
     _mm256_storeu_si256((__m256i *)(void *)wu, _mm256_mask_add_epi8(v, (__mmask32)qh, v, _mm256_set1_epi8(16)));
 }
 
-static QT_TARGET void unpack_q4_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 18, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 2, 0, wu);
-        const float d = f16_at(src);
-        groups32(ws, wc, d, -8.0f * d);
-    }
-}
-
-static QT_TARGET void unpack_q4_1(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 20, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 4, 0, wu);
-        groups32(ws, wc, f16_at(src), f16_at(src + 2));
-    }
-}
-
-static QT_TARGET void unpack_q5_0(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 22, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 6, quant_u32(src + 2), wu);
-        const float d = f16_at(src);
-        groups32(ws, wc, d, -16.0f * d);
-    }
-}
-
-static QT_TARGET void unpack_q5_1(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc) {
-    for (int64_t b = 0; b < n / 32; b++, src += 24, wu += 32, ws += 2, wc += 2) {
-        q45_codes(src + 8, quant_u32(src + 4), wu);
-        groups32(ws, wc, f16_at(src), f16_at(src + 2));
-    }
-}
+#define QT_UNPACK_Q45
+#include "isa/templates/quant_blocks.h"
 
 /* ----------------------------------------------------- FAST activations */
 
@@ -260,56 +164,9 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 
 /* ------------------------------------------------------------------ tiles */
 
-/* The 16 lanes summed by the fixed tree. */
-QT_INLINE float reduce16(__m512 v) {
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
-/* The accumulators' start, and their end: stored for the next call, or
- * reduced into y. */
-#define ACC_START(slot, flags) ((flags) & QUANT_TILE_BEGIN ? _mm512_setzero_ps() : _mm512_load_ps(slot))
-QT_INLINE void acc_finish(__m512 a, float *slot, int flags, int j, int nr, float *y_ij) {
-    if (!(flags & QUANT_TILE_END)) _mm512_store_ps(slot, a);
-    else if (j < nr) *y_ij = reduce16(a);
-}
-
-/* The exact tile for a constant number of rows MR_ (1..F32_MR). */
-QT_INLINE void f32_tile_rows(const int MR_, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw,
-                             int64_t kc, float *acc, int flags, float *y, int64_t ldy) {
-    __m512 a[F32_MR][F32_NR];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < F32_NR; j++) a[i][j] = ACC_START(acc + 16 * (i * F32_NR + j), flags);
-    for (int64_t k = 0; k < kc; k += LANES) {
-        __m512 xv[F32_MR];
-#pragma GCC unroll 4
-        for (int i = 0; i < MR_; i++) xv[i] = _mm512_loadu_ps(x + i * ldx + k);
-#pragma GCC unroll 6
-        for (int j = 0; j < F32_NR; j++) {
-            const __m512 wv = _mm512_loadu_ps(w + j * ldw + k);
-#pragma GCC unroll 4
-            for (int i = 0; i < MR_; i++) a[i][j] = _mm512_fmadd_ps(xv[i], wv, a[i][j]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 6
-        for (int j = 0; j < F32_NR; j++) acc_finish(a[i][j], acc + 16 * (i * F32_NR + j), flags, j, nr, y + i * ldy + j);
-}
-
-static QT_TARGET void f32_tile(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t kc,
-                               float *acc, int flags, float *y, int64_t ldy) {
-    switch (mr) {
-    case 1: f32_tile_rows(1, nr, x, ldx, w, ldw, kc, acc, flags, y, ldy); break;
-    case 2: f32_tile_rows(2, nr, x, ldx, w, ldw, kc, acc, flags, y, ldy); break;
-    case 3: f32_tile_rows(3, nr, x, ldx, w, ldw, kc, acc, flags, y, ldy); break;
-    default: f32_tile_rows(4, nr, x, ldx, w, ldw, kc, acc, flags, y, ldy); break;
-    }
-}
+#define F32_MR 4
+#define F32_NR 6
+#include "isa/templates/quant_f32_tile.h"
 
 /* Four group values at s (groups g .. g+3) spread over the 16 lanes of a
  * vpdpbusd result: lanes 4g' .. 4g'+3 get group g'. */
@@ -325,7 +182,7 @@ VNNI_INLINE void q8_tile_rows(const int MR_, int nr, const quant_q8_rows *x, con
 #pragma GCC unroll 4
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < Q8_NR; j++) a[i][j] = ACC_START(acc + 16 * (i * Q8_NR + j), flags);
+        for (int j = 0; j < Q8_NR; j++) a[i][j] = quant_acc_start(acc + 16 * (i * Q8_NR + j), flags);
     for (int64_t k0 = 0; k0 < kc; k0 += 256) {
         const int64_t k_end = kc - k0 < 256 ? kc : k0 + 256;
         for (int64_t k = k0; k < k_end; k += Q8_KSTEP) {
@@ -361,7 +218,7 @@ VNNI_INLINE void q8_tile_rows(const int MR_, int nr, const quant_q8_rows *x, con
 #pragma GCC unroll 4
     for (int i = 0; i < MR_; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < Q8_NR; j++) acc_finish(a[i][j], acc + 16 * (i * Q8_NR + j), flags, j, nr, y + i * ldy + j);
+        for (int j = 0; j < Q8_NR; j++) quant_acc_finish(a[i][j], acc + 16 * (i * Q8_NR + j), flags, j, nr, y + i * ldy + j);
 }
 
 static VNNI_TARGET void q8_tile(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc, bool wide,
@@ -390,15 +247,12 @@ static bool vnni_supported(void) {
 const quant_kernels attn__quant_kernels_avx512 = {
     .isa = "avx512",
     .supported = avx512_supported,
-    .f32_tile = f32_tile,
+    .f32_tile = simd_quant_f32_tile,
     .f32_mr = F32_MR,
     .f32_nr = F32_NR,
     .f32_lanes = LANES,
     .f32_kstep = LANES,
-    .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16, [QT_Q8_0] = dequant_q8_0,
-                [QT_Q4_0] = dequant_q4_0, [QT_Q4_1] = dequant_q4_1, [QT_Q5_0] = dequant_q5_0,
-                [QT_Q5_1] = dequant_q5_1, [QT_Q4_K] = dequant_q4_k, [QT_Q5_K] = dequant_q5_k,
-                [QT_Q6_K] = dequant_q6_k},
+    .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16, QUANT_DEQUANT_BLOCKS},
     .fast_isa = "avx512-vnni",
     .fast_supported = vnni_supported,
     .q8_tile = q8_tile,
@@ -407,7 +261,7 @@ const quant_kernels attn__quant_kernels_avx512 = {
     .q8_kstep = Q8_KSTEP,
     .quantize = quantize,
     /* the others are AVX2's (src/isa/x86_avx2/quant_ukernels.c): nothing wider helps them */
-    .unpack = {[QT_Q4_0] = unpack_q4_0, [QT_Q4_1] = unpack_q4_1, [QT_Q5_0] = unpack_q5_0, [QT_Q5_1] = unpack_q5_1},
+    .unpack = {QUANT_UNPACK_Q45},
 };
 
 #else
