@@ -72,6 +72,7 @@ static size_t panel_bytes(bool fast, int64_t rows, int64_t len) {
 }
 
 static void plan_make(quant_plan *p, int64_t m, const attn_qtensor *w, const attn_quant_options *opt, int threads) {
+    memset(p, 0, sizeof *p);
     p->type = attn__quant_type_index(w->type);
     p->traits = &attn__quant_traits[p->type];
     p->kern = attn__quant_active();
@@ -216,7 +217,7 @@ static void prefill_item(const quant_plan *p, const void *xpack, void *panel, in
 static void run(const quant_plan *p, const float *x, void *scratch, float *y) {
     void *xpack = scratch;
     uint8_t *per_thread = (uint8_t *)scratch + p->x_bytes;
-    const int64_t groups = ceil_div(p->n, p->nr), items = p->panels * p->row_blocks;
+    const int64_t groups = ceil_div(p->n, p->nr), items = p->decode ? 0 : p->panels * p->row_blocks;
     OMP(omp parallel num_threads(p->threads) if (p->threads > 1))
     {
         int t = 0, threads = 1;
