@@ -9,13 +9,15 @@
  *   ./quant_bench [ROUNDS [FILTER]]        (bench/quant_bench.sh does both)
  *
  * Rows (W [N, K] random blocks with sane scales, x [M, K] uniform):
- *   types Q8_0, Q5_0, Q4_K, Q6_K;  N x K = 896x896 (q, o), 128x896 (k, v),
+ *   types Q8_0, Q5_0, Q4_K, Q6_K (the K-quants where 256 divides K: 4864);
+ *   N x K = 896x896 (q, o), 128x896 (k, v),
  *   4864x896 (gate, up), 896x4864 (down), 151936x896 (the head; M = 1 only
  *   unless FILTER names it: 512 rows of the head are 139 GFLOP);
  *   M = 1 (decode) and 512 (prefill); threads 1 and 2; exact and fast;
  *   and "sgemm": cblas_sgemm on W dequantized, its own threads.
  * Decode rows read W cold: as many copies of it as fill 256 MiB (8x the
- * L3), one copy a call in turn, as a model's layers are.
+ * L3), one copy a call in turn, as a model's layers are; with
+ * QUANT_BENCH_HOT=1 one copy, from the caches (the kernels' compute limit).
  * Each round measures the read bandwidth, the FP32 FMA peak and the
  * AVX-512 VNNI int8 peak at 1 and 2 threads, then every row once (median
  * call of >= 3 and 0.2 s after a warm-up); the rows interleave, the rounds
@@ -179,6 +181,8 @@ static double median_of(const double *v, int n, double *lo, double *hi) {
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 3;
     const char *filter = argc > 2 ? argv[2] : NULL;
+    /* QUANT_BENCH_HOT=1: one copy of W, read again and again from the caches: the kernels' compute limit */
+    const bool hot = getenv("QUANT_BENCH_HOT") && atoi(getenv("QUANT_BENCH_HOT")) == 1;
     if (rounds < 1 || rounds > 64) return fprintf(stderr, "ROUNDS: 1 .. 64\n"), 2;
     static const int types[] = {ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q5_0, ATTN_QTYPE_Q4_K, ATTN_QTYPE_Q6_K};
     static const int64_t shapes[][2] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {151936, 896}};
@@ -199,6 +203,9 @@ int main(int argc, char **argv) {
                                  ti < 0 ? "sgemm" : attn_quant_type_name(r->type), ti < 0 ? "f32" : p ? "fast" : "exact",
                                  (long long)r->n, (long long)r->k, (long long)r->m, t);
                         const bool head_prefill = r->n > 100000 && r->m > 1;
+                        int64_t be = 1;
+                        if (ti >= 0) attn_quant_type_block(r->type, &be, NULL);
+                        if (r->k % be != 0) continue; /* K-quants: K = 4864 only (Qwen's ffn_down) */
                         if (filter ? strstr(r->name, filter) != NULL : !head_prefill) n_rows++;
                     }
             }
@@ -220,7 +227,7 @@ int main(int argc, char **argv) {
             size_t bb;
             attn_quant_type_block(mt->type, &be, &bb);
             mt->bytes = (size_t)(mt->n * (mt->k / be)) * bb;
-            mt->copies = decode ? (int)((256u << 20) / mt->bytes + 1) : 1;
+            mt->copies = decode && !hot ? (int)((256u << 20) / mt->bytes + 1) : 1;
             mt->w = malloc(sizeof *mt->w * (size_t)mt->copies);
             for (int c = 0; c < mt->copies; c++) mt->w[c] = random_matrix(mt->type, mt->n, mt->k, &mt->bytes, &seed);
             if (prefill || ti == 0) {
@@ -233,7 +240,7 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * (size_t)max_x), *y = malloc(sizeof(float) * (size_t)max_y);
     bench_fill_uniform(x, (size_t)max_x, &seed);
 
-    printf("quant_bench: %d rows, %d rounds; exact on %s, fast on %s\n", n_rows, rounds,
+    printf("quant_bench: %d rows, %d rounds, W %s; exact on %s, fast on %s\n", n_rows, rounds, hot ? "hot" : "cold",
            attn_quant_isa(ATTN_PRECISION_EXACT), attn_quant_isa(ATTN_PRECISION_FAST));
     double rd[2][64], fma[2][64], i8[2][64];
     for (int round = 0; round < rounds; round++) {
@@ -265,15 +272,15 @@ int main(int argc, char **argv) {
             r->pct_int8[round] = 100 * r->gflops[round] / i8[r->threads - 1][round];
         }
     }
-    double lo, hi;
-    printf("\nmachine (median over rounds, min-max): read 1 thr %.1f (%.1f-%.1f) GB/s", median_of(rd[0], rounds, &lo, &hi),
-           lo, hi);
-    printf(", 2 thr %.1f (%.1f-%.1f); FMA peak 1 thr %.0f", median_of(rd[1], rounds, &lo, &hi), lo, hi,
-           median_of(fma[0], rounds, &lo, &hi));
-    printf(" (%.0f-%.0f), 2 thr %.0f", lo, hi, median_of(fma[1], rounds, &lo, &hi));
-    printf(" (%.0f-%.0f) GFLOP/s; int8 1 thr %.0f", lo, hi, median_of(i8[0], rounds, &lo, &hi));
-    printf(" (%.0f-%.0f), 2 thr %.0f", lo, hi, median_of(i8[1], rounds, &lo, &hi));
-    printf(" (%.0f-%.0f) GOP/s\n\n", lo, hi);
+    const char *labels[] = {"read 1 thr", "read 2 thr", "FMA peak 1 thr", "FMA peak 2 thr", "int8 1 thr", "int8 2 thr"};
+    const double *series[] = {rd[0], rd[1], fma[0], fma[1], i8[0], i8[1]};
+    printf("\nmachine, median over rounds (min-max):");
+    for (int i = 0; i < 6; i++) {
+        double lo, hi;
+        const double med = median_of(series[i], rounds, &lo, &hi);
+        printf("%s %s %.1f (%.1f-%.1f)", i ? "," : "", labels[i], med, lo, hi);
+    }
+    printf("  [GB/s, GFLOP/s, GOP/s]\n\n");
     printf("%-44s %16s %14s %18s %14s %12s\n", "row", "GB/s", "%rd", "GFLOP/s", "%fma", "%int8");
     for (int i = 0; i < n_rows; i++) {
         const row *r = &rows[i];
