@@ -45,10 +45,11 @@ static void complete_tables(void) {
     for (int i = 1; i < ISA_COUNT; i++) {
         const quant_kernels *below = &complete[i - 1];
         quant_kernels t = *isas[i];
-        if (!t.f32_tile) {
+        if (!t.f32_tile) { /* the decode kernels share the tile's order: they go with it */
             t.f32_tile = below->f32_tile;
             t.f32_mr = below->f32_mr, t.f32_nr = below->f32_nr;
             t.f32_lanes = below->f32_lanes, t.f32_kstep = below->f32_kstep;
+            memcpy(t.f32_gemv, below->f32_gemv, sizeof t.f32_gemv);
         }
         for (int q = 0; q < QT_COUNT; q++)
             if (!t.dequant[q]) t.dequant[q] = below->dequant[q];

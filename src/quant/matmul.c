@@ -53,6 +53,7 @@ typedef struct quant_plan {
     int64_t m, n, k, kp;
     int mr, nr, kstep;
     bool decode;
+    quant_f32_gemv_fn gemv;    /* decode straight from the blocks (EXACT), or NULL */
     int64_t kc;                /* decode: elements per chunk                      */
     int64_t nc;                /* prefill: rows per panel                         */
     int64_t panels, row_blocks; /* prefill: panels x blocks of x's rows = items   */
@@ -85,6 +86,7 @@ static void plan_make(quant_plan *p, int64_t m, const attn_qtensor *w, const att
     p->kstep = p->fast ? p->kern->q8_kstep : p->kern->f32_kstep;
     p->kp = round_up(p->k, p->kstep);
     p->decode = m <= p->mr;
+    if (p->decode && !p->fast && p->kp == p->k) p->gemv = p->kern->f32_gemv[p->type];
     const double per_element = panel_bytes_per_element(p->fast);
     const int64_t groups = ceil_div(p->n, p->nr);
     p->threads = attn__threads_for(threads, 2.0 * (double)m * (double)p->n * (double)p->k,
@@ -227,7 +229,11 @@ static void run(const quant_plan *p, const float *x, void *scratch, float *y) {
         void *mine = per_thread + (size_t)t * p->thread_bytes;
         OMP(omp for schedule(static))
         for (int64_t i = 0; i < p->m; i++) x_pack_row(p, xpack, x, i);
-        if (p->decode) {
+        if (p->gemv) {
+            const int64_t blocks = ceil_div(p->n, 8), j0 = 8 * (blocks * t / threads);
+            const int64_t j1 = min_i64(p->n, 8 * (blocks * (t + 1) / threads));
+            if (j1 > j0) p->gemv((int)p->m, xpack, p->kp, p->w + j0 * p->row_stride, p->row_stride, j1 - j0, p->k, y + j0, p->n);
+        } else if (p->decode) {
             decode_groups(p, xpack, mine, groups * t / threads, groups * (t + 1) / threads, y);
         } else {
             int64_t have = -1;

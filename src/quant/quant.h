@@ -118,6 +118,16 @@ enum {
 typedef void (*quant_f32_tile_fn)(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw,
                                   int64_t kc, float *acc, int flags, float *y, int64_t ldy);
 
+/* EXACT decode straight from the blocks (quantized types; an ISA may leave
+ * it NULL, and the nest then fills panels for the tile): for i < mr
+ * (1..f32_mr) and j < nr (any count), y[i*ldy + j] = exactly what the
+ * ISA's f32 tile gives for x_i against row j of W (at w + j*row_stride,
+ * dequantized) over all k elements, BEGIN to END: the same lanes, the same
+ * order, the same bits.  x: rows x + i*ldx of k floats; k a multiple of
+ * the type's block (hence of the k step: no padding). */
+typedef void (*quant_f32_gemv_fn)(int mr, const float *x, int64_t ldx, const uint8_t *w, int64_t row_stride,
+                                  int64_t nr, int64_t k, float *y, int64_t ldy);
+
 /* A FAST panel's rows, at k = 0 of the call's range (k-offset pointers). */
 typedef struct quant_q8_rows {
     const uint8_t *q;   /* wu (W) or qx (x, as int8 bits): row r at q + r*ld_q */
@@ -147,6 +157,7 @@ typedef struct quant_kernels {
     quant_f32_tile_fn f32_tile;
     int f32_mr, f32_nr, f32_lanes, f32_kstep;
     quant_dequant_fn dequant[QT_COUNT];
+    quant_f32_gemv_fn f32_gemv[QT_COUNT]; /* goes with f32_tile: never taken from another ISA's */
     /* FAST */
     const char *fast_isa;             /* "avx512-vnni", ...                       */
     bool (*fast_supported)(void);     /* NULL: whenever supported()               */

@@ -387,8 +387,9 @@ static int ks_of(int type, int64_t *ks) {
 }
 
 /* Every type x K x M in {1, 3, 17, 64} x N in {1, 3, 17, 113} x ISA:
- * EXACT and FAST against the oracles; a row alone (M = 1) gives the bits it
- * has within M = 17. */
+ * EXACT and FAST against the oracles; a row alone (M = 1) and three rows
+ * (the decode kernels on every ISA: M <= MR) give the bits they have
+ * within M = 17. */
 static void test_against_oracles(void **state) {
     (void)state;
     static const int64_t ms[] = {1, 3, 17, 64}, ns[] = {1, 3, 17, 113};
@@ -407,7 +408,7 @@ static void test_against_oracles(void **state) {
                     weights_make(&wt, &r, type, n, k, (size_t)(ni % 2) * 5);
                     attn_qtensor v = weights_view(&wt);
                     float *x = malloc(sizeof(float) * (size_t)(m * k)), *y = malloc(sizeof(float) * (size_t)(m * n));
-                    float *row = malloc(sizeof(float) * (size_t)n);
+                    float *few = malloc(sizeof(float) * 3 * (size_t)n);
                     test_fill_normal(&r, x, m * k, 1.0);
                     oracle o;
                     oracle_make(&o, &wt, x, m);
@@ -421,17 +422,19 @@ static void test_against_oracles(void **state) {
                             matmul_ok(x, m, &v, y, prec, 1);
                             if (fast) check_fast(y, &o, m, n, k, what);
                             else check_exact(y, &o, m, n, k, what);
-                            if (m == 17)
-                                for (int64_t i0 = 0; i0 < m; i0 += 8) {
-                                    matmul_ok(x + i0 * k, 1, &v, row, prec, 1);
-                                    if (memcmp(row, y + i0 * n, sizeof(float) * (size_t)n) != 0)
-                                        fail_msg("%s %s: row %lld alone differs from within M = 17", what,
-                                                 fast ? "fast" : "exact", (long long)i0);
-                                }
+                            if (m == 17) /* decode (1 and 3 rows) and prefill: the same bits */
+                                for (int64_t i0 = 0; i0 < m; i0 += 8)
+                                    for (int64_t rows = 1; rows <= 3 && i0 + rows <= m; rows += 2) {
+                                        matmul_ok(x + i0 * k, rows, &v, few, prec, 1);
+                                        if (memcmp(few, y + i0 * n, sizeof(float) * (size_t)(rows * n)) != 0)
+                                            fail_msg("%s %s: rows %lld .. %lld alone differ from within M = 17",
+                                                     what, fast ? "fast" : "exact", (long long)i0,
+                                                     (long long)(i0 + rows - 1));
+                                    }
                         }
                     }
                     oracle_free(&o);
-                    free(x), free(y), free(row);
+                    free(x), free(y), free(few);
                     weights_free(&wt);
                 }
     }

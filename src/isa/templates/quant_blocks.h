@@ -150,3 +150,30 @@ static QT_TARGET void unpack_q6_k(const uint8_t *src, int64_t n, uint8_t *wu, fl
 #define QUANT_UNPACK_OTHERS \
     [QT_Q8_0] = unpack_q8_0, [QT_Q4_K] = unpack_q4_k, [QT_Q5_K] = unpack_q5_k, [QT_Q6_K] = unpack_q6_k
 #endif
+
+#ifdef QT_REGS
+/* The decode kernel's readers (templates/quant_f32_gemv.h): sub-block s
+ * (elements 32s .. 32s+31; s = 0 for the 32-element types) of the block at
+ * b as 32 / VLEN vectors, by the including file's
+ *   q8_regs(qs, d, v)  q45_regs(qs, qh, offset, d, m, v)
+ *   k_regs(header, qh, qs, s, v)  q6_regs(block, s, v)
+ * (the dequantizers' arithmetic, vec v[32 / VLEN]). */
+#define QT_REGS_INLINE static inline __attribute__((always_inline)) QT_TARGET
+
+QT_REGS_INLINE void sub32_q8_0(const uint8_t *b, int s, vec *v) { (void)s, q8_regs(b + 2, f16_at(b), v); }
+QT_REGS_INLINE void sub32_q4_0(const uint8_t *b, int s, vec *v) { (void)s, q45_regs(b + 2, 0, 8, f16_at(b), NULL, v); }
+QT_REGS_INLINE void sub32_q4_1(const uint8_t *b, int s, vec *v) {
+    const float m = f16_at(b + 2);
+    (void)s, q45_regs(b + 4, 0, 0, f16_at(b), &m, v);
+}
+QT_REGS_INLINE void sub32_q5_0(const uint8_t *b, int s, vec *v) {
+    (void)s, q45_regs(b + 6, quant_u32(b + 2), 16, f16_at(b), NULL, v);
+}
+QT_REGS_INLINE void sub32_q5_1(const uint8_t *b, int s, vec *v) {
+    const float m = f16_at(b + 2);
+    (void)s, q45_regs(b + 8, quant_u32(b + 4), 0, f16_at(b), &m, v);
+}
+QT_REGS_INLINE void sub32_q4_k(const uint8_t *b, int s, vec *v) { k_regs(b, NULL, b + 16, s, v); }
+QT_REGS_INLINE void sub32_q5_k(const uint8_t *b, int s, vec *v) { k_regs(b, b + 16, b + 48, s, v); }
+QT_REGS_INLINE void sub32_q6_k(const uint8_t *b, int s, vec *v) { q6_regs(b, s, v); }
+#endif

@@ -76,16 +76,20 @@ static QT_TARGET void dequant_bf16(const uint8_t *src, int64_t n, float *out) {
     }
 }
 
-QT_INLINE void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+/* The dequantizers' arithmetic on one sub-block of 32 elements, into four
+ * vectors of 8: the decode kernel (templates/quant_f32_gemv.h) multiplies
+ * them straight into its sums, the dequantizers below store them. */
+
+QT_INLINE void q8_regs(const uint8_t *qs, float d, __m256 *v) {
     const __m256 dv = _mm256_set1_ps(d);
     for (int c = 0; c < 4; c++) {
         __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(qs + 8 * c)));
-        _mm256_storeu_ps(out + 8 * c, _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv));
+        v[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv);
     }
 }
 
 /* One Q4/Q5 block: d * (float)(code - offset) [+ m]; qh 0 for Q4. */
-QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, float *out) {
+QT_INLINE void q45_regs(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, __m256 *out) {
     const __m256 dv = _mm256_set1_ps(d);
     const __m256i sixteen = _mm256_set1_epi32(16), off = _mm256_set1_epi32(offset);
     for (int c = 0; c < 4; c++) {
@@ -94,43 +98,74 @@ QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, flo
         v = _mm256_or_si256(v, _mm256_and_si256(lanes_from_bits((qh >> (8 * c)) & 0xFF), sixteen));
         __m256 f = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_sub_epi32(v, off)));
         if (m) f = _mm256_add_ps(f, _mm256_set1_ps(*m));
-        _mm256_storeu_ps(out + 8 * c, f);
+        out[c] = f;
     }
 }
 
-QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
+/* Sub-block s of a Q4_K (qh NULL) or Q5_K block: scale * (float)v - offset. */
+QT_INLINE void k_regs(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, int s, __m256 *out) {
     const float d = f16_at(header), dmin = f16_at(header + 2);
-    for (int s = 0; s < 8; s++) {
-        int sc, mn;
-        quant_k_scale_min(header + 4, s, &sc, &mn);
-        const __m256 scale = _mm256_set1_ps(d * (float)sc), offset = _mm256_set1_ps(dmin * (float)mn);
-        for (int c = 0; c < 4; c++) {
-            __m256i v = _mm256_and_si256(_mm256_srli_epi32(bytes8(qs + 32 * (s / 2) + 8 * c), 4 * (s % 2)),
-                                         _mm256_set1_epi32(15));
-            if (qh) {
-                __m256i bit = _mm256_and_si256(_mm256_srli_epi32(bytes8(qh + 8 * c), s), _mm256_set1_epi32(1));
-                v = _mm256_or_si256(v, _mm256_slli_epi32(bit, 4));
-            }
-            _mm256_storeu_ps(out + 32 * s + 8 * c, _mm256_sub_ps(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(v)), offset));
+    int sc, mn;
+    quant_k_scale_min(header + 4, s, &sc, &mn);
+    const __m256 scale = _mm256_set1_ps(d * (float)sc), offset = _mm256_set1_ps(dmin * (float)mn);
+    for (int c = 0; c < 4; c++) {
+        __m256i v = _mm256_and_si256(_mm256_srli_epi32(bytes8(qs + 32 * (s / 2) + 8 * c), 4 * (s % 2)),
+                                     _mm256_set1_epi32(15));
+        if (qh) {
+            __m256i bit = _mm256_and_si256(_mm256_srli_epi32(bytes8(qh + 8 * c), s), _mm256_set1_epi32(1));
+            v = _mm256_or_si256(v, _mm256_slli_epi32(bit, 4));
         }
+        out[c] = _mm256_sub_ps(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(v)), offset);
+    }
+}
+
+/* Sub-block s (elements 32s .. 32s+31) of a Q6_K block. */
+QT_INLINE void q6_regs(const uint8_t *block, int s, __m256 *out) {
+    const uint8_t *ql = block, *qh = block + 128;
+    const int8_t *scales = (const int8_t *)(block + 192);
+    const float d = f16_at(block + 208);
+    const int h = s / 4, k = s % 4;
+    for (int c = 0; c < 4; c++) {
+        const int e = 128 * h + 32 * k + 8 * c;
+        const __m256i low = _mm256_and_si256(
+            _mm256_srli_epi32(bytes8(ql + 64 * h + 32 * (k & 1) + 8 * c), 4 * (k >> 1)), _mm256_set1_epi32(15));
+        const __m256i high =
+            _mm256_and_si256(_mm256_srli_epi32(bytes8(qh + 32 * h + 8 * c), 2 * k), _mm256_set1_epi32(3));
+        const __m256i q = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+        out[c] = _mm256_mul_ps(_mm256_set1_ps(d * (float)scales[e / 16]), _mm256_cvtepi32_ps(q));
+    }
+}
+
+QT_INLINE void store4(float *out, const __m256 *v) {
+    for (int c = 0; c < 4; c++) _mm256_storeu_ps(out + 8 * c, v[c]);
+}
+
+QT_INLINE void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+    __m256 v[4];
+    q8_regs(qs, d, v);
+    store4(out, v);
+}
+
+QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, float *out) {
+    __m256 v[4];
+    q45_regs(qs, qh, offset, d, m, v);
+    store4(out, v);
+}
+
+QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
+    for (int s = 0; s < 8; s++) {
+        __m256 v[4];
+        k_regs(header, qh, qs, s, v);
+        store4(out + 32 * s, v);
     }
 }
 
 QT_INLINE void dequant_q6_block(const uint8_t *block, float *out) {
-    const uint8_t *ql = block, *qh = block + 128;
-    const int8_t *scales = (const int8_t *)(block + 192);
-    const float d = f16_at(block + 208);
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 4; k++)
-            for (int c = 0; c < 4; c++) {
-                const int e = 128 * h + 32 * k + 8 * c;
-                const __m256i low = _mm256_and_si256(
-                    _mm256_srli_epi32(bytes8(ql + 64 * h + 32 * (k & 1) + 8 * c), 4 * (k >> 1)), _mm256_set1_epi32(15));
-                const __m256i high =
-                    _mm256_and_si256(_mm256_srli_epi32(bytes8(qh + 32 * h + 8 * c), 2 * k), _mm256_set1_epi32(3));
-                const __m256i q = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
-                _mm256_storeu_ps(out + e, _mm256_mul_ps(_mm256_set1_ps(d * (float)scales[e / 16]), _mm256_cvtepi32_ps(q)));
-            }
+    for (int s = 0; s < 8; s++) {
+        __m256 v[4];
+        q6_regs(block, s, v);
+        store4(out + 32 * s, v);
+    }
 }
 
 /* ------------------------------------------------------------- FAST codes */
@@ -179,6 +214,7 @@ QT_INLINE void q6_codes(const uint8_t *block, uint8_t *wu) {
 
 #define QT_UNPACK_Q45
 #define QT_UNPACK_OTHERS
+#define QT_REGS
 #include "isa/templates/quant_blocks.h"
 
 /* ----------------------------------------------------- FAST activations */
@@ -228,6 +264,11 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 #define F32_MR 2
 #define F32_NR 6
 #include "isa/templates/quant_f32_tile.h"
+
+/* decode: 4 rows of W for one row of x, 2 for two (16 ymm registers) */
+#define GEMV_R1 4
+#define GEMV_R 2
+#include "isa/templates/quant_f32_gemv.h"
 
 /* Two group values at s spread over the 8 lanes: lanes 0-3 group 0, 4-7 group 1. */
 QT_INLINE __m256 spread2(const float *s) {
@@ -318,6 +359,7 @@ const quant_kernels attn__quant_kernels_avx2 = {
     .f32_lanes = LANES,
     .f32_kstep = LANES,
     .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16, QUANT_DEQUANT_BLOCKS},
+    .f32_gemv = {QUANT_F32_GEMV_TABLE},
     .fast_isa = "avx2",
     .q8_tile = q8_tile,
     .q8_mr = Q8_MR,

@@ -64,63 +64,93 @@ static QT_TARGET void dequant_bf16(const uint8_t *src, int64_t n, float *out) {
     }
 }
 
-QT_INLINE void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+/* The dequantizers' arithmetic on one sub-block of 32 elements, into two
+ * vectors (elements 0-15, 16-31): the decode kernel (templates/
+ * quant_f32_gemv.h) multiplies them straight into its sums, the
+ * dequantizers below store them. */
+
+QT_INLINE void q8_regs(const uint8_t *qs, float d, __m512 *v) {
     const __m512 dv = _mm512_set1_ps(d);
     for (int h = 0; h < 2; h++) {
         __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qs + 16 * h)));
-        _mm512_storeu_ps(out + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), dv));
+        v[h] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), dv);
     }
 }
 
 /* One Q4/Q5 block: d * (float)(code - offset) [+ m]; the fifth bits of qh
  * (0 for Q4) go in by a mask register. */
-QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, float *out) {
+QT_INLINE void q45_regs(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, __m512 *v) {
     const __m512i q = bytes16(qs), sixteen = _mm512_set1_epi32(16), off = _mm512_set1_epi32(offset);
     __m512i lo = _mm512_and_si512(q, _mm512_set1_epi32(15)), hi = _mm512_srli_epi32(q, 4);
     lo = _mm512_sub_epi32(_mm512_mask_or_epi32(lo, (__mmask16)qh, lo, sixteen), off);
     hi = _mm512_sub_epi32(_mm512_mask_or_epi32(hi, (__mmask16)(qh >> 16), hi, sixteen), off);
     const __m512 dv = _mm512_set1_ps(d);
-    __m512 a = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(lo)), b = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(hi));
-    if (m) a = _mm512_add_ps(a, _mm512_set1_ps(*m)), b = _mm512_add_ps(b, _mm512_set1_ps(*m));
-    _mm512_storeu_ps(out, a);
-    _mm512_storeu_ps(out + 16, b);
+    v[0] = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(lo)), v[1] = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(hi));
+    if (m) v[0] = _mm512_add_ps(v[0], _mm512_set1_ps(*m)), v[1] = _mm512_add_ps(v[1], _mm512_set1_ps(*m));
 }
 
-/* Q4_K (qh NULL) and Q5_K: scale * (float)v - offset per sub-block. */
-QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
+/* Sub-block s of a Q4_K (qh NULL) or Q5_K block: scale * (float)v - offset. */
+QT_INLINE void k_regs(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, int s, __m512 *out) {
     const float d = f16_at(header), dmin = f16_at(header + 2);
-    for (int s = 0; s < 8; s++) {
-        int sc, mn;
-        quant_k_scale_min(header + 4, s, &sc, &mn);
-        const __m512 scale = _mm512_set1_ps(d * (float)sc), offset = _mm512_set1_ps(dmin * (float)mn);
-        for (int h = 0; h < 2; h++) {
-            __m512i v = _mm512_and_si512(_mm512_srli_epi32(bytes16(qs + 32 * (s / 2) + 16 * h), 4 * (s % 2)),
-                                         _mm512_set1_epi32(15));
-            if (qh) {
-                __m512i bit = _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 16 * h), s), _mm512_set1_epi32(1));
-                v = _mm512_or_si512(v, _mm512_slli_epi32(bit, 4));
-            }
-            _mm512_storeu_ps(out + 32 * s + 16 * h,
-                             _mm512_sub_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(v)), offset));
+    int sc, mn;
+    quant_k_scale_min(header + 4, s, &sc, &mn);
+    const __m512 scale = _mm512_set1_ps(d * (float)sc), offset = _mm512_set1_ps(dmin * (float)mn);
+    for (int h = 0; h < 2; h++) {
+        __m512i v = _mm512_and_si512(_mm512_srli_epi32(bytes16(qs + 32 * (s / 2) + 16 * h), 4 * (s % 2)),
+                                     _mm512_set1_epi32(15));
+        if (qh) {
+            __m512i bit = _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 16 * h), s), _mm512_set1_epi32(1));
+            v = _mm512_or_si512(v, _mm512_slli_epi32(bit, 4));
         }
+        out[h] = _mm512_sub_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(v)), offset);
+    }
+}
+
+/* Sub-block s (elements 32s .. 32s+31) of a Q6_K block. */
+QT_INLINE void q6_regs(const uint8_t *block, int s, __m512 *out) {
+    const uint8_t *ql = block, *qh = block + 128;
+    const int8_t *scales = (const int8_t *)(block + 192);
+    const float d = f16_at(block + 208);
+    const int h = s / 4, k = s % 4;
+    for (int c = 0; c < 2; c++) {
+        const int e = 128 * h + 32 * k + 16 * c;
+        const __m512i low = _mm512_and_si512(
+            _mm512_srli_epi32(bytes16(ql + 64 * h + 32 * (k & 1) + 16 * c), 4 * (k >> 1)), _mm512_set1_epi32(15));
+        const __m512i high =
+            _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 32 * h + 16 * c), 2 * k), _mm512_set1_epi32(3));
+        const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+        out[c] = _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[e / 16]), _mm512_cvtepi32_ps(q));
+    }
+}
+
+QT_INLINE void store2(float *out, const __m512 *v) { _mm512_storeu_ps(out, v[0]), _mm512_storeu_ps(out + 16, v[1]); }
+
+QT_INLINE void dequant_q8_block(const uint8_t *qs, float d, float *out) {
+    __m512 v[2];
+    q8_regs(qs, d, v);
+    store2(out, v);
+}
+
+QT_INLINE void dequant_q45_block(const uint8_t *qs, uint32_t qh, int offset, float d, const float *m, float *out) {
+    __m512 v[2];
+    q45_regs(qs, qh, offset, d, m, v);
+    store2(out, v);
+}
+
+QT_INLINE void dequant_k_block(const uint8_t *header, const uint8_t *qh, const uint8_t *qs, float *out) {
+    for (int s = 0; s < 8; s++) {
+        __m512 v[2];
+        k_regs(header, qh, qs, s, v);
+        store2(out + 32 * s, v);
     }
 }
 
 QT_INLINE void dequant_q6_block(const uint8_t *block, float *out) {
-    const uint8_t *ql = block, *qh = block + 128;
-    const int8_t *scales = (const int8_t *)(block + 192);
-    const float d = f16_at(block + 208);
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 4; k++)
-            for (int c = 0; c < 2; c++) {
-                const int e = 128 * h + 32 * k + 16 * c;
-                const __m512i low = _mm512_and_si512(
-                    _mm512_srli_epi32(bytes16(ql + 64 * h + 32 * (k & 1) + 16 * c), 4 * (k >> 1)), _mm512_set1_epi32(15));
-                const __m512i high =
-                    _mm512_and_si512(_mm512_srli_epi32(bytes16(qh + 32 * h + 16 * c), 2 * k), _mm512_set1_epi32(3));
-                const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
-                _mm512_storeu_ps(out + e, _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[e / 16]), _mm512_cvtepi32_ps(q)));
-            }
+    for (int s = 0; s < 8; s++) {
+        __m512 v[2];
+        q6_regs(block, s, v);
+        store2(out + 32 * s, v);
+    }
 }
 
 /* ------------------------------------------------------------- FAST codes
@@ -134,6 +164,7 @@ QT_INLINE void q45_codes(const uint8_t *qs, uint32_t qh, uint8_t *wu) {
 }
 
 #define QT_UNPACK_Q45
+#define QT_REGS
 #include "isa/templates/quant_blocks.h"
 
 /* ----------------------------------------------------- FAST activations */
@@ -167,6 +198,11 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 #define F32_MR 4
 #define F32_NR 6
 #include "isa/templates/quant_f32_tile.h"
+
+/* decode: 8 rows of W for one row of x (8 FMA chains), 4 for more */
+#define GEMV_R1 8
+#define GEMV_R 4
+#include "isa/templates/quant_f32_gemv.h"
 
 /* Four group values at s (groups g .. g+3) spread over the 16 lanes of a
  * vpdpbusd result: lanes 4g' .. 4g'+3 get group g'. */
@@ -253,6 +289,7 @@ const quant_kernels attn__quant_kernels_avx512 = {
     .f32_lanes = LANES,
     .f32_kstep = LANES,
     .dequant = {[QT_F32] = dequant_f32, [QT_F16] = dequant_f16, [QT_BF16] = dequant_bf16, QUANT_DEQUANT_BLOCKS},
+    .f32_gemv = {QUANT_F32_GEMV_TABLE},
     .fast_isa = "avx512-vnni",
     .fast_supported = vnni_supported,
     .q8_tile = q8_tile,
