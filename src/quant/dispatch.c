@@ -58,9 +58,10 @@ static void complete_tables(void) {
             t.fast_isa = below->fast_isa;
             t.fast_supported = below->fast_supported;
             t.q8_tile = below->q8_tile;
-            t.q8_mr = below->q8_mr, t.q8_nr = below->q8_nr, t.q8_kstep = below->q8_kstep;
+            t.q8_mr = below->q8_mr, t.q8_nr = below->q8_nr, t.q8_nrv = below->q8_nrv;
             t.quantize = below->quantize;
             memcpy(t.unpack, below->unpack, sizeof t.unpack);
+            memcpy(t.q8_gemv, below->q8_gemv, sizeof t.q8_gemv);
         } else {
             if (!t.quantize) t.quantize = below->quantize;
             for (int q = 0; q < QT_COUNT; q++)

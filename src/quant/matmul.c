@@ -48,12 +48,14 @@ typedef struct quant_plan {
     const quant_traits *traits;
     int type;                  /* quant_type                                     */
     bool fast;
+    quant_q8_type q8;          /* FAST: the type's group, offset, min            */
     const uint8_t *w;
     int64_t row_stride;
     int64_t m, n, k, kp;
-    int mr, nr, kstep;
+    int mr, nr, nrv, kstep;
     bool decode;
     quant_f32_gemv_fn gemv;    /* decode straight from the blocks (EXACT), or NULL */
+    quant_q8_gemv_fn q8_gemv;  /* the same for FAST, or NULL                     */
     int64_t kc;                /* decode: elements per chunk                      */
     int64_t nc;                /* prefill: rows per panel                         */
     int64_t panels, row_blocks; /* prefill: panels x blocks of x's rows = items   */
@@ -61,15 +63,29 @@ typedef struct quant_plan {
     size_t x_bytes, thread_bytes; /* the scratch: packed x, then one per thread  */
 } quant_plan;
 
-/* Bytes a W panel takes per element of one row (FAST: wu, and ws and wc per 16). */
+/* Bytes a W panel takes per element of one row (FAST: the code, and scales
+ * per 16 at the most). */
 static inline double panel_bytes_per_element(bool fast) { return fast ? 1.5 : 4.0; }
 
 static inline size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-/* The bytes of `rows` panel rows of `len` elements (FAST: wu, ws, wc). */
-static size_t panel_bytes(bool fast, int64_t rows, int64_t len) {
-    if (!fast) return align64(sizeof(float) * (size_t)(rows * len));
-    return align64((size_t)(rows * len)) + 2 * align64(sizeof(float) * (size_t)(rows * len / 16));
+/* The bytes of `rows` panel rows of `len` elements: EXACT floats; FAST the
+ * interleaved codes, ws and wc per group (quant.h), then the unpacker's
+ * one row (codes, ws and wc per 16). */
+static size_t panel_bytes(const quant_plan *p, int64_t rows, int64_t len) {
+    if (!p->fast) return align64(sizeof(float) * (size_t)(rows * len));
+    const size_t groups = (size_t)(rows * len / p->q8.group), row16 = (size_t)(len / 16);
+    return align64((size_t)(rows * len)) + 2 * align64(sizeof(float) * groups) + align64((size_t)len) +
+           2 * align64(sizeof(float) * row16);
+}
+
+/* The packed x: EXACT Kp floats a row; FAST qx, xs and xc per group (quant.h),
+ * then the quantizer's xs per 32 and sums per 16. */
+static size_t x_panel_bytes(const quant_plan *p) {
+    const size_t m = (size_t)p->m, kp = (size_t)p->kp;
+    if (!p->fast) return align64(sizeof(float) * m * kp);
+    return align64(m * kp) + 2 * align64(sizeof(float) * m * (kp / (size_t)p->q8.group)) +
+           align64(sizeof(float) * m * (kp / 32)) + align64(sizeof(int32_t) * m * (kp / 16));
 }
 
 static void plan_make(quant_plan *p, int64_t m, const attn_qtensor *w, const attn_quant_options *opt, int threads) {
@@ -78,15 +94,18 @@ static void plan_make(quant_plan *p, int64_t m, const attn_qtensor *w, const att
     p->traits = &attn__quant_traits[p->type];
     p->kern = attn__quant_active();
     p->fast = opt->precision == ATTN_PRECISION_FAST && p->traits->quantized;
+    p->q8 = (quant_q8_type){.group = p->traits->group, .offset = p->traits->offset, .has_min = p->traits->has_min};
     p->w = w->data;
     p->row_stride = w->row_stride ? (int64_t)w->row_stride : quant_row_bytes(p->traits, w->cols);
     p->m = m, p->n = w->rows, p->k = w->cols;
     p->mr = p->fast ? p->kern->q8_mr : p->kern->f32_mr;
     p->nr = p->fast ? p->kern->q8_nr : p->kern->f32_nr;
-    p->kstep = p->fast ? p->kern->q8_kstep : p->kern->f32_kstep;
+    p->nrv = p->fast ? p->kern->q8_nrv : 1;
+    p->kstep = p->fast ? 32 : p->kern->f32_kstep;
     p->kp = round_up(p->k, p->kstep);
     p->decode = m <= p->mr;
     if (p->decode && !p->fast && p->kp == p->k) p->gemv = p->kern->f32_gemv[p->type];
+    if (p->decode && p->fast) p->q8_gemv = p->kern->q8_gemv[p->type];
     const double per_element = panel_bytes_per_element(p->fast);
     const int64_t groups = ceil_div(p->n, p->nr);
     p->threads = attn__threads_for(threads, 2.0 * (double)m * (double)p->n * (double)p->k,
@@ -94,30 +113,55 @@ static void plan_make(quant_plan *p, int64_t m, const attn_qtensor *w, const att
     if (p->decode) {
         int64_t kc = (int64_t)(QUANT_DECODE_PANEL_BYTES / (per_element * p->nr)) / QUANT_CHUNK_ALIGN * QUANT_CHUNK_ALIGN;
         p->kc = min_i64(max_i64(kc, QUANT_CHUNK_ALIGN), p->kp);
-        p->thread_bytes = panel_bytes(p->fast, p->nr, p->kc) + sizeof(float) * 16 * (size_t)(p->mr * p->nr);
+        p->thread_bytes = p->gemv || p->q8_gemv ? 0 : panel_bytes(p, p->nr, p->kc) + sizeof(float) * 16 * (size_t)(p->mr * p->nr);
     } else {
         int64_t nc = (int64_t)(QUANT_PREFILL_PANEL_BYTES / (per_element * (double)p->kp)) / p->nr * p->nr;
         p->nc = min_i64(max_i64(nc, p->nr), round_up(p->n, p->nr));
         p->panels = ceil_div(p->n, p->nc);
         p->row_blocks = p->panels >= p->threads ? 1 : min_i64(ceil_div(p->threads, p->panels), ceil_div(m, p->mr));
-        p->thread_bytes = panel_bytes(p->fast, p->nc, p->kp);
+        p->thread_bytes = panel_bytes(p, p->nc, p->kp);
     }
-    p->x_bytes = p->fast ? align64((size_t)(m * p->kp)) + 2 * align64(sizeof(float) * (size_t)(m * p->kp / 16))
-                         : align64(sizeof(float) * (size_t)(m * p->kp));
+    p->x_bytes = x_panel_bytes(p);
 }
 
 static size_t plan_scratch(const quant_plan *p) { return p->x_bytes + (size_t)p->threads * p->thread_bytes; }
 
 /* ------------------------------------------------------------- panels */
 
-/* A FAST panel of `rows` rows of `len` elements at base (quant.h's three
- * arrays, laid out by panel_bytes). */
-static quant_q8_rows q8_panel(void *base, int64_t rows, int64_t len) {
+/* The FAST x panel at base (x_panel_bytes's layout), and the quantizer's
+ * arrays after it. */
+static quant_q8_x q8_x_panel(const quant_plan *p, void *base, float **xs32, int32_t **qsum16) {
     uint8_t *b = base;
-    quant_q8_rows r = {.q = b, .ld_q = len, .ld_s = len / 16};
-    r.s = (const float *)(b + align64((size_t)(rows * len)));
-    r.c = r.s + align64(sizeof(float) * (size_t)(rows * len / 16)) / sizeof(float);
-    return r;
+    const size_t m = (size_t)p->m, kp = (size_t)p->kp, groups = kp / (size_t)p->q8.group;
+    quant_q8_x x = {.q = (const int8_t *)b, .ld_q = p->kp, .ld_s = (int64_t)groups};
+    b += align64(m * kp);
+    x.s = (const float *)b;
+    b += align64(sizeof(float) * m * groups);
+    x.c = b;
+    b += align64(sizeof(float) * m * groups);
+    if (xs32) *xs32 = (float *)b;
+    b += align64(sizeof(float) * m * (kp / 32));
+    if (qsum16) *qsum16 = (int32_t *)b;
+    return x;
+}
+
+/* A FAST W panel of `rows` rows (a multiple of NRV) of len elements at
+ * base (panel_bytes's layout), and the unpacker's row after it. */
+static quant_q8_w q8_w_panel(const quant_plan *p, void *base, int64_t rows, int64_t len, uint8_t **wu, float **ws,
+                             float **wc) {
+    uint8_t *b = base;
+    const size_t groups = (size_t)(rows * len / p->q8.group);
+    quant_q8_w w = {.q = b, .ld_q = len * p->nrv, .ld_s = len / p->q8.group * p->nrv};
+    b += align64((size_t)(rows * len));
+    w.s = (const float *)b;
+    b += align64(sizeof(float) * groups);
+    w.c = (const float *)b;
+    b += align64(sizeof(float) * groups);
+    if (wu) *wu = b;
+    b += align64((size_t)len);
+    if (ws) *ws = (float *)b;
+    if (wc) *wc = (float *)b + align64(sizeof(float) * (size_t)(len / 16)) / sizeof(float);
+    return w;
 }
 
 /* Rows n0 .. n0 + rows - 1 of W, elements k0 .. k0 + len - 1, into the
@@ -135,19 +179,29 @@ static void panel_fill(const quant_plan *p, void *base, int64_t n0, int64_t rows
         }
         return;
     }
-    quant_q8_rows q = q8_panel(base, rows, len);
+    /* FAST: K is a whole number of 32s (valid = len); each row unpacked,
+     * then interleaved NRV rows a vector (quant.h) */
+    uint8_t *wu;
+    float *ws, *wc;
+    quant_q8_w w = q8_w_panel(p, base, rows, len, &wu, &ws, &wc);
+    const int nrv = p->nrv, per = p->q8.group / 16;
     for (int64_t r = 0; r < rows; r++) {
-        uint8_t *wu = (uint8_t *)q.q + r * len;
-        float *ws = (float *)q.s + r * q.ld_s, *wc = (float *)q.c + r * q.ld_s;
-        int64_t done = 0;
-        if (n0 + r < p->n) p->kern->unpack[p->type](src0 + (n0 + r) * p->row_stride, valid, wu, ws, wc), done = valid;
-        memset(wu + done, 0, (size_t)(len - done));
-        memset(ws + done / 16, 0, sizeof(float) * (size_t)((len - done) / 16));
-        memset(wc + done / 16, 0, sizeof(float) * (size_t)((len - done) / 16));
+        if (n0 + r < p->n) {
+            p->kern->unpack[p->type](src0 + (n0 + r) * p->row_stride, len, wu, ws, wc);
+        } else {
+            memset(wu, 0, (size_t)len);
+            memset(ws, 0, sizeof(float) * (size_t)(len / 16));
+            memset(wc, 0, sizeof(float) * (size_t)(len / 16));
+        }
+        uint8_t *q = (uint8_t *)w.q + r / nrv * w.ld_q + 4 * (r % nrv);
+        for (int64_t t = 0; t < len / 4; t++) memcpy(q + t * 4 * nrv, wu + 4 * t, 4);
+        float *s = (float *)w.s + r / nrv * w.ld_s + r % nrv, *c = (float *)w.c + r / nrv * w.ld_s + r % nrv;
+        for (int64_t g = 0; g < len / p->q8.group; g++) s[g * nrv] = ws[g * per], c[g * nrv] = wc[g * per];
     }
 }
 
-/* Row i of x into the packed x at base (Kp long, zeros past K). */
+/* Row i of x into the packed x at base (Kp long, zeros past K; FAST: the
+ * groups' xs and xc from the quantizer's per-32 and per-16 arrays). */
 static void x_pack_row(const quant_plan *p, void *base, const float *x, int64_t i) {
     const float *x_i = x + i * p->k;
     if (!p->fast) {
@@ -156,13 +210,24 @@ static void x_pack_row(const quant_plan *p, void *base, const float *x, int64_t 
         memset(row + p->k, 0, sizeof(float) * (size_t)(p->kp - p->k));
         return;
     }
-    quant_q8_rows q = q8_panel(base, p->m, p->kp);
-    int8_t *qx = (int8_t *)q.q + i * p->kp;
-    float *xs = (float *)q.s + i * q.ld_s, *xsum = (float *)q.c + i * q.ld_s;
-    p->kern->quantize(x_i, p->k, qx, xs, xsum);
-    memset(qx + p->k, 0, (size_t)(p->kp - p->k));
-    memset(xs + p->k / 16, 0, sizeof(float) * (size_t)((p->kp - p->k) / 16));
-    memset(xsum + p->k / 16, 0, sizeof(float) * (size_t)((p->kp - p->k) / 16));
+    float *xs32;
+    int32_t *qsum16;
+    quant_q8_x q = q8_x_panel(p, base, &xs32, &qsum16);
+    xs32 += i * (p->kp / 32), qsum16 += i * (p->kp / 16);
+    p->kern->quantize(x_i, p->k, (int8_t *)q.q + i * q.ld_q, xs32, qsum16);
+    float *xs = (float *)q.s + i * q.ld_s;
+    const int per = p->q8.group / 16;
+    for (int64_t g = 0; g < p->kp / p->q8.group; g++) {
+        int32_t sum = 0;
+        for (int h = 0; h < per; h++) sum += qsum16[g * per + h];
+        xs[g] = xs32[g * per / 2];
+        if (p->q8.has_min) {
+            const float xsum = xs[g] * (float)sum;
+            memcpy((float *)q.c + i * q.ld_s + g, &xsum, sizeof xsum);
+        } else {
+            ((int32_t *)q.c)[i * q.ld_s + g] = -p->q8.offset * sum;
+        }
+    }
 }
 
 /* One tile call: x rows i0 .. i0 + mr - 1 of the packed x (from element k0),
@@ -176,17 +241,21 @@ static void tile(const quant_plan *p, const void *xpack, int64_t i0, int mr, con
                           (const float *)panel + j0 * len + pk0, len, kc, acc, flags, y_tile, p->n);
         return;
     }
-    quant_q8_rows x = q8_panel((void *)xpack, p->m, p->kp), w = q8_panel((void *)panel, panel_rows, len);
-    x.q += i0 * x.ld_q + k0, x.s += i0 * x.ld_s + k0 / 16, x.c += i0 * x.ld_s + k0 / 16;
-    w.q += j0 * w.ld_q + pk0, w.s += j0 * w.ld_s + pk0 / 16, w.c += j0 * w.ld_s + pk0 / 16;
-    p->kern->q8_tile(mr, nr, &x, &w, kc, p->traits->wide, acc, flags, y_tile, p->n);
+    const int64_t g = p->q8.group;
+    quant_q8_x x = q8_x_panel(p, (void *)xpack, NULL, NULL);
+    x.q += i0 * x.ld_q + k0, x.s += i0 * x.ld_s + k0 / g;
+    x.c = (const uint32_t *)x.c + i0 * x.ld_s + k0 / g;
+    quant_q8_w w = q8_w_panel(p, (void *)panel, panel_rows, len, NULL, NULL, NULL);
+    w.q += j0 / p->nrv * w.ld_q + pk0 * p->nrv;
+    w.s += j0 / p->nrv * w.ld_s + pk0 / g * p->nrv, w.c += j0 / p->nrv * w.ld_s + pk0 / g * p->nrv;
+    p->kern->q8_tile(mr, nr, &x, &w, kc, &p->q8, acc, flags, y_tile, p->n);
 }
 
 /* ------------------------------------------------------------- the nests */
 
 static void decode_groups(const quant_plan *p, const void *xpack, void *scratch, int64_t g0, int64_t g1, float *y) {
     void *panel = scratch;
-    float *acc = (float *)((uint8_t *)scratch + panel_bytes(p->fast, p->nr, p->kc));
+    float *acc = (float *)((uint8_t *)scratch + panel_bytes(p, p->nr, p->kc));
     for (int64_t g = g0; g < g1; g++) {
         const int64_t n0 = g * p->nr;
         const int nr = (int)min_i64(p->nr, p->n - n0);
@@ -229,10 +298,15 @@ static void run(const quant_plan *p, const float *x, void *scratch, float *y) {
         void *mine = per_thread + (size_t)t * p->thread_bytes;
         OMP(omp for schedule(static))
         for (int64_t i = 0; i < p->m; i++) x_pack_row(p, xpack, x, i);
-        if (p->gemv) {
-            const int64_t blocks = ceil_div(p->n, 8), j0 = 8 * (blocks * t / threads);
-            const int64_t j1 = min_i64(p->n, 8 * (blocks * (t + 1) / threads));
-            if (j1 > j0) p->gemv((int)p->m, xpack, p->kp, p->w + j0 * p->row_stride, p->row_stride, j1 - j0, p->k, y + j0, p->n);
+        if (p->gemv || p->q8_gemv) { /* rows in contiguous ranges of whole 16s */
+            const int64_t blocks = ceil_div(p->n, 16), j0 = 16 * (blocks * t / threads);
+            const int64_t j1 = min_i64(p->n, 16 * (blocks * (t + 1) / threads));
+            if (j1 > j0 && p->gemv)
+                p->gemv((int)p->m, xpack, p->kp, p->w + j0 * p->row_stride, p->row_stride, j1 - j0, p->k, y + j0, p->n);
+            if (j1 > j0 && p->q8_gemv) {
+                const quant_q8_x xq = q8_x_panel(p, xpack, NULL, NULL);
+                p->q8_gemv((int)p->m, &xq, p->w + j0 * p->row_stride, p->row_stride, j1 - j0, p->k, y + j0, p->n);
+            }
         } else if (p->decode) {
             decode_groups(p, xpack, mine, groups * t / threads, groups * (t + 1) / threads, y);
         } else {

@@ -16,26 +16,36 @@
  * EXACT panels (floats):
  *   a W row  Kp floats: the dequantized weights, zeros past K
  *   an x row Kp floats: x's row, zeros past K
- * FAST panels (8-bit integers, scales per group of 16 elements):
- *   a W row  wu[Kp]     uint8 = the weight's integer + the type's offset
- *                       (Q8_0: q + 128; Q4_0: nib; Q5_0: q5; Q6_K: q6 ...)
- *            ws[Kp/16]  float: the multiplier of the group's integers
- *                       (d; d * sc for K-quants, the product the exact
- *                       dequantizer rounds too)
- *            wc[Kp/16]  float: the correction per unit of the group's
- *                       activation sum (-offset * ws, plus the type's min:
- *                       m for Q4_1/Q5_1, -dmin * mn for Q4_K/Q5_K)
- *     so that the group's weights are  w_k = ws * wu_k + wc  exactly.
- *   an x row qx[Kp]     int8 in [-127, 127]: round-half-even(x_k * (127 / amax))
- *                       over the 32-block holding k (0 when amax < QUANT_X_TINY)
- *            xs[Kp/16]  float: the block's scale amax / 127 (per group; 0 for
- *                       a tiny block)
- *            xsum[Kp/16] float: xs * (sum of the group's 16 qx)
- *   and then  sum_k w_k x_k ~= sum_g ws_g xs_g (sum_{k in g} wu_k qx_k)
- *                                + sum_g wc_g xsum_g.
- *   Padding past K is zero in every array.  The quantization of x is
- *   fixed to the bit (no ISA may round differently): the same x gives the
- *   same panel everywhere.
+ * FAST (quantized types; the arithmetic is the same on every ISA, so are
+ * its bits).  A type's integers wu (codes made non-negative) and scales,
+ * per group of G elements (G = 32; 16 for Q6_K, whose scales are per 16):
+ *     w_k = ws_g * (wu_k - o)          o: the type's offset (Q8_0 128, Q4_0 8,
+ *                                      Q5_0 16, Q6_K 32), no min
+ *     w_k = ws_g * wu_k + wc_g         a type with a min (Q4_1, Q5_1: wc = m;
+ *                                      Q4_K, Q5_K: wc = -(dmin * mn)), o = 0
+ * and x's, per block of 32: xs = amax / 127, qx_k = round-half-even(x_k *
+ * (127 / amax)) in [-127, 127] (0 when amax < QUANT_X_TINY; the rule is
+ * fixed to the bit).  Then for output (i, j), over the groups g in order,
+ *     isum = sum_{k in g} (wu_k - o) qx_k                   exact, int32
+ *     a[g % 2] = fma((float)isum, ws_g * xs_g, a[g % 2])    (ws*xs rounded)
+ *     a[g % 2] = fma(wc_g, xsum_g, a[g % 2])                 types with a min;
+ *                                   xsum_g = xs_g * (float)sum_{k in g} qx_k
+ *     y = a[0] + a[1]
+ * (two sums, so that a decode kernel can keep a row's even and odd groups
+ * in the two halves of one vector).
+ *
+ * FAST panels:
+ *   an x row   qx[Kp] int8;  xs[Kp/G] float;  xc[Kp/G] 32 bits: -o * (the
+ *              group's sum of qx) as int32, or for a type with a min xsum
+ *              as float
+ *   W rows     interleaved NRV at a time (the tile's rows per vector): for
+ *              each such vector of rows, the codes as quads
+ *                q[t][r][0..3] = wu of row r, k = 4t .. 4t+3   (uint8)
+ *              then per group g  ws[g][r], wc[g][r]  (float; wc only with
+ *              a min), so that one vector load gives NRV rows' four codes,
+ *              or their scales.
+ *   Padding past K does not exist: K is a whole number of blocks, a
+ *   multiple of 32, the FAST k step.
  */
 #ifndef ATTN_QUANT_QUANT_H
 #define ATTN_QUANT_QUANT_H
@@ -65,8 +75,9 @@ typedef struct quant_traits {
     int block_elements;     /* 1, 32 or 256                                    */
     int block_bytes;
     bool quantized;         /* has integers (FAST applies); F32/F16/BF16 not   */
-    bool wide;              /* FAST: wu may exceed 127 (Q8_0: 0..255); such a
-                               type has one ws per 32 elements                 */
+    int offset;             /* FAST: o (0 for a type with a min)               */
+    bool has_min;           /* FAST: wc (Q4_1, Q5_1, Q4_K, Q5_K)               */
+    int group;              /* FAST: G, elements per scale: 32, or 16 (Q6_K)   */
 } quant_traits;
 
 extern const quant_traits attn__quant_traits[QT_COUNT];
@@ -88,14 +99,18 @@ int attn__quant_type_index(int gguf);
  * every ISA to attn_gguf_dequantize's bits).  Overwrites out. */
 typedef void (*quant_dequant_fn)(const uint8_t *src, int64_t n, float *out);
 
-/* FAST: the n elements at src as a W panel (wu[0..n), ws and wc [0..n/16));
- * overwrites them.  Quantized types only. */
+/* FAST: the n elements at src as codes wu[0..n) (the type's integers made
+ * non-negative: w = ws * (wu - o), or ws * wu + wc) and per 16 elements
+ * ws and wc [0..n/16) (wc = -o * ws where there is no min: unused), a
+ * row at a time; the nest interleaves rows into the tile's panel.
+ * Quantized types only.  Overwrites them. */
 typedef void (*quant_unpack_fn)(const uint8_t *src, int64_t n, uint8_t *wu, float *ws, float *wc);
 
-/* FAST: x[0..n) (n a multiple of 32) as an x panel (qx[0..n), xs and xsum
- * [0..n/16)), the rule above to the bit; a block holding a NaN or an
- * infinity gets xs = xsum = NaN and qx = 0.  Overwrites them. */
-typedef void (*quant_quantize_fn)(const float *x, int64_t n, int8_t *qx, float *xs, float *xsum);
+/* FAST: x[0..n) (n a multiple of 32) quantized by the rule above, to the
+ * bit: qx[0..n), xs[0..n/32) (one per block), qsum[0..n/16) (the sum of
+ * each 16 qx); a block holding a NaN or an infinity gets xs = NaN, qx = 0
+ * and qsum = 0.  Overwrites them. */
+typedef void (*quant_quantize_fn)(const float *x, int64_t n, int8_t *qx, float *xs, int32_t *qsum);
 
 /* Tile flags: whether acc is read on entry and where the sums go. */
 enum {
@@ -128,22 +143,46 @@ typedef void (*quant_f32_tile_fn)(int mr, int nr, const float *x, int64_t ldx, c
 typedef void (*quant_f32_gemv_fn)(int mr, const float *x, int64_t ldx, const uint8_t *w, int64_t row_stride,
                                   int64_t nr, int64_t k, float *y, int64_t ldy);
 
-/* A FAST panel's rows, at k = 0 of the call's range (k-offset pointers). */
-typedef struct quant_q8_rows {
-    const uint8_t *q;   /* wu (W) or qx (x, as int8 bits): row r at q + r*ld_q */
-    const float *s;     /* ws or xs: row r at s + r*ld_s                       */
-    const float *c;     /* wc or xsum: row r at c + r*ld_s                     */
+/* An x panel at k = 0 of the call's range: row i's codes at q + i*ld_q,
+ * its groups' xs and xc at s + i*ld_s and c + i*ld_s. */
+typedef struct quant_q8_x {
+    const int8_t *q;
+    const float *s;
+    const void *c;      /* int32 (-o * sum qx), or float (xsum) with a min */
     int64_t ld_q, ld_s;
-} quant_q8_rows;
+} quant_q8_x;
 
-/* FAST tile: for i < mr and j < NR, acc(i, j) adds over the kc elements
- * (kc a multiple of the k step)
- *     sum_g ws_j[g] xs_i[g] (sum_{k in g} wu_j[k] qx_i[k]) + sum_g wc_j[g] xsum_i[g]
- * the integer sums exact, the float terms in the ISA's fixed order; END
- * reduces as the exact tile.  wide: wu may exceed 127 (the ISA must not
- * saturate; ws is then one value per 32). */
-typedef void (*quant_q8_tile_fn)(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc,
-                                 bool wide, float *acc, int flags, float *y, int64_t ldy);
+/* A W panel (NRV rows a vector, quant.h's layout) at its first vector of
+ * rows and k = 0 of the call's range: vector v's quads at q + v*ld_q, its
+ * groups' scales at s + v*ld_s and corrections at c + v*ld_s. */
+typedef struct quant_q8_w {
+    const uint8_t *q;
+    const float *s, *c;
+    int64_t ld_q, ld_s;
+} quant_q8_w;
+
+/* The FAST shape of a call's type. */
+typedef struct quant_q8_type {
+    int group;    /* G: 32 or 16                */
+    int offset;   /* o                          */
+    bool has_min; /* wc and xsum take part      */
+} quant_q8_type;
+
+/* FAST tile: for i < mr (1..MR) and j < NR (all NR rows readable: the nest
+ * pads with zero rows), the two sums a[0], a[1] of output (i, j) (above)
+ * carried over kc elements (a multiple of 32 and of 2 G: each call starts
+ * on an even group), then with END y[i*ldy + j] = a[0] + a[1] for j < nr.
+ * acc: the sums between calls, 2 * MR * NR floats in the ISA's order,
+ * 64-byte aligned; flags as the exact tile's. */
+typedef void (*quant_q8_tile_fn)(int mr, int nr, const quant_q8_x *x, const quant_q8_w *w, int64_t kc,
+                                 const quant_q8_type *type, float *acc, int flags, float *y, int64_t ldy);
+
+/* FAST decode straight from the blocks (NULL: panels and the tile): for
+ * i < mr (1..q8_mr) and j < nr, y[i*ldy + j] = the FAST result above for
+ * x_i (an x panel over all of K) against row j of W (at w + j*row_stride),
+ * the same bits as the tile. */
+typedef void (*quant_q8_gemv_fn)(int mr, const quant_q8_x *x, const uint8_t *w, int64_t row_stride, int64_t nr,
+                                 int64_t k, float *y, int64_t ldy);
 
 /* One instruction set's kernels.  Entries left NULL (0 for shapes) are
  * taken from the ISA below it in the list (dispatch.c), which ends with the
@@ -162,7 +201,8 @@ typedef struct quant_kernels {
     const char *fast_isa;             /* "avx512-vnni", ...                       */
     bool (*fast_supported)(void);     /* NULL: whenever supported()               */
     quant_q8_tile_fn q8_tile;
-    int q8_mr, q8_nr, q8_kstep;
+    int q8_mr, q8_nr, q8_nrv;         /* NR rows, NRV of them a vector (NR = a multiple of NRV) */
+    quant_q8_gemv_fn q8_gemv[QT_COUNT];
     quant_quantize_fn quantize;
     quant_unpack_fn unpack[QT_COUNT];
 } quant_kernels;

@@ -5,17 +5,18 @@
 #include "quant/quant.h"
 
 const quant_traits attn__quant_traits[QT_COUNT] = {
-    [QT_F32] = {"F32", ATTN_QTYPE_F32, 1, 4, false, false},
-    [QT_F16] = {"F16", ATTN_QTYPE_F16, 1, 2, false, false},
-    [QT_BF16] = {"BF16", ATTN_QTYPE_BF16, 1, 2, false, false},
-    [QT_Q8_0] = {"Q8_0", ATTN_QTYPE_Q8_0, 32, 34, true, true},
-    [QT_Q4_0] = {"Q4_0", ATTN_QTYPE_Q4_0, 32, 18, true, false},
-    [QT_Q4_1] = {"Q4_1", ATTN_QTYPE_Q4_1, 32, 20, true, false},
-    [QT_Q5_0] = {"Q5_0", ATTN_QTYPE_Q5_0, 32, 22, true, false},
-    [QT_Q5_1] = {"Q5_1", ATTN_QTYPE_Q5_1, 32, 24, true, false},
-    [QT_Q4_K] = {"Q4_K", ATTN_QTYPE_Q4_K, 256, 144, true, false},
-    [QT_Q5_K] = {"Q5_K", ATTN_QTYPE_Q5_K, 256, 176, true, false},
-    [QT_Q6_K] = {"Q6_K", ATTN_QTYPE_Q6_K, 256, 210, true, false},
+    /*            name    gguf             elements bytes quantized offset min group */
+    [QT_F32] = {"F32", ATTN_QTYPE_F32, 1, 4, false, 0, false, 0},
+    [QT_F16] = {"F16", ATTN_QTYPE_F16, 1, 2, false, 0, false, 0},
+    [QT_BF16] = {"BF16", ATTN_QTYPE_BF16, 1, 2, false, 0, false, 0},
+    [QT_Q8_0] = {"Q8_0", ATTN_QTYPE_Q8_0, 32, 34, true, 128, false, 32},
+    [QT_Q4_0] = {"Q4_0", ATTN_QTYPE_Q4_0, 32, 18, true, 8, false, 32},
+    [QT_Q4_1] = {"Q4_1", ATTN_QTYPE_Q4_1, 32, 20, true, 0, true, 32},
+    [QT_Q5_0] = {"Q5_0", ATTN_QTYPE_Q5_0, 32, 22, true, 16, false, 32},
+    [QT_Q5_1] = {"Q5_1", ATTN_QTYPE_Q5_1, 32, 24, true, 0, true, 32},
+    [QT_Q4_K] = {"Q4_K", ATTN_QTYPE_Q4_K, 256, 144, true, 0, true, 32},
+    [QT_Q5_K] = {"Q5_K", ATTN_QTYPE_Q5_K, 256, 176, true, 0, true, 32},
+    [QT_Q6_K] = {"Q6_K", ATTN_QTYPE_Q6_K, 256, 210, true, 32, false, 16},
 };
 
 int attn__quant_type_index(int gguf) {

@@ -253,7 +253,31 @@ typedef struct oracle {
     double *ref, *absum;          /* EXACT: sum x w, sum |x w|                 */
     double *fast, *fast_terms;    /* FAST: the decomposition, its terms' sizes */
     double *qerr, *fast_absum;    /* sum |w| |x - xs q|, sum |w| |xs q|         */
+    float *fast_bits;             /* FAST: quant.h's float arithmetic, step by step */
 } oracle;
+
+/* The FAST result of one output as quant.h writes the arithmetic down:
+ * groups of G (16 for Q6_K, else 32), the integers offset to signed where
+ * the type has no min, two sums by fmaf (correctly rounded), then their sum.
+ * wu, ws, wc: decompose_row's (ws, wc per 16, float values); q, xs: the
+ * quantized row (xs per 16). */
+static float fast_arithmetic(int type, const int *wu, const double *ws, const double *wc, const int *q,
+                             const float *xs, int64_t k) {
+    const int G = type == ATTN_QTYPE_Q6_K ? 16 : 32;
+    const bool has_min = type == ATTN_QTYPE_Q4_1 || type == ATTN_QTYPE_Q5_1 || type == ATTN_QTYPE_Q4_K ||
+                         type == ATTN_QTYPE_Q5_K;
+    const int o = type == ATTN_QTYPE_Q8_0 ? 128 : type == ATTN_QTYPE_Q4_0 ? 8 : type == ATTN_QTYPE_Q5_0 ? 16
+                : type == ATTN_QTYPE_Q6_K ? 32 : 0;
+    float a[2] = {0.0f, 0.0f};
+    for (int64_t g = 0; g < k / G; g++) {
+        int32_t isum = 0, qsum = 0;
+        for (int64_t c = g * G; c < (g + 1) * G; c++) isum += (wu[c] - o) * q[c], qsum += q[c];
+        const float x_scale = xs[g * G / 16], scale = (float)ws[g * G / 16] * x_scale;
+        a[g % 2] = fmaf((float)isum, scale, a[g % 2]);
+        if (has_min) a[g % 2] = fmaf((float)wc[g * G / 16], x_scale * (float)qsum, a[g % 2]);
+    }
+    return a[0] + a[1];
+}
 
 static void oracle_make(oracle *o, const weights *wt, const float *x, int64_t m) {
     const int64_t n = wt->n, k = wt->k, g = k / 16;
@@ -263,6 +287,7 @@ static void oracle_make(oracle *o, const weights *wt, const float *x, int64_t m)
     o->fast_terms = calloc((size_t)(m * n), sizeof(double));
     o->qerr = calloc((size_t)(m * n), sizeof(double));
     o->fast_absum = calloc((size_t)(m * n), sizeof(double));
+    o->fast_bits = calloc((size_t)(m * n), sizeof(float));
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++)
             for (int64_t c = 0; c < k; c++) {
@@ -295,6 +320,7 @@ static void oracle_make(oracle *o, const weights *wt, const float *x, int64_t m)
             }
             o->fast[i * n + j] = sum, o->fast_terms[i * n + j] = terms;
             o->qerr[i * n + j] = qerr, o->fast_absum[i * n + j] = absum;
+            o->fast_bits[i * n + j] = fast_arithmetic(wt->type, wu, ws, wc, q, xs, k);
         }
     }
     free(q), free(wu), free(xs), free(xsum), free(ws), free(wc);
@@ -302,6 +328,7 @@ static void oracle_make(oracle *o, const weights *wt, const float *x, int64_t m)
 
 static void oracle_free(oracle *o) {
     free(o->ref), free(o->absum), free(o->fast), free(o->fast_terms), free(o->qerr), free(o->fast_absum);
+    free(o->fast_bits);
 }
 
 /* Largest error / bound seen, for the summary line. */
@@ -322,6 +349,9 @@ static void check_exact(const float *y, const oracle *o, int64_t m, int64_t n, i
 static void check_fast(const float *y, const oracle *o, int64_t m, int64_t n, int64_t k, const char *what) {
     const double g = gamma_n((double)k / 8 + 8);
     for (int64_t e = 0; e < m * n; e++) {
+        if (memcmp(&y[e], &o->fast_bits[e], sizeof(float)) != 0 && !(isnan(y[e]) && isnan(o->fast_bits[e])))
+            fail_msg("%s: fast y[%lld][%lld] = %.9g, quant.h's arithmetic gives %.9g", what, (long long)(e / n),
+                     (long long)(e % n), y[e], o->fast_bits[e]);
         const double kernel_bound = QUANT_FAST_KERNEL_BOUND_FAIL * g * o->fast_terms[e] + 1e-30;
         const double kernel_err = fabs((double)y[e] - o->fast[e]);
         if (kernel_err / kernel_bound > worst_fast_kernel) worst_fast_kernel = kernel_err / kernel_bound;

@@ -10,8 +10,9 @@
  * EXACT tile: MR = 4 rows of x, NR = 4 rows of W, 8 lanes (k mod 8), each
  * lane a product and a sum per term (no FMA: portable C has no fast one);
  * the lanes summed as (l, l+4), then (l, l+2), then (0, 1).
- * FAST tile: MR = NR = 4, k step 32; per (i, j) one float sum, group by
- * group: acc += (ws * xs) * isum, then acc += wc * xsum.
+ * FAST tile: MR = NR = 4 (one vector of NRV = 4 rows), quant.h's
+ * arithmetic written out: per (i, j) and group the integer sum, then the
+ * two float sums by fmaf (the C library's, correctly rounded everywhere).
  */
 #include "quant/quant.h"
 
@@ -114,8 +115,8 @@ static inline void q6_codes(const uint8_t *block, uint8_t *wu) {
 
 /* ----------------------------------------------------- FAST activations */
 
-static void quantize(const float *x, int64_t n, int8_t *qx, float *xs, float *xsum) {
-    for (int64_t b = 0; b < n / 32; b++, x += 32, qx += 32, xs += 2, xsum += 2) {
+static void quantize(const float *x, int64_t n, int8_t *qx, float *xs, int32_t *qsum) {
+    for (int64_t b = 0; b < n / 32; b++, x += 32, qx += 32, xs++, qsum += 2) {
         float amax = 0.0f;
         bool finite = true;
         for (int i = 0; i < 32; i++) {
@@ -124,26 +125,24 @@ static void quantize(const float *x, int64_t n, int8_t *qx, float *xs, float *xs
         }
         if (!finite) {
             memset(qx, 0, 32);
-            xs[0] = xs[1] = xsum[0] = xsum[1] = NAN;
+            xs[0] = NAN, qsum[0] = qsum[1] = 0;
             continue;
         }
         /* below QUANT_X_TINY the block is zero: 127 / amax would overflow */
         const bool tiny = amax < QUANT_X_TINY;
         const float d = tiny ? 0.0f : amax / 127.0f, id = tiny ? 0.0f : 127.0f / amax;
-        int sum[2] = {0, 0};
+        qsum[0] = qsum[1] = 0;
         for (int i = 0; i < 32; i++) {
             qx[i] = (int8_t)nearbyintf(x[i] * id);
-            sum[i / 16] += qx[i];
+            qsum[i / 16] += qx[i];
         }
-        xs[0] = xs[1] = d;
-        xsum[0] = d * (float)sum[0];
-        xsum[1] = d * (float)sum[1];
+        xs[0] = d;
     }
 }
 
 /* ------------------------------------------------------------------ tiles */
 
-enum { GEN_MR = 4, GEN_NR = 4, GEN_LANES = 8, GEN_Q8_MR = 4, GEN_Q8_NR = 4, GEN_Q8_KSTEP = 32 };
+enum { GEN_MR = 4, GEN_NR = 4, GEN_LANES = 8, GEN_Q8_MR = 4, GEN_Q8_NR = 4, GEN_Q8_NRV = 4 };
 
 /* The lanes of one accumulator summed by the fixed tree. */
 static float reduce8(const float *a) {
@@ -172,25 +171,29 @@ static void f32_tile(int mr, int nr, const float *x, int64_t ldx, const float *w
     }
 }
 
-static void q8_tile(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc, bool wide,
+/* The two sums of output (i, j) live in acc slots 2 (i NR + j) and the next. */
+static void q8_tile(int mr, int nr, const quant_q8_x *x, const quant_q8_w *w, int64_t kc, const quant_q8_type *t,
                     float *acc, int flags, float *y, int64_t ldy) {
-    (void)wide; /* int32 products: nothing saturates */
+    const int G = t->group;
     for (int i = 0; i < mr; i++) {
-        const int8_t *qx = (const int8_t *)(x->q + i * x->ld_q);
-        const float *xs = x->s + i * x->ld_s, *xsum = x->c + i * x->ld_s;
+        const int8_t *qx = x->q + i * x->ld_q;
+        const float *xs = x->s + i * x->ld_s;
+        const int32_t *xoff = (const int32_t *)x->c + i * x->ld_s;
+        const float *xsum = (const float *)x->c + i * x->ld_s;
         for (int j = 0; j < GEN_Q8_NR; j++) {
-            const uint8_t *wu = w->q + j * w->ld_q;
-            const float *ws = w->s + j * w->ld_s, *wc = w->c + j * w->ld_s;
-            float *slot = acc + 16 * (i * GEN_Q8_NR + j);
-            float sum = flags & QUANT_TILE_BEGIN ? 0.0f : slot[0];
-            for (int64_t g = 0; g < kc / 16; g++) {
-                int32_t isum = 0;
-                for (int k = 16 * (int)g, e = k + 16; k < e; k++) isum += (int32_t)wu[k] * qx[k];
-                sum = sum + (ws[g] * xs[g]) * (float)isum;
-                sum = sum + wc[g] * xsum[g];
+            const int v = j / GEN_Q8_NRV, r = j % GEN_Q8_NRV;
+            const uint8_t *wq = w->q + v * w->ld_q + 4 * r;
+            const float *ws = w->s + v * w->ld_s + r, *wc = w->c + v * w->ld_s + r;
+            float *slot = acc + 2 * (i * GEN_Q8_NR + j), a[2] = {0.0f, 0.0f};
+            if (!(flags & QUANT_TILE_BEGIN)) a[0] = slot[0], a[1] = slot[1];
+            for (int64_t g = 0; g < kc / G; g++) {
+                int32_t isum = t->has_min ? 0 : xoff[g];
+                for (int64_t k = g * G; k < (g + 1) * G; k++) isum += (int32_t)wq[k / 4 * 4 * GEN_Q8_NRV + k % 4] * qx[k];
+                a[g % 2] = fmaf((float)isum, ws[g * GEN_Q8_NRV] * xs[g], a[g % 2]);
+                if (t->has_min) a[g % 2] = fmaf(wc[g * GEN_Q8_NRV], xsum[g], a[g % 2]);
             }
-            if (!(flags & QUANT_TILE_END)) slot[0] = sum;
-            else if (j < nr) y[i * ldy + j] = sum;
+            if (!(flags & QUANT_TILE_END)) slot[0] = a[0], slot[1] = a[1];
+            else if (j < nr) y[i * ldy + j] = a[0] + a[1];
         }
     }
 }
@@ -207,7 +210,7 @@ const quant_kernels attn__quant_kernels_generic = {
     .q8_tile = q8_tile,
     .q8_mr = GEN_Q8_MR,
     .q8_nr = GEN_Q8_NR,
-    .q8_kstep = GEN_Q8_KSTEP,
+    .q8_nrv = GEN_Q8_NRV,
     .quantize = quantize,
     .unpack = {QUANT_UNPACK_Q45, QUANT_UNPACK_OTHERS},
 };

@@ -32,7 +32,7 @@
 #define QT_TARGET __attribute__((target("avx2,fma,f16c")))
 #define QT_INLINE static inline __attribute__((always_inline)) QT_TARGET
 
-enum { LANES = 8, Q8_MR = 2, Q8_NR = 2, Q8_KSTEP = 32 };
+enum { LANES = 8, Q8_MR = 4, Q8_NR = 8 };
 
 QT_INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(quant_u16(p)); }
 
@@ -226,9 +226,9 @@ QT_INLINE int hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs, float *xsum) {
+static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs, int32_t *qsum) {
     const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(__builtin_inff());
-    for (int64_t b = 0; b < n / 32; b++, x += 32, qx += 32, xs += 2, xsum += 2) {
+    for (int64_t b = 0; b < n / 32; b++, x += 32, qx += 32, xs++, qsum += 2) {
         __m256 v[4], amax = _mm256_setzero_ps();
         int finite = 0xFF;
         for (int c = 0; c < 4; c++) {
@@ -239,7 +239,7 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
         }
         if (finite != 0xFF) {
             memset(qx, 0, 32);
-            xs[0] = xs[1] = xsum[0] = xsum[1] = __builtin_nanf("");
+            xs[0] = __builtin_nanf(""), qsum[0] = qsum[1] = 0;
             continue;
         }
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
@@ -253,9 +253,9 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
         /* int32 -> int8: the packs interleave 128-bit halves; the permute restores the order */
         const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         store32((uint8_t *)qx, _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-        xs[0] = xs[1] = d;
-        xsum[0] = d * (float)hsum_epi32(_mm256_add_epi32(q[0], q[1]));
-        xsum[1] = d * (float)hsum_epi32(_mm256_add_epi32(q[2], q[3]));
+        xs[0] = d;
+        qsum[0] = hsum_epi32(_mm256_add_epi32(q[0], q[1]));
+        qsum[1] = hsum_epi32(_mm256_add_epi32(q[2], q[3]));
     }
 }
 
@@ -270,75 +270,86 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 #define GEMV_R 2
 #include "isa/templates/quant_f32_gemv.h"
 
-/* Two group values at s spread over the 8 lanes: lanes 0-3 group 0, 4-7 group 1. */
-QT_INLINE __m256 spread2(const float *s) {
-    const __m128 pair = _mm_castpd_ps(_mm_load_sd((const double *)(const void *)s));
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(pair), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-}
-
-/* The 8 int32 lanes of one step's 32 byte products (the header's layouts). */
-QT_INLINE __m256i dot32(__m256i wq, __m256i xq, bool wide) {
+/* The FAST tile: MR_ rows of x (1..Q8_MR) against one vector of 8
+ * interleaved rows of W (quant.h's arithmetic).  Per group and quad of
+ * x's codes (broadcast): vpmaddubsw (u8 x s8, pairs into int16) and
+ * vpmaddwd by ones into the int32 sums.  Q8_0's codes reach 255, and a
+ * pair 255 * 127 * 2 would saturate int16: its codes go signed (q = wu ^
+ * 128) and meet x as |q| * (x * sign q), at most 2 * 128 * 127, which sums
+ * q * x directly (so its sums start from 0, not -128 * sum qx: the same
+ * integer).  Then per row of x one conversion, ws * xs, and the FMA into
+ * the sum of the group's parity (and the min's FMA). */
+QT_INLINE void q8_group(const int MR_, const int G, const bool has_min, const bool wide, const int par,
+                        const quant_q8_x *x, const quant_q8_w *w, int64_t g, __m256 a[][2]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    if (!wide) return _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xq), ones);
-    const __m256i w_lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(wq)), w_hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(wq, 1));
-    const __m256i x_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(xq)), x_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(xq, 1));
-    return _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
-}
-
-QT_INLINE void q8_tile_rows(const int MR_, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc, bool wide,
-                            float *acc, int flags, float *y, int64_t ldy) {
-    __m256 a[Q8_MR][Q8_NR];
-#pragma GCC unroll 2
+    __m256i isum[Q8_MR];
+#pragma GCC unroll 4
     for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 2
-        for (int j = 0; j < Q8_NR; j++) a[i][j] = quant_acc_start(acc + 16 * (i * Q8_NR + j), flags);
-    for (int64_t k0 = 0; k0 < kc; k0 += 128) {
-        const int64_t k_end = kc - k0 < 128 ? kc : k0 + 128;
-        for (int64_t k = k0; k < k_end; k += Q8_KSTEP) {
-            __m256i wq[Q8_NR];
-            __m256 wsv[Q8_NR];
-#pragma GCC unroll 2
-            for (int j = 0; j < Q8_NR; j++) {
-                wq[j] = _mm256_loadu_si256((const __m256i *)(const void *)(w->q + j * w->ld_q + k));
-                wsv[j] = spread2(w->s + j * w->ld_s + k / 16);
-            }
-#pragma GCC unroll 2
-            for (int i = 0; i < MR_; i++) {
-                const __m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + i * x->ld_q + k));
-                const __m256 xsv = spread2(x->s + i * x->ld_s + k / 16);
-#pragma GCC unroll 2
-                for (int j = 0; j < Q8_NR; j++)
-                    a[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(wq[j], xq, wide)), _mm256_mul_ps(wsv[j], xsv), a[i][j]);
-            }
-        }
-        /* wc * xsum of these groups, lane g = group g */
-        const int groups = (int)((k_end - k0) / 16);
-        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(groups), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        const int64_t g0 = k0 / 16;
-#pragma GCC unroll 2
+        isum[i] = has_min || wide ? _mm256_setzero_si256() : _mm256_set1_epi32(((const int32_t *)x->c)[i * x->ld_s + g]);
+#pragma GCC unroll 8
+    for (int t = 0; t < G / 4; t++) {
+        __m256i wq = _mm256_loadu_si256((const __m256i *)(const void *)(w->q + (g * G + 4 * t) * 8)), wabs = wq;
+        if (wide) wq = _mm256_xor_si256(wq, _mm256_set1_epi8((char)0x80)), wabs = _mm256_abs_epi8(wq);
+#pragma GCC unroll 4
         for (int i = 0; i < MR_; i++) {
-            const __m256 xsum = _mm256_maskload_ps(x->c + i * x->ld_s + g0, mask);
-#pragma GCC unroll 2
-            for (int j = 0; j < Q8_NR; j++)
-                a[i][j] = _mm256_fmadd_ps(_mm256_maskload_ps(w->c + j * w->ld_s + g0, mask), xsum, a[i][j]);
+            int32_t quad;
+            memcpy(&quad, x->q + i * x->ld_q + g * G + 4 * t, 4);
+            __m256i xb = _mm256_set1_epi32(quad);
+            if (wide) xb = _mm256_sign_epi8(xb, wq);
+            isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xb), ones));
         }
     }
-#pragma GCC unroll 2
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 2
-        for (int j = 0; j < Q8_NR; j++) quant_acc_finish(a[i][j], acc + 16 * (i * Q8_NR + j), flags, j, nr, y + i * ldy + j);
+    const __m256 ws = _mm256_loadu_ps(w->s + 8 * g);
+    const __m256 wc = has_min ? _mm256_loadu_ps(w->c + 8 * g) : ws;
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_; i++) {
+        const __m256 xs = _mm256_set1_ps(x->s[i * x->ld_s + g]);
+        a[i][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(ws, xs), a[i][par]);
+        if (has_min) a[i][par] = _mm256_fmadd_ps(wc, _mm256_set1_ps(((const float *)x->c)[i * x->ld_s + g]), a[i][par]);
+    }
 }
 
-static QT_TARGET void q8_tile(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc, bool wide,
-                              float *acc, int flags, float *y, int64_t ldy) {
-    /* one instantiation per (rows, wide): the branch leaves the inner loop */
-    if (mr == 1) {
-        if (wide) q8_tile_rows(1, nr, x, w, kc, true, acc, flags, y, ldy);
-        else q8_tile_rows(1, nr, x, w, kc, false, acc, flags, y, ldy);
-    } else {
-        if (wide) q8_tile_rows(2, nr, x, w, kc, true, acc, flags, y, ldy);
-        else q8_tile_rows(2, nr, x, w, kc, false, acc, flags, y, ldy);
+QT_INLINE void q8_tile_rows(const int MR_, const int G, const bool has_min, const bool wide, int nr, const quant_q8_x *x,
+                            const quant_q8_w *w, int64_t kc, float *acc, int flags, float *y, int64_t ldy) {
+    __m256 a[Q8_MR][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) a[i][p] = quant_acc_start(acc + 16 * (2 * i + p), flags);
+    const int64_t groups = kc / G;
+    int64_t g = 0;
+    for (; g + 2 <= groups; g += 2) {
+        q8_group(MR_, G, has_min, wide, 0, x, w, g, a);
+        q8_group(MR_, G, has_min, wide, 1, x, w, g + 1, a);
     }
+    if (g < groups) q8_group(MR_, G, has_min, wide, 0, x, w, g, a);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_; i++) {
+        if (!(flags & QUANT_TILE_END)) {
+            _mm256_store_ps(acc + 16 * (2 * i), a[i][0]);
+            _mm256_store_ps(acc + 16 * (2 * i + 1), a[i][1]);
+        } else {
+            const __m256 sum = _mm256_add_ps(a[i][0], a[i][1]);
+            if (nr >= 8) _mm256_storeu_ps(y + i * ldy, sum);
+            else _mm256_maskstore_ps(y + i * ldy, _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), sum);
+        }
+    }
+}
+
+#define Q8_TILE_ROWS(G, MIN, WIDE)                                                   \
+    switch (mr) {                                                                    \
+    case 1: q8_tile_rows(1, G, MIN, WIDE, nr, x, w, kc, acc, flags, y, ldy); break;  \
+    case 2: q8_tile_rows(2, G, MIN, WIDE, nr, x, w, kc, acc, flags, y, ldy); break;  \
+    case 3: q8_tile_rows(3, G, MIN, WIDE, nr, x, w, kc, acc, flags, y, ldy); break;  \
+    default: q8_tile_rows(4, G, MIN, WIDE, nr, x, w, kc, acc, flags, y, ldy); break; \
+    }
+
+static QT_TARGET void q8_tile(int mr, int nr, const quant_q8_x *x, const quant_q8_w *w, int64_t kc,
+                              const quant_q8_type *type, float *acc, int flags, float *y, int64_t ldy) {
+    if (type->group == 16) Q8_TILE_ROWS(16, false, false)
+    else if (type->has_min) Q8_TILE_ROWS(32, true, false)
+    else if (type->offset == 128) Q8_TILE_ROWS(32, false, true)
+    else Q8_TILE_ROWS(32, false, false)
 }
 
 /* F16C (the half conversions) is read from CPUID leaf 1 (ECX bit 29):
@@ -364,7 +375,7 @@ const quant_kernels attn__quant_kernels_avx2 = {
     .q8_tile = q8_tile,
     .q8_mr = Q8_MR,
     .q8_nr = Q8_NR,
-    .q8_kstep = Q8_KSTEP,
+    .q8_nrv = 8,
     .quantize = quantize,
     .unpack = {QUANT_UNPACK_Q45, QUANT_UNPACK_OTHERS},
 };

@@ -33,7 +33,7 @@
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 #define VNNI_INLINE static inline __attribute__((always_inline)) VNNI_TARGET
 
-enum { LANES = 16, Q8_MR = 4, Q8_NR = 4, Q8_KSTEP = 64 };
+enum { LANES = 16, Q8_MR = 4, Q8_NV = 2, Q8_NR = 16 * Q8_NV };
 
 QT_INLINE float f16_at(const uint8_t *p) { return _cvtsh_ss(quant_u16(p)); }
 
@@ -169,14 +169,14 @@ QT_INLINE void q45_codes(const uint8_t *qs, uint32_t qh, uint8_t *wu) {
 
 /* ----------------------------------------------------- FAST activations */
 
-static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs, float *xsum) {
+static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs, int32_t *qsum) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
-    for (int64_t b = 0; b < n / 32; b++, x += 32, qx += 32, xs += 2, xsum += 2) {
+    for (int64_t b = 0; b < n / 32; b++, x += 32, qx += 32, xs++, qsum += 2) {
         const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
         /* NaN, +inf or -inf anywhere (fpclass 0x01 | 0x08 | 0x10 | 0x80) */
         if (_mm512_fpclass_ps_mask(a, 0x99) | _mm512_fpclass_ps_mask(c, 0x99)) {
             memset(qx, 0, 32);
-            xs[0] = xs[1] = xsum[0] = xsum[1] = __builtin_nanf("");
+            xs[0] = __builtin_nanf(""), qsum[0] = qsum[1] = 0;
             continue;
         }
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, c)));
@@ -187,9 +187,9 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
         const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, idv)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, idv));
         _mm_storeu_si128((__m128i *)(void *)qx, _mm512_cvtepi32_epi8(qa));
         _mm_storeu_si128((__m128i *)(void *)(qx + 16), _mm512_cvtepi32_epi8(qc));
-        xs[0] = xs[1] = d;
-        xsum[0] = d * (float)_mm512_reduce_add_epi32(qa);
-        xsum[1] = d * (float)_mm512_reduce_add_epi32(qc);
+        xs[0] = d;
+        qsum[0] = _mm512_reduce_add_epi32(qa);
+        qsum[1] = _mm512_reduce_add_epi32(qc);
     }
 }
 
@@ -204,68 +204,98 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 #define GEMV_R 4
 #include "isa/templates/quant_f32_gemv.h"
 
-/* Four group values at s (groups g .. g+3) spread over the 16 lanes of a
- * vpdpbusd result: lanes 4g' .. 4g'+3 get group g'. */
-VNNI_INLINE __m512 spread4(const float *s) {
-    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(s)));
-}
-
-/* The fast tile for a constant number of rows MR_ (1..Q8_MR). */
-VNNI_INLINE void q8_tile_rows(const int MR_, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc,
-                              float *acc, int flags, float *y, int64_t ldy) {
-    __m512 a[Q8_MR][Q8_NR];
+/* The FAST tile: MR_ rows of x (1..Q8_MR) against Q8_NV vectors of 16
+ * interleaved rows of W, over kc elements (quant.h's arithmetic).  Per
+ * group: the integer sums start from -o * sum qx (or 0 with a min) and
+ * take G/4 vpdpbusd each, a quad of x's codes broadcast against 16 rows'
+ * quads; then per (i, vector) one conversion, ws * xs, and the FMA into the
+ * sum of the group's parity (and the min's FMA).  G, the min and MR_ are
+ * constants of each instantiation. */
+VNNI_INLINE void q8_group(const int MR_, const int G, const bool has_min, const int par, const quant_q8_x *x,
+                          const quant_q8_w *w, int64_t g, __m512 a[][Q8_NV][2]) {
+    __m512i isum[Q8_MR][Q8_NV];
 #pragma GCC unroll 4
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < Q8_NR; j++) a[i][j] = quant_acc_start(acc + 16 * (i * Q8_NR + j), flags);
-    for (int64_t k0 = 0; k0 < kc; k0 += 256) {
-        const int64_t k_end = kc - k0 < 256 ? kc : k0 + 256;
-        for (int64_t k = k0; k < k_end; k += Q8_KSTEP) {
-            __m512i wq[Q8_NR];
-            __m512 wsv[Q8_NR];
-#pragma GCC unroll 4
-            for (int j = 0; j < Q8_NR; j++) {
-                wq[j] = _mm512_loadu_si512(w->q + j * w->ld_q + k);
-                wsv[j] = spread4(w->s + j * w->ld_s + k / 16);
-            }
-#pragma GCC unroll 4
-            for (int i = 0; i < MR_; i++) {
-                const __m512i xq = _mm512_loadu_si512(x->q + i * x->ld_q + k);
-                const __m512 xsv = spread4(x->s + i * x->ld_s + k / 16);
-#pragma GCC unroll 4
-                for (int j = 0; j < Q8_NR; j++) {
-                    const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq[j], xq);
-                    a[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wsv[j], xsv), a[i][j]);
-                }
-            }
-        }
-        /* wc * xsum of these (k_end - k0) / 16 groups, lane g = group g */
-        const __mmask16 groups = (__mmask16)((1u << ((k_end - k0) / 16)) - 1u);
-        const int64_t g0 = k0 / 16;
+    for (int i = 0; i < MR_; i++) {
+        const __m512i start = has_min ? _mm512_setzero_si512() : _mm512_set1_epi32(((const int32_t *)x->c)[i * x->ld_s + g]);
+#pragma GCC unroll 2
+        for (int v = 0; v < Q8_NV; v++) isum[i][v] = start;
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < G / 4; t++) {
+        __m512i wq[Q8_NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < Q8_NV; v++) wq[v] = _mm512_loadu_si512(w->q + v * w->ld_q + (g * G + 4 * t) * 16);
 #pragma GCC unroll 4
         for (int i = 0; i < MR_; i++) {
-            const __m512 xsum = _mm512_maskz_loadu_ps(groups, x->c + i * x->ld_s + g0);
-#pragma GCC unroll 4
-            for (int j = 0; j < Q8_NR; j++)
-                a[i][j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(groups, w->c + j * w->ld_s + g0), xsum, a[i][j]);
+            int32_t quad;
+            memcpy(&quad, x->q + i * x->ld_q + g * G + 4 * t, 4);
+            const __m512i xb = _mm512_set1_epi32(quad);
+#pragma GCC unroll 2
+            for (int v = 0; v < Q8_NV; v++) isum[i][v] = _mm512_dpbusd_epi32(isum[i][v], wq[v], xb);
         }
     }
+    __m512 ws[Q8_NV], wc[Q8_NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < Q8_NV; v++) {
+        ws[v] = _mm512_loadu_ps(w->s + v * w->ld_s + 16 * g);
+        if (has_min) wc[v] = _mm512_loadu_ps(w->c + v * w->ld_s + 16 * g);
+    }
 #pragma GCC unroll 4
-    for (int i = 0; i < MR_; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < Q8_NR; j++) quant_acc_finish(a[i][j], acc + 16 * (i * Q8_NR + j), flags, j, nr, y + i * ldy + j);
+    for (int i = 0; i < MR_; i++) {
+        const __m512 xs = _mm512_set1_ps(x->s[i * x->ld_s + g]);
+        const __m512 xsum = has_min ? _mm512_set1_ps(((const float *)x->c)[i * x->ld_s + g]) : xs;
+#pragma GCC unroll 2
+        for (int v = 0; v < Q8_NV; v++) {
+            a[i][v][par] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][v]), _mm512_mul_ps(ws[v], xs), a[i][v][par]);
+            if (has_min) a[i][v][par] = _mm512_fmadd_ps(wc[v], xsum, a[i][v][par]);
+        }
+    }
 }
 
-static VNNI_TARGET void q8_tile(int mr, int nr, const quant_q8_rows *x, const quant_q8_rows *w, int64_t kc, bool wide,
-                                float *acc, int flags, float *y, int64_t ldy) {
-    (void)wide; /* vpdpbusd sums u8 x s8 into int32: nothing saturates */
-    switch (mr) {
-    case 1: q8_tile_rows(1, nr, x, w, kc, acc, flags, y, ldy); break;
-    case 2: q8_tile_rows(2, nr, x, w, kc, acc, flags, y, ldy); break;
-    case 3: q8_tile_rows(3, nr, x, w, kc, acc, flags, y, ldy); break;
-    default: q8_tile_rows(4, nr, x, w, kc, acc, flags, y, ldy); break;
+VNNI_INLINE void q8_tile_rows(const int MR_, const int G, const bool has_min, int nr, const quant_q8_x *x,
+                              const quant_q8_w *w, int64_t kc, float *acc, int flags, float *y, int64_t ldy) {
+    __m512 a[Q8_MR][Q8_NV][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < Q8_NV; v++)
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) a[i][v][p] = quant_acc_start(acc + 16 * ((i * Q8_NV + v) * 2 + p), flags);
+    const int64_t groups = kc / G;
+    int64_t g = 0;
+    for (; g + 2 <= groups; g += 2) {
+        q8_group(MR_, G, has_min, 0, x, w, g, a);
+        q8_group(MR_, G, has_min, 1, x, w, g + 1, a);
     }
+    if (g < groups) q8_group(MR_, G, has_min, 0, x, w, g, a);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < Q8_NV; v++) {
+            if (!(flags & QUANT_TILE_END)) {
+                _mm512_store_ps(acc + 16 * ((i * Q8_NV + v) * 2), a[i][v][0]);
+                _mm512_store_ps(acc + 16 * ((i * Q8_NV + v) * 2 + 1), a[i][v][1]);
+            } else if (nr > 16 * v) {
+                const int rows = nr - 16 * v < 16 ? nr - 16 * v : 16;
+                _mm512_mask_storeu_ps(y + i * ldy + 16 * v, (__mmask16)((1u << rows) - 1u),
+                                      _mm512_add_ps(a[i][v][0], a[i][v][1]));
+            }
+        }
+}
+
+#define Q8_TILE_ROWS(G, MIN)                                                   \
+    switch (mr) {                                                              \
+    case 1: q8_tile_rows(1, G, MIN, nr, x, w, kc, acc, flags, y, ldy); break;  \
+    case 2: q8_tile_rows(2, G, MIN, nr, x, w, kc, acc, flags, y, ldy); break;  \
+    case 3: q8_tile_rows(3, G, MIN, nr, x, w, kc, acc, flags, y, ldy); break;  \
+    default: q8_tile_rows(4, G, MIN, nr, x, w, kc, acc, flags, y, ldy); break; \
+    }
+
+static VNNI_TARGET void q8_tile(int mr, int nr, const quant_q8_x *x, const quant_q8_w *w, int64_t kc,
+                                const quant_q8_type *type, float *acc, int flags, float *y, int64_t ldy) {
+    if (type->group == 16) Q8_TILE_ROWS(16, false)
+    else if (type->has_min) Q8_TILE_ROWS(32, true)
+    else Q8_TILE_ROWS(32, false)
 }
 
 static bool avx512_supported(void) {
@@ -295,7 +325,7 @@ const quant_kernels attn__quant_kernels_avx512 = {
     .q8_tile = q8_tile,
     .q8_mr = Q8_MR,
     .q8_nr = Q8_NR,
-    .q8_kstep = Q8_KSTEP,
+    .q8_nrv = 16,
     .quantize = quantize,
     /* the others are AVX2's (src/isa/x86_avx2/quant_ukernels.c): nothing wider helps them */
     .unpack = {QUANT_UNPACK_Q45},
