@@ -298,6 +298,149 @@ static VNNI_TARGET void q8_tile(int mr, int nr, const quant_q8_x *x, const quant
     else Q8_TILE_ROWS(32, false)
 }
 
+/* ------------------------------------------------------ the FAST decode
+ * quant.h's arithmetic straight from the blocks of the 32-element types,
+ * 8 rows of W a pass: per step of 64 elements (two blocks) each row's 64
+ * codes meet x's in one vpdpbusd (16 lanes of 4 products), the 8 rows'
+ * results are summed by a transposing tree into one vector whose lane
+ * 8 (r / 4) + 4 h + r % 4 holds row r's sum over block h of the step (the
+ * group of parity h), the blocks' scales are gathered into the same lanes,
+ * and the two sums of each row live in that vector's lanes (r, 0) and
+ * (r, 1): the tile's operations, one vector for 8 rows. */
+
+/* Lane (r, h) of a pass's vectors. */
+#define Q8V_LANE(r, h) (8 * ((r) / 4) + 4 * (h) + (r) % 4)
+
+/* The 8 rows' 16-lane vpdpbusd results d[0..8) summed to lane (r, h):
+ * row r's lanes of block h, 8h .. 8h+7 (split: 4h .. 4h+3 and 8+4h ..
+ * 8+4h+3, the Q4/Q5 codes' order). */
+VNNI_INLINE __m512i q8v_reduce(const __m512i *d, bool split) {
+    __m512i t[4], u[2];
+    for (int q = 0; q < 4; q++)
+        t[q] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * q], d[2 * q + 1]), _mm512_unpackhi_epi32(d[2 * q], d[2 * q + 1]));
+    for (int q = 0; q < 2; q++)
+        u[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * q], t[2 * q + 1]), _mm512_unpackhi_epi64(t[2 * q], t[2 * q + 1]));
+    /* u[q]'s 128-bit block b: rows 4q .. 4q+3 over their lanes 4b .. 4b+3 */
+    if (split)
+        return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Two values per row of x (groups g, g+1 at p) spread to lanes (r, h). */
+VNNI_INLINE __m512i q8v_spread(const void *p, bool both) {
+    const __m512i h = _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m128i v = both ? _mm_loadl_epi64((const __m128i *)p) : _mm_cvtsi32_si128(*(const int32_t *)p);
+    return _mm512_permutexvar_epi32(h, _mm512_castsi128_si512(v));
+}
+
+/* 64 codes of blocks b (at p) and b + 1 (p + BB; absent when !both: zero
+ * codes there) of a 32-element type (quant_blocks.h's offsets): Q8_0
+ * q + 128 in element order; Q4 and Q5 the nibbles (and fifth bits) in the
+ * order their bytes give cheaply — b's elements 0-15, b+1's 0-15, b's
+ * 16-31, b+1's 16-31 — which x's 16-byte blocks are shuffled to match
+ * (q8v_x: the integer sums do not care about the order). */
+VNNI_INLINE __m512i q8v_codes(const int qt, const int BB, const uint8_t *p, bool both) {
+    if (qt == QT_Q8_0) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(p + 2));
+        const __m512i z = both ? _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)(const void *)(p + BB + 2)), 1)
+                               : _mm512_zextsi256_si512(lo);
+        return _mm512_xor_si512(z, both ? _mm512_set1_epi8((char)0x80) : _mm512_zextsi256_si512(_mm256_set1_epi8((char)0x80)));
+    }
+    const int qs = qt == QT_Q4_0 ? 2 : qt == QT_Q4_1 ? 4 : qt == QT_Q5_0 ? 6 : 8;
+    const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(p + qs));
+    const __m256i ab = both ? _mm256_inserti128_si256(_mm256_castsi128_si256(a), _mm_loadu_si128((const __m128i *)(const void *)(p + BB + qs)), 1)
+                            : _mm256_zextsi128_si256(a);
+    __m512i z = _mm512_broadcast_i64x4(ab);
+    z = _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFFFF0000u, z, 4), _mm512_set1_epi8(15));
+    if (qt == QT_Q5_0 || qt == QT_Q5_1) {
+        const int qh = qt == QT_Q5_0 ? 2 : 4;
+        const uint32_t ha = quant_u32(p + qh), hb = both ? quant_u32(p + BB + qh) : 0;
+        const uint64_t bits = ((ha & 0xFFFFu) | hb << 16) | (uint64_t)((ha >> 16) | (hb & 0xFFFF0000u)) << 32;
+        z = _mm512_mask_add_epi8(z, (__mmask64)bits, z, _mm512_set1_epi8(16));
+    }
+    return z;
+}
+
+/* x's 64 codes of a step in the order of q8v_codes. */
+VNNI_INLINE __m512i q8v_x(const int qt, const int8_t *qx, bool both) {
+    const __m512i z = both ? _mm512_loadu_si512(qx) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)qx));
+    return qt == QT_Q8_0 ? z : _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* One pass: MR_ rows of x, the rows of W at w (8, the last `valid` of them
+ * repeated to fill), all K; y rows of `valid`. */
+VNNI_INLINE void q8v_pass(const int MR_, const int qt, const int BB, const quant_q8_x *x, const uint8_t *w,
+                          int64_t stride, int valid, int64_t k, float *y, int64_t ldy, const uint8_t *next,
+                          int64_t next_bytes) {
+    const bool has_min = qt == QT_Q4_1 || qt == QT_Q5_1;
+    const uint8_t *row[8];
+    int32_t offsets[16];
+    for (int r = 0; r < 8; r++) {
+        row[r] = w + (r < valid ? r : valid - 1) * stride;
+        for (int h = 0; h < 2; h++) offsets[Q8V_LANE(r, h)] = (int32_t)((r < valid ? r : valid - 1) * stride + h * BB);
+    }
+    const __m512i idx = _mm512_loadu_si512(offsets);
+    __m512 a[Q8_MR];
+    for (int i = 0; i < MR_; i++) a[i] = _mm512_setzero_ps();
+    const int64_t steps = (k + 63) / 64, lines_per_step = (next_bytes / 64 + steps) / steps;
+    int64_t line = 0;
+    for (int64_t t = 0; t < steps; t++) {
+        for (int64_t l = 0; l < lines_per_step && 64 * line < next_bytes; l++, line++)
+            __builtin_prefetch(next + 64 * line, 0, 2);
+        const bool both = 64 * t + 64 <= k;
+        const __mmask16 lanes = both ? 0xFFFF : 0x0F0F; /* h = 0 only in a last half step */
+        const int64_t off = 2 * t * BB;
+        __m512i codes[8];
+        for (int r = 0; r < 8; r++) codes[r] = q8v_codes(qt, BB, row[r] + off, both);
+        /* the blocks' scales (and mins): the dwords at their starts, gathered */
+        const __m512i head = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, idx, w + off, 1);
+        const __m512 ws = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+        const __m512 wc = has_min ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16))) : ws;
+        for (int i = 0; i < MR_; i++) {
+            const __m512i xq = q8v_x(qt, x->q + i * x->ld_q + 64 * t, both);
+            __m512i d[8];
+            for (int r = 0; r < 8; r++) d[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[r], xq);
+            __m512i isum = q8v_reduce(d, qt != QT_Q8_0);
+            const int64_t g = 2 * t;
+            const __m512 xs = _mm512_castsi512_ps(q8v_spread(x->s + i * x->ld_s + g, both));
+            const void *xc = (const int32_t *)x->c + i * x->ld_s + g;
+            if (!has_min) isum = _mm512_add_epi32(isum, q8v_spread(xc, both));
+            a[i] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws, xs), a[i], lanes);
+            if (has_min) a[i] = _mm512_mask3_fmadd_ps(wc, _mm512_castsi512_ps(q8v_spread(xc, both)), a[i], lanes);
+        }
+    }
+    for (int i = 0; i < MR_; i++) {
+        /* y_r = a(r, 0) + a(r, 1): lanes 8 (r / 4) + r % 4 and 4 further */
+        float sums[16];
+        _mm512_storeu_ps(sums, _mm512_add_ps(a[i], _mm512_shuffle_f32x4(a[i], a[i], _MM_SHUFFLE(2, 3, 0, 1))));
+        for (int r = 0; r < valid; r++) y[i * ldy + r] = sums[Q8V_LANE(r, 0)];
+    }
+}
+
+#define Q8V_GEMV(name, qt, BB)                                                                                     \
+    static VNNI_TARGET void name(int mr, const quant_q8_x *x, const uint8_t *w, int64_t stride, int64_t nr,       \
+                                 int64_t k, float *y, int64_t ldy) {                                              \
+        for (int64_t j = 0; j < nr; j += 8) {                                                                     \
+            const int valid = nr - j < 8 ? (int)(nr - j) : 8;                                                     \
+            const uint8_t *next = w + (j + 8) * stride;                                                          \
+            const int64_t next_bytes = j + 8 < nr ? stride * (nr - j - 8 < 8 ? nr - j - 8 : 8) : 0;             \
+            switch (mr) {                                                                                        \
+            case 1: q8v_pass(1, qt, BB, x, w + j * stride, stride, valid, k, y + j, ldy, next, next_bytes); break; \
+            case 2: q8v_pass(2, qt, BB, x, w + j * stride, stride, valid, k, y + j, ldy, next, next_bytes); break; \
+            case 3: q8v_pass(3, qt, BB, x, w + j * stride, stride, valid, k, y + j, ldy, next, next_bytes); break; \
+            default: q8v_pass(4, qt, BB, x, w + j * stride, stride, valid, k, y + j, ldy, next, next_bytes); break; \
+            }                                                                                                    \
+        }                                                                                                        \
+    }
+
+Q8V_GEMV(q8v_gemv_q8_0, QT_Q8_0, 34)
+Q8V_GEMV(q8v_gemv_q4_0, QT_Q4_0, 18)
+Q8V_GEMV(q8v_gemv_q4_1, QT_Q4_1, 20)
+Q8V_GEMV(q8v_gemv_q5_0, QT_Q5_0, 22)
+Q8V_GEMV(q8v_gemv_q5_1, QT_Q5_1, 24)
+
 static bool avx512_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -326,6 +469,8 @@ const quant_kernels attn__quant_kernels_avx512 = {
     .q8_mr = Q8_MR,
     .q8_nr = Q8_NR,
     .q8_nrv = 16,
+    .q8_gemv = {[QT_Q8_0] = q8v_gemv_q8_0, [QT_Q4_0] = q8v_gemv_q4_0, [QT_Q4_1] = q8v_gemv_q4_1,
+                [QT_Q5_0] = q8v_gemv_q5_0, [QT_Q5_1] = q8v_gemv_q5_1},
     .quantize = quantize,
     /* the others are AVX2's (src/isa/x86_avx2/quant_ukernels.c): nothing wider helps them */
     .unpack = {QUANT_UNPACK_Q45},
