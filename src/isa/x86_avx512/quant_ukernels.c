@@ -419,7 +419,106 @@ VNNI_INLINE void q8v_pass(const int MR_, const int qt, const int BB, const quant
     }
 }
 
-#define Q8V_GEMV(name, qt, BB)                                                                                     \
+/* The K-quants (blocks of 256, four steps each; K a whole number of
+ * blocks): step t's 64 codes in element order, and per block the rows'
+ * scales (and mins) into tables in the lanes' order, computed as the
+ * unpackers do (quant_blocks.h): Q4_K, Q5_K ws = d * sc, wc = -(dmin * mn)
+ * per sub-block of 32 (step t: sub-blocks 2t + h); Q6_K ws = d * scale per
+ * 16 (step t: groups 4t + 2p + h, p a second table). */
+VNNI_INLINE __m512i q8v_codes_k(const int qt, const uint8_t *b, int t) {
+    if (qt == QT_Q6_K) {
+        const int h6 = t / 2, k0 = 2 * (t % 2);
+        const __m512i low = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(b + 64 * h6), 4 * (t % 2)), _mm512_set1_epi8(15));
+        __m512i high = _mm512_srli_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(b + 128 + 32 * h6))), 2 * k0);
+        high = _mm512_and_si512(_mm512_mask_srli_epi16(high, 0xFFFF0000u, high, 2), _mm512_set1_epi8(3));
+        return _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+    }
+    const uint8_t *qs = b + (qt == QT_Q5_K ? 48 : 16);
+    __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * t)));
+    z = _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFFFF0000u, z, 4), _mm512_set1_epi8(15));
+    if (qt == QT_Q5_K) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
+        const __mmask32 lo = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * t))));
+        const __mmask32 hi = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * t + 1))));
+        z = _mm512_mask_add_epi8(z, _mm512_kunpackd((__mmask64)hi, (__mmask64)lo), z, _mm512_set1_epi8(16));
+    }
+    return z;
+}
+
+static QT_TARGET void q8v_scales_k(int qt, const uint8_t *b, int r, float ws[4][2][16], float wc[4][2][16]) {
+    const float d = f16_at(qt == QT_Q6_K ? b + 208 : b);
+    if (qt == QT_Q6_K) {
+        for (int g = 0; g < 16; g++) ws[g / 4][(g / 2) % 2][Q8V_LANE(r, g % 2)] = d * (float)(int8_t)b[192 + g];
+        return;
+    }
+    const float dmin = f16_at(b + 2);
+    for (int sb = 0; sb < 8; sb++) {
+        int sc, mn;
+        quant_k_scale_min(b + 4, sb, &sc, &mn);
+        ws[sb / 2][0][Q8V_LANE(r, sb % 2)] = d * (float)sc;
+        wc[sb / 2][0][Q8V_LANE(r, sb % 2)] = -(dmin * (float)mn);
+    }
+}
+
+VNNI_INLINE void q8v_pass_k(const int MR_, const int qt, const int BB, const quant_q8_x *x, const uint8_t *w,
+                            int64_t stride, int valid, int64_t k, float *y, int64_t ldy, const uint8_t *next,
+                            int64_t next_bytes) {
+    const bool has_min = qt != QT_Q6_K, pairs = qt == QT_Q6_K;
+    const int G = pairs ? 16 : 32;
+    const uint8_t *row[8];
+    for (int r = 0; r < 8; r++) row[r] = w + (r < valid ? r : valid - 1) * stride;
+    __m512 a[Q8_MR];
+    for (int i = 0; i < MR_; i++) a[i] = _mm512_setzero_ps();
+    const int64_t blocks = k / 256, lines_per_block = (next_bytes / 64 + blocks) / blocks;
+    int64_t line = 0;
+    for (int64_t c = 0; c < blocks; c++) {
+        for (int64_t l = 0; l < lines_per_block && 64 * line < next_bytes; l++, line++)
+            __builtin_prefetch(next + 64 * line, 0, 2);
+        float ws[4][2][16], wc[4][2][16];
+        for (int r = 0; r < 8; r++) q8v_scales_k(qt, row[r] + c * BB, r, ws, wc);
+        for (int t = 0; t < 4; t++) {
+            __m512i codes[8];
+            for (int r = 0; r < 8; r++) codes[r] = q8v_codes_k(qt, row[r] + c * BB, t);
+            for (int i = 0; i < MR_; i++) {
+                const __m512i xq = _mm512_loadu_si512(x->q + i * x->ld_q + 256 * c + 64 * t);
+                __m512i d[8], tq[4], u[2];
+                for (int r = 0; r < 8; r++) d[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[r], xq);
+                for (int q = 0; q < 4; q++)
+                    tq[q] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * q], d[2 * q + 1]), _mm512_unpackhi_epi32(d[2 * q], d[2 * q + 1]));
+                for (int q = 0; q < 2; q++)
+                    u[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(tq[2 * q], tq[2 * q + 1]), _mm512_unpackhi_epi64(tq[2 * q], tq[2 * q + 1]));
+                /* u[q]'s 128-bit block b: rows 4q .. 4q+3 over 16 elements (a Q6_K group) */
+                __m512i sums[2];
+                if (pairs) {
+                    sums[0] = _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0));
+                    sums[1] = _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2));
+                } else {
+                    sums[0] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                               _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+                }
+                for (int p = 0; p < (pairs ? 2 : 1); p++) {
+                    const int64_t g = (256 * c + 64 * t) / G + 2 * p;
+                    const __m512 xs = _mm512_castsi512_ps(q8v_spread(x->s + i * x->ld_s + g, true));
+                    const void *xc = (const int32_t *)x->c + i * x->ld_s + g;
+                    __m512i isum = sums[p];
+                    if (!has_min) isum = _mm512_add_epi32(isum, q8v_spread(xc, true));
+                    a[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_loadu_ps(ws[t][p]), xs), a[i]);
+                    if (has_min)
+                        a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(wc[t][p]), _mm512_castsi512_ps(q8v_spread(xc, true)), a[i]);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < MR_; i++) {
+        float sums[16];
+        _mm512_storeu_ps(sums, _mm512_add_ps(a[i], _mm512_shuffle_f32x4(a[i], a[i], _MM_SHUFFLE(2, 3, 0, 1))));
+        for (int r = 0; r < valid; r++) y[i * ldy + r] = sums[Q8V_LANE(r, 0)];
+    }
+}
+
+#define Q8V_GEMV(name, qt, BB) Q8V_GEMV_PASS(name, qt, BB, q8v_pass)
+#define Q8V_GEMV_K(name, qt, BB) Q8V_GEMV_PASS(name, qt, BB, q8v_pass_k)
+#define Q8V_GEMV_PASS(name, qt, BB, q8v_pass)                                                                     \
     static VNNI_TARGET void name(int mr, const quant_q8_x *x, const uint8_t *w, int64_t stride, int64_t nr,       \
                                  int64_t k, float *y, int64_t ldy) {                                              \
         for (int64_t j = 0; j < nr; j += 8) {                                                                     \
@@ -440,6 +539,9 @@ Q8V_GEMV(q8v_gemv_q4_0, QT_Q4_0, 18)
 Q8V_GEMV(q8v_gemv_q4_1, QT_Q4_1, 20)
 Q8V_GEMV(q8v_gemv_q5_0, QT_Q5_0, 22)
 Q8V_GEMV(q8v_gemv_q5_1, QT_Q5_1, 24)
+Q8V_GEMV_K(q8v_gemv_q4_k, QT_Q4_K, 144)
+Q8V_GEMV_K(q8v_gemv_q5_k, QT_Q5_K, 176)
+Q8V_GEMV_K(q8v_gemv_q6_k, QT_Q6_K, 210)
 
 static bool avx512_supported(void) {
     __builtin_cpu_init();
@@ -470,7 +572,8 @@ const quant_kernels attn__quant_kernels_avx512 = {
     .q8_nr = Q8_NR,
     .q8_nrv = 16,
     .q8_gemv = {[QT_Q8_0] = q8v_gemv_q8_0, [QT_Q4_0] = q8v_gemv_q4_0, [QT_Q4_1] = q8v_gemv_q4_1,
-                [QT_Q5_0] = q8v_gemv_q5_0, [QT_Q5_1] = q8v_gemv_q5_1},
+                [QT_Q5_0] = q8v_gemv_q5_0, [QT_Q5_1] = q8v_gemv_q5_1, [QT_Q4_K] = q8v_gemv_q4_k,
+                [QT_Q5_K] = q8v_gemv_q5_k, [QT_Q6_K] = q8v_gemv_q6_k},
     .quantize = quantize,
     /* the others are AVX2's (src/isa/x86_avx2/quant_ukernels.c): nothing wider helps them */
     .unpack = {QUANT_UNPACK_Q45},
