@@ -133,6 +133,11 @@ const char *attn_quant_isa(attn_precision precision) {
     return precision == ATTN_PRECISION_FAST ? k->fast_isa : k->isa;
 }
 
+int attn_quant_decode_rows(attn_precision precision) {
+    const quant_kernels *k = attn__quant_active();
+    return precision == ATTN_PRECISION_FAST ? k->q8_mr : k->f32_mr;
+}
+
 attn_status attn__quant_force(const char *arch) {
     current_isa();
     if (!arch) {

@@ -547,6 +547,8 @@ static void test_environment(void **state) {
     assert_int_equal(attn__quant_force(NULL), ATTN_OK);
     assert_string_equal(attn_quant_isa(ATTN_PRECISION_EXACT), "generic");
     assert_string_equal(attn_quant_isa(ATTN_PRECISION_FAST), "generic");
+    assert_int_equal(attn_quant_decode_rows(ATTN_PRECISION_EXACT), 4);
+    assert_int_equal(attn_quant_decode_rows(ATTN_PRECISION_FAST), 4);
     setenv("ATTN_ARCH", "no-such-isa", 1);
     assert_int_equal(attn__quant_force(NULL), ATTN_OK);
     assert_string_not_equal(attn_quant_isa(ATTN_PRECISION_EXACT), "ref");
