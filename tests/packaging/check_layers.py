@@ -34,13 +34,14 @@ import sys
 # stands for the folders of libattn's core, which form one layer and may
 # include each other (the cycle check below keeps them from going round).
 # To add a folder: a line here, placed at its layer.
-CORE = "base api ref flash isa io rope cache interp machine chapter"
+CORE = "base api ref flash isa quant io rope cache interp machine chapter"
 TABLE = """
 base                -
 api                 CORE
 ref                 CORE
 flash               CORE
 isa                 CORE
+quant               CORE
 io                  CORE
 rope                CORE
 cache               CORE
