@@ -18,6 +18,8 @@
  *   attn_cache.h    a key/value cache, contiguous or paged, and attention
  *                   over it (decoding, chunked prefill, batched)
  *   attn_chapter.h  the chapter's worked example: its inputs and numbers
+ *   attn_quant.h    matrix products on quantized weights as GGUF stores
+ *                   them (Q8_0 ... Q6_K, F16, BF16), exact or fast
  *   attn_viz.h      heat maps, the chapter's figures, the HTML report
  *                                                               (libattn_viz)
  *   attn_gguf.h     the GGUF reader: metadata, tensors, dequantization
