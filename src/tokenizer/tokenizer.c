@@ -212,19 +212,25 @@ static attn_status build(attn_tokenizer *t, const attn_gguf *g) {
             return attn__fail(ATTN_ERR_UNSUPPORTED, "tokenizer.ggml.pre '%s...': no such pre-tokenizer", t->pre);
         if ((st = read_merges(t, g)) != ATTN_OK) return st;
     }
-    return attn__tok_finish(t, "tokenizer.ggml.tokens");
+    /* The reference's models: GPT2Tokenizer's BPE has no unk_token (a byte
+     * whose letter the vocabulary lacks is dropped, whatever
+     * tokenizer.ggml.unknown_token_id says); GemmaTokenizer's has <unk>,
+     * fused. */
+    if (t->kind == ATTN_TOKENIZER_SPM && t->unk_id < 0) t->unk_id = attn__tok_lookup(t, "<unk>", 5);
+    t->model_unk_id = t->kind == ATTN_TOKENIZER_SPM ? t->unk_id : -1;
+    t->fuse_unk = true;
+    return attn__tok_finish(t);
 }
 
-attn_status attn__tok_finish(attn_tokenizer *t, const char *what) {
-    for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
+attn_status attn__tok_finish(attn_tokenizer *t) {
     if (t->kind == ATTN_TOKENIZER_BPE) {
+        /* A byte whose letter is not in the vocabulary (SmolLM2 lacks 21)
+         * becomes t->model_unk_id or nothing (tokenizer_merge.c), as in
+         * the reference's BPE model. */
         for (int b = 0; b < 256; b++) {
             char letter[4];
             size_t len = tok_utf8_put(tok_byte_letter((uint8_t)b), letter);
             t->byte_token[b] = attn__tok_lookup(t, letter, len);
-            if (t->byte_token[b] < 0)
-                return attn__fail(ATTN_ERR_FORMAT, "%s has no token for the byte 0x%02X ('%.*s'), which byte-level "
-                                  "BPE needs", what, b, (int)len, letter);
         }
         attn_status st = attn__tok_splitter_new(t->pre, &t->splitter);
         if (st != ATTN_OK) return st;
@@ -234,7 +240,6 @@ attn_status attn__tok_finish(attn_tokenizer *t, const char *what) {
             snprintf(name, sizeof name, "<0x%02X>", b);
             t->byte_token[b] = attn__tok_lookup(t, name, 6);
         }
-        if (t->unk_id < 0) t->unk_id = attn__tok_lookup(t, "<unk>", 5);
     }
     t->memory_bytes += sizeof *t;
     return collect_specials(t);

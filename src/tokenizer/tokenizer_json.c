@@ -394,12 +394,21 @@ static attn_status build(attn_tokenizer *t, const cJSON *root, const cJSON *conf
             st = attn__fail(ATTN_ERR_FORMAT, TJ ": post_processor's '%s' is not a token", quote(v.bos_piece, q, sizeof q));
         }
     }
-    const cJSON *unk = item(model, "unk_token");
-    if (!st && cJSON_IsString(unk)) t->unk_id = attn_tokenizer_find(t, unk->valuestring, strlen(unk->valuestring));
+    /* model.unk_token: what a byte without a letter becomes; none drops it. */
+    t->model_unk_id = -1;
+    const cJSON *unk = item(model, "unk_token"), *fuse = item(model, "fuse_unk");
+    if (!st && unk && !(cJSON_IsString(unk) && unk->valuestring))
+        st = attn__fail(ATTN_ERR_FORMAT, TJ ": model.unk_token is not a string");
+    if (!st && unk && (t->unk_id = t->model_unk_id = attn_tokenizer_find(t, unk->valuestring, strlen(unk->valuestring))) < 0) {
+        char q[160];
+        st = attn__fail(ATTN_ERR_FORMAT, TJ ": model.unk_token '%s' is not a token", quote(unk->valuestring, q, sizeof q));
+    }
+    if (!st && fuse && !cJSON_IsBool(fuse)) st = attn__fail(ATTN_ERR_FORMAT, TJ ": model.fuse_unk is not true or false");
+    t->fuse_unk = cJSON_IsTrue(fuse);
     if (!st && config) st = read_config(t, config);
     free(v.piece);
     free(v.type);
-    return st ? st : attn__tok_finish(t, TJ "'s vocabulary");
+    return st ? st : attn__tok_finish(t);
 }
 
 /* tokenizer.json (and tokenizer_config.json, NULL when there is none) from

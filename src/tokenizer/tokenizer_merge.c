@@ -154,11 +154,28 @@ static void add_symbol(tok_word *w, uint32_t start, uint32_t len, int32_t id, bo
     w->n++;
 }
 
+/* The unknown token for the text at start..start+len that has no token:
+ * fused into the symbol before it when that is one (fuse_unk). */
+static void add_unknown(tok_word *w, uint32_t start, uint32_t len, bool *fusing) {
+    if (*fusing && w->t->fuse_unk) w->sym[w->n - 1].len += len;
+    else add_symbol(w, start, len, w->t->model_unk_id, false);
+    *fusing = true;
+}
+
 attn_status attn__tok_merge_bpe(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out) {
     tok_word w;
     attn_status st = word_begin(&w, t, text, len);
     if (st != ATTN_OK) return st;
-    for (size_t i = 0; i < len; i++) add_symbol(&w, (uint32_t)i, 1, t->byte_token[text[i]], true);
+    bool fusing = false;
+    for (size_t i = 0; i < len; i++) {
+        const int32_t id = t->byte_token[text[i]];
+        if (id >= 0) {
+            add_symbol(&w, (uint32_t)i, 1, id, true);
+            fusing = false;
+        } else if (t->model_unk_id >= 0) {
+            add_unknown(&w, (uint32_t)i, 1, &fusing);
+        } /* else the byte is dropped: no symbol, and its neighbours meet */
+    }
     st = merge_all(&w, out);
     word_end(&w);
     return st;
@@ -168,6 +185,7 @@ attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, si
     tok_word w;
     attn_status st = word_begin(&w, t, text, len);
     if (st != ATTN_OK) return st;
+    bool fusing = false;
     for (size_t i = 0; i < len && st == ATTN_OK;) {
         uint32_t cp;
         size_t n = attn__utf8_next(text + i, len - i, &cp);
@@ -175,6 +193,7 @@ attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, si
         if (n == 0) n = 1; /* an invalid byte: a character of its own, spelled by its byte token */
         if (id >= 0) {
             add_symbol(&w, (uint32_t)i, (uint32_t)n, id, true);
+            fusing = false;
         } else {
             /* Byte fallback: the character's bytes as <0xNN> tokens when
              * every one exists, else one unknown token (consecutive ones
@@ -183,13 +202,12 @@ attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, si
             for (size_t k = 0; k < n; k++) all = all && t->byte_token[text[i + k]] >= 0;
             if (all) {
                 for (size_t k = 0; k < n; k++) add_symbol(&w, (uint32_t)(i + k), 1, t->byte_token[text[i + k]], false);
-            } else if (t->unk_id < 0) {
+                fusing = false;
+            } else if (t->model_unk_id < 0) {
                 st = attn__fail(ATTN_ERR_FORMAT, "tokenizer: the character at byte %zu has no token, no byte-fallback "
                                 "tokens and the vocabulary no unknown token", i);
-            } else if (w.n && w.sym[w.n - 1].id == t->unk_id && !w.sym[w.n - 1].mergeable) {
-                w.sym[w.n - 1].len += (uint32_t)n;
             } else {
-                add_symbol(&w, (uint32_t)i, (uint32_t)n, t->unk_id, false);
+                add_unknown(&w, (uint32_t)i, (uint32_t)n, &fusing);
             }
         }
         i += n;

@@ -49,7 +49,15 @@ struct attn_tokenizer {
     tok_merge *merges;       /* BPE: (left, right) -> rank, merged          */
     uint64_t merge_mask;
     int64_t n_merges;
-    int32_t byte_token[256]; /* BPE: each byte's letter; SPM: <0xNN>, or -1 */
+    int32_t byte_token[256]; /* BPE: each byte's letter; SPM: <0xNN>; or -1 */
+    /* What the merge model makes of what it has no token for (the
+     * reference's BPE model's unk_token and fuse_unk): BPE a byte whose
+     * letter is not in the vocabulary, SPM a character without a token or
+     * byte tokens.  -1: dropped (BPE: a GGUF's, and tokenizer.json's with
+     * no model.unk_token), before the merges, so that its neighbours may
+     * merge.  fuse_unk: consecutive ones make one. */
+    int32_t model_unk_id;
+    bool fuse_unk;
     tok_bucket specials[256];
     int32_t *special_ids;    /* the buckets' storage                        */
     int32_t bos_id, eos_id, pad_id, unk_id;
