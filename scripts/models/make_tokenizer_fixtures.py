@@ -164,6 +164,18 @@ def random_control_texts(count, seed=4321):
 
 CORPUS += random_control_texts(30)
 
+# Added tokens with lstrip / rstrip (the tiny tokenizer.json fixtures'
+# <mask> and <sep>, make_tokenizer_json_fixtures.py): white space of every
+# kind on either side, two in a row, at the ends.
+CORPUS += [
+    "a <mask> b  <mask>\t<sep>  c <sep>\n d",
+    "<mask><mask>  <sep><sep>   end",
+    " \u3000<mask>\u00a0x<sep>\u2028y\u0085<mask>",
+    "   <sep>",
+    "<mask>   ",
+    "tool <tool> and<tool>x <tool>  ",
+]
+
 # Each text is encoded with special tokens matched and, for these, also
 # with them read as plain text (split_special_tokens=True).
 NOSPECIAL = {

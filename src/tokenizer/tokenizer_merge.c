@@ -4,10 +4,12 @@
  * alphabet; SPM: one per UTF-8 character), and the best adjacent pair is
  * merged until no pair merges.  "Best", as the reference (Hugging Face
  * tokenizers' BPE model, word.rs) ranks it:
- *   BPE  the pair's rank in tokenizer.ggml.merges, lowest first
- *   SPM  the merged token's place in the vocabulary, earliest first, and
- *        for one merged token the longer left part first (transformers
- *        builds Gemma's merges from the vocabulary in that order)
+ *   BPE  the pair's rank in tokenizer.ggml.merges (or tokenizer.json's
+ *        model.merges: SPM too then), lowest first
+ *   SPM  from a GGUF (no merges): the merged token's place in the
+ *        vocabulary, earliest first, and for one merged token the longer
+ *        left part first (transformers builds Gemma's merges from the
+ *        vocabulary in that order)
  * and among equals the leftmost.  A min-heap of candidate pairs keeps it
  * O(n log n) in the piece's length (an SPM piece is a whole span between
  * special tokens, so it may be long); a candidate whose symbols changed
@@ -97,7 +99,7 @@ static attn_status consider(tok_word *w, int32_t left) {
     if (right < 0) return ATTN_OK;
     const tok_symbol *a = &w->sym[left], *b = &w->sym[right];
     tok_candidate c = {0, left, right, a->len, b->len, -1};
-    if (w->t->kind == ATTN_TOKENIZER_BPE) {
+    if (w->t->merges) { /* BPE, and SPM from a tokenizer.json with its merges */
         const tok_merge *m = find_merge(w->t, a->id, b->id);
         if (!m) return ATTN_OK;
         c.priority = (uint64_t)(uint32_t)m->rank;
@@ -196,19 +198,16 @@ attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, si
             fusing = false;
         } else {
             /* Byte fallback: the character's bytes as <0xNN> tokens when
-             * every one exists, else one unknown token (consecutive ones
-             * fused, as the reference's fuse_unk does). */
+             * every one exists, else the unknown token (consecutive ones
+             * fused when fuse_unk, as Gemma's), or nothing without one. */
             bool all = true;
             for (size_t k = 0; k < n; k++) all = all && t->byte_token[text[i + k]] >= 0;
             if (all) {
                 for (size_t k = 0; k < n; k++) add_symbol(&w, (uint32_t)(i + k), 1, t->byte_token[text[i + k]], false);
                 fusing = false;
-            } else if (t->model_unk_id < 0) {
-                st = attn__fail(ATTN_ERR_FORMAT, "tokenizer: the character at byte %zu has no token, no byte-fallback "
-                                "tokens and the vocabulary no unknown token", i);
-            } else {
+            } else if (t->model_unk_id >= 0) {
                 add_unknown(&w, (uint32_t)i, (uint32_t)n, &fusing);
-            }
+            } /* else dropped, as by BPE above */
         }
         i += n;
     }

@@ -37,6 +37,12 @@ typedef struct tok_bucket {
     uint32_t count;
 } tok_bucket;
 
+/* An added token's flags (tokenizer.json's added_tokens; a GGUF's have
+ * none): whitespace around it is taken into its match (lstrip: on its
+ * left, rstrip: on its right), and it is matched in the normalized text,
+ * after the tokens without the flag (normalized). */
+enum { TOK_LSTRIP = 1, TOK_RSTRIP = 2, TOK_NORMALIZED = 4 };
+
 struct attn_tokenizer {
     attn_tokenizer_kind kind;
     int64_t n_tokens;
@@ -58,8 +64,11 @@ struct attn_tokenizer {
      * merge.  fuse_unk: consecutive ones make one. */
     int32_t model_unk_id;
     bool fuse_unk;
-    tok_bucket specials[256];
+    /* Special tokens: [0] matched in the raw text, [1] (TOK_NORMALIZED) in
+     * each normalized span between those. */
+    tok_bucket specials[2][256];
     int32_t *special_ids;    /* the buckets' storage                        */
+    uint8_t *added_flags;    /* [n_tokens] TOK_*, or NULL: none             */
     int32_t bos_id, eos_id, pad_id, unk_id;
     int add_bos;
     char pre[32];
