@@ -24,7 +24,7 @@
 #include "testutil.h"
 #include "tolerances.h"
 
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_quant.h"
 #include "quant/quant.h"
 
