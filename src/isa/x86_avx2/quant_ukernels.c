@@ -10,14 +10,11 @@
  * vectors, one W vector.  The lanes summed by vec.h's v_reduce_add:
  * (l, l+4), (l, l+2), (0, 1).  Dequantization and unpacking 8 or 32
  * elements at a time; templates/quant_blocks.h walks the rows.
- * FAST tile: MR = NR = 2, k step 32: per (i, j) and step the 32 byte
- * products summed into 8 int32 lanes — vpmaddubsw (pairs, int16) then
- * vpmaddwd by ones (lane l = elements 4l .. 4l+3), or for a wide type
- * (Q8_0: codes to 255, which vpmaddubsw's int16 pairs would saturate)
- * vpmaddwd on the bytes widened to int16 (lane l = elements 2l, 2l+1,
- * 16+2l, 17+2l: one scale covers the 32, so the lanes' mix is harmless) —
- * then as AVX-512's: converted, times ws * xs of their group, into float
- * lanes; wc * xsum added every 8 groups.
+ * FAST tile (q8_tile below): MR = 4 rows of x against NR = 8 interleaved
+ * rows of W (one vector): per group vpmaddubsw + vpmaddwd by ones per quad
+ * of x (broadcast), a group's sum in one lane (Q8_0's codes, to 255, go
+ * signed so that the int16 pairs cannot saturate); then as AVX-512's.  No
+ * FAST decode kernel: decode goes through panels.
  */
 #include "isa/quant_table.h"
 

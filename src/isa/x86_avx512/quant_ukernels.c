@@ -9,11 +9,11 @@
  * of W, 16 lanes (k mod 16), one FMA per term: 24 zmm accumulators, the 4
  * x vectors and one W vector: 29 of the 32 registers.  The lanes summed by
  * vec.h's v_reduce_add (the compiler's fixed tree).
- * FAST tile: MR = NR = 4, k step 64: per (i, j) and step one vpdpbusd
- * (16 lanes of 4 products), its int32 lanes converted and multiplied by
- * ws * xs of their group (4 lanes a group) into the float lanes; after
- * every 16 groups (or the call's last ones) one FMA adds wc * xsum of
- * those groups, lane g = group g.  28 registers.
+ * FAST tile (q8_tile below): MR = 4 rows of x against NR = 32 rows of W,
+ * two vectors of 16 interleaved rows: per group a vpdpbusd per quad of x
+ * (broadcast) and vector of rows, a group's sum in one lane; then one
+ * conversion, ws * xs and an FMA per group into the sum of its parity.
+ * FAST decode (q8v_gemv_*): 8 rows of W a pass straight from the blocks.
  * Dequantization: the portable kernel's operations, 16 elements at a time
  * (products and sums as separate instructions: this file is compiled with
  * -ffp-contract=off, and no FMA is written where the format rounds twice);
