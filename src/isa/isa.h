@@ -2,9 +2,9 @@
  * isa.h — the registry of instruction sets (registry.c): the ISAs this
  * build knows, portable first, then in increasing order of preference;
  * which of them this CPU runs; the one the process runs on; and each ISA's
- * micro-kernel tables, completed from the portable ISA's so that no entry
- * a caller looks up is NULL.  The loop nests (src/flash/) ask it for their
- * table; tests and benches ask it for the list, never write one.
+ * micro-kernel tables, completed so that no entry a caller looks up is
+ * NULL.  The loop nests (src/flash/, src/quant/) ask it for their tables;
+ * tests and benches ask it for the list, never write one.
  *
  * The choice is made once, at first use, thread-safely: the best ISA the
  * CPU supports, unless the environment says otherwise:
@@ -15,9 +15,11 @@
  *                        an explicit flash request included (the oracle one
  *                        flag away); ATTN_ARCH=ref is the older spelling of
  *                        the same and still works
- *   ATTN_ARCH_DEBUG=1    print the choice and its reason once to stderr: the
- *                        library's only print, made on the user's explicit
- *                        request
+ *   ATTN_ARCH_DEBUG=1    print the choice and its reason once to stderr,
+ *                        with what precision fast runs on for each kind
+ *                        (and which instructions this CPU lacks for it):
+ *                        the library's only print, made on the user's
+ *                        explicit request
  *
  * An ISA is a folder src/isa/<folder>/ whose sources define its entry,
  * `const isa_desc attn__isa_<name>`, and one line in registry.c's list
@@ -27,30 +29,35 @@
  * supported() says no.
  *
  * Kinds of micro-kernel.  Each kind is one table type with its contract in
- * a header of its own (the attention kernels: flash_table.h), one pointer
- * in isa_desc, and one completion rule in registry.c.  A second kind — the
- * quantized matrix products, later 8-bit K/V loads or AMX tiles — joins
- * the same way: `const quant_table *quant;` here, each ISA's entry pointing
- * at its table (NULL, or entries left NULL, where it has none: the
- * portable ISA's are used), a `complete_quant` beside `complete_flash` in
- * registry.c and `attn__isa_quant(i)` beside attn__isa_flash.  The ISA, its
- * CPU check and the environment's choice stay one per process for every
- * kind; instructions beyond the ISA's baseline (VNNI, AMX, AVX512-BF16)
- * are optional entries of a kind's table with a check of their own, as
- * flash_table.h's bf16 kernels are (bf16_supported), never ISAs apart.
+ * a header of its own, one pointer in isa_desc, one completion rule in
+ * registry.c and one lookup here:
+ *   attention kernels      flash_table.h  .flash  complete_flash  attn__isa_flash
+ *   quantized products     quant_table.h  .quant  complete_quant  attn__isa_quant
+ * A further kind (8-bit K/V loads, AMX tiles) joins the same way.  An ISA's
+ * entry points at its table of each kind (NULL, or entries left NULL,
+ * where it has none: the rule fills them, from the portable table for
+ * flash, from the ISA below for quant).  The ISA, its CPU check and the
+ * environment's choice stay one per process for every kind; instructions
+ * beyond the ISA's baseline (VNNI, AMX, AVX512-BF16) are optional entries
+ * of a kind's table with a check of their own — flash_table.h's bf16
+ * kernels (bf16_supported), quant_table.h's FAST group (fast_supported) —
+ * never ISAs apart.
  */
 #ifndef ATTN_ISA_ISA_H
 #define ATTN_ISA_ISA_H
 
 #include "isa/flash_table.h"
+#include "isa/quant_table.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* One instruction set. */
 typedef struct isa_desc {
     const char *name;             /* what ATTN_ARCH names: "generic", "avx2", "avx512" */
     bool (*supported)(void);      /* this CPU (and build) runs it; NULL: always        */
     const ukernel_table *flash;   /* the attention micro-kernels; NULL: the portable's  */
+    const quant_table *quant;     /* the quantized products'; NULL: the ISA below's     */
 } isa_desc;
 
 /* supported() of an ISA this build cannot compile: always false.  Inline,
@@ -73,11 +80,25 @@ bool attn__isa_supported(int i);
 /* ISA i's attention table, complete (every entry filled but the optional
  * bf16 kernels of precision fast).  Only an ISA that is supported may run. */
 const ukernel_table *attn__isa_flash(int i);
+/* ISA i's quantized table, complete (quant_table.h says which entries may
+ * stay NULL: the decode kernels).  Only an ISA that is supported may run. */
+const quant_table *attn__isa_quant(int i);
+/* The rule that completes an ISA's quantized table (own; NULL: it has
+ * none) from the complete table below it, when the CPU runs the ISA's FAST
+ * group (fast_runs) or not: exposed so that tests can check the fallback
+ * on a CPU that has every instruction. */
+quant_table attn__isa_complete_quant(const quant_table *own, const quant_table *below, bool fast_runs);
+/* The line ATTN_ARCH_DEBUG=1 prints for ISA i (without the reason for the
+ * choice): its name, what precision fast runs on for each kind and what
+ * this CPU lacks for it; with quant non-NULL, as if that were ISA i's
+ * quantized table (for tests, with attn__isa_complete_quant's).  Writes
+ * at most cap bytes, terminated. */
+void attn__isa_describe(int i, const quant_table *quant, char *buf, size_t cap);
 
 /* ----------------------------------------------------------- the choice */
 
-/* The ISA the flash kernels run on in this process: $ATTN_ARCH's when the
- * CPU has it, else the best it has. */
+/* The ISA every kind's kernels run on in this process: $ATTN_ARCH's when
+ * the CPU has it, else the best it has. */
 int attn__isa_chosen(void);
 /* The widest ISA this CPU runs, whatever ATTN_ARCH says: the machine's FMA
  * peak is that of its widest instructions. */

@@ -1,14 +1,17 @@
 /*
  * registry.c — the instruction sets this build knows, each one's tables
- * completed from the portable ISA's, and the choice of one per process
- * (isa.h says what the environment can ask).
+ * completed, and the choice of one per process (isa.h says what the
+ * environment can ask).
  *
- * At first use, thread-safely, every table is completed from the portable
- * one (an entry an ISA leaves NULL runs the portable micro-kernel; the
- * optional bf16 kernels of precision fast excepted: they stay NULL where
- * the ISA has none, and the loop nest then runs the exact path), then one
- * ISA is chosen: the best the CPU supports (its supported()), unless the
- * environment says otherwise.
+ * At first use, thread-safely, every table of every kind is completed by
+ * its kind's rule: the attention table from the portable one
+ * (complete_flash: an entry an ISA leaves NULL runs the portable
+ * micro-kernel; the optional bf16 kernels of precision fast excepted: they
+ * stay NULL where the ISA has none, and the loop nest then runs the exact
+ * path), the quantized table from the ISA below it that the CPU runs
+ * (complete_quant, quant_table.h's rule).  Then one ISA is chosen: the
+ * best the CPU supports (its supported()), unless the environment says
+ * otherwise.
  */
 #include "isa/isa.h"
 
@@ -38,6 +41,7 @@ enum { ISA_COUNT = sizeof isas / sizeof isas[0] };
  * entry taken from the portable ISA's. */
 typedef struct isa_tables {
     ukernel_table flash;
+    quant_table quant;
 } isa_tables;
 static isa_tables complete[ISA_COUNT];
 static pthread_once_t complete_once = PTHREAD_ONCE_INIT;
@@ -92,11 +96,62 @@ static ukernel_table complete_flash(const ukernel_table *own, const ukernel_tabl
     return t;
 }
 
-static void complete_tables(void) {
-    for (int i = 0; i < ISA_COUNT; i++) complete[i].flash = complete_flash(isas[i]->flash, isas[0]->flash);
+/* An ISA's quantized table with each gap filled from `below`, complete
+ * (quant_table.h: entries left NULL are the lower ISA's; the EXACT tile
+ * goes with its shape and decode kernels; the FAST group goes whole, and
+ * when the CPU cannot run this ISA's (fast_runs false) fast_lacks names
+ * it). */
+static quant_table complete_quant(const quant_table *own, const quant_table *below, bool fast_runs) {
+    if (!own) return *below;
+    quant_table t = *own;
+    t.fast_lacks = NULL;
+    if (!t.f32_tile) {
+        t.f32_tile = below->f32_tile;
+        t.f32_mr = below->f32_mr, t.f32_nr = below->f32_nr;
+        t.f32_lanes = below->f32_lanes, t.f32_kstep = below->f32_kstep;
+        memcpy(t.f32_gemv, below->f32_gemv, sizeof t.f32_gemv);
+    }
+    for (int q = 0; q < QT_COUNT; q++)
+        if (!t.dequant[q]) t.dequant[q] = below->dequant[q];
+    if (!t.q8_tile || !fast_runs) {
+        if (t.q8_tile) t.fast_lacks = t.fast_isa;
+        t.fast_isa = below->fast_isa;
+        t.fast_supported = below->fast_supported;
+        t.q8_tile = below->q8_tile;
+        t.q8_mr = below->q8_mr, t.q8_nr = below->q8_nr, t.q8_nrv = below->q8_nrv;
+        t.quantize = below->quantize;
+        memcpy(t.unpack, below->unpack, sizeof t.unpack);
+        memcpy(t.q8_gemv, below->q8_gemv, sizeof t.q8_gemv);
+        if (!t.fast_lacks) t.fast_lacks = below->fast_lacks;
+    } else {
+        if (!t.quantize) t.quantize = below->quantize;
+        for (int q = 0; q < QT_COUNT; q++)
+            if (!t.unpack[q]) t.unpack[q] = below->unpack[q];
+    }
+    return t;
 }
 
 static bool isa_supported(int i) { return !isas[i]->supported || isas[i]->supported(); }
+
+/* ISA i's FAST quantized group runs on this CPU: the ISA does, and the
+ * group's own check (quant_table.fast_supported) says yes. */
+static bool quant_fast_runs(int i) {
+    const quant_table *own = isas[i]->quant;
+    return isa_supported(i) && (!own || !own->fast_supported || own->fast_supported());
+}
+
+/* The quantized table of ISA i is completed from that of the nearest ISA
+ * below it that this CPU runs (the portable one at the bottom): an entry
+ * taken from an ISA the CPU lacks could not run. */
+static void complete_tables(void) {
+    for (int i = 0; i < ISA_COUNT; i++) complete[i].flash = complete_flash(isas[i]->flash, isas[0]->flash);
+    complete[0].quant = *isas[0]->quant;
+    for (int i = 1; i < ISA_COUNT; i++) {
+        int below = i - 1;
+        while (below > 0 && !isa_supported(below)) below--;
+        complete[i].quant = complete_quant(isas[i]->quant, &complete[below].quant, quant_fast_runs(i));
+    }
+}
 
 static int best_supported(void) {
     for (int i = ISA_COUNT - 1; i > 0; i--)
@@ -123,14 +178,28 @@ static bool debug_wanted(void) {
     return debug && *debug && strcmp(debug, "0") != 0;
 }
 
-static void debug_report(int isa, bool ref, const char *reason) {
-    if (!debug_wanted() || atomic_flag_test_and_set(&debug_printed)) return;
+/* ISA i, the reason it was chosen (NULL: none said), and what precision
+ * fast runs on for each kind of kernel: "instruction set avx512 (best the
+ * CPU supports); precision fast: attention on bf16 dot products (amx) on
+ * the tile path, quantized products on avx512-vnni int8 kernels". */
+static void describe(int isa, const quant_table *quant, const char *reason, char *buf, size_t cap) {
     const ukernel_table *flash = &complete[isa].flash;
     const bool bf16 = flash->bf16_supported && flash->bf16_supported();
-    fprintf(stderr, "attn: instruction set %s (%s); precision fast: %s%s%s\n", isas[isa]->name, reason,
-            bf16 ? "bf16 dot products on the tile path, " : "runs exact (no native bf16 dot product)",
-            bf16 ? flash->bf16_name() : "",
-            ref ? "; every call runs on the reference kernel (ATTN_KERNEL=ref)" : "");
+    char attention[96], lacks[96] = "";
+    if (bf16) snprintf(attention, sizeof attention, "on bf16 dot products (%s) on the tile path", flash->bf16_name());
+    else snprintf(attention, sizeof attention, "runs exact (no native bf16 dot product)");
+    if (quant->fast_lacks)
+        snprintf(lacks, sizeof lacks, " (this CPU lacks %s: the fallback)", quant->fast_lacks);
+    snprintf(buf, cap, "instruction set %s%s%s%s; precision fast: attention %s, quantized products on %s int8 kernels%s",
+             isas[isa]->name, reason ? " (" : "", reason ? reason : "", reason ? ")" : "", attention, quant->fast_isa,
+             lacks);
+}
+
+static void debug_report(int isa, bool ref, const char *reason) {
+    if (!debug_wanted() || atomic_flag_test_and_set(&debug_printed)) return;
+    char what[512];
+    describe(isa, &complete[isa].quant, reason, what, sizeof what);
+    fprintf(stderr, "attn: %s%s\n", what, ref ? "; every call runs on the reference kernel (ATTN_KERNEL=ref)" : "");
 }
 
 static bool env_is(const char *name, const char *value) {
@@ -185,6 +254,20 @@ bool attn__isa_supported(int i) { return isa_supported(i); }
 const ukernel_table *attn__isa_flash(int i) {
     pthread_once(&complete_once, complete_tables);
     return &complete[i].flash;
+}
+
+const quant_table *attn__isa_quant(int i) {
+    pthread_once(&complete_once, complete_tables);
+    return &complete[i].quant;
+}
+
+quant_table attn__isa_complete_quant(const quant_table *own, const quant_table *below, bool fast_runs) {
+    return complete_quant(own, below, fast_runs);
+}
+
+void attn__isa_describe(int i, const quant_table *quant, char *buf, size_t cap) {
+    pthread_once(&complete_once, complete_tables);
+    describe(i, quant ? quant : &complete[i].quant, NULL, buf, cap);
 }
 
 int attn__isa_chosen(void) { return current_isa(); }

@@ -23,6 +23,8 @@
  */
 #include "quant/quant.h"
 
+#include "isa/isa.h" /* attn__isa_forces_ref */
+
 #include "base/threads.h"
 #include "base/workspace.h"
 
@@ -44,7 +46,7 @@
 
 /* One call's plan: the kernels, the shapes, the scratch's layout. */
 typedef struct quant_plan {
-    const quant_kernels *kern;
+    const quant_table *kern;
     const quant_traits *traits;
     int type;                  /* quant_type                                     */
     bool fast;
@@ -349,7 +351,7 @@ attn_status attn_quant_workspace_size(int64_t m, const attn_qtensor *w, const at
     if (s) return s;
     if (!bytes) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_quant_workspace_size: bytes is NULL");
     *bytes = 0;
-    if (m == 0 || w->rows == 0 || w->cols == 0 || opt.use_ref || attn__quant_forces_ref()) return ATTN_OK;
+    if (m == 0 || w->rows == 0 || w->cols == 0 || opt.use_ref || attn__isa_forces_ref()) return ATTN_OK;
     quant_plan p;
     plan_make(&p, m, w, &opt, opt.threads);
     *bytes = workspace_bytes(plan_scratch(&p));
@@ -369,7 +371,7 @@ attn_status attn_quant_matmul(const float *x, int64_t m, const attn_qtensor *w, 
         memset(y, 0, sizeof(float) * (size_t)(m * w->rows));
         return ATTN_OK;
     }
-    if (opt.use_ref || attn__quant_forces_ref()) return attn__quant_matmul_ref(x, m, w, y);
+    if (opt.use_ref || attn__isa_forces_ref()) return attn__quant_matmul_ref(x, m, w, y);
     quant_plan p;
     plan_make(&p, m, w, &opt, opt.threads);
     attn_sdpa_options scratch_opt = ATTN_SDPA_OPTIONS_INIT; /* the workspace rule of attn.h */

@@ -1,17 +1,19 @@
 /*
  * ref.c — the reference quantized product (attn_quant.h's use_ref, and
  * $ATTN_KERNEL=ref): each row of W dequantized by the portable kernels
- * (bit for bit the GGUF reader's values), then every output a double sum
- * in k order, rounded once to float.  The oracle the fast paths are
- * compared with; one thread, no tiling.
+ * (the registry's ISA 0; bit for bit the GGUF reader's values), then
+ * every output a double sum in k order, rounded once to float.  The
+ * oracle the fast paths are compared with; one thread, no tiling.
  */
 #include "quant/quant.h"
+
+#include "isa/isa.h"
 
 #include <stdlib.h>
 
 attn_status attn__quant_matmul_ref(const float *x, int64_t m, const attn_qtensor *w, float *y) {
     const quant_traits *t = &attn__quant_traits[attn__quant_type_index(w->type)];
-    const quant_dequant_fn dequant = attn__quant_kernels_generic.dequant[attn__quant_type_index(w->type)];
+    const quant_dequant_fn dequant = attn__isa_quant(0)->dequant[attn__quant_type_index(w->type)];
     const int64_t n = w->rows, k = w->cols;
     const size_t stride = w->row_stride ? w->row_stride : (size_t)quant_row_bytes(t, k);
     float *row = malloc(sizeof(float) * (size_t)(k > 0 ? k : 1));

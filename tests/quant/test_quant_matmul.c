@@ -20,6 +20,7 @@
  *
  * Shape legend: x [M, K]  W [N, K] stored  y [M, N] = x·Wᵀ
  */
+#include "isa_list.h"
 #include "models.h"
 #include "testutil.h"
 #include "tolerances.h"
@@ -33,13 +34,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const int all_types[] = {ATTN_QTYPE_F32,  ATTN_QTYPE_F16,  ATTN_QTYPE_BF16, ATTN_QTYPE_Q8_0,
                                 ATTN_QTYPE_Q4_0, ATTN_QTYPE_Q4_1, ATTN_QTYPE_Q5_0, ATTN_QTYPE_Q5_1,
                                 ATTN_QTYPE_Q4_K, ATTN_QTYPE_Q5_K, ATTN_QTYPE_Q6_K};
 enum { N_TYPES = sizeof all_types / sizeof all_types[0] };
-static const char *const isas[] = {"generic", "avx2", "avx512"};
-enum { N_ISAS = sizeof isas / sizeof isas[0] };
 
 #define U32 0x1p-24
 
@@ -381,8 +381,6 @@ static void matmul_ok(const float *x, int64_t m, const attn_qtensor *w, float *y
     if (attn_quant_matmul(x, m, w, y, &opt) != ATTN_OK) fail_msg("attn_quant_matmul: %s", attn_last_error());
 }
 
-static bool force(const char *isa) { return attn__quant_force(isa) == ATTN_OK; }
-
 /* -------------------------------------------------------------- tests */
 
 /* Every ISA's dequantizer (attn_quant_dequantize_rows) against the GGUF
@@ -398,17 +396,17 @@ static void test_dequantize_bits(void **state) {
         weights_make(&wt, &r, type, 7, k, 3);
         attn_qtensor v = weights_view(&wt);
         float *out = malloc(sizeof(float) * (size_t)(7 * k));
-        for (int i = 0; i < N_ISAS; i++) {
-            if (!force(isas[i])) continue;
+        for (int i = 0; i < attn__isa_count(); i++) {
+            if (!test_isa_use(i)) continue; /* the CPU or build lacks it */
             memset(out, 0xFF, sizeof(float) * (size_t)(7 * k));
             assert_int_equal(attn_quant_dequantize_rows(&v, 2, 5, out), ATTN_OK);
             if (memcmp(out, wt.w + 2 * k, sizeof(float) * (size_t)(5 * k)) != 0)
-                fail_msg("%s: %s dequantization differs from the GGUF reader's", isas[i], attn_quant_type_name(type));
+                fail_msg("%s: %s dequantization differs from the GGUF reader's", attn__isa_name(i), attn_quant_type_name(type));
         }
         free(out);
         weights_free(&wt);
     }
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    test_isa_restore();
 }
 
 /* The Ks a type is tested on: odd counts of blocks, and past the decode
@@ -445,10 +443,10 @@ static void test_against_oracles(void **state) {
                     test_fill_normal(&r, x, m * k, 1.0);
                     oracle o;
                     oracle_make(&o, &wt, x, m);
-                    for (int i = 0; i < N_ISAS; i++) {
-                        if (!force(isas[i])) continue;
+                    for (int i = 0; i < attn__isa_count(); i++) {
+                        if (!test_isa_use(i)) continue; /* the CPU or build lacks it */
                         char what[96];
-                        snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld", isas[i], attn_quant_type_name(type),
+                        snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld", attn__isa_name(i), attn_quant_type_name(type),
                                  (long long)m, (long long)n, (long long)k);
                         for (int fast = 0; fast <= (quantized(type) ? 1 : 0); fast++) {
                             const attn_precision prec = fast ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT;
@@ -471,7 +469,7 @@ static void test_against_oracles(void **state) {
                     weights_free(&wt);
                 }
     }
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    test_isa_restore();
     print_message("[          ] largest error / bound: exact %.3g, fast kernel %.3g, fast vs reference %.3g; "
                   "fast's largest error / sum |x w|: %.3g\n",
                   worst_exact, worst_fast_kernel, worst_fast_quant, worst_fast_rel);
@@ -494,8 +492,8 @@ static void test_threads(void **state) {
         float *x = malloc(sizeof(float) * 40 * (size_t)k);
         float *y1 = malloc(sizeof(float) * 40 * (size_t)n), *yt = malloc(sizeof(float) * 40 * (size_t)n);
         test_fill_normal(&r, x, 40 * k, 1.0);
-        for (int i = 0; i < N_ISAS; i++) {
-            if (!force(isas[i])) continue;
+        for (int i = 0; i < attn__isa_count(); i++) {
+            if (!test_isa_use(i)) continue; /* the CPU or build lacks it */
             for (int mi = 0; mi < 3; mi++)
                 for (int fast = 0; fast <= (quantized(type) ? 1 : 0); fast++) {
                     const attn_precision prec = fast ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT;
@@ -503,7 +501,7 @@ static void test_threads(void **state) {
                     for (int t = 2; t <= 3; t++) {
                         matmul_ok(x, ms[mi], &v, yt, prec, t);
                         if (memcmp(y1, yt, sizeof(float) * (size_t)(ms[mi] * n)) != 0)
-                            fail_msg("%s %s %s M=%lld: %d threads differ from 1", isas[i], attn_quant_type_name(type),
+                            fail_msg("%s %s %s M=%lld: %d threads differ from 1", attn__isa_name(i), attn_quant_type_name(type),
                                      fast ? "fast" : "exact", (long long)ms[mi], t);
                     }
                 }
@@ -511,7 +509,7 @@ static void test_threads(void **state) {
         free(x), free(y1), free(yt);
         weights_free(&wt);
     }
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    test_isa_restore();
 }
 
 /* use_ref and ATTN_KERNEL=ref run the reference: the double sums rounded
@@ -531,31 +529,148 @@ static void test_reference(void **state) {
     opt.use_ref = 1, opt.precision = ATTN_PRECISION_FAST;
     assert_int_equal(attn_quant_matmul(x, 3, &v, y, &opt), ATTN_OK);
     for (int e = 0; e < 27; e++) assert_true(y[e] == (float)o.ref[e]);
-    assert_int_equal(attn__quant_force("ref"), ATTN_OK);
+    assert_int_equal(attn__isa_force("ref"), ATTN_OK);
     assert_string_equal(attn_quant_isa(ATTN_PRECISION_EXACT), "ref");
     matmul_ok(x, 3, &v, y_env, ATTN_PRECISION_EXACT, 1);
     assert_memory_equal(y, y_env, sizeof y);
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    test_isa_restore();
     oracle_free(&o);
     weights_free(&wt);
 }
 
-/* ATTN_ARCH chooses the instruction set (read again on a force(NULL)). */
+/* Sets $name to value (NULL: unset) and returns its old value (a copy, or
+ * NULL), for env_restore. */
+static char *env_swap(const char *name, const char *value) {
+    const char *old = getenv(name);
+    char *copy = old ? strdup(old) : NULL;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+    return copy;
+}
+
+static void env_restore(const char *name, char *old) {
+    if (old) setenv(name, old, 1);
+    else unsetenv(name);
+    free(old);
+}
+
+/* ATTN_ARCH chooses the instruction set (read again on a force(NULL)), for
+ * the quantized products as for every kind of kernel: one registry. */
 static void test_environment(void **state) {
     (void)state;
-    setenv("ATTN_ARCH", "generic", 1);
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    char *arch = env_swap("ATTN_ARCH", "generic");
+    test_isa_restore();
     assert_string_equal(attn_quant_isa(ATTN_PRECISION_EXACT), "generic");
     assert_string_equal(attn_quant_isa(ATTN_PRECISION_FAST), "generic");
     assert_int_equal(attn_quant_decode_rows(ATTN_PRECISION_EXACT), 4);
     assert_int_equal(attn_quant_decode_rows(ATTN_PRECISION_FAST), 4);
     setenv("ATTN_ARCH", "no-such-isa", 1);
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    test_isa_restore();
     assert_string_not_equal(attn_quant_isa(ATTN_PRECISION_EXACT), "ref");
     unsetenv("ATTN_ARCH");
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
-    assert_int_equal(attn__quant_force("no-such-isa"), ATTN_ERR_INVALID_ARGUMENT);
+    test_isa_restore();
+    assert_int_equal(attn__isa_force("no-such-isa"), ATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attn_last_error(), "no-such-isa"));
+    /* each ISA this CPU runs: its name for EXACT; for FAST its own int8
+     * kernels, or where the CPU lacks them (AVX-512 without VNNI) those of
+     * the ISA below, as the registry's description says */
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        char line[512];
+        attn__isa_describe(i, NULL, line, sizeof line);
+        assert_string_equal(attn_quant_isa(ATTN_PRECISION_EXACT), attn__isa_name(i));
+        const char *fast = attn_quant_isa(ATTN_PRECISION_FAST);
+        char want[96];
+        snprintf(want, sizeof want, "quantized products on %s int8 kernels", fast);
+        if (!strstr(line, want)) fail_msg("%s: \"%s\" does not say \"%s\"", attn__isa_name(i), line, want);
+#if defined(__x86_64__) && !defined(ATTN_PORTABLE)
+        if (strcmp(attn__isa_name(i), "avx512") == 0) {
+            __builtin_cpu_init();
+            const bool vnni = __builtin_cpu_supports("avx512vnni");
+            assert_string_equal(fast, vnni ? "avx512-vnni" : "avx2");
+            assert_true(vnni == !strstr(line, "this CPU lacks avx512-vnni"));
+        }
+#endif
+    }
+    env_restore("ATTN_ARCH", arch);
+    test_isa_restore();
+}
+
+static bool says_no(void) { return false; }
+
+/* The registry's rule for the FAST group (quant_table.h): an ISA whose
+ * FAST kernels this CPU cannot run (fast_supported() says no: AVX-512
+ * without VNNI) runs the group of the ISA below — down to the portable
+ * one — whole, keeps its own EXACT kernels, and ATTN_ARCH_DEBUG=1 says
+ * what the CPU lacks (issue 34).  Checked with the widest table this CPU
+ * has, its FAST group declared unrunnable. */
+static void test_fast_fallback(void **state) {
+    (void)state;
+    const int top = attn__isa_widest();
+    const quant_table *portable = attn__isa_quant(0);
+    quant_table own = *attn__isa_quant(top);
+    own.fast_isa = "pretend-vnni", own.fast_supported = says_no;
+    const quant_table t = attn__isa_complete_quant(&own, portable, false);
+    assert_ptr_equal(t.q8_tile, portable->q8_tile);
+    assert_ptr_equal(t.quantize, portable->quantize);
+    assert_int_equal(t.q8_mr, portable->q8_mr);
+    assert_int_equal(t.q8_nr, portable->q8_nr);
+    assert_int_equal(t.q8_nrv, portable->q8_nrv);
+    for (int q = 0; q < QT_COUNT; q++) {
+        assert_ptr_equal(t.unpack[q], portable->unpack[q]);
+        assert_ptr_equal(t.q8_gemv[q], portable->q8_gemv[q]);
+        assert_ptr_equal(t.f32_gemv[q], own.f32_gemv[q]);
+    }
+    assert_ptr_equal(t.f32_tile, own.f32_tile);
+    assert_string_equal(t.fast_isa, portable->fast_isa);
+    assert_string_equal(t.fast_lacks, "pretend-vnni");
+    char line[512];
+    attn__isa_describe(top, &t, line, sizeof line);
+    if (!strstr(line, "quantized products on generic int8 kernels (this CPU lacks pretend-vnni"))
+        fail_msg("\"%s\" does not say that fast falls back to the portable kernels", line);
+    /* when the CPU runs them, the ISA's own group, and nothing lacking */
+    own.fast_supported = NULL;
+    const quant_table u = attn__isa_complete_quant(&own, portable, true);
+    assert_ptr_equal(u.q8_tile, own.q8_tile);
+    assert_string_equal(u.fast_isa, "pretend-vnni");
+    assert_null(u.fast_lacks);
+    /* an ISA without a table of this kind runs the one below whole */
+    const quant_table none = attn__isa_complete_quant(NULL, portable, true);
+    assert_ptr_equal(none.f32_tile, portable->f32_tile);
+    assert_ptr_equal(none.q8_tile, portable->q8_tile);
+}
+
+/* ATTN_ARCH_DEBUG=1 prints the choice once on stderr, the quantized
+ * products' FAST kernels named: run on stderr redirected to a file. */
+static void test_debug_message(void **state) {
+    (void)state;
+    const char *asked = getenv("ATTN_ARCH_DEBUG");
+    if (asked && *asked && strcmp(asked, "0") != 0) {
+        print_message("[          ] ATTN_ARCH_DEBUG is set: the process printed its one message already\n");
+        return;
+    }
+    char *arch = env_swap("ATTN_ARCH", "generic"), *debug = env_swap("ATTN_ARCH_DEBUG", "1");
+    FILE *out = tmpfile();
+    assert_non_null(out);
+    fflush(stderr);
+    const int saved = dup(2);
+    assert_true(saved >= 0 && dup2(fileno(out), 2) == 2);
+    test_isa_restore(); /* the choice made again: the message */
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    env_restore("ATTN_ARCH_DEBUG", debug);
+    env_restore("ATTN_ARCH", arch);
+    test_isa_restore();
+    char text[1024] = "";
+    rewind(out);
+    const size_t got = fread(text, 1, sizeof text - 1, out);
+    text[got] = 0;
+    fclose(out);
+    static const char *const says[] = {"attn: instruction set generic (forced by ATTN_ARCH)",
+                                       "quantized products on generic int8 kernels"};
+    for (size_t s = 0; s < sizeof says / sizeof says[0]; s++)
+        if (!strstr(text, says[s])) fail_msg("ATTN_ARCH_DEBUG=1 printed \"%s\", without \"%s\"", text, says[s]);
 }
 
 static void expect_error(attn_status got, attn_status want, const char *fragment) {
@@ -636,8 +751,8 @@ static void test_nonfinite(void **state) {
     test_fill_normal(&r, x, 3 * 64, 1.0);
     x[64 + 40] = NAN;
     x[128 + 3] = INFINITY;
-    for (int i = 0; i < N_ISAS; i++) {
-        if (!force(isas[i])) continue;
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue; /* the CPU or build lacks it */
         for (int fast = 0; fast <= 1; fast++) {
             matmul_ok(x, 3, &v, y, fast ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT, 1);
             for (int j = 0; j < 5; j++) {
@@ -647,7 +762,7 @@ static void test_nonfinite(void **state) {
             }
         }
     }
-    assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+    test_isa_restore();
     weights_free(&wt);
 }
 
@@ -695,16 +810,16 @@ static void test_real_model(void **state) {
         }
         oracle o;
         oracle_make(&o, &wt, x, m);
-        for (int i = 0; i < N_ISAS; i++) {
-            if (!force(isas[i])) continue;
+        for (int i = 0; i < attn__isa_count(); i++) {
+            if (!test_isa_use(i)) continue; /* the CPU or build lacks it */
             char what[96];
-            snprintf(what, sizeof what, "%s %s (%s)", isas[i], names[t], attn_quant_type_name(wt.type));
+            snprintf(what, sizeof what, "%s %s (%s)", attn__isa_name(i), names[t], attn_quant_type_name(wt.type));
             matmul_ok(x, m, &v, y, ATTN_PRECISION_EXACT, 2);
             check_exact(y, &o, m, wt.n, wt.k, what);
             matmul_ok(x, m, &v, y, ATTN_PRECISION_FAST, 2);
             check_fast(y, &o, m, wt.n, wt.k, what);
         }
-        assert_int_equal(attn__quant_force(NULL), ATTN_OK);
+        test_isa_restore();
         /* FAST against EXACT over all rows of the tensor */
         const int64_t n = info.n_rows;
         attn_qtensor whole = {.type = (int)info.type, .rows = n, .cols = wt.k, .data = info.data};
@@ -736,7 +851,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequantize_bits), cmocka_unit_test(test_against_oracles),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_reference),
-        cmocka_unit_test(test_environment),     cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_environment),     cmocka_unit_test(test_fast_fallback),
+        cmocka_unit_test(test_debug_message),   cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_nonfinite),       cmocka_unit_test(test_real_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,6 @@
 /*
  * quant_ukernels.c — the portable micro-kernels of the quantized matrix
- * product (src/quant/quant.h has the contracts): plain C that builds on any
+ * product (src/isa/quant_table.h has the contracts): plain C that builds on any
  * architecture, the contracts by example, and the complete table the other
  * ISAs fall back on entry by entry.
  *
@@ -10,11 +10,11 @@
  * EXACT tile: MR = 4 rows of x, NR = 4 rows of W, 8 lanes (k mod 8), each
  * lane a product and a sum per term (no FMA: portable C has no fast one);
  * the lanes summed as (l, l+4), then (l, l+2), then (0, 1).
- * FAST tile: MR = NR = 4 (one vector of NRV = 4 rows), quant.h's
+ * FAST tile: MR = NR = 4 (one vector of NRV = 4 rows), quant_table.h's
  * arithmetic written out: per (i, j) and group the integer sum, then the
  * two float sums by fmaf (the C library's, correctly rounded everywhere).
  */
-#include "quant/quant.h"
+#include "isa/quant_table.h"
 
 #include "base/dtype.h"
 
@@ -152,7 +152,7 @@ static float reduce8(const float *a) {
     return s2[0] + s2[1];
 }
 
-/* acc(i, j): 16-float slot i * NR + j of acc (quant.h). */
+/* acc(i, j): 16-float slot i * NR + j of acc (quant_table.h). */
 static void f32_tile(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t kc,
                      float *acc, int flags, float *y, int64_t ldy) {
     for (int i = 0; i < mr; i++) {
@@ -198,8 +198,9 @@ static void q8_tile(int mr, int nr, const quant_q8_x *x, const quant_q8_w *w, in
     }
 }
 
-const quant_kernels attn__quant_kernels_generic = {
-    .isa = "generic",
+/* The portable ISA's table: complete (quant_table.h); its entry in the
+ * registry, attn__isa_generic (ukernels.c), points at it. */
+const quant_table attn__quant_table_generic = {
     .f32_tile = f32_tile,
     .f32_mr = GEN_MR,
     .f32_nr = GEN_NR,

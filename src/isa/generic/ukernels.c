@@ -318,5 +318,9 @@ static const ukernel_table ukernels = {
     .peak_isa = "scalar",
 };
 
+/* The quantized products' table (quant_ukernels.c). */
+extern const quant_table attn__quant_table_generic;
+
 /* The portable ISA's entry in the registry (src/isa/isa.h): every CPU runs it. */
-const isa_desc attn__isa_generic = {.name = "generic", .supported = NULL, .flash = &ukernels};
+const isa_desc attn__isa_generic = {
+    .name = "generic", .supported = NULL, .flash = &ukernels, .quant = &attn__quant_table_generic};

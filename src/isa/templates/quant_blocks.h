@@ -1,6 +1,6 @@
 /*
  * quant_blocks.h — the walks over a row's blocks (the quantized product's
- * dequantizers and FAST unpackers, src/quant/quant.h), written once for
+ * dequantizers and FAST unpackers, src/isa/quant_table.h), written once for
  * every ISA: each block type's field offsets live here, the work on one
  * block's elements in the including quant_ukernels.c, which defines first
  *

@@ -1,5 +1,5 @@
 /*
- * quant_f32_gemv.h — the quantized product's EXACT decode kernel (quant.h,
+ * quant_f32_gemv.h — the quantized product's EXACT decode kernel (quant_table.h,
  * quant_f32_gemv_fn) written once for any vector width: the exact tile's
  * sums (templates/quant_f32_tile.h) taken straight from W's blocks, each
  * sub-block of 32 dequantized into registers and multiplied there, with no
@@ -12,6 +12,8 @@
  * to the bit, so a decode step gives what a prefill gives.  Defines
  * static gemv_<type> and the table initialiser QUANT_F32_GEMV_TABLE.
  */
+
+#include "base/base.h" /* min_i64 */
 
 #define GEMV_VECS (32 / VLEN)
 

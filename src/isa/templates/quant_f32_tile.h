@@ -1,5 +1,5 @@
 /*
- * quant_f32_tile.h — the quantized product's EXACT tile (quant.h,
+ * quant_f32_tile.h — the quantized product's EXACT tile (quant_table.h,
  * quant_f32_tile_fn) written once for any vector width: instantiated by
  * src/isa/x86_avx2/quant_ukernels.c (8 lanes) and x86_avx512 (16) after
  * their vec.h (templates/common.h lists the vocabulary), with

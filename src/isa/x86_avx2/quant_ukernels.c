@@ -1,7 +1,7 @@
 /*
  * quant_ukernels.c — the quantized product's micro-kernels for AVX2 (with
  * FMA and F16C: Haswell, Zen and later).  Compiled for any x86-64 with
- * function-level target attributes.  Contracts: src/quant/quant.h; prose:
+ * function-level target attributes.  Contracts: src/isa/quant_table.h; prose:
  * docs/quant.md.  The AVX-512 table takes this file's FAST unpackers
  * (they need nothing wider) and its whole fast group on a CPU without VNNI.
  *
@@ -10,20 +10,16 @@
  * vectors, one W vector.  The lanes summed by vec.h's v_reduce_add:
  * (l, l+4), (l, l+2), (0, 1).  Dequantization and unpacking 8 or 32
  * elements at a time; templates/quant_blocks.h walks the rows.
- * FAST tile: MR = NR = 2, k step 32: per (i, j) and step the 32 byte
- * products summed into 8 int32 lanes — vpmaddubsw (pairs, int16) then
- * vpmaddwd by ones (lane l = elements 4l .. 4l+3), or for a wide type
- * (Q8_0: codes to 255, which vpmaddubsw's int16 pairs would saturate)
- * vpmaddwd on the bytes widened to int16 (lane l = elements 2l, 2l+1,
- * 16+2l, 17+2l: one scale covers the 32, so the lanes' mix is harmless) —
- * then as AVX-512's: converted, times ws * xs of their group, into float
- * lanes; wc * xsum added every 8 groups.
+ * FAST tile (q8_tile below): MR = 4 rows of x against NR = 8 interleaved
+ * rows of W (one vector): per group vpmaddubsw + vpmaddwd by ones per quad
+ * of x (broadcast), a group's sum in one lane (Q8_0's codes, to 255, go
+ * signed so that the int16 pairs cannot saturate); then as AVX-512's.  No
+ * FAST decode kernel: decode goes through panels.
  */
-#include "quant/quant.h"
+#include "isa/quant_table.h"
 
 #if defined(__x86_64__) && !defined(ATTN_PORTABLE)
 
-#include <cpuid.h>
 #include "isa/x86_avx2/vec.h"
 
 #include <immintrin.h>
@@ -271,7 +267,7 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 #include "isa/templates/quant_f32_gemv.h"
 
 /* The FAST tile: MR_ rows of x (1..Q8_MR) against one vector of 8
- * interleaved rows of W (quant.h's arithmetic).  Per group and quad of
+ * interleaved rows of W (quant_table.h's arithmetic).  Per group and quad of
  * x's codes (broadcast): vpmaddubsw (u8 x s8, pairs into int16) and
  * vpmaddwd by ones into the int32 sums.  Q8_0's codes reach 255, and a
  * pair 255 * 127 * 2 would saturate int16: its codes go signed (q = wu ^
@@ -352,18 +348,9 @@ static QT_TARGET void q8_tile(int mr, int nr, const quant_q8_x *x, const quant_q
     else Q8_TILE_ROWS(32, false, false)
 }
 
-/* F16C (the half conversions) is read from CPUID leaf 1 (ECX bit 29):
- * clang's __builtin_cpu_supports does not know "f16c". */
-static bool avx2_supported(void) {
-    unsigned eax, ebx, ecx, edx;
-    __builtin_cpu_init();
-    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-}
-
-const quant_kernels attn__quant_kernels_avx2 = {
-    .isa = "avx2",
-    .supported = avx2_supported,
+/* The ISA's table; its entry in the registry, attn__isa_avx2 (ukernels.c,
+ * with the CPU check), points at it. */
+const quant_table attn__quant_table_avx2 = {
     .f32_tile = simd_quant_f32_tile,
     .f32_mr = F32_MR,
     .f32_nr = F32_NR,
@@ -380,6 +367,4 @@ const quant_kernels attn__quant_kernels_avx2 = {
     .unpack = {QUANT_UNPACK_Q45, QUANT_UNPACK_OTHERS},
 };
 
-#else
-QUANT_KERNELS_ABSENT(attn__quant_kernels_avx2, "avx2");
 #endif

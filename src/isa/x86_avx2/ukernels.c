@@ -46,8 +46,12 @@ static bool avx2_supported(void) {
 #define UKERNEL_ISA "avx2"
 #include "isa/templates/table.h"
 
+/* The quantized products' table (quant_ukernels.c). */
+extern const quant_table attn__quant_table_avx2;
+
 /* The ISA's entry in the registry (src/isa/isa.h). */
-const isa_desc attn__isa_avx2 = {.name = UKERNEL_ISA, .supported = avx2_supported, .flash = &ukernels};
+const isa_desc attn__isa_avx2 = {
+    .name = UKERNEL_ISA, .supported = avx2_supported, .flash = &ukernels, .quant = &attn__quant_table_avx2};
 
 #else
 /* A build without these instructions (another architecture, or

@@ -3,23 +3,23 @@
  * (F, BW, VL, DQ, with F16C and FMA); precision fast with AVX-512 VNNI
  * (vpdpbusd), checked at run time (fast_supported: without it the AVX2
  * fast group runs).  Compiled for any x86-64 with function-level target
- * attributes.  Contracts: src/quant/quant.h; prose: docs/quant.md.
+ * attributes.  Contracts: src/isa/quant_table.h; prose: docs/quant.md.
  *
  * EXACT tile (templates/quant_f32_tile.h): MR = 4 rows of x, NR = 6 rows
  * of W, 16 lanes (k mod 16), one FMA per term: 24 zmm accumulators, the 4
  * x vectors and one W vector: 29 of the 32 registers.  The lanes summed by
  * vec.h's v_reduce_add (the compiler's fixed tree).
- * FAST tile: MR = NR = 4, k step 64: per (i, j) and step one vpdpbusd
- * (16 lanes of 4 products), its int32 lanes converted and multiplied by
- * ws * xs of their group (4 lanes a group) into the float lanes; after
- * every 16 groups (or the call's last ones) one FMA adds wc * xsum of
- * those groups, lane g = group g.  28 registers.
+ * FAST tile (q8_tile below): MR = 4 rows of x against NR = 32 rows of W,
+ * two vectors of 16 interleaved rows: per group a vpdpbusd per quad of x
+ * (broadcast) and vector of rows, a group's sum in one lane; then one
+ * conversion, ws * xs and an FMA per group into the sum of its parity.
+ * FAST decode (q8v_gemv_*): 8 rows of W a pass straight from the blocks.
  * Dequantization: the portable kernel's operations, 16 elements at a time
  * (products and sums as separate instructions: this file is compiled with
  * -ffp-contract=off, and no FMA is written where the format rounds twice);
  * templates/quant_blocks.h walks the rows.
  */
-#include "quant/quant.h"
+#include "isa/quant_table.h"
 
 #if defined(__x86_64__) && !defined(ATTN_PORTABLE)
 
@@ -205,7 +205,7 @@ static QT_TARGET void quantize(const float *x, int64_t n, int8_t *qx, float *xs,
 #include "isa/templates/quant_f32_gemv.h"
 
 /* The FAST tile: MR_ rows of x (1..Q8_MR) against Q8_NV vectors of 16
- * interleaved rows of W, over kc elements (quant.h's arithmetic).  Per
+ * interleaved rows of W, over kc elements (quant_table.h's arithmetic).  Per
  * group: the integer sums start from -o * sum qx (or 0 with a min) and
  * take G/4 vpdpbusd each, a quad of x's codes broadcast against 16 rows'
  * quads; then per (i, vector) one conversion, ws * xs, and the FMA into the
@@ -299,7 +299,7 @@ static VNNI_TARGET void q8_tile(int mr, int nr, const quant_q8_x *x, const quant
 }
 
 /* ------------------------------------------------------ the FAST decode
- * quant.h's arithmetic straight from the blocks of the 32-element types,
+ * quant_table.h's arithmetic straight from the blocks of the 32-element types,
  * 8 rows of W a pass: per step of 64 elements (two blocks) each row's 64
  * codes meet x's in one vpdpbusd (16 lanes of 4 products), the 8 rows'
  * results are summed by a transposing tree into one vector whose lane
@@ -543,21 +543,15 @@ Q8V_GEMV_K(q8v_gemv_q4_k, QT_Q4_K, 144)
 Q8V_GEMV_K(q8v_gemv_q5_k, QT_Q5_K, 176)
 Q8V_GEMV_K(q8v_gemv_q6_k, QT_Q6_K, 210)
 
-static bool avx512_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
-}
-
 static bool vnni_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512vnni");
 }
 
-const quant_kernels attn__quant_kernels_avx512 = {
-    .isa = "avx512",
-    .supported = avx512_supported,
+/* The ISA's table; its entry in the registry, attn__isa_avx512 (ukernels.c,
+ * with the CPU check), points at it.  VNNI is an extension with a check of
+ * its own: without it the registry gives the ISA AVX2's FAST group. */
+const quant_table attn__quant_table_avx512 = {
     .f32_tile = simd_quant_f32_tile,
     .f32_mr = F32_MR,
     .f32_nr = F32_NR,
@@ -579,6 +573,4 @@ const quant_kernels attn__quant_kernels_avx512 = {
     .unpack = {QUANT_UNPACK_Q45},
 };
 
-#else
-QUANT_KERNELS_ABSENT(attn__quant_kernels_avx512, "avx512");
 #endif

@@ -36,10 +36,13 @@
 #include "isa/templates/convert.h"
 #include "isa/templates/peak.h"
 
+/* FMA and AVX2 too: every kind's kernels use them (the quantized ones
+ * take AVX2's unpackers); every AVX-512 CPU has them. */
 static bool avx512_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
 }
 
 #include "isa/x86_avx512/dot_bf16.h"
@@ -48,8 +51,12 @@ static bool avx512_supported(void) {
 #define UKERNEL_BF16 1
 #include "isa/templates/table.h"
 
+/* The quantized products' table (quant_ukernels.c). */
+extern const quant_table attn__quant_table_avx512;
+
 /* The ISA's entry in the registry (src/isa/isa.h). */
-const isa_desc attn__isa_avx512 = {.name = UKERNEL_ISA, .supported = avx512_supported, .flash = &ukernels};
+const isa_desc attn__isa_avx512 = {
+    .name = UKERNEL_ISA, .supported = avx512_supported, .flash = &ukernels, .quant = &attn__quant_table_avx512};
 
 #else
 /* A build without these instructions (another architecture, or
