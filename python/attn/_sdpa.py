@@ -192,7 +192,9 @@ def sdpa(
                      per-head linear bias slope * (j - i) on the causal diagonal
         kernel       "auto", "ref" (the reference) or "flash"
         threads      None (the default count) or >= 1
-        out          an array to write the output into (q's layout and rank)
+        out          an array to write the output into (q's layout and rank);
+                     sharing memory with q, k, v or an option's array is
+                     refused (attn.ArgumentError)
 
     Returns out, or the tuple (out, weights), (out, lse) or (out, weights, lse)
     when asked for; weights [B, Hq, L, S] and lse [B, Hq, L] (natural log)

@@ -717,6 +717,7 @@ static void library_ranks_must_agree(void **state) {
         {"key-lengths", "rank 1: invalid argument: ranks disagree on key lengths"},
         {"len", "rank 0: invalid argument: ranks disagree on len_kv (S): rank 0 has 13, rank 2 has 14"},
         {"mask", "rank 2: invalid argument: ranks disagree on the mask (one query row for all: a hash"},
+        {"aliased", "rank 2: invalid argument: rank 2 of 3: out overlaps q in memory"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char launch[1024], *output;
