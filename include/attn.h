@@ -270,7 +270,12 @@ typedef struct attn_sdpa_options {
     attn_kernel kernel;
     int threads;              /* 0 = $ATTN_NUM_THREADS, else OpenMP's default   */
     void *workspace;          /* caller-owned scratch, or NULL                  */
-    size_t workspace_size;    /* bytes available at workspace                   */
+    size_t workspace_size;    /* bytes available at workspace: trusted (no C
+                                 function can measure a buffer), only sizes no
+                                 buffer can have (over PTRDIFF_MAX, or wrapping
+                                 the address space) are refused; the call
+                                 writes at most what the _workspace_size
+                                 query reports                                */
     attn_progress_fn progress; /* or NULL (above)                               */
     void *progress_user;      /* passed to progress                             */
     /* The score stage (docs/logits.md), each off when zero or NULL:

@@ -247,6 +247,23 @@ static void kv_cache_attend_is_checked(void **state) {
     free(k), free(v), free(q), free(out);
 }
 
+/* Issue 33's item 8: a workspace_size no buffer can have (a size computed
+ * as -1) is refused before the kernel writes through it; a size within
+ * reason is trusted (attn.h says so). */
+static void implausible_workspace_size_is_refused(void **state) {
+    (void)state;
+    float q[QN] = {0}, k[KN] = {0}, v[KN] = {0}, out[QN], scratch[16];
+    attn_tensor tq = attn_tensor_4d(q, B, L, HQ, D), tk = attn_tensor_4d(k, B, S, HKV, D),
+                tv = attn_tensor_4d(v, B, S, HKV, D), to = attn_tensor_4d(out, B, L, HQ, D);
+    attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+    opt.workspace = scratch;
+    opt.workspace_size = (size_t)-1;
+    assert_int_equal(attn_sdpa_forward(&tq, &tk, &tv, &opt, &to, NULL, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attn_last_error(), "workspace_size"));
+    opt.workspace_size = (size_t)PTRDIFF_MAX + 1;
+    assert_int_equal(attn_sdpa_forward(&tq, &tk, &tv, &opt, &to, NULL, NULL), ATTN_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sdpa_out_aliasing_k_or_v_is_refused),
@@ -256,6 +273,7 @@ int main(void) {
         cmocka_unit_test(backward_gradients_are_checked),
         cmocka_unit_test(module_and_projections_are_checked),
         cmocka_unit_test(kv_cache_attend_is_checked),
+        cmocka_unit_test(implausible_workspace_size_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
