@@ -10,6 +10,7 @@
  */
 #include "cli.h"
 #include "cli_input.h"
+#include "cli_stdout.h"
 
 #include "attn_tokenizer.h"
 
@@ -270,8 +271,8 @@ int cmd_detokenize(int argc, char **argv) {
             !(out = malloc(out_len + 1)) ||
             attn_tokenizer_decode(t, ids, n, flags, out, out_len + 1, &out_len) != ATTN_OK)
             rc = cli_data_error("detokenize", "%s", out || out_len == 0 ? attn_last_error() : "out of memory");
-        else if (fwrite(out, 1, out_len, stdout) != out_len || fflush(stdout) != 0)
-            rc = cli_data_error("detokenize", "writing the text: %s", strerror(errno));
+        else if (fwrite(out, 1, out_len, stdout) != out_len || !cli_stdout_ok("detokenize"))
+            rc = CLI_DATA_ERROR;
         free(out);
     }
     attn_tokenizer_free(t);

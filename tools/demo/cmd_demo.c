@@ -25,6 +25,7 @@
  *               multi-head: concat [3, 4]  W_O [4, 2]  out [3, 2]
  */
 #include "cli.h"
+#include "cli_stdout.h"
 #include "demo.h"
 
 #include <math.h>
@@ -927,5 +928,5 @@ int cmd_demo(int argc, char **argv) {
         int rc = demo_write_figures(figures_dir, t == &demo_text_zh ? "zh" : "en");
         if (rc != CLI_OK) return rc;
     }
-    return fflush(stdout) == 0 ? CLI_OK : cli_data_error("demo", "cannot write the output");
+    return cli_stdout_ok("demo") ? CLI_OK : CLI_DATA_ERROR;
 }
