@@ -395,6 +395,21 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
     return ATTN_OK;
 }
 
+attn_status attn_npy_parse_header(const void *buf, size_t size, attn_array *shape_only, size_t *data_offset) {
+    if (!shape_only) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse_header: shape_only is NULL");
+    memset(shape_only, 0, sizeof *shape_only);
+    if (!buf && size > 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse_header: buf is NULL");
+    npy_layout h;
+    const attn_status status = attn__npy_parse_header_image(buf, size, &h);
+    if (status != ATTN_OK) return status;
+    shape_only->dtype = h.dtype;
+    shape_only->ndim = h.ndim;
+    memcpy(shape_only->shape, h.shape, sizeof h.shape);
+    shape_only->count = h.count;
+    if (data_offset) *data_offset = h.data_offset;
+    return ATTN_OK;
+}
+
 /* ------------------------------------------------------- serialise, save */
 
 /* Checks that *a is a well-formed array (the caller may have filled it by
