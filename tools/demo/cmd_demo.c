@@ -906,6 +906,12 @@ int cmd_demo(int argc, char **argv) {
         return demo_model_run(t, t == &demo_text_zh ? &demo_model_text_zh : &demo_model_text_en, &model);
     }
 
+    /* An unwritable --figures DIR is told before the walk-through, not
+     * after a screenful of it. */
+    if (figures_dir) {
+        const int rc = demo_figures_dir_ready(figures_dir);
+        if (rc != CLI_OK) return rc;
+    }
     chapter ch;
     attn_status st = chapter_compute(&ch);
     if (st)
