@@ -614,31 +614,34 @@ static attn_status stream_read(member_stream *s, uint8_t *buf, size_t want, size
 /* After the last byte: the member gave exactly its size and its CRC. */
 static attn_status stream_finish(member_stream *s) {
     const npz_member *m = s->m;
-    uint8_t extra;
-    size_t got = 0;
 #ifdef ATTN_HAVE_ZLIB
-    /* A deflated member must end where the directory says. */
-    if (m->deflated && !s->ended && s->produced == m->size) {
-        s->zs.next_out = &extra;
-        s->zs.avail_out = 1;
-        if (s->zs.avail_in == 0 && s->in_left) {
+    /* A deflated member must end where the directory says: once its bytes
+     * are out, what input is left may hold only the end of the stream (its
+     * last codes can lie in the next chunk of input). */
+    bool longer = false;
+    while (m->deflated && !s->ended && !longer && s->produced == m->size) {
+        if (s->zs.avail_in == 0) {
+            if (!s->in_left) break;
             const size_t chunk = s->in_left < STREAM_IN ? (size_t)s->in_left : STREAM_IN;
             attn_status st = read_at(s->z, s->in, chunk, s->in_at);
             if (st) return st;
+            s->in_at += chunk;
             s->in_left -= chunk;
             s->zs.next_in = s->in;
             s->zs.avail_in = (uInt)chunk;
         }
+        uint8_t extra;
+        s->zs.next_out = &extra;
+        s->zs.avail_out = 1;
         const int rc = inflate(&s->zs, Z_NO_FLUSH);
-        s->ended = rc == Z_STREAM_END && s->zs.avail_out == 1;
-        got = 1 - s->zs.avail_out;
+        longer = s->zs.avail_out == 0;
+        if (rc == Z_STREAM_END) s->ended = 1;
+        else if (rc != Z_OK) break;
     }
-    if (m->deflated && (!s->ended || got))
+    if (m->deflated && (!s->ended || longer))
         return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate to its %llu bytes (the archive is damaged)",
                           s->z->path, m->name, (unsigned long long)m->size);
 #endif
-    (void)extra;
-    (void)got;
     if (s->produced != m->size)
         return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate to its %llu bytes (the archive is damaged)",
                           s->z->path, m->name, (unsigned long long)m->size);

@@ -359,6 +359,68 @@ static void write_big_archive(const char *path, int damage_crc) {
 }
 #endif
 
+#ifdef ATTN_TEST_HAVE_ZLIB
+/* A member of n uint8 values (0..15: Huffman-coded, about 2:1) as one
+ * deflated .npy image in an archive at path; its deflated size. */
+static size_t write_u8_archive(const char *path, int64_t n, uint64_t seed) {
+    uint8_t header[ATTN_NPY_HEADER_MAX];
+    size_t header_size;
+    assert_ok(attn_npy_format_header(ATTN_U8, 1, &n, header, sizeof header, &header_size));
+    const size_t size = header_size + (size_t)n;
+    uint8_t *image = malloc(size), *packed = malloc(compressBound((uLong)size));
+    memcpy(image, header, header_size);
+    test_rng r;
+    test_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) image[header_size + (size_t)i] = (uint8_t)test_rng_range(&r, 16);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    zs.next_in = image;
+    zs.avail_in = (uInt)size;
+    zs.next_out = packed;
+    zs.avail_out = (uInt)compressBound((uLong)size);
+    assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    const size_t packed_size = zs.total_out;
+    deflateEnd(&zs);
+    write_zip(path, "u8", 8, (uint32_t)crc32(0, image, (uInt)size), (uint32_t)size, packed, packed_size);
+    free(image);
+    free(packed);
+    return packed_size;
+}
+#endif
+
+/* The reader inflates 64 KiB of input at a time: members whose deflated
+ * stream ends just before, at and after that boundary (its last codes in
+ * the next chunk) read, list and stream whole. */
+static void test_stream_ends_across_input_chunks(void **state) {
+    (void)state;
+#ifndef ATTN_TEST_HAVE_ZLIB
+    skip();
+#else
+    if (!have_deflate()) skip();
+    const char *path = strdup(test_path("boundary.npz"));
+    /* about 2:1: n near 2 x 64 KiB puts the stream's end near the boundary */
+    const size_t trial = write_u8_archive(path, 131072, 1);
+    const int64_t centre = (int64_t)(131072.0 * 65536.0 / (double)trial);
+    int crossed = 0;
+    for (int64_t n = centre - 48; n <= centre + 48; n++) {
+        const size_t packed = write_u8_archive(path, n, (uint64_t)n);
+        crossed += packed > 65536 - 8 && packed < 65536 + 8;
+        attn_npz *z;
+        attn_array a = {0}, h = {0};
+        assert_ok(attn_npz_open(path, &z));
+        if (attn_npz_read(z, "u8", &a) || attn_npz_read_header(z, "u8", &h) ||
+            attn_npz_extract(z, "u8", "/dev/null"))
+            fail_msg("n = %lld, deflated to %zu bytes: %s", (long long)n, packed, attn_last_error());
+        assert_true(a.count == n && h.count == n);
+        attn_array_free(&a);
+        attn_npz_close(z);
+    }
+    assert_true(crossed > 0);
+    free((void *)path);
+#endif
+}
+
 /* List reads the header only, get streams: both in a few MiB. */
 static void test_high_ratio_member(void **state) {
     (void)state;
@@ -424,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_empty_member_is_named),
         cmocka_unit_test(test_high_ratio_member),
+        cmocka_unit_test(test_stream_ends_across_input_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }
