@@ -402,11 +402,7 @@ attn_status attn_npy_parse_header(const void *buf, size_t size, attn_array *shap
     npy_layout h;
     const attn_status status = attn__npy_parse_header_image(buf, size, &h);
     if (status != ATTN_OK) return status;
-    shape_only->dtype = h.dtype;
-    shape_only->ndim = h.ndim;
-    memcpy(shape_only->shape, h.shape, sizeof h.shape);
-    shape_only->count = h.count;
-    if (data_offset) *data_offset = h.data_offset;
+    npy_layout_answer(&h, shape_only, data_offset);
     return ATTN_OK;
 }
 
