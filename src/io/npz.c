@@ -591,10 +591,12 @@ static attn_status stream_read(member_stream *s, uint8_t *buf, size_t want, size
                 s->zs.next_in = s->in;
                 s->zs.avail_in = (uInt)chunk;
             }
+            /* At most 1 GiB a call: zlib's counts are 32-bit. */
+            const size_t step = n - done < ((size_t)1 << 30) ? n - done : (size_t)1 << 30;
             s->zs.next_out = buf + done;
-            s->zs.avail_out = (uInt)(n - done);
+            s->zs.avail_out = (uInt)step;
             const int rc = inflate(&s->zs, Z_NO_FLUSH);
-            done = n - s->zs.avail_out;
+            done += step - s->zs.avail_out;
             if (rc == Z_STREAM_END) s->ended = 1;
             else if (rc != Z_OK && !(rc == Z_BUF_ERROR && s->zs.avail_in == 0 && s->in_left == 0))
                 return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate (zlib %d: %s)", s->z->path, m->name, rc,
@@ -652,7 +654,8 @@ static attn_status stream_finish(member_stream *s) {
 }
 
 /* The member's .npy preamble and header, read (inflated) alone into *header
- * (malloc'd, *header_size bytes: the data start there), checked by
+ * (malloc'd, *header_size bytes: the first bytes of the member, at least
+ * its header; the stream goes on after them), checked by
  * attn_npy_parse_header into shape_only and against the member's size.
  * Messages name the archive and the member. */
 static attn_status stream_header(member_stream *s, attn_array *shape_only, uint8_t **header, size_t *header_size) {
@@ -688,7 +691,7 @@ static attn_status stream_header(member_stream *s, attn_array *shape_only, uint8
         return st;
     }
     *header = h;
-    *header_size = have; /* = data_offset: the header read no further */
+    *header_size = have;
     return ATTN_OK;
 }
 
