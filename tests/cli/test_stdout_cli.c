@@ -6,13 +6,15 @@
  * tokenize, model run, model info and npz list exited 0 on /dev/full or a
  * closed stdout.
  *
- * Every subcommand that prints to stdout runs twice: stdout on /dev/full
+ * Every subcommand that prints to stdout (trace's list of the hooks it
+ * wrote among them) runs twice: stdout on /dev/full
  * (every write fails with ENOSPC) and stdout closed (EBADF: the program
  * reserves the descriptor, so that no file it opens takes it).  With Gemma
  * 3 270M present, model generate too, which must stop at its first token
  * (the stream is checked chunk by chunk), not after --max-tokens.
  */
 #include "testutil.h"
+#include "cli_files.h"
 #include "models.h"
 
 #include <fcntl.h>
@@ -66,7 +68,14 @@ static void every_printing_subcommand(void **state) {
     (void)state;
     const char *llama = FIXTURES "/tiny_models/llama/llama.gguf";
     const char *npz = FIXTURES "/npz/numpy_stored.npz";
-    const char *const cases[][8] = {
+    /* trace lists the hooks it wrote on stdout: bare attention on q = k = v */
+    static const float qkv[4 * 2 * 8] = {0.5f, -0.25f, 1.0f, 0.125f};
+    const int64_t shape[3] = {4, 2, 8};
+    char q[512], dir[512];
+    snprintf(q, sizeof q, "%s", test_path("qkv.npy"));
+    snprintf(dir, sizeof dir, "%s", test_path("hooks"));
+    test_save_f32(q, 3, shape, qkv);
+    const char *const cases[][12] = {
         {"--version"},
         {"--help"},
         {"sdpa", "--help"},
@@ -78,6 +87,7 @@ static void every_printing_subcommand(void **state) {
         {"model", "info", "--model", llama},
         {"model", "run", "--model", llama, "--ids", "1,2,3"},
         {"npz", "list", npz},
+        {"trace", "-q", q, "-k", q, "-v", q, "--dir", dir},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) free(expect_stdout_error(cases[i], 60));
 }
