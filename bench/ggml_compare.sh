@@ -18,11 +18,13 @@
 #   GGML_DIR    where ggml's sources and build are kept (default
 #               ~/.cache/attn-ggml); made once, reused after
 #
-# ggml is not in Debian 12's archive. Its sources come from the Python
-# package index: the sdist of llama-cpp-python, pinned below by version and
-# SHA-256, which carries llama.cpp (and ggml) under vendor/. They are
-# downloaded by this script, once, never by attn; ggml is built with its own
-# CMake (static, -march=native, OpenMP) into GGML_DIR.
+# ggml is not in Debian 12's archive. Its sources come from the sdist of
+# llama-cpp-python on the Python package index, fetched with pip's own
+# configured index and pinned by version and SHA-256 (bench/fetch_llama_cpp.sh,
+# shared with bench/llama_compare.sh), which carries llama.cpp (and ggml)
+# under vendor/. They are downloaded by this script, once, never by attn;
+# ggml is built with its own CMake (static, -march=native, OpenMP) into
+# GGML_DIR.
 # A line per round, then a summary per shape: the medians, GFLOP/s on the
 # visible pairs (attn bench's count), ggml / attn (> 1: attn is faster), and
 # the largest difference between the two outputs (the program fails if they
@@ -56,36 +58,13 @@ build=${ATTN_BUILD:-$root/build}
 dir=${GGML_DIR:-$HOME/.cache/attn-ggml}
 mkdir -p "$dir"
 
-package=llama_cpp_python
-version=0.3.36
-sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-tarball=$dir/$package-$version.tar.gz
+# shellcheck source=bench/fetch_llama_cpp.sh
+. "$root/bench/fetch_llama_cpp.sh"
+version=$llama_cpp_version
 src=$dir/ggml-$version
-
-if [ ! -f "$tarball" ]; then
-  echo "ggml_compare.sh: fetching $package $version (sources) from the Python package index" >&2
-  python3 - "$package" "$version" "$tarball.part" << 'EOF'
-import json, sys, urllib.parse, urllib.request
-package, version, dest = sys.argv[1:]
-index = "https://pypi.org/pypi/%s/json" % package.replace("_", "-")
-with urllib.request.urlopen(index, timeout=60) as r:
-    files = json.load(r)["releases"].get(version, [])
-sdist = [f for f in files if f["packagetype"] == "sdist"]
-if not sdist:
-    sys.exit("ggml_compare.sh: %s %s has no source distribution on the index" % (package, version))
-urllib.request.urlretrieve(urllib.parse.urljoin(index, sdist[0]["url"]), dest)
-EOF
-  echo "$sha256  $tarball.part" | sha256sum -c --quiet - ||
-    { echo "ggml_compare.sh: $tarball.part does not have the pinned SHA-256" >&2; exit 1; }
-  mv "$tarball.part" "$tarball"
-fi
-if [ ! -f "$src/CMakeLists.txt" ]; then
-  rm -rf "$src.part" && mkdir -p "$src.part"
-  tar -xzf "$tarball" -C "$src.part" --strip-components=4 "$package-$version/vendor/llama.cpp/ggml"
-  # the sdist leaves out ggml's pkg-config template, which its CMakeLists configures
-  [ -f "$src.part/ggml.pc.in" ] || : > "$src.part/ggml.pc.in"
-  mv "$src.part" "$src"
-fi
+llama_cpp_unpack "$dir" ggml "$src" || exit 1
+# the sdist leaves out ggml's pkg-config template, which its CMakeLists configures
+[ -f "$src/ggml.pc.in" ] || : > "$src/ggml.pc.in"
 lib=$dir/build-$version
 if [ ! -f "$lib/src/libggml-cpu.a" ]; then
   echo "ggml_compare.sh: building ggml (a few minutes, once) in $lib" >&2

@@ -37,7 +37,7 @@ int main(void) {
     cfg.num_blocks = 12;
     cfg.rope = &rope;
     attn_kv_cache *cache;
-    if (check(attn_kv_cache_create(&cfg, &cache), "create")) return 1;
+    if (check(attn_kv_cache_new(&cfg, &cache), "create")) return 1;
 
     static float q[PROMPT * HQ * D], k[PROMPT * HKV * D], v[PROMPT * HKV * D], out[PROMPT * HQ * D];
     int64_t seqs[2], rows[2] = {1, 1}, length = PROMPT;
@@ -77,6 +77,6 @@ int main(void) {
     if (!failed && !check(attn_kv_cache_pool(cache, &free_blocks, &total_blocks, NULL), "pool"))
         printf("pool: %lld of %lld blocks free (the prompt's first 2 blocks are shared)\n", (long long)free_blocks,
                (long long)total_blocks);
-    attn_kv_cache_destroy(cache);
+    attn_kv_cache_free(cache);
     return failed;
 }

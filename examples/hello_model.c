@@ -2,7 +2,7 @@
  * key and a tensor of four float32s), parsed, and its tensor converted.
  * hello_model [FILE.gguf] reads FILE instead and prints its architecture
  * and tensor count. */
-#include <attn_model.h>
+#include <attn_gguf.h>
 #include <stdio.h>
 
 static const unsigned char tiny[] = {
@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     size_t len;
     if (st != ATTN_OK || attn_gguf_get_string(g, "general.architecture", &arch, &len) != ATTN_OK) {
         fprintf(stderr, "attn: %s\n", attn_last_error());
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         return 1;
     }
     attn_gguf_info info;
@@ -35,10 +35,10 @@ int main(int argc, char **argv) {
     if (argc == 1 && (attn_gguf_find_tensor(g, "w", &t) != ATTN_OK ||
                       attn_gguf_dequantize_rows(g, &t, 0, 1, row) != ATTN_OK)) {
         fprintf(stderr, "attn: %s\n", attn_last_error());
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         return 1;
     }
     if (argc == 1) printf("w = [%g, %g, %g, %g]\n", row[0], row[1], row[2], row[3]);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return 0;
 }

@@ -14,7 +14,7 @@
  * size (each tensor's bytes were checked to lie within it).
  */
 #include "attn.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,6 +108,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (info.data_offset > size || info.alignment == 0) __builtin_trap();
     walk_keys(g, info.n_keys);
     walk_tensors(g, info.n_tensors);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * npz_fuzz.c — libFuzzer target for the .npz reader (src/io/npz.c,
+ * npz_fuzz.c — libFuzzer target for the .npz reader (src/formats/npz.c,
  * attn_npz.h): attn model trace's caches and numpy's np.savez /
  * np.savez_compressed archives are files a user may be handed.
  *
@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 attn_array_free(&a);
             }
         }
-        attn_npz_close(z);
+        attn_npz_free(z);
     }
     close(fd);
     return 0;

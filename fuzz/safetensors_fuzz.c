@@ -15,7 +15,7 @@
  */
 #include "attn.h"
 #include "attn_safetensors.h"
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ static void use_image(const uint8_t *data, size_t size) {
         if (attn_safetensors_metadata_at(st, i, &k, &v) != ATTN_OK) __builtin_trap();
         if (!attn_safetensors_metadata(st, k)) __builtin_trap();
     }
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
 }
 
 static void use_index(const uint8_t *data, size_t size) {

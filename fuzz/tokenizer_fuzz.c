@@ -91,7 +91,7 @@ static attn_tokenizer *build(const vocab *v) {
     check_refusal(st);
     if (st == ATTN_OK) {
         check_refusal(attn_tokenizer_from_gguf(g, &t));
-        attn_gguf_close(g);
+        attn_gguf_free(g);
     }
     gb_free(&b);
     return t;

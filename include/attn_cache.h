@@ -71,8 +71,8 @@
  * Thread safety.  A cache has no lock.  Calls that only read it
  * (attn_kv_cache_view, attn_kv_cache_attend, the queries) may run
  * concurrently with each other; a call that changes it (append, seq_add,
- * seq_fork, seq_free, destroy) must not run concurrently with any other
- * call on the same cache, even for another sequence (they share the pool).
+ * seq_fork, seq_free, free) must not run concurrently with any other call
+ * on the same cache, even for another sequence (they share the pool).
  * Distinct caches are independent.  Views stay valid until the next call
  * that changes the cache.
  *
@@ -120,9 +120,14 @@ typedef struct attn_kv_cache_config {
 
 /* Creates a cache (all its memory at once; no sequence yet) in *cache.
  * On failure *cache is NULL. */
-ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache);
+ATTN_API attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache **cache);
 /* Frees the cache and everything in it; NULL is allowed. */
-ATTN_API void attn_kv_cache_destroy(attn_kv_cache *cache);
+ATTN_API void attn_kv_cache_free(attn_kv_cache *cache);
+/* Deprecated names, until 1.0: the two above under their former names. */
+ATTN_API attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache)
+    ATTN_DEPRECATED("renamed attn_kv_cache_new");
+ATTN_API void attn_kv_cache_destroy(attn_kv_cache *cache) ATTN_DEPRECATED("renamed attn_kv_cache_free");
+/* End of the deprecated names. */
 
 /* A new, empty sequence: its id in *seq.  ATTN_ERR_CAPACITY when all
  * max_seqs slots are taken. */

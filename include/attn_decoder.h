@@ -1,7 +1,7 @@
 /*
  * attn_decoder.h — a decoder-only language model run in float32 over token
  * ids, every layer's attention through attn_sdpa_forward (libattn_model;
- * built on the GGUF reader of attn_model.h).  docs/models.md, "The
+ * built on the GGUF reader of attn_gguf.h).  docs/models.md, "The
  * decoder", has the equations of each architecture, the memory, the speed
  * and how it is checked against Hugging Face transformers.
  *
@@ -55,7 +55,7 @@
 
 #include "attn.h"
 #include "attn_cache.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_rope.h"
 
 #ifdef __cplusplus
@@ -126,6 +126,12 @@ typedef struct attn_decoder_config {
     double rope_attention_factor;   /* 0 = the variant's default                    */
     int rope_scale_local;           /* the sliding-window layers are scaled too     */
 } attn_decoder_config;
+
+/* The architectures the decoder runs, from its one table of them
+ * (src/model/arch.c), for lists in messages and help texts: the name of
+ * the index-th (index 0, 1, ...) as GGUF's general.architecture and
+ * attn_decoder_config.architecture spell it ("qwen2"); NULL past the last. */
+ATTN_API const char *attn_decoder_architecture(int index);
 
 /* The RoPE of one layer of a model (pairing, theta, scaling) as
  * attn_rope_apply takes it: what the decoder rotates that layer's queries
@@ -288,9 +294,8 @@ ATTN_API attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook
 
 /* What a forward writes; every pointer may be NULL (not computed, except
  * what later steps need).  Initialise with ATTN_DECODER_OUTPUTS_INIT.
- * struct_size: sizeof(attn_decoder_outputs), or the size before the
- * tensor hook fields (offsetof(attn_decoder_outputs, tensor_hook)) from a
- * caller built before they existed. */
+ * struct_size follows attn.h's rule: a caller built before the tensor hook
+ * fields existed passes the size before them and runs without hooks. */
 typedef struct attn_decoder_outputs {
     size_t struct_size;
     float *logits;              /* [L, V], or [1, V] with last_only             */
@@ -374,11 +379,17 @@ ATTN_API uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg
 
 /* A new, empty session over m (which must outlive it): its cache of
  * capacity positions allocated now.  ATTN_ERR_INVALID_ARGUMENT for a bad
- * option (named), ATTN_ERR_OUT_OF_MEMORY naming the bytes. */
-ATTN_API attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
-                                                 attn_decoder_session **out);
+ * option (named; opt NULL is the defaults, which lack the capacity),
+ * ATTN_ERR_OUT_OF_MEMORY naming the bytes. */
+ATTN_API attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                              attn_decoder_session **out);
 /* Frees it (NULL is allowed). */
 ATTN_API void attn_decoder_session_free(attn_decoder_session *s);
+/* Deprecated names, until 1.0: attn_decoder_session_new under its former name. */
+ATTN_API attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                                 attn_decoder_session **out)
+    ATTN_DEPRECATED("renamed attn_decoder_session_new");
+/* End of the deprecated names. */
 /* Forgets every position (the next step is at position 0 again); keeps the
  * memory.  Also the way out of a failed step (below). */
 ATTN_API attn_status attn_decoder_session_reset(attn_decoder_session *s);
@@ -449,10 +460,15 @@ typedef struct attn_sampler_options {
 
 #define ATTN_SAMPLER_OPTIONS_INIT {.struct_size = sizeof(attn_sampler_options), .top_p = 1.0}
 
-/* A sampler for logits of vocab entries (its scratch: 16 bytes an entry).
- * ATTN_ERR_INVALID_ARGUMENT naming the bad option. */
-ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
+/* A sampler for logits of vocab entries (its scratch: 16 bytes an entry);
+ * opt NULL: the defaults (greedy).  ATTN_ERR_INVALID_ARGUMENT naming the
+ * bad option. */
+ATTN_API attn_status attn_sampler_new(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
 ATTN_API void attn_sampler_free(attn_sampler *s);
+/* Deprecated names, until 1.0: attn_sampler_new under its former name. */
+ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out)
+    ATTN_DEPRECATED("renamed attn_sampler_new");
+/* End of the deprecated names. */
 /* The next token from logits [vocab] into *id.  ATTN_ERR_NONFINITE when a
  * logit is NaN or all are -inf (naming the first bad one). */
 ATTN_API attn_status attn_sampler_sample(attn_sampler *s, const float *logits, int32_t *id);

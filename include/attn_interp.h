@@ -17,6 +17,104 @@
 extern "C" {
 #endif
 
+/* ------------------------------------------------------------ hook names
+ *
+ * One vocabulary names every activation attn shows, TransformerLens's: the
+ * hooks of the attention module's trace (attn_hook, below) and the hook
+ * points of a decoder's forward (attn_decoder.h, attn_decoder_hook_point:
+ * the same numbers as the sites here) are rows of one table, which owns
+ * their names, their layouts and the parsing of every form a name takes.
+ * The decoder's point p is site p; hook_result is the module's alone.
+ *
+ *   site         full name                        layout (after any batch axis)
+ *   EMBED        hook_embed                       ROWS         [L, d]
+ *   RESID_PRE    blocks.L.hook_resid_pre          ROWS         [L, d]
+ *   Q            blocks.L.attn.hook_q             HEADS        [L, Hq, Dh]
+ *   K, V         blocks.L.attn.hook_k, hook_v     HEADS        [L, Hkv, Dh]
+ *   ROT_Q, ROT_K blocks.L.attn.hook_rot_q, _rot_k HEADS        [L, Hq / Hkv, Dh]
+ *   ATTN_SCORES  blocks.L.attn.hook_attn_scores   HEADS_FIRST  [Hq, L, S]  <- heads first
+ *   PATTERN      blocks.L.attn.hook_pattern       HEADS_FIRST  [Hq, L, S]  <- heads first
+ *   Z            blocks.L.attn.hook_z             HEADS        [L, Hq, Dv]
+ *   ATTN_OUT     blocks.L.hook_attn_out           ROWS         [L, d]
+ *   RESID_MID    blocks.L.hook_resid_mid          ROWS         [L, d]
+ *   MLP_OUT      blocks.L.hook_mlp_out            ROWS         [L, d]
+ *   RESID_POST   blocks.L.hook_resid_post         ROWS         [L, d]
+ *   LN_FINAL     ln_final.hook_normalized         ROWS         [L, d]
+ *   RESULT       blocks.L.attn.hook_result        HEADS        [L, Hq, d_out]
+ *
+ * The forms a name may take, each accepted only when asked for
+ * (attn_hook_parse's forms; the full name always is):
+ *   full            blocks.3.attn.hook_pattern, hook_embed,
+ *                   ln_final.hook_normalized                  layer 3, or -1
+ *   ANY_LAYER       blocks.*.attn.hook_pattern                every layer: -1
+ *   SUFFIX          attn.hook_pattern, hook_resid_pre: the
+ *                   name without blocks.L.                    every layer: -1
+ *   SHORT           pattern, hook_pattern, or any dotted name
+ *                   ending in one (TransformerLens's short
+ *                   names, utils.get_act_name's)              the layer is not read: -1
+ * Globs over a model's names (blocks.*.attn.hook_*) are matched against
+ * the full names: attn_model_hooks_matching (attn_model_interp.h).
+ */
+typedef enum attn_hook_site {
+    ATTN_HOOK_SITE_EMBED = 0,
+    ATTN_HOOK_SITE_RESID_PRE,
+    ATTN_HOOK_SITE_Q,
+    ATTN_HOOK_SITE_K,
+    ATTN_HOOK_SITE_V,
+    ATTN_HOOK_SITE_ROT_Q,
+    ATTN_HOOK_SITE_ROT_K,
+    ATTN_HOOK_SITE_ATTN_SCORES,
+    ATTN_HOOK_SITE_PATTERN,
+    ATTN_HOOK_SITE_Z,
+    ATTN_HOOK_SITE_ATTN_OUT,
+    ATTN_HOOK_SITE_RESID_MID,
+    ATTN_HOOK_SITE_MLP_OUT,
+    ATTN_HOOK_SITE_RESID_POST,
+    ATTN_HOOK_SITE_LN_FINAL,
+    ATTN_HOOK_SITE_RESULT,
+    ATTN_HOOK_SITES
+} attn_hook_site;
+
+/* How a site's tensor is laid out after any batch axis: its rows are what
+ * a selection of positions and heads picks. */
+typedef enum attn_hook_layout {
+    ATTN_HOOK_LAYOUT_NONE = -1,   /* a value outside attn_hook_site            */
+    ATTN_HOOK_ROWS = 0,           /* [L, d]: a row per position                */
+    ATTN_HOOK_HEADS = 1,          /* [L, H, W]: a row per position and head    */
+    ATTN_HOOK_HEADS_FIRST = 2     /* [H, L, S]: a row per head and query, over
+                                     the keys (scores, pattern)                */
+} attn_hook_layout;
+
+/* The forms attn_hook_parse accepts beyond the full name (table above). */
+#define ATTN_HOOK_NAME_FULL 0u
+#define ATTN_HOOK_NAME_ANY_LAYER (1u << 0)
+#define ATTN_HOOK_NAME_SUFFIX (1u << 1)
+#define ATTN_HOOK_NAME_SHORT (1u << 2)
+
+/* The site's name after "blocks.L." ("attn.hook_pattern"), or its whole
+ * name for the two without a layer ("hook_embed"); NULL outside the enum. */
+ATTN_API const char *attn_hook_site_suffix(attn_hook_site site);
+
+/* 1 when the site is one per layer (its full name starts "blocks.L."), 0
+ * for hook_embed and ln_final.hook_normalized and outside the enum. */
+ATTN_API int attn_hook_site_per_layer(attn_hook_site site);
+
+/* The site's layout (above); ATTN_HOOK_LAYOUT_NONE outside the enum. */
+ATTN_API attn_hook_layout attn_hook_site_layout(attn_hook_site site);
+
+/* The site's full name at a layer ("blocks.3.attn.hook_pattern"; the layer
+ * is ignored for the two without one) into buf; NULL when the site is
+ * outside the enum or buf is too small. */
+ATTN_API const char *attn_hook_site_name(attn_hook_site site, int64_t layer, char *buf, size_t size);
+
+/* Parses a hook name in any of the forms asked for (ATTN_HOOK_NAME_*, or'd;
+ * the full name is always accepted): *site, and *layer the layer the name
+ * gives (>= 0), or -1 when it gives none (a site without a layer, or a form
+ * that means every layer).  The layer's range is the caller's check.
+ * ATTN_ERR_INVALID_ARGUMENT with a message naming the name for anything
+ * else; *site and *layer are then untouched. */
+ATTN_API attn_status attn_hook_parse(const char *name, unsigned forms, attn_hook_site *site, int64_t *layer);
+
 /* ------------------------------------------------ looking inside (hooks)
  *
  * A traced forward pass records every intermediate of attention per head,
@@ -44,11 +142,14 @@ typedef enum attn_hook {
     ATTN_HOOK_COUNT
 } attn_hook;
 
-/* "hook_q", "hook_k", ... ; NULL for a value outside the enum. */
+/* "hook_q", "hook_k", ... (the last part of the site's name, above); NULL
+ * for a value outside the enum. */
 ATTN_API const char *attn_hook_name(attn_hook hook);
 
-/* Parses a hook name: "hook_pattern", "pattern" and TransformerLens's full
- * "blocks.0.attn.hook_pattern" all give ATTN_HOOK_PATTERN. */
+/* Parses a hook name as attn_hook_parse does in every form: "hook_pattern",
+ * "pattern" and TransformerLens's full "blocks.0.attn.hook_pattern" all
+ * give ATTN_HOOK_PATTERN (the layer is not read).  ATTN_ERR_INVALID_ARGUMENT
+ * naming the hooks there are for a name of no hook of this trace. */
 ATTN_API attn_status attn_hook_from_name(const char *name, attn_hook *hook);
 
 /* Every buffer is malloc'd by the traced forward and freed by
@@ -218,6 +319,22 @@ ATTN_API attn_status attn_mha_paths(const attn_mha *m, const float *x, const flo
                            const float *context_changed, int64_t context_len,
                            const attn_sdpa_options *opt, attn_paths *paths);
 
+/* ---------------------------------------------- next-token distributions
+ *
+ * How a patch or an ablation moved what comes next: rows of logits [V]
+ * (a decoder's last position), softmax and sums in double precision.  The
+ * logit difference of two tokens a and b is logits[a] - logits[b].
+ */
+/* KL(P || Q) in nats between softmax(p_logits) and softmax(q_logits): >= 0
+ * up to rounding, 0 for identical rows. */
+ATTN_API double attn_logits_kl(const float *p_logits, const float *q_logits, int64_t V);
+/* softmax(logits)[id]. */
+ATTN_API double attn_logits_prob(const float *logits, int64_t V, int64_t id);
+/* The indices of the k largest of x [n] (top tokens of logits, a pattern
+ * row's top keys), largest first, ties the lower index first, into
+ * ids [k]; entries past n are -1. */
+ATTN_API void attn_top_k(const float *x, int64_t n, int64_t k, int64_t *ids);
+
 /* ------------------------------- "weights are not an explanation" (§8)
  *
  * For one weight row w (one query, one head) and the value rows it mixes,
@@ -266,6 +383,7 @@ typedef struct attn_nullspace_result {
 /*   weights: [S], non-negative (a row of hook_pattern)
  *   values:  [S, width] row-major (the v rows this query reads)
  *   visible: [S] nonzero = the key may carry weight, or NULL (all)
+ *   opt:     or NULL: ATTN_NULLSPACE_OPTIONS_INIT (tolerance 0)
  *   moved:   [S] written: the row w' found (w itself when nothing moves) */
 ATTN_API attn_status attn_nullspace_search(const float *weights, const float *values, int64_t keys,
                                   int64_t width, const uint8_t *visible,

@@ -51,7 +51,7 @@ typedef struct attn_npz attn_npz; /* opaque: an open archive */
 
 /* One member as the central directory describes it. */
 typedef struct attn_npz_member {
-    const char *name;           /* without ".npy" (valid until attn_npz_close) */
+    const char *name;           /* without ".npy" (valid until attn_npz_free) */
     int deflated;               /* 0 stored, 1 deflated                        */
     uint64_t size;              /* bytes of the .npy                           */
     uint64_t stored_size;       /* bytes in the archive                        */
@@ -61,7 +61,10 @@ typedef struct attn_npz_member {
  * problem: not a zip, a member that is not NAME.npy, a method other than
  * stored or deflated, an encrypted or multi-disk archive). */
 ATTN_API attn_status attn_npz_open(const char *path, attn_npz **out);
-ATTN_API void attn_npz_close(attn_npz *z); /* NULL allowed */
+ATTN_API void attn_npz_free(attn_npz *z); /* NULL allowed */
+/* Deprecated names, until 1.0: attn_npz_free under its former name. */
+ATTN_API void attn_npz_close(attn_npz *z) ATTN_DEPRECATED("renamed attn_npz_free");
+/* End of the deprecated names. */
 ATTN_API int64_t attn_npz_count(const attn_npz *z);
 ATTN_API attn_status attn_npz_member_at(const attn_npz *z, int64_t i, attn_npz_member *m);
 

@@ -2,7 +2,7 @@
  * attn_safetensors.h — Hugging Face's safetensors checkpoints (libattn_model;
  * pkg-config attn-model, CMake attn::model).
  *
- * A header of its own, not a section of attn_model.h, because it is the one
+ * A header of its own, not a section of attn_gguf.h, because it is the one
  * part of libattn_model that needs cJSON (the JSON header is parsed with
  * it, as DESIGN.md chooses): a build without cJSON (Debian: libcjson-dev)
  * still declares these functions, and each returns ATTN_ERR_UNSUPPORTED
@@ -108,7 +108,7 @@ typedef struct attn_safetensors_tensor {
 } attn_safetensors_tensor;
 
 /* Parses a complete safetensors image held in memory.  The buffer is not
- * copied: it must stay unchanged and alive until attn_safetensors_close. */
+ * copied: it must stay unchanged and alive until attn_safetensors_free. */
 ATTN_API attn_status attn_safetensors_parse(const void *buf, size_t size, attn_safetensors **out);
 
 /* Opens path, which is
@@ -123,7 +123,10 @@ ATTN_API attn_status attn_safetensors_parse(const void *buf, size_t size, attn_s
 ATTN_API attn_status attn_safetensors_open(const char *path, attn_safetensors **out);
 
 /* Frees the tables and unmaps the files (NULL is allowed). */
-ATTN_API void attn_safetensors_close(attn_safetensors *st);
+ATTN_API void attn_safetensors_free(attn_safetensors *st);
+/* Deprecated names, until 1.0: attn_safetensors_free under its former name. */
+ATTN_API void attn_safetensors_close(attn_safetensors *st) ATTN_DEPRECATED("renamed attn_safetensors_free");
+/* End of the deprecated names. */
 
 ATTN_API int64_t attn_safetensors_n_tensors(const attn_safetensors *st);
 ATTN_API int64_t attn_safetensors_n_shards(const attn_safetensors *st);

@@ -202,7 +202,7 @@ static attn_status build(const cache_case *c, cache_run *r) {
     cfg.num_blocks = c->block_rows ? (comb ? 2 : 1) * (total / c->block_rows + c->seqs) : 0;
     cfg.max_seqs = c->seqs + (comb ? cfg.num_blocks : 0);
     cfg.capacity = len;
-    attn_status st = attn_kv_cache_create(&cfg, &r->cache);
+    attn_status st = attn_kv_cache_new(&cfg, &r->cache);
     if (st) return st;
     for (int i = 0; i < c->seqs; i++)
         if ((st = attn_kv_cache_seq_add(r->cache, &r->seqs[i]))) return st;
@@ -312,7 +312,7 @@ static void measure_group(const bench_cache_settings *s, const cache_case *cases
         res[j].runs = rounds;
         res[j].median_s = median(times + j * s->max_runs, rounds);
     }
-    for (int j = 0; j < m; j++) attn_kv_cache_destroy(run[j].cache);
+    for (int j = 0; j < m; j++) attn_kv_cache_free(run[j].cache);
     free(k);
     free(v);
     free(q);

@@ -133,7 +133,7 @@ static attn_status round_as_cache(attn_dtype dtype, int64_t B, int64_t L, int64_
     cfg.max_seqs = 1;
     cfg.capacity = L;
     attn_kv_cache *c = NULL;
-    attn_status st = attn_kv_cache_create(&cfg, &c);
+    attn_status st = attn_kv_cache_new(&cfg, &c);
     for (int64_t b = 0; b < B && !st; b++) {
         int64_t seq, count;
         attn_kv_segment seg;
@@ -155,7 +155,7 @@ static attn_status round_as_cache(attn_dtype dtype, int64_t B, int64_t L, int64_
         }
         if (!st) st = attn_kv_cache_seq_free(c, seq);
     }
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
     return st;
 }
 
@@ -267,7 +267,7 @@ int cmd_decode(int argc, char **argv) {
     cfg.block_rows = set.block_size;
     cfg.num_blocks = set.paged ? B * ((L + set.block_size - 1) / set.block_size) : 0;
     cfg.rope = set.rope ? &rope : NULL;
-    if ((st = attn_kv_cache_create(&cfg, &cache))) {
+    if ((st = attn_kv_cache_new(&cfg, &cache))) {
         rc = cli_data_error("decode", "the cache: %s: %s", attn_status_str(st), attn_last_error());
         goto cleanup;
     }
@@ -338,7 +338,7 @@ int cmd_decode(int argc, char **argv) {
     }
 
 cleanup:
-    attn_kv_cache_destroy(cache);
+    attn_kv_cache_free(cache);
     free(out);
     free(full);
     free(q_rot);

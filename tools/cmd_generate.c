@@ -25,12 +25,14 @@
 #define CMD "model generate"
 
 static void generate_help(FILE *out) {
+    char architectures[256];
     fprintf(out,
     "usage: attn model generate --model FILE.gguf --text TEXT [--max-tokens N]\n"
     "                           [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n\n"
-    "Continues TEXT with a GGUF model (qwen2, gemma3), printing the new text to stdout as each\n"
-    "token comes (whole UTF-8 characters only: a token that ends inside one waits for the rest).\n"
+    "Continues TEXT with a GGUF model (%s), printing the new text to stdout\n"
+    "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
+    "rest).\n"
     "The prompt is encoded as the model's tokenizer does (Gemma: BOS first) and run in one step;\n"
     "then each token runs at the next position through attn's KV cache. Timings on stderr:\n"
     "load, prefill and decode tokens/s, the KV cache's size.\n\n"
@@ -56,7 +58,7 @@ static void generate_help(FILE *out) {
     "      --text \"这台电脑来自苹果\"\n"
     "  attn model generate --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf \\\n"
     "      --text \"The capital of France is\" --max-tokens 30 --temperature 0.7 --top-p 0.9 --seed 1\n",
-    MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
+    cli_model_architectures(architectures, sizeof architectures), MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
 }
 
 enum { F_MODEL = 1, F_TEXT, F_MAX_TOKENS, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_SEED, F_KV_DTYPE, F_STOP, F_NO_STOP };
@@ -175,7 +177,7 @@ static int generate(const generate_args *a) {
         rc = cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
         goto done;
     }
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     g = NULL;
     const attn_decoder_config *c = attn_decoder_get_config(m);
     const size_t text_len = strlen(a->text);
@@ -197,8 +199,8 @@ static int generate(const generate_args *a) {
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = (int64_t)n_prompt + a->max_tokens;
     so.kv_dtype = a->kv_dtype;
-    if (attn_decoder_session_create(m, &so, &session) ||
-        attn_sampler_create(&a->sampling, c->vocab, &sampler)) {
+    if (attn_decoder_session_new(m, &so, &session) ||
+        attn_sampler_new(&a->sampling, c->vocab, &sampler)) {
         rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
@@ -255,7 +257,7 @@ done:
     attn_decoder_session_free(session);
     attn_decoder_free(m);
     attn_tokenizer_free(tok);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     free(ids);
     free(logits);
     return rc;

@@ -17,7 +17,7 @@
 #include "cli.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "attn_safetensors.h"
 #include "attn_tokenizer.h"
 
@@ -31,14 +31,24 @@
 #define TOP_DEFAULT 5
 #define IDS_MAX 4096 /* tokens of one run: the forward is O(L^2) in attention, O(L) elsewhere */
 
+const char *cli_model_architectures(char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; attn_decoder_architecture(i) && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", attn_decoder_architecture(i));
+    return buf;
+}
+
 static void model_help(FILE *out) {
+    char architectures[256];
     fprintf(out,
     "usage: attn model info MODEL\n"
     "       attn model run MODEL (--ids ID,ID,... | --text STR) [--top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
-    "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n\n"
-    "A decoder-only language model (qwen2: Qwen2 / Qwen2.5; qwen3; gemma3: Gemma 3; llama), run in\n"
+    "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
+    "       attn model bench OPTIONS         (they are listed by attn model bench --help)\n\n"
+    "A decoder-only language model (%s), run in\n"
     "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
     "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
@@ -63,13 +73,15 @@ static void model_help(FILE *out) {
     "  trace             activations under TransformerLens hook names into an .npz cache; activation\n"
     "                    patching, head ablation, KL and logit difference (attn model trace --help)\n"
     "  generate          continues a text, streaming it as the tokens come, through attn's KV cache\n"
-    "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n\n"
+    "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n"
+    "  bench             prefill and decode tokens/s, load time and peak memory, as llama.cpp's llama-bench\n"
+    "                    measures them (pp512, tg128, at depths: attn model bench --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
     "  attn model run ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --ids 785,6722,315,9625,374\n"
     "                                     # \"The capital of France is\": next token 12095 (\" Paris\")\n",
-    TOP_DEFAULT);
+    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
 }
 
 enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT };
@@ -188,7 +200,7 @@ static int model_info(const char *path) {
         return cli_data_error("model", "%s", attn_last_error());
     if (!hf && attn_decoder_read_config(g, &c)) {
         const int rc = cli_data_error("model", "%s: %s", path, attn_last_error());
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         return rc;
     }
     const char *name = "";
@@ -255,21 +267,9 @@ static int model_info(const char *path) {
     printf("  weights        %.3f M parameters: %.2f MiB as float32 at load (the %s: %.2f MiB)\n",
            (double)params / 1e6, (double)params * 4.0 / 1048576.0, g ? "file" : "tensors' data",
            (double)file_bytes / 1048576.0);
-    attn_gguf_close(g);
-    attn_safetensors_close(st);
+    attn_gguf_free(g);
+    attn_safetensors_free(st);
     return CLI_OK;
-}
-
-/* Indices of the k largest of x[n], largest first (ties: the lower id). */
-static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
-    for (int64_t j = 0; j < k; j++) best[j] = -1;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t j = k;
-        while (j > 0 && (best[j - 1] < 0 || x[i] > x[best[j - 1]])) j--;
-        if (j >= k) continue;
-        memmove(best + j + 1, best + j, (size_t)(k - j - 1) * sizeof *best);
-        best[j] = i;
-    }
 }
 
 static int model_run(const char *path, int32_t *ids, int64_t L, const char *text, int64_t top, bool layer_norms) {
@@ -359,7 +359,7 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
         }
         printf("\n");
     }
-    top_k(logits, c->vocab, top, best);
+    attn_top_k(logits, c->vocab, top, best);
     double max = logits[best[0]], z = 0.0;
     for (int64_t i = 0; i < c->vocab; i++) z += exp((double)logits[i] - max);
     printf("next token after position %lld (id %ld):\n%-5s %8s %12s %9s  %s\n", (long long)(L - 1), (long)ids[L - 1],
@@ -376,14 +376,15 @@ done:
     free(hidden);
     free(best);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 
 int cmd_model(int argc, char **argv) {
-    /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c. */
+    /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c; bench: cmd_model_bench.c. */
     if (argc >= 2 && strcmp(argv[1], "trace") == 0) return cmd_model_trace(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "generate") == 0) return cmd_model_generate(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0) return cmd_model_bench(argc - 1, argv + 1);
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
         const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
@@ -429,9 +430,9 @@ int cmd_model(int argc, char **argv) {
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
     const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
     if (!info && !run) {
-        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate"};
-        const char *guess = cli_nearest_name(action, strlen(action), actions, 5);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace and generate", action,
+        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate", "bench"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 6);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace, generate and bench", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);

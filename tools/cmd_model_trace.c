@@ -2,16 +2,18 @@
  * cmd_model_trace.c — `attn model trace`: a real model's activations under
  * TransformerLens's hook names, recorded into an .npz cache, patched from a
  * second (source) run or ablated, with the next-token distribution before
- * and after (model_trace.h does the work; docs/model-trace.md).
+ * and after.  The work is the library's (attn_model_interp.h); this file
+ * parses the flags and prints (docs/model-trace.md).
  */
 #include "cli.h"
 #include "cli_stdout.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
+#include "attn_model_interp.h"
 #include "attn_npz.h"
 #include "attn_tokenizer.h"
-#include "model_trace.h"
+#include "cli_model_patch.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -26,6 +28,7 @@
 #define PATTERNS_MAX 64
 
 static void trace_help(FILE *out) {
+    char architectures[256];
     fprintf(out,
     "usage: attn model trace --model FILE.gguf (--text TEXT | --ids ID,..) [--hooks PATTERN,.. -o CACHE.npz]\n"
     "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
@@ -40,7 +43,7 @@ static void trace_help(FILE *out) {
     "  blocks.L.attn.hook_pattern, blocks.L.attn.hook_z, blocks.L.hook_attn_out, blocks.L.hook_resid_mid,\n"
     "  blocks.L.hook_mlp_out, blocks.L.hook_resid_post, ln_final.hook_normalized\n"
     "(shapes without the batch axis: [L, d], [L, heads, d_head], scores and pattern [heads, L, L]).\n\n"
-    "  --model FILE        the GGUF model (qwen2, gemma3); the tokenizer is read from it\n"
+    "  --model FILE        the GGUF model (%s); the tokenizer is read from it\n"
     "  --text TEXT         the run (the target of patches); --ids ID,.. gives token ids instead\n"
     "  --hooks PATTERNS    glob patterns, comma-separated (blocks.*.attn.hook_pattern, blocks.3.*):\n"
     "                      every matching hook of the run is saved into -o CACHE.npz (np.load reads it;\n"
@@ -59,7 +62,7 @@ static void trace_help(FILE *out) {
     "                      answer - wrong (TOKEN: a text of one token, or #ID)\n"
     "  --wrong TOKEN       the other side of the logit difference (default: the clean run's top token)\n"
     "  --top K             next tokens shown before and after (default %d)\n",
-    TOP_DEFAULT);
+    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
     fprintf(out,
     "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
     "                      base and the source (same length) as changed: with the base queries fixed,\n"
@@ -182,17 +185,6 @@ static bool take_token(const attn_tokenizer *t, const char *flag, const char *te
     return true;
 }
 
-static void top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
-    for (int64_t j = 0; j < k; j++) best[j] = -1;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t j = k;
-        while (j > 0 && (best[j - 1] < 0 || x[i] > x[best[j - 1]])) j--;
-        if (j >= k) continue;
-        memmove(best + j + 1, best + j, (size_t)(k - j - 1) * sizeof *best);
-        best[j] = i;
-    }
-}
-
 static void print_tokens(const attn_tokenizer *t, const char *label, const run_text *r) {
     char buf[256];
     printf("%-8s %lld tokens:", label, (long long)r->L);
@@ -202,11 +194,11 @@ static void print_tokens(const attn_tokenizer *t, const char *label, const run_t
 
 static void print_top(const attn_tokenizer *t, const char *label, const float *logits, int64_t V, int64_t top) {
     int64_t best[64];
-    top_k(logits, V, top, best);
+    attn_top_k(logits, V, top, best);
     char buf[256];
     printf("%-8s", label);
     for (int64_t j = 0; j < top; j++)
-        printf("  %s %.4f", token_text(t, (int32_t)best[j], buf, sizeof buf), trace_prob(logits, V, best[j]));
+        printf("  %s %.4f", token_text(t, (int32_t)best[j], buf, sizeof buf), attn_logits_prob(logits, V, best[j]));
     printf("\n");
 }
 
@@ -222,14 +214,14 @@ typedef struct trace_cli {
 } trace_cli;
 
 typedef struct ranked {
-    const trace_head_paths *all;
+    const attn_model_head_paths *all;
     int by_content;
 } ranked;
 
 static ranked rank_by; /* qsort has no user pointer */
 
 static int compare_heads(const void *a, const void *b) {
-    const trace_head_paths *x = &rank_by.all[*(const int64_t *)a], *y = &rank_by.all[*(const int64_t *)b];
+    const attn_model_head_paths *x = &rank_by.all[*(const int64_t *)a], *y = &rank_by.all[*(const int64_t *)b];
     const double vx = rank_by.by_content ? x->content : x->weight, vy = rank_by.by_content ? y->content : y->weight;
     return vx < vy ? 1 : vx > vy ? -1 : (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
 }
@@ -243,16 +235,16 @@ static int print_paths(const attn_decoder *m, const attn_tokenizer *tok, const r
                                     "tokens): the keys and values of one replace the other's",
                                (long long)base->L, (long long)changed->L);
     const int64_t n = c->n_layers * c->n_heads;
-    trace_head_paths *all = malloc((size_t)n * sizeof *all);
+    attn_model_head_paths *all = malloc((size_t)n * sizeof *all);
     int64_t *order = malloc((size_t)n * sizeof *order);
-    char error[512], buf[256];
+    char buf[256];
     int rc = CLI_OK;
     if (!all || !order) {
         rc = cli_data_error(CMD, "out of memory");
         goto done;
     }
-    if (trace_paths(m, base->ids, changed->ids, base->L, position, all, error, sizeof error)) {
-        rc = cli_data_error(CMD, "%s", error);
+    if (attn_model_paths(m, base->ids, changed->ids, base->L, position, all)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
     const int64_t pos = position < 0 ? base->L + position : position;
@@ -269,7 +261,7 @@ static int print_paths(const attn_decoder *m, const attn_tokenizer *tok, const r
         printf("%-5s %-6s %-5s %11s %11s %13s %12s %9s\n", "rank", "layer", "head", "|dz| K only", "|dz| V only",
                "|interaction|", "|dz| changed", "|z| base");
         for (int64_t r = 0; r < 10 && r < n; r++) {
-            const trace_head_paths *h = &all[order[r]];
+            const attn_model_head_paths *h = &all[order[r]];
             printf("%-5lld %-6lld %-5lld %11.4f %11.4f %13.4f %12.4f %9.4f\n", (long long)(r + 1),
                    (long long)(order[r] / c->n_heads), (long long)(order[r] % c->n_heads), h->weight, h->content,
                    h->interaction, h->changed, h->base);
@@ -290,7 +282,8 @@ static int print_nullspace_sweep(const attn_decoder *m, const run_text *r, const
     int64_t counts[BINS] = {0}, exact = 0;
     float *w = malloc((size_t)r->L * sizeof *w);
     double *moved = malloc((size_t)r->L * sizeof *moved);
-    char error[512];
+    attn_nullspace_options opt = ATTN_NULLSPACE_OPTIONS_INIT;
+    opt.tolerance = o->tolerance;
     int rc = CLI_OK;
     if (!w || !moved) {
         rc = cli_data_error(CMD, "out of memory");
@@ -304,10 +297,9 @@ static int print_nullspace_sweep(const attn_decoder *m, const run_text *r, const
     for (int64_t h = 0; h < c->n_heads; h++) {
         if (tty) fprintf(stderr, "\rattn model trace: head %lld of %lld...", (long long)h + 1, (long long)c->n_heads);
         attn_nullspace_result res;
-        if (trace_nullspace(m, r->ids, r->L, layer, h, o->position, o->tolerance, w, moved, &res, error,
-                            sizeof error)) {
+        if (attn_model_nullspace(m, r->ids, r->L, layer, h, o->position, &opt, w, moved, &res)) {
             if (tty) fprintf(stderr, "\n");
-            rc = cli_data_error(CMD, "%s", error);
+            rc = cli_data_error(CMD, "%s", attn_last_error());
             goto done;
         }
         float top = 0;
@@ -352,14 +344,15 @@ static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, con
                                o->nullspace);
     float *w = malloc((size_t)r->L * sizeof *w);
     double *moved = malloc((size_t)r->L * sizeof *moved);
-    char error[512], buf[256];
+    char buf[256];
     int rc = CLI_OK;
     attn_nullspace_result res;
+    attn_nullspace_options opt = ATTN_NULLSPACE_OPTIONS_INIT;
+    opt.tolerance = o->tolerance;
     if (!w || !moved) {
         rc = cli_data_error(CMD, "out of memory");
-    } else if (trace_nullspace(m, r->ids, r->L, layer, head, o->position, o->tolerance, w, moved, &res, error,
-                               sizeof error)) {
-        rc = cli_data_error(CMD, "%s", error);
+    } else if (attn_model_nullspace(m, r->ids, r->L, layer, head, o->position, &opt, w, moved, &res)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
     } else {
         const int64_t pos = o->position < 0 ? r->L + o->position : o->position;
         printf("\nblocks.%lld.attn.hook_pattern, head %lld, query %lld (%s): %lld visible keys, v rows of width %lld\n",
@@ -384,12 +377,13 @@ static int trace_main(const trace_cli *o) {
     attn_tokenizer *tok = NULL;
     attn_npz_writer *cache = NULL;
     run_text target = {0}, source = {0};
-    trace_store store = {0};
+    attn_model_record *record = NULL;
     float *clean = NULL, *patched = NULL, *source_logits = NULL;
     char *hooks_copy = NULL;
     const char *patterns[PATTERNS_MAX];
     int n_patterns = 0, rc = CLI_OK;
-    trace_patch patches[PATCHES_MAX];
+    cli_model_patch parsed[PATCHES_MAX];
+    attn_model_patch patches[PATCHES_MAX];
     char error[512];
     if (attn_gguf_open(o->model, &g)) return cli_data_error(CMD, "%s", attn_last_error());
     attn_decoder_config c;
@@ -400,13 +394,15 @@ static int trace_main(const trace_cli *o) {
     /* Everything that can be checked without the weights is checked first:
      * loading them takes seconds. */
     for (int i = 0; i < o->n_patches; i++)
-        if (!trace_parse_patch(o->patch_texts[i], o->patch_ablate[i], c.n_layers, &patches[i], error, sizeof error)) {
+        if (!cli_model_patch_parse(o->patch_texts[i], o->patch_ablate[i], c.n_layers, &parsed[i], error,
+                                   sizeof error)) {
             rc = cli_usage_error(CMD, "%s", error);
             goto done;
         }
+    for (int i = 0; i < o->n_patches; i++) patches[i] = parsed[i].p;
     bool any_source = false, any_sweep = false;
     for (int i = 0; i < o->n_patches; i++) {
-        any_source |= patches[i].kind == TRACE_PATCH_SOURCE;
+        any_source |= patches[i].kind == ATTN_MODEL_PATCH_SOURCE;
         any_sweep |= patches[i].layer < 0;
     }
     if (any_source && !o->source_text && !o->source_ids) {
@@ -433,7 +429,9 @@ static int trace_main(const trace_cli *o) {
                 rc = cli_usage_error(CMD, "--hooks: at most %d patterns", PATTERNS_MAX);
                 goto done;
             }
-            if (trace_pattern_matches(&c, p) == 0) {
+            int64_t matches = 0;
+            attn_model_hooks_matching(c.n_layers, p, NULL, &matches);
+            if (matches == 0) {
                 rc = cli_usage_error(CMD, "--hooks: '%s' matches no hook of this model (%lld layers; names such as "
                                           "blocks.0.attn.hook_pattern, blocks.*.hook_resid_post, hook_embed)",
                                      p, (long long)c.n_layers);
@@ -474,17 +472,14 @@ static int trace_main(const trace_cli *o) {
     print_tokens(tok, "target", &target);
     if (source.L) print_tokens(tok, "source", &source);
     /* The clean run, and the source's own (its next token, for reference). */
-    trace_run_spec plain = {0};
-    plain.sweep_layer = -1;
-    if (trace_run(m, target.ids, target.L, &plain, clean, error, sizeof error) ||
-        (source.L && trace_run(m, source.ids, source.L, &plain, source_logits, error, sizeof error)) ||
-        (any_source &&
-         trace_record_source(m, source.ids, source.L, patches, o->n_patches, &store, error, sizeof error))) {
-        rc = cli_data_error(CMD, "%s", error);
+    if (attn_model_run(m, target.ids, target.L, NULL, clean) ||
+        (source.L && attn_model_run(m, source.ids, source.L, NULL, source_logits)) ||
+        (any_source && attn_model_record_new(m, source.ids, source.L, patches, o->n_patches, &record))) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
     int64_t best;
-    top_k(clean, V, 1, &best);
+    attn_top_k(clean, V, 1, &best);
     if (wrong < 0) wrong = best;
     char buf[256], buf2[256];
     printf("\nnext token (top %lld with probabilities):\n", (long long)o->top);
@@ -498,7 +493,12 @@ static int trace_main(const trace_cli *o) {
         rc = print_nullspace(m, tok, &target, o);
         goto done;
     }
-    trace_run_spec spec = {patches, o->n_patches, -1, &store, source.L, NULL, patterns, n_patterns, NULL};
+    attn_model_run_options spec = ATTN_MODEL_RUN_OPTIONS_INIT;
+    spec.patches = patches;
+    spec.n_patches = o->n_patches;
+    spec.source = record;
+    spec.patterns = patterns;
+    spec.n_patterns = n_patterns;
     if (o->out) {
         if (attn_npz_create(o->out, o->compress, &cache)) {
             rc = cli_data_error(CMD, "%s", attn_last_error());
@@ -509,28 +509,28 @@ static int trace_main(const trace_cli *o) {
     int64_t recorded = 0;
     spec.recorded = &recorded;
     if (!o->sweep) {
-        if (trace_run(m, target.ids, target.L, &spec, patched, error, sizeof error)) {
-            rc = cli_data_error(CMD, "%s", error);
+        if (attn_model_run(m, target.ids, target.L, &spec, patched)) {
+            rc = cli_data_error(CMD, "%s", attn_last_error());
             goto done;
         }
         if (o->n_patches) {
             print_top(tok, "patched", patched, V, o->top);
-            printf("\nKL(clean || patched) = %.6g nats\n", trace_kl(clean, patched, V));
+            printf("\nKL(clean || patched) = %.6g nats\n", attn_logits_kl(clean, patched, V));
             if (answer >= 0)
                 printf("p(%s) clean %.6f -> patched %.6f;  logit difference %s - %s: clean %.4f -> patched %.4f\n",
-                       token_text(tok, (int32_t)answer, buf, sizeof buf), trace_prob(clean, V, answer),
-                       trace_prob(patched, V, answer), buf, token_text(tok, (int32_t)wrong, buf2, sizeof buf2),
+                       token_text(tok, (int32_t)answer, buf, sizeof buf), attn_logits_prob(clean, V, answer),
+                       attn_logits_prob(patched, V, answer), buf, token_text(tok, (int32_t)wrong, buf2, sizeof buf2),
                        (double)(clean[answer] - clean[wrong]), (double)(patched[answer] - patched[wrong]));
         } else if (answer >= 0) {
             printf("\np(%s) = %.6f;  logit difference %s - %s = %.4f\n", token_text(tok, (int32_t)answer, buf, sizeof buf),
-                   trace_prob(clean, V, answer), buf, token_text(tok, (int32_t)wrong, buf2, sizeof buf2),
+                   attn_logits_prob(clean, V, answer), buf, token_text(tok, (int32_t)wrong, buf2, sizeof buf2),
                    (double)(clean[answer] - clean[wrong]));
         }
     } else {
         if (answer >= 0)
             printf("\np(%s): clean %.6f, source %.6f.  Per layer, with the patch at that layer alone:\n",
-                   token_text(tok, (int32_t)answer, buf, sizeof buf), trace_prob(clean, V, answer),
-                   source.L ? trace_prob(source_logits, V, answer) : NAN);
+                   token_text(tok, (int32_t)answer, buf, sizeof buf), attn_logits_prob(clean, V, answer),
+                   source.L ? attn_logits_prob(source_logits, V, answer) : NAN);
         else
             printf("\nper layer, with the patch at that layer alone:\n");
         printf("%-6s %10s %12s %12s  %s\n", "layer", answer >= 0 ? "p(answer)" : "", answer >= 0 ? "logit diff" : "",
@@ -538,27 +538,27 @@ static int trace_main(const trace_cli *o) {
         for (int64_t l = 0; l < c.n_layers; l++) {
             spec.sweep_layer = l;
             spec.cache = NULL; /* the cache holds the unswept run: one layer's patch would be arbitrary */
-            if (trace_run(m, target.ids, target.L, &spec, patched, error, sizeof error)) {
-                rc = cli_data_error(CMD, "%s", error);
+            if (attn_model_run(m, target.ids, target.L, &spec, patched)) {
+                rc = cli_data_error(CMD, "%s", attn_last_error());
                 goto done;
             }
             int64_t tops[3];
-            top_k(patched, V, 3, tops);
+            attn_top_k(patched, V, 3, tops);
             printf("%-6lld ", (long long)l);
             if (answer >= 0)
-                printf("%10.6f %12.4f ", trace_prob(patched, V, answer), (double)(patched[answer] - patched[wrong]));
+                printf("%10.6f %12.4f ", attn_logits_prob(patched, V, answer), (double)(patched[answer] - patched[wrong]));
             else
                 printf("%10s %12s ", "", "");
-            printf("%12.6g ", trace_kl(clean, patched, V));
+            printf("%12.6g ", attn_logits_kl(clean, patched, V));
             for (int j = 0; j < 3; j++)
-                printf(" %s %.3f", token_text(tok, (int32_t)tops[j], buf, sizeof buf), trace_prob(patched, V, tops[j]));
+                printf(" %s %.3f", token_text(tok, (int32_t)tops[j], buf, sizeof buf), attn_logits_prob(patched, V, tops[j]));
             printf("\n");
         }
         if (cache) { /* the clean run's hooks */
             spec.n_patches = 0;
             spec.cache = cache;
-            if (trace_run(m, target.ids, target.L, &spec, patched, error, sizeof error)) {
-                rc = cli_data_error(CMD, "%s", error);
+            if (attn_model_run(m, target.ids, target.L, &spec, patched)) {
+                rc = cli_data_error(CMD, "%s", attn_last_error());
                 goto done;
             }
         }
@@ -574,7 +574,7 @@ static int trace_main(const trace_cli *o) {
     }
 done:
     attn_npz_discard(cache);
-    trace_store_free(&store);
+    attn_model_record_free(record);
     free(hooks_copy);
     free(clean);
     free(patched);
@@ -583,7 +583,7 @@ done:
     free(source.ids);
     attn_tokenizer_free(tok);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 

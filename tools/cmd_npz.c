@@ -48,7 +48,7 @@ static int npz_list(const char *path) {
                cli_shape_str(&a, shape, sizeof shape), (unsigned long long)m.size,
                m.deflated ? "deflated" : "stored", (unsigned long long)m.stored_size);
     }
-    attn_npz_close(z);
+    attn_npz_free(z);
     return rc;
 }
 
@@ -57,7 +57,7 @@ static int npz_get(const char *path, const char *name, const char *out) {
     if (attn_npz_open(path, &z)) return cli_data_error("npz", "%s", attn_last_error());
     int rc = CLI_OK;
     if (attn_npz_extract(z, name, out)) rc = cli_data_error("npz", "%s", attn_last_error());
-    attn_npz_close(z);
+    attn_npz_free(z);
     return rc;
 }
 

@@ -451,7 +451,8 @@ int cmd_report(int argc, char **argv) {
         memcpy(weights + n * map, pattern, (size_t)map * sizeof(float));
         for (int64_t c = 0; c < map; c++) visible[n * map + c] = !(isinf(scores[c]) && scores[c] < 0);
     }
-    attn_report report = {.title = title, .subtitle = subtitle, .heads = n_heads, .len_q = L, .len_kv = S,
+    attn_report report = {.struct_size = sizeof(attn_report), .title = title, .subtitle = subtitle,
+                          .heads = n_heads, .len_q = L, .len_kv = S,
                           .weights = weights, .visible = visible, .head_ids = show.count ? show.items : NULL,
                           .query_labels = (const char *const *)tokens.items,
                           .key_labels = (const char *const *)key_tokens.items,

@@ -1,5 +1,7 @@
-"""attn.Model: a real pretrained decoder (GGUF: Qwen2 / Qwen2.5, Gemma 3) run
-by libattn_model in float32, every layer's attention through attn's kernels.
+"""attn.Model: a real pretrained decoder (a GGUF file or a Hugging Face
+checkpoint of an architecture the decoder runs: qwen2, qwen3, gemma3, llama,
+as attn_decoder_architecture lists them) run by libattn_model in float32,
+every layer's attention through attn's kernels.
 
     m = attn.Model("~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
     ids = m.tokenize("我吃了一个苹果")                 # int32 [L]
@@ -39,10 +41,9 @@ from ._sdpa import _KERNELS
 
 __all__ = ["Model", "ModelOutput", "Session", "HookPoint"]
 
-#: each hook point's name without "blocks.L.", by its number (attn_decoder.h)
-_SUFFIXES: Tuple[str, ...] = _core.hook_suffixes()
-_GLOBAL_HOOKS = ("hook_embed", "ln_final.hook_normalized")
-_ALL_POINTS = (1 << len(_SUFFIXES)) - 1
+#: every hook point's bit (1 << point), the points numbered by the library's
+#: one vocabulary of names (attn_interp.h; a model of one layer has each once)
+_ALL_POINTS = sum({1 << _core.hook_parse(name)[0] for name in _core.hook_names(1)})
 
 
 class HookPoint(NamedTuple):
@@ -52,21 +53,12 @@ class HookPoint(NamedTuple):
 
 
 def _point_of(name: str, n_layers: int) -> Optional[int]:
-    """The point number of a full hook name, or None."""
-    if name in _GLOBAL_HOOKS:
-        return _SUFFIXES.index(name)
-    parts = name.split(".", 2)
-    if len(parts) != 3 or parts[0] != "blocks" or not parts[1].isdigit() or int(parts[1]) >= n_layers:
+    """The point number of a full hook name of a model of n_layers layers, or
+    None (parsed by the library, attn_hook_parse)."""
+    parsed = _core.hook_parse(name)
+    if parsed is None or parsed[1] >= n_layers:
         return None
-    suffix = parts[2]
-    if suffix not in _SUFFIXES or suffix in _GLOBAL_HOOKS:
-        return None
-    return _SUFFIXES.index(suffix)
-
-
-def _hook_order(name: str) -> Tuple[int, int]:
-    _, layer, suffix = name.split(".", 2)
-    return int(layer), _SUFFIXES.index(suffix)
+    return parsed[0]
 
 _KV_DTYPES = {"float32": _core.F32, "f32": _core.F32, "float16": _core.F16, "f16": _core.F16,
               "bfloat16": _core.BF16, "bf16": _core.BF16}
@@ -203,12 +195,7 @@ class Model:
     def hook_names(self) -> List[str]:
         """Every hook point's full name, in the order a forward reaches them
         (attn_decoder.h, "hook points")."""
-        names = []
-        for suffix in _SUFFIXES:
-            if suffix in _GLOBAL_HOOKS:
-                continue
-            names += [f"blocks.{layer}.{suffix}" for layer in range(self.config["n_layers"])]
-        return ["hook_embed"] + sorted(names, key=_hook_order) + ["ln_final.hook_normalized"]
+        return list(_core.hook_names(self.config["n_layers"]))
 
     def run_with_hooks(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
                        fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
@@ -354,8 +341,8 @@ class Model:
         max_tokens = int(max_tokens)
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-        sampler = _core.sampler_create(float(temperature), int(top_k), float(top_p),
-                                       int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
+        sampler = _core.sampler_new(float(temperature), int(top_k), float(top_p),
+                                    int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
         session = self.session(ids.size + max_tokens, kv_dtype=kv_dtype)
         ends = set(self.end_ids()) if stop_at_eos and self.config["tokenizer"] else set()
 
@@ -385,8 +372,8 @@ class Session:
         if kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
         self.model = model
-        self._session = _core.session_create(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
-                                             _KERNELS[kernel])
+        self._session = _core.session_new(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
+                                          _KERNELS[kernel])
 
     @property
     def position(self) -> int:

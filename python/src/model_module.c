@@ -26,7 +26,8 @@
 #include "attn_py.h"
 
 #include <attn_decoder.h>
-#include <attn_model.h>
+#include <attn_gguf.h>
+#include <attn_model_interp.h>
 #include <attn_tokenizer.h>
 
 #include <stdbool.h>
@@ -108,7 +109,7 @@ static attn_status open_model(const char *path, model_handle *h) {
     attn_status st = attn_gguf_open(path, &g);
     if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
     if (st == ATTN_OK) st = attn_decoder_load(g, &h->decoder);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return st;
 }
 
@@ -528,11 +529,11 @@ static void session_free(PyObject *capsule) {
     Py_XDECREF(model);
 }
 
-PyDoc_STRVAR(session_create_doc,
-             "session_create(handle, capacity: int, kv_dtype: int, kernel: int) -> capsule\n--\n\n"
-             "attn_decoder_session_create; private (attn.Model.session is the API).");
+PyDoc_STRVAR(session_new_doc,
+             "session_new(handle, capacity: int, kv_dtype: int, kernel: int) -> capsule\n--\n\n"
+             "attn_decoder_session_new; private (attn.Model.session is the API).");
 
-static PyObject *session_create(PyObject *self, PyObject *args) {
+static PyObject *session_new(PyObject *self, PyObject *args) {
     PyObject *capsule;
     long long capacity;
     int kv_dtype, kernel;
@@ -547,7 +548,7 @@ static PyObject *session_create(PyObject *self, PyObject *args) {
     attn_decoder_session *s = NULL;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = attn_decoder_session_create(h->decoder, &opt, &s);
+    st = attn_decoder_session_new(h->decoder, &opt, &s);
     Py_END_ALLOW_THREADS
     if (st != ATTN_OK) {
         raise_status(st, NULL);
@@ -660,11 +661,11 @@ static void sampler_free(PyObject *capsule) {
     free(h);
 }
 
-PyDoc_STRVAR(sampler_create_doc,
-             "sampler_create(temperature: float, top_k: int, top_p: float, seed: int, vocab: int) -> capsule\n"
-             "--\n\nattn_sampler_create; private.");
+PyDoc_STRVAR(sampler_new_doc,
+             "sampler_new(temperature: float, top_k: int, top_p: float, seed: int, vocab: int) -> capsule\n"
+             "--\n\nattn_sampler_new; private.");
 
-static PyObject *sampler_create(PyObject *self, PyObject *args) {
+static PyObject *sampler_new(PyObject *self, PyObject *args) {
     double temperature, top_p;
     long long top_k, vocab;
     unsigned long long seed;
@@ -678,7 +679,7 @@ static PyObject *sampler_create(PyObject *self, PyObject *args) {
     sampler_handle *h = calloc(1, sizeof *h);
     if (!h) return PyErr_NoMemory();
     h->vocab = (Py_ssize_t)vocab;
-    attn_status st = attn_sampler_create(&opt, vocab, &h->sampler);
+    attn_status st = attn_sampler_new(&opt, vocab, &h->sampler);
     if (st != ATTN_OK) {
         free(h);
         raise_status(st, NULL);
@@ -729,16 +730,48 @@ static PyObject *model_end_ids(PyObject *self, PyObject *args) {
     return t;
 }
 
-PyDoc_STRVAR(hook_suffixes_doc, "hook_suffixes() -> tuple of str\n--\n\n"
-                                "Each hook point's name without blocks.L. (by point number); private.");
+PyDoc_STRVAR(hook_parse_doc, "hook_parse(name: str) -> (point, layer) or None\n--\n\n"
+                             "A decoder hook point's full name parsed by the library's one vocabulary\n"
+                             "(attn_hook_parse): its point number and layer (-1 for hook_embed and\n"
+                             "ln_final.hook_normalized); None for any other text; private.");
 
-static PyObject *hook_suffixes(PyObject *self, PyObject *unused) {
-    (void)self, (void)unused;
-    PyObject *t = PyTuple_New(ATTN_DECODER_HOOK_POINTS);
-    for (int p = 0; t && p < ATTN_DECODER_HOOK_POINTS; p++) {
-        PyObject *name = PyUnicode_FromString(attn_decoder_hook_suffix((attn_decoder_hook_point)p));
+static PyObject *hook_parse(PyObject *self, PyObject *args) {
+    PyObject *text;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "U", &text)) return NULL;
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(text, &len);
+    if (!name) { /* not encodable (a lone surrogate): no hook's name either */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    attn_hook_site site;
+    int64_t layer;
+    if (strlen(name) != (size_t)len || /* an embedded NUL: no hook's name */
+        attn_hook_parse(name, ATTN_HOOK_NAME_FULL, &site, &layer) != ATTN_OK ||
+        (unsigned)site >= ATTN_DECODER_HOOK_POINTS)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iL)", (int)site, (long long)layer);
+}
+
+PyDoc_STRVAR(hook_names_doc, "hook_names(n_layers: int) -> tuple of str\n--\n\n"
+                             "Every hook point's full name of a model of n_layers layers, in the order a\n"
+                             "forward reaches them (attn_model_hook_at); private.");
+
+static PyObject *hook_names(PyObject *self, PyObject *args) {
+    long long n_layers;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "L", &n_layers)) return NULL;
+    const int64_t count = attn_model_hook_count(n_layers);
+    PyObject *t = PyTuple_New((Py_ssize_t)count);
+    char buf[96];
+    for (int64_t i = 0; t && i < count; i++) {
+        attn_decoder_hook_point point;
+        int64_t layer;
+        attn_model_hook_at(n_layers, i, &point, &layer);
+        PyObject *name = PyUnicode_FromString(attn_decoder_hook_name(point, layer, buf, sizeof buf));
         if (!name) Py_CLEAR(t);
-        else PyTuple_SET_ITEM(t, p, name);
+        else PyTuple_SET_ITEM(t, (Py_ssize_t)i, name);
     }
     return t;
 }
@@ -752,11 +785,12 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_find", model_find, METH_VARARGS, model_find_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
-    {"hook_suffixes", hook_suffixes, METH_NOARGS, hook_suffixes_doc},
-    {"session_create", session_create, METH_VARARGS, session_create_doc},
+    {"hook_parse", hook_parse, METH_VARARGS, hook_parse_doc},
+    {"hook_names", hook_names, METH_VARARGS, hook_names_doc},
+    {"session_new", session_new, METH_VARARGS, session_new_doc},
     {"session_step", session_step, METH_VARARGS, session_step_doc},
     {"session_state", session_state, METH_VARARGS, session_state_doc},
     {"session_reset", session_reset, METH_VARARGS, session_reset_doc},
-    {"sampler_create", sampler_create, METH_VARARGS, sampler_create_doc},
+    {"sampler_new", sampler_new, METH_VARARGS, sampler_new_doc},
     {"sampler_sample", sampler_sample, METH_VARARGS, sampler_sample_doc},
     {NULL, NULL, 0, NULL}};

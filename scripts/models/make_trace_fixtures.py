@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_trace_fixtures.py — the reference numbers for zero-ablating attention
-heads in a real model (tests/model/test_model_trace.c): Hugging Face
+heads in a real model (tests/interp/test_model_interp.c): Hugging Face
 transformers running Gemma 3 270M's GGUF in float32 (eager attention), with
 one head's slice of o_proj's input (that head's z, TransformerLens's
 blocks.L.attn.hook_z[:, :, h]) set to zero by a forward pre-hook.

@@ -38,7 +38,7 @@
 
 #include "base/overlap.h"
 #include "base/threads.h"
-#include "flash/ukernels.h" /* attn__dispatch_forces_ref: $ATTN_KERNEL=ref */
+#include "isa/isa.h" /* attn__isa_forces_ref: $ATTN_KERNEL=ref */
 
 #include <limits.h>
 #include <stdbool.h>
@@ -69,7 +69,7 @@ attn_status attn__linear_check_sizes(const char *fn, int64_t rows, int64_t d_in,
  * $ATTN_KERNEL=ref not set, and every size within the BLAS's int. */
 static bool blas_takes(int64_t a, int64_t b, int64_t c) {
 #ifdef ATTN_HAVE_BLAS
-    return a <= INT_MAX && b <= INT_MAX && c <= INT_MAX && !attn__dispatch_forces_ref();
+    return a <= INT_MAX && b <= INT_MAX && c <= INT_MAX && !attn__isa_forces_ref();
 #else
     (void)a, (void)b, (void)c;
     return false;

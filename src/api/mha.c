@@ -23,7 +23,8 @@
 attn_status attn__mha_resolve(const attn_mha *m, attn_mha *r) {
     attn_status st;
     if (!m) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "mha module is NULL");
-    if ((st = options_copy(r, sizeof *r, m, "attn_mha"))) return st;
+    static const attn_mha defaults = ATTN_MHA_INIT;
+    if ((st = options_copy(r, sizeof *r, &defaults, m, "attn_mha"))) return st;
     if (!r->kv_heads) r->kv_heads = r->heads;
     if (!r->value_dim) r->value_dim = r->head_dim;
     if (!r->d_context) r->d_context = r->d_model;
@@ -100,8 +101,9 @@ int attn__mha_input_extents(const mha_call *c, const attn_sdpa_options *opt, mem
     e[n++] = extent_of_array("bk", m->bk, k_n, f);
     e[n++] = extent_of_array("bv", m->bv, v_n, f);
     e[n++] = extent_of_array("bo", m->bo, m->d_out, f);
+    static const attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
     attn_sdpa_options o; /* a bad opt is left for the attention call to report */
-    if (opt && options_copy(&o, sizeof o, opt, "attn_sdpa_options") == ATTN_OK)
+    if (opt && options_copy(&o, sizeof o, &defaults, opt, "attn_sdpa_options") == ATTN_OK)
         n += extents_of_options(&o, c->batch, m->heads, e + n);
     return n;
 }

@@ -63,7 +63,8 @@ attn_status attn_mha_backward(const attn_mha *module, const float *x, int64_t ba
     if (st) return st;
     if (!dout || !grads_in)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "mha backward: %s is NULL", !dout ? "dout" : "grads");
-    if ((st = options_copy(grads, sizeof *grads, grads_in, "attn_mha_grads"))) return st;
+    static const attn_mha_grads grads_defaults = ATTN_MHA_GRADS_INIT;
+    if ((st = options_copy(grads, sizeof *grads, &grads_defaults, grads_in, "attn_mha_grads"))) return st;
     const attn_mha m = call.m;
     const float *c = call.context;
     const int64_t rows_q = call.rows_q, rows_kv = call.rows_kv;
@@ -81,8 +82,9 @@ attn_status attn_mha_backward(const attn_mha *module, const float *x, int64_t ba
 
     /* The attention step's options: the caller's workspace was sized for one
      * call, and this function makes two different ones. */
-    attn_sdpa_options sdpa_opt = ATTN_SDPA_OPTIONS_INIT;
-    if (opt && (st = options_copy(&sdpa_opt, sizeof sdpa_opt, opt, "attn_sdpa_options"))) return st;
+    static const attn_sdpa_options sdpa_defaults = ATTN_SDPA_OPTIONS_INIT;
+    attn_sdpa_options sdpa_opt;
+    if ((st = options_copy(&sdpa_opt, sizeof sdpa_opt, &sdpa_defaults, opt, "attn_sdpa_options"))) return st;
     sdpa_opt.workspace = NULL;
     sdpa_opt.workspace_size = 0;
 

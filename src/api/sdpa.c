@@ -14,7 +14,7 @@
 #include "base/visibility.h"
 #include "base/workspace.h"
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 #include "ref/ref.h"
 
 #include <stdlib.h>
@@ -27,7 +27,7 @@
  * call, an explicit flash request included, to the reference: the oracle is
  * always one flag away. */
 static attn_kernel forward_kernel(const sdpa_problem *p) {
-    if (p->opt.kernel == ATTN_KERNEL_REF || attn__dispatch_forces_ref()) return ATTN_KERNEL_REF;
+    if (p->opt.kernel == ATTN_KERNEL_REF || attn__isa_forces_ref()) return ATTN_KERNEL_REF;
     return ATTN_KERNEL_FLASH;
 }
 
@@ -232,7 +232,8 @@ attn_status attn_sdpa_backward_grads(const attn_tensor *q, const attn_tensor *k,
     attn_sdpa_grads grads;
     attn_status st;
     if (!grads_in) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "grads is NULL");
-    if ((st = options_copy(&grads, sizeof grads, grads_in, "attn_sdpa_grads"))) return st;
+    static const attn_sdpa_grads defaults = ATTN_SDPA_GRADS_INIT;
+    if ((st = options_copy(&grads, sizeof grads, &defaults, grads_in, "attn_sdpa_grads"))) return st;
     attn_tensor *dq = grads.dq, *dk = grads.dk, *dv = grads.dv;
     if (!v) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "v is NULL");
     if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA))) return st;

@@ -87,28 +87,54 @@ static inline const char *errno_text(int err, char *buf, size_t cap) {
     return buf;
 }
 
-/* Copies an option struct that carries struct_size as its first member into
- * dst (dst_size bytes, the library's size of it), so that structs from
- * callers built against older or newer headers are read correctly: the
- * fields both know are copied, the library's newer fields stay zero, and a
- * caller's newer fields must be zero (the library cannot honour them).
- * name is the struct's type name for messages.  Inline, so that the
- * component libraries use the same rule without an internal symbol. */
-static inline attn_status options_copy(void *dst, size_t dst_size, const void *src, const char *name) {
+/* The largest struct_size accepted: far above any struct the headers will
+ * hold (the largest today is a few hundred bytes), so that a garbage size
+ * (a struct never initialised, a pointer to something else) is refused
+ * instead of read far beyond the caller's object. */
+#define OPTIONS_SIZE_MAX 4096
+
+/* The one ABI rule (attn.h, "ABI") for every struct that begins with
+ * `size_t struct_size`: copies the caller's src into dst, the library's own
+ * layout of dst_size bytes, and says which callers it reads:
+ *   - src NULL: dst is the defaults (NULL options mean defaults; callers
+ *     whose struct is required refuse NULL before this);
+ *   - struct_size 0 (a struct zeroed with = {0}, or never initialised):
+ *     refused, naming the initialiser (ATTN_ERR_INVALID_ARGUMENT);
+ *   - above OPTIONS_SIZE_MAX: refused as implausible (ATTN_ERR_INVALID_ARGUMENT);
+ *   - smaller than dst_size (a caller built against an older header): its
+ *     bytes are copied and the fields it does not know keep the defaults;
+ *   - larger (a newer header): accepted when the bytes this library does not
+ *     know are all zero, else refused (ATTN_ERR_UNSUPPORTED), since the call
+ *     would silently ignore what the caller asked for.
+ * defaults is a struct of dst_size bytes (the header's initialiser), or NULL
+ * for all zeros.  dst.struct_size is dst_size afterwards.  name is the
+ * struct's type name for messages.  Inline, so that the component libraries
+ * use the same rule without an internal symbol. */
+static inline attn_status options_copy(void *dst, size_t dst_size, const void *defaults, const void *src,
+                                       const char *name) {
+    if (defaults) memcpy(dst, defaults, dst_size);
+    else memset(dst, 0, dst_size);
+    memcpy(dst, &dst_size, sizeof dst_size);
+    if (!src) return ATTN_OK;
     size_t src_size;
     memcpy(&src_size, src, sizeof src_size); /* struct_size, the first member */
-    memset(dst, 0, dst_size);
-    if (src_size < sizeof(size_t)) {
+    if (src_size < sizeof(size_t) || src_size > OPTIONS_SIZE_MAX) {
+        const bool patch = strcmp(name, "attn_patch") == 0; /* made by a function, not a macro */
         char init[64] = "ATTN_"; /* attn_sdpa_options -> ATTN_SDPA_OPTIONS_INIT */
         size_t n = 5;
         for (const char *c = name + 5; *c && n < sizeof init - 6; c++)
             init[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
         memcpy(init + n, "_INIT", 6);
+        if (src_size > OPTIONS_SIZE_MAX)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                              "%s: struct_size is %zu, more than any version of it has (at most %d here): "
+                              "initialise it with %s",
+                              name, src_size, OPTIONS_SIZE_MAX, patch ? "attn_patch_make" : init);
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                           "%s: struct_size is %zu; initialise it with %s (%s x = %s;) before "
                           "setting fields",
-                          name, src_size, strcmp(name, "attn_patch") ? init : "attn_patch_make", name,
-                          strcmp(name, "attn_patch") ? init : "attn_patch_make(kind, hook)");
+                          name, src_size, patch ? "attn_patch_make" : init, name,
+                          patch ? "attn_patch_make(kind, hook)" : init);
     }
     if (src_size > dst_size) {
         /* A caller built against a newer header: its newer fields must be

@@ -137,12 +137,8 @@ static attn_status check_overlap(int64_t n_seqs, const int64_t *seqs, const int6
 
 static attn_status check_options(const attn_sdpa_options *opt, attn_sdpa_options *o) {
     static const char fn[] = "attn_kv_cache_attend";
-    if (!opt) {
-        attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
-        *o = defaults;
-        return ATTN_OK;
-    }
-    attn_status st = options_copy(o, sizeof *o, opt, "attn_sdpa_options");
+    static const attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
+    attn_status st = options_copy(o, sizeof *o, &defaults, opt, "attn_sdpa_options");
     if (st) return st;
     if (o->mask || o->bias || o->key_lengths)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,

@@ -135,7 +135,7 @@ static attn_status copy_rope(attn_kv_cache *c, const attn_rope_options *rope) {
     c->rope = plan.opt;
     if (plan.opt.inv_freq) {
         c->rope_inv_freq = malloc((size_t)plan.freqs * sizeof(double));
-        if (!c->rope_inv_freq) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory for RoPE's table");
+        if (!c->rope_inv_freq) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_new: no memory for RoPE's table");
         memcpy(c->rope_inv_freq, plan.opt.inv_freq, (size_t)plan.freqs * sizeof(double));
         c->rope.inv_freq = c->rope_inv_freq;
     }
@@ -152,16 +152,17 @@ static size_t pool_bytes(const attn_kv_cache *c, int64_t row_elements) {
     return (size_t)n;
 }
 
-attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache) {
-    if (!cache) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_create: cache is NULL");
+attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache **cache) {
+    if (!cache) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_new: cache is NULL");
     *cache = NULL;
-    if (!config) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_create: config is NULL");
+    if (!config) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_new: config is NULL");
+    static const attn_kv_cache_config defaults = ATTN_KV_CACHE_CONFIG_INIT;
     attn_kv_cache_config cfg;
-    attn_status st = options_copy(&cfg, sizeof cfg, config, "attn_kv_cache_config");
+    attn_status st = options_copy(&cfg, sizeof cfg, &defaults, config, "attn_kv_cache_config");
     if (st || (st = check_config(&cfg))) return st;
 
     attn_kv_cache *c = calloc(1, sizeof *c);
-    if (!c) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory");
+    if (!c) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_new: no memory");
     c->layers = cfg.layers;
     c->kv_heads = cfg.kv_heads;
     c->dim = cfg.head_dim;
@@ -179,7 +180,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cac
     if (c->num_blocks > INT32_MAX || mul_overflows(c->kv_heads, c->dim, &c->k_row) ||
         mul_overflows(c->kv_heads, c->dim_v, &c->v_row) || !(k_bytes = pool_bytes(c, c->k_row)) ||
         !(v_bytes = pool_bytes(c, c->v_row))) {
-        st = attn__fail(ATTN_ERR_OVERFLOW, "attn_kv_cache_create: %lld layers x %lld blocks x %lld rows x %lld heads "
+        st = attn__fail(ATTN_ERR_OVERFLOW, "attn_kv_cache_new: %lld layers x %lld blocks x %lld rows x %lld heads "
                         "x (%lld + %lld) widths overflow",
                         (long long)c->layers, (long long)c->num_blocks, (long long)c->block_rows,
                         (long long)c->kv_heads, (long long)c->dim, (long long)c->dim_v);
@@ -203,7 +204,7 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cac
     c->held = calloc((size_t)c->max_seqs, sizeof *c->held);
     if (!c->k_pool || !c->v_pool || !c->refs || !c->free_ring || !c->free_at || !c->live || !c->lengths || !c->tables ||
         !c->held) {
-        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_create: no memory for %zu + %zu bytes of keys and values",
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_kv_cache_new: no memory for %zu + %zu bytes of keys and values",
                         k_bytes, v_bytes);
         goto fail;
     }
@@ -211,11 +212,11 @@ attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cac
     *cache = c;
     return ATTN_OK;
 fail:
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
     return st;
 }
 
-void attn_kv_cache_destroy(attn_kv_cache *c) {
+void attn_kv_cache_free(attn_kv_cache *c) {
     if (!c) return;
     attn__pages_free(&c->k_pages);
     attn__pages_free(&c->v_pages);
@@ -229,6 +230,13 @@ void attn_kv_cache_destroy(attn_kv_cache *c) {
     free(c->rope_inv_freq);
     free(c);
 }
+
+/* Deprecated names, until 1.0 (attn_cache.h). */
+attn_status attn_kv_cache_create(const attn_kv_cache_config *config, attn_kv_cache **cache) {
+    return attn_kv_cache_new(config, cache);
+}
+void attn_kv_cache_destroy(attn_kv_cache *cache) { attn_kv_cache_free(cache); }
+/* End of the deprecated names. */
 
 /* ------------------------------------------------------------ sequences */
 

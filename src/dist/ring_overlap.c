@@ -15,10 +15,12 @@ static int ring_inputs(const attn_tensor *q, const attn_tensor *k, const attn_te
     e[n++] = extent_of_tensor("q", q);
     e[n++] = extent_of_tensor("k", k);
     e[n++] = extent_of_tensor("v", v);
+    static const attn_ring_options ring_defaults = ATTN_RING_OPTIONS_INIT;
+    static const attn_sdpa_options sdpa_defaults = ATTN_SDPA_OPTIONS_INIT;
     attn_ring_options ro;
     attn_sdpa_options o;
-    if (!q || !opt || options_copy(&ro, sizeof ro, opt, "attn_ring_options") || !ro.sdpa ||
-        options_copy(&o, sizeof o, ro.sdpa, "attn_sdpa_options"))
+    if (!q || !opt || options_copy(&ro, sizeof ro, &ring_defaults, opt, "attn_ring_options") || !ro.sdpa ||
+        options_copy(&o, sizeof o, &sdpa_defaults, ro.sdpa, "attn_sdpa_options"))
         return n; /* attn__ring_problem_init reports a bad struct */
     /* A sharded table holds this rank's query rows only. */
     if (o.mask_shape[2] != 1) o.mask_shape[2] = q->shape[1];

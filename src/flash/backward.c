@@ -79,7 +79,7 @@
 #include "base/progress.h"
 #include "base/threads.h"
 #include "base/visibility.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 #include "ref/ref.h"
 
 #include <math.h>
@@ -506,7 +506,7 @@ static void run_item(const sdpa_problem *p, const sdpa_backward_args *a, const p
 attn_status attn__flash_backward(const sdpa_problem *p, void *workspace, const sdpa_backward_args *a) {
     plan pl;
     make_plan(p, &pl);
-    const ukernel_table *kern = attn__ukernels_active();
+    const ukernel_table *kern = attn__isa_flash(attn__isa_chosen());
     unsigned char *base = workspace; /* 64-byte aligned by the front door */
     const packed pk = {(float *)(base + pl.off_qp), (float *)(base + pl.off_dop), (float *)(base + pl.off_nl),
                        (float *)(base + pl.off_di), (uint8_t *)(base + pl.off_exact)};

@@ -200,9 +200,9 @@ static attn_status local_search(search *s, int64_t starts) {
 static attn_status check_inputs(const float *weights, const float *values, int64_t keys,
                                 int64_t width, const attn_nullspace_options *opt, double *moved,
                                 attn_nullspace_result *result) {
-    if (!weights || !values || !opt || !moved || !result)
+    if (!weights || !values || !moved || !result)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_nullspace_search: %s is NULL",
-                         !weights ? "weights" : !values ? "values" : !opt ? "opt" : !moved ? "moved" : "result");
+                         !weights ? "weights" : !values ? "values" : !moved ? "moved" : "result");
     int64_t n;
     if (keys <= 0 || width <= 0 || mul_overflows(keys, width, &n))
         return attn__fail(ATTN_ERR_SHAPE, "attn_nullspace_search: keys (%lld) and width (%lld) must be positive",
@@ -233,10 +233,10 @@ attn_status attn_nullspace_search(const float *weights, const float *values, int
                                   int64_t width, const uint8_t *visible,
                                   const attn_nullspace_options *opt_in, double *moved,
                                   attn_nullspace_result *result) {
-    attn_nullspace_options options, *opt = opt_in ? &options : NULL;
+    static const attn_nullspace_options defaults = ATTN_NULLSPACE_OPTIONS_INIT;
+    attn_nullspace_options options, *opt = &options;
     attn_status st;
-    if (opt_in && (st = options_copy(&options, sizeof options, opt_in, "attn_nullspace_options")))
-        return st;
+    if ((st = options_copy(&options, sizeof options, &defaults, opt_in, "attn_nullspace_options"))) return st;
     if ((st = check_inputs(weights, values, keys, width, opt, moved, result))) return st;
     const int64_t exact_limit = opt->exact_limit ? opt->exact_limit : EXACT_LIMIT_DEFAULT;
     const int64_t starts = opt->starts ? opt->starts : STARTS_DEFAULT;

@@ -20,17 +20,17 @@ attn_status attn__patches_copy(const attn_patch *patches, int n, attn_patch **ou
     if (n < 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "n_patches is %d; it must be >= 0", n);
     if (n == 0) return ATTN_OK;
     if (!patches) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patches is NULL but n_patches is %d", n);
-    /* The caller's array steps by its own sizeof(attn_patch). */
+    /* The caller's array steps by its own sizeof(attn_patch); patch 0's
+     * copy refuses a struct_size of 0 or an implausible one before any
+     * step is taken by it. */
     const size_t stride = patches[0].struct_size;
-    if (stride < sizeof(size_t))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "patch 0: struct_size is %zu; make patches with attn_patch_make", stride);
+    const attn_patch defaults = attn_patch_make(ATTN_PATCH_ZERO, ATTN_HOOK_Q);
     attn_patch *copy = calloc((size_t)n, sizeof *copy);
     if (!copy) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy %d patches", n);
     for (int i = 0; i < n; i++) {
         const attn_patch *p = (const attn_patch *)(const void *)((const char *)patches + (size_t)i * stride);
         attn_status st = p->struct_size == stride
-                             ? options_copy(&copy[i], sizeof copy[i], p, "attn_patch")
+                             ? options_copy(&copy[i], sizeof copy[i], &defaults, p, "attn_patch")
                              : attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                                           "patch %d: struct_size %zu differs from patch 0's %zu", i,
                                           p->struct_size, stride);

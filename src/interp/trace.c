@@ -1,6 +1,6 @@
 /*
- * trace.c — the recorded forward pass: TransformerLens hook names, the
- * trace's buffers, and viewing one hook as an array.
+ * trace.c — the recorded forward pass: the trace's buffers, and viewing one
+ * hook as an array (its name from the one vocabulary, hook_names.c).
  *
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               scores, pattern [B, Hq, L, S]  z [B, L, Hq, Dv]
@@ -11,38 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const hook_names[ATTN_HOOK_COUNT] = {
-    "hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern",
-    "hook_z", "hook_result", "hook_attn_out"};
-
 /* TransformerLens's axis names, in the order of each hook's shape. */
 static const char *const hook_axes[ATTN_HOOK_COUNT] = {
     "batch pos head_index d_head",       "batch pos kv_head_index d_head",
     "batch pos kv_head_index d_head",    "batch head_index query_pos key_pos",
     "batch head_index query_pos key_pos", "batch pos head_index d_head",
     "batch pos head_index d_model",      "batch pos d_model"};
-
-const char *attn_hook_name(attn_hook hook) {
-    return (unsigned)hook < ATTN_HOOK_COUNT ? hook_names[hook] : NULL;
-}
-
-attn_status attn_hook_from_name(const char *name, attn_hook *hook) {
-    if (!name || !hook)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_hook_from_name: %s is NULL",
-                         !name ? "name" : "hook");
-    /* "blocks.0.attn.hook_q" -> "hook_q" -> "q" */
-    const char *dot = strrchr(name, '.');
-    const char *bare = dot ? dot + 1 : name;
-    if (strncmp(bare, "hook_", 5) == 0) bare += 5;
-    for (int h = 0; h < ATTN_HOOK_COUNT; h++)
-        if (strcmp(bare, hook_names[h] + 5) == 0) {
-            *hook = (attn_hook)h;
-            return ATTN_OK;
-        }
-    return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                     "unknown hook '%s' (expected hook_q, hook_k, hook_v, hook_attn_scores, "
-                     "hook_pattern, hook_z, hook_result or hook_attn_out)", name);
-}
 
 void attn_trace_free(attn_trace *t) {
     if (!t) return;
@@ -107,14 +81,14 @@ attn_status attn__trace_alloc(attn_trace *t) {
         if (!ndim) continue;
         if (!count_of(shape, ndim, &count)) {
             attn_trace_free(t);
-            return attn__fail(ATTN_ERR_OVERFLOW, "trace: the size of %s overflows", hook_names[h]);
+            return attn__fail(ATTN_ERR_OVERFLOW, "trace: the size of %s overflows", attn_hook_name((attn_hook)h));
         }
         float **buffer = hook_buffer(t, (attn_hook)h);
         *buffer = malloc((size_t)count * sizeof(float));
         if (!*buffer) {
             attn_trace_free(t);
             return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "trace: cannot allocate %s (%lld floats)",
-                             hook_names[h], (long long)count);
+                             attn_hook_name((attn_hook)h), (long long)count);
         }
     }
     return ATTN_OK;
@@ -131,12 +105,12 @@ attn_status attn_trace_get(const attn_trace *t, attn_hook hook, attn_hook_tensor
     if (!ndim)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_trace_get: a bare-attention trace has no %s (there is no W_O)",
-                         hook_names[hook]);
+                         attn_hook_name(hook));
     if (!data)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_trace_get: the trace holds no %s (empty trace?)",
-                         hook_names[hook]);
+                         attn_hook_name(hook));
     view->hook = hook;
-    view->name = hook_names[hook];
+    view->name = attn_hook_name(hook);
     view->data = data;
     view->ndim = ndim;
     view->axes = hook_axes[hook];

@@ -7,7 +7,7 @@
  *
  * The peak loop is a micro-kernel of each instruction set
  * (src/isa/templates/peak.h says why it is written as it is: twelve chains
- * in named variables), in the table of src/flash/ukernels.h, so it uses the
+ * in named variables), in the table of src/isa/flash_table.h, so it uses the
  * attention kernels' own vector mapping; the widest table the CPU runs
  * measures the peak.
  *
@@ -27,7 +27,7 @@
 
 #include "base/base.h"
 #include "base/threads.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #ifdef ATTN_HAVE_OPENMP
 #include <omp.h>
@@ -57,7 +57,7 @@ static double now_seconds(void) {
 
 /* The widest FMA this CPU runs is the machine's limit, whichever
  * instruction set a kernel happens to use. */
-const char *attn_fma_peak_isa(void) { return attn__ukernels_widest()->peak_isa; }
+const char *attn_fma_peak_isa(void) { return attn__isa_flash(attn__isa_widest())->peak_isa; }
 
 int attn_thread_count(int requested) { return attn__threads_requested(requested > 0 ? requested : 0); }
 
@@ -101,7 +101,7 @@ attn_status attn_measure_fma_peak(int threads, double seconds, double *gflops) {
     if (threads < 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "threads is %d; expected 0 (default) or more", threads);
     if (!(seconds > 0.0 && seconds <= 600.0))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "seconds is %g; expected a value in (0, 600]", seconds);
-    const ukernel_table *isa = attn__ukernels_widest();
+    const ukernel_table *isa = attn__isa_flash(attn__isa_widest());
     const int nthreads = attn__threads_requested(threads);
 
     /* The best of short windows: on a shared machine another process takes

@@ -1,58 +1,32 @@
 /*
  * decoder.c — a decoder's configuration from GGUF metadata, and its weights
- * dequantized to float32 (attn_decoder.h).
- *
- * Tensor names and dims are llama.cpp's (GGUF dims: dims[0] = d_in):
- *   token_embd.weight            [d, V]        output.weight [d, V] (qwen2)
- *   output_norm.weight           [d]
- *   blk.N.attn_norm.weight       [d]           blk.N.ffn_norm.weight [d]
- *   blk.N.attn_q.weight          [d, Hq*Dh]    .bias [Hq*Dh]  (qwen2)
- *   blk.N.attn_k.weight, attn_v  [d, Hkv*Dh]   .bias [Hkv*Dh] (qwen2)
- *   blk.N.attn_q_norm, attn_k_norm.weight [Dh]                (gemma3)
- *   blk.N.attn_output.weight     [Hq*Dh, d]
- *   blk.N.post_attention_norm, post_ffw_norm.weight [d]       (gemma3)
- *   blk.N.ffn_gate, ffn_up.weight [d, F]       blk.N.ffn_down.weight [F, d]
+ * dequantized to float32 (attn_decoder.h).  What differs between
+ * architectures — the tensors' names, which tensors a layer has, the
+ * defaults llama.cpp fixes in code — is read from the architecture's row
+ * (arch.c); the keys every architecture has are read here, under the row's
+ * name ("qwen2.block_count").
  *
  * Gemma's norms: Hugging Face multiplies by (1 + w); llama.cpp's converter
  * stores 1 + w in the GGUF (and transformers' GGUF loader subtracts the 1
  * again), so here every norm multiplies by the stored weight as it is
  * (decoder_hf.c adds the 1 when it loads Hugging Face's own weights).
  *
- * llama's Q and K: llama.cpp's converter (convert_hf_to_gguf.py,
- * LlamaModel.permute) reorders each head's rows of attn_q and attn_k so
- * that ggml's interleaved RoPE (pairs (2i, 2i+1)) computes what Hugging
- * Face's rotate-half RoPE (pairs (i, i + Dh/2)) computes on the original
- * rows.  The loader undoes that permutation (unpermute_heads), so that q
- * and k, and every hook on them, equal Hugging Face's and one RoPE
- * (NEOX pairing) serves every architecture.  qwen2, qwen3 and gemma3
- * files are not permuted (their converters say so).
+ * Permuted Q and K (llama's row: gguf_permuted_qk): llama.cpp's converter
+ * (convert_hf_to_gguf.py, LlamaModel.permute) reorders each head's rows of
+ * attn_q and attn_k so that ggml's interleaved RoPE (pairs (2i, 2i+1))
+ * computes what Hugging Face's rotate-half RoPE (pairs (i, i + Dh/2))
+ * computes on the original rows.  The loader undoes that permutation
+ * (unpermute_heads), so that q and k, and every hook on them, equal Hugging
+ * Face's and one RoPE (NEOX pairing) serves every architecture.  qwen2,
+ * qwen3 and gemma3 files are not permuted (their converters say so).
  */
 #include "model/decoder.h"
 
-#include "model/gguf.h" /* attn__gguf_quote */
+#include "formats/quote.h"
+#include "model/arch.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-typedef struct arch_traits {
-    const char *name;
-    attn_decoder_arch arch;
-    int qkv_bias, qk_norm, post_norms;
-    attn_decoder_activation activation;
-    int scale_embeddings;
-    double rope_theta_local; /* 0: the global theta on every layer */
-    int64_t sliding_pattern;
-    int permuted_qk;         /* llama.cpp permuted attn_q / attn_k rows */
-} arch_traits;
-
-/* What each architecture fixes in code (llama.cpp's llama-model.cpp and
- * transformers' Gemma3TextConfig defaults agree on these). */
-static const arch_traits archs[] = {
-    {"qwen2", ATTN_DECODER_QWEN2, 1, 0, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0, 0},
-    {"gemma3", ATTN_DECODER_GEMMA3, 0, 1, 1, ATTN_DECODER_GEGLU_TANH, 1, 10000.0, 6, 0},
-    {"qwen3", ATTN_DECODER_QWEN3, 0, 1, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0, 0},
-    {"llama", ATTN_DECODER_LLAMA, 0, 0, 0, ATTN_DECODER_SWIGLU, 0, 0.0, 0, 1},
-};
 
 /* "ARCH.suffix" into buf. */
 static const char *arch_key(char *buf, size_t size, const char *arch, const char *suffix) {
@@ -92,13 +66,14 @@ static attn_status key_f64(const attn_gguf *g, const char *arch, const char *suf
  * which no reference here checks, so they are refused rather than guessed;
  * per-frequency factors (a rope_freqs.weight tensor, Llama 3.1's llama3
  * scaling as llama.cpp stores it) likewise. */
-static attn_status read_rope_scaling(const attn_gguf *g, const char *arch, attn_decoder_config *c) {
+static attn_status read_rope_scaling(const attn_gguf *g, const decoder_arch *row, attn_decoder_config *c) {
+    const char *arch = row->name;
     char key[128];
     attn_status st;
-    if (attn_gguf_tensor_index(g, "rope_freqs.weight") >= 0)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor 'rope_freqs.weight' (per-frequency RoPE factors, e.g. "
+    if (row->gguf->rope_freqs && attn_gguf_tensor_index(g, row->gguf->rope_freqs) >= 0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor '%s' (per-frequency RoPE factors, e.g. "
                           "Llama 3.1's llama3 scaling) is not applied by the decoder: run the model's "
-                          "safetensors checkpoint (its config.json names the scaling)");
+                          "safetensors checkpoint (its config.json names the scaling)", row->gguf->rope_freqs);
     const char *type = "none";
     size_t len = 4;
     if (attn_gguf_key_index(g, arch_key(key, sizeof key, arch, "rope.scaling.type")) >= 0 &&
@@ -122,7 +97,7 @@ static attn_status read_rope_scaling(const attn_gguf *g, const char *arch, attn_
     char quoted[256];
     return attn__fail(ATTN_ERR_UNSUPPORTED, "key '%s' is '%s': the decoder runs GGUF files with no RoPE scaling or "
                       "linear scaling (for yarn, run the safetensors checkpoint: its config.json is read)",
-                      key, attn__gguf_quote(type, len, quoted, sizeof quoted));
+                      key, attn__quote(type, len, quoted, sizeof quoted));
 }
 
 attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cfg) {
@@ -132,14 +107,12 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
     size_t len;
     attn_status st = attn_gguf_get_string(g, "general.architecture", &name, &len);
     if (st) return st;
-    const arch_traits *t = NULL;
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-        if (strlen(archs[i].name) == len && memcmp(archs[i].name, name, len) == 0) t = &archs[i];
-    if (!t)
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "general.architecture is '%.*s': the decoder runs qwen2, qwen3, gemma3 and llama",
-                          (int)(len > 64 ? 64 : len),
-                          name);
+    const decoder_arch *t = attn__arch_by_name(name, len);
+    if (!t) {
+        char list[256];
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "general.architecture is '%.*s': the decoder runs %s",
+                          (int)(len > 64 ? 64 : len), name, attn__arch_list(false, list, sizeof list));
+    }
     attn_decoder_config c;
     memset(&c, 0, sizeof c);
     c.arch = t->arch;
@@ -151,7 +124,7 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
         (st = key_f64(g, t->name, "attention.layer_norm_rms_epsilon", &c.rms_eps)))
         return st;
     /* llama.cpp's default when a file does not say (older llama files). */
-    c.rope_theta = 10000.0;
+    c.rope_theta = t->gguf_rope_theta;
     char theta_key[128];
     if (attn_gguf_key_index(g, arch_key(theta_key, sizeof theta_key, t->name, "rope.freq_base")) >= 0 &&
         (st = key_f64(g, t->name, "rope.freq_base", &c.rope_theta)))
@@ -181,9 +154,9 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
     if ((st = key_i64_optional(g, t->name, "attention.sliding_window", &c.sliding_window))) return st;
     c.sliding_pattern = c.sliding_window ? t->sliding_pattern : 0;
     c.rope_theta_local = t->rope_theta_local > 0.0 && c.sliding_window ? t->rope_theta_local : c.rope_theta;
-    c.rope_pairing = ATTN_ROPE_NEOX;
+    c.rope_pairing = t->rope_pairing;
     c.rope_scale_local = t->rope_theta_local == 0.0;
-    if ((st = read_rope_scaling(g, t->name, &c))) return st;
+    if ((st = read_rope_scaling(g, t, &c))) return st;
     c.attn_scale = (float)(1.0 / sqrt((double)c.head_dim));
     c.embed_scale = t->scale_embeddings ? (float)sqrt((double)c.d_model) : 1.0f;
     c.qkv_bias = t->qkv_bias;
@@ -191,12 +164,12 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
     c.post_norms = t->post_norms;
     c.activation = t->activation;
     attn_gguf_tensor embd;
-    if ((st = attn_gguf_find_tensor(g, "token_embd.weight", &embd))) return st;
+    if ((st = attn_gguf_find_tensor(g, t->gguf->embed, &embd))) return st;
     if (embd.n_dims != 2 || embd.dims[0] != c.d_model)
-        return attn__fail(ATTN_ERR_FORMAT, "tensor 'token_embd.weight' has dims [%lld, %lld], expected [%lld, vocabulary]",
-                          (long long)embd.dims[0], (long long)embd.dims[1], (long long)c.d_model);
+        return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has dims [%lld, %lld], expected [%lld, vocabulary]",
+                          t->gguf->embed, (long long)embd.dims[0], (long long)embd.dims[1], (long long)c.d_model);
     c.vocab = embd.dims[1];
-    c.tied_embeddings = attn_gguf_tensor_index(g, "output.weight") < 0;
+    c.tied_embeddings = attn_gguf_tensor_index(g, t->gguf->output) < 0;
     if ((st = attn__decoder_check_config(&c, "the GGUF metadata"))) return st;
     *cfg = c;
     return ATTN_OK;
@@ -343,41 +316,45 @@ static attn_status unpermute_heads(float *w, int64_t n_heads, int64_t head_dim, 
     return ATTN_OK;
 }
 
-static attn_status load_layer(const attn_gguf *g, attn_decoder *m, int64_t l, decoder_layer *w) {
+static attn_status load_layer(const attn_gguf *g, const decoder_arch *row, attn_decoder *m, int64_t l,
+                              decoder_layer *w) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, q_width = c->n_heads * c->head_dim, kv_width = c->n_kv_heads * c->head_dim;
     const int bias_missing_ok = !c->qkv_bias, qk_missing_ok = !c->qk_norm, post_missing_ok = !c->post_norms;
+    /* Each tensor's GGUF dims; optional: absent is allowed (present, it is
+     * read and used, whatever the architecture). */
     const struct {
-        const char *suffix;
         int64_t d0, d1;
         int optional;
         float **dst;
     } table[] = {
-        {"attn_norm.weight", d, 1, 0, &w->attn_norm},
-        {"attn_q.weight", d, q_width, 0, &w->wq},
-        {"attn_k.weight", d, kv_width, 0, &w->wk},
-        {"attn_v.weight", d, kv_width, 0, &w->wv},
-        {"attn_q.bias", q_width, 1, bias_missing_ok, &w->bq},
-        {"attn_k.bias", kv_width, 1, bias_missing_ok, &w->bk},
-        {"attn_v.bias", kv_width, 1, bias_missing_ok, &w->bv},
-        {"attn_q_norm.weight", c->head_dim, 1, qk_missing_ok, &w->q_norm},
-        {"attn_k_norm.weight", c->head_dim, 1, qk_missing_ok, &w->k_norm},
-        {"attn_output.weight", q_width, d, 0, &w->wo},
-        {"post_attention_norm.weight", d, 1, post_missing_ok, &w->post_attn_norm},
-        {"ffn_norm.weight", d, 1, 0, &w->ffn_norm},
-        {"ffn_gate.weight", d, c->d_ffn, 0, &w->w_gate},
-        {"ffn_up.weight", d, c->d_ffn, 0, &w->w_up},
-        {"ffn_down.weight", c->d_ffn, d, 0, &w->w_down},
-        {"post_ffw_norm.weight", d, 1, post_missing_ok, &w->post_ffn_norm},
+        [ARCH_ATTN_NORM] = {d, 1, 0, &w->attn_norm},
+        [ARCH_Q] = {d, q_width, 0, &w->wq},
+        [ARCH_K] = {d, kv_width, 0, &w->wk},
+        [ARCH_V] = {d, kv_width, 0, &w->wv},
+        [ARCH_Q_BIAS] = {q_width, 1, bias_missing_ok, &w->bq},
+        [ARCH_K_BIAS] = {kv_width, 1, bias_missing_ok, &w->bk},
+        [ARCH_V_BIAS] = {kv_width, 1, bias_missing_ok, &w->bv},
+        [ARCH_Q_NORM] = {c->head_dim, 1, qk_missing_ok, &w->q_norm},
+        [ARCH_K_NORM] = {c->head_dim, 1, qk_missing_ok, &w->k_norm},
+        [ARCH_ATTN_OUT] = {q_width, d, 0, &w->wo},
+        [ARCH_POST_ATTN_NORM] = {d, 1, post_missing_ok, &w->post_attn_norm},
+        [ARCH_FFN_NORM] = {d, 1, 0, &w->ffn_norm},
+        [ARCH_FFN_GATE] = {d, c->d_ffn, 0, &w->w_gate},
+        [ARCH_FFN_UP] = {d, c->d_ffn, 0, &w->w_up},
+        [ARCH_FFN_DOWN] = {c->d_ffn, d, 0, &w->w_down},
+        [ARCH_POST_FFN_NORM] = {d, 1, post_missing_ok, &w->post_ffn_norm},
     };
     _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const char *suffix = row->gguf->layer[i];
+        if (!suffix) continue;
         char name[96];
-        snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, table[i].suffix);
+        snprintf(name, sizeof name, "%s%lld.%s", row->gguf->layer_prefix, (long long)l, suffix);
         attn_status st = load_tensor(g, m, name, table[i].d0, table[i].d1, table[i].optional, table[i].dst);
         if (st) return st;
     }
-    if (c->arch == ATTN_DECODER_LLAMA) {
+    if (row->gguf_permuted_qk) {
         attn_status st = unpermute_heads(w->wq, c->n_heads, c->head_dim, d);
         if (!st) st = unpermute_heads(w->wk, c->n_kv_heads, c->head_dim, d);
         if (st) return st;
@@ -391,15 +368,16 @@ attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) {
     attn_decoder_config cfg;
     attn_status st = attn_decoder_read_config(g, &cfg);
     if (st) return st;
+    const decoder_arch *row = attn__arch_of(cfg.arch);
     attn_decoder *m;
     if ((st = attn__decoder_new(&cfg, &m))) return st;
-    if ((st = load_tensor(g, m, "token_embd.weight", cfg.d_model, cfg.vocab, 0, &m->token_embd)) ||
-        (st = load_tensor(g, m, "output_norm.weight", cfg.d_model, 1, 0, &m->output_norm)) ||
-        (st = load_tensor(g, m, "output.weight", cfg.d_model, cfg.vocab, 1, &m->output)))
+    if ((st = load_tensor(g, m, row->gguf->embed, cfg.d_model, cfg.vocab, 0, &m->token_embd)) ||
+        (st = load_tensor(g, m, row->gguf->output_norm, cfg.d_model, 1, 0, &m->output_norm)) ||
+        (st = load_tensor(g, m, row->gguf->output, cfg.d_model, cfg.vocab, 1, &m->output)))
         goto fail;
     if (!m->output) m->output = m->token_embd;
     for (int64_t l = 0; l < cfg.n_layers; l++)
-        if ((st = load_layer(g, m, l, &m->layers[l]))) goto fail;
+        if ((st = load_layer(g, row, m, l, &m->layers[l]))) goto fail;
     *out = m;
     return ATTN_OK;
 fail:

@@ -75,10 +75,12 @@ typedef struct decoder_kv {
     int64_t pos0;
 } decoder_kv;
 
-/* The checks of every forward: pointers, outputs.struct_size, L > 0, ids in
- * [0, V); fn names the caller in the message. */
-attn_status attn__decoder_check(const attn_decoder *m, const int32_t *ids, int64_t L, const attn_decoder_outputs *out,
-                                const char *fn);
+/* The checks of every forward: pointers, L > 0, ids in [0, V); and the
+ * caller's outputs struct copied into *out by the ABI rule (base.h's
+ * options_copy), so that the forward reads one layout whatever header the
+ * caller was built with.  fn names the caller in the message. */
+attn_status attn__decoder_check(const attn_decoder *m, const int32_t *ids, int64_t L,
+                                const attn_decoder_outputs *caller, attn_decoder_outputs *out, const char *fn);
 /* The forward over ids [L] (checked): kv NULL for a whole sequence at
  * positions 0 .. L-1 (attention by attn_sdpa_forward), else through kv's
  * cache (out->attention must then be NULL). */

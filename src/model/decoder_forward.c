@@ -228,17 +228,15 @@ static void add_rows(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* Checks what every forward checks (fn names the caller in the messages). */
-attn_status attn__decoder_check(const attn_decoder *m, const int32_t *ids, int64_t L, const attn_decoder_outputs *out,
-                                const char *fn) {
-    if (!m || !ids || !out)
+/* Checks what every forward checks (fn names the caller in the messages)
+ * and copies the caller's outputs struct into *out by the ABI rule. */
+attn_status attn__decoder_check(const attn_decoder *m, const int32_t *ids, int64_t L,
+                                const attn_decoder_outputs *caller, attn_decoder_outputs *out, const char *fn) {
+    if (!m || !ids || !caller)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !m ? "the decoder" : !ids ? "ids" : "out");
-    if (out->struct_size != sizeof(attn_decoder_outputs) &&
-        out->struct_size != offsetof(attn_decoder_outputs, tensor_hook))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "%s: outputs.struct_size is %zu, expected %zu "
-                          "(initialise with ATTN_DECODER_OUTPUTS_INIT)",
-                          fn, out->struct_size, sizeof(attn_decoder_outputs));
+    static const attn_decoder_outputs defaults = ATTN_DECODER_OUTPUTS_INIT;
+    attn_status st = options_copy(out, sizeof *out, &defaults, caller, "attn_decoder_outputs");
+    if (st) return attn__fail(st, "%s: %s", fn, attn_last_error());
     if (L <= 0) return attn__fail(ATTN_ERR_SHAPE, "%s: %lld tokens: at least one is needed", fn, (long long)L);
     const attn_decoder_config *c = &m->cfg;
     for (int64_t t = 0; t < L; t++)
@@ -295,8 +293,9 @@ done:
     return st;
 }
 
-attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L, attn_decoder_outputs *out) {
-    attn_status st = attn__decoder_check(m, ids, L, out, "attn_decoder_forward");
+attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L, attn_decoder_outputs *caller) {
+    attn_decoder_outputs out;
+    attn_status st = attn__decoder_check(m, ids, L, caller, &out, "attn_decoder_forward");
     if (st) return st;
-    return attn__decoder_run(m, ids, L, NULL, out, "attn_decoder_forward");
+    return attn__decoder_run(m, ids, L, NULL, &out, "attn_decoder_forward");
 }

@@ -1,28 +1,19 @@
 /*
  * decoder_hf.c — a decoder from a Hugging Face checkpoint: config.json
  * (cJSON) to attn_decoder_config, and the safetensors weights to float32
- * (attn_decoder.h).
- *
- * Tensor names and shapes are transformers' (numpy order; nn.Linear is
- * [out, in], the decoder's [d_out, d_in] as it stands: no transposes):
- *   model.embed_tokens.weight [V, d]       lm_head.weight [V, d] (untied)
- *   model.norm.weight [d]
- *   model.layers.L.input_layernorm.weight [d]
- *   model.layers.L.self_attn.q_proj.weight [Hq*Dh, d]   .bias [Hq*Dh] (qwen2)
- *   model.layers.L.self_attn.k_proj, v_proj.weight [Hkv*Dh, d]  .bias (qwen2)
- *   model.layers.L.self_attn.q_norm, k_norm.weight [Dh]      (qwen3, gemma3)
- *   model.layers.L.self_attn.o_proj.weight [d, Hq*Dh]
- *   model.layers.L.post_attention_layernorm.weight [d]
- *        qwen2 / qwen3 / llama: the norm BEFORE the FFN (the decoder's ffn_norm)
- *        gemma3: the norm after attention (post_attn_norm)
- *   model.layers.L.pre_feedforward_layernorm, post_feedforward_layernorm [d] (gemma3)
- *   model.layers.L.mlp.gate_proj, up_proj.weight [F, d]   down_proj.weight [d, F]
+ * (attn_decoder.h).  What differs between architectures — model_type, the
+ * tensors' names (transformers' own; arch.c lists them with their shapes),
+ * defaults, the keys only one architecture has — is read from the
+ * architecture's row (arch.c); the keys every architecture has are read
+ * here.  Shapes are numpy's: nn.Linear is [out, in], the decoder's
+ * [d_out, d_in] as it stands (no transposes).
  */
 #include "model/decoder.h"
 
 #include "attn_safetensors.h"
+#include "formats/quote.h"
 #include "io/file.h"
-#include "model/gguf.h" /* attn__gguf_quote */
+#include "model/arch.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -105,7 +96,7 @@ static attn_status rope_entry(const cJSON *rope, const char *where, double *thet
                           "whole heads", where, partial);
     if (!type || strcmp(type, "default") == 0) return ATTN_OK;
     char quoted[256];
-    attn__gguf_quote(type, strlen(type), quoted, sizeof quoted);
+    attn__quote(type, strlen(type), quoted, sizeof quoted);
     if (!c)
         return attn__fail(ATTN_ERR_UNSUPPORTED,
                           "config.json: %s has rope_type '%s': the sliding-window layers run unscaled RoPE only",
@@ -157,39 +148,23 @@ static attn_status rope_entry(const cJSON *rope, const char *where, double *thet
 /* Whether layer l is global, for a pattern: the decoder's rule. */
 static bool pattern_global(int64_t pattern, int64_t l) { return pattern > 0 && (l + 1) % pattern == 0; }
 
-typedef struct hf_arch {
-    const char *model_type;
-    attn_decoder_arch arch;
-    const char *name;
-    int qkv_bias, qk_norm, post_norms, tied_default;
-    double theta_default;
-} hf_arch;
-
-static const hf_arch hf_archs[] = {
-    {"qwen2", ATTN_DECODER_QWEN2, "qwen2", 1, 0, 0, 0, 10000.0},
-    {"qwen3", ATTN_DECODER_QWEN3, "qwen3", 0, 1, 0, 0, 10000.0},
-    {"llama", ATTN_DECODER_LLAMA, "llama", 0, 0, 0, 0, 10000.0},
-    {"gemma3_text", ATTN_DECODER_GEMMA3, "gemma3", 0, 1, 1, 1, 1000000.0},
-};
-
 static attn_status config_from_object(const cJSON *root, attn_decoder_config *cfg) {
     if (!cJSON_IsObject(root)) return attn__fail(ATTN_ERR_FORMAT, "config.json is not a JSON object");
     const char *type = NULL;
     attn_status st = json_string(root, "model_type", &type);
     if (st) return st;
     if (!type) return attn__fail(ATTN_ERR_FORMAT, "config.json: no key \"model_type\"");
-    const hf_arch *a = NULL;
-    for (size_t i = 0; i < sizeof hf_archs / sizeof hf_archs[0]; i++)
-        if (strcmp(hf_archs[i].model_type, type) == 0) a = &hf_archs[i];
-    if (!a && strcmp(type, "gemma3") == 0 && !cJSON_GetObjectItemCaseSensitive(root, "text_config")) a = &hf_archs[3];
+    const decoder_arch *a = attn__arch_by_model_type(type, cJSON_GetObjectItemCaseSensitive(root, "text_config") != NULL);
     if (!a) {
-        char quoted[256];
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "config.json: model_type '%s': the decoder runs qwen2, qwen3, llama and gemma3_text "
-                          "(a multimodal gemma3 checkpoint's text model is not read)",
-                          attn__gguf_quote(type, strlen(type), quoted, sizeof quoted));
+        char quoted[256], list[256], multimodal[256] = "";
+        for (int i = 0; attn__arch_at(i); i++)
+            if (attn__arch_at(i)->model_type_text)
+                snprintf(multimodal, sizeof multimodal, " (a multimodal %s checkpoint's text model is not read)",
+                         attn__arch_at(i)->model_type_text);
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: model_type '%s': the decoder runs %s%s",
+                          attn__quote(type, strlen(type), quoted, sizeof quoted), attn__arch_list(true, list, sizeof list),
+                          multimodal);
     }
-    const bool gemma = a->arch == ATTN_DECODER_GEMMA3;
     attn_decoder_config c;
     memset(&c, 0, sizeof c);
     c.arch = a->arch;
@@ -218,8 +193,8 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
      * scaling applies to the global layers, and to the sliding ones too
      * when they share the one description (not gemma3's, which have their
      * own theta and are never scaled). */
-    c.rope_theta = a->theta_default;
-    c.rope_theta_local = gemma ? 10000.0 : 0.0;
+    c.rope_theta = a->hf_rope_theta;
+    c.rope_theta_local = a->rope_theta_local;
     rope_context rctx = {0, 0};
     if ((st = json_int(root, "max_position_embeddings", 1, INT64_MAX / 2, true, &rctx.max_positions)) ||
         (st = json_int(root, "original_max_position_embeddings", 1, INT64_MAX / 2, true, &rctx.original_positions)))
@@ -244,9 +219,10 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
         const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
         if (scaling && !cJSON_IsNull(scaling) && (st = rope_entry(scaling, "rope_scaling", NULL, &rctx, &c)))
             return st;
-        if (gemma && (st = json_positive(root, "rope_local_base_freq", true, &c.rope_theta_local))) return st;
+        if (a->hf_local_theta_key && (st = json_positive(root, a->hf_local_theta_key, true, &c.rope_theta_local)))
+            return st;
     }
-    c.rope_scale_local = !gemma && !nested;
+    c.rope_scale_local = a->rope_theta_local == 0.0 && !nested;
     double partial = 1.0;
     if ((st = json_positive(root, "partial_rotary_factor", true, &partial))) return st;
     if (partial != 1.0)
@@ -255,15 +231,14 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
 
     /* Which layers slide: layer_types when given, else the architecture's
      * rule; then the decoder's (window, pattern) that reproduces it. */
-    int64_t pattern = gemma ? 6 : 0;
-    if (gemma && ((st = json_int(root, "sliding_window_pattern", 1, 4096, true, &pattern)) ||
-                  (st = json_int(root, "_sliding_window_pattern", 1, 4096, true, &pattern))))
-        return st;
-    int use_sliding = gemma;
-    if (!gemma && (st = json_bool(root, "use_sliding_window", &use_sliding))) return st;
-    if (!gemma && use_sliding)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: use_sliding_window is true for %s (max_window_layers "
-                          "is not run); only full attention layers are", a->name);
+    int64_t pattern = a->sliding_pattern;
+    for (int i = 0; i < 2; i++)
+        if (a->hf_pattern_keys[i] && (st = json_int(root, a->hf_pattern_keys[i], 1, 4096, true, &pattern))) return st;
+    int use_sliding = a->sliding_pattern > 0;
+    if (a->hf_use_sliding_key && (st = json_bool(root, a->hf_use_sliding_key, &use_sliding))) return st;
+    if (a->hf_use_sliding_key && use_sliding)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: %s is true for %s (max_window_layers "
+                          "is not run); only full attention layers are", a->hf_use_sliding_key, a->name);
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     int64_t n_sliding = 0, first_global = -1;
     if (types && !cJSON_IsNull(types)) {
@@ -298,27 +273,26 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
         c.rope_theta_local = c.rope_theta;
     }
     if (c.rope_theta_local == 0.0) c.rope_theta_local = c.rope_theta;
-    c.rope_pairing = ATTN_ROPE_NEOX;
+    c.rope_pairing = a->rope_pairing;
 
     c.attn_scale = (float)(1.0 / sqrt((double)c.head_dim));
-    if (gemma) {
+    if (a->hf_scale_key) {
         double scalar = (double)c.head_dim;
-        if ((st = json_positive(root, "query_pre_attn_scalar", true, &scalar))) return st;
+        if ((st = json_positive(root, a->hf_scale_key, true, &scalar))) return st;
         c.attn_scale = (float)pow(scalar, -0.5);
-        const char *softcaps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
-        for (int i = 0; i < 2; i++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, softcaps[i]);
-            if (v && !cJSON_IsNull(v))
-                return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: \"%s\" is set: softcapping is not run",
-                                  softcaps[i]);
-        }
-        int bidirectional = 0;
-        if ((st = json_bool(root, "use_bidirectional_attention", &bidirectional))) return st;
-        if (bidirectional)
-            return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: use_bidirectional_attention is true: the "
-                              "decoder is causal");
     }
-    c.embed_scale = gemma ? (float)sqrt((double)c.d_model) : 1.0f;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = a->hf_softcap_keys[i] ? cJSON_GetObjectItemCaseSensitive(root, a->hf_softcap_keys[i]) : NULL;
+        if (v && !cJSON_IsNull(v))
+            return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: \"%s\" is set: softcapping is not run",
+                              a->hf_softcap_keys[i]);
+    }
+    int bidirectional = 0;
+    if (a->hf_bidirectional_key && (st = json_bool(root, a->hf_bidirectional_key, &bidirectional))) return st;
+    if (bidirectional)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: %s is true: the decoder is causal",
+                          a->hf_bidirectional_key);
+    c.embed_scale = a->scale_embeddings ? (float)sqrt((double)c.d_model) : 1.0f;
     c.qkv_bias = a->qkv_bias;
     c.qk_norm = a->qk_norm;
     c.post_norms = a->post_norms;
@@ -335,15 +309,11 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
     const char *act = NULL;
     if ((st = json_string(root, "hidden_activation", &act))) return st;
     if (!act && (st = json_string(root, "hidden_act", &act))) return st;
-    if (!act) act = gemma ? "gelu_pytorch_tanh" : "silu";
-    if (strcmp(act, "silu") == 0)
-        c.activation = ATTN_DECODER_SWIGLU;
-    else if (strcmp(act, "gelu_pytorch_tanh") == 0)
-        c.activation = ATTN_DECODER_GEGLU_TANH;
-    else {
-        char quoted[256];
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: activation '%s': silu and gelu_pytorch_tanh are run",
-                          attn__gguf_quote(act, strlen(act), quoted, sizeof quoted));
+    c.activation = a->activation;
+    if (act && !attn__arch_activation(act, &c.activation)) {
+        char quoted[256], list[256];
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: activation '%s': %s are run",
+                          attn__quote(act, strlen(act), quoted, sizeof quoted), attn__arch_activations(list, sizeof list));
     }
     if ((st = attn__decoder_check_config(&c, "config.json"))) return st;
     *cfg = c;
@@ -404,44 +374,44 @@ static attn_status load_tensor(const attn_safetensors *st, attn_decoder *m, cons
     return ATTN_OK;
 }
 
-static attn_status load_layer(const attn_safetensors *st, attn_decoder *m, int64_t l, decoder_layer *w) {
+static attn_status load_layer(const attn_safetensors *st, const decoder_arch *row, attn_decoder *m, int64_t l,
+                              decoder_layer *w) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, qw = c->n_heads * c->head_dim, kvw = c->n_kv_heads * c->head_dim, F = c->d_ffn;
-    const int gemma = c->arch == ATTN_DECODER_GEMMA3;
+    /* Each tensor's shape (cols 0: a vector); absent: the architecture does
+     * not have it; norm: a norm's weights (1 + w where the row says so). */
     const struct {
-        const char *suffix;
         int64_t rows, cols;
-        int optional, norm;
+        int absent, norm;
         float **dst;
     } table[] = {
-        {"input_layernorm.weight", d, 0, 0, 1, &w->attn_norm},
-        {"self_attn.q_proj.weight", qw, d, 0, 0, &w->wq},
-        {"self_attn.k_proj.weight", kvw, d, 0, 0, &w->wk},
-        {"self_attn.v_proj.weight", kvw, d, 0, 0, &w->wv},
-        {"self_attn.q_proj.bias", qw, 0, !c->qkv_bias, 0, &w->bq},
-        {"self_attn.k_proj.bias", kvw, 0, !c->qkv_bias, 0, &w->bk},
-        {"self_attn.v_proj.bias", kvw, 0, !c->qkv_bias, 0, &w->bv},
-        {"self_attn.q_norm.weight", c->head_dim, 0, !c->qk_norm, 1, &w->q_norm},
-        {"self_attn.k_norm.weight", c->head_dim, 0, !c->qk_norm, 1, &w->k_norm},
-        {"self_attn.o_proj.weight", d, qw, 0, 0, &w->wo},
-        {gemma ? "post_attention_layernorm.weight" : "pre_feedforward_layernorm.weight", d, 0, !gemma, 1,
-         &w->post_attn_norm},
-        {gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", d, 0, 0, 1, &w->ffn_norm},
-        {"mlp.gate_proj.weight", F, d, 0, 0, &w->w_gate},
-        {"mlp.up_proj.weight", F, d, 0, 0, &w->w_up},
-        {"mlp.down_proj.weight", d, F, 0, 0, &w->w_down},
-        {"post_feedforward_layernorm.weight", d, 0, !gemma, 1, &w->post_ffn_norm},
+        [ARCH_ATTN_NORM] = {d, 0, 0, 1, &w->attn_norm},
+        [ARCH_Q] = {qw, d, 0, 0, &w->wq},
+        [ARCH_K] = {kvw, d, 0, 0, &w->wk},
+        [ARCH_V] = {kvw, d, 0, 0, &w->wv},
+        [ARCH_Q_BIAS] = {qw, 0, !c->qkv_bias, 0, &w->bq},
+        [ARCH_K_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bk},
+        [ARCH_V_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bv},
+        [ARCH_Q_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->q_norm},
+        [ARCH_K_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->k_norm},
+        [ARCH_ATTN_OUT] = {d, qw, 0, 0, &w->wo},
+        [ARCH_POST_ATTN_NORM] = {d, 0, !c->post_norms, 1, &w->post_attn_norm},
+        [ARCH_FFN_NORM] = {d, 0, 0, 1, &w->ffn_norm},
+        [ARCH_FFN_GATE] = {F, d, 0, 0, &w->w_gate},
+        [ARCH_FFN_UP] = {F, d, 0, 0, &w->w_up},
+        [ARCH_FFN_DOWN] = {d, F, 0, 0, &w->w_down},
+        [ARCH_POST_FFN_NORM] = {d, 0, !c->post_norms, 1, &w->post_ffn_norm},
     };
     _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         /* Tensors the architecture does not have are not read, even if a
          * checkpoint carries them (a pre_feedforward_layernorm in a llama
          * file would be an unknown extra, not a weight of this decoder). */
-        if (table[i].optional) continue;
+        if (table[i].absent || !row->hf->layer[i]) continue;
         char name[128];
-        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, table[i].suffix);
-        attn_status status = load_tensor(st, m, name, table[i].rows, table[i].cols, 0, gemma && table[i].norm,
-                                         table[i].dst);
+        snprintf(name, sizeof name, "%s%lld.%s", row->hf->layer_prefix, (long long)l, row->hf->layer[i]);
+        attn_status status = load_tensor(st, m, name, table[i].rows, table[i].cols, 0,
+                                         row->hf_norm_plus_one && table[i].norm, table[i].dst);
         if (status) return status;
     }
     return ATTN_OK;
@@ -496,19 +466,20 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
     attn_decoder *m = NULL;
     if ((st = attn_decoder_config_from_checkpoint(path, &cfg))) goto done;
     if ((st = attn__decoder_new(&cfg, &m))) goto done;
-    const int gemma = cfg.arch == ATTN_DECODER_GEMMA3;
-    if ((st = load_tensor(weights, m, "model.embed_tokens.weight", cfg.vocab, cfg.d_model, 0, 0, &m->token_embd)) ||
-        (st = load_tensor(weights, m, "model.norm.weight", cfg.d_model, 0, 0, gemma, &m->output_norm)))
+    const decoder_arch *row = attn__arch_of(cfg.arch);
+    const arch_tensor_names *names = row->hf;
+    if ((st = load_tensor(weights, m, names->embed, cfg.vocab, cfg.d_model, 0, 0, &m->token_embd)) ||
+        (st = load_tensor(weights, m, names->output_norm, cfg.d_model, 0, 0, row->hf_norm_plus_one, &m->output_norm)))
         goto done;
     /* Tied: lm_head is the embedding (transformers ties it even when a
      * checkpoint carries a copy, so a copy is not read). */
     if (cfg.tied_embeddings)
         m->output = m->token_embd;
-    else if ((st = load_tensor(weights, m, "lm_head.weight", cfg.vocab, cfg.d_model, 0, 0, &m->output)))
+    else if ((st = load_tensor(weights, m, names->output, cfg.vocab, cfg.d_model, 0, 0, &m->output)))
         goto done;
-    for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(weights, m, l, &m->layers[l]);
+    for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(weights, row, m, l, &m->layers[l]);
 done:
-    attn_safetensors_close(weights);
+    attn_safetensors_free(weights);
     if (st) {
         attn_decoder_free(m);
         return st;

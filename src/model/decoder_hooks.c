@@ -1,7 +1,8 @@
 /*
  * decoder_hooks.c — the decoder's hook points (attn_decoder.h): their
- * TransformerLens names, calling a tensor hook, and the attention of a
- * layer whose scores, pattern or z a hook may read and overwrite.
+ * TransformerLens names (from the one vocabulary of attn_interp.h), calling
+ * a tensor hook, and the attention of a layer whose scores, pattern or z a
+ * hook may read and overwrite.
  *
  * Shape legend: L tokens, Hq / Hkv heads, Dh head width, group = Hq / Hkv.
  *   q [1, L, Hq, Dh]  k, v [1, L, Hkv, Dh]  scores, pattern [Hq, L, L]
@@ -9,62 +10,50 @@
  */
 #include "model/decoder.h"
 
+#include "attn_interp.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 
-/* Indexed by attn_decoder_hook_point; "" prefix for the two without a layer. */
-static const struct {
-    const char *suffix;
-    int per_layer;
-} hook_names[ATTN_DECODER_HOOK_POINTS] = {
-    {"hook_embed", 0},          {"hook_resid_pre", 1},    {"attn.hook_q", 1},       {"attn.hook_k", 1},
-    {"attn.hook_v", 1},         {"attn.hook_rot_q", 1},   {"attn.hook_rot_k", 1},   {"attn.hook_attn_scores", 1},
-    {"attn.hook_pattern", 1},   {"attn.hook_z", 1},       {"hook_attn_out", 1},     {"hook_resid_mid", 1},
-    {"hook_mlp_out", 1},        {"hook_resid_post", 1},   {"ln_final.hook_normalized", 0},
-};
+/* The decoder's point p is the vocabulary's site p (attn_interp.h): its
+ * names, and their parsing, come from there. */
+#define SAME(p) ((int)ATTN_DECODER_HOOK_##p == (int)ATTN_HOOK_SITE_##p)
+_Static_assert(SAME(EMBED) && SAME(RESID_PRE) && SAME(Q) && SAME(K) &&
+                   SAME(V) && SAME(ROT_Q) && SAME(ROT_K) && SAME(ATTN_SCORES) &&
+                   SAME(PATTERN) && SAME(Z) && SAME(ATTN_OUT) && SAME(RESID_MID) &&
+                   SAME(MLP_OUT) && SAME(RESID_POST) && SAME(LN_FINAL) &&
+                   (int)ATTN_DECODER_HOOK_POINTS == (int)ATTN_HOOK_SITE_RESULT,
+               "attn_decoder_hook_point numbers the first sites of attn_hook_site");
+#undef SAME
 
 const char *attn_decoder_hook_suffix(attn_decoder_hook_point point) {
-    if ((unsigned)point >= ATTN_DECODER_HOOK_POINTS) return NULL;
-    return hook_names[point].suffix;
+    return (unsigned)point < ATTN_DECODER_HOOK_POINTS ? attn_hook_site_suffix((attn_hook_site)point) : NULL;
 }
 
 const char *attn_decoder_hook_name(attn_decoder_hook_point point, int64_t layer, char *buf, size_t size) {
-    if ((unsigned)point >= ATTN_DECODER_HOOK_POINTS || !buf || size == 0) return NULL;
-    const int n = hook_names[point].per_layer
-                      ? snprintf(buf, size, "blocks.%lld.%s", (long long)layer, hook_names[point].suffix)
-                      : snprintf(buf, size, "%s", hook_names[point].suffix);
-    return n < 0 || (size_t)n >= size ? NULL : buf;
+    if ((unsigned)point >= ATTN_DECODER_HOOK_POINTS) return NULL;
+    return attn_hook_site_name((attn_hook_site)point, layer, buf, size);
 }
 
 attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook_point *point, int64_t *layer) {
     if (!name || !point || !layer)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_hook_parse: %s is NULL",
                           !name ? "name" : !point ? "point" : "layer");
-    const char *rest = name;
-    int64_t l = -1;
-    if (strncmp(name, "blocks.", 7) == 0) {
-        char *end;
-        const long long v = strtoll(name + 7, &end, 10);
-        if (end == name + 7 || *end != '.' || v < 0 || name[7] == '+' || name[7] == '-')
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "hook '%s': expected blocks.LAYER.NAME with LAYER >= 0", name);
-        l = v;
-        rest = end + 1;
-    }
-    for (int p = 0; p < ATTN_DECODER_HOOK_POINTS; p++)
-        if (strcmp(rest, hook_names[p].suffix) == 0 && hook_names[p].per_layer == (l >= 0)) {
-            *point = (attn_decoder_hook_point)p;
-            *layer = l;
-            return ATTN_OK;
-        }
-    return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                      "hook '%s' is not a decoder hook point (blocks.L.hook_resid_pre, blocks.L.attn.hook_q, "
-                      "blocks.L.attn.hook_pattern, ..., hook_embed, ln_final.hook_normalized: docs/model-trace.md)",
-                      name);
+    attn_hook_site site;
+    int64_t l;
+    const attn_status st = attn_hook_parse(name, ATTN_HOOK_NAME_FULL, &site, &l);
+    if (st) return st;
+    if ((unsigned)site >= ATTN_DECODER_HOOK_POINTS)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "hook '%s' is not a decoder hook point (the attention "
+                          "module's trace has it: attn_interp.h)", name);
+    *point = (attn_decoder_hook_point)site;
+    *layer = l;
+    return ATTN_OK;
 }
 
 int attn__decoder_hook_wanted(const attn_decoder_outputs *out, attn_decoder_hook_point point) {
-    return out->struct_size == sizeof(attn_decoder_outputs) && out->tensor_hook &&
+    return out->tensor_hook &&
            (out->tensor_hook_points & (1u << point));
 }
 
@@ -72,7 +61,7 @@ attn_status attn__decoder_hook_call(const attn_decoder_outputs *out, attn_decode
                                     float *data, int ndim, int64_t s0, int64_t s1, int64_t s2) {
     if (!attn__decoder_hook_wanted(out, point)) return ATTN_OK;
     char name[96];
-    attn_decoder_hook_tensor t = {point, hook_names[point].per_layer ? layer : -1,
+    attn_decoder_hook_tensor t = {point, attn_hook_site_per_layer((attn_hook_site)point) ? layer : -1,
                                   attn_decoder_hook_name(point, layer, name, sizeof name), data, ndim, {s0, s1, s2}};
     if (out->tensor_hook(out->tensor_hook_user, &t))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_forward: stopped by the tensor hook at %s", name);

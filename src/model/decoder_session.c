@@ -34,29 +34,29 @@ uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dt
     return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * (uint64_t)cfg->head_dim * element;
 }
 
-attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
-                                        attn_decoder_session **out) {
+attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt_in,
+                                     attn_decoder_session **out) {
     if (out) *out = NULL;
-    if (!m || !opt || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: %s is NULL",
-                          !m ? "the decoder" : !opt ? "opt" : "out");
-    if (opt->struct_size != sizeof(attn_decoder_session_options))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_session_create: opt.struct_size is %zu, expected %zu "
-                          "(initialise with ATTN_DECODER_SESSION_OPTIONS_INIT)",
-                          opt->struct_size, sizeof(attn_decoder_session_options));
+    if (!m || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: %s is NULL",
+                          !m ? "the decoder" : "out");
+    static const attn_decoder_session_options defaults = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    attn_decoder_session_options o;
+    attn_status st = options_copy(&o, sizeof o, &defaults, opt_in, "attn_decoder_session_options");
+    if (st) return st;
+    const attn_decoder_session_options *opt = &o;
     if (opt->capacity <= 0)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.capacity is %lld: must be > 0",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.capacity is %lld: must be > 0",
                           (long long)opt->capacity);
     if (opt->kv_dtype != ATTN_F32 && opt->kv_dtype != ATTN_F16 && opt->kv_dtype != ATTN_BF16)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_session_create: opt.kv_dtype is %s: float32, float16 or bfloat16",
+                          "attn_decoder_session_new: opt.kv_dtype is %s: float32, float16 or bfloat16",
                           attn_dtype_name(opt->kv_dtype));
     if (opt->kernel != ATTN_KERNEL_AUTO && opt->kernel != ATTN_KERNEL_REF && opt->kernel != ATTN_KERNEL_FLASH)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_create: opt.kernel is %d", (int)opt->kernel);
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.kernel is %d", (int)opt->kernel);
     const attn_decoder_config *c = &m->cfg;
     attn_decoder_session *s = calloc(1, sizeof *s);
-    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_session_create: out of memory");
+    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_session_new: out of memory");
     attn_kv_cache_config kc = ATTN_KV_CACHE_CONFIG_INIT;
     kc.layers = c->n_layers;
     kc.kv_heads = c->n_kv_heads;
@@ -65,10 +65,10 @@ attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decode
     kc.layout = ATTN_KV_CONTIGUOUS;
     kc.max_seqs = 1;
     kc.capacity = opt->capacity;
-    attn_status st = attn_kv_cache_create(&kc, &s->cache);
+    st = attn_kv_cache_new(&kc, &s->cache);
     if (!st) st = attn_kv_cache_seq_add(s->cache, &s->seq);
     if (st) {
-        st = attn__fail(st, "attn_decoder_session_create: a KV cache of %lld positions (%.1f MiB): %s",
+        st = attn__fail(st, "attn_decoder_session_new: a KV cache of %lld positions (%.1f MiB): %s",
                         (long long)opt->capacity,
                         (double)opt->capacity * (double)attn_decoder_kv_bytes_per_token(c, opt->kv_dtype) / 1048576.0,
                         attn_last_error());
@@ -84,9 +84,16 @@ attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decode
 
 void attn_decoder_session_free(attn_decoder_session *s) {
     if (!s) return;
-    attn_kv_cache_destroy(s->cache);
+    attn_kv_cache_free(s->cache);
     free(s);
 }
+
+/* Deprecated names, until 1.0 (attn_decoder.h). */
+attn_status attn_decoder_session_create(const attn_decoder *m, const attn_decoder_session_options *opt,
+                                        attn_decoder_session **out) {
+    return attn_decoder_session_new(m, opt, out);
+}
+/* End of the deprecated names. */
 
 attn_status attn_decoder_session_reset(attn_decoder_session *s) {
     if (!s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_reset: the session is NULL");
@@ -103,12 +110,13 @@ int64_t attn_decoder_session_position(const attn_decoder_session *s) { return s 
 int64_t attn_decoder_session_capacity(const attn_decoder_session *s) { return s ? s->capacity : 0; }
 
 attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *ids, int64_t n,
-                                      attn_decoder_outputs *out) {
+                                      attn_decoder_outputs *caller) {
     static const char fn[] = "attn_decoder_step";
     if (!s) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: the session is NULL", fn);
-    attn_status st = attn__decoder_check(s->m, ids, n, out, fn);
+    attn_decoder_outputs run;
+    attn_status st = attn__decoder_check(s->m, ids, n, caller, &run, fn);
     if (st) return st;
-    if (out->attention)
+    if (run.attention)
         return attn__fail(ATTN_ERR_UNSUPPORTED,
                           "%s: outputs.attention must be NULL (a session does not compute the weights; "
                           "attn_decoder_forward does)",
@@ -121,7 +129,6 @@ attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *id
     if (n > s->capacity - s->position)
         return attn__fail(ATTN_ERR_CAPACITY, "%s: %lld tokens at position %lld do not fit the capacity of %lld", fn,
                           (long long)n, (long long)s->position, (long long)s->capacity);
-    attn_decoder_outputs run = *out;
     if (run.kernel == ATTN_KERNEL_AUTO) run.kernel = s->kernel;
     const decoder_kv kv = {s->cache, s->seq, s->position};
     st = attn__decoder_run(s->m, ids, n, &kv, &run, fn);

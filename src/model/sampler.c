@@ -45,27 +45,26 @@ double attn_sampler_uniform(attn_sampler *s) {
     return (double)(splitmix64_next(&s->state) >> 11) * 0x1.0p-53;
 }
 
-attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out) {
+attn_status attn_sampler_new(const attn_sampler_options *opt_in, int64_t vocab, attn_sampler **out) {
     if (out) *out = NULL;
-    if (!opt || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: %s is NULL", !opt ? "opt" : "out");
-    if (opt->struct_size != sizeof(attn_sampler_options))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_sampler_create: opt.struct_size is %zu, expected %zu "
-                          "(initialise with ATTN_SAMPLER_OPTIONS_INIT)",
-                          opt->struct_size, sizeof(attn_sampler_options));
+    if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_new: out is NULL");
+    static const attn_sampler_options defaults = ATTN_SAMPLER_OPTIONS_INIT;
+    attn_sampler_options o;
+    attn_status st = options_copy(&o, sizeof o, &defaults, opt_in, "attn_sampler_options");
+    if (st) return st;
+    const attn_sampler_options *opt = &o;
     if (vocab <= 0 || vocab > INT32_MAX)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: vocab is %lld: must be in [1, %d]",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_new: vocab is %lld: must be in [1, %d]",
                           (long long)vocab, INT32_MAX);
     if (!(opt->temperature >= 0.0) || isinf(opt->temperature))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_sampler_create: temperature is %g: must be finite and >= 0 (0 = greedy)",
+                          "attn_sampler_new: temperature is %g: must be finite and >= 0 (0 = greedy)",
                           opt->temperature);
     if (opt->top_k < 0)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: top_k is %lld: must be >= 0 (0 = all)",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_new: top_k is %lld: must be >= 0 (0 = all)",
                           (long long)opt->top_k);
     if (!(opt->top_p > 0.0 && opt->top_p <= 1.0))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_create: top_p is %g: must be in (0, 1]",
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_sampler_new: top_p is %g: must be in (0, 1]",
                           opt->top_p);
     attn_sampler *s = calloc(1, sizeof *s);
     if (s) {
@@ -74,7 +73,7 @@ attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, 
     }
     if (!s || !s->cand || !s->p) {
         attn_sampler_free(s);
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_sampler_create: no memory for the scratch of %lld tokens",
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_sampler_new: no memory for the scratch of %lld tokens",
                           (long long)vocab);
     }
     s->opt = *opt;
@@ -90,6 +89,12 @@ void attn_sampler_free(attn_sampler *s) {
     free(s->p);
     free(s);
 }
+
+/* Deprecated names, until 1.0 (attn_decoder.h). */
+attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out) {
+    return attn_sampler_new(opt, vocab, out);
+}
+/* End of the deprecated names. */
 
 /* Larger logit first; the lower id among equals (a total order, so the
  * result does not depend on the sort's algorithm). */

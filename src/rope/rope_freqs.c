@@ -86,8 +86,8 @@ static double yarn_mscale(double scale, double mscale) {
 
 attn_status attn__rope_plan_init(rope_plan *p, int64_t head_dim, const attn_rope_options *opt) {
     memset(p, 0, sizeof *p);
-    attn_rope_options defaults = ATTN_ROPE_OPTIONS_INIT;
-    attn_status st = options_copy(&p->opt, sizeof p->opt, opt ? opt : &defaults, "attn_rope_options");
+    static const attn_rope_options defaults = ATTN_ROPE_OPTIONS_INIT;
+    attn_status st = options_copy(&p->opt, sizeof p->opt, &defaults, opt, "attn_rope_options");
     if (st) return st;
     attn_rope_options *o = &p->opt;
     if (head_dim <= 0)

@@ -24,9 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A field a caller built against this header set (struct_size covers it). */
-#define REPORT_HAS(r, field) ((r)->struct_size >= offsetof(attn_report, field) + sizeof((r)->field))
-
 #define DATA_MARKER "@ATTN_REPORT_DATA@"
 
 static const char b64_digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -157,7 +154,7 @@ static attn_status json_visible_floats(viz_buf *b, const float *w, const uint8_t
 
 /* The path tables the report holds: layer_paths [layers], or paths (one). */
 static const attn_paths *report_paths(const attn_report *r, int64_t *count, int64_t layers) {
-    const attn_paths *per_layer = REPORT_HAS(r, layer_paths) ? r->layer_paths : NULL;
+    const attn_paths *per_layer = r->layer_paths;
     *count = per_layer ? layers : r->paths ? 1 : 0;
     return per_layer ? per_layer : r->paths;
 }
@@ -235,7 +232,7 @@ static attn_status json_layer_paths(viz_buf *b, const attn_report *r, const attn
 /* {"value_dim", "d_out", "position", "layers": [one table per layer]}. */
 static attn_status json_paths(viz_buf *b, const attn_report *r, const attn_paths *p, int64_t count, bool packed) {
     const attn_trace *t = &p[0].run[ATTN_PATH_BASE];
-    const int64_t position = REPORT_HAS(r, paths_position) ? r->paths_position : -1;
+    const int64_t position = r->paths_position;
     attn__viz_buf_printf(b, "{\"value_dim\":%lld,\"d_out\":%lld,\"position\":%lld,\"layers\":[",
                          (long long)t->value_dim, (long long)t->d_out,
                          (long long)(position < 0 ? r->len_q + position : position));
@@ -308,7 +305,7 @@ static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers,
     } else {
         attn__viz_buf_puts(b, "null");
     }
-    const int64_t line_len = REPORT_HAS(r, line_title) ? r->line_len : 0;
+    const int64_t line_len = r->line_len;
     attn__viz_buf_puts(b, ",\"line\":");
     if (line_len > 0) json_line(b, r, line_len);
     else attn__viz_buf_puts(b, "null");
@@ -324,16 +321,24 @@ static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers,
     return ATTN_OK;
 }
 
-attn_status attn_report_write_html(const char *path, const attn_report *r) {
+attn_status attn_report_write_html(const char *path, const attn_report *caller) {
     if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: path is NULL");
-    if (!r) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: report is NULL");
-    const int64_t layers_given = REPORT_HAS(r, layers) ? r->layers : 0;
+    if (!caller) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: report is NULL");
+    /* The fields a caller built before paths_position existed do not set:
+     * zero, but the heads ranked at the last position (-1), as such a
+     * caller's page did. */
+    static const attn_report older_defaults = {.struct_size = sizeof(attn_report), .paths_position = -1};
+    attn_report report;
+    attn_status st = options_copy(&report, sizeof report, &older_defaults, caller, "attn_report");
+    if (st) return st;
+    const attn_report *r = &report;
+    const int64_t layers_given = r->layers;
     const int64_t layers = layers_given > 1 ? layers_given : 1;
-    const int64_t *layer_ids = REPORT_HAS(r, layer_ids) ? r->layer_ids : NULL;
+    const int64_t *layer_ids = r->layer_ids;
     if (layers_given < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: layers is %lld (0 or 1: one layer)",
                          (long long)layers_given);
-    if (r->paths && REPORT_HAS(r, layer_paths) && r->layer_paths)
+    if (r->paths && r->layer_paths)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: give paths or layer_paths, not both");
     if (layers > 1 && r->paths)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
@@ -345,7 +350,7 @@ attn_status attn_report_write_html(const char *path, const attn_report *r) {
     if (mul_overflows(layers, r->heads, &all_heads))
         return attn__fail(ATTN_ERR_OVERFLOW, "attn_report_write_html: %lld layers x %lld heads overflow",
                          (long long)layers, (long long)r->heads);
-    attn_status st = attn__viz_check_weights("attn_report_write_html", r->weights, all_heads, r->len_q, r->len_kv);
+    st = attn__viz_check_weights("attn_report_write_html", r->weights, all_heads, r->len_q, r->len_kv);
     if (st) return st;
     for (int64_t n = 0; n < all_heads * r->len_q * r->len_kv; n++)
         if (isinf(r->weights[n]))
@@ -356,12 +361,12 @@ attn_status attn_report_write_html(const char *path, const attn_report *r) {
     for (int64_t l = 0; l < n_paths; l++)
         if ((st = check_paths(r, &paths[l], l))) return st;
     if (n_paths) {
-        const int64_t position = REPORT_HAS(r, paths_position) ? r->paths_position : -1;
+        const int64_t position = r->paths_position;
         if (position < -r->len_q || position >= r->len_q)
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: paths_position %lld is outside the "
                              "%lld queries", (long long)position, (long long)r->len_q);
     }
-    if (REPORT_HAS(r, line_title) && r->line_len) {
+    if (r->line_len) {
         if (r->line_len < 0 || r->line_len > 10000 || !r->line)
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: line_len %lld outside [0, 10000], "
                              "or line is NULL", (long long)r->line_len);

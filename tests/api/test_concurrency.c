@@ -76,12 +76,6 @@ static int64_t n_q(const job *j) { const oracle_case *c = &j->rc.c; return c->B 
 static int64_t n_k(const job *j) { const oracle_case *c = &j->rc.c; return c->B * c->S * c->Hkv * c->D; }
 static int64_t n_v(const job *j) { const oracle_case *c = &j->rc.c; return c->B * c->S * c->Hkv * c->Dv; }
 
-static float *random_floats(test_rng *r, int64_t n, double scale) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    test_fill_normal(r, x, n, scale);
-    return x;
-}
-
 static void make_job(job *j, int id) {
     test_rng r;
     test_rng_seed(&r, 1000 + (uint64_t)id);
@@ -92,13 +86,13 @@ static void make_job(job *j, int id) {
     random_case_make(&j->rc, &r, B, L, S, Hq, Hkv, D, Dv, masks[id]);
     j->opt = random_case_options(&j->rc);
     j->opt.threads = 1 + id % 2;
-    j->dout = random_floats(&r, n_out(j), 1.0);
+    j->dout = test_random_floats(&r, n_out(j), 1.0);
     j->mha_len = 9 + id;
-    j->x = random_floats(&r, j->mha_len * MHA_D_MODEL, 1.0);
-    j->wq = random_floats(&r, MHA_D_MODEL * MHA_HEADS * MHA_HEAD_DIM, 0.3);
-    j->wk = random_floats(&r, MHA_D_MODEL * MHA_KV_HEADS * MHA_HEAD_DIM, 0.3);
-    j->wv = random_floats(&r, MHA_D_MODEL * MHA_KV_HEADS * MHA_HEAD_DIM, 0.3);
-    j->wo = random_floats(&r, MHA_HEADS * MHA_HEAD_DIM * MHA_D_OUT, 0.3);
+    j->x = test_random_floats(&r, j->mha_len * MHA_D_MODEL, 1.0);
+    j->wq = test_random_floats(&r, MHA_D_MODEL * MHA_HEADS * MHA_HEAD_DIM, 0.3);
+    j->wk = test_random_floats(&r, MHA_D_MODEL * MHA_KV_HEADS * MHA_HEAD_DIM, 0.3);
+    j->wv = test_random_floats(&r, MHA_D_MODEL * MHA_KV_HEADS * MHA_HEAD_DIM, 0.3);
+    j->wo = test_random_floats(&r, MHA_HEADS * MHA_HEAD_DIM * MHA_D_OUT, 0.3);
 }
 
 static void free_job(job *j) {

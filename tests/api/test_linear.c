@@ -13,18 +13,12 @@
 #include "tolerances.h"
 
 #include "api/linear.h"
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static float *random_floats(test_rng *r, int64_t n) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    test_fill_normal(r, x, n, 1.0);
-    return x;
-}
 
 /* The products under test, all of one shape, into outs[0..4]:
  * y = x.w + b, y_t = x.w_t^T + b, dx = dy.w^T, dw = x^T.dy, db. */
@@ -48,13 +42,13 @@ static int64_t output_size(const case_data *c, int i) {
 
 static void make_case(case_data *c, test_rng *r, int64_t rows, int64_t d_in, int64_t d_out) {
     c->rows = rows, c->d_in = d_in, c->d_out = d_out;
-    c->x = random_floats(r, rows * d_in);
-    c->w = random_floats(r, d_in * d_out);
+    c->x = test_random_floats(r, rows * d_in, 1.0);
+    c->w = test_random_floats(r, d_in * d_out, 1.0);
     c->w_t = malloc(sizeof(float) * (size_t)(d_in * d_out));
     for (int64_t i = 0; i < d_in; i++)
         for (int64_t o = 0; o < d_out; o++) c->w_t[o * d_in + i] = c->w[i * d_out + o];
-    c->b = random_floats(r, d_out);
-    c->dy = random_floats(r, rows * d_out);
+    c->b = test_random_floats(r, d_out, 1.0);
+    c->dy = test_random_floats(r, rows * d_out, 1.0);
 }
 
 static void free_case(case_data *c) { free(c->x), free(c->w), free(c->w_t), free(c->b), free(c->dy); }
@@ -108,9 +102,9 @@ static void fast_against_reference(void **state) {
         float *fast[OUTPUTS], *ref[OUTPUTS];
         alloc_outputs(&c, fast), alloc_outputs(&c, ref);
         run_all(&c, fast);
-        assert_int_equal(attn__dispatch_force("ref"), ATTN_OK);
+        assert_int_equal(attn__isa_force("ref"), ATTN_OK);
         run_all(&c, ref);
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        assert_int_equal(attn__isa_force(NULL), ATTN_OK);
         double worst = 0.0; /* the largest |fast - ref| as a fraction of its bound */
         for (int i = 0; i < OUTPUTS; i++)
             for (int64_t e = 0; e < output_size(&c, i); e++) {

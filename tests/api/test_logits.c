@@ -30,7 +30,7 @@
 #include "tolerances.h"
 
 #include "base/logits.h"
-#include "flash/ukernels.h"
+#include "isa_list.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -69,18 +69,10 @@ static void features_apply(random_case *rc, features *fs, enum feature f, test_r
 
 /* ------------------------------------------------------------- running */
 
-static const char *const isas[] = {"generic", "avx2", "avx512"};
-enum { ISA_COUNT = 3 };
 
 typedef struct results {
     float *out, *w, *lse, *dq, *dk, *dv, *dsinks;
 } results;
-
-static float *nan_filled(int64_t n) {
-    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t e = 0; e < n; e++) x[e] = NAN; /* anything left unwritten shows */
-    return x;
-}
 
 static void results_free(results *r) {
     free(r->out); free(r->w); free(r->lse); free(r->dq); free(r->dk); free(r->dv); free(r->dsinks);
@@ -99,9 +91,9 @@ static int64_t n_v(const oracle_case *c) { return c->B * c->S * c->Hkv * c->Dv; 
 static void run(const random_case *rc, const float *dout, attn_kernel kernel, int threads, results *res) {
     const oracle_case *c = &rc->c;
     *res = (results){0};
-    res->out = nan_filled(n_out(c));
-    res->w = nan_filled(n_w(c));
-    res->lse = nan_filled(n_lse(c));
+    res->out = test_nan_filled(n_out(c));
+    res->w = test_nan_filled(n_w(c));
+    res->lse = test_nan_filled(n_lse(c));
     attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
     attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
     attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);
@@ -112,10 +104,10 @@ static void run(const random_case *rc, const float *dout, attn_kernel kernel, in
     if (attn_sdpa_forward(&q, &k, &v, &opt, &o, res->w, res->lse) != ATTN_OK)
         fail_msg("forward: %s", attn_last_error());
     if (!dout) return;
-    res->dq = nan_filled(n_q(c));
-    res->dk = nan_filled(n_k(c));
-    res->dv = nan_filled(n_v(c));
-    res->dsinks = c->sinks ? nan_filled(c->Hq) : NULL;
+    res->dq = test_nan_filled(n_q(c));
+    res->dk = test_nan_filled(n_k(c));
+    res->dv = test_nan_filled(n_v(c));
+    res->dsinks = c->sinks ? test_nan_filled(c->Hq) : NULL;
     attn_tensor dot = attn_tensor_4d((float *)dout, c->B, c->L, c->Hq, c->Dv);
     attn_tensor dq = attn_tensor_4d(res->dq, c->B, c->L, c->Hq, c->D);
     attn_tensor dk = attn_tensor_4d(res->dk, c->B, c->S, c->Hkv, c->D);
@@ -203,15 +195,15 @@ static void forward_against_oracle(void **state) {
                 run(&rc, NULL, ATTN_KERNEL_REF, 0, &res);
                 compare_with_oracle(&rc, &res, label, false);
                 results_free(&res);
-                for (int i = 0; i < ISA_COUNT; i++) {
-                    if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                for (int i = 0; i < attn__isa_count(); i++) {
+                    if (!test_isa_use(i)) continue;
                     snprintf(label, sizeof label, "shape %zu, %s, %s, flash/%s", s, feature_names[f],
-                             mask_kind_names[kind], isas[i]);
+                             mask_kind_names[kind], attn__isa_name(i));
                     run(&rc, NULL, ATTN_KERNEL_FLASH, 0, &res);
                     compare_with_oracle(&rc, &res, label, true);
                     results_free(&res);
                 }
-                assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+                test_isa_restore();
                 random_case_free(&rc);
                 cases++;
             }
@@ -250,9 +242,9 @@ static void softcap_kernel_accuracy(void **state) {
     enum { N = 4001 };
     static float x[N];
     static const float caps[] = {0.5f, 1.0f, 20.0f, 50.0f};
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        const ukernel_table *kern = attn__isa_flash(i);
         double worst = 0.0;
         for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
             const float cap = caps[c];
@@ -263,17 +255,17 @@ static void softcap_kernel_accuracy(void **state) {
             for (int e = 0; e < N - 3; e++) {
                 const double err = fabs((double)y[e] - (double)cap * tanh((double)x[e] / cap)) / cap;
                 if (!(err <= LOGITS_SOFTCAP_ABS_FAIL))
-                    fail_msg("%s: softcap_n(%.9g, cap %g) = %.9g, off by %.3g of the cap", isas[i], x[e], cap, y[e], err);
+                    fail_msg("%s: softcap_n(%.9g, cap %g) = %.9g, off by %.3g of the cap", attn__isa_name(i), x[e], cap, y[e], err);
                 if (err > worst) worst = err;
             }
             float edge[3] = {INFINITY, -INFINITY, NAN};
             kern->softcap_n(edge, 3, cap);
             assert_true(edge[0] == cap && edge[1] == -cap && isnan(edge[2]));
         }
-        print_message("softcap_n on %s: largest error %.3g of the cap (fail above %.3g)\n", isas[i], worst,
+        print_message("softcap_n on %s: largest error %.3g of the cap (fail above %.3g)\n", attn__isa_name(i), worst,
                       LOGITS_SOFTCAP_ABS_FAIL);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
 }
 
 /* ------------------------------------------------------------ gradients */
@@ -389,8 +381,8 @@ static void flash_backward_against_ref(void **state) {
                 test_fill_normal(&r, dout, n_out(&rc.c), 1.0);
                 results ref, got;
                 run(&rc, dout, ATTN_KERNEL_REF, 1, &ref);
-                for (int i = 0; i < ISA_COUNT; i++) {
-                    if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+                for (int i = 0; i < attn__isa_count(); i++) {
+                    if (!test_isa_use(i)) continue;
                     run(&rc, dout, ATTN_KERNEL_FLASH, 0, &got);
                     const double e[4] = {rel_diff(ref.dq, got.dq, n_q(&rc.c)), rel_diff(ref.dk, got.dk, n_k(&rc.c)),
                                          rel_diff(ref.dv, got.dv, n_v(&rc.c)),
@@ -399,12 +391,12 @@ static void flash_backward_against_ref(void **state) {
                     for (int t = 0; t < 4; t++) {
                         if (!(e[t] <= LOGITS_FLASH_GRAD_REL_FAIL))
                             fail_msg("shape %zu, %s, %s, flash/%s: %s differs from the reference's by %.3g", s,
-                                     feature_names[f], mask_kind_names[kinds[kk]], isas[i], names[t], e[t]);
+                                     feature_names[f], mask_kind_names[kinds[kk]], attn__isa_name(i), names[t], e[t]);
                         if (e[t] > worst) worst = e[t];
                     }
                     results_free(&got);
                 }
-                assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+                test_isa_restore();
                 results_free(&ref);
                 free(dout);
                 random_case_free(&rc);
@@ -495,11 +487,11 @@ static void alibi_follows_positions(void **state) {
 
 /* ------------------------------------------------------------- numerics */
 
-/* Every kernel run: 0 the reference, 1.. flash on isas[k - 1]; false when
- * the CPU or build lacks the ISA. */
+/* Every kernel run, k <= attn__isa_count(): 0 the reference, 1.. flash on
+ * ISA k - 1; false when the CPU or build lacks the ISA. */
 static bool select_run(int k, attn_kernel *kernel) {
     *kernel = k == 0 ? ATTN_KERNEL_REF : ATTN_KERNEL_FLASH;
-    return attn__dispatch_force(k == 0 ? NULL : isas[k - 1]) == ATTN_OK;
+    return test_isa_use(k == 0 ? TEST_ISA_AUTO : k - 1);
 }
 
 /* q = k = 1e19: every score overflows fp32, but the cap bounds it, so each
@@ -520,7 +512,7 @@ static void softcap_bounds_overflow(void **state) {
         for (int64_t e = 0; e < n_k(&rc.c); e++) rc.k[e] = 1e19f;
         double *out = malloc(sizeof(double) * (size_t)n_out(&rc.c)), *lse = malloc(sizeof(double) * (size_t)n_lse(&rc.c));
         oracle_attention(&rc.c, rc.q, rc.k, rc.v, out, NULL, lse);
-        for (int k = 0; k <= ISA_COUNT; k++) {
+        for (int k = 0; k <= attn__isa_count(); k++) {
             attn_kernel kernel;
             if (!select_run(k, &kernel)) continue;
             results res;
@@ -531,7 +523,7 @@ static void softcap_bounds_overflow(void **state) {
                 assert_true(fabs(lse[e] - res.lse[e]) <= OVERFLOW_LSE_REL_FAIL * fmax(1.0, fabs(lse[e])));
             results_free(&res);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         free(out);
         free(lse);
         random_case_free(&rc);
@@ -553,7 +545,7 @@ static void sinks_neg_inf_are_off(void **state) {
         test_fill_normal(&r, dout, n_out(&rc.c), 1.0);
         float off[16];
         for (int h = 0; h < 16; h++) off[h] = -INFINITY;
-        for (int k = 0; k <= ISA_COUNT; k++) {
+        for (int k = 0; k <= attn__isa_count(); k++) {
             attn_kernel kernel;
             if (!select_run(k, &kernel)) continue;
             results none, neg;
@@ -572,7 +564,7 @@ static void sinks_neg_inf_are_off(void **state) {
             results_free(&none);
             results_free(&neg);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         free(dout);
         random_case_free(&rc);
     }
@@ -596,7 +588,7 @@ static void sink_row_without_keys(void **state) {
         const oracle_case *c = &rc.c;
         float *dout = malloc(sizeof(float) * (size_t)n_out(c));
         test_fill_normal(&r, dout, n_out(c), 1.0);
-        for (int k = 0; k <= ISA_COUNT; k++) {
+        for (int k = 0; k <= attn__isa_count(); k++) {
             attn_kernel kernel;
             if (!select_run(k, &kernel)) continue;
             results res, one;
@@ -622,7 +614,7 @@ static void sink_row_without_keys(void **state) {
             results_free(&res);
             results_free(&one);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         free(dout);
         random_case_free(&rc);
     }
@@ -645,7 +637,7 @@ static void nonfinite_with_features(void **state) {
         rc.key_lengths[0] = c->S - 3;
         float *dout = malloc(sizeof(float) * (size_t)n_out(c));
         test_fill_normal(&r, dout, n_out(c), 1.0);
-        for (int k = 0; k <= ISA_COUNT; k++) {
+        for (int k = 0; k <= attn__isa_count(); k++) {
             attn_kernel kernel;
             if (!select_run(k, &kernel)) continue;
             results clean, hidden, poisoned;
@@ -670,7 +662,7 @@ static void nonfinite_with_features(void **state) {
             results_free(&hidden);
             results_free(&poisoned);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         free(dout);
         random_case_free(&rc);
     }

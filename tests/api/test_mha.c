@@ -12,21 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static float *random_floats(test_rng *r, int64_t n, double scale) {
-    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    test_fill_normal(r, x, n, scale);
-    return x;
-}
-
 static void check_module(test_rng *r, int64_t B, int64_t L, int64_t S, int cross, int64_t Hq, int64_t Hkv,
                          int64_t D, int64_t Dv, int with_bias, int with_wo, enum mask_kind kind) {
     const int64_t dm = 6, dc = cross ? 5 : dm, dout = with_wo ? 3 : Hq * Dv;
     if (!cross) S = L;
-    float *x = random_floats(r, B * L * dm, 1), *ctx = cross ? random_floats(r, B * S * dc, 1) : x;
-    float *wq = random_floats(r, dm * Hq * D, 0.5), *wk = random_floats(r, dc * Hkv * D, 0.5),
-          *wv = random_floats(r, dc * Hkv * Dv, 0.5), *wo = with_wo ? random_floats(r, Hq * Dv * dout, 0.5) : NULL;
-    float *bq = with_bias ? random_floats(r, Hq * D, 0.3) : NULL, *bk = with_bias ? random_floats(r, Hkv * D, 0.3) : NULL,
-          *bv = with_bias ? random_floats(r, Hkv * Dv, 0.3) : NULL, *bo = with_bias ? random_floats(r, dout, 0.3) : NULL;
+    float *x = test_random_floats(r, B * L * dm, 1), *ctx = cross ? test_random_floats(r, B * S * dc, 1) : x;
+    float *wq = test_random_floats(r, dm * Hq * D, 0.5), *wk = test_random_floats(r, dc * Hkv * D, 0.5),
+          *wv = test_random_floats(r, dc * Hkv * Dv, 0.5), *wo = with_wo ? test_random_floats(r, Hq * Dv * dout, 0.5) : NULL;
+    float *bq = with_bias ? test_random_floats(r, Hq * D, 0.3) : NULL, *bk = with_bias ? test_random_floats(r, Hkv * D, 0.3) : NULL,
+          *bv = with_bias ? test_random_floats(r, Hkv * Dv, 0.3) : NULL, *bo = with_bias ? test_random_floats(r, dout, 0.3) : NULL;
 
     /* Expected: project, attend (oracle), concatenate, project. */
     random_case rc;

@@ -33,7 +33,7 @@
 #include "tolerances.h"
 
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa_list.h"
 
 #include <float.h>
 #include <math.h>
@@ -62,32 +62,26 @@ static void check(bool ok, const char *label, const char *fmt, ...) {
 
 /* ------------------------------------------------------- the kernels */
 
-static const char *const isas[] = {"generic", "avx2", "avx512"};
-enum { ISA_COUNT = 3, KERNEL_RUNS = 1 + ISA_COUNT };
+/* The kernel runs: the reference, then flash on each ISA of the registry. */
+static int kernel_runs(void) { return 1 + attn__isa_count(); }
 
-/* Kernel run k: 0 the reference, 1.. flash on isas[k - 1].  Returns false
+/* Kernel run k: 0 the reference, 1.. flash on ISA k - 1.  Returns false
  * when this CPU or build lacks the ISA; the label names the run. */
 static bool select_run(int k, attn_kernel *kernel, char *name, size_t size) {
     if (k == 0) {
         *kernel = ATTN_KERNEL_REF;
         snprintf(name, size, "ref");
-        return attn__dispatch_force(NULL) == ATTN_OK;
+        return test_isa_use(TEST_ISA_AUTO);
     }
     *kernel = ATTN_KERNEL_FLASH;
-    snprintf(name, size, "flash/%s", isas[k - 1]);
-    return attn__dispatch_force(isas[k - 1]) == ATTN_OK;
+    snprintf(name, size, "flash/%s", attn__isa_name(k - 1));
+    return test_isa_use(k - 1);
 }
 
 /* Everything one kernel computes for a problem. */
 typedef struct results {
     float *out, *w, *lse, *dq, *dk, *dv;
 } results;
-
-static float *nan_filled(int64_t n) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    for (int64_t e = 0; e < n; e++) x[e] = NAN; /* anything left unwritten shows */
-    return x;
-}
 
 static void results_free(results *r) {
     free(r->out); free(r->w); free(r->lse); free(r->dq); free(r->dk); free(r->dv);
@@ -97,12 +91,12 @@ static void results_free(results *r) {
  * from that forward's out and lse, both on `kernel` with `threads`. */
 static void run(const random_case *rc, const float *dout, attn_kernel kernel, int threads, results *res) {
     const oracle_case *c = &rc->c;
-    res->out = nan_filled(c->B * c->L * c->Hq * c->Dv);
-    res->w = nan_filled(c->B * c->Hq * c->L * c->S);
-    res->lse = nan_filled(c->B * c->Hq * c->L);
-    res->dq = dout ? nan_filled(c->B * c->L * c->Hq * c->D) : NULL;
-    res->dk = dout ? nan_filled(c->B * c->S * c->Hkv * c->D) : NULL;
-    res->dv = dout ? nan_filled(c->B * c->S * c->Hkv * c->Dv) : NULL;
+    res->out = test_nan_filled(c->B * c->L * c->Hq * c->Dv);
+    res->w = test_nan_filled(c->B * c->Hq * c->L * c->S);
+    res->lse = test_nan_filled(c->B * c->Hq * c->L);
+    res->dq = dout ? test_nan_filled(c->B * c->L * c->Hq * c->D) : NULL;
+    res->dk = dout ? test_nan_filled(c->B * c->S * c->Hkv * c->D) : NULL;
+    res->dv = dout ? test_nan_filled(c->B * c->S * c->Hkv * c->Dv) : NULL;
     attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
     attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
     attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);
@@ -419,7 +413,7 @@ static void poison_table(bool backward) {
                 dout = malloc(sizeof(float) * (size_t)(c->B * c->L * c->Hq * c->Dv));
                 test_fill_normal(&r, dout, c->B * c->L * c->Hq * c->Dv, 1.0);
             }
-            for (int k = 0; k < KERNEL_RUNS; k++) {
+            for (int k = 0; k < kernel_runs(); k++) {
                 attn_kernel kernel;
                 char name[32], label[320];
                 if (!select_run(k, &kernel, name, sizeof name)) continue;
@@ -437,7 +431,7 @@ static void poison_table(bool backward) {
                 results_free(&p);
                 checked++;
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            test_isa_restore();
             free(reads);
             free(dout);
             random_case_free(&zeroed);
@@ -567,7 +561,7 @@ static void overflow_forward(void **state) {
                *want_lse = malloc(sizeof(double) * (size_t)n_lse);
         oracle_attention(c, rc.q, rc.k, rc.v, want_out, want_w, want_lse);
         const double out_scale = fmax(1.0, max_abs(want_out, n_out));
-        for (int k = 0; k < KERNEL_RUNS; k++) {
+        for (int k = 0; k < kernel_runs(); k++) {
             attn_kernel kernel;
             char name[32], label[200];
             if (!select_run(k, &kernel, name, sizeof name)) continue;
@@ -589,7 +583,7 @@ static void overflow_forward(void **state) {
                   d_out, out_scale, d_w, d_lse, got.out[0], want_out[0]);
             results_free(&got);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         free(want_out); free(want_w); free(want_lse);
         random_case_free(&rc);
     }
@@ -673,14 +667,14 @@ static void overflow_backward(void **state) {
         test_rng_seed(&r, 6);
         test_fill_normal(&r, dout, n_out, 1.0);
         results ref;
-        attn__dispatch_force(NULL);
+        test_isa_restore();
         run(&rc, dout, ATTN_KERNEL_REF, 0, &ref);
         case_reports = 0;
         check(all_finite(ref.dq, q_count(c)) && all_finite(ref.dk, k_count(c)) && all_finite(ref.dv, v_count(c)),
               overflow_cases[t].name, "[ref] a gradient is not finite");
         if (overflow_cases[t].make == make_equal_huge && !rc.c.causal && c->B == 1 && c->Hkv == 1)
             check_equal_huge_closed_form(&rc, dout, &ref, overflow_cases[t].name);
-        for (int k = 1; k < KERNEL_RUNS; k++) {
+        for (int k = 1; k < kernel_runs(); k++) {
             attn_kernel kernel;
             char name[32], label[200];
             if (!select_run(k, &kernel, name, sizeof name)) continue;
@@ -695,7 +689,7 @@ static void overflow_backward(void **state) {
                   ref.dq[0]);
             results_free(&got);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         results_free(&ref);
         free(dout);
         random_case_free(&rc);
@@ -730,9 +724,9 @@ static void exact_path_deterministic(void **state) {
         const int64_t last = c->B * c->L * c->Hq - 1; /* the overflowing row, as (b, i, h) = out row */
         const int64_t last_lse = ((c->B - 1) * c->Hq + c->Hq - 1) * c->L + c->L - 1;
         results ref;
-        attn__dispatch_force(NULL);
+        test_isa_restore();
         run(&rc, dout, ATTN_KERNEL_REF, 1, &ref);
-        for (int k = 1; k < KERNEL_RUNS; k++) {
+        for (int k = 1; k < kernel_runs(); k++) {
             attn_kernel kernel;
             char name[32];
             if (!select_run(k, &kernel, name, sizeof name)) continue;
@@ -760,7 +754,7 @@ static void exact_path_deterministic(void **state) {
             }
             results_free(&one);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         results_free(&ref);
         free(dout);
         random_case_free(&rc);

@@ -231,7 +231,7 @@ static void kv_cache_attend_is_checked(void **state) {
     cfg.layers = 1, cfg.kv_heads = HKV, cfg.head_dim = D, cfg.max_seqs = 1, cfg.capacity = S;
     attn_kv_cache *cache;
     int64_t seq;
-    assert_int_equal(attn_kv_cache_create(&cfg, &cache), ATTN_OK);
+    assert_int_equal(attn_kv_cache_new(&cfg, &cache), ATTN_OK);
     assert_int_equal(attn_kv_cache_seq_add(cache, &seq), ATTN_OK);
     test_rng r;
     test_rng_seed(&r, 10);
@@ -243,7 +243,7 @@ static void kv_cache_attend_is_checked(void **state) {
     assert_int_equal(attn_kv_cache_attend(cache, 0, 1, &seq, NULL, &tq, NULL, &to, lse), ATTN_OK);
     expect_refused(attn_kv_cache_attend(cache, 0, 1, &seq, NULL, &tq, NULL, &tq, lse), "out", "q");
     expect_refused(attn_kv_cache_attend(cache, 0, 1, &seq, NULL, &tq, NULL, &to, out + 1), "out", "lse");
-    attn_kv_cache_destroy(cache);
+    attn_kv_cache_free(cache);
     free(k), free(v), free(q), free(out);
 }
 

@@ -14,7 +14,6 @@
 #include "attn.h"
 #include "attn_io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,16 +24,6 @@
 #include <unistd.h>
 
 static const char payload[] = "the chapter's example, written in full";
-
-/* Number of directory entries whose name contains ".tmp-". */
-static int temp_files_in(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp-") != NULL;
-    closedir(d);
-    return n;
-}
 
 static void assert_file_holds(const char *path, const char *text) {
     size_t size;
@@ -50,7 +39,7 @@ static void writes_whole_files_and_leaves_no_temporary(void **state) {
     const char *path = test_path("whole.bin");
     assert_int_equal(attn_output_write_file(path, payload, strlen(payload)), ATTN_OK);
     assert_file_holds(path, payload);
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
     /* The mode is a new file's: 0666 less the umask, not mkstemp's 0600. */
     mode_t mask = umask(0);
     umask(mask);
@@ -68,10 +57,10 @@ static void a_discarded_write_changes_nothing(void **state) {
     assert_int_equal(attn_output_open(path, &o), ATTN_OK);
     assert_int_equal(attn_output_write(o, payload, 5), ATTN_OK);
     assert_non_null(attn_output_temp_path(o));
-    assert_int_equal(temp_files_in(test_tmpdir()), 1);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 1);
     attn_output_discard(o);
     assert_file_holds(path, "previous");
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
     attn_output_discard(NULL);
 }
 
@@ -95,7 +84,7 @@ static void symbolic_links_are_followed(void **state) {
     assert_int_equal(attn_output_write_file(dangling, payload, 3), ATTN_ERR_IO);
     assert_non_null(strstr(attn_last_error(), "symbolic link to a file that does not exist"));
     assert_false(test_file_exists(test_path("nowhere.bin")));
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
 }
 
 /* Devices are written in place: /dev/full reports its error instead of a
@@ -118,7 +107,7 @@ static void devices_are_written_in_place(void **state) {
     assert_int_equal(attn_output_write_file(null_copy, payload, strlen(payload)), ATTN_OK);
     assert_int_equal(stat(null_copy, &st), 0);
     assert_true(S_ISCHR(st.st_mode));
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
     unlink(null_copy);
 }
 
@@ -167,9 +156,9 @@ static void discard_all_removes_every_temporary(void **state) {
     assert_int_equal(attn_output_open(a, &oa), ATTN_OK);
     assert_int_equal(attn_output_open(b, &ob), ATTN_OK);
     assert_int_equal(attn_output_write(oa, payload, 4), ATTN_OK);
-    assert_int_equal(temp_files_in(test_tmpdir()), 2);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 2);
     attn_output_discard_all();
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
     assert_file_holds(a, "previous");
     assert_false(test_file_exists(b));
     attn_output_discard(oa);

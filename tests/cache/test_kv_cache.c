@@ -69,8 +69,8 @@ static attn_kv_cache *cache_new(attn_kv_layout layout, int64_t block_rows, int64
     cfg.num_blocks = num_blocks;
     cfg.rope = rope;
     attn_kv_cache *c = NULL;
-    attn_status st = attn_kv_cache_create(&cfg, &c);
-    if (st) fail_msg("attn_kv_cache_create: %s", attn_last_error());
+    attn_status st = attn_kv_cache_new(&cfg, &c);
+    if (st) fail_msg("attn_kv_cache_new: %s", attn_last_error());
     return c;
 }
 
@@ -246,7 +246,7 @@ static void test_incremental_equals_full(void **state) {
                     assert_true(segments >= 4); /* the blocks did alternate */
                 }
                 outs_free(outs, 2);
-                attn_kv_cache_destroy(c);
+                attn_kv_cache_free(c);
                 stream_free(&s[0]);
                 stream_free(&s[1]);
             }
@@ -307,7 +307,7 @@ static void test_batched_equals_per_sequence(void **state) {
     free(single);
     free(lse);
     for (int i = 0; i < 8; i++) stream_free(&s[i]);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 /* Every row of one layer of a sequence, read back through its view,
@@ -392,7 +392,7 @@ static void test_fork_isolation(void **state) {
         free(want_v);
         stream_free(&a);
         stream_free(&b);
-        attn_kv_cache_destroy(c);
+        attn_kv_cache_free(c);
     }
 }
 
@@ -492,7 +492,7 @@ static void test_full_pool(void **state) {
     append_rows(c, a, 0, &s, 0, 24);
     snapshot_free(&before, 2, 2);
     stream_free(&s);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 /* float16 and bfloat16 caches hold the rounded values (rounded to nearest
@@ -540,8 +540,8 @@ static void test_half_caches(void **state) {
             free(v_half);
             stream_free(&s);
             stream_free(&rounded);
-            attn_kv_cache_destroy(half);
-            attn_kv_cache_destroy(twin);
+            attn_kv_cache_free(half);
+            attn_kv_cache_free(twin);
         }
 }
 
@@ -560,7 +560,7 @@ static void test_threads_bit_identical(void **state) {
     cfg.max_seqs = 1;
     cfg.capacity = 3000;
     attn_kv_cache *c;
-    expect_ok(attn_kv_cache_create(&cfg, &c), "create");
+    expect_ok(attn_kv_cache_new(&cfg, &c), "create");
     int64_t seq;
     expect_ok(attn_kv_cache_seq_add(c, &seq), "add");
     append_rows(c, seq, 0, &s, 0, 3000);
@@ -582,7 +582,7 @@ static void test_threads_bit_identical(void **state) {
     free(first);
     free(again);
     stream_free(&s);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 /* The kernels read a paged sequence in place through its block table
@@ -618,8 +618,8 @@ static void test_paged_reads_in_place(void **state) {
                                  (long long)blocks[bi], attn_dtype_name(dtypes[di]), (long long)chunk, i);
                 outs_free(a, 2);
                 outs_free(b, 2);
-                attn_kv_cache_destroy(paged);
-                attn_kv_cache_destroy(contiguous);
+                attn_kv_cache_free(paged);
+                attn_kv_cache_free(contiguous);
                 stream_free(&s[0]);
                 stream_free(&s[1]);
             }
@@ -648,7 +648,7 @@ static void test_paged_reads_in_place(void **state) {
         if (d > CACHE_OUT_REL_FAIL) fail_msg("reference kernel, stream %d: max rel diff %.3g", i, d);
         free(want);
     }
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
     stream_free(&s[0]);
     stream_free(&s[1]);
 }
@@ -720,7 +720,7 @@ static void test_neighbour_placement(void **state) {
         assert_int_equal(len, 64);
         assert_int_equal(view_checked(c, growing[i], given[i]), 1); /* each grew into the blocks after it */
     }
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 
     /* A lone sequence in a fresh pool: one segment, whatever it grows to. */
     c = cache_new(ATTN_KV_PAGED, 4, 16, 1, ATTN_F32, NULL);
@@ -728,7 +728,7 @@ static void test_neighbour_placement(void **state) {
     expect_ok(attn_kv_cache_seq_add(c, &lone), "add");
     append_rows(c, lone, 0, &s[0], 0, 64);
     assert_int_equal(view_checked(c, lone, &s[0]), 1);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
     for (int i = 0; i < 5; i++) stream_free(&s[i]);
 }
 
@@ -788,7 +788,7 @@ static void test_random_operations(void **state) {
     cfg.block_rows = RND_BR;
     cfg.num_blocks = RND_BLOCKS;
     attn_kv_cache *c = NULL;
-    expect_ok(attn_kv_cache_create(&cfg, &c), "create");
+    expect_ok(attn_kv_cache_new(&cfg, &c), "create");
     rnd_seq m[RND_SLOTS];
     memset(m, 0, sizeof m);
     uint64_t rng = 12345;
@@ -852,7 +852,7 @@ static void test_random_operations(void **state) {
         next_row += n;
     }
     rnd_check(c, &all);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 /* Bad arguments: each refused with a message that names it, and nothing changed. */
@@ -931,27 +931,27 @@ static void test_bad_arguments(void **state) {
     /* Configurations. */
     attn_kv_cache_config zeroed = {0}, cfg = ATTN_KV_CACHE_CONFIG_INIT;
     attn_kv_cache *made = (attn_kv_cache *)&cfg;
-    expect_error(attn_kv_cache_create(&zeroed, &made), ATTN_ERR_INVALID_ARGUMENT,
+    expect_error(attn_kv_cache_new(&zeroed, &made), ATTN_ERR_INVALID_ARGUMENT,
                  (const char *const[]){"ATTN_KV_CACHE_CONFIG_INIT"}, 1);
     assert_null(made);
     cfg.layers = cfg.kv_heads = cfg.head_dim = cfg.max_seqs = cfg.capacity = 1;
     cfg.dtype = ATTN_F64;
-    expect_error(attn_kv_cache_create(&cfg, &made), ATTN_ERR_UNSUPPORTED, (const char *const[]){"dtype is float64"}, 1);
+    expect_error(attn_kv_cache_new(&cfg, &made), ATTN_ERR_UNSUPPORTED, (const char *const[]){"dtype is float64"}, 1);
     cfg.dtype = ATTN_F32;
     cfg.layout = ATTN_KV_PAGED;
-    expect_error(attn_kv_cache_create(&cfg, &made), ATTN_ERR_INVALID_ARGUMENT,
+    expect_error(attn_kv_cache_new(&cfg, &made), ATTN_ERR_INVALID_ARGUMENT,
                  (const char *const[]){"block_rows is 0"}, 1);
     attn_rope_options bad_rope = ATTN_ROPE_OPTIONS_INIT;
     bad_rope.theta = -1;
     cfg.layout = ATTN_KV_CONTIGUOUS;
     cfg.head_dim = 4;
     cfg.rope = &bad_rope;
-    expect_error(attn_kv_cache_create(&cfg, &made), ATTN_ERR_INVALID_ARGUMENT,
+    expect_error(attn_kv_cache_new(&cfg, &made), ATTN_ERR_INVALID_ARGUMENT,
                  (const char *const[]){"attn_kv_cache_config.rope", "theta"}, 2);
     assert_string_equal(attn_status_str(ATTN_ERR_CAPACITY), "capacity exhausted");
-    attn_kv_cache_destroy(NULL);
+    attn_kv_cache_free(NULL);
     stream_free(&s);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 /* A sliding window holds at absolute positions, and lse is the full
@@ -990,7 +990,7 @@ static void test_window_and_lse(void **state) {
     free(want);
     free(want_lse);
     stream_free(&s);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 /* Reading calls may run at once (attn_cache.h): four threads attending the
@@ -1035,7 +1035,7 @@ static void test_concurrent_readers(void **state) {
     }
     free(readers);
     stream_free(&s);
-    attn_kv_cache_destroy(c);
+    attn_kv_cache_free(c);
 }
 
 int main(void) {

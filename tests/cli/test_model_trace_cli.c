@@ -1,7 +1,8 @@
 /*
  * test_model_trace_cli.c — `attn model trace` and `attn npz` as a user
- * types them: help, usage errors before any weight is loaded (a pattern
- * that matches no hook, a patch that does not parse, a missing source),
+ * types them: help, the --patch / --ablate grammar (its parser compiled
+ * in), usage errors before any weight is loaded (a pattern that matches no
+ * hook, a patch that does not parse, a missing source),
  * and with Gemma 3 270M (skipped with a message when absent) a real run:
  * a cache written and read back with attn npz list / get, an ablation's
  * KL line, a layer sweep's one line per layer.
@@ -10,6 +11,7 @@
 
 #include "attn.h"
 #include "attn_io.h"
+#include "cli_model_patch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,45 @@ static void test_help_and_usage(void **state) {
     expect(test_run_cli(&out, "npz --help"), 0, &out, "attn npz get");
     expect(test_run_cli(&out, "npz get x.npz"), 2, &out, "NAME -o");
     expect(test_run_cli(&out, "npz list %s", test_path("absent.npz")), 1, &out, "absent.npz");
+}
+
+/* The grammar of --patch and --ablate (tools/cli/cli_model_patch.c,
+ * compiled in) and its refusals, without a model. */
+static void test_parse(void **state) {
+    (void)state;
+    cli_model_patch c;
+    const attn_model_patch *p = &c.p;
+    char err[512];
+    assert_true(cli_model_patch_parse("blocks.3.hook_resid_pre@-1", 0, 18, &c, err, sizeof err));
+    assert_int_equal(p->point, ATTN_DECODER_HOOK_RESID_PRE);
+    assert_int_equal(p->layer, 3);
+    assert_int_equal(p->n_positions, 1);
+    assert_int_equal(p->positions[0], -1);
+    assert_true(cli_model_patch_parse("blocks.*.attn.hook_z@0,2:1,3", 0, 18, &c, err, sizeof err));
+    assert_int_equal(p->point, ATTN_DECODER_HOOK_Z);
+    assert_int_equal(p->layer, -1);
+    assert_int_equal(p->n_positions, 2);
+    assert_int_equal(p->n_heads, 2);
+    assert_int_equal(p->heads[1], 3);
+    assert_true(cli_model_patch_parse("hook_resid_post", 0, 18, &c, err, sizeof err));
+    assert_int_equal(p->layer, -1);
+    assert_true(cli_model_patch_parse("blocks.5.attn.hook_z:0=mean", 1, 18, &c, err, sizeof err));
+    assert_int_equal(p->kind, ATTN_MODEL_ABLATE_MEAN);
+    static const struct { const char *text; int ablate; const char *says; } bad[] = {
+        {"blocks.18.hook_resid_pre", 0, "layer 18"},
+        {"blocks.1.hook_resid", 0, "not a hook point"},
+        {"hook_embed", 0, "no layer"},
+        {"blocks.1.hook_resid_pre:2", 0, "no heads axis"},
+        {"blocks.1.attn.hook_z@x", 0, "positions"},
+        {"blocks.1.attn.hook_z:0", 1, "=zero"},
+        {"blocks.1.attn.hook_pattern:0=mean", 1, "mean ablation"},
+        {"blocks.1.attn.hook_z:0=zero", 0, "unexpected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (cli_model_patch_parse(bad[i].text, bad[i].ablate, 18, &c, err, sizeof err))
+            fail_msg("'%s' was accepted", bad[i].text);
+        if (!strstr(err, bad[i].says)) fail_msg("'%s': message '%s' does not say '%s'", bad[i].text, err, bad[i].says);
+    }
 }
 
 static void test_refused_before_loading(void **state) {
@@ -130,6 +171,7 @@ static void test_nullspace_sweep(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),
+        cmocka_unit_test(test_parse),
         cmocka_unit_test(test_refused_before_loading),
         cmocka_unit_test(test_real_run),
         cmocka_unit_test(test_nullspace_sweep),

@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE /* unshare, CLONE_NEWNS */
 
+#include "cli_files.h"
 #include "testutil.h"
 
 #include "attn.h"
@@ -48,12 +49,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {ATTN_F32, ndim, {0}, 1, (void *)data};
-    for (int d = 0; d < ndim; d++) a.count *= (a.shape[d] = shape[d]);
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
-
 /* q, k, v of the chapter's size in the temporary directory, named qN, kN, vN. */
 static void make_inputs(int64_t L, int64_t H, int64_t D) {
     const int64_t shape[3] = {L, H, D};
@@ -61,19 +56,10 @@ static void make_inputs(int64_t L, int64_t H, int64_t D) {
     test_rng r;
     test_rng_seed(&r, 7);
     test_fill_normal(&r, x, L * H * D, 1.0);
-    save_f32(test_path("q.npy"), 3, shape, x);
-    save_f32(test_path("k.npy"), 3, shape, x);
-    save_f32(test_path("v.npy"), 3, shape, x);
+    test_save_f32(test_path("q.npy"), 3, shape, x);
+    test_save_f32(test_path("k.npy"), 3, shape, x);
+    test_save_f32(test_path("v.npy"), 3, shape, x);
     free(x);
-}
-
-static int temp_files_in(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp-") != NULL;
-    closedir(d);
-    return n;
 }
 
 /* The bytes of a file, malloc'd (fails the test if it is missing). */
@@ -136,7 +122,7 @@ static void a_failed_output_keeps_every_previous_file(void **state) {
     assert_int_equal(size, 22);
     assert_memory_equal(kept, "a previous good result", 22);
     free(kept);
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
 }
 
 /* Special targets: /dev/stdout gets the array (into a pipe or a file),
@@ -176,7 +162,7 @@ static void devices_and_standard_output(void **state) {
         fail_msg("exit %d: %s", rc, out);
     free(out);
     assert_false(test_file_exists(o));
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
 }
 
 /* Interrupted while writing its outputs, the program removes its
@@ -207,7 +193,7 @@ static void interrupted_runs_leave_no_temporary(void **state) {
         /* Wait for the first output's temporary file (5 s at the most). */
         bool seen = false;
         for (int tries = 0; tries < 500 && !seen; tries++) {
-            seen = temp_files_in(test_tmpdir()) > 0;
+            seen = test_temp_files_in(test_tmpdir()) > 0;
             if (!seen) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
         }
         if (!seen) {
@@ -220,7 +206,7 @@ static void interrupted_runs_leave_no_temporary(void **state) {
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFSIGNALED(status) && WTERMSIG(status) == signals[s]);
         close(reader);
-        assert_int_equal(temp_files_in(test_tmpdir()), 0);
+        assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
         assert_false(test_file_exists(o));
         unlink(fifo);
     }
@@ -358,7 +344,7 @@ static void assert_refused_and_unchanged(test_child *c, const char *fault_path, 
     if (o) assert_still_previous(o);
     if (w) assert_still_previous(w);
     else if (test_file_exists(w_path)) fail_msg("%s was created by a failed run", w_path);
-    assert_int_equal(temp_files_in(dir), 0);
+    assert_int_equal(test_temp_files_in(dir), 0);
 }
 
 typedef struct file_size_limit {
@@ -439,7 +425,7 @@ static void read_only_directories_change_nothing(void **state) {
     run_sdpa_to(&c, test_path("o_ro.npy"), w_path, NULL, NULL);
     assert_refused_and_unchanged(&c, w_path, "Read-only file system", NULL, NULL, w_path, dir);
     assert_false(test_file_exists(test_path("o_ro.npy")));
-    assert_int_equal(temp_files_in(test_tmpdir()), 0);
+    assert_int_equal(test_temp_files_in(test_tmpdir()), 0);
     test_child_free(&c);
     free(o.bytes);
     unmount_all();
@@ -491,7 +477,7 @@ static void make_big_inputs(void) {
     test_rng r;
     test_rng_seed(&r, 15);
     test_fill_normal(&r, big_q, n, 1.0);
-    save_f32(test_path("big_q.npy"), 3, shape, big_q);
+    test_save_f32(test_path("big_q.npy"), 3, shape, big_q);
     assert_int_equal(mkdir(test_path("big"), 0755), 0);
 }
 

@@ -5,6 +5,7 @@
  * hook files that match the library, patches given as flags, and bad input
  * with its documented exit status and a message naming the flag or file.
  */
+#include "cli_files.h"
 #include "testutil.h"
 #include "tolerances.h"
 
@@ -19,12 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
 
 static float *load_f32(const char *path, int want_ndim, int64_t want_count) {
     attn_array a = {0};
@@ -100,15 +95,15 @@ static void paths_from_files(void **state) {
     const float k2[6] = {c, 0, 0, 2 * c, c, c}, v2[6] = {2, 0, 0, 2, 2, 1};
     const float x2[6] = {1, 0, 0, 2, 1, 1}, wq[4] = {1, 0, 0, 1}, wk[4] = {c, 0, 0, c}, wv[4] = {2, 0, 0, 1};
     const int64_t s32[2] = {3, 2}, s22[2] = {2, 2};
-    save_f32(test_path("q.npy"), 2, s32, q);
-    save_f32(test_path("k.npy"), 2, s32, k);
-    save_f32(test_path("v.npy"), 2, s32, v);
-    save_f32(test_path("k2.npy"), 2, s32, k2);
-    save_f32(test_path("v2.npy"), 2, s32, v2);
-    save_f32(test_path("x2.npy"), 2, s32, x2);
-    save_f32(test_path("wq.npy"), 2, s22, wq);
-    save_f32(test_path("wk.npy"), 2, s22, wk);
-    save_f32(test_path("wv.npy"), 2, s22, wv);
+    test_save_f32(test_path("q.npy"), 2, s32, q);
+    test_save_f32(test_path("k.npy"), 2, s32, k);
+    test_save_f32(test_path("v.npy"), 2, s32, v);
+    test_save_f32(test_path("k2.npy"), 2, s32, k2);
+    test_save_f32(test_path("v2.npy"), 2, s32, v2);
+    test_save_f32(test_path("x2.npy"), 2, s32, x2);
+    test_save_f32(test_path("wq.npy"), 2, s22, wq);
+    test_save_f32(test_path("wk.npy"), 2, s22, wk);
+    test_save_f32(test_path("wv.npy"), 2, s22, wv);
     char args[2048], *out;
     snprintf(args, sizeof args, "paths --base-q %s --base-k %s --base-v %s --changed-k %s --changed-v %s --query 2",
              test_path("q.npy"), test_path("k.npy"), test_path("v.npy"), test_path("k2.npy"), test_path("v2.npy"));
@@ -167,12 +162,12 @@ static void paths_module_json(void **state) {
     test_fill_normal(&r, wk, dm * H * D, 1);
     test_fill_normal(&r, wv, dm * H * D, 1);
     test_fill_normal(&r, wo, H * D * d_out, 1);
-    save_f32(test_path("mx.npy"), 2, (int64_t[]){L, dm}, x);
-    save_f32(test_path("mx2.npy"), 2, (int64_t[]){L, dm}, x2);
-    save_f32(test_path("mwq.npy"), 2, (int64_t[]){dm, H * D}, wq);
-    save_f32(test_path("mwk.npy"), 2, (int64_t[]){dm, H * D}, wk);
-    save_f32(test_path("mwv.npy"), 2, (int64_t[]){dm, H * D}, wv);
-    save_f32(test_path("mwo.npy"), 2, (int64_t[]){H * D, d_out}, wo);
+    test_save_f32(test_path("mx.npy"), 2, (int64_t[]){L, dm}, x);
+    test_save_f32(test_path("mx2.npy"), 2, (int64_t[]){L, dm}, x2);
+    test_save_f32(test_path("mwq.npy"), 2, (int64_t[]){dm, H * D}, wq);
+    test_save_f32(test_path("mwk.npy"), 2, (int64_t[]){dm, H * D}, wk);
+    test_save_f32(test_path("mwv.npy"), 2, (int64_t[]){dm, H * D}, wv);
+    test_save_f32(test_path("mwo.npy"), 2, (int64_t[]){H * D, d_out}, wo);
     char args[2048];
     snprintf(args, sizeof args, "paths --base %s --changed %s --wq %s --wk %s --wv %s --wo %s --heads 2 --causal%s",
              test_path("mx.npy"), test_path("mx2.npy"), test_path("mwq.npy"), test_path("mwk.npy"), test_path("mwv.npy"),
@@ -215,8 +210,8 @@ static void nullspace_cli(void **state) {
 
     /* rows [2, 4] and values [4, 1]: keys 0 and 2 share a value */
     const float w[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.25f, 0.25f, 0.25f, 0.25f}, v[4] = {1, 5, 1, 3};
-    save_f32(test_path("w.npy"), 2, (int64_t[]){2, 4}, w);
-    save_f32(test_path("vals.npy"), 2, (int64_t[]){4, 1}, v);
+    test_save_f32(test_path("w.npy"), 2, (int64_t[]){2, 4}, w);
+    test_save_f32(test_path("vals.npy"), 2, (int64_t[]){4, 1}, v);
     char args[2048];
     snprintf(args, sizeof args, "nullspace --weights %s --values %s --query 1 -o %s", test_path("w.npy"),
              test_path("vals.npy"), test_path("moved.npy"));
@@ -236,7 +231,7 @@ static void nullspace_cli(void **state) {
 
     /* q/k/v with a causal mask: query 0 sees one key, nothing moves */
     const float q[6] = {1, 0, 0, 1, 1, 1};
-    save_f32(test_path("nq.npy"), 2, (int64_t[]){3, 2}, q);
+    test_save_f32(test_path("nq.npy"), 2, (int64_t[]){3, 2}, q);
     snprintf(args, sizeof args, "nullspace -q %s -k %s -v %s --query 0 --causal", test_path("nq.npy"),
              test_path("nq.npy"), test_path("nq.npy"));
     out = run(0, args);
@@ -276,13 +271,13 @@ static void trace_cli(void **state) {
     test_fill_normal(&r, wv, dm * H * D, 1);
     test_fill_normal(&r, wo, H * D * d_out, 1);
     test_fill_normal(&r, bo, d_out, 1);
-    save_f32(test_path("tx.npy"), 3, (int64_t[]){B, L, dm}, x);
-    save_f32(test_path("tx2.npy"), 3, (int64_t[]){B, L, dm}, x2);
-    save_f32(test_path("twq.npy"), 2, (int64_t[]){dm, H * D}, wq);
-    save_f32(test_path("twk.npy"), 2, (int64_t[]){dm, H * D}, wk);
-    save_f32(test_path("twv.npy"), 2, (int64_t[]){dm, H * D}, wv);
-    save_f32(test_path("two.npy"), 2, (int64_t[]){H * D, d_out}, wo);
-    save_f32(test_path("tbo.npy"), 1, (int64_t[]){d_out}, bo);
+    test_save_f32(test_path("tx.npy"), 3, (int64_t[]){B, L, dm}, x);
+    test_save_f32(test_path("tx2.npy"), 3, (int64_t[]){B, L, dm}, x2);
+    test_save_f32(test_path("twq.npy"), 2, (int64_t[]){dm, H * D}, wq);
+    test_save_f32(test_path("twk.npy"), 2, (int64_t[]){dm, H * D}, wk);
+    test_save_f32(test_path("twv.npy"), 2, (int64_t[]){dm, H * D}, wv);
+    test_save_f32(test_path("two.npy"), 2, (int64_t[]){H * D, d_out}, wo);
+    test_save_f32(test_path("tbo.npy"), 1, (int64_t[]){d_out}, bo);
     char module[2048], args[4096];
     snprintf(module, sizeof module, "-x %s --wq %s --wk %s --wv %s --wo %s --bo %s --heads 2 --causal", test_path("tx.npy"),
              test_path("twq.npy"), test_path("twk.npy"), test_path("twv.npy"), test_path("two.npy"), test_path("tbo.npy"));
@@ -345,7 +340,7 @@ static void trace_cli(void **state) {
     /* Bare attention writes the six hooks it has; a pattern patch needs an
      * explicit renormalisation choice. */
     const float q[6] = {1, 0, 0, 1, 1, 1};
-    save_f32(test_path("bq.npy"), 2, (int64_t[]){3, 2}, q);
+    test_save_f32(test_path("bq.npy"), 2, (int64_t[]){3, 2}, q);
     snprintf(args, sizeof args, "trace -q %s -k %s -v %s --zero pattern:2::0 --renormalise --dir %s", test_path("bq.npy"),
              test_path("bq.npy"), test_path("bq.npy"), test_path("bare"));
     out = run(0, args);

@@ -14,6 +14,7 @@
  * The launcher settings this machine needs (root, 2 cores for 4 ranks,
  * shared-memory transport) are set here, for the tests only.
  */
+#include "cli_files.h"
 #include "testutil.h"
 #include "tolerances.h"
 
@@ -99,18 +100,12 @@ static int run_ring(char **output, double *seconds, int ranks, const char *args)
     return run_launch(output, seconds, launch);
 }
 
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) { a.shape[d] = shape[d]; a.count *= shape[d]; }
-    if (attn_npy_save(path, &a)) fail_msg("saving %s: %s", path, attn_last_error());
-}
-
 static float *random_file(test_rng *r, const char *name, int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
     float *x = malloc(sizeof(float) * (size_t)n);
     test_fill_normal(r, x, n, 1.0);
-    save_f32(test_path(name), ndim, shape, x);
+    test_save_f32(test_path(name), ndim, shape, x);
     return x;
 }
 
@@ -413,7 +408,7 @@ static void heads_first_layout(void **state) {
         const int64_t *sh = shapes[n], count = sh[0] * sh[1] * sh[2] * sh[3];
         float *y = malloc(sizeof(float) * (size_t)count);
         swap_middle(x, y, sh[0], sh[1], sh[2], sh[3]);
-        save_f32(test_path(tnames[n]), 4, tshapes[n], y);
+        test_save_f32(test_path(tnames[n]), 4, tshapes[n], y);
         free(x);
         free(y);
     }
@@ -494,7 +489,7 @@ static void failures_end_every_rank(void **state) {
     expect_failure(3, FAIL_ARGS("fq.npy", "fk6.npy", "--causal"), 1, "width");
     /* A NaN in rows only rank 2 of 4 reads (contiguous: rows 20..29). */
     q[(int64_t)25 * 2 * 8 + 3] = NAN;
-    save_f32(test_path("fq_nan.npy"), 4, qs, q);
+    test_save_f32(test_path("fq_nan.npy"), 4, qs, q);
     expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--shard contiguous"), 1,
                    "rank 2 of 4: -q");
     expect_failure(4, FAIL_ARGS("fq_nan.npy", "fk.npy", "--shard contiguous"), 1, "position 25 is NaN");
@@ -517,7 +512,7 @@ static void failures_end_every_rank(void **state) {
     expect_failure(2, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "its L dimension must be 1 or 40");
     float *bias = random_file(&r, "fbias.npy", 3, bias_shape);
     bias[(int64_t)1 * 40 * 40 + 23 * 40 + 5] = NAN;
-    save_f32(test_path("fbias_nan.npy"), 3, bias_shape, bias);
+    test_save_f32(test_path("fbias_nan.npy"), 3, bias_shape, bias);
     free(bias);
     snprintf(extra, sizeof extra, "--shard contiguous --bias %s", test_path("fbias_nan.npy"));
     expect_failure(4, FAIL_ARGS("fq.npy", "fk.npy", extra), 1, "rank 2 of 4: --bias");

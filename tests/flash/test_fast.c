@@ -54,7 +54,7 @@
  */
 #include "testutil.h"
 #include "base/dtype.h"
-#include "flash/ukernels.h"
+#include "isa_list.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -244,7 +244,7 @@ static errors measure(const fast_case *c, const float *out, const float *lse) {
 }
 
 static bool native_here(void) {
-    const ukernel_table *t = attn__ukernels_active();
+    const ukernel_table *t = attn__isa_flash(attn__isa_chosen());
     return t->bf16_supported && t->bf16_supported();
 }
 
@@ -323,15 +323,14 @@ static void bit_identical_across_threads(void **state) {
  * dot products, forced in turn, and this CPU's own ISA if it lacks them. */
 static void fallback_equals_exact(void **state) {
     (void)state;
-    static const char *const isas[] = {NULL, "generic", "avx2", "avx512"};
     fast_case c;
     case_make(&c, 130, 130, 4, 2, 64, 1, ATTN_BF16, 5);
     const int64_t n = c.L * c.Hq * c.D;
     float *o1 = malloc(sizeof(float) * (size_t)n), *o2 = malloc(sizeof(float) * (size_t)n);
     float *l1 = malloc(sizeof(float) * (size_t)(c.Hq * c.L)), *l2 = malloc(sizeof(float) * (size_t)(c.Hq * c.L));
     int checked = 0;
-    for (int i = 0; i < 4; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+    for (int i = TEST_ISA_AUTO; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
         const bool native = native_here();
         assert_string_equal(kernel_name_of(&c, ATTN_PRECISION_FAST), native ? "flash-bf16" : "flash");
         assert_string_equal(kernel_name_of(&c, ATTN_PRECISION_EXACT), "flash");
@@ -342,7 +341,7 @@ static void fallback_equals_exact(void **state) {
         assert_memory_equal(l1, l2, sizeof(float) * (size_t)(c.Hq * c.L));
         checked++;
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     assert_true(checked >= 1);
     free(o1), free(o2), free(l1), free(l2);
     case_free(&c);

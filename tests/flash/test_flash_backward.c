@@ -9,7 +9,7 @@
 #include "tolerances.h"
 
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa_list.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -128,24 +128,20 @@ static void sweep(const char *isa, int stride) {
     print_message("%s: %d cases, worst relative difference %.3g\n", isa, cases, worst_seen);
 }
 
-/* Every instruction set this CPU has (the library's dispatch is forced):
+/* Every instruction set this CPU has (the library's registry, each forced):
  * the full sweep on the one chosen automatically, a third of it on the
  * others. */
 static void every_isa(void **state) {
     (void)state;
-    static const char *const isas[] = {"generic", "avx2", "avx512"};
-    char best[16];
-    snprintf(best, sizeof best, "%s", attn_isa_name());
-    for (int i = 0; i < 3; i++) {
-        attn_status st = attn__dispatch_force(isas[i]);
-        if (st == ATTN_ERR_UNSUPPORTED) {
-            print_message("%s: not supported here, skipped\n", isas[i]);
+    const int best = attn__isa_chosen();
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) {
+            print_message("%s: not supported here, skipped\n", attn__isa_name(i));
             continue;
         }
-        assert_int_equal(st, ATTN_OK);
-        sweep(isas[i], strcmp(isas[i], best) == 0 ? 1 : 3);
+        sweep(attn__isa_name(i), i == best ? 1 : 3);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
 }
 
 /* Every mask kind on shapes that span several tiles and several key chunks

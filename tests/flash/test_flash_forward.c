@@ -4,7 +4,7 @@
  * kind, GQA ratios 1..8, Dv != D, custom scales, extreme logits) on every
  * instruction set this CPU has; bit-identical results for 1, 2 and 3
  * threads, prefill and decode (split) shapes alike; the vector exp2 and the
- * finiteness check; the dispatch controls; and memory that does not grow with the sequence.
+ * finiteness check; the ISA registry's controls; and memory that does not grow with the sequence.
  *
  * Shape legend: q [B, L, Hq, D]  k [B, S, Hkv, D]  v [B, S, Hkv, Dv]
  *               out [B, L, Hq, Dv]  weights [B, Hq, L, S]  lse [B, Hq, L]
@@ -12,7 +12,7 @@
 #include "oracle.h"
 #include "tolerances.h"
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa_list.h"
 
 #include <float.h>
 #include <math.h>
@@ -20,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const isas[] = {"generic", "avx2", "avx512"};
-enum { ISA_COUNT = 3 };
 
 /* The outputs of one call. */
 typedef struct result {
@@ -145,18 +143,18 @@ static int check_all_isas(const random_case *rc, bool with_weights, const char *
     result_alloc(&ref, &rc->c);
     run(rc, ATTN_KERNEL_REF, 0, with_weights, &ref);
     int checked = 0;
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
         result got;
         result_alloc(&got, &rc->c);
         run(rc, ATTN_KERNEL_FLASH, 0, with_weights, &got);
         char full[256];
-        snprintf(full, sizeof full, "[%s] %s", isas[i], label);
+        snprintf(full, sizeof full, "[%s] %s", attn__isa_name(i), label);
         compare(&ref, &got, with_weights, sigma, v_rms, full);
         result_free(&got);
         checked++;
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     result_free(&ref);
     return checked;
 }
@@ -299,8 +297,8 @@ static void bit_identical_across_thread_counts(void **state) {
         const int64_t *x = shapes[s];
         random_case rc;
         random_case_make(&rc, &r, x[0], x[1], x[2], x[3], x[4], x[5], x[6], (enum mask_kind)x[7]);
-        for (int i = 0; i < ISA_COUNT; i++) {
-            if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+        for (int i = 0; i < attn__isa_count(); i++) {
+            if (!test_isa_use(i)) continue;
             result one;
             result_alloc(&one, &rc.c);
             run(&rc, ATTN_KERNEL_FLASH, 1, true, &one);
@@ -311,12 +309,12 @@ static void bit_identical_across_thread_counts(void **state) {
                 if (memcmp(one.out, many.out, sizeof(float) * (size_t)one.n_out) ||
                     memcmp(one.w, many.w, sizeof(float) * (size_t)one.n_w) ||
                     memcmp(one.lse, many.lse, sizeof(float) * (size_t)one.n_lse))
-                    fail_msg("[%s] shape %d: %d threads differ from 1 thread", isas[i], s, threads);
+                    fail_msg("[%s] shape %d: %d threads differ from 1 thread", attn__isa_name(i), s, threads);
                 result_free(&many);
             }
             result_free(&one);
         }
-        assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+        test_isa_restore();
         random_case_free(&rc);
     }
 }
@@ -400,10 +398,10 @@ static void vector_exp2(void **state) {
     const int64_t n = 1 << 20;
     float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
     for (int64_t e = 0; e < n; e++) x[e] = (float)(-126.0 * (double)e / (double)(n - 1));
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
-        assert_string_equal(kern->isa, isas[i]);
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        assert_int_equal(attn__isa_chosen(), i);
+        const ukernel_table *kern = attn__isa_flash(i);
         kern->exp2_n(x, y, n);
         double worst = 0;
         for (int64_t e = 0; e < n; e++) {
@@ -411,8 +409,8 @@ static void vector_exp2(void **state) {
             double rel = fabs((double)y[e] - want) / want;
             if (rel > worst) worst = rel;
         }
-        print_message("[%s] exp2 max relative error over [-126, 0]: %.3g\n", isas[i], worst);
-        if (worst > FLASH_EXP2_REL_WARN) print_message("warning: [%s] exp2 error %.3g\n", isas[i], worst);
+        print_message("[%s] exp2 max relative error over [-126, 0]: %.3g\n", attn__isa_name(i), worst);
+        if (worst > FLASH_EXP2_REL_WARN) print_message("warning: [%s] exp2 error %.3g\n", attn__isa_name(i), worst);
         assert_true(worst <= FLASH_EXP2_REL_FAIL);
         float special[5] = {-126.5f, -1000.0f, -INFINITY, NAN, 0.0f}, out[5];
         kern->exp2_n(special, out, 5);
@@ -420,7 +418,7 @@ static void vector_exp2(void **state) {
         assert_true(isnan(out[3]));
         assert_true(out[4] == 1.0f);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     free(x);
     free(y);
 }
@@ -434,9 +432,9 @@ static void vector_all_finite(void **state) {
     enum { LD = 80, ROWS = 3 };
     float x[LD * ROWS + LD];
     const float bad[3] = {NAN, INFINITY, -INFINITY};
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        const ukernel_table *kern = attn__isa_flash(i);
         for (int64_t n = 1; n <= 70; n++)
             for (int rows = 1; rows <= ROWS; rows++) {
                 for (int e = 0; e < LD * ROWS + LD; e++) x[e] = NAN;
@@ -450,13 +448,13 @@ static void vector_all_finite(void **state) {
                             const float keep = x[r * LD + j];
                             x[r * LD + j] = bad[b];
                             if (kern->all_finite(x, LD, rows, n))
-                                fail_msg("[%s] all_finite missed %g at row %d of %d, element %lld of %lld", isas[i],
+                                fail_msg("[%s] all_finite missed %g at row %d of %d, element %lld of %lld", attn__isa_name(i),
                                          (double)bad[b], r, rows, (long long)j, (long long)n);
                             x[r * LD + j] = keep;
                         }
             }
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
 }
 
 /* n bytes, 64-byte aligned (free() releases them). */
@@ -473,9 +471,9 @@ static void mask_tile_rule(void **state) {
     (void)state;
     test_rng r;
     test_rng_seed(&r, 71);
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        const ukernel_table *kern = attn__isa_flash(i);
         assert_non_null(kern->mask_tile);
         const int br = kern->tile_rows, keys = kern->tile_keys + 3;
         float *st = alloc64(sizeof(float) * (size_t)(keys * br));
@@ -501,7 +499,7 @@ static void mask_tile_rule(void **state) {
                         const bool hidden = j >= j0 && j < j1 && !(j >= lo[l] && j < hi[l]);
                         const float want = hidden ? -INFINITY : before[j * br + l];
                         if (memcmp(&want, &st[j * br + l], sizeof want) != 0)
-                            fail_msg("[%s] mask_tile keys [%d, %d) lane %d key %d (lo %g hi %g): %g, want %g", isas[i],
+                            fail_msg("[%s] mask_tile keys [%d, %d) lane %d key %d (lo %g hi %g): %g, want %g", attn__isa_name(i),
                                      j0, j1, l, j, (double)lo[l], (double)hi[l], (double)st[j * br + l], (double)want);
                     }
             }
@@ -510,7 +508,7 @@ static void mask_tile_rule(void **state) {
         free(hi);
         free(before);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
 }
 
 /* The structural masks (causal both ways, windows, key lengths: what
@@ -550,46 +548,48 @@ static void structural_masks_at_odd_offsets(void **state) {
             double *want = malloc(sizeof(double) * (size_t)n_out);
             oracle_attention(c, rc.q, rc.k, rc.v, want, NULL, NULL);
             const double sigma = score_spread(&rc), out_scale = fmax(max_abs(want, n_out), value_rms(&rc));
-            for (int i = 0; i < ISA_COUNT; i++) {
-                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+            for (int i = 0; i < attn__isa_count(); i++) {
+                if (!test_isa_use(i)) continue;
                 result got;
                 result_alloc(&got, c);
                 run(&rc, ATTN_KERNEL_FLASH, 0, false, &got);
                 const double d = max_abs_diff(want, got.out, n_out);
                 if (d > FLASH_OUT_REL_FAIL * fmax(1.0, sigma) * out_scale)
-                    fail_msg("[%s] %s left=%lld right=%lld: out differs from the oracle by %.3g (scale %.3g)", isas[i],
+                    fail_msg("[%s] %s left=%lld right=%lld: out differs from the oracle by %.3g (scale %.3g)", attn__isa_name(i),
                              label, (long long)c->left, (long long)c->right, d, out_scale);
                 result_free(&got);
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            test_isa_restore();
             free(want);
             random_case_free(&rc);
         }
     print_message("checked %d structural-mask kernel runs against the reference and the oracle\n", runs);
 }
 
-/* attn_isa_name, attn_dispatch_force and the kernel choice. */
+/* attn_isa_name, attn__isa_force and the kernel choice. */
 static void dispatch_controls(void **state) {
     (void)state;
-    const char *name = attn_isa_name();
-    assert_true(strcmp(name, "avx512") == 0 || strcmp(name, "avx2") == 0 || strcmp(name, "generic") == 0);
+    /* the name is the registry's name of the chosen ISA, one this CPU runs */
+    const int chosen = attn__isa_chosen();
+    assert_true(chosen >= 0 && chosen < attn__isa_count() && attn__isa_supported(chosen));
+    assert_string_equal(attn_isa_name(), attn__isa_name(chosen));
     float q_buf[12] = {0}, o_buf[12];
     attn_tensor q = attn_tensor_2d(q_buf, 4, 3), o = attn_tensor_2d(o_buf, 4, 3);
     attn_sdpa_options opt = {.struct_size = sizeof(attn_sdpa_options), .kernel = ATTN_KERNEL_FLASH};
-    assert_int_equal(attn__dispatch_force("avx1024"), ATTN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(attn__dispatch_force("generic"), ATTN_OK);
+    assert_int_equal(attn__isa_force("avx1024"), ATTN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(attn__isa_force("generic"), ATTN_OK);
     assert_string_equal(attn_isa_name(), "generic");
     assert_string_equal(attn_sdpa_kernel_name(&q, &q, &q, &opt), "flash");
     assert_int_equal(attn_sdpa_forward(&q, &q, &q, &opt, &o, NULL, NULL), ATTN_OK);
     /* The reference is a kernel, not an instruction set: forcing it leaves
      * the ISA as it was. */
-    assert_int_equal(attn__dispatch_force("ref"), ATTN_OK);
+    assert_int_equal(attn__isa_force("ref"), ATTN_OK);
     assert_string_equal(attn_isa_name(), "generic");
     assert_string_equal(attn_sdpa_kernel_name(&q, &q, &q, &opt), "ref");
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     opt.kernel = ATTN_KERNEL_AUTO;
     assert_string_equal(attn_sdpa_kernel_name(&q, &q, &q, &opt),
-                        attn__dispatch_forces_ref() ? "ref" : "flash");
+                        attn__isa_forces_ref() ? "ref" : "flash");
 }
 
 /* Extra memory does not grow with the sequence: the workspace of a prefill
@@ -609,7 +609,7 @@ static void workspace_independent_of_length(void **state) {
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &large), ATTN_OK);
     q.shape[1] = k.shape[1] = 65536;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &larger), ATTN_OK);
-    if (!attn__dispatch_forces_ref()) {
+    if (!attn__isa_forces_ref()) {
         assert_true(small <= large);
         assert_true(large == larger);
         assert_true(larger < (size_t)8 << 20);
@@ -619,14 +619,14 @@ static void workspace_independent_of_length(void **state) {
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &small), ATTN_OK);
     k.shape[1] = 1 << 20;
     assert_int_equal(attn_sdpa_workspace_size(&q, &k, &k, &opt, &large), ATTN_OK);
-    if (!attn__dispatch_forces_ref()) {
+    if (!attn__isa_forces_ref()) {
         assert_true(small == large);
         assert_true(large < (size_t)8 << 20);
     }
 }
 
 /* Long problems (S >= 4096 keys) hold up to 32 query tiles in a unit
- * instead of 8 (forward.c, plan_subtiles).  Here 64 kv heads of 2 query
+ * instead of 8 (forward_plan.c, plan_subtiles).  Here 64 kv heads of 2 query
  * heads each, L = 300, S = 4096, causal with 200 valid keys (so that the
  * reference stays cheap and the subtiles of a unit see different keys):
  * the workspace shows the wider units (larger than at S = 1024); every ISA
@@ -655,23 +655,23 @@ static void long_problems_wider_units(void **state) {
     run(&rc, ATTN_KERNEL_REF, 0, false, &ref);
     const double sigma = score_spread(&rc), v_rms = value_rms(&rc);
     float *alone = malloc(sizeof(float) * (size_t)n_out);
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
         size_t wide = 0, narrow = 0;
         assert_int_equal(attn_sdpa_workspace_size(&q, &k, &v, &opt, &wide), ATTN_OK);
         attn_tensor k_short = attn_tensor_4d(rc.k, 1, 1024, Hkv, D), v_short = attn_tensor_4d(rc.v, 1, 1024, Hkv, Dv);
         assert_int_equal(attn_sdpa_workspace_size(&q, &k_short, &v_short, &opt, &narrow), ATTN_OK);
-        if (wide <= narrow) fail_msg("[%s] workspace %zu at S = 4096, %zu at 1024: units not wider", isas[i], wide, narrow);
+        if (wide <= narrow) fail_msg("[%s] workspace %zu at S = 4096, %zu at 1024: units not wider", attn__isa_name(i), wide, narrow);
 
         result one = {.out = malloc(sizeof(float) * (size_t)n_out), .n_out = n_out};
         result many = {.out = malloc(sizeof(float) * (size_t)n_out), .n_out = n_out};
         run(&rc, ATTN_KERNEL_FLASH, 1, false, &one);
         run(&rc, ATTN_KERNEL_FLASH, 3, false, &many);
         char label[64];
-        snprintf(label, sizeof label, "[%s] wide units", isas[i]);
+        snprintf(label, sizeof label, "[%s] wide units", attn__isa_name(i));
         compare(&ref, &one, false, sigma, v_rms, label);
         if (memcmp(one.out, many.out, sizeof(float) * (size_t)n_out))
-            fail_msg("[%s] wide units: 3 threads differ from 1", isas[i]);
+            fail_msg("[%s] wide units: 3 threads differ from 1", attn__isa_name(i));
         for (int64_t kh = 0; kh < Hkv; kh++) {
             attn_tensor q_h = {rc.q + kh * G * D, ATTN_F32, {1, L, G, D}, {L * Hq * D, Hq * D, D, 1}};
             attn_tensor k_h = {rc.k + kh * D, ATTN_F32, {1, S, 1, D}, {S * Hkv * D, Hkv * D, D, 1}};
@@ -680,11 +680,11 @@ static void long_problems_wider_units(void **state) {
             assert_int_equal(attn_sdpa_forward(&q_h, &k_h, &v_h, &opt, &o_h, NULL, NULL), ATTN_OK);
         }
         if (memcmp(one.out, alone, sizeof(float) * (size_t)n_out))
-            fail_msg("[%s] wide units: the kv heads computed alone differ", isas[i]);
+            fail_msg("[%s] wide units: the kv heads computed alone differ", attn__isa_name(i));
         free(one.out);
         free(many.out);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     free(alone);
     free(ref.out);
     random_case_free(&rc);

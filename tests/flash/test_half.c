@@ -1,7 +1,7 @@
 /*
  * test_half.c — float16 and bfloat16 storage in every kernel (forward tile
  * and rows paths, the split over keys and its merge, backward), on every
- * instruction set this CPU has (generic, avx2, avx512 forced in turn):
+ * instruction set this CPU has (the registry's, forced in turn):
  *
  *   twin       a half tensor is widened exactly, so flash on half tensors
  *              must give the bits flash gives on float32 tensors holding
@@ -36,15 +36,13 @@
 #include "tolerances.h"
 #include "base/dtype.h"
 #include "flash/flash.h"
-#include "flash/ukernels.h"
+#include "isa_list.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const isas[] = {"generic", "avx2", "avx512"};
-enum { ISA_COUNT = 3 };
 
 /* The dtypes of one call's tensors. */
 typedef struct dtypes {
@@ -272,9 +270,9 @@ static void check_case(half_case *hc, enum mask_kind kind, bool with_weights) {
 
     const double sigma = score_spread(hc), factor = sigma > 1 ? sigma : 1;
     const double out_scale = fmax(max_abs_f(ref.out, hc->nout), value_rms(hc));
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        label_of(label, sizeof label, hc, kind, isas[i]);
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        label_of(label, sizeof label, hc, kind, attn__isa_name(i));
         result twin, got;
         result_alloc(&twin, hc);
         result_alloc(&got, hc);
@@ -310,7 +308,7 @@ static void check_case(half_case *hc, enum mask_kind kind, bool with_weights) {
         result_free(&twin);
         result_free(&got);
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     free(o_or), free(w_or), free(lse_or);
     result_free(&twin_ref);
     result_free(&ref);
@@ -511,10 +509,10 @@ static void backward_against_twin_and_reference(void **state) {
             grads ref;
             grads_alloc(&ref, &hc);
             backward(&hc, false, dout_f, dout_s, dout_dt, grad_dt, ATTN_KERNEL_REF, 0, &ref);
-            for (int i = 0; i < ISA_COUNT; i++) {
-                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+            for (int i = 0; i < attn__isa_count(); i++) {
+                if (!test_isa_use(i)) continue;
                 char label[320];
-                label_of(label, sizeof label, &hc, mk, isas[i]);
+                label_of(label, sizeof label, &hc, mk, attn__isa_name(i));
                 grads twin, got;
                 grads_alloc(&twin, &hc);
                 grads_alloc(&got, &hc);
@@ -537,7 +535,7 @@ static void backward_against_twin_and_reference(void **state) {
                 grads_free(&twin);
                 grads_free(&got);
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            test_isa_restore();
             grads_free(&ref);
             free(dout_f), free(dout_s);
             half_case_free(&hc);
@@ -558,10 +556,10 @@ static void bit_identical_across_threads(void **state) {
         for (int m = 0; m < MIX_COUNT; m += 3) {
             half_case hc;
             half_case_make(&hc, &r, 1, shapes[s][0], shapes[s][1], 8, 2, 64, 64, MASK_CAUSAL_LOWER_RIGHT, mixes[m]);
-            for (int i = 0; i < ISA_COUNT; i++) {
-                if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
+            for (int i = 0; i < attn__isa_count(); i++) {
+                if (!test_isa_use(i)) continue;
                 char label[320];
-                label_of(label, sizeof label, &hc, MASK_CAUSAL_LOWER_RIGHT, isas[i]);
+                label_of(label, sizeof label, &hc, MASK_CAUSAL_LOWER_RIGHT, attn__isa_name(i));
                 result one, two;
                 result_alloc(&one, &hc);
                 result_alloc(&two, &hc);
@@ -591,7 +589,7 @@ static void bit_identical_across_threads(void **state) {
                     free(dout_f), free(dout_s);
                 }
             }
-            assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+            test_isa_restore();
             half_case_free(&hc);
         }
 }
@@ -610,9 +608,9 @@ static void widen_and_narrow_match_dtype_h(void **state) {
     float *wide = malloc(sizeof(float) * N), *floats = malloc(sizeof(float) * M);
     for (int e = 0; e < N; e++) halves[e] = (uint16_t)e;
     int checked = 0;
-    for (int i = 0; i < ISA_COUNT; i++) {
-        if (attn__dispatch_force(isas[i]) != ATTN_OK) continue;
-        const ukernel_table *kern = attn__ukernels_active();
+    for (int i = 0; i < attn__isa_count(); i++) {
+        if (!test_isa_use(i)) continue;
+        const ukernel_table *kern = attn__isa_flash(i);
         for (int f = 0; f < 2; f++) {
             const attn_dtype dt = f ? ATTN_BF16 : ATTN_F16;
             kern->widen(halves, dt, wide, N - 3); /* a tail */
@@ -625,7 +623,7 @@ static void widen_and_narrow_match_dtype_h(void **state) {
                 /* vcvtph2ps quiets a signalling NaN: the quiet bit may differ, nothing else */
                 if (isnan(want)) want_bits |= 0x00400000u, got_bits |= 0x00400000u;
                 if (want_bits != got_bits)
-                    fail_msg("[%s] widen %s 0x%04x: %a, dtype.h %a", isas[i], dt_name(dt), e, (double)wide[e], (double)want);
+                    fail_msg("[%s] widen %s 0x%04x: %a, dtype.h %a", attn__isa_name(i), dt_name(dt), e, (double)wide[e], (double)want);
             }
             for (int e = 0; e < N; e++) {
                 const float x = widen_one(dt, (uint16_t)e), y = widen_one(dt, (uint16_t)(e + 1 < N ? e + 1 : e));
@@ -642,13 +640,13 @@ static void widen_and_narrow_match_dtype_h(void **state) {
             for (int e = 0; e < M; e++) {
                 const uint16_t want = narrow_one(dt, floats[e]);
                 if (want != narrowed[e])
-                    fail_msg("[%s] narrow %s %a: 0x%04x, dtype.h 0x%04x", isas[i], dt_name(dt), (double)floats[e],
+                    fail_msg("[%s] narrow %s %a: 0x%04x, dtype.h 0x%04x", attn__isa_name(i), dt_name(dt), (double)floats[e],
                              narrowed[e], want);
             }
         }
         checked++;
     }
-    assert_int_equal(attn__dispatch_force(NULL), ATTN_OK);
+    test_isa_restore();
     assert_true(checked >= 1);
     free(halves), free(narrowed), free(wide), free(floats);
 }

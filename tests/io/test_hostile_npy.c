@@ -34,7 +34,6 @@
 #include "attn.h"
 #include "attn_io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -44,9 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,13 +388,7 @@ static uint8_t *make_row(const hostile *h, const char *path, size_t *size) {
         break;
     }
     case SOCKET: {
-        struct sockaddr_un addr = {.sun_family = AF_UNIX};
-        assert_true(strlen(path) < sizeof addr.sun_path);
-        strcpy(addr.sun_path, path);
-        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        assert_true(fd >= 0);
-        assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-        close(fd); /* the name stays */
+        test_make_socket(path);
         break;
     }
     case GROWING: write_valid(path, GROWING_ROWS); break;
@@ -415,26 +406,9 @@ static void row_path(const hostile *h, const char *tag, char *buf, size_t cap) {
 
 /* ---------------------------------------------------------------- checks */
 
-/* A row's failure is printed and counted, and the sweep goes on, so that
- * one run shows every row that goes wrong; each test fails at its end if
- * any did. */
-static int failures;
-static void row_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void row_failed(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char line[4096];
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    print_error("%s\n", line);
-    failures++;
-}
-
-static void assert_no_row_failed(void) {
-    int n = failures;
-    failures = 0;
-    if (n) fail_msg("%d checks failed (above)", n);
-}
+/* A row's failure is printed and counted (test_row_failed), and the sweep
+ * goes on, so that one run shows every row that goes wrong; each test fails
+ * at its end if any did. */
 
 /* True if message contains one of the '|'-separated alternatives. */
 static bool says(const char *message, const char *keyword) {
@@ -446,15 +420,6 @@ static bool says(const char *message, const char *keyword) {
     return false;
 }
 
-static int temp_files_in(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp-") != NULL;
-    closedir(d);
-    return n;
-}
-
 /* One library call's failure: the row's status, nothing handed back, a
  * message with the path (when there is one) and the keyword. */
 static void check_failure(const char *row, const char *call, attn_status st, const attn_array *a,
@@ -462,9 +427,9 @@ static void check_failure(const char *row, const char *call, attn_status st, con
     const char *msg = attn_last_error();
     bool status_ok = st == want || (want_too != ATTN_OK && st == want_too);
     if (!status_ok || (path && !strstr(msg, path)) || !says(msg, keyword))
-        row_failed("%s: %s: status %d '%s' (want %d '%s'), message \"%s\" (want the path and \"%s\")", row, call,
+        test_row_failed("%s: %s: status %d '%s' (want %d '%s'), message \"%s\" (want the path and \"%s\")", row, call,
                  (int)st, attn_status_str(st), (int)want, attn_status_str(want), msg, keyword);
-    if (a->data) row_failed("%s: %s failed but handed back data", row, call);
+    if (a->data) test_row_failed("%s: %s failed but handed back data", row, call);
 }
 
 /* The three file readers (and the parser, given the image). */
@@ -473,7 +438,7 @@ static void check_library(const char *row, const char *path, const uint8_t *img,
     attn_array a;
     if (want == ATTN_OK) {
         attn_status st = attn_npy_load(path, &a);
-        if (st != ATTN_OK) row_failed("%s: a valid .npy file was refused: %s", row, attn_last_error());
+        if (st != ATTN_OK) test_row_failed("%s: a valid .npy file was refused: %s", row, attn_last_error());
         attn_array_free(&a);
         return;
     }
@@ -505,12 +470,12 @@ static void start_sdpa(test_child *c, const char *q, const char *out) {
 static void check_cli_result(const char *row, test_child *c, const char *path, const char *out,
                              const char *keyword) {
     cli_runs++;
-    if (c->timed_out) row_failed("%s: attn sdpa hung (killed after %.0f s)", row, HOSTILE_TIMEOUT_S);
+    if (c->timed_out) test_row_failed("%s: attn sdpa hung (killed after %.0f s)", row, HOSTILE_TIMEOUT_S);
     if (c->status != 1 || !strstr(c->output, path) || !says(c->output, keyword))
-        row_failed("%s: attn sdpa exited %d (want 1), stderr \"%s\" (want the path and \"%s\")", row, c->status,
+        test_row_failed("%s: attn sdpa exited %d (want 1), stderr \"%s\" (want the path and \"%s\")", row, c->status,
                  c->output, keyword);
     if (c->maxrss_kb > HOSTILE_RSS_LIMIT_KB)
-        row_failed("%s: attn sdpa peaked at %ld KiB resident, over the limit of %ld KiB", row, c->maxrss_kb,
+        test_row_failed("%s: attn sdpa peaked at %ld KiB resident, over the limit of %ld KiB", row, c->maxrss_kb,
                  HOSTILE_RSS_LIMIT_KB);
     /* The growing file is 16 MiB of real data: its figure is apart. */
     if (strcmp(row, "growing") == 0) {
@@ -519,8 +484,8 @@ static void check_cli_result(const char *row, test_child *c, const char *path, c
         peak_rss_kb = c->maxrss_kb;
         snprintf(peak_rss_row, sizeof peak_rss_row, "%s", row);
     }
-    if (test_file_exists(out)) row_failed("%s: attn sdpa failed but created its output %s", row, out);
-    if (temp_files_in(test_tmpdir()) != 0) row_failed("%s: a temporary file was left behind", row);
+    if (test_file_exists(out)) test_row_failed("%s: attn sdpa failed but created its output %s", row, out);
+    if (test_temp_files_in(test_tmpdir()) != 0) test_row_failed("%s: a temporary file was left behind", row);
 }
 
 static void check_cli(const char *row, const char *path, const char *keyword) {
@@ -606,7 +571,7 @@ static void every_row_through_the_library(void **state) {
         }
         free(img);
     }
-    assert_no_row_failed();
+    test_assert_no_row_failed();
 }
 
 static void every_row_through_the_program(void **state) {
@@ -645,7 +610,7 @@ static void every_row_through_the_program(void **state) {
     print_message("%d runs of attn sdpa on bad files: peak resident %ld KiB (%s), %ld KiB on the 16 MiB growing "
                   "file; /bin/true %ld KiB; the limit %ld KiB\n", cli_runs, peak_rss_kb, peak_rss_row, growing_rss_kb,
                   floor_rss_kb, HOSTILE_RSS_LIMIT_KB);
-    assert_no_row_failed();
+    test_assert_no_row_failed();
 }
 
 /* A valid numpy-style file cut at every length shorter than itself, in
@@ -698,7 +663,7 @@ static void every_prefix_of_a_valid_file(void **state) {
         free(img);
     }
     print_message("%d prefixes refused by the library and the program\n", cases);
-    assert_no_row_failed();
+    test_assert_no_row_failed();
 }
 
 /* A library call that blocks (a FIFO opened for reading waits for a

@@ -36,15 +36,6 @@
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/npz"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not say '%s'", attn_last_error(), keyword);
-}
-
 typedef struct sample {
     const char *name;
     attn_array a;
@@ -117,7 +108,7 @@ static void read_and_compare(const char *path, const sample *s, int n, int defla
     }
     attn_array none = {0};
     assert_refused(attn_npz_read(z, "nope", &none), ATTN_ERR_INVALID_ARGUMENT, "no array 'nope'");
-    attn_npz_close(z);
+    attn_npz_free(z);
 }
 
 /* Deflate needs zlib at build time; without it the deflated cases are
@@ -234,7 +225,7 @@ static void test_refusals(void **state) {
     assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "CRC-32");
     assert_ok(attn_npz_read(z, "ids", &a)); /* the other member is intact */
     attn_array_free(&a);
-    attn_npz_close(z);
+    attn_npz_free(z);
     /* Truncated: the end record is gone. */
     const char *cut = test_path("cut.npz");
     assert_ok(attn_output_write_file(cut, bytes, n - 10));
@@ -260,7 +251,7 @@ static void test_refusals(void **state) {
         free(bytes);
         assert_ok(attn_npz_open(big, &z));
         assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "more than deflate");
-        attn_npz_close(z);
+        attn_npz_free(z);
     }
     free_samples(s, SAMPLES);
 }
@@ -303,7 +294,7 @@ static void test_empty_member_is_named(void **state) {
     assert_non_null(strstr(attn_last_error(), "'hollow'"));
     assert_refused(attn_npz_read_header(z, "hollow", &a), ATTN_ERR_FORMAT, path);
     assert_non_null(strstr(attn_last_error(), "'hollow'"));
-    attn_npz_close(z);
+    attn_npz_free(z);
     char *out = NULL;
     assert_int_equal(test_run_cli(&out, "npz list %s", path), 1);
     if (!strstr(out, path) || !strstr(out, "'hollow'") || !strstr(out, "not a .npy array"))
@@ -419,7 +410,7 @@ static void test_stream_ends_across_input_chunks(void **state) {
             fail_msg("n = %lld, deflated to %zu bytes: %s", (long long)n, packed, attn_last_error());
         assert_true(a.count == n && h.count == n);
         attn_array_free(&a);
-        attn_npz_close(z);
+        attn_npz_free(z);
     }
     assert_true(crossed > 0);
     free((void *)path);
@@ -447,7 +438,7 @@ static void test_high_ratio_member(void **state) {
     assert_ok(attn_npz_open(path, &z));
     assert_ok(attn_npz_read_header(z, "big", &a));
     assert_true(a.dtype == ATTN_F32 && a.ndim == 1 && a.shape[0] == BIG_ELEMENTS && !a.data);
-    attn_npz_close(z);
+    attn_npz_free(z);
 
     const char *list[] = {"npz", "list", path, NULL}, *get[] = {"npz", "get", path, "big", "-o", out, NULL};
     test_child c;

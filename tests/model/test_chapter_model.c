@@ -18,14 +18,15 @@
  * table once (Gemma; not under a sanitizer, where the forward is ~20x
  * slower: there --no-cost).
  */
+#include "cli_files.h"
 #include "testutil.h"
 #include "models.h"
 #include "tolerances.h"
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 #include "attn_tokenizer.h"
 #include "attn_viz.h"
 #include "model_chapter.h"
@@ -42,18 +43,6 @@
 #define GEMMA TEST_GEMMA_GGUF
 
 static const char *const sentence_keys[MODEL_CHAPTER_SENTENCES] = {"eat", "computer"};
-
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_cli(int want_status, const char *want_text, const char *fmt, const char *arg) {
-    char *out;
-    const int status = test_run_cli(&out, fmt, arg);
-    if (status != want_status || !strstr(out, want_text))
-        fail_msg("attn %s: status %d (expected %d), output lacks '%s':\n%s", fmt, status, want_status, want_text, out);
-    free(out);
-}
 
 /* ============================================================ always */
 
@@ -95,7 +84,7 @@ static void test_top_k(void **state) {
     (void)state;
     const float x[6] = {0.1f, 0.4f, 0.4f, 0.05f, 0.3f, 0.75f};
     int64_t best[3];
-    model_chapter_top_k(x, 6, 3, best);
+    attn_top_k(x, 6, 3, best);
     assert_int_equal(best[0], 5);
     assert_int_equal(best[1], 1); /* ties: the lower index first */
     assert_int_equal(best[2], 2);
@@ -105,22 +94,22 @@ static void test_cli_errors(void **state) {
     (void)state;
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no-such-model.gguf", test_tmpdir());
-    assert_cli(1, "no-such-model.gguf: no such model file", "demo --model %s --lang en", missing);
-    assert_cli(1, "scripts/fetch-models.sh", "demo --model %s --lang en", missing);
-    assert_cli(1, "模型文件不存在", "demo --model %s --lang zh", missing);
-    assert_cli(1, "scripts/fetch-models.sh", "model chapter %s --lang en", missing);
+    test_cli_expect(1, "no-such-model.gguf: no such model file", "demo --model %s --lang en", missing);
+    test_cli_expect(1, "scripts/fetch-models.sh", "demo --model %s --lang en", missing);
+    test_cli_expect(1, "模型文件不存在", "demo --model %s --lang zh", missing);
+    test_cli_expect(1, "scripts/fetch-models.sh", "model chapter %s --lang en", missing);
     char junk[600];
     snprintf(junk, sizeof junk, "%s/junk.gguf", test_tmpdir());
     assert_int_equal(test_write_file(junk, "not a model", 11), 0);
-    assert_cli(1, "junk.gguf': not a GGUF file", "demo --model %s", junk);
-    assert_cli(2, "options of --model FILE", "demo --plot %s", "x.png");
-    assert_cli(2, "not --model's", "demo --model x.gguf --figures %s", test_tmpdir());
-    assert_cli(0, "--no-cost", "demo --help --lang %s", "en");
-    assert_cli(0, "--no-cost", "demo --help --lang %s", "zh");
-    assert_cli(0, "attn model chapter FILE.gguf", "model --help%s", "");
-    assert_cli(2, "chapter needs the model's FILE.gguf", "model chapter%s", "");
-    assert_cli(2, "chapter needs the model's FILE.gguf", "model chapter --lang en %s", "x.gguf");
-    assert_cli(0, "--model FILE", "model chapter --help%s", "");
+    test_cli_expect(1, "junk.gguf': not a GGUF file", "demo --model %s", junk);
+    test_cli_expect(2, "options of --model FILE", "demo --plot %s", "x.png");
+    test_cli_expect(2, "not --model's", "demo --model x.gguf --figures %s", test_tmpdir());
+    test_cli_expect(0, "--no-cost", "demo --help --lang %s", "en");
+    test_cli_expect(0, "--no-cost", "demo --help --lang %s", "zh");
+    test_cli_expect(0, "attn model chapter FILE.gguf", "model --help%s", "");
+    test_cli_expect(2, "chapter needs the model's FILE.gguf", "model chapter%s", "");
+    test_cli_expect(2, "chapter needs the model's FILE.gguf", "model chapter --lang en %s", "x.gguf");
+    test_cli_expect(0, "--model FILE", "model chapter --help%s", "");
 }
 
 /* ======================================================== the real models */
@@ -128,10 +117,7 @@ static void test_cli_errors(void **state) {
 static attn_array load_fixture(const char *arch, const char *what, attn_dtype dtype) {
     char path[768];
     snprintf(path, sizeof path, FIXTURES "/%s/%s.npy", arch, what);
-    attn_array a = {0};
-    assert_ok(attn_npy_load(path, &a));
-    assert_ok(attn_array_convert(&a, dtype));
-    return a;
+    return test_load_array(path, dtype);
 }
 
 /* attn's top-k of row[0..n) agrees with the reference's when every rank
@@ -139,8 +125,8 @@ static attn_array load_fixture(const char *arch, const char *what, attn_dtype dt
  * (near-ties may swap).  Returns the first rank that disagrees, or -1. */
 static int64_t rank_disagreement(const float *row, const float *ref, int64_t n, int64_t k, double tol) {
     int64_t got[8], want[8];
-    model_chapter_top_k(row, n, k, got);
-    model_chapter_top_k(ref, n, k, want);
+    attn_top_k(row, n, k, got);
+    attn_top_k(ref, n, k, want);
     for (int64_t j = 0; j < k; j++)
         if (got[j] != want[j] && fabs((double)ref[got[j]] - ref[want[j]]) > tol) return j;
     return -1;
@@ -206,7 +192,7 @@ static void check_model(const char *file, const char *arch) {
                     fail_msg("%s %s layer %lld head %lld: 苹果's key of rank %lld differs from HF's", arch,
                              sentence_keys[k], (long long)l, (long long)h, (long long)bad + 1);
                 int64_t best[3];
-                model_chapter_top_k(row, L, 3, best);
+                attn_top_k(row, L, 3, best);
                 print_message("  %s %-8s layer %2lld head %2lld: keys %lld %.3f, %lld %.3f, %lld %.3f\n", arch,
                               sentence_keys[k], (long long)l, (long long)h, (long long)best[0], (double)row[best[0]],
                               (long long)best[1], (double)row[best[1]], (long long)best[2], (double)row[best[2]]);
@@ -246,7 +232,7 @@ static void check_model(const char *file, const char *arch) {
     model_chapter_free(&mc);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 static void test_qwen2_against_transformers(void **state) {

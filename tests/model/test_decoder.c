@@ -17,14 +17,15 @@
  * scripts/models/make_decoder_fixtures.py).  Under a sanitizer only the
  * shortest sequence of each model runs (the forward is ~20x slower there).
  */
+#include "cli_files.h"
 #include "testutil.h"
 #include "models.h"
 #include "tolerances.h"
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 #include "tiny_model.h"
 
 #include <math.h>
@@ -34,15 +35,6 @@
 #include <sys/stat.h>
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/decoder"
-
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (!strstr(attn_last_error(), keyword)) fail_msg("message '%s' does not name '%s'", attn_last_error(), keyword);
-}
 
 /* ====================================================== a tiny model in memory */
 
@@ -178,11 +170,7 @@ static double max_rel(const float *got, const double *want, int64_t n) {
 static void check_tiny_against_oracle(const tiny_spec *spec, int64_t L, uint64_t seed) {
     tiny_model m;
     tiny_build(&m, spec, seed);
-    attn_gguf *g;
-    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
-    attn_decoder *dec;
-    assert_ok(attn_decoder_load(g, &dec));
-    attn_gguf_close(g); /* the decoder keeps its own copy of the weights */
+    attn_decoder *dec = tiny_load(&m);
     const attn_decoder_config *c = attn_decoder_get_config(dec);
     int32_t ids[64];
     test_rng rng;
@@ -248,7 +236,7 @@ static attn_status tiny_config(const tiny_spec *spec, attn_decoder_config *cfg, 
     assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
     attn_status st = attn_decoder_read_config(g, cfg);
     if (st == ATTN_OK && dec) st = attn_decoder_load(g, dec);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     tiny_free(&m);
     return st;
 }
@@ -274,6 +262,33 @@ static void test_config(void **state) {
     assert_true(c.qkv_bias && !c.qk_norm && !c.tied_embeddings && c.sliding_window == 0);
     assert_true(c.embed_scale == 1.0f && c.attn_scale == 0.5f);
     assert_false(attn_decoder_layer_is_local(&c, 0));
+}
+
+/* The architectures the decoder lists (attn_decoder_architecture, from
+ * src/model/arch.c's table): each one's GGUF metadata is read under its name,
+ * and the refusal of any other architecture names every one of them. */
+static void test_architectures(void **state) {
+    (void)state;
+    const char *want[] = {"qwen2", "qwen3", "gemma3", "llama"};
+    const int n = (int)(sizeof want / sizeof want[0]);
+    for (int i = 0; i < n; i++) assert_string_equal(attn_decoder_architecture(i), want[i]);
+    assert_null(attn_decoder_architecture(n));
+    assert_null(attn_decoder_architecture(-1));
+    attn_decoder_config c;
+    tiny_spec s = TINY_QWEN;
+    s.arch = "phi3";
+    assert_int_equal(tiny_config(&s, &c, NULL), ATTN_ERR_UNSUPPORTED);
+    char message[512];
+    snprintf(message, sizeof message, "%s", attn_last_error());
+    for (int i = 0; attn_decoder_architecture(i); i++) {
+        const char *name = attn_decoder_architecture(i);
+        if (!strstr(message, name)) fail_msg("'%s' is not in: %s", name, message);
+        s = TINY_QWEN;
+        s.arch = name;
+        assert_ok(tiny_config(&s, &c, NULL));
+        assert_string_equal(c.architecture, name);
+    }
+    assert_non_null(strstr(message, "qwen2, qwen3, gemma3 and llama"));
 }
 
 static void test_errors(void **state) {
@@ -303,8 +318,8 @@ static void test_errors(void **state) {
     assert_refused(attn_decoder_forward(dec, bad, 3, &out), ATTN_ERR_INVALID_ARGUMENT, "token 1 is id 37");
     assert_refused(attn_decoder_forward(dec, bad, 0, &out), ATTN_ERR_SHAPE, "0 tokens");
     attn_decoder_outputs old = out;
-    old.struct_size = 8;
-    assert_refused(attn_decoder_forward(dec, bad, 1, &old), ATTN_ERR_INVALID_ARGUMENT, "struct_size");
+    old.struct_size = 0;
+    assert_refused(attn_decoder_forward(dec, bad, 1, &old), ATTN_ERR_INVALID_ARGUMENT, "ATTN_DECODER_OUTPUTS_INIT");
     attn_decoder_free(dec);
 }
 
@@ -343,21 +358,6 @@ static void test_hook(void **state) {
 
 /* ========================================================= attn model (CLI) */
 
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static void assert_cli(int want_status, const char *want_text, const char *fmt, const char *arg) {
-    char *out;
-    const int status = test_run_cli(&out, fmt, arg);
-    if (status != want_status || !strstr(out, want_text))
-        fail_msg("attn %s: status %d (expected %d), output lacks '%s':\n%s", fmt, status, want_status, want_text, out);
-    free(out);
-}
-
 static void test_cli(void **state) {
     (void)state;
     tiny_model m;
@@ -365,17 +365,13 @@ static void test_cli(void **state) {
     const char *path = test_path("tiny-gemma3.gguf");
     char file[600];
     snprintf(file, sizeof file, "%s", path);
-    write_file(file, m.file.data, m.file.len);
-    assert_cli(0, "query heads 0..1", "model info %s", file);
-    assert_cli(0, "LLLLLGL", "model info %s", file);
-    assert_cli(0, "10000 on local ones", "model info %s", file);
+    assert_int_equal(test_write_file(file, m.file.data, m.file.len), 0);
+    test_cli_expect(0, "query heads 0..1", "model info %s", file);
+    test_cli_expect(0, "LLLLLGL", "model info %s", file);
+    test_cli_expect(0, "10000 on local ones", "model info %s", file);
 
     /* The CLI's top token is the decoder's argmax. */
-    attn_gguf *g;
-    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
-    attn_decoder *dec;
-    assert_ok(attn_decoder_load(g, &dec));
-    attn_gguf_close(g);
+    attn_decoder *dec = tiny_load(&m);
     const int32_t ids[3] = {2, 7, 1};
     float logits[29];
     attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
@@ -387,16 +383,16 @@ static void test_cli(void **state) {
         if (logits[i] > logits[best]) best = i;
     char want[64];
     snprintf(want, sizeof want, "\n1     %8d", best);
-    assert_cli(0, want, "model run %s --ids 2,7,1 --top 3", file);
-    assert_cli(0, "after layer l", "model run %s --ids 2,7,1 --layer-norms", file);
+    test_cli_expect(0, want, "model run %s --ids 2,7,1 --top 3", file);
+    test_cli_expect(0, "after layer l", "model run %s --ids 2,7,1 --layer-norms", file);
     attn_decoder_free(dec);
 
-    assert_cli(0, "usage: attn model info", "model --help%s", "");
-    assert_cli(2, "element 1 is 'x'", "model run %s --ids 2,x,1", file);
-    assert_cli(2, "run needs --ids", "model run %s", file);
-    assert_cli(2, "did you mean info", "model inof %s", file);
-    assert_cli(1, "outside the vocabulary", "model run %s --ids 29", file);
-    assert_cli(1, "no-such.gguf", "model info %s/no-such.gguf", test_tmpdir());
+    test_cli_expect(0, "usage: attn model info", "model --help%s", "");
+    test_cli_expect(2, "element 1 is 'x'", "model run %s --ids 2,x,1", file);
+    test_cli_expect(2, "run needs --ids", "model run %s", file);
+    test_cli_expect(2, "did you mean info", "model inof %s", file);
+    test_cli_expect(1, "outside the vocabulary", "model run %s --ids 29", file);
+    test_cli_expect(1, "no-such.gguf", "model info %s/no-such.gguf", test_tmpdir());
     tiny_free(&m);
 }
 
@@ -405,10 +401,7 @@ static void test_cli(void **state) {
 static attn_array load_fixture(const char *arch, const char *seq, const char *what, attn_dtype dtype) {
     char path[768];
     snprintf(path, sizeof path, FIXTURES "/%s/%s_%s.npy", arch, seq, what);
-    attn_array a = {0};
-    assert_ok(attn_npy_load(path, &a));
-    assert_ok(attn_array_convert(&a, dtype));
-    return a;
+    return test_load_array(path, dtype);
 }
 
 static int fixture_exists(const char *arch, const char *seq, const char *what) {
@@ -550,7 +543,7 @@ static void check_model(const char *file, const char *arch) {
     assert_ok(attn_decoder_load(g, &dec));
     print_message("%s: loaded in %.2f s, %.0f MiB of float32 weights\n", arch, test_now() - t0,
                   (double)attn_decoder_weight_bytes(dec) / 1048576.0);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     static const char *const seqs[] = {"zh", "en", "code"};
     for (size_t i = 0; i < (UNDER_SANITIZER ? 1 : sizeof seqs / sizeof seqs[0]); i++) check_sequence(dec, arch, seqs[i]);
     attn_decoder_free(dec);
@@ -571,6 +564,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_qwen2_against_oracle),
         cmocka_unit_test(test_tiny_gemma3_against_oracle),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_architectures),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_hook),
         cmocka_unit_test(test_cli),

@@ -16,7 +16,7 @@
 #include "attn.h"
 #include "attn_io.h"
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -25,16 +25,6 @@
 #include <string.h>
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/gguf"
-
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-/* A failing call: its status, and a keyword in its message. */
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want || !strstr(attn_last_error(), keyword))
-        fail_msg("status %d (want %d), message \"%s\" (want \"%s\")", (int)st, (int)want, attn_last_error(), keyword);
-}
 
 static void assert_string(const attn_gguf *g, const char *key, const void *want, size_t want_len) {
     const char *s;
@@ -208,7 +198,7 @@ static void metadata_written_by_gguf_py(void **state) {
     assert_int_equal(t.offset % 64, 0);
     assert_ok(attn_gguf_dequantize_rows(g, &t, 0, 1, row));
     for (int i = 0; i < 5; i++) assert_true(row[i] == (float)i);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* ----------------------------------------- metadata by the byte builder */
@@ -418,7 +408,7 @@ static void metadata_round_trips(void **state) {
         assert_refused(attn_gguf_dequantize_rows(g, &t, 0, 1, out), ATTN_ERR_UNSUPPORTED,
                        "tensor 'q2' is of type Q2_K, which attn does not convert");
         assert_refused(attn_gguf_find_tensor(g, "five", &t), ATTN_ERR_FORMAT, "no tensor 'five'");
-        attn_gguf_close(g);
+        attn_gguf_free(g);
         gb_free(&b);
     }
 }
@@ -476,7 +466,7 @@ static void dequantize_matches_gguf_py(void **state) {
     check_against_reference(g, seen);
     for (size_t c = 0; c < N_CONVERTED; c++)
         if (!seen[c]) fail_msg("types.gguf holds no %s tensor", attn_gguf_type_name(converted[c]));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 
     /* From memory at an odd address: nothing needs alignment. */
     size_t size;
@@ -487,7 +477,7 @@ static void dequantize_matches_gguf_py(void **state) {
     assert_ok(attn_gguf_parse(odd + 1, size, &g));
     memset(seen, 0, sizeof seen);
     check_against_reference(g, seen);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     free(odd);
     free(image);
 }
@@ -534,7 +524,7 @@ static void api_misuse(void **state) {
     assert_null(g);
     assert_refused(attn_gguf_parse("GGUF", 4, NULL), ATTN_ERR_INVALID_ARGUMENT, "out is NULL");
     assert_refused(attn_gguf_open(NULL, &g), ATTN_ERR_INVALID_ARGUMENT, "path is NULL");
-    attn_gguf_close(NULL);
+    attn_gguf_free(NULL);
 
     gguf_bytes b = {0};
     build_every_type(&b, 3);
@@ -591,7 +581,7 @@ static void api_misuse(void **state) {
     assert_int_equal(info.n_tensors, 0);
     assert_int_equal(attn_gguf_key_index(NULL, "x"), -1);
     assert_int_equal(attn_gguf_key_index(g, NULL), -1);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_free(&b);
 }
 
@@ -629,7 +619,7 @@ static attn_status rope_config(const char *scaling_type, double scale_linear, bo
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_parse(b.data, b.len, &g);
     if (st == ATTN_OK) st = attn_decoder_read_config(g, c);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_free(&b);
     return st;
 }

@@ -16,8 +16,8 @@
 #include "models.h"
 
 #include "attn.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,10 +28,6 @@
 #define ROWS_DIR ATTN_SOURCE_DIR "/tests/fixtures/gguf/models"
 #define QWEN TEST_QWEN_GGUF
 #define GEMMA TEST_GEMMA_GGUF
-
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
 
 /* Opens a model, or skips the test with a message when it is absent. */
 static attn_gguf *open_model(const char *name) {
@@ -131,7 +127,7 @@ static void qwen_architecture(void **state) {
     assert_has_tensor(g, "blk.0.attn_q_norm.weight", 0);
     assert_has_tensor(g, "blk.24.attn_q.weight", 0);
     assert_tensor_types(g, SHIPPED_TYPES);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* Gemma 3 270M: 18 layers, d_model 640, 4 query heads on 1 key/value head
@@ -171,7 +167,7 @@ static void gemma_architecture(void **state) {
     assert_has_tensor(g, "blk.17.post_ffw_norm.weight", 1);
     assert_has_tensor(g, "blk.18.attn_q.weight", 0);
     assert_tensor_types(g, SHIPPED_TYPES);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* rows.txt: "model tensor type row file", one per line, # comments. */
@@ -215,7 +211,7 @@ static void rows_match_gguf_py(void **state) {
         types_checked |= 1ull << t.type;
         free(got);
         attn_array_free(&want);
-        attn_gguf_close(g);
+        attn_gguf_free(g);
     }
     fclose(f);
     print_message("%d rows of real tensors bit for bit equal to gguf-py's\n", checked);
@@ -250,7 +246,7 @@ static void every_tensor_converts(void **state) {
             free(row);
         }
         print_message("%s: %lld tensors, first and last rows converted\n", models[m], (long long)info.n_tensors);
-        attn_gguf_close(g);
+        attn_gguf_free(g);
     }
     if (!opened) {
         print_message("skipped: no model in %s (scripts/fetch-models.sh)\n", test_model_dir());

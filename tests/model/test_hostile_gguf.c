@@ -27,7 +27,7 @@
 #include "gguf_builder.h"
 
 #include "attn.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -35,9 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 /* The test's own peak resident set size, however large the rows' headers
@@ -261,25 +259,8 @@ static const hostile rows[] = {
 
 /* ---------------------------------------------------------------- checks */
 
-/* Failures are printed and counted, so that one run shows every row that
- * goes wrong; each test fails at its end if any did. */
-static int failures;
-static void row_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void row_failed(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char line[4096];
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    print_error("%s\n", line);
-    failures++;
-}
-
-static void assert_no_row_failed(void) {
-    int n = failures;
-    failures = 0;
-    if (n) fail_msg("%d checks failed (above)", n);
-}
+/* Failures are printed and counted (test_row_failed), so that one run shows
+ * every row that goes wrong; each test fails at its end if any did. */
 
 /* One call's refusal: the status, no attn_gguf handed back, the keyword
  * and (through a file) the path in the message. */
@@ -287,10 +268,10 @@ static void check_refusal(const char *row, const char *call, attn_status st, con
                           const char *path, const char *keyword) {
     const char *msg = attn_last_error();
     if (st != want || (path && !strstr(msg, path)) || !strstr(msg, keyword))
-        row_failed("%s: %s: status %d '%s' (want %d '%s'), message \"%s\" (want%s%s \"%s\")", row, call, (int)st,
+        test_row_failed("%s: %s: status %d '%s' (want %d '%s'), message \"%s\" (want%s%s \"%s\")", row, call, (int)st,
                    attn_status_str(st), (int)want, attn_status_str(want), msg, path ? " the path and" : "", "",
                    keyword);
-    if (g) row_failed("%s: %s failed but handed back a file", row, call);
+    if (g) test_row_failed("%s: %s failed but handed back a file", row, call);
 }
 
 static void check_bytes(const char *row, const uint8_t *data, size_t size, attn_status want, const char *keyword) {
@@ -298,14 +279,14 @@ static void check_bytes(const char *row, const uint8_t *data, size_t size, attn_
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_parse(data, size, &g);
     check_refusal(row, "attn_gguf_parse", st, g, want, NULL, keyword);
-    if (st == ATTN_OK) attn_gguf_close(g);
+    if (st == ATTN_OK) attn_gguf_free(g);
     char path[600];
     snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), row);
     assert_int_equal(test_write_file(path, data, size), 0);
     g = NULL;
     st = attn_gguf_open(path, &g);
     check_refusal(row, "attn_gguf_open", st, g, want, path, keyword);
-    if (st == ATTN_OK) attn_gguf_close(g);
+    if (st == ATTN_OK) attn_gguf_free(g);
     unlink(path);
 }
 
@@ -318,7 +299,7 @@ static void every_row(void **state) {
         gb_free(&b);
     }
     print_message("%zu hostile GGUF rows, each through attn_gguf_parse and attn_gguf_open\n", N_ROWS);
-    assert_no_row_failed();
+    test_assert_no_row_failed();
 }
 
 /* The table's controls: one step short of a refused row is accepted. */
@@ -331,7 +312,7 @@ static void near_misses_are_accepted(void **state) {
     for (int i = 0; i < 15; i++) gb_array(&b, ARR, 1);
     gb_array(&b, U8, 0);
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("16-deep arrays: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_free(&b);
     /* A key of 65535 bytes; alignment 1; a tensor that ends at the file's last byte; trailing bytes after the data. */
     gb_header(&b, 3, 1, 2);
@@ -342,10 +323,10 @@ static void near_misses_are_accepted(void **state) {
     gb_tensor(&b, "w", 1, d64, T_Q8_0, 0);
     gb_zeros(&b, 68);
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("a 65535-byte key: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_zeros(&b, 5);
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("trailing bytes: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     gb_free(&b);
 }
 
@@ -376,21 +357,21 @@ static void every_prefix(void **state) {
     valid_small(&b);
     attn_gguf *g;
     if (attn_gguf_parse(b.data, b.len, &g) != ATTN_OK) fail_msg("the valid file: %s", attn_last_error());
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     for (size_t n = 0; n < b.len; n++) {
         char row[64];
         snprintf(row, sizeof row, "prefix-%zu-of-%zu", n, b.len);
         check_bytes(row, b.data, n, ATTN_ERR_FORMAT, n == 0 ? "truncated" : n < 4 ? "truncated" : "");
-        if (failures) break; /* one prefix's failure is enough to read */
+        if (test_rows_failed()) break; /* one prefix's failure is enough to read */
         /* Each refusal says the file is cut short: "truncated", a length
          * that "runs past the end", a tensor whose data "run past the end". */
         if (!strstr(attn_last_error(), "truncated") && !strstr(attn_last_error(), "past the end"))
-            row_failed("%s: refused, but not as a truncation: %s", row, attn_last_error());
+            test_row_failed("%s: refused, but not as a truncation: %s", row, attn_last_error());
     }
     print_message("every prefix of a %zu-byte valid file refused, through attn_gguf_parse and attn_gguf_open\n",
                   b.len);
     gb_free(&b);
-    assert_no_row_failed();
+    test_assert_no_row_failed();
 }
 
 /* Things that are not regular files, through attn_gguf_open. */
@@ -405,7 +386,7 @@ static void not_regular_files(void **state) {
     assert_int_equal(mkfifo(path, 0600), 0);
     double t0 = test_now();
     check_refusal("fifo", "attn_gguf_open", attn_gguf_open(path, &g), g, ATTN_ERR_IO, path, "it is a FIFO");
-    if (test_now() - t0 > 5) row_failed("fifo: attn_gguf_open took %.1f s", test_now() - t0);
+    if (test_now() - t0 > 5) test_row_failed("fifo: attn_gguf_open took %.1f s", test_now() - t0);
     snprintf(path, sizeof path, "%s/zero.gguf", test_tmpdir());
     assert_int_equal(symlink("/dev/zero", path), 0);
     check_refusal("dev-zero", "attn_gguf_open", attn_gguf_open(path, &g), g, ATTN_ERR_IO, path,
@@ -422,15 +403,9 @@ static void not_regular_files(void **state) {
     check_refusal("proc-file", "attn_gguf_open", attn_gguf_open(path, &g), g, ATTN_ERR_FORMAT, path,
                   "truncated: 0 bytes");
     snprintf(path, sizeof path, "%s/sock.gguf", test_tmpdir());
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    assert_true(strlen(path) < sizeof addr.sun_path);
-    strcpy(addr.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-    close(fd);
+    test_make_socket(path);
     check_refusal("socket", "attn_gguf_open", attn_gguf_open(path, &g), g, ATTN_ERR_IO, path, "it is a socket");
-    assert_no_row_failed();
+    test_assert_no_row_failed();
 }
 
 static void memory_stayed_small(void **state) {

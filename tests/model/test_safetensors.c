@@ -39,16 +39,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
-static void assert_refused(attn_status st, attn_status want, const char *keyword) {
-    if (st != want) fail_msg("status %d (expected %d): %s", (int)st, (int)want, attn_last_error());
-    if (keyword && !strstr(attn_last_error(), keyword))
-        fail_msg("message '%s' does not name '%s'", attn_last_error(), keyword);
-}
-
 /* ------------------------------------------------------------ building */
 
 /* An image: 8-byte length (length, or the header's own when length is
@@ -71,10 +61,7 @@ static char tmpdir[64];
 static void write_file(const char *name, const void *data, size_t size) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    if (size) assert_int_equal(fwrite(data, 1, size, f), size);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(test_write_file(path, data, size), 0);
 }
 
 static void write_text(const char *name, const char *text) { write_file(name, text, strlen(text)); }
@@ -162,14 +149,14 @@ static void valid_fields(void **state) {
     assert_string_equal(attn_safetensors_dtype_name(ATTN_SAFETENSORS_BF16), "BF16");
     assert_int_equal(attn_safetensors_dtype_size(ATTN_SAFETENSORS_C64), 8);
     assert_null(attn_safetensors_dtype_name((attn_safetensors_dtype)99));
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     /* The same from a file, through the mapping. */
     write_file("x.safetensors", b, size);
     char path[256];
     snprintf(path, sizeof path, "%s/x.safetensors", tmpdir);
     assert_ok(attn_safetensors_open(path, &st));
     assert_int_equal(attn_safetensors_n_tensors(st), 5);
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     remove_all();
     free(b);
 }
@@ -371,11 +358,11 @@ static void shards(void **state) {
     assert_ok(attn_safetensors_find_tensor(st, "z", &t));
     assert_int_equal(t.shard, 1);
     assert_int_equal(t.offset, 8 + strlen(shard_b));
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", tmpdir);
     assert_ok(attn_safetensors_open(path, &st)); /* the index itself */
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
 
     const struct {
         const char *row, *index;
@@ -429,7 +416,7 @@ static void shards(void **state) {
     write_shard("model.safetensors", shard_a, 8);
     assert_ok(attn_safetensors_open(tmpdir, &st));
     assert_int_equal(attn_safetensors_n_tensors(st), 2);
-    attn_safetensors_close(st);
+    attn_safetensors_free(st);
     /* A directory given as a shard's file is refused without blocking. */
     assert_refused(attn_safetensors_open("/", &st), ATTN_ERR_IO, "directory");
     remove_all();
@@ -577,6 +564,25 @@ static void config_json(void **state) {
     assert_refused(attn_decoder_config_from_json("{\"model_type\":\0}", 16, &c), ATTN_ERR_FORMAT, "NUL");
 }
 
+/* config.json of each architecture the decoder lists (attn_decoder_architecture)
+ * is read, and an unknown model_type's refusal names every one. */
+static void config_architectures(void **state) {
+    (void)state;
+    attn_decoder_config c;
+    assert_int_equal(config_of("{\"model_type\":\"bert\"," BASE "}", &c), ATTN_ERR_UNSUPPORTED);
+    char message[512];
+    snprintf(message, sizeof message, "%s", attn_last_error());
+    for (int i = 0; attn_decoder_architecture(i); i++) {
+        const char *name = attn_decoder_architecture(i);
+        if (!strstr(message, name)) fail_msg("'%s' is not in: %s", name, message);
+        char json[512];
+        /* gemma3's model_type is gemma3_text (a bare gemma3 without text_config reads too). */
+        snprintf(json, sizeof json, "{\"model_type\":\"%s\"," BASE ",\"sliding_window\":4}", name);
+        assert_ok(config_of(json, &c));
+        assert_string_equal(c.architecture, name);
+    }
+}
+
 /* A checkpoint whose embedding has the wrong shape: the message names it. */
 static void wrong_shape_named(void **state) {
     (void)state;
@@ -618,7 +624,8 @@ static int remove_tmpdir(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_fields), cmocka_unit_test(every_row),   cmocka_unit_test(every_prefix),
-        cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(wrong_shape_named),
+        cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(config_architectures),
+        cmocka_unit_test(wrong_shape_named),
         cmocka_unit_test(not_regular_files),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

@@ -25,13 +25,14 @@
  * to that tensor's largest magnitude (tolerances.h, TINY_MODEL_*); the
  * largest differences seen are printed.
  */
+#include "cli_files.h"
 #include "testutil.h"
 #include "tolerances.h"
 
 #include "attn.h"
 #include "attn_decoder.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
-#include "attn_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -40,17 +41,10 @@
 
 #define TINY ATTN_SOURCE_DIR "/tests/fixtures/tiny_models"
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 static attn_array load_npy(const char *model, const char *seq, const char *what, attn_dtype dtype) {
     char path[512];
     snprintf(path, sizeof path, TINY "/%s/ref/%s_%s.npy", model, seq, what);
-    attn_array a = {0};
-    assert_ok(attn_npy_load(path, &a));
-    assert_ok(attn_array_convert(&a, dtype));
-    return a;
+    return test_load_array(path, dtype);
 }
 
 /* max |got - want| / max |want| over n values (absolute when abs). */
@@ -176,7 +170,7 @@ static void check_gguf(const char *model, attn_decoder_arch arch) {
     attn_decoder *m = NULL;
     assert_ok(attn_gguf_open(path, &g));
     assert_ok(attn_decoder_load(g, &m));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     assert_int_equal(attn_decoder_get_config(m)->arch, arch);
     check_model(m, model, label);
     attn_decoder_free(m);
@@ -256,7 +250,7 @@ static void test_rope_linear(void **state) {
     attn_decoder *m = NULL;
     assert_ok(attn_gguf_open(TINY "/llama_linear/llama_linear.gguf", &g));
     assert_ok(attn_decoder_load(g, &m));
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     assert_true(attn_decoder_get_config(m)->rope_factor == 4.0);
     check_scaled(m, "llama_linear", "llama_linear.gguf", ATTN_ROPE_SCALING_LINEAR);
     attn_decoder_free(m);

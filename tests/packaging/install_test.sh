@@ -8,12 +8,14 @@
 #      libattn_model consumers shared and static.
 #   2. A second tree is configured from SOURCE_DIR with cairo and MPI forced
 #      off (core only, no program, no tests), built and installed; its
-#      libattn.so must not depend on cairo, X11 or MPI.  Consumers of the
-#      core are built against it by find_package and by pkg-config, shared
-#      and static; none may get -fopenmp on its compile line, and the
+#      libattn.so must not depend on cairo, X11 or MPI, and its configuration
+#      must end with the feature summary, those two off by their options.
+#      Consumers of the core are built against it by find_package and by
+#      pkg-config, shared and static; none may get -fopenmp on its compile line, and the
 #      exported CMake targets must not hard-code libm's path.  libattn_model
 #      (no dependency beyond libattn and libm) is built there too, and used by
-#      pkg-config (attn-model), shared and static.
+#      pkg-config (attn-model), shared and static, and through the GGUF
+#      reader's deprecated header name (attn_model.h).
 # Every consumer must print the chapter's causal row 2: weights 1/3, 2/3, 0
 # and output [2/3, 2/3]; the model consumers, the tensor of their GGUF image.
 set -euo pipefail
@@ -60,6 +62,14 @@ echo "              attn::model and attn::model_static"
 "$cmake" -S "$src" -B "$work/core-build" -DCMAKE_BUILD_TYPE=Release -DATTN_WITH_CAIRO=OFF -DATTN_WITH_MPI=OFF \
     -DATTN_BUILD_TOOLS=OFF -DATTN_BUILD_TESTS=OFF >"$work/core-configure.log" ||
     { cat "$work/core-configure.log"; fail "the core-only configuration failed"; }
+# It ends with one line per feature (cmake/attn_features.cmake), each once,
+# the ones turned off naming the option.
+for line in "pictures +off +ATTN_WITH_CAIRO=OFF" "CJK labels +off +the pictures are off" \
+            "ring attention +off +ATTN_WITH_MPI=OFF" "attn program +off +ATTN_BUILD_TOOLS=OFF" "threads +o" \
+            "byte-level BPE +o" "BLAS projections +o" "Hugging Face files +o" "deflated .npz +o" "x86 kernels +o"; do
+    [[ $(grep -Ec -- "^-- +$line" "$work/core-configure.log") == 1 ]] ||
+        fail "the configuration's feature summary lacks '$line' (or has it twice): $(grep -A20 'attn: features' "$work/core-configure.log")"
+done
 "$cmake" --build "$work/core-build" -j "$jobs" >"$work/core-build.log" ||
     { tail -30 "$work/core-build.log"; fail "the core-only build failed"; }
 "$cmake" --install "$work/core-build" --prefix "$work/core" >/dev/null
@@ -115,6 +125,12 @@ model_cflags=$(pkg-config --cflags attn-model)
 cc "$src/examples/hello_model.c" -o "$work/hello_model_pc" $model_cflags $(pkg-config --libs attn-model) \
     -Wl,-rpath,"$libdir"
 check_model "$work/hello_model_pc"
+# The GGUF reader's header under its deprecated name (attn_model.h, kept until
+# 1.0) still declares it.
+printf '#include <attn_model.h>\nint main(void) { return attn_gguf_type_name(ATTN_GGUF_TYPE_F32) == 0; }\n' |
+    cc -x c - -o "$work/old_header" $model_cflags $(pkg-config --libs attn-model) -Wl,-rpath,"$libdir" ||
+    fail "a program including the deprecated attn_model.h does not build"
+LD_LIBRARY_PATH="$lib_path" "$work/old_header" || fail "the program including attn_model.h failed"
 static_libs=$(pkg-config --static --libs attn-model | sed -E 's/-lattn(_model)?\b/-Wl,-Bstatic -lattn\1 -Wl,-Bdynamic/g')
 cc "$src/examples/hello_model.c" -o "$work/hello_model_pc_static" $model_cflags $static_libs -lm
 check_model "$work/hello_model_pc_static"

@@ -120,11 +120,6 @@ static double dot_all(const attn_tensor *x, const attn_tensor *y) {
 /* Half codes in an order where neighbours differ by 1 (sign-magnitude to two's complement). */
 static int32_t ordered_code(uint16_t h) { return (h & 0x8000u) ? -(int32_t)(h & 0x7FFFu) : (int32_t)h; }
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) print_error("attn: %s\n", attn_last_error());
-    assert_int_equal(st, ATTN_OK);
-}
-
 /* --------------------------------------------------------- closed forms */
 
 /* A rotation keeps every pair's norm, and with YaRN's factor m scales it by m. */

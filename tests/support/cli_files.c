@@ -17,6 +17,13 @@ void test_save_f32(const char *path, int ndim, const int64_t *shape, const float
     test_save_array(path, ATTN_F32, ndim, shape, data);
 }
 
+attn_array test_load_array(const char *path, attn_dtype dtype) {
+    attn_array a = {0};
+    assert_ok(attn_npy_load(path, &a));
+    assert_ok(attn_array_convert(&a, dtype));
+    return a;
+}
+
 float *test_load_f32(const char *path, int ndim, const int64_t *shape) {
     attn_array a = {0};
     if (attn_npy_load(path, &a)) fail_msg("loading %s: %s", path, attn_last_error());

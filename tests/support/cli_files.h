@@ -14,6 +14,9 @@
 /* Writes data (count = prod(shape) elements of dtype) as a .npy file. */
 void test_save_array(const char *path, attn_dtype dtype, int ndim, const int64_t *shape, const void *data);
 void test_save_f32(const char *path, int ndim, const int64_t *shape, const float *data);
+/* Reads a .npy file converted to dtype (attn_array_convert); free it with
+ * attn_array_free. */
+attn_array test_load_array(const char *path, attn_dtype dtype);
 /* Reads a float32 file and checks its rank and every dimension; the data,
  * malloc'd (the caller frees). */
 float *test_load_f32(const char *path, int ndim, const int64_t *shape);

@@ -11,11 +11,13 @@
 #include <time.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 void test_rng_seed(test_rng *r, uint64_t seed) { r->state = seed * 2654435761u + 0x9E3779B97F4A7C15ull; if (!r->state) r->state = 1; }
@@ -39,6 +41,18 @@ int64_t test_rng_range(test_rng *r, int64_t n) { return (int64_t)(test_rng_next(
 
 void test_fill_normal(test_rng *r, float *x, int64_t n, double scale) {
     for (int64_t i = 0; i < n; i++) x[i] = (float)(scale * test_rng_normal(r));
+}
+
+float *test_random_floats(test_rng *r, int64_t n, double scale) {
+    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    test_fill_normal(r, x, n, scale);
+    return x;
+}
+
+float *test_nan_filled(int64_t n) {
+    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t e = 0; e < n; e++) x[e] = NAN;
+    return x;
 }
 
 static char tmpdir_buf[256];
@@ -96,6 +110,20 @@ int test_run_cli(char **output, const char *fmt, ...) {
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return -1;
+}
+
+void test_cli_expect(int want_status, const char *needle, const char *fmt, ...) {
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out;
+    const int status = test_run_cli(&out, "%s", args);
+    if (status != want_status || !strstr(out, needle))
+        fail_msg("attn %s: exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", args, status, want_status,
+                 out, needle);
+    free(out);
 }
 
 double test_now(void) {
@@ -315,3 +343,42 @@ void *test_read_file(const char *path, size_t *size) {
 }
 
 int test_file_exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
+
+int test_temp_files_in(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp-") != NULL;
+    closedir(d);
+    return n;
+}
+
+void test_make_socket(const char *path) {
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    assert_true(strlen(path) < sizeof addr.sun_path);
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    close(fd);
+}
+
+static int row_failures;
+
+void test_row_failed(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char line[4096];
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    print_error("%s\n", line);
+    row_failures++;
+}
+
+int test_rows_failed(void) { return row_failures; }
+
+void test_assert_no_row_failed(void) {
+    int n = row_failures;
+    row_failures = 0;
+    if (n) fail_msg("%d checks failed (above)", n);
+}

@@ -1,17 +1,48 @@
 /*
- * testutil.h — small helpers shared by the tests: a seeded random generator,
- * temporary files, and running the attn program.  Nothing here computes
- * attention: oracles live in the tests themselves, written independently of
- * the library's kernels.
+ * testutil.h — small helpers shared by the tests: the checks of a library
+ * call's status, a seeded random generator, temporary files, and running the
+ * attn program.  Nothing here computes attention: oracles live in the tests
+ * themselves, written independently of the library's kernels.
  */
 #ifndef ATTN_TESTUTIL_H
 #define ATTN_TESTUTIL_H
+
+#include "attn.h"
 
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
+
+/* Fails the test unless the call returns ATTN_OK, naming the call, its
+ * status and attn_last_error(). */
+#define assert_ok(call)                                                                            \
+    do {                                                                                           \
+        attn_status assert_ok_st_ = (call);                                                        \
+        if (assert_ok_st_ != ATTN_OK)                                                              \
+            fail_msg("%s: %s (%s)", #call, attn_status_str(assert_ok_st_), attn_last_error());     \
+    } while (0)
+
+/* Fails the test unless the call returns status and attn_last_error()
+ * contains needle, printing the actual status and message either way it
+ * goes wrong. */
+#define assert_refused(call, status, needle)                                                       \
+    do {                                                                                           \
+        attn_status assert_refused_st_ = (call);                                                   \
+        if (assert_refused_st_ != (status) || !strstr(attn_last_error(), (needle)))                \
+            fail_msg("%s: got status %d (want %d), message \"%s\" (want it to mention \"%s\")",    \
+                     #call, (int)assert_refused_st_, (int)(status), attn_last_error(), (needle));  \
+    } while (0)
+
+/* A row-by-row sweep's failures (the hostile-input tables): each is printed
+ * and counted, and the sweep goes on, so that one run shows every row that
+ * goes wrong; test_assert_no_row_failed fails the test at its end if any
+ * did (and resets the count). */
+void test_row_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int test_rows_failed(void); /* the count so far */
+void test_assert_no_row_failed(void);
 
 /* 1 in a build under AddressSanitizer (-DATTN_SANITIZE=ON), where the
  * model forwards run ~20x slower: the tests with real models do less. */
@@ -34,6 +65,11 @@ double test_rng_uniform(test_rng *r);           /* [0, 1) */
 double test_rng_normal(test_rng *r);            /* N(0, 1) */
 int64_t test_rng_range(test_rng *r, int64_t n); /* [0, n) */
 void test_fill_normal(test_rng *r, float *x, int64_t n, double scale);
+/* n values of N(0, scale^2), malloc'd (at least one element: n may be 0). */
+float *test_random_floats(test_rng *r, int64_t n, double scale);
+/* n NaNs, malloc'd (at least one element): an output buffer in which
+ * anything left unwritten shows. */
+float *test_nan_filled(int64_t n);
 
 /* A fresh private temporary directory (removed by test_tmpdir_cleanup). */
 const char *test_tmpdir(void);
@@ -48,6 +84,9 @@ int test_group_teardown(void **state);
  * Returns the exit status (or 128 + signal); *output gets stdout+stderr,
  * malloc'd, NUL-terminated (free it). */
 int test_run_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Runs `attn args...` (as test_run_cli) and fails the test unless it exits
+ * with want_status and its output contains needle ("" for any output). */
+void test_cli_expect(int want_status, const char *needle, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A child process run without a shell, for the tests that must watch it:
  * its exit, its peak memory, a hang, a signal sent mid-run.  stdout and
@@ -100,6 +139,14 @@ double test_now(void);
  * the temporary directory). */
 #define TEST_PICTURE_LIBRARY_LEAKS "leak:libfontconfig.so\nleak:libcairo.so\n"
 void test_suppress_picture_leaks_in_children(void);
+
+/* The number of entries of dir whose name contains ".tmp-": the temporary
+ * files of attn's atomic outputs (attn_io.h) left behind. */
+int test_temp_files_in(const char *dir);
+
+/* Creates a Unix socket named path (bound, then closed: the name stays),
+ * for the tests that hand the library a path that is not a file. */
+void test_make_socket(const char *path);
 
 /* Writes raw bytes to a file; returns 0 on success. */
 int test_write_file(const char *path, const void *data, size_t size);

@@ -3,6 +3,7 @@
  */
 #include "tiny_model.h"
 
+#include "attn_gguf.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -120,4 +121,21 @@ void tiny_build(tiny_model *m, const tiny_spec *spec, uint64_t seed) {
 void tiny_free(tiny_model *m) {
     for (int i = 0; i < m->n; i++) free(m->t[i].data);
     gb_free(&m->file);
+}
+
+attn_decoder *tiny_load(const tiny_model *m) {
+    attn_gguf *g;
+    assert_ok(attn_gguf_parse(m->file.data, m->file.len, &g));
+    attn_decoder *dec;
+    assert_ok(attn_decoder_load(g, &dec));
+    attn_gguf_free(g);
+    return dec;
+}
+
+attn_decoder *tiny_decoder(const tiny_spec *spec, uint64_t seed) {
+    tiny_model m;
+    tiny_build(&m, spec, seed);
+    attn_decoder *dec = tiny_load(&m);
+    tiny_free(&m);
+    return dec;
 }

@@ -11,6 +11,8 @@
 
 #include "gguf_builder.h"
 
+#include "attn_decoder.h"
+
 #include <stdint.h>
 
 typedef struct tiny_spec {
@@ -47,5 +49,12 @@ void tiny_build(tiny_model *m, const tiny_spec *spec, uint64_t seed);
 /* The weights of the tensor named fmt (with %lld: layer), NULL if absent. */
 const float *tiny_get(const tiny_model *m, const char *fmt, int64_t layer);
 void tiny_free(tiny_model *m);
+
+/* m's decoder, loaded from its GGUF bytes (the decoder keeps its own copy
+ * of the weights); free it with attn_decoder_free. */
+attn_decoder *tiny_load(const tiny_model *m);
+/* A decoder of spec with random weights from seed (the model is built,
+ * loaded and dropped); free it with attn_decoder_free. */
+attn_decoder *tiny_decoder(const tiny_spec *spec, uint64_t seed);
 
 #endif

@@ -10,10 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void assert_ok(attn_status st) {
-    if (st != ATTN_OK) fail_msg("status %d: %s", (int)st, attn_last_error());
-}
-
 /* Hex digits into bytes; returns the count. */
 static size_t unhex(const char *hex, char *out) {
     size_t n = 0;
@@ -82,3 +78,10 @@ void tok_fixture_check(const attn_tokenizer *t, const char *model, const char *f
     if (failures) fail_msg("%zu of %zu texts differ from the reference", failures, cases);
 }
 
+
+void tok_skip_without_pcre2(attn_status st) {
+    if (st == ATTN_ERR_UNSUPPORTED && strstr(attn_last_error(), "without PCRE2")) {
+        print_message("skipped: %s\n", attn_last_error());
+        skip();
+    }
+}

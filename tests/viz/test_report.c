@@ -18,6 +18,7 @@
  *
  * Shape legend: q, k [L, H, D]; weights [H, L, S].
  */
+#include "cli_files.h"
 #include "testutil.h"
 
 #include "attn.h"
@@ -43,20 +44,6 @@
 #endif
 
 /* ----------------------------------------------------------------- helpers */
-
-#define assert_ok(status_expr)                                                                    \
-    do {                                                                                          \
-        attn_status st_ = (status_expr);                                                          \
-        if (st_ != ATTN_OK) fail_msg("%s: %s (%s)", #status_expr, attn_status_str(st_), attn_last_error()); \
-    } while (0)
-
-#define assert_fails_with(status_expr, code, needle)                                              \
-    do {                                                                                          \
-        attn_status st_ = (status_expr);                                                          \
-        if (st_ != (code) || !strstr(attn_last_error(), (needle)))                                \
-            fail_msg("%s: got status %d (want %d), message \"%s\" (want it to mention \"%s\")", \
-                     #status_expr, (int)st_, (int)(code), attn_last_error(), (needle));          \
-    } while (0)
 
 /* The browser: $ATTN_CHROMIUM, else the first of the usual names on PATH. */
 static const char *chromium(void) {
@@ -354,15 +341,6 @@ static void report_screenshot_is_not_blank(void **state) {
 
 /* ------------------------------------------------- multi-head via the CLI */
 
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) {
-        a.shape[d] = shape[d];
-        a.count *= shape[d];
-    }
-    assert_ok(attn_npy_save(path, &a));
-}
-
 static void cli_report_multi_head_causal_with_paths(void **state) {
     (void)state;
     require_chromium();
@@ -378,12 +356,12 @@ static void cli_report_multi_head_causal_with_paths(void **state) {
     memcpy(x2, x, sizeof x);
     x2[1][2] += 1.5f; /* change position 1 */
     const int64_t sx[2] = {L, DM}, sw[2] = {DM, H * D}, so[2] = {H * D, DM};
-    save_f32(test_path("x.npy"), 2, sx, &x[0][0]);
-    save_f32(test_path("x2.npy"), 2, sx, &x2[0][0]);
-    save_f32(test_path("wq.npy"), 2, sw, &wq[0][0]);
-    save_f32(test_path("wk.npy"), 2, sw, &wk[0][0]);
-    save_f32(test_path("wv.npy"), 2, sw, &wv[0][0]);
-    save_f32(test_path("wo.npy"), 2, so, &wo[0][0]);
+    test_save_f32(test_path("x.npy"), 2, sx, &x[0][0]);
+    test_save_f32(test_path("x2.npy"), 2, sx, &x2[0][0]);
+    test_save_f32(test_path("wq.npy"), 2, sw, &wq[0][0]);
+    test_save_f32(test_path("wk.npy"), 2, sw, &wk[0][0]);
+    test_save_f32(test_path("wv.npy"), 2, sw, &wv[0][0]);
+    test_save_f32(test_path("wo.npy"), 2, so, &wo[0][0]);
 
     /* the weights attn mha computes, for comparison */
     attn_mha m = {.struct_size = sizeof(attn_mha), .d_model = DM, .heads = H, .head_dim = D, .d_out = DM,
@@ -507,7 +485,7 @@ static void cli_report_of_a_layered_weights_file(void **state) {
     test_rng_seed(&rng, 12);
     float *w = random_causal_maps(&rng, NL, H, T);
     const int64_t shape[4] = {NL, H, T, T};
-    save_f32(test_path("layers.npy"), 4, shape, w);
+    test_save_f32(test_path("layers.npy"), 4, shape, w);
 #define W(l, h, i, j) w[(((l) * H + (h)) * T + (i)) * T + (j)]
     char *out = NULL;
     const char *path = test_path("layers.html");
@@ -547,7 +525,7 @@ static void cli_report_of_a_layered_weights_file(void **state) {
             for (int64_t n = 0; n < H * T * T; n++)
                 w5[(l * 2 + b) * H * T * T + n] = b ? w[l * H * T * T + n] : 0.5f;
     const int64_t shape5[5] = {NL, 2, H, T, T};
-    save_f32(test_path("layers5.npy"), 5, shape5, w5);
+    test_save_f32(test_path("layers5.npy"), 5, shape5, w5);
     free(w5);
     rc = test_run_cli(&out, "report --weights '%s' --batch 1 --causal --html '%s'", test_path("layers5.npy"), path);
     if (rc != 0) fail_msg("attn report: exit %d\n%s", rc, out);
@@ -564,34 +542,24 @@ static void cli_report_layered_refusals(void **state) {
     (void)state;
     const float w[6] = {1, 0, 0, 1, 0.5f, 0.5f};
     const int64_t s1[1] = {6}, s3[3] = {1, 2, 3}, s4[4] = {1, 1, 2, 3};
-    save_f32(test_path("flat.npy"), 1, s1, w);
-    save_f32(test_path("one.npy"), 3, s3, w);
-    save_f32(test_path("four.npy"), 4, s4, w);
-    char *out = NULL;
-    int rc;
-#define RUN(expect, needle, ...)                                                                   \
-    do {                                                                                          \
-        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
-        if (rc != (expect) || !strstr(out, (needle)))                                             \
-            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
-        free(out);                                                                                \
-    } while (0)
+    test_save_f32(test_path("flat.npy"), 1, s1, w);
+    test_save_f32(test_path("one.npy"), 3, s3, w);
+    test_save_f32(test_path("four.npy"), 4, s4, w);
     const char *x = test_path("x.html");
-    RUN(1, "expected [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or [layers, B, H, L, S]",
-        "report --weights '%s' --html '%s'", test_path("flat.npy"), x);
-    RUN(1, "which holds one layer", "report --weights '%s' --layer 2 --html '%s'", test_path("one.npy"), x);
-    RUN(1, "--layer: layer 1 is out of range: there are 1", "report --weights '%s' --layer 1 --html '%s'",
-        test_path("four.npy"), x);
-    RUN(1, "--head: head 3 is out of range", "report --weights '%s' --head 3 --html '%s'", test_path("one.npy"), x);
-    RUN(2, "not both", "report --weights '%s' --model m.gguf --text a --html '%s'", test_path("one.npy"), x);
-    RUN(2, "--model needs --text", "report --model m.gguf --html '%s'", x);
-    RUN(2, "--text needs --model", "report --weights '%s' --text hi --html '%s'", test_path("one.npy"), x);
-    RUN(2, "do not combine", "report --weights '%s' -q '%s' --html '%s'", test_path("one.npy"), test_path("one.npy"), x);
-    RUN(2, "are for --weights", "report --model m.gguf --text a --causal --html '%s'", x);
-    RUN(2, "--layer belongs to --model or --weights", "report -q a.npy -k a.npy -v a.npy --layer 0 --html '%s'", x);
-    RUN(1, "no-such.gguf", "report --model '%s' --text a --html '%s'", test_path("no-such.gguf"), x);
+    test_cli_expect(1, "expected [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or [layers, B, H, L, S]",
+                    "report --weights '%s' --html '%s'", test_path("flat.npy"), x);
+    test_cli_expect(1, "which holds one layer", "report --weights '%s' --layer 2 --html '%s'", test_path("one.npy"), x);
+    test_cli_expect(1, "--layer: layer 1 is out of range: there are 1", "report --weights '%s' --layer 1 --html '%s'",
+                    test_path("four.npy"), x);
+    test_cli_expect(1, "--head: head 3 is out of range", "report --weights '%s' --head 3 --html '%s'", test_path("one.npy"), x);
+    test_cli_expect(2, "not both", "report --weights '%s' --model m.gguf --text a --html '%s'", test_path("one.npy"), x);
+    test_cli_expect(2, "--model needs --text", "report --model m.gguf --html '%s'", x);
+    test_cli_expect(2, "--text needs --model", "report --weights '%s' --text hi --html '%s'", test_path("one.npy"), x);
+    test_cli_expect(2, "do not combine", "report --weights '%s' -q '%s' --html '%s'", test_path("one.npy"), test_path("one.npy"), x);
+    test_cli_expect(2, "are for --weights", "report --model m.gguf --text a --causal --html '%s'", x);
+    test_cli_expect(2, "--layer belongs to --model or --weights", "report -q a.npy -k a.npy -v a.npy --layer 0 --html '%s'", x);
+    test_cli_expect(1, "no-such.gguf", "report --model '%s' --text a --html '%s'", test_path("no-such.gguf"), x);
     assert_false(test_file_exists(x));
-#undef RUN
 }
 
 /* The size the issue asks for: 24 layers x 14 heads x 256 tokens (Qwen2.5
@@ -750,7 +718,7 @@ static void cli_report_of_a_model_run(void **state) {
     free(maps);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* ------------------------------------------- a model's run with its paths */
@@ -1058,7 +1026,7 @@ static void cli_report_model_paths_in_chromium(void **state) {
     qkv_free(&b);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
 }
 
 /* --------------------------------------------------- errors (no browser) */
@@ -1067,17 +1035,17 @@ static void report_refuses_bad_input(void **state) {
     (void)state;
     float w[4] = {1, 0, 0.5f, 0.5f};
     attn_report r = {.struct_size = sizeof(attn_report), .heads = 1, .len_q = 2, .len_kv = 2, .weights = w};
-    assert_fails_with(attn_report_write_html(NULL, &r), ATTN_ERR_INVALID_ARGUMENT, "path");
-    assert_fails_with(attn_report_write_html(test_path("r.html"), NULL), ATTN_ERR_INVALID_ARGUMENT, "report");
+    assert_refused(attn_report_write_html(NULL, &r), ATTN_ERR_INVALID_ARGUMENT, "path");
+    assert_refused(attn_report_write_html(test_path("r.html"), NULL), ATTN_ERR_INVALID_ARGUMENT, "report");
     r.heads = 0;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "at least 1");
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "at least 1");
     r.heads = 1;
     w[1] = NAN;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "NaN");
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "NaN");
     w[1] = -INFINITY;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "-inf");
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "-inf");
     w[1] = 0;
-    assert_fails_with(attn_report_write_html(test_path("no/dir/r.html"), &r), ATTN_ERR_IO, "no/dir/r.html");
+    assert_refused(attn_report_write_html(test_path("no/dir/r.html"), &r), ATTN_ERR_IO, "no/dir/r.html");
     assert_false(test_file_exists(test_path("r.html")));
 
     /* paths must describe the same problem as the maps */
@@ -1088,25 +1056,25 @@ static void report_refuses_bad_input(void **state) {
     attn_paths paths = {0};
     assert_ok(attn_sdpa_paths(&q, &k, &v, NULL, NULL, &v2, NULL, &paths));
     r.paths = &paths;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "3 queries x 3 keys");
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_SHAPE, "3 queries x 3 keys");
     /* a table per layer, or one: not both, and paths alone for one layer;
      * the ranking's position inside the queries; empty tables named */
     float w9[2 * 9] = {0};
     for (int n = 0; n < 18; n += 3) w9[n] = 1;
     attn_report many = {.struct_size = sizeof(attn_report), .heads = 1, .len_q = 3, .len_kv = 3, .weights = w9,
                         .layers = 2, .paths = &paths};
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "layer_paths");
+    assert_refused(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "layer_paths");
     attn_paths per_layer[2] = {0};
     per_layer[0] = paths;
     many.layer_paths = per_layer;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "not both");
+    assert_refused(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT, "not both");
     many.paths = NULL;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
-                      "paths of layer 1 are empty");
+    assert_refused(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
+                   "paths of layer 1 are empty");
     per_layer[1] = paths;
     many.paths_position = 3;
-    assert_fails_with(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
-                      "paths_position 3 is outside the 3 queries");
+    assert_refused(attn_report_write_html(test_path("r.html"), &many), ATTN_ERR_INVALID_ARGUMENT,
+                   "paths_position 3 is outside the 3 queries");
     many.paths_position = -3;
     assert_ok(attn_report_write_html(test_path("r.html"), &many));
     size_t n;
@@ -1122,52 +1090,41 @@ static void cli_report_names_its_errors(void **state) {
     chapter_inputs c;
     chapter(&c);
     const int64_t s2[2] = {3, 2};
-    save_f32(test_path("q.npy"), 2, s2, &c.q[0][0]);
-    save_f32(test_path("k.npy"), 2, s2, &c.k[0][0]);
-    save_f32(test_path("v.npy"), 2, s2, &c.v[0][0]);
-    save_f32(test_path("v2.npy"), 2, s2, &c.v2[0][0]);
+    test_save_f32(test_path("q.npy"), 2, s2, &c.q[0][0]);
+    test_save_f32(test_path("k.npy"), 2, s2, &c.k[0][0]);
+    test_save_f32(test_path("v.npy"), 2, s2, &c.v[0][0]);
+    test_save_f32(test_path("v2.npy"), 2, s2, &c.v2[0][0]);
     const int64_t s1[1] = {6};
-    save_f32(test_path("flat.npy"), 1, s1, &c.v[0][0]);
-    char *out = NULL;
-    int rc;
+    test_save_f32(test_path("flat.npy"), 1, s1, &c.v[0][0]);
     const char *q = test_path("q.npy"), *k = test_path("k.npy"), *v = test_path("v.npy"), *v2 = test_path("v2.npy");
 
-#define RUN(expect, needle, ...)                                                                   \
-    do {                                                                                          \
-        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
-        if (rc != (expect) || !strstr(out, (needle)))                                             \
-            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
-        free(out);                                                                                \
-    } while (0)
-
-    RUN(0, "", "report -q '%s' -k '%s' -v '%s' --changed-v '%s' --tokens a,b,c --html '%s'", q, k, v, v2,
-        test_path("ok.html"));
+    test_cli_expect(0, "", "report -q '%s' -k '%s' -v '%s' --changed-v '%s' --tokens a,b,c --html '%s'", q, k, v, v2,
+                    test_path("ok.html"));
     size_t n;
     char *html = test_read_file(test_path("ok.html"), &n);
     assert_non_null(html);
     assert_non_null(strstr(html, "\"paths\":{\"value_dim\":2"));
     free(html);
-    RUN(0, "usage: attn report", "report --help");
-    RUN(2, "missing --html", "report -q '%s' -k '%s' -v '%s'", q, k, v);
-    RUN(2, "missing the inputs", "report --html '%s'", test_path("x.html"));
-    RUN(2, "not both", "report -q '%s' -k '%s' -v '%s' -x '%s' --html '%s'", q, k, v, q, test_path("x.html"));
-    RUN(2, "--heads and --kv-heads belong", "report -q '%s' -k '%s' -v '%s' --heads 2 --html '%s'", q, k, v,
-        test_path("x.html"));
-    RUN(2, "unknown option '--bogus'", "report --bogus");
-    RUN(2, "--show-heads expects", "report -q '%s' -k '%s' -v '%s' --show-heads x --html '%s'", q, k, v,
-        test_path("x.html"));
-    RUN(1, "--tokens has 2 tokens but there are 3", "report -q '%s' -k '%s' -v '%s' --tokens a,b --html '%s'", q,
-        k, v, test_path("x.html"));
-    RUN(1, "head 1 is out of range", "report -q '%s' -k '%s' -v '%s' --show-heads 0,1 --html '%s'", q, k, v,
-        test_path("x.html"));
-    RUN(1, "--batch 2 is out of range", "report -q '%s' -k '%s' -v '%s' --batch 2 --html '%s'", q, k, v,
-        test_path("x.html"));
-    RUN(1, "--changed-v", "report -q '%s' -k '%s' -v '%s' --changed-v '%s' --html '%s'", q, k, v,
-        test_path("flat.npy"), test_path("x.html"));
-    RUN(1, "missing.npy", "report -q '%s' -k '%s' -v '%s' --html '%s'", test_path("missing.npy"), k, v,
-        test_path("x.html"));
+    test_cli_expect(0, "usage: attn report", "report --help");
+    test_cli_expect(2, "missing --html", "report -q '%s' -k '%s' -v '%s'", q, k, v);
+    test_cli_expect(2, "missing the inputs", "report --html '%s'", test_path("x.html"));
+    test_cli_expect(2, "not both", "report -q '%s' -k '%s' -v '%s' -x '%s' --html '%s'", q, k, v, q, test_path("x.html"));
+    test_cli_expect(2, "--heads and --kv-heads belong", "report -q '%s' -k '%s' -v '%s' --heads 2 --html '%s'", q, k, v,
+                    test_path("x.html"));
+    test_cli_expect(2, "unknown option '--bogus'", "report --bogus");
+    test_cli_expect(2, "--show-heads expects", "report -q '%s' -k '%s' -v '%s' --show-heads x --html '%s'", q, k, v,
+                    test_path("x.html"));
+    test_cli_expect(1, "--tokens has 2 tokens but there are 3", "report -q '%s' -k '%s' -v '%s' --tokens a,b --html '%s'", q,
+                    k, v, test_path("x.html"));
+    test_cli_expect(1, "head 1 is out of range", "report -q '%s' -k '%s' -v '%s' --show-heads 0,1 --html '%s'", q, k, v,
+                    test_path("x.html"));
+    test_cli_expect(1, "--batch 2 is out of range", "report -q '%s' -k '%s' -v '%s' --batch 2 --html '%s'", q, k, v,
+                    test_path("x.html"));
+    test_cli_expect(1, "--changed-v", "report -q '%s' -k '%s' -v '%s' --changed-v '%s' --html '%s'", q, k, v,
+                    test_path("flat.npy"), test_path("x.html"));
+    test_cli_expect(1, "missing.npy", "report -q '%s' -k '%s' -v '%s' --html '%s'", test_path("missing.npy"), k, v,
+                    test_path("x.html"));
     assert_false(test_file_exists(test_path("x.html")));
-#undef RUN
 }
 
 int main(void) {

@@ -11,6 +11,7 @@
  *
  * Shape legend: weights [H, L, S] (heads, queries, keys).
  */
+#include "cli_files.h"
 #include "testutil.h"
 
 #include "attn.h"
@@ -32,20 +33,6 @@
 /* Under LeakSanitizer: the picture libraries' own leaks (testutil.h). */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return TEST_PICTURE_LIBRARY_LEAKS; }
-
-#define assert_fails_with(status_expr, code, needle)                                              \
-    do {                                                                                          \
-        attn_status st_ = (status_expr);                                                          \
-        if (st_ != (code) || !strstr(attn_last_error(), (needle)))                                \
-            fail_msg("%s: got status %d (want %d), message \"%s\" (want it to mention \"%s\")", \
-                     #status_expr, (int)st_, (int)(code), attn_last_error(), (needle));          \
-    } while (0)
-
-#define assert_ok(status_expr)                                                                    \
-    do {                                                                                          \
-        attn_status st_ = (status_expr);                                                          \
-        if (st_ != ATTN_OK) fail_msg("%s: %s (%s)", #status_expr, attn_status_str(st_), attn_last_error()); \
-    } while (0)
 
 /* Skips the calling test (with a message) when this build draws no pictures. */
 #define require_pictures()                                                                        \
@@ -263,29 +250,29 @@ static void heatmap_refuses_bad_input_and_leaves_no_file(void **state) {
     (void)state;
     require_pictures();
     float w[4] = {1, 0, 0.5f, 0.5f};
-    assert_fails_with(attn_heatmap_write(test_path("map.gif"), w, 1, 2, 2, NULL), ATTN_ERR_INVALID_ARGUMENT,
-                      "map.gif");
-    assert_fails_with(attn_heatmap_write(test_path("map.png"), w, 0, 2, 2, NULL), ATTN_ERR_SHAPE, "at least 1");
-    assert_fails_with(attn_heatmap_write(test_path("map.png"), NULL, 1, 2, 2, NULL), ATTN_ERR_INVALID_ARGUMENT,
-                      "NULL");
-    assert_fails_with(attn_heatmap_write(NULL, w, 1, 2, 2, NULL), ATTN_ERR_INVALID_ARGUMENT, "path");
+    assert_refused(attn_heatmap_write(test_path("map.gif"), w, 1, 2, 2, NULL), ATTN_ERR_INVALID_ARGUMENT,
+                   "map.gif");
+    assert_refused(attn_heatmap_write(test_path("map.png"), w, 0, 2, 2, NULL), ATTN_ERR_SHAPE, "at least 1");
+    assert_refused(attn_heatmap_write(test_path("map.png"), NULL, 1, 2, 2, NULL), ATTN_ERR_INVALID_ARGUMENT,
+                   "NULL");
+    assert_refused(attn_heatmap_write(NULL, w, 1, 2, 2, NULL), ATTN_ERR_INVALID_ARGUMENT, "path");
     attn_heatmap_options bad = {.struct_size = sizeof(attn_heatmap_options), .cell = -1};
-    assert_fails_with(attn_heatmap_write(test_path("map.png"), w, 1, 2, 2, &bad), ATTN_ERR_INVALID_ARGUMENT,
-                      "cell");
+    assert_refused(attn_heatmap_write(test_path("map.png"), w, 1, 2, 2, &bad), ATTN_ERR_INVALID_ARGUMENT,
+                   "cell");
 
     /* a NaN is refused and the existing file is left as it was */
     assert_int_equal(test_write_file(test_path("keep.png"), "old", 3), 0);
     float nan_w[4] = {1, 0, NAN, 0.5f};
-    assert_fails_with(attn_heatmap_write(test_path("keep.png"), nan_w, 1, 2, 2, NULL), ATTN_ERR_NONFINITE,
-                      "weights[0, 1, 0] is NaN");
+    assert_refused(attn_heatmap_write(test_path("keep.png"), nan_w, 1, 2, 2, NULL), ATTN_ERR_NONFINITE,
+                   "weights[0, 1, 0] is NaN");
     size_t n;
     char *kept = test_read_file(test_path("keep.png"), &n);
     assert_true(n == 3 && memcmp(kept, "old", 3) == 0);
     free(kept);
 
     /* a directory that does not exist: an I/O error naming the path */
-    assert_fails_with(attn_heatmap_write(test_path("no/such/dir/map.png"), w, 1, 2, 2, NULL), ATTN_ERR_IO,
-                      "no/such/dir/map.png");
+    assert_refused(attn_heatmap_write(test_path("no/such/dir/map.png"), w, 1, 2, 2, NULL), ATTN_ERR_IO,
+                   "no/such/dir/map.png");
 }
 
 /* ---------------------------------------------------------------- figures */
@@ -309,10 +296,10 @@ static void chapter_figures_in_every_format(void **state) {
             assert_ok(attn_chapter_figure_write(test_path(name), figure, langs[l]));
             assert_int_equal(pdf_pages(test_path(name)), 1);
         }
-    assert_fails_with(attn_chapter_figure_write(test_path("f.png"), 4, NULL), ATTN_ERR_INVALID_ARGUMENT,
-                      "figure must be 1, 2 or 3");
-    assert_fails_with(attn_chapter_figure_write(test_path("f.png"), 1, "fr"), ATTN_ERR_INVALID_ARGUMENT, "fr");
-    assert_fails_with(attn_chapter_figure_write(test_path("f.jpg"), 1, NULL), ATTN_ERR_INVALID_ARGUMENT, "f.jpg");
+    assert_refused(attn_chapter_figure_write(test_path("f.png"), 4, NULL), ATTN_ERR_INVALID_ARGUMENT,
+                   "figure must be 1, 2 or 3");
+    assert_refused(attn_chapter_figure_write(test_path("f.png"), 1, "fr"), ATTN_ERR_INVALID_ARGUMENT, "fr");
+    assert_refused(attn_chapter_figure_write(test_path("f.jpg"), 1, NULL), ATTN_ERR_INVALID_ARGUMENT, "f.jpg");
 }
 
 /* The figures show the chapter's numbers: its fractions, outputs and shapes
@@ -353,10 +340,10 @@ static void pictures_off_says_unsupported(void **state) {
         skip();
     }
     float w[1] = {1};
-    assert_fails_with(attn_heatmap_write(test_path("m.png"), w, 1, 1, 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
-    assert_fails_with(attn_chapter_figure_write(test_path("f.png"), 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
+    assert_refused(attn_heatmap_write(test_path("m.png"), w, 1, 1, 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
+    assert_refused(attn_chapter_figure_write(test_path("f.png"), 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
     const double y[1] = {1};
-    assert_fails_with(attn_lineplot_write(test_path("l.png"), y, 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
+    assert_refused(attn_lineplot_write(test_path("l.png"), y, 1, NULL), ATTN_ERR_UNSUPPORTED, "cairo");
 }
 
 /* A line plot: drawn in every format (the SVG holds its title), refusals
@@ -379,23 +366,14 @@ static void lineplot_draws_and_refuses(void **state) {
     }
     assert_ok(attn_lineplot_write(test_path("one.png"), y, 1, NULL));
     const double bad[2] = {0.5, NAN};
-    assert_fails_with(attn_lineplot_write(test_path("bad.png"), bad, 2, NULL), ATTN_ERR_INVALID_ARGUMENT, "point 1");
-    assert_fails_with(attn_lineplot_write(test_path("bad.txt"), y, 5, NULL), ATTN_ERR_INVALID_ARGUMENT, "format");
-    assert_fails_with(attn_lineplot_write(test_path("bad.png"), y, 0, NULL), ATTN_ERR_INVALID_ARGUMENT, "0 points");
+    assert_refused(attn_lineplot_write(test_path("bad.png"), bad, 2, NULL), ATTN_ERR_INVALID_ARGUMENT, "point 1");
+    assert_refused(attn_lineplot_write(test_path("bad.txt"), y, 5, NULL), ATTN_ERR_INVALID_ARGUMENT, "format");
+    assert_refused(attn_lineplot_write(test_path("bad.png"), y, 0, NULL), ATTN_ERR_INVALID_ARGUMENT, "0 points");
     opt.ymin = 1, opt.ymax = 0;
-    assert_fails_with(attn_lineplot_write(test_path("bad.png"), y, 5, &opt), ATTN_ERR_INVALID_ARGUMENT, "ymin");
+    assert_refused(attn_lineplot_write(test_path("bad.png"), y, 5, &opt), ATTN_ERR_INVALID_ARGUMENT, "ymin");
 }
 
 /* ------------------------------------------------------------ attn map CLI */
-
-static void save_f32(const char *path, int ndim, const int64_t *shape, const float *data) {
-    attn_array a = {.dtype = ATTN_F32, .ndim = ndim, .count = 1, .data = (void *)data};
-    for (int d = 0; d < ndim; d++) {
-        a.shape[d] = shape[d];
-        a.count *= shape[d];
-    }
-    assert_ok(attn_npy_save(path, &a));
-}
 
 static void cli_map_draws_and_names_errors(void **state) {
     (void)state;
@@ -403,40 +381,28 @@ static void cli_map_draws_and_names_errors(void **state) {
     uint8_t *visible;
     float *w = causal_weights(2, 3, &visible);
     const int64_t shape3[3] = {2, 3, 3}, shape4[4] = {1, 2, 3, 3};
-    save_f32(test_path("w3.npy"), 3, shape3, w);
-    save_f32(test_path("w4.npy"), 4, shape4, w);
-    char *out = NULL;
-    int rc;
-
-#define RUN(expect, needle, ...)                                                                   \
-    do {                                                                                          \
-        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
-        if (rc != (expect) || !strstr(out, (needle)))                                             \
-            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
-        free(out);                                                                                \
-    } while (0)
-
-    RUN(0, "", "map --weights '%s' --causal --tokens '我,吃,了' -o '%s'", test_path("w3.npy"), test_path("m.png"));
+    test_save_f32(test_path("w3.npy"), 3, shape3, w);
+    test_save_f32(test_path("w4.npy"), 4, shape4, w);
+    test_cli_expect(0, "", "map --weights '%s' --causal --tokens '我,吃,了' -o '%s'", test_path("w3.npy"), test_path("m.png"));
     uint32_t pw, ph;
     png_size(test_path("m.png"), &pw, &ph);
-    RUN(0, "", "map --weights '%s' --heads 1 --causal -o '%s'", test_path("w4.npy"), test_path("m.svg"));
+    test_cli_expect(0, "", "map --weights '%s' --heads 1 --causal -o '%s'", test_path("w4.npy"), test_path("m.svg"));
     check_svg(test_path("m.svg"));
-    RUN(0, "", "map --weights '%s' --heads 0-1 -o '%s' --title 'two heads'", test_path("w3.npy"),
-        test_path("m.pdf"));
+    test_cli_expect(0, "", "map --weights '%s' --heads 0-1 -o '%s' --title 'two heads'", test_path("w3.npy"),
+                    test_path("m.pdf"));
     assert_int_equal(pdf_pages(test_path("m.pdf")), 2);
-    RUN(0, "usage: attn map", "map --help");
+    test_cli_expect(0, "usage: attn map", "map --help");
 
-    RUN(1, "head 2 is out of range", "map --weights '%s' --heads 0,2 -o '%s'", test_path("w3.npy"), test_path("x.png"));
-    RUN(1, "--tokens has 2 tokens but there are 3", "map --weights '%s' --tokens a,b -o '%s'", test_path("w3.npy"),
-        test_path("x.png"));
-    RUN(1, "--batch 1 is out of range", "map --weights '%s' --batch 1 -o '%s'", test_path("w4.npy"), test_path("x.png"));
-    RUN(1, "missing.npy", "map --weights '%s' -o '%s'", test_path("missing.npy"), test_path("x.png"));
-    RUN(2, "must end in .png, .svg or .pdf", "map --weights '%s' -o '%s'", test_path("w3.npy"), test_path("x.gif"));
-    RUN(2, "unknown option '--bogus'", "map --weights '%s' --bogus -o '%s'", test_path("w3.npy"), test_path("x.png"));
-    RUN(2, "--heads expects indices", "map --weights '%s' --heads 1-0 -o '%s'", test_path("w3.npy"), test_path("x.png"));
-    RUN(2, "missing --weights", "map -o '%s'", test_path("x.png"));
+    test_cli_expect(1, "head 2 is out of range", "map --weights '%s' --heads 0,2 -o '%s'", test_path("w3.npy"), test_path("x.png"));
+    test_cli_expect(1, "--tokens has 2 tokens but there are 3", "map --weights '%s' --tokens a,b -o '%s'", test_path("w3.npy"),
+                    test_path("x.png"));
+    test_cli_expect(1, "--batch 1 is out of range", "map --weights '%s' --batch 1 -o '%s'", test_path("w4.npy"), test_path("x.png"));
+    test_cli_expect(1, "missing.npy", "map --weights '%s' -o '%s'", test_path("missing.npy"), test_path("x.png"));
+    test_cli_expect(2, "must end in .png, .svg or .pdf", "map --weights '%s' -o '%s'", test_path("w3.npy"), test_path("x.gif"));
+    test_cli_expect(2, "unknown option '--bogus'", "map --weights '%s' --bogus -o '%s'", test_path("w3.npy"), test_path("x.png"));
+    test_cli_expect(2, "--heads expects indices", "map --weights '%s' --heads 1-0 -o '%s'", test_path("w3.npy"), test_path("x.png"));
+    test_cli_expect(2, "missing --weights", "map -o '%s'", test_path("x.png"));
     assert_false(test_file_exists(test_path("x.png")));
-#undef RUN
     free(w);
     free(visible);
 }
@@ -477,26 +443,17 @@ static void cli_map_layer_grid_scale_and_decode_row(void **state) {
     enum { NL = 3, H = 2, T = 80 };
     float *w = layered_maps(NL, H, T);
     const int64_t shape[4] = {NL, H, T, T};
-    save_f32(test_path("layers.npy"), 4, shape, w);
-    char *out = NULL;
-    int rc;
-#define RUN(expect, needle, ...)                                                                   \
-    do {                                                                                          \
-        rc = test_run_cli(&out, __VA_ARGS__);                                                     \
-        if (rc != (expect) || !strstr(out, (needle)))                                             \
-            fail_msg("exit %d (want %d), output:\n%s\n(want it to mention \"%s\")", rc, (expect), out, (needle)); \
-        free(out);                                                                                \
-    } while (0)
-    RUN(0, "3 layers x 2 heads of 80 x 80, colour scale 0 to the 99th percentile",
-        "map --weights '%s' --layer all --causal -o '%s'", test_path("layers.npy"), test_path("grid.png"));
+    test_save_f32(test_path("layers.npy"), 4, shape, w);
+    test_cli_expect(0, "3 layers x 2 heads of 80 x 80, colour scale 0 to the 99th percentile",
+                    "map --weights '%s' --layer all --causal -o '%s'", test_path("layers.npy"), test_path("grid.png"));
     uint32_t gw, gh, ow, oh;
     png_size(test_path("grid.png"), &gw, &gh);
-    RUN(0, "", "map --weights '%s' --layer 1 --head 0 --causal -o '%s'", test_path("layers.npy"), test_path("one.png"));
+    test_cli_expect(0, "", "map --weights '%s' --layer 1 --head 0 --causal -o '%s'", test_path("layers.npy"), test_path("one.png"));
     png_size(test_path("one.png"), &ow, &oh);
     assert_true(gw > ow && gh > 2 * oh); /* three rows of two panels */
-    RUN(0, "", "map --weights '%s' --layer all --causal -o '%s'", test_path("layers.npy"), test_path("grid.svg"));
+    test_cli_expect(0, "", "map --weights '%s' --layer all --causal -o '%s'", test_path("layers.npy"), test_path("grid.svg"));
     check_svg(test_path("grid.svg"));
-    RUN(0, "", "map --weights '%s' --layer 0,2 --causal -o '%s'", test_path("layers.npy"), test_path("grid.pdf"));
+    test_cli_expect(0, "", "map --weights '%s' --layer 0,2 --causal -o '%s'", test_path("layers.npy"), test_path("grid.pdf"));
     assert_int_equal(pdf_pages(test_path("grid.pdf")), 4);
     char *text = pdf_text(test_path("grid.pdf"));
     if (text) {
@@ -504,23 +461,23 @@ static void cli_map_layer_grid_scale_and_decode_row(void **state) {
             fail_msg("the PDF does not title its maps by layer and head, or hides its scale:\n%s", text);
         free(text);
     }
-    RUN(0, "", "map --weights '%s' --layer 0 --vmax 0.25 --causal -o '%s'", test_path("layers.npy"),
-        test_path("fixed.pdf"));
+    test_cli_expect(0, "", "map --weights '%s' --layer 0 --vmax 0.25 --causal -o '%s'", test_path("layers.npy"),
+                    test_path("fixed.pdf"));
     if ((text = pdf_text(test_path("fixed.pdf")))) {
         if (!strstr(text, "scale: given 0 – 0.25")) fail_msg("the fixed scale is not stated:\n%s", text);
         free(text);
     }
     const int64_t small[4] = {NL, H, 8, 8};
     float *w8 = layered_maps(NL, H, 8);
-    save_f32(test_path("small.npy"), 4, small, w8);
+    test_save_f32(test_path("small.npy"), 4, small, w8);
     free(w8);
-    RUN(0, "", "map --weights '%s' --layer 0 --head 0 --causal --vmax auto -o '%s'", test_path("small.npy"),
-        test_path("auto.pdf"));
+    test_cli_expect(0, "", "map --weights '%s' --layer 0 --head 0 --causal --vmax auto -o '%s'", test_path("small.npy"),
+                    test_path("auto.pdf"));
     if ((text = pdf_text(test_path("auto.pdf")))) {
         if (!strstr(text, "the 99th percentile of")) fail_msg("--vmax auto is not stated:\n%s", text);
         free(text);
     }
-    RUN(0, "", "map --weights '%s' --layer 0 --head 0 --causal -o '%s'", test_path("small.npy"), test_path("unit.pdf"));
+    test_cli_expect(0, "", "map --weights '%s' --layer 0 --head 0 --causal -o '%s'", test_path("small.npy"), test_path("unit.pdf"));
     if ((text = pdf_text(test_path("unit.pdf")))) {
         if (!strstr(text, "scale: fixed 0 – 1")) fail_msg("a short map's [0, 1] scale is not stated:\n%s", text);
         free(text);
@@ -532,36 +489,35 @@ static void cli_map_layer_grid_scale_and_decode_row(void **state) {
     for (int h = 0; h < 2; h++)
         for (int j = 0; j < S; j++) row[h * S + j] = (float)((j % 10 == h ? 10.0 : 1.0) / (S + 9.0 * 15));
     const int64_t rshape[3] = {2, 1, S};
-    save_f32(test_path("row.npy"), 3, rshape, row);
+    test_save_f32(test_path("row.npy"), 3, rshape, row);
     FILE *f = fopen(test_path("keys.txt"), "w");
     assert_non_null(f);
     for (int j = 0; j < S; j++) fprintf(f, "k%d\n", j);
     fclose(f);
-    RUN(0, "2 heads of 1 x 150", "map --weights '%s' --tokens 果 --key-tokens @'%s' -o '%s'", test_path("row.npy"),
-        test_path("keys.txt"), test_path("row.png"));
+    test_cli_expect(0, "2 heads of 1 x 150", "map --weights '%s' --tokens 果 --key-tokens @'%s' -o '%s'", test_path("row.npy"),
+                    test_path("keys.txt"), test_path("row.png"));
     uint32_t rw, rh;
     png_size(test_path("row.png"), &rw, &rh);
     assert_true(rw < 2 * 1200 * 2 && rh > 3 * 20); /* wrapped, not 150 cells in one line */
-    RUN(0, "", "map --weights '%s' --tokens 果 --key-tokens @'%s' -o '%s'", test_path("row.npy"), test_path("keys.txt"),
-        test_path("row.pdf"));
+    test_cli_expect(0, "", "map --weights '%s' --tokens 果 --key-tokens @'%s' -o '%s'", test_path("row.npy"), test_path("keys.txt"),
+                    test_path("row.pdf"));
     assert_int_equal(pdf_pages(test_path("row.pdf")), 2);
     if ((text = pdf_text(test_path("row.pdf")))) {
         if (!strstr(text, "k0") || !strstr(text, "k149") || !strstr(text, "k64") || !strstr(text, "果"))
             fail_msg("the decode row does not label every key and its query:\n%s", text);
         free(text);
     }
-    RUN(0, "", "map --weights '%s' -o '%s'", test_path("row.npy"), test_path("row.svg"));
+    test_cli_expect(0, "", "map --weights '%s' -o '%s'", test_path("row.npy"), test_path("row.svg"));
     check_svg(test_path("row.svg"));
 
-    RUN(2, "--vmax auto starts the scale at 0", "map --weights '%s' --vmin 0.1 --vmax auto -o '%s'",
-        test_path("layers.npy"), test_path("x.png"));
-    RUN(1, "which holds one layer", "map --weights '%s' --layer 1 -o '%s'", test_path("row.npy"), test_path("x.png"));
-    RUN(1, "--layer: layer 3 is out of range", "map --weights '%s' --layer 3 -o '%s'", test_path("layers.npy"),
-        test_path("x.png"));
-    RUN(2, "missing --weights", "map --text hi -o '%s'", test_path("x.png"));
-    RUN(2, "are for --weights", "map --model m.gguf --text hi --tokens a -o '%s'", test_path("x.png"));
+    test_cli_expect(2, "--vmax auto starts the scale at 0", "map --weights '%s' --vmin 0.1 --vmax auto -o '%s'",
+                    test_path("layers.npy"), test_path("x.png"));
+    test_cli_expect(1, "which holds one layer", "map --weights '%s' --layer 1 -o '%s'", test_path("row.npy"), test_path("x.png"));
+    test_cli_expect(1, "--layer: layer 3 is out of range", "map --weights '%s' --layer 3 -o '%s'", test_path("layers.npy"),
+                    test_path("x.png"));
+    test_cli_expect(2, "missing --weights", "map --text hi -o '%s'", test_path("x.png"));
+    test_cli_expect(2, "are for --weights", "map --model m.gguf --text hi --tokens a -o '%s'", test_path("x.png"));
     assert_false(test_file_exists(test_path("x.png")));
-#undef RUN
     free(w);
 }
 

@@ -9,11 +9,10 @@
 #include "cli_input.h"
 
 #include "attn_decoder.h"
-#include "attn_model.h"
+#include "attn_gguf.h"
+#include "attn_model_interp.h"
 #include "attn_tokenizer.h"
-#include "../model_trace.h" /* trace_paths_each: the decomposition `attn model trace --paths` makes */
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,22 +104,17 @@ static int read_text(const char *cmd, const char *flag, const char *value, char 
 }
 
 /* The cosine of the last positions of two runs' residual streams, row by
- * row: hidden_a [N + 1, La, d], hidden_b [N + 1, Lb, d]. */
+ * row (attn_model_stream_cosine): hidden_a [N + 1, La, d], hidden_b
+ * [N + 1, Lb, d]; and the rows' labels. */
 static int cosine_series(const char *cmd, const float *hidden_a, int64_t la, const float *hidden_b, int64_t lb,
                          int64_t rows, int64_t d, cli_maps *m) {
     m->cosine = malloc((size_t)rows * sizeof *m->cosine);
     m->cosine_labels = calloc((size_t)rows, sizeof *m->cosine_labels);
     if (!m->cosine || !m->cosine_labels) return cli_data_error(cmd, "out of memory");
     m->n_cosine = rows;
+    if (attn_model_stream_cosine(hidden_a, la, -1, hidden_b, lb, -1, rows, d, m->cosine))
+        return cli_data_error(cmd, "%s", attn_last_error());
     for (int64_t r = 0; r < rows; r++) {
-        const float *a = hidden_a + (r * la + la - 1) * d, *b = hidden_b + (r * lb + lb - 1) * d;
-        double ab = 0, aa = 0, bb = 0;
-        for (int64_t i = 0; i < d; i++) {
-            ab += (double)a[i] * b[i];
-            aa += (double)a[i] * a[i];
-            bb += (double)b[i] * b[i];
-        }
-        m->cosine[r] = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
         char label[24];
         if (r == 0) snprintf(label, sizeof label, "embed");
         else snprintf(label, sizeof label, "%lld", (long long)(r - 1));
@@ -173,11 +167,10 @@ typedef struct kept_paths {
     attn_paths *out; /* [m->n_layers] */
 } kept_paths;
 
-/* trace_paths_each's callback: a shown layer's buffers the report reads
- * (every case's z, the K-only weights, the interaction) taken out of its
- * decomposition; the rest (q, k, v, scores, the other patterns) is freed. */
-static attn_status keep_layer_paths(void *user, int64_t layer, attn_paths *p, char *error, size_t esize) {
-    (void)error, (void)esize;
+/* attn_model_paths_each's callback: a shown layer's buffers the report
+ * reads (every case's z, the K-only weights, the interaction) taken out of
+ * its decomposition; the rest (q, k, v, scores, the other patterns) is freed. */
+static attn_status keep_layer_paths(void *user, int64_t layer, attn_paths *p) {
     const kept_paths *k = user;
     for (int64_t n = 0; n < k->m->n_layers; n++) {
         if (k->m->layer_ids[n] != layer) continue;
@@ -202,7 +195,6 @@ static int model_paths(const char *cmd, const cli_map_source *src, const attn_de
                        const int32_t *ids, int64_t L, cli_maps *m) {
     int32_t *changed = NULL;
     int64_t n = 0;
-    char error[512];
     for (int64_t a = 0; a < m->n_layers; a++)
         for (int64_t b = a + 1; b < m->n_layers; b++)
             if (m->layer_ids[a] == m->layer_ids[b])
@@ -215,8 +207,8 @@ static int model_paths(const char *cmd, const cli_map_source *src, const attn_de
                             "the same number of tokens", (long long)L, (long long)n);
     if (!rc && !(m->paths = calloc((size_t)m->n_layers, sizeof *m->paths))) rc = cli_data_error(cmd, "out of memory");
     kept_paths k = {m, m->paths};
-    if (!rc && trace_paths_each(dec, ids, changed, L, keep_layer_paths, &k, error, sizeof error))
-        rc = cli_data_error(cmd, "the path decomposition: %s", error);
+    if (!rc && attn_model_paths_each(dec, ids, changed, L, keep_layer_paths, &k))
+        rc = cli_data_error(cmd, "the path decomposition: %s", attn_last_error());
     free(changed);
     return rc;
 }
@@ -326,14 +318,12 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     for (int64_t k = 0; k < m->n_layers; k++) {
         const int64_t layer = m->layer_ids[k];
         /* The decoder's visibility: causal, and on a local layer the
-         * sliding window (query i reads keys i - W + 1 .. i). */
-        const int64_t window = attn_decoder_layer_is_local(c, layer) ? c->sliding_window : 0;
+         * sliding window; the same for every head. */
         for (int64_t n = 0; n < m->n_heads; n++) {
             const int64_t slot = (k * m->n_heads + n) * map;
             memcpy(m->weights + slot, attention[layer] + m->head_ids[n] * map, (size_t)map * sizeof(float));
-            for (int64_t i = 0; i < L; i++)
-                for (int64_t j = 0; j < L; j++)
-                    m->visible[slot + i * L + j] = j <= i && (window == 0 || i - j < window);
+            if (n == 0) attn_model_layer_visible(c, layer, L, m->visible + slot);
+            else memcpy(m->visible + slot, m->visible + k * m->n_heads * map, (size_t)map);
         }
     }
     for (int64_t i = 0; i < L; i++)
@@ -357,7 +347,7 @@ done:
     free(text);
     attn_tokenizer_free(tok);
     attn_decoder_free(dec);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }
 

@@ -53,8 +53,9 @@ typedef struct cli_maps {
     char *cosine_title;
     /* With source_text: each shown layer's path decomposition (Figure 2),
      * the text as base and the source text (same length) as changed, from
-     * model_trace.h's trace_paths_each as `attn model trace --paths` makes
-     * it; only the buffers attn_report_write_html reads are kept. */
+     * attn_model_paths_each (attn_model_interp.h) as `attn model trace
+     * --paths` makes it; only the buffers attn_report_write_html reads are
+     * kept. */
     attn_paths *paths;             /* [n_layers] or NULL                        */
 } cli_maps;
 

@@ -131,7 +131,7 @@ static int print_cosine(const demo_model_text *mt, const model_chapter *mc, cons
 static void print_top_keys(const attn_tokenizer *t, const model_chapter_sentence *s, const float *row, bool last) {
     int64_t best[TOP_KEYS];
     const int64_t k = s->L < TOP_KEYS ? s->L : TOP_KEYS;
-    model_chapter_top_k(row, s->L, k, best);
+    attn_top_k(row, s->L, k, best);
     for (int64_t j = 0; j < k; j++) {
         char text[PIECE], cell[PIECE + 32];
         snprintf(cell, sizeof cell, "%lld:%s %.3f", (long long)best[j], token_text(t, s->ids[best[j]], text, sizeof text),
@@ -318,6 +318,6 @@ done:
     model_chapter_free(&mc);
     attn_tokenizer_free(tok);
     attn_decoder_free(m);
-    attn_gguf_close(g);
+    attn_gguf_free(g);
     return rc;
 }

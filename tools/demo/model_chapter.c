@@ -1,8 +1,9 @@
 /*
  * model_chapter.c — the numbers of `attn demo --model` (model_chapter.h).
- * Everything here is the decoder's and the tokenizer's output; the only
- * arithmetic of its own is the final RMSNorm of one row, cosines, sums of
- * weights, a softmax of one row of logits and counts of cells.
+ * Everything here is the decoder's and the tokenizer's output, compared
+ * by the library (attn_model_stream_cosine, attn_top_k); the only
+ * arithmetic of its own is the final RMSNorm of one row, sums of weights, a
+ * softmax of one row of logits and counts of cells.
  */
 #include "model_chapter.h"
 
@@ -24,17 +25,6 @@ static attn_status say(char *error, size_t size, attn_status st, const char *fmt
     return st;
 }
 
-void model_chapter_top_k(const float *x, int64_t n, int64_t k, int64_t *best) {
-    for (int64_t j = 0; j < k; j++) best[j] = -1;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t j = k;
-        while (j > 0 && (best[j - 1] < 0 || x[i] > x[best[j - 1]])) j--;
-        if (j >= k) continue;
-        memmove(best + j + 1, best + j, (size_t)(k - j - 1) * sizeof *best);
-        best[j] = i;
-    }
-}
-
 void model_chapter_check_causal(const float *maps, int64_t H, int64_t L, double *row_error,
                                 int64_t *upper_nonzero) {
     for (int64_t h = 0; h < H; h++)
@@ -45,16 +35,6 @@ void model_chapter_check_causal(const float *maps, int64_t H, int64_t L, double 
             *row_error = fmax(*row_error, fabs(sum - 1.0));
             for (int64_t j = i + 1; j < L; j++) *upper_nonzero += row[j] != 0.0f;
         }
-}
-
-static double cosine(const float *a, const float *b, int64_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / sqrt(aa * bb);
 }
 
 /* One sentence: its ids, a forward with every layer's weights, 苹果's rows
@@ -98,7 +78,7 @@ static attn_status run_sentence(const attn_decoder *m, const attn_tokenizer *t, 
     for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
     const double inv = 1.0 / sqrt(ss / (double)d + c->rms_eps);
     for (int64_t i = 0; i < d; i++) s->apple_hidden[(N + 1) * d + i] = (float)(x[i] * inv) * norm_w[i];
-    model_chapter_top_k(logits, V, MODEL_CHAPTER_TOP, s->top_ids);
+    attn_top_k(logits, V, MODEL_CHAPTER_TOP, s->top_ids);
     const double max = logits[s->top_ids[0]];
     double z = 0;
     for (int64_t i = 0; i < V; i++) z += exp((double)logits[i] - max);
@@ -149,7 +129,8 @@ attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, con
         goto done;
     }
     mc->embeddings_equal = memcmp(a->apple_hidden, b->apple_hidden, (size_t)d * sizeof(float)) == 0;
-    for (int64_t l = 0; l < N + 2; l++) mc->cosine[l] = cosine(a->apple_hidden + l * d, b->apple_hidden + l * d, d);
+    /* apple_hidden is [N + 2, d]: a stream of one position. */
+    attn_model_stream_cosine(a->apple_hidden, 1, 0, b->apple_hidden, 1, 0, N + 2, d, mc->cosine);
     for (int k = 0; k < MODEL_CHAPTER_SENTENCES; k++) {
         const model_chapter_sentence *s = &mc->s[k];
         model_chapter_check_causal(s->attention, N * c->n_heads, s->L, &mc->mask_row_error,

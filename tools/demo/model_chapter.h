@@ -19,6 +19,7 @@
 #define ATTN_MODEL_CHAPTER_H
 
 #include "attn_decoder.h"
+#include "attn_model_interp.h"
 #include "attn_tokenizer.h"
 
 #include <stddef.h>
@@ -70,9 +71,6 @@ void model_chapter_free(model_chapter *mc);
  * 0 into *upper_nonzero.  Adds to what is there (call with zeros first). */
 void model_chapter_check_causal(const float *maps, int64_t H, int64_t L, double *row_error,
                                 int64_t *upper_nonzero);
-
-/* Indices of the k largest of x[n], largest first (ties: the lower index). */
-void model_chapter_top_k(const float *x, int64_t n, int64_t k, int64_t *best);
 
 /* The n² cost on a real text: text tokenized, then for each of n_lengths
  * lengths its first lengths[i] tokens run through the model (attention

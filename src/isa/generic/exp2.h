@@ -1,19 +1,19 @@
 /*
  * exp2.h — the portable exp2 of the generic micro-kernels, shared by the
  * forward (ukernels.c) and the backward (grad_ukernels.c).  Same range
- * reduction and polynomial as the SIMD versions (src/flash/ukernels.h holds
+ * reduction and polynomial as the SIMD versions (src/isa/flash_table.h holds
  * the constants).
  */
 #ifndef ATTN_ISA_GENERIC_EXP2_H
 #define ATTN_ISA_GENERIC_EXP2_H
 
-#include "flash/ukernels.h"
+#include "isa/flash_table.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-/* exp2 by range reduction to [-0.5, 0.5] and the polynomial of src/flash/ukernels.h:
+/* exp2 by range reduction to [-0.5, 0.5] and the polynomial of src/isa/flash_table.h:
  * 2^x = 2^n · 2^f with n = round(x).  x < FLASH_EXP2_MIN gives 0, NaN gives
  * NaN, x > 127 gives +inf. */
 static inline float flash_exp2_scalar(float x) {

@@ -1,15 +1,15 @@
 /*
  * ukernels.c — the portable micro-kernels: plain C that builds on any
  * architecture and that the compiler may vectorise for the baseline
- * instruction set.  They define the contracts of src/flash/ukernels.h by
+ * instruction set.  They define the contracts of src/isa/flash_table.h by
  * example; the other ISAs compute the same quantities with explicit SIMD.
- * This table is complete: dispatch.c fills any entry another ISA leaves
- * NULL from it.
+ * This table is complete: the registry (src/isa/registry.c) fills any
+ * entry another ISA leaves NULL from it.
  *
  * Forward tile shape: Br = 16 rows, key blocks of 4, Bc = 64 keys.
  * Backward gemm: one row at a time, 16 columns per register block.
  */
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #include "isa/generic/vec.h"
 #include "base/dtype.h"
@@ -290,9 +290,7 @@ static void p_ds(float *s, float *dp, int rows, int cols, int64_t ld, float c, c
 
 #include "isa/templates/peak.h"
 
-const ukernel_table attn__ukernels_generic = {
-    .isa = "generic",
-    .supported = NULL,
+static const ukernel_table ukernels = {
     .tile_rows = GEN_ROWS,
     .key_block = GEN_KEY_BLOCK,
     .tile_keys = GEN_TILE_KEYS,
@@ -319,3 +317,6 @@ const ukernel_table attn__ukernels_generic = {
     .peak_lanes = 1,
     .peak_isa = "scalar",
 };
+
+/* The portable ISA's entry in the registry (src/isa/isa.h): every CPU runs it. */
+const isa_desc attn__isa_generic = {.name = "generic", .supported = NULL, .flash = &ukernels};

@@ -17,7 +17,7 @@
  *   v_if_lt(a, b, x, y)                x in the lanes where a < b, y in the others
  *                                      (a NaN compare takes y)
  * and exp2.h of the ISA v_exp2(x): the FLASH_EXP2 polynomial of
- * src/flash/ukernels.h, below FLASH_EXP2_MIN exactly 0, NaN propagated; and
+ * src/isa/flash_table.h, below FLASH_EXP2_MIN exactly 0, NaN propagated; and
  * v_exp2_nonpos(x), the same for x <= 0 or NaN only (what a softmax's s − m
  * is), which may skip what large arguments need (AVX2's clamp).
  */

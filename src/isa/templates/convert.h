@@ -1,5 +1,5 @@
 /*
- * convert.h — widen and narrow (src/flash/ukernels.h) for any vector width:
+ * convert.h — widen and narrow (src/isa/flash_table.h) for any vector width:
  * whole vectors by the ISA's v_widen_f16 / v_widen_bf16 / v_narrow_f16 /
  * v_narrow_bf16 (its vec.h, the one place an ISA converts), the tail by the
  * scalar conversions of base/dtype.h, which round the same way.  Defines

@@ -2,7 +2,7 @@
  * exp2_poly.h — the polynomial half of every vector exp2 (each ISA's exp2.h
  * does the range reduction and the scaling by 2^n its own way):
  * p(f) ≈ 2^f on [-0.5, 0.5] with the FLASH_EXP2 coefficients of
- * src/flash/ukernels.h, by Horner's rule with fused multiply-adds.
+ * src/isa/flash_table.h, by Horner's rule with fused multiply-adds.
  */
 #ifndef ATTN_ISA_TEMPLATES_EXP2_POLY_H
 #define ATTN_ISA_TEMPLATES_EXP2_POLY_H

@@ -11,8 +11,6 @@
  *   PV_BLOCK, PV_SMALL     widths of pv_tile's register blocks (PV_BLOCK·TILE_QV
  *                          accumulators; PV_SMALL then 1 take the remainder)
  *   TILE_KEYS, BLOCK_KEYS  Bc (a multiple of KEY_BLOCK) and the rows-path block
- *   LOOKAHEAD_ROWS         the rows kernels' look-ahead prefetch distance in key
- *                          rows, 0 for none (below)
  *   ROWS_STREAM_LOCALITY   the locality of the rows kernels' stream of the other
  *                          pass's rows: 3 (into L1) or 1 (into L2) (below)
  *
@@ -24,7 +22,7 @@
  * register blocks (tile_block_*) and the online softmax's steps
  * (softmax_tile_start, softmax_tile_finish).
  *
- * Contracts: src/flash/ukernels.h.  Every lane of a tile kernel is one row
+ * Contracts: src/isa/flash_table.h.  Every lane of a tile kernel is one row
  * and is computed independently of the others; the rows kernels compute
  * each score and each output element by an order of operations fixed by
  * the shapes.
@@ -35,17 +33,6 @@
 
 #define TILE_ROWS (TILE_QV * VLEN)
 #include "isa/templates/mask_tile.h"
-/* LOOKAHEAD_ROWS (the including ISA's choice): the rows kernels prefetch
- * the keys (values) this many key rows ahead, on top of the pf stream of
- * the other pass, or not at all (0).  A decode step reads each cache line
- * once, and the hardware prefetchers alone, which stop at 4 KiB pages, had
- * kept too few lines in flight; since the stream is spread over the heads
- * (v16b) it alone keeps them in flight on Zen 3, where the look-ahead's
- * prefetch instructions then cost 6-22 % of a step (v17, docs/kernels.md),
- * and on Zen 4 once the stream goes to L2 (v20, v21): every ISA has 0 now. */
-#ifndef LOOKAHEAD_ROWS
-#error "an ISA sets LOOKAHEAD_ROWS before including the rows kernels"
-#endif
 /* ROWS_STREAM_LOCALITY (the ISA's choice too): __builtin_prefetch's
  * locality for the rows kernels' stream of the other pass's rows: 3
  * (prefetcht0, into L1) or 1 (prefetcht2, into L2).  On Zen 3 (AVX2) the
@@ -138,39 +125,16 @@ SIMD_INLINE vec kv_load_tail(const void *p, int n, float fill, const int kind) {
     return v_load_tail(part, n, fill);
 }
 
-/* Prefetches kv head h of key row `row` (rows ldr elements apart, heads
- * ldh apart), n elements, towards the core (prefetcht2).  The address may
- * lie past the array (the last rows of a tensor): a prefetch never faults,
- * and the arithmetic is done on integers. */
-SIMD_INLINE void prefetch_key(const void *base, int64_t row, int64_t ldr, int h, int64_t ldh, int64_t n,
-                              const int kind) {
-    uintptr_t at = (uintptr_t)base + (uintptr_t)((row * ldr + h * ldh) * KV_BYTES(kind));
-    for (int64_t e = 0; e < n * KV_BYTES(kind); e += 64) __builtin_prefetch((const void *)(at + (uintptr_t)e), 0, 1);
-}
-
-/* The rows kernels' look-ahead for kv head h while on key j of a call of
- * nk rows: row j + LOOKAHEAD_ROWS of the call's rows, or past them, of
- * pf->after (a paged problem's next block: the rows past a block's end
- * are another block's, or nothing's). */
-SIMD_INLINE void prefetch_ahead(const void *rows, int j, int nk, const flash_prefetch *pf, int64_t ldr, int h,
-                                int64_t ldh, int64_t n, const int kind) {
-    if (LOOKAHEAD_ROWS == 0) return;
-    const int ahead = j + LOOKAHEAD_ROWS;
-    if (ahead < nk)
-        prefetch_key(rows, ahead, ldr, h, ldh, n, kind);
-    else if (ahead - nk < pf->after_rows)
-        prefetch_key(pf->after, ahead - nk, ldr, h, ldh, n, kind);
-}
-
-/* The prefetches a rows kernel issues before kv head h of keys [j, j +
- * keys): that head's look-ahead, and `lines` lines of the other pass's
- * stream.  Spread over the heads, not issued for a group of keys at once:
- * a burst of a group's 256-512 lines filled the core's miss queue, and
- * memory then idled while the group was computed (Zen 3, v16). */
-SIMD_INLINE void prefetch_head(const void *rows, int j, int keys, int nk, const flash_prefetch *pf, int64_t ldr,
-                               int h, int64_t ldh, int64_t n, const int kind, flash_prefetch_cursor *next,
-                               int lines) {
-    for (int i = 0; i < keys; i++) prefetch_ahead(rows, j + i, nk, pf, ldr, h, ldh, n, kind);
+/* The prefetches a rows kernel issues before each kv head of a group of
+ * keys: `lines` lines of the other pass's stream (a decode step reads each
+ * cache line once, and the hardware prefetchers alone, which stop at 4 KiB
+ * pages, keep too few lines in flight).  Spread over the heads, not issued
+ * for a group of keys at once: a burst of a group's 256-512 lines filled
+ * the core's miss queue, and memory then idled while the group was
+ * computed (Zen 3, v16).  The kernels' own look-ahead on the rows they read
+ * is gone (docs/kernels.md, changelog r3): the stream alone keeps the
+ * lines in flight. */
+SIMD_INLINE void prefetch_stream(flash_prefetch_cursor *next, int lines) {
     for (int l = 0; l < lines; l++) {
         const uintptr_t at = flash_prefetch_take(next);
         if (at) __builtin_prefetch((const void *)at, 0, ROWS_STREAM_LOCALITY);
@@ -402,7 +366,7 @@ SIMD_INLINE void qk_rows_of(const int kind, const float *qp, int64_t ldq, int he
         const int keys = nk - j < 4 ? nk - j : 4;
         const int lines = prefetch_share(pf, keys, heads);
         for (int h = 0; h < heads; h++) {
-            prefetch_head(k, j, keys, nk, pf, ldk, h, ldh, dim, kind, &next, lines);
+            prefetch_stream(&next, lines);
             const void *k_jh = kv_at(k, j * ldk + h * ldh, kind);
             int r = h * rows_per_head;
             const int end = r + rows_per_head;
@@ -537,7 +501,7 @@ SIMD_INLINE void pv_rows_of(const int kind, const float *s, int64_t lds, int hea
         const int lines = prefetch_share(pf, keys, heads);
         const float *alpha_j = j == 0 ? alpha : NULL;
         for (int h = 0; h < heads; h++) {
-            prefetch_head(v, j, keys, nk, pf, ldv, h, ldh, dim_v, kind, &next, lines);
+            prefetch_stream(&next, lines);
             const void *v_jh = kv_at(v, j * ldv + h * ldh, kind);
             int r = h * rows_per_head;
             const int end = r + rows_per_head;

@@ -8,7 +8,7 @@
  *                         accumulators)
  *
  * It defines static functions simd_gemm and simd_p_ds.  Contracts:
- * src/flash/ukernels.h.  Every accumulator is one sum over k in increasing
+ * src/isa/flash_table.h.  Every accumulator is one sum over k in increasing
  * order; results depend on the ISA only.
  */
 

@@ -1,18 +1,16 @@
 /*
- * table.h — the table of a templated ISA: every micro-kernel the templates
- * define, under the names dispatch.c looks for.  Included last by an ISA's
- * ukernels.c, after flash_ukernels.h, grad_ukernels.h, convert.h and peak.h, with
- *   UKERNEL_TABLE      the table's name (attn__ukernels_<isa>)
- *   UKERNEL_ISA        its ATTN_ARCH name ("avx2")
- *   UKERNEL_SUPPORTED  a function: does this CPU have the instructions?
+ * table.h — the attention table of a templated ISA (src/isa/flash_table.h):
+ * every micro-kernel the templates define, as `static const ukernel_table
+ * ukernels`, for the ISA's entry in the registry (isa_desc.flash).
+ * Included last by an ISA's ukernels.c, after flash_ukernels.h,
+ * grad_ukernels.h, convert.h and peak.h, with
+ *   UKERNEL_ISA        its ATTN_ARCH name ("avx2"), the peak loop's name too
  * and, where the ISA has native bf16 dot products (precision = fast),
  *   UKERNEL_BF16       defined: the bf16_* kernels, bf16_dot_supported and
  *                      bf16_dot_name
  */
 
-const ukernel_table UKERNEL_TABLE = {
-    .isa = UKERNEL_ISA,
-    .supported = UKERNEL_SUPPORTED,
+static const ukernel_table ukernels = {
     .tile_rows = TILE_ROWS,
     .key_block = KEY_BLOCK,
     .tile_keys = TILE_KEYS,

@@ -2,14 +2,14 @@
  * exp2.h — the vectorised exp2 of the AVX2+FMA micro-kernels, shared by the
  * forward and the backward (ukernels.c beside this file) so both use the
  * very same approximation.  The includer includes vec.h beside this file and
- * src/flash/ukernels.h (the FLASH_EXP2_* constants) first.
+ * src/isa/flash_table.h (the FLASH_EXP2_* constants) first.
  */
 #ifndef ATTN_ISA_X86_AVX2_EXP2_H
 #define ATTN_ISA_X86_AVX2_EXP2_H
 
 #include "isa/templates/exp2_poly.h"
 
-/* exp2 of x <= 128 (or NaN), as in src/flash/ukernels.h: 2^x = 2^n · p(x − n),
+/* exp2 of x <= 128 (or NaN), as in src/isa/flash_table.h: 2^x = 2^n · p(x − n),
  * n = round(x) by the 1.5·2^23 trick: t = x + 1.5·2^23 holds n in its low
  * mantissa bits (bits(t) = 0x4B400000 + n), so 2^n is the float with bits
  * (bits(t) << 23) + bits(1.0f) — the high bits shifted out, 127 << 23 being

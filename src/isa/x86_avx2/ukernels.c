@@ -1,7 +1,7 @@
 /*
  * ukernels.c — the micro-kernels for AVX2 + FMA (16 ymm registers): the
  * templates instantiated with 8-lane vectors, and their table.  Compiled
- * for any x86-64 with function-level target attributes; the dispatcher uses
+ * for any x86-64 with function-level target attributes; the registry uses
  * the table only on CPUs that have the instructions (supported()).
  *
  * Forward tile shape: Br = 16 rows (2 ymm), qk_tile blocks of 6 keys (12
@@ -9,7 +9,7 @@
  * Backward gemm register block: 6 rows x 2 vectors = 12 accumulators, 2 B
  * vectors, one broadcast: 15 of the 16 registers.
  */
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #if defined(__x86_64__) && !defined(ATTN_PORTABLE)
 
@@ -25,7 +25,6 @@
 #define PV_SMALL 2
 #define TILE_KEYS 96
 #define BLOCK_KEYS 64
-#define LOOKAHEAD_ROWS 0 /* none: the stream suffices (Zen 3, v17) */
 #define ROWS_STREAM_LOCALITY 3 /* prefetcht0: Zen 3, v16b */
 #define GEMM_MR 6
 #define GEMM_NV 2
@@ -44,14 +43,15 @@ static bool avx2_supported(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 }
 
-#define UKERNEL_TABLE attn__ukernels_avx2
 #define UKERNEL_ISA "avx2"
-#define UKERNEL_SUPPORTED avx2_supported
 #include "isa/templates/table.h"
+
+/* The ISA's entry in the registry (src/isa/isa.h). */
+const isa_desc attn__isa_avx2 = {.name = UKERNEL_ISA, .supported = avx2_supported, .flash = &ukernels};
 
 #else
 /* A build without these instructions (another architecture, or
  * -DATTN_PORTABLE=ON) still knows the ISA's name: asking for it says "not in
  * this build". */
-UKERNELS_ABSENT(attn__ukernels_avx2, "avx2");
+const isa_desc attn__isa_avx2 = ISA_ABSENT("avx2");
 #endif

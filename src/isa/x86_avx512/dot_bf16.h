@@ -13,7 +13,7 @@
  * Chosen once, by bf16_dot_supported().  Included by ukernels.c beside
  * this file after the templates (it uses their TILE_QV, KEY_BLOCK,
  * PV_BLOCK, PV_SMALL, vec.h and exp2.h).  The contracts and layouts are in
- * src/flash/ukernels.h ("precision fast"); accuracy and speed in
+ * src/isa/flash_table.h ("precision fast"); accuracy and speed in
  * docs/kernels.md, "precision = fast".
  */
 #ifndef ATTN_ISA_X86_AVX512_DOT_BF16_H

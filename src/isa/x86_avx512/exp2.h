@@ -2,14 +2,14 @@
  * exp2.h — the vectorised exp2 of the AVX-512 micro-kernels, shared by the
  * forward and the backward (ukernels.c beside this file) so both use the
  * very same approximation.  The includer includes vec.h beside this file and
- * src/flash/ukernels.h (the FLASH_EXP2_* constants) first.
+ * src/isa/flash_table.h (the FLASH_EXP2_* constants) first.
  */
 #ifndef ATTN_ISA_X86_AVX512_EXP2_H
 #define ATTN_ISA_X86_AVX512_EXP2_H
 
 #include "isa/templates/exp2_poly.h"
 
-/* exp2 as in src/flash/ukernels.h: 2^x = 2^n · p(x − n), n = round(x) (by the 1.5·2^23
+/* exp2 as in src/isa/flash_table.h: 2^x = 2^n · p(x − n), n = round(x) (by the 1.5·2^23
  * trick: two adds, which any FMA port takes, instead of vrndscaleps);
  * vscalefps applies 2^n and saturates to +inf above 128.  x below
  * FLASH_EXP2_MIN, -inf included, gives 0 through the zero-mask; NaN is kept

@@ -2,7 +2,7 @@
  * ukernels.c — the micro-kernels for AVX-512 F, BW, VL, DQ (32 zmm
  * registers): the templates instantiated with 16-lane vectors, and their
  * table.  Compiled for any x86-64 with function-level target attributes;
- * the dispatcher uses the table only on CPUs that have the instructions
+ * the registry uses the table only on CPUs that have the instructions
  * (supported()).
  *
  * Forward tile shape: Br = 32 rows (2 zmm), qk_tile blocks of 12 keys (24
@@ -12,7 +12,7 @@
  * precision = fast (AVX512-BF16 CPUs only, checked at run time): the tile
  * kernels of dot_bf16.h, same blocks, vdpbf16ps on bf16 pairs.
  */
-#include "flash/ukernels.h"
+#include "isa/isa.h"
 
 #if defined(__x86_64__) && !defined(ATTN_PORTABLE)
 
@@ -27,7 +27,6 @@
 #define PV_SMALL 4
 #define TILE_KEYS 96
 #define BLOCK_KEYS 64
-#define LOOKAHEAD_ROWS 0 /* none since the stream goes to L2 (Zen 4, v21; 16 rows had helped on Intel, r2) */
 #define ROWS_STREAM_LOCALITY 1 /* prefetcht2: Zen 4, v20 */
 #define GEMM_MR 6
 #define GEMM_NV 4
@@ -45,15 +44,16 @@ static bool avx512_supported(void) {
 
 #include "isa/x86_avx512/dot_bf16.h"
 
-#define UKERNEL_TABLE attn__ukernels_avx512
 #define UKERNEL_ISA "avx512"
-#define UKERNEL_SUPPORTED avx512_supported
 #define UKERNEL_BF16 1
 #include "isa/templates/table.h"
+
+/* The ISA's entry in the registry (src/isa/isa.h). */
+const isa_desc attn__isa_avx512 = {.name = UKERNEL_ISA, .supported = avx512_supported, .flash = &ukernels};
 
 #else
 /* A build without these instructions (another architecture, or
  * -DATTN_PORTABLE=ON) still knows the ISA's name: asking for it says "not in
  * this build". */
-UKERNELS_ABSENT(attn__ukernels_avx512, "avx512");
+const isa_desc attn__isa_avx512 = ISA_ABSENT("avx512");
 #endif

@@ -28,11 +28,6 @@
 #define STRIP_LABEL_W 64.0 /* its key labels are cut shorter             */
 #define STRIP_GAP 10.0    /* between the lines of a wrapped row          */
 
-/* A field of the options that a caller built against this header set
- * (struct_size covers it); older callers get the field's default. */
-#define OPT_HAS(opt, field) \
-    ((opt)->struct_size >= offsetof(attn_heatmap_options, field) + sizeof((opt)->field))
-
 typedef struct {
     const char *head, *keys, *queries, *weight, *value, *hidden;
     const char *strip;             /* a decode row's caption: the query's label  */
@@ -353,7 +348,7 @@ static void draw_legend(cairo_t *cr, const heatmap_layout *lo, double x, double 
 }
 
 attn_status attn_heatmap_write(const char *path, const float *weights, int64_t heads,
-                               int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt) {
+                               int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt_in) {
     static const attn_heatmap_options defaults = ATTN_HEATMAP_OPTIONS_INIT;
     if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_heatmap_write: path is NULL");
     if (attn__viz_format_of(path) == VIZ_FORMAT_UNKNOWN)
@@ -361,8 +356,10 @@ attn_status attn_heatmap_write(const char *path, const float *weights, int64_t h
                          "'%s': unknown picture format; the name must end in .png, .svg or .pdf", path);
     attn_status st = attn__viz_check_weights("attn_heatmap_write", weights, heads, len_q, len_kv);
     if (st != ATTN_OK) return st;
-    if (!opt) opt = &defaults;
-    const double quantile = OPT_HAS(opt, vmax_quantile) ? opt->vmax_quantile : 0.0;
+    attn_heatmap_options options;
+    if ((st = options_copy(&options, sizeof options, &defaults, opt_in, "attn_heatmap_options"))) return st;
+    const attn_heatmap_options *opt = &options;
+    const double quantile = opt->vmax_quantile;
     if (!(opt->cell >= 0) || opt->cell > 400 || !(opt->pixel_scale >= 0) || opt->pixel_scale > 16 ||
         opt->columns < 0 || !isfinite(opt->vmin) || !isfinite(opt->vmax) || !(quantile >= 0 && quantile <= 1))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
@@ -376,7 +373,7 @@ attn_status attn_heatmap_write(const char *path, const float *weights, int64_t h
 
     heatmap_layout lo = {.opt = opt, .weights = weights, .heads = heads, .len_q = len_q,
                          .len_kv = len_kv, .quantile = quantile,
-                         .titles = OPT_HAS(opt, panel_titles) ? opt->panel_titles : NULL,
+                         .titles = opt->panel_titles,
                          .text = opt->lang && strcmp(opt->lang, "zh") == 0 ? &text_zh : &text_en};
     viz_doc doc = {0};
     cairo_t *measure = attn__viz_measure_context();

@@ -14,7 +14,7 @@
 #define MARGIN_T 44.0
 #define MARGIN_B 56.0
 
-attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, const attn_lineplot_options *opt) {
+attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, const attn_lineplot_options *opt_in) {
     static const attn_lineplot_options defaults = ATTN_LINEPLOT_OPTIONS_INIT;
     if (!path) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_lineplot_write: path is NULL");
     if (attn__viz_format_of(path) == VIZ_FORMAT_UNKNOWN)
@@ -23,7 +23,10 @@ attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, co
     if (!y || n < 1 || n > 10000)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "'%s': %lld points (1 to 10000, y not NULL)", path,
                           (long long)n);
-    if (!opt) opt = &defaults;
+    attn_lineplot_options options;
+    attn_status st = options_copy(&options, sizeof options, &defaults, opt_in, "attn_lineplot_options");
+    if (st) return st;
+    const attn_lineplot_options *opt = &options;
     double lo = opt->ymin, hi = opt->ymax;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(y[i]))
@@ -38,7 +41,7 @@ attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, co
         if (hi <= lo) hi = lo + 0.1;
     }
     viz_doc doc = {0};
-    attn_status st = attn__viz_doc_begin(&doc, path, MARGIN_L + PLOT_W + MARGIN_R, MARGIN_T + PLOT_H + MARGIN_B, 0);
+    st = attn__viz_doc_begin(&doc, path, MARGIN_L + PLOT_W + MARGIN_R, MARGIN_T + PLOT_H + MARGIN_B, 0);
     if (st) return st;
     cairo_t *cr = doc.cr;
     const double x0 = MARGIN_L, y0 = MARGIN_T + PLOT_H;
