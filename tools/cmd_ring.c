@@ -426,34 +426,51 @@ static void summarize_output(const char *path, file_summary *s) {
  * bytes), rank 1 reads 'q2.npy' (float32 [40, 2, 8], 2688 bytes) ...").
  * Returns -1 to go on, else the exit status. */
 static int agree_on_files(const ring_cli *c) {
-    const struct {
+    enum { MOST = 32 };
+    struct {
         const char *flag, *path;
         bool output;
-    } files[] = {
-        {"-q", c->q_path, false},           {"-k", c->k_path, false},
-        {"-v", c->v_path, false},           {"--grad-out", c->dout_path, false},
-        {"--key-lengths", c->ao.key_lengths_path, false}, {"--mask", c->ao.mask_path, false},
-        {"--bias", c->ao.bias_path, false}, {"-o", c->o_path, true},
-        {"--lse", c->lse_path, true},       {"--dq", c->dq_path, true},
-        {"--dk", c->dk_path, true},         {"--dv", c->dv_path, true},
+    } files[MOST] = {
+        {"-q", c->q_path, false},
+        {"-k", c->k_path, false},
+        {"-v", c->v_path, false},
+        {"--grad-out", c->dout_path, false},
     };
-    enum { FILES = sizeof files / sizeof files[0] };
-    /* Which files are given is agreed already (agree_on_arguments). */
-    file_summary *mine = calloc(FILES, sizeof *mine);
-    file_summary *all = calloc((size_t)c->ranks * FILES, sizeof *all);
+    int n_files = 4;
+    /* The attention options read from files, by the options table: those
+     * every rank must pass the same (its ranks column; the refused ones were
+     * refused with the arguments). */
+    cli_option_file options[MOST - 9];
+    const int n_options = cli_attention_files(&c->ao, options, MOST - 9);
+    for (int i = 0; i < n_options; i++)
+        if (options[i].row->ranks == ATTN_RANKS_AGREE) {
+            files[n_files].flag = options[i].flag;
+            files[n_files++].path = options[i].path;
+        }
+    const char *const output_paths[] = {c->o_path, c->lse_path, c->dq_path, c->dk_path, c->dv_path};
+    const char *const output_flags[] = {"-o", "--lse", "--dq", "--dk", "--dv"};
+    for (int i = 0; i < 5; i++) {
+        files[n_files].flag = output_flags[i];
+        files[n_files].path = output_paths[i];
+        files[n_files++].output = true;
+    }
+    /* Which files are given is agreed already (agree_on_arguments), and every
+     * rank lists them in the same order. */
+    file_summary *mine = calloc(n_files, sizeof *mine);
+    file_summary *all = calloc((size_t)c->ranks * n_files, sizeof *all);
     const attn_status st = !mine || !all ? ATTN_ERR_OUT_OF_MEMORY : ATTN_OK;
     if (attn_ring_agree(c->comm, st, "out of memory comparing the ranks' files")) {
         free(mine);
         free(all);
         return ring_error(c, CLI_DATA_ERROR, "%s", attn_last_error());
     }
-    for (int f = 0; f < FILES; f++)
+    for (int f = 0; f < n_files; f++)
         if (files[f].path) (files[f].output ? summarize_output : summarize_input)(files[f].path, &mine[f]);
-    MPI_Allgather(mine, (int)(FILES * sizeof *mine), MPI_BYTE, all, (int)(FILES * sizeof *mine), MPI_BYTE, c->comm);
+    MPI_Allgather(mine, (int)(n_files * sizeof *mine), MPI_BYTE, all, (int)(n_files * sizeof *mine), MPI_BYTE, c->comm);
     int rc = -1;
-    for (int f = 0; f < FILES && rc < 0; f++)
+    for (int f = 0; f < n_files && rc < 0; f++)
         for (int r = 1; r < c->ranks && rc < 0; r++) {
-            const file_summary *a = &all[f], *b = &all[(size_t)r * FILES + f];
+            const file_summary *a = &all[f], *b = &all[(size_t)r * n_files + f];
             if (!files[f].path || a->digest == b->digest) continue;
             const char *verb = files[f].output ? "writes" : "reads";
             const bool same_text = strcmp(a->path, b->path) == 0 && strcmp(a->what, b->what) == 0;

@@ -39,7 +39,7 @@ attn_status attn__mha_call_init(mha_call *c, const attn_mha *m, const float *x, 
 /* The call's inputs as extents (overlap.h) into e, at most MHA_INPUT_EXTENTS:
  * x, context, the module's weights and biases, and the arrays of opt (the
  * caller's options, or NULL).  Returns how many. */
-#define MHA_INPUT_EXTENTS 15
+#define MHA_INPUT_EXTENTS (10 + OPTION_ARRAYS_MAX) /* OPTION_ARRAYS_MAX: base/overlap.h */
 typedef struct mem_extent mem_extent;
 int attn__mha_input_extents(const mha_call *c, const attn_sdpa_options *opt, mem_extent *e);
 

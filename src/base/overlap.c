@@ -10,7 +10,7 @@
 #include "base/overlap.h"
 #include "base/problem.h"
 
-#define MAX_EXTENTS 16
+#define MAX_EXTENTS (3 + OPTION_ARRAYS_MAX + 8) /* q, k, v, the options' arrays, the rest */
 
 attn_status attn__problem_check_outputs(const sdpa_problem *p, const mem_extent *outputs, int n_outputs,
                                         const mem_extent *more_inputs, int n_more) {

@@ -19,12 +19,13 @@
 #ifndef ATTN_BASE_OVERLAP_H
 #define ATTN_BASE_OVERLAP_H
 
-#include "base/base.h"
+#include "base/options.h"
 
 /* [begin, end) in the address space; empty (begin == end) for an argument
  * that is absent. */
 typedef struct mem_extent {
     const char *name;
+    bool option; /* a field of attn_sdpa_options: named "opt.<name>" */
     uintptr_t begin, end;
 } mem_extent;
 
@@ -38,7 +39,7 @@ static inline int64_t extent_mul(int64_t a, int64_t b) {
 /* bytes bytes at data (NULL or 0 bytes: empty; a size past the end of the
  * address space ends there). */
 static inline mem_extent extent_of_bytes(const char *name, const void *data, uint64_t bytes) {
-    mem_extent e = {name, (uintptr_t)data, (uintptr_t)data};
+    mem_extent e = {name, false, (uintptr_t)data, (uintptr_t)data};
     if (data && bytes) e.end = bytes > UINTPTR_MAX - e.begin ? UINTPTR_MAX : e.begin + (uintptr_t)bytes;
     return e;
 }
@@ -66,26 +67,44 @@ static inline bool extents_meet(const mem_extent *a, const mem_extent *b) {
     return a->begin < a->end && b->begin < b->end && a->begin < b->end && b->begin < a->end;
 }
 
-/* The arrays an attention call's options point to — mask, bias,
- * key_lengths, sinks, alibi_slopes — into e[0..4], for B batches and Hq
- * query heads.  o is the library's copy (options_copy); a mask or bias
- * shape that is not valid gives an empty extent (the call refuses it
- * anyway).  Returns 5. */
+/* At most this many rows of the options table are arrays (test_overlap
+ * holds the table to it). */
+#define OPTION_ARRAYS_MAX 8
+
+/* The arrays an attention call's options point to — the options table's
+ * rows of an array kind (attn_sdpa_option: key_lengths, mask, bias, sinks,
+ * alibi_slopes) — into e[0 .. OPTION_ARRAYS_MAX), named "opt.<field>",
+ * for B batches and Hq query heads.  o is the library's copy
+ * (options_copy); a table whose shape is not valid gives an empty extent
+ * (the call refuses it anyway).  Returns how many. */
 static inline int extents_of_options(const attn_sdpa_options *o, int64_t batch, int64_t heads_q, mem_extent *e) {
-    int64_t mask = 0, bias = 0;
-    if (o->mask && (mul_overflows(o->mask_shape[0], o->mask_shape[1], &mask) ||
-                    mul_overflows(mask, o->mask_shape[2], &mask) || mul_overflows(mask, o->mask_shape[3], &mask)))
-        mask = 0;
-    if (o->bias && (mul_overflows(o->bias_shape[0], o->bias_shape[1], &bias) ||
-                    mul_overflows(bias, o->bias_shape[2], &bias) || mul_overflows(bias, o->bias_shape[3], &bias) ||
-                    bias > INT64_MAX / (int64_t)sizeof(float)))
-        bias = 0;
-    e[0] = extent_of_array("opt.mask", o->mask, mask, 1);
-    e[1] = extent_of_array("opt.bias", o->bias, bias, (int64_t)sizeof(float));
-    e[2] = extent_of_array("opt.key_lengths", o->key_lengths, batch, (int64_t)sizeof(int64_t));
-    e[3] = extent_of_array("opt.sinks", o->sinks, heads_q, (int64_t)sizeof(float));
-    e[4] = extent_of_array("opt.alibi_slopes", o->alibi_slopes, heads_q, (int64_t)sizeof(float));
-    return 5;
+    int n = 0;
+    for (int i = 0; attn_sdpa_option(i) && n < OPTION_ARRAYS_MAX; i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        int64_t count = 0, elem = (int64_t)sizeof(float);
+        switch (row->kind) {
+        case ATTN_OPTION_PER_BATCH:
+            count = batch;
+            elem = (int64_t)sizeof(int64_t);
+            break;
+        case ATTN_OPTION_PER_HEAD: count = heads_q; break;
+        case ATTN_OPTION_BOOL_TABLE:
+        case ATTN_OPTION_FLOAT_TABLE: {
+            if (row->kind == ATTN_OPTION_BOOL_TABLE) elem = 1;
+            int64_t shape[4];
+            memcpy(shape, option_field(o, row, 1), sizeof shape);
+            count = 1;
+            for (int d = 0; d < 4 && count; d++)
+                if (shape[d] < 0 || mul_overflows(count, shape[d], &count)) count = 0;
+            if (count > INT64_MAX / elem) count = 0;
+            break;
+        }
+        default: continue;
+        }
+        e[n] = extent_of_array(row->name, option_pointer(o, row, 0), count, elem);
+        e[n++].option = true;
+    }
+    return n;
 }
 
 /* ATTN_OK, or ATTN_ERR_INVALID_ARGUMENT naming the first written extent
@@ -94,19 +113,23 @@ static inline int extents_of_options(const attn_sdpa_options *o, int64_t batch, 
 static inline attn_status overlap_check(const char *fn, const mem_extent *written, int n_written,
                                         const mem_extent *read, int n_read) {
     const char *prefix = fn ? fn : "", *colon = fn ? ": " : "";
+#define OVERLAP_NAME(e) (e).option ? "opt." : "", (e).name
     for (int w = 0; w < n_written; w++) {
         for (int r = 0; r < n_read; r++)
             if (extents_meet(&written[w], &read[r]))
                 return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                                  "%s%s%s overlaps %s in memory: an output must not share memory with an input "
-                                  "(the result would be wrong, and differ with the thread count); give %s a buffer "
-                                  "of its own", prefix, colon, written[w].name, read[r].name, written[w].name);
+                                  "%s%s%s%s overlaps %s%s in memory: an output must not share memory with an input "
+                                  "(the result would be wrong, and differ with the thread count); give %s%s a "
+                                  "buffer of its own", prefix, colon, OVERLAP_NAME(written[w]), OVERLAP_NAME(read[r]),
+                                  OVERLAP_NAME(written[w]));
         for (int o = 0; o < w; o++)
             if (extents_meet(&written[w], &written[o]))
                 return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                                  "%s%s%s and %s overlap in memory: two outputs must not share memory; give each a "
-                                  "buffer of its own", prefix, colon, written[o].name, written[w].name);
+                                  "%s%s%s%s and %s%s overlap in memory: two outputs must not share memory; give each "
+                                  "a buffer of its own", prefix, colon, OVERLAP_NAME(written[o]),
+                                  OVERLAP_NAME(written[w]));
     }
+#undef OVERLAP_NAME
     return ATTN_OK;
 }
 

@@ -5,7 +5,7 @@
 
 #include "base/overlap.h"
 
-enum { MOST = 12 };
+enum { MOST = 3 + OPTION_ARRAYS_MAX + 3 }; /* q, k, v, the options' arrays, out, lse, dout */
 
 /* q, k, v, this rank's rows of the mask and bias, and the key lengths
  * into e; returns how many.  Options a call refuses give empty extents. */

@@ -20,6 +20,7 @@
 #include "attn_interp.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,47 @@ static void sdpa_every_output_against_every_input(void **state) {
     /* the score table */
     expect_refused(attn_sdpa_scores(&tq, &tk, &opt, q), "scores", "q");
     free(q), free(k), free(v), free(out), free(weights), free(lse), free(bias);
+}
+
+/* Every array the options table lists (attn_sdpa_option: each row of an
+ * array kind) is an input: laid where weights is written, it is refused by
+ * its name, so that an option added to the table is checked with no other
+ * change. */
+static void every_array_option_of_the_table_is_an_input(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 7);
+    float *q = random_floats(&r, QN), *k = random_floats(&r, KN), *v = random_floats(&r, KN);
+    float *out = malloc(sizeof(float) * QN), *weights = malloc(sizeof(float) * WN);
+    attn_tensor tq = attn_tensor_4d(q, B, L, HQ, D), tk = attn_tensor_4d(k, B, S, HKV, D),
+                tv = attn_tensor_4d(v, B, S, HKV, D), to = attn_tensor_4d(out, B, L, HQ, D);
+    int arrays = 0;
+    for (int i = 0; attn_sdpa_option(i); i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
+        const int64_t full[4] = {B, HQ, L, S}, lengths[B] = {S, 3};
+        switch (row->kind) {
+        case ATTN_OPTION_PER_BATCH: memcpy(weights, lengths, sizeof lengths); break;
+        case ATTN_OPTION_PER_HEAD:
+            for (int h = 0; h < HQ; h++) weights[h] = 0.5f;
+            break;
+        case ATTN_OPTION_BOOL_TABLE: memset(weights, 1, WN); break;
+        case ATTN_OPTION_FLOAT_TABLE:
+            for (int j = 0; j < WN; j++) weights[j] = 0.25f;
+            break;
+        default: continue;
+        }
+        const void *array = weights;
+        memcpy((char *)&opt + row->offset[0], &array, sizeof array);
+        if (row->kind == ATTN_OPTION_BOOL_TABLE || row->kind == ATTN_OPTION_FLOAT_TABLE)
+            memcpy((char *)&opt + row->offset[1], full, sizeof full);
+        char name[64];
+        snprintf(name, sizeof name, "opt.%s", row->name);
+        expect_refused(attn_sdpa_forward(&tq, &tk, &tv, &opt, &to, weights, NULL), "weights", name);
+        arrays++;
+    }
+    assert_true(arrays >= 5); /* key_lengths, mask, bias, sinks, alibi_slopes */
+    free(q), free(k), free(v), free(out), free(weights);
 }
 
 /* One allocation [q | k | v | out | weights | lse], each directly after the
@@ -268,6 +310,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sdpa_out_aliasing_k_or_v_is_refused),
         cmocka_unit_test(sdpa_every_output_against_every_input),
+        cmocka_unit_test(every_array_option_of_the_table_is_an_input),
         cmocka_unit_test(touching_buffers_and_shared_inputs_are_accepted),
         cmocka_unit_test(interleaved_strided_views_are_refused),
         cmocka_unit_test(backward_gradients_are_checked),

@@ -729,6 +729,16 @@ static void ranks_must_name_the_same_files(void **state) {
     snprintf(expect, sizeof expect, "ranks disagree on -q: rank 0 reads '%s' (float32 [12, 2, 4], 512 bytes), rank 2 "
              "reads '%s' (float32 [12, 2, 4], 512 bytes)", test_path("sq.npy"), test_path("sq_other.npy"));
     expect_launch_failure(launch, 2, expect);
+    /* an attention option's file (the options table's): one shape, other
+     * values; compared before either is read as a mask */
+    const int64_t table[2] = {12, 12};
+    free(random_file(&r, "smask.npy", 2, table));
+    free(random_file(&r, "smask_other.npy", 2, table));
+    snprintf(launch, sizeof launch, "-np 1 %s -q %s -o %s --mask %s : -np 1 %s -q %s -o %s --mask %s", base,
+             test_path("sq.npy"), test_path("o_fail.npy"), test_path("smask.npy"), base, test_path("sq.npy"),
+             test_path("o_fail.npy"), test_path("smask_other.npy"));
+    snprintf(expect, sizeof expect, "ranks disagree on --mask: rank 0 reads '%s'", test_path("smask.npy"));
+    expect_launch_failure(launch, 2, expect);
 
     char *output;
     snprintf(launch, sizeof launch, "-np 2 %s -q %s -o /dev/stdout", base, test_path("sq.npy"));
