@@ -7,7 +7,10 @@
  * through /proc/self/fd/N.  Whatever the bytes, the reader accepts or
  * refuses with a message; every member it lists is read (CRC-32 checked,
  * inflated when deflated), and an array it returns must hold as many
- * elements as its shape says.
+ * elements as its shape says.  Each member's header alone
+ * (attn_npz_read_header) and its stream to /dev/null (attn_npz_extract)
+ * must agree with the whole read: a member read whole has that header and
+ * streams without error.
  */
 #define _GNU_SOURCE /* memfd_create */
 
@@ -17,6 +20,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -43,13 +47,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             st = attn_npz_member_at(z, i, &m);
             check_refusal(st);
             if (st != ATTN_OK) continue;
-            attn_array a = {0};
+            attn_array a = {0}, h = {0};
+            const attn_status header = attn_npz_read_header(z, m.name, &h);
+            check_refusal(header);
+            const attn_status streamed = attn_npz_extract(z, m.name, "/dev/null");
+            check_refusal(streamed);
             st = attn_npz_read(z, m.name, &a);
             check_refusal(st);
             if (st == ATTN_OK) {
                 int64_t count = 1;
                 for (int d = 0; d < a.ndim; d++) count *= a.shape[d];
                 if (count != a.count) __builtin_trap();
+                if (header != ATTN_OK || streamed != ATTN_OK || h.dtype != a.dtype || h.ndim != a.ndim ||
+                    h.count != a.count || memcmp(h.shape, a.shape, sizeof a.shape) != 0 || h.data)
+                    __builtin_trap();
                 attn_array_free(&a);
             }
         }

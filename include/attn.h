@@ -225,6 +225,20 @@ ATTN_API attn_tensor attn_tensor_2d(float *data, int64_t l, int64_t d);
 ATTN_API attn_tensor attn_tensor_view(void *data, attn_dtype dtype, int64_t b, int64_t l,
                                       int64_t h, int64_t d);
 
+/* OUTPUTS NEVER SHARE MEMORY with inputs or with each other.  Every call
+ * that writes — attn_sdpa_forward, attn_sdpa_scores, the backward, the
+ * traced forwards (attn_interp.h), attn_mha_forward and _backward, the
+ * attn_linear_ functions, attn_kv_cache_attend (attn_cache.h), attn_ring_
+ * forward and backward (attn_mpi.h) — refuses, with ATTN_ERR_INVALID_ARGUMENT
+ * naming both ("out overlaps k in memory"), before anything is written, an
+ * output (out, weights, lse, scores, a gradient, y; opt.workspace counts as
+ * one) whose memory overlaps an input (q, k, v, x, W, dout, the options'
+ * mask, bias, key_lengths, sinks, alibi_slopes) or another output.  What is
+ * compared is each argument's byte extent, from its first byte to its last
+ * (a strided tensor's: data to its last element): two views interleaved in
+ * one buffer that share no element are refused too; buffers that only
+ * touch are fine.  Inputs may share memory with each other (v = k). */
+
 /* ATTN_OK when all n values are finite; otherwise ATTN_ERR_NONFINITE, with
  * *first_bad (if not NULL) set to the index of the first NaN/Inf. */
 ATTN_API attn_status attn_check_finite(const float *data, int64_t n, int64_t *first_bad);
@@ -296,7 +310,12 @@ typedef struct attn_sdpa_options {
     attn_kernel kernel;
     int threads;              /* 0 = $ATTN_NUM_THREADS, else OpenMP's default   */
     void *workspace;          /* caller-owned scratch, or NULL                  */
-    size_t workspace_size;    /* bytes available at workspace                   */
+    size_t workspace_size;    /* bytes available at workspace: trusted (no C
+                                 function can measure a buffer), only sizes no
+                                 buffer can have (over PTRDIFF_MAX, or wrapping
+                                 the address space) are refused; the call
+                                 writes at most what the _workspace_size
+                                 query reports                                */
     attn_progress_fn progress; /* or NULL (above)                               */
     void *progress_user;      /* passed to progress                             */
     /* The score stage (docs/logits.md), each off when zero or NULL:
@@ -457,7 +476,8 @@ ATTN_API const char *attn_isa_name(void);
 /* ---------------------------------------------------------------- gradients
  * Backward passes (docs/backward.md).  Every gradient has the shape of the
  * thing it differentiates, is WRITTEN (never accumulated into), and may be
- * NULL to skip it.  Gradients must not overlap any input.  The results are
+ * NULL to skip it.  Gradients must not overlap any input (refused: above,
+ * "outputs never share memory").  The results are
  * bit-identical for every thread count. */
 
 /* Bytes of scratch attn_sdpa_backward needs for these shapes and options

@@ -74,6 +74,14 @@ ATTN_API attn_status attn_array_check_finite(const attn_array *a, int allow_neg_
  * converted to native byte order. */
 ATTN_API attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out);
 
+/* Parses only the preamble and header of a .npy image, held in buf (its
+ * data need not follow): attn_npy_parse's rules.  shape_only gets dtype,
+ * ndim, shape and count with data NULL (nothing to free); *data_offset (if
+ * not NULL) the byte where element 0 starts.  For a reader that streams
+ * the data itself (an .npz member). */
+ATTN_API attn_status attn_npy_parse_header(const void *buf, size_t size, attn_array *shape_only,
+                                           size_t *data_offset);
+
 /* Reads and parses a file.  Error messages name the path.  The data are
  * read straight into out's buffer (64-byte aligned), in 1 MiB chunks on the
  * library's threads ($ATTN_NUM_THREADS, else OpenMP's default) when the

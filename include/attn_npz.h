@@ -13,9 +13,13 @@
  *
  * The reader takes stored and deflated members (zip64 sizes in the central
  * directory too, which numpy's zipfile writes for large members), checks
- * every CRC-32, and reads one member at a time: listing a cache of
- * hundreds of arrays reads only the central directory.  Without zlib at
- * build time, deflate is refused with a message (stored still works).
+ * the CRC-32 of every member it reads whole, and reads one member at a
+ * time, in bounded memory: a member's header alone (attn_npz_read_header
+ * inflates only its first bytes), or a member streamed to a file
+ * (attn_npz_extract, a chunk at a time).  A member whose directory entry
+ * claims more than deflate can produce (1032:1) is refused before anything
+ * is inflated.  Without zlib at build time, deflate is refused with a
+ * message (stored still works).
  */
 #ifndef ATTN_NPZ_H
 #define ATTN_NPZ_H
@@ -66,8 +70,23 @@ ATTN_API attn_status attn_npz_member_at(const attn_npz *z, int64_t i, attn_npz_m
 
 /* Reads member name (without ".npy") into out (attn_npy_parse's rules);
  * ATTN_ERR_INVALID_ARGUMENT naming it when absent, ATTN_ERR_FORMAT on a
- * CRC-32 or size mismatch. */
+ * CRC-32 or size mismatch.  Messages name the archive and the member. */
 ATTN_API attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out);
+
+/* Only the .npy header of member name: shape_only gets its dtype, ndim,
+ * shape and count, data NULL (nothing to free).  Reads (inflates) just the
+ * header's bytes, at most about 1 MiB whatever the member's size; checks
+ * that the header's data size is the member's (the CRC-32, which covers
+ * the data, is not checked: attn_npz_read and attn_npz_extract do). */
+ATTN_API attn_status attn_npz_read_header(const attn_npz *z, const char *name, attn_array *shape_only);
+
+/* Writes member name to path as a .npy file — its bytes as the archive
+ * holds them, a valid .npy (attn_npy_parse_header checks its header
+ * first) — through attn_output (attn_io.h): streamed a chunk of 1 MiB at a
+ * time, the CRC-32 and the size checked as it streams; a mismatch at the
+ * end discards the output (a regular file is then untouched; a device or
+ * pipe has been written to).  Memory: about 1.2 MiB whatever the size. */
+ATTN_API attn_status attn_npz_extract(const attn_npz *z, const char *name, const char *path);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,13 @@ extern "C" {
  * 我 吃 了 render; another font is substituted when it is missing. */
 ATTN_API int attn_pictures_available(void); /* 1 when built with cairo */
 
+/* Hands back what the drawing library keeps for the life of the process
+ * (cairo's font caches and the fontconfig patterns they hold), so that a
+ * leak checker at exit (LeakSanitizer) reports none of it.  For the end of
+ * a program: no other thread may be drawing; a later picture fills the
+ * caches again.  Without cairo it does nothing. */
+ATTN_API void attn_pictures_release(void);
+
 /* Options of a heat map.  ATTN_HEATMAP_OPTIONS_INIT means: labels 0, 1, 2 ..., every
  * cell visible, colour scale [0, 1], values printed when a map has at most
  * 16 x 16 cells, automatic cell size and panel grid. */

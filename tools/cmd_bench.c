@@ -18,6 +18,7 @@
  */
 #include "bench_cache.h"
 #include "cli.h"
+#include "cli_stdout.h"
 
 #include "attn_io.h"
 
@@ -826,7 +827,10 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
         }
         prev[0] = row[0], prev[1] = row[1];
         have_prev = true;
-        fflush(stdout);
+        if (!cli_stdout_ok("bench")) { /* a row takes seconds: stop at once */
+            progress_clear(&prog);
+            return CLI_DATA_ERROR;
+        }
     }
     const bench_cache_settings cache_rows = {cfg.quick, cfg.csv, cfg.threads, cfg.filter, name_matches, m.read_gbps,
                                              cfg.min_runs, cfg.max_runs, cfg.target_seconds};

@@ -11,6 +11,7 @@
  * character is complete, and only whole characters are printed.
  */
 #include "cli.h"
+#include "cli_stdout.h"
 
 #include "attn_decoder.h"
 #include "attn_tokenizer.h"
@@ -108,8 +109,10 @@ static void emit(utf8_stream *u, const unsigned char *p, size_t n) {
  * that followed it before something else did.  final: the end of the
  * text, so an incomplete end is such a subpart too.  (Overlong and
  * surrogate forms, E0 80.., ED A0.., are not looked for: the vocabularies'
- * byte tokens come from valid text.) */
-static void utf8_flush(utf8_stream *u, bool final) {
+ * byte tokens come from valid text.)  Each call ends with stdout flushed
+ * and checked: false after "cannot write standard output" (printed), so
+ * that a full disk stops the run at once rather than cutting the text. */
+static bool utf8_flush(utf8_stream *u, bool final) {
     static const unsigned char replacement[3] = {0xEF, 0xBF, 0xBD};
     size_t i = 0, start = 0;
     while (i < u->n) {
@@ -129,7 +132,7 @@ static void utf8_flush(utf8_stream *u, bool final) {
     emit(u, u->pending + start, i - start);
     memmove(u->pending, u->pending + i, u->n - i);
     u->n -= i;
-    fflush(stdout);
+    return cli_stdout_ok(CMD);
 }
 
 /* Appends token id's bytes and prints what is complete.  False after a
@@ -142,11 +145,11 @@ static bool utf8_token(utf8_stream *u, const attn_tokenizer *tok, int32_t id) {
         return false;
     }
     for (size_t i = 0; i < len; i++) {
-        if (u->n == sizeof u->pending) utf8_flush(u, true); /* cannot happen for UTF-8: a character is 4 bytes */
+        /* cannot happen for UTF-8: a character is 4 bytes */
+        if (u->n == sizeof u->pending && !utf8_flush(u, true)) return false;
         u->pending[u->n++] = (unsigned char)buf[i];
     }
-    utf8_flush(u, false);
-    return true;
+    return utf8_flush(u, false);
 }
 
 /* ------------------------------------------------------------ the run */
@@ -236,9 +239,9 @@ static int generate(const generate_args *a) {
         }
         decoded++;
     }
-    utf8_flush(&out, true);
-    if (out.printed && !out.last_newline) fputc('\n', stdout);
-    fflush(stdout);
+    if (rc == CLI_OK && !utf8_flush(&out, true)) rc = CLI_DATA_ERROR;
+    if (rc == CLI_OK && out.printed && !out.last_newline) fputc('\n', stdout);
+    if (rc == CLI_OK && !cli_stdout_ok(CMD)) rc = CLI_DATA_ERROR;
     const double t3 = cli_seconds(), decode_s = t3 - t2;
     const double kv_mib = (double)so.capacity * (double)attn_decoder_kv_bytes_per_token(c, a->kv_dtype) / 1048576.0;
     fprintf(stderr,

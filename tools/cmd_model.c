@@ -317,6 +317,12 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
     }
     const attn_decoder_config *c = attn_decoder_get_config(m);
     const double t1 = cli_seconds();
+    for (int64_t i = 0; i < L; i++)
+        if (ids[i] >= c->vocab) { /* told with the file, before the library's own refusal */
+            rc = cli_data_error("model", "--ids: element %lld is %ld, outside the vocabulary of '%s' (0 .. %lld)",
+                                (long long)i, (long)ids[i], path, (long long)c->vocab - 1);
+            goto done;
+        }
     if (top > c->vocab) top = c->vocab;
     logits = malloc((size_t)c->vocab * sizeof *logits);
     best = malloc((size_t)top * sizeof *best);
@@ -330,7 +336,7 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
     out.last_only = 1;
     out.hidden = hidden;
     if (attn_decoder_forward(m, ids, L, &out)) {
-        rc = cli_data_error("model", "%s", attn_last_error());
+        rc = cli_data_error("model", "%s: %s", path, attn_last_error());
         goto done;
     }
     const double t2 = cli_seconds();

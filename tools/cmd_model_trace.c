@@ -6,6 +6,7 @@
  * parses the flags and prints (docs/model-trace.md).
  */
 #include "cli.h"
+#include "cli_stdout.h"
 
 #include "attn_decoder.h"
 #include "attn_gguf.h"
@@ -308,7 +309,10 @@ static int print_nullspace_sweep(const attn_decoder *m, const run_text *r, const
         exact += res.exact != 0;
         printf("%-5lld %8lld %11.4f %9.4f %-12s %9lld\n", (long long)h, (long long)res.visible, (double)top, res.l1,
                res.exact ? "exact" : "lower bound", (long long)res.programs);
-        fflush(stdout);
+        if (!cli_stdout_ok(CMD)) { /* each head takes seconds: stop at once */
+            rc = CLI_DATA_ERROR;
+            goto done;
+        }
     }
     if (tty) fprintf(stderr, "\r%60s\r", "");
     printf("\nL1 moves of the %lld heads (%lld exact, the rest lower bounds):\n", (long long)c->n_heads,

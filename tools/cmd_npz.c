@@ -16,9 +16,10 @@ static void npz_help(FILE *out) {
     "usage: attn npz list FILE.npz\n"
     "       attn npz get FILE.npz NAME -o OUT.npy\n\n"
     "numpy's .npz archives (np.savez, np.savez_compressed; attn model trace --hooks writes them).\n"
-    "  list   every array: its name (np.load(FILE)[NAME]), dtype, shape, bytes, stored or deflated\n"
-    "  get    one array into a .npy file; only that member is read and inflated. Every member's CRC-32\n"
-    "         is checked when read.\n\n"
+    "  list   every array: its name (np.load(FILE)[NAME]), dtype, shape, bytes, stored or deflated;\n"
+    "         only each member's header is read (inflated), whatever its size\n"
+    "  get    one array into a .npy file; only that member is read and inflated, a chunk at a time\n"
+    "         (memory stays small whatever its size), its CRC-32 checked as it streams.\n\n"
     "exit status: 0 success, 1 the archive cannot be read, 2 usage error\n\n"
     "example:\n"
     "  attn npz get cache.npz blocks.3.attn.hook_pattern -o pattern3.npy\n");
@@ -38,16 +39,14 @@ static int npz_list(const char *path) {
         attn_npz_member m;
         attn_array a = {0};
         char shape[128];
-        /* The shape is in the member's .npy header: reading the member is the
-         * simplest way to get it, and checks its CRC on the way. */
-        if (attn_npz_member_at(z, i, &m) || attn_npz_read(z, m.name, &a)) {
+        /* The shape is in the member's .npy header: only that is read. */
+        if (attn_npz_member_at(z, i, &m) || attn_npz_read_header(z, m.name, &a)) {
             rc = cli_data_error("npz", "%s", attn_last_error());
             break;
         }
         printf("%-44s %-8s %-20s %12llu  %s (%llu bytes)\n", m.name, attn_dtype_name(a.dtype),
                cli_shape_str(&a, shape, sizeof shape), (unsigned long long)m.size,
                m.deflated ? "deflated" : "stored", (unsigned long long)m.stored_size);
-        attn_array_free(&a);
     }
     attn_npz_free(z);
     return rc;
@@ -56,10 +55,8 @@ static int npz_list(const char *path) {
 static int npz_get(const char *path, const char *name, const char *out) {
     attn_npz *z;
     if (attn_npz_open(path, &z)) return cli_data_error("npz", "%s", attn_last_error());
-    attn_array a = {0};
     int rc = CLI_OK;
-    if (attn_npz_read(z, name, &a) || attn_npy_save(out, &a)) rc = cli_data_error("npz", "%s", attn_last_error());
-    attn_array_free(&a);
+    if (attn_npz_extract(z, name, out)) rc = cli_data_error("npz", "%s", attn_last_error());
     attn_npz_free(z);
     return rc;
 }

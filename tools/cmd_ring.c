@@ -17,6 +17,12 @@
  * and printed once, by rank 0; every rank exits with the same status.  A
  * timeout is the exception: the rank that noticed a silent rank prints it
  * and ends the job with MPI_Abort.
+ *
+ * Files: before any rank reads rows or writes, the ranks agree that they
+ * name the same files (agree_on_files: each input's header, size and a
+ * sample of its bytes, each output's path), since mpirun may give each its
+ * own arguments; and outputs are files, never a device or a descriptor's
+ * name (every rank writes its rows at their offsets into one file).
  */
 #include "cli.h"
 
@@ -39,6 +45,7 @@ int cmd_ring(int argc, char **argv) {
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void ring_help(FILE *out) {
@@ -58,8 +65,11 @@ static void ring_help(FILE *out) {
     "  -v V.npy   values  [S, Dv], [S, Hkv, Dv] or [B, S, Hkv, Dv] (S may differ from L)\n"
     "             (with --layout BHLD heads come before positions: [B, Hq, L, D] and so on)\n"
     "  Each rank reads only its own rows of each file, so the files must be visible\n"
-    "  to every rank (a shared file system) and may be larger than one rank's memory.\n"
-    "outputs (float32; written by all ranks into a temporary file, renamed when all succeeded):\n"
+    "  to every rank (a shared file system) and may be larger than one rank's memory;\n"
+    "  ranks that name different files (their headers, sizes or bytes differ, or the\n"
+    "  outputs' names do) are refused before anything is read or written.\n"
+    "outputs (float32; written by all ranks into a temporary file, renamed when all succeeded;\n"
+    "regular files only: not a device, a pipe or /dev/stdout):\n"
     "  -o O.npy          output [.., L, Hq, Dv], same rank and layout as Q (optional with --grad-out)\n"
     "  --lse LSE.npy     log-sum-exp of each row's scores [B, Hq, L]\n"
     "gradients (backward across the ring; dk and dv travel with their blocks):\n"
@@ -80,6 +90,7 @@ static void ring_help(FILE *out) {
     "                    every rank (default 60; 0 = wait forever)\n"
     "  --report          per-rank busy (compute) and wait (communication not hidden)\n"
     "                    times, the balance and the share of communication hidden\n"
+    "  --quiet           no line on stderr naming what was written\n"
     "  --bench L,S,Hq,Hkv,D\n"
     "                    no files: each rank makes its own rows of random inputs (the\n"
     "                    same numbers for any P), runs the forward and prints --report\n"
@@ -110,7 +121,7 @@ static const cli_flag ring_flags[] = {
 
 /* cli_logits_flags: listed to be refused with the reason (docs/logits.md). */
 static const cli_flag *const ring_tables[] = {ring_flags, cli_layout_flags, cli_mask_flags, cli_compute_flags,
-                                              cli_logits_flags, NULL};
+                                              cli_logits_flags, cli_quiet_flags, NULL};
 /* The help is printed after parsing, by rank 0 only. */
 const cli_spec cli_ring_spec = {"ring", ring_tables, NULL, false};
 
@@ -121,6 +132,7 @@ typedef struct ring_cli {
     const char *dout_path, *dq_path, *dk_path, *dv_path;
     int shard;  /* attn_ring_layout; -1 = by the mask */
     int report;
+    int quiet;  /* --quiet: no "wrote" line */
     int64_t piece_rows;
     double timeout; /* as attn_ring_options.timeout_seconds */
     int64_t bench[5]; /* L, S, Hq, Hkv, D; bench[0] == 0: files */
@@ -177,6 +189,16 @@ static bool parse_bench(const char *text, int64_t out[5]) {
         p = end + 1;
     }
     return true;
+}
+
+/* False for an output a ring cannot write: an existing file that is not a
+ * regular one (a device, a FIFO, a directory; /dev/stdout whatever it
+ * leads to) or a name under /dev or /proc (a descriptor's: /dev/fd/N,
+ * /proc/self/fd/N), which attn_output writes in place, from the start. */
+static bool writable_by_offsets(const char *path) {
+    struct stat st;
+    if (strncmp(path, "/dev/", 5) == 0 || strncmp(path, "/proc/", 6) == 0) return false;
+    return stat(path, &st) != 0 || S_ISREG(st.st_mode);
 }
 
 /* Parses this rank's argv.  Ranks other than 0 parse with their messages
@@ -253,6 +275,7 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
         if (c->rank == 0) ring_help(stdout);
         rc = CLI_OK;
     }
+    c->quiet = cli_args_given(&args, CLI_ID_QUIET);
     if (rc < 0 && !c->bench[0] && (!c->q_path || !c->k_path || !c->v_path || (!c->o_path && !c->dout_path)))
         rc = cli_usage_error("ring", "missing %s", !c->q_path ? "-q Q.npy" : !c->k_path ? "-k K.npy"
                                                   : !c->v_path ? "-v V.npy" : "-o O.npy");
@@ -273,7 +296,14 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
         const char *const inputs[] = {c->q_path,  c->k_path, c->v_path, c->dout_path, c->ao.key_lengths_path,
                                       c->ao.mask_path, c->ao.bias_path};
         const char *const outputs[] = {c->o_path, c->lse_path, c->dq_path, c->dk_path, c->dv_path};
+        static const char *const output_flags[] = {"-o", "--lse", "--dq", "--dk", "--dv"};
         if (cli_check_paths("ring", inputs, 7, outputs, 5)) rc = CLI_USAGE_ERROR;
+        for (int i = 0; i < 5 && rc < 0; i++)
+            if (outputs[i] && !writable_by_offsets(outputs[i]))
+                rc = cli_usage_error("ring", "%s '%s': ring outputs are files every rank writes its rows into at "
+                                     "their offsets, which a device, a pipe or a descriptor's name cannot be "
+                                     "(nothing was written); give a file name (attn sdpa streams to /dev/stdout)",
+                                     output_flags[i], outputs[i]);
     }
     if (c->rank != 0) {
         FILE *stream = capture;
@@ -324,6 +354,135 @@ static int agree_on_arguments(const ring_cli *c, int rc, const char *message) {
     };
     if (attn_ring_agree_values(c->comm, values, (int)(sizeof values / sizeof values[0])) != ATTN_OK)
         return ring_error(c, CLI_USAGE_ERROR, "%s", attn_last_error());
+    return rc;
+}
+
+/* ------------------------------------------------------------------ files */
+
+/* What a rank knows of one file argument, gathered from every rank. */
+typedef struct file_summary {
+    uint64_t digest;  /* of what must agree across ranks                */
+    char path[256];   /* as typed (cut), for the message                */
+    char what[224];   /* "float32 [40, 2, 8], 2688 bytes", or the error */
+} file_summary;
+
+/* FNV-1a, 64 bits, continued from h. */
+static uint64_t digest_bytes(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+#define DIGEST_START 0xcbf29ce484222325ull
+#define SAMPLE_BYTES ((size_t)1 << 16)
+
+/* An input: its header (dtype, shape, where the data start), its size and
+ * its first and last 64 KiB of data, so that two files of one shape with
+ * other values differ; or the failure to read them. */
+static void summarize_input(const char *path, file_summary *s) {
+    snprintf(s->path, sizeof s->path, "%s", path);
+    attn_array h = {0};
+    size_t offset = 0;
+    struct stat st;
+    unsigned char *sample = malloc(2 * SAMPLE_BYTES);
+    int fd = -1;
+    if (attn_npy_read_header(path, &h, &offset) != ATTN_OK || !sample ||
+        (fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
+        snprintf(s->what, sizeof s->what, "%s", sample ? attn_last_error() : "out of memory");
+        s->digest = digest_bytes(DIGEST_START, s->what, strlen(s->what));
+    } else {
+        const uint64_t size = (uint64_t)st.st_size, data = size - offset;
+        const size_t head = (size_t)(data < SAMPLE_BYTES ? data : SAMPLE_BYTES);
+        const size_t tail = (size_t)(data - head < SAMPLE_BYTES ? data - head : SAMPLE_BYTES);
+        const bool read_all = pread(fd, sample, head, (off_t)offset) == (ssize_t)head &&
+                              pread(fd, sample + head, tail, (off_t)(size - tail)) == (ssize_t)tail;
+        char shape[128];
+        snprintf(s->what, sizeof s->what, "%s %s, %llu bytes%s", attn_dtype_name(h.dtype),
+                 cli_shape_str(&h, shape, sizeof shape), (unsigned long long)size, read_all ? "" : ", unreadable");
+        uint64_t d = digest_bytes(DIGEST_START, s->what, strlen(s->what));
+        d = digest_bytes(d, &offset, sizeof offset);
+        s->digest = digest_bytes(d, sample, read_all ? head + tail : 0);
+    }
+    if (fd >= 0) close(fd);
+    free(sample);
+}
+
+/* An output: its name as typed, and the directory it is relative to. */
+static void summarize_output(const char *path, file_summary *s) {
+    snprintf(s->path, sizeof s->path, "%s", path);
+    char cwd[160] = "";
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "?");
+    snprintf(s->what, sizeof s->what, "%s%s", cwd[0] ? "in " : "", cwd);
+    s->digest = digest_bytes(digest_bytes(DIGEST_START, path, strlen(path) + 1), cwd, strlen(cwd));
+}
+
+/* The ranks name the same files: every input and output summarised on every
+ * rank, gathered, and compared with rank 0's.  mpirun may give each rank
+ * its own arguments (MPMD, "-np 1 attn ring ... : -np 1 attn ring ..."):
+ * ranks writing different -o files would each wait on a file the others
+ * never write, and ranks reading different -q files would compute a mixture.
+ * Every rank reaches the same verdict from the same data; rank 0 prints it
+ * ("ranks disagree on -q: rank 0 reads 'q.npy' (float32 [40, 2, 8], 2688
+ * bytes), rank 1 reads 'q2.npy' (float32 [40, 2, 8], 2688 bytes) ...").
+ * Returns -1 to go on, else the exit status. */
+static int agree_on_files(const ring_cli *c) {
+    enum { MOST = 32 };
+    struct {
+        const char *flag, *path;
+        bool output;
+    } files[MOST] = {
+        {"-q", c->q_path, false},
+        {"-k", c->k_path, false},
+        {"-v", c->v_path, false},
+        {"--grad-out", c->dout_path, false},
+    };
+    int n_files = 4;
+    /* The attention options read from files, by the options table: those
+     * every rank must pass the same (its ranks column; the refused ones were
+     * refused with the arguments). */
+    cli_option_file options[MOST - 9];
+    const int n_options = cli_attention_files(&c->ao, options, MOST - 9);
+    for (int i = 0; i < n_options; i++)
+        if (options[i].row->ranks == ATTN_RANKS_AGREE) {
+            files[n_files].flag = options[i].flag;
+            files[n_files++].path = options[i].path;
+        }
+    const char *const output_paths[] = {c->o_path, c->lse_path, c->dq_path, c->dk_path, c->dv_path};
+    const char *const output_flags[] = {"-o", "--lse", "--dq", "--dk", "--dv"};
+    for (int i = 0; i < 5; i++) {
+        files[n_files].flag = output_flags[i];
+        files[n_files].path = output_paths[i];
+        files[n_files++].output = true;
+    }
+    /* Which files are given is agreed already (agree_on_arguments), and every
+     * rank lists them in the same order. */
+    file_summary *mine = calloc(n_files, sizeof *mine);
+    file_summary *all = calloc((size_t)c->ranks * n_files, sizeof *all);
+    const attn_status st = !mine || !all ? ATTN_ERR_OUT_OF_MEMORY : ATTN_OK;
+    if (attn_ring_agree(c->comm, st, "out of memory comparing the ranks' files")) {
+        free(mine);
+        free(all);
+        return ring_error(c, CLI_DATA_ERROR, "%s", attn_last_error());
+    }
+    for (int f = 0; f < n_files; f++)
+        if (files[f].path) (files[f].output ? summarize_output : summarize_input)(files[f].path, &mine[f]);
+    MPI_Allgather(mine, (int)(n_files * sizeof *mine), MPI_BYTE, all, (int)(n_files * sizeof *mine), MPI_BYTE, c->comm);
+    int rc = -1;
+    for (int f = 0; f < n_files && rc < 0; f++)
+        for (int r = 1; r < c->ranks && rc < 0; r++) {
+            const file_summary *a = &all[f], *b = &all[(size_t)r * n_files + f];
+            if (!files[f].path || a->digest == b->digest) continue;
+            const char *verb = files[f].output ? "writes" : "reads";
+            const bool same_text = strcmp(a->path, b->path) == 0 && strcmp(a->what, b->what) == 0;
+            rc = ring_error(c, CLI_USAGE_ERROR,
+                            "ranks disagree on %s: rank 0 %s '%s'%s%s%s, rank %d %s '%s'%s%s%s%s; every rank must "
+                            "name the same file (mpirun gave the ranks different arguments)",
+                            files[f].flag, verb, a->path, a->what[0] ? " (" : "", a->what, a->what[0] ? ")" : "", r,
+                            verb, b->path, b->what[0] ? " (" : "", b->what, b->what[0] ? ")" : "",
+                            same_text ? ", whose bytes differ" : "");
+        }
+    free(mine);
+    free(all);
     return rc;
 }
 
@@ -604,6 +763,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     char message[1024];
     int rc = parse_args(c, argc, argv, message, sizeof message);
     if ((rc = agree_on_arguments(c, rc, message)) >= 0) return rc;
+    if (!c->bench[0] && (rc = agree_on_files(c)) >= 0) return rc;
     /* Threads by default: the cores a rank may use, shared among the ranks
      * on its machine (collective, so every rank splits). */
     MPI_Comm machine;
@@ -674,6 +834,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     }
     attn_tensor o = attn_tensor_4d(out, B, Lr, Hq, Dv);
     attn_ring_stats stats;
+    const double started = cli_seconds();
     if ((st = attn_ring_forward(c->comm, &q.t, &k.t, &v.t, &ro, &o, lse, &stats))) {
         if (st == ATTN_ERR_TIMEOUT) ring_timed_out(c);
         char qs[96], ks[96], vs[96];
@@ -727,6 +888,7 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
                          &q, &k, &v, 2.5); /* a backward counts 2.5 forwards */
     }
 
+    const double seconds = cli_seconds() - started;
     if (c->bench[0]) {
         rc = CLI_OK;
         goto cleanup;
@@ -766,6 +928,20 @@ static int run_ring(ring_cli *c, int argc, char **argv) {
     if ((st = attn_ring_save_npy(c->comm, (attn_ring_layout)c->shard, outputs, 5))) {
         ring_error(c, rc, "%s", attn_last_error());
         goto cleanup;
+    }
+    if (c->rank == 0 && !c->quiet) {
+        /* "attn ring: wrote O.npy [..], LSE.npy [..] (4 ranks, each flash kernel on avx2, 1 thread, 12 ms)" */
+        cli_output written[5];
+        for (int i = 0; i < 5; i++) {
+            written[i] = (cli_output){.path = outputs[i].path, .ndim = outputs[i].ndim};
+            memcpy(written[i].shape, outputs[i].shape, sizeof(int64_t) * (size_t)outputs[i].ndim);
+        }
+        char run[160], how[200];
+        cli_describe_run(run, sizeof run, c->dout_path ? attn_sdpa_backward_kernel_name(&q.t, &k.t, &v.t, &named)
+                                                       : attn_sdpa_kernel_name(&q.t, &k.t, &v.t, &named),
+                         c->ao.opt.threads, seconds);
+        snprintf(how, sizeof how, "%d rank%s, each %s", c->ranks, c->ranks == 1 ? "" : "s", run);
+        cli_print_written("ring", written, 5, how);
     }
     rc = CLI_OK;
 cleanup:

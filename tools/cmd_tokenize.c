@@ -9,6 +9,8 @@
  *               prints T again
  */
 #include "cli.h"
+#include "cli_input.h"
+#include "cli_stdout.h"
 
 #include "attn_tokenizer.h"
 
@@ -49,37 +51,6 @@ static attn_tokenizer *load_tokenizer(const char *cmd, const char *path) {
     return t;
 }
 
-/* The whole of path (- is stdin) into *data (malloc'd), or false after a
- * data error. */
-static bool read_all(const char *cmd, const char *path, char **data, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        cli_data_error(cmd, "--file '%s': %s", path, strerror(errno));
-        return false;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    bool ok = buf && !ferror(f);
-    if (f != stdin) fclose(f);
-    if (!ok) {
-        free(buf);
-        cli_data_error(cmd, "--file '%s': %s", path, buf ? "read error" : "out of memory");
-        return false;
-    }
-    *data = buf;
-    *len = n;
-    return true;
-}
-
 /* A piece printed so that a line shows it unambiguously: \n \r \t \\,
  * a blank as \x20 (pieces are separated by blanks), other control bytes and
  * bytes of invalid UTF-8 as \xNN; valid UTF-8 as it is. */
@@ -113,7 +84,8 @@ static void tokenize_help(FILE *out) {
     "                      Hugging Face checkpoint directory holding tokenizer.json (and perhaps\n"
     "                      tokenizer_config.json, for BOS and EOS)\n"
     "  --text STR          the text (UTF-8)\n"
-    "  --file F            the text, read from F as bytes (- reads stdin)\n"
+    "  --file F            the text, read from F as bytes: a regular file of at most 64 MiB (- reads\n"
+    "                      stdin, as much)\n"
     "  --ids               print only the ids, on one line (what attn detokenize reads)\n"
     "  --pieces            print only the pieces, on one line (\\n \\t \\x20 ... escaped)\n"
     "                      (default: one line per token: its id, its piece and, where they differ,\n"
@@ -155,12 +127,13 @@ int cmd_tokenize(int argc, char **argv) {
     if (!text == !file) return cli_usage_error("tokenize", text ? "--text and --file exclude each other" : "missing --text STR or --file F");
     if (only_ids && only_pieces) return cli_usage_error("tokenize", "--ids and --pieces exclude each other");
 
-    attn_tokenizer *t = load_tokenizer("tokenize", model);
-    if (!t) return CLI_DATA_ERROR;
+    /* The text first: a bad --file is told without loading a model. */
     char *data = NULL;
     size_t len = text ? strlen(text) : 0;
-    if (file && !read_all("tokenize", file, &data, &len)) {
-        attn_tokenizer_free(t);
+    if (file && cli_read_whole("tokenize", "--file", file, true, CLI_TEXT_MAX, &data, &len)) return CLI_DATA_ERROR;
+    attn_tokenizer *t = load_tokenizer("tokenize", model);
+    if (!t) {
+        free(data);
         return CLI_DATA_ERROR;
     }
     const char *input = file ? data : text;
@@ -214,7 +187,8 @@ static void detokenize_help(FILE *out) {
     "gives invalid UTF-8 unless --replace-invalid.\n\n"
     "  --model MODEL       FILE.gguf, a tokenizer.json or a checkpoint directory holding one\n"
     "  ID...               the ids, in decimal: e.g. the line attn tokenize prints with its ids-only option\n"
-    "  --file IDS.txt      the ids, separated by blanks, commas or newlines (- reads stdin)\n"
+    "  --file IDS.txt      the ids, separated by blanks, commas or newlines: a regular file of at most\n"
+    "                      64 MiB (- reads stdin, as much)\n"
     "  --skip-special      control tokens (<bos>, <|im_end|>) write nothing\n"
     "  --replace-invalid   each invalid UTF-8 sequence becomes U+FFFD, as Python's errors=\"replace\"\n\n"
     "example:\n"
@@ -284,7 +258,7 @@ int cmd_detokenize(int argc, char **argv) {
     char *data = NULL;
     size_t len;
     if (rc == CLI_OK && file) {
-        if (!read_all("detokenize", file, &data, &len)) rc = CLI_DATA_ERROR;
+        if (cli_read_whole("detokenize", "--file", file, true, CLI_IDS_MAX, &data, &len)) rc = CLI_DATA_ERROR;
         else if (memchr(data, 0, len)) rc = cli_data_error("detokenize", "--file '%s' holds a NUL byte", file);
         else if (!(data[len] = 0, parse_ids(data, file, &ids, &n, &cap))) rc = CLI_USAGE_ERROR;
     }
@@ -297,8 +271,8 @@ int cmd_detokenize(int argc, char **argv) {
             !(out = malloc(out_len + 1)) ||
             attn_tokenizer_decode(t, ids, n, flags, out, out_len + 1, &out_len) != ATTN_OK)
             rc = cli_data_error("detokenize", "%s", out || out_len == 0 ? attn_last_error() : "out of memory");
-        else if (fwrite(out, 1, out_len, stdout) != out_len || fflush(stdout) != 0)
-            rc = cli_data_error("detokenize", "writing the text: %s", strerror(errno));
+        else if (fwrite(out, 1, out_len, stdout) != out_len || !cli_stdout_ok("detokenize"))
+            rc = CLI_DATA_ERROR;
         free(out);
     }
     attn_tokenizer_free(t);

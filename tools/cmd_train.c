@@ -28,6 +28,7 @@
  * thread count, so the same seed prints the same numbers.
  */
 #include "cli.h"
+#include "cli_stdout.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -388,7 +389,10 @@ int cmd_train(int argc, char **argv) {
             int64_t n = t % report_every ? t % report_every : report_every;
             printf("%sstep %6lld/%lld  loss %.4f  accuracy %.3f%s", tty ? "\r" : "", (long long)t, (long long)steps,
                    window_loss / (double)n, window_acc / (double)n, tty ? "" : "\n");
-            fflush(stdout);
+            if (!cli_stdout_ok("train")) { /* a full disk: stop, rather than train on unseen */
+                rc = CLI_DATA_ERROR;
+                goto cleanup;
+            }
             window_loss = window_acc = 0;
         }
     }

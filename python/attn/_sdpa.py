@@ -103,7 +103,9 @@ def sdpa(
         precision    "exact" (the default: float16/bfloat16 widened to float32) or
                      "fast" (native bfloat16 dot products on prefill where the CPU
                      has them; docs/kernels.md)
-        out          an array to write the output into (q's layout and rank)
+        out          an array to write the output into (q's layout and rank);
+                     sharing memory with q, k, v or an option's array is
+                     refused (attn.ArgumentError)
 
     Returns out, or the tuple (out, weights), (out, lse) or (out, weights, lse)
     when asked for; weights [B, Hq, L, S] and lse [B, Hq, L] (natural log)

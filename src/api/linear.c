@@ -36,6 +36,7 @@
  */
 #include "api/linear.h"
 
+#include "base/overlap.h"
 #include "base/threads.h"
 #include "isa/isa.h" /* attn__isa_forces_ref: $ATTN_KERNEL=ref */
 
@@ -228,6 +229,12 @@ static attn_status linear_forward(const char *fn, bool transposed, const float *
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !x ? "x" : !w ? "w" : "y");
     attn_status status = attn__linear_check_sizes(fn, rows, d_in, d_out);
     if (status) return status;
+    const int64_t f = (int64_t)sizeof(float);
+    const mem_extent inputs[3] = {extent_of_array("x", x, rows * d_in, f),
+                                  extent_of_array(transposed ? "w_t" : "w", w, d_in * d_out, f),
+                                  extent_of_array("b", b, d_out, f)};
+    const mem_extent output = extent_of_array("y", y, rows * d_out, f);
+    if ((status = overlap_check(fn, &output, 1, inputs, 3))) return status;
     const double flops = 2.0 * (double)rows * (double)d_in * (double)d_out;
 #ifdef ATTN_HAVE_BLAS
     if (blas_takes(rows, d_in, d_out)) {
@@ -361,6 +368,12 @@ attn_status attn_linear_backward(const float *x, int64_t rows, int64_t d_in, con
     if (dw && !x)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_linear_backward: dw needs x, which is NULL");
     if ((st = attn__linear_check_sizes("attn_linear_backward", rows, d_in, d_out))) return st;
+    const int64_t f = (int64_t)sizeof(float);
+    const mem_extent inputs[3] = {extent_of_array("x", x, rows * d_in, f), extent_of_array("w", w, d_in * d_out, f),
+                                  extent_of_array("dy", dy, rows * d_out, f)};
+    const mem_extent outputs[3] = {extent_of_array("dx", dx, rows * d_in, f),
+                                   extent_of_array("dw", dw, d_in * d_out, f), extent_of_array("db", db, d_out, f)};
+    if ((st = overlap_check("attn_linear_backward", outputs, 3, inputs, 3))) return st;
     if (dx && (st = attn__linear_backward_input(1, &dy, &w, &d_out, rows, d_in, dx))) return st;
     return attn__linear_backward_params(x, rows, d_in, d_out, dy, dw, db);
 }

@@ -14,6 +14,7 @@
 #include "api/mha.h"
 
 #include "api/linear.h"
+#include "base/overlap.h"
 #include "base/problem.h"
 
 #include <stdlib.h>
@@ -83,6 +84,28 @@ attn_status attn__mha_call_init(mha_call *c, const attn_mha *module, const float
     if (mul_overflows(batch, len, &c->rows_q) || mul_overflows(batch, context_len, &c->rows_kv))
         return attn__fail(ATTN_ERR_OVERFLOW, "mha: batch * length overflows");
     return ATTN_OK;
+}
+
+int attn__mha_input_extents(const mha_call *c, const attn_sdpa_options *opt, mem_extent *e) {
+    const attn_mha *m = &c->m;
+    const int64_t f = (int64_t)sizeof(float), q_n = m->heads * m->head_dim, k_n = m->kv_heads * m->head_dim,
+                  v_n = m->kv_heads * m->value_dim, z_n = m->heads * m->value_dim; /* checked by _resolve */
+    int n = 0;
+    e[n++] = extent_of_array("x", c->x, extent_mul(c->rows_q, m->d_model), f);
+    e[n++] = extent_of_array("context", c->self ? NULL : c->context, extent_mul(c->rows_kv, m->d_context), f);
+    e[n++] = extent_of_array("wq", m->wq, extent_mul(m->d_model, q_n), f);
+    e[n++] = extent_of_array("wk", m->wk, extent_mul(m->d_context, k_n), f);
+    e[n++] = extent_of_array("wv", m->wv, extent_mul(m->d_context, v_n), f);
+    e[n++] = extent_of_array("wo", m->wo, extent_mul(z_n, m->d_out), f);
+    e[n++] = extent_of_array("bq", m->bq, q_n, f);
+    e[n++] = extent_of_array("bk", m->bk, k_n, f);
+    e[n++] = extent_of_array("bv", m->bv, v_n, f);
+    e[n++] = extent_of_array("bo", m->bo, m->d_out, f);
+    static const attn_sdpa_options defaults = ATTN_SDPA_OPTIONS_INIT;
+    attn_sdpa_options o; /* a bad opt is left for the attention call to report */
+    if (opt && options_copy(&o, sizeof o, &defaults, opt, "attn_sdpa_options") == ATTN_OK)
+        n += extents_of_options(&o, c->batch, m->heads, e + n);
+    return n;
 }
 
 void attn__mha_trace_sizes(attn_trace *t, const mha_call *c) {
@@ -181,6 +204,13 @@ attn_status attn_mha_forward(const attn_mha *module, const float *x, int64_t bat
     if (st) return st;
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "mha: out is NULL");
     const attn_mha *m = &c.m;
+    const int64_t rows = extent_mul(c.rows_q, m->heads), f = (int64_t)sizeof(float);
+    mem_extent inputs[MHA_INPUT_EXTENTS];
+    const int n_inputs = attn__mha_input_extents(&c, opt, inputs);
+    const mem_extent outputs[3] = {extent_of_array("out", out, extent_mul(c.rows_q, m->d_out), f),
+                                   extent_of_array("weights", weights, extent_mul(rows, c.context_len), f),
+                                   extent_of_array("lse", lse, rows, f)};
+    if ((st = overlap_check("mha", outputs, 3, inputs, n_inputs))) return st;
     /* Q, K, V (and Z when there is a W_O; without one Z is the output
      * itself) are this call's own; the weights and the output are the
      * caller's. */

@@ -36,6 +36,13 @@ attn_status attn__mha_resolve(const attn_mha *m, attn_mha *resolved);
 attn_status attn__mha_call_init(mha_call *c, const attn_mha *m, const float *x, int64_t batch,
                                 int64_t len, const float *context, int64_t context_len);
 
+/* The call's inputs as extents (overlap.h) into e, at most MHA_INPUT_EXTENTS:
+ * x, context, the module's weights and biases, and the arrays of opt (the
+ * caller's options, or NULL).  Returns how many. */
+#define MHA_INPUT_EXTENTS (10 + OPTION_ARRAYS_MAX) /* OPTION_ARRAYS_MAX: base/overlap.h */
+typedef struct mem_extent mem_extent;
+int attn__mha_input_extents(const mha_call *c, const attn_sdpa_options *opt, mem_extent *e);
+
 /* Sets t's sizes for call c (d_out 0 when c is NULL: bare attention). */
 void attn__mha_trace_sizes(attn_trace *t, const mha_call *c);
 

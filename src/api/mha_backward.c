@@ -18,12 +18,39 @@
 #include "api/mha.h"
 
 #include "api/linear.h"
+#include "base/overlap.h"
 #include "base/problem.h"
 
 #include <stdlib.h>
 
 static attn_status alloc_floats(float **out, int64_t rows, int64_t width, const char *what) {
     return attn__alloc_floats(out, rows, width, "mha backward", what);
+}
+
+/* The gradients against the call's inputs (dout among them) and each
+ * other (overlap.h). */
+static attn_status check_gradients(const mha_call *call, const attn_sdpa_options *opt, const float *dout,
+                                   const attn_mha_grads *g) {
+    const attn_mha *m = &call->m;
+    const int64_t f = (int64_t)sizeof(float), rows_q = call->rows_q, rows_kv = call->rows_kv,
+                  wq_n = m->heads * m->head_dim, wk_n = m->kv_heads * m->head_dim,
+                  wv_n = m->kv_heads * m->value_dim, z_n = m->heads * m->value_dim;
+    mem_extent inputs[MHA_INPUT_EXTENTS + 1];
+    int n_inputs = attn__mha_input_extents(call, opt, inputs);
+    inputs[n_inputs++] = extent_of_array("dout", dout, extent_mul(rows_q, m->d_out), f);
+    const mem_extent outputs[10] = {
+        extent_of_array("grads.dx", g->dx, extent_mul(rows_q, m->d_model), f),
+        extent_of_array("grads.dcontext", g->dcontext, extent_mul(rows_kv, m->d_context), f),
+        extent_of_array("grads.dwq", g->dwq, extent_mul(m->d_model, wq_n), f),
+        extent_of_array("grads.dwk", g->dwk, extent_mul(m->d_context, wk_n), f),
+        extent_of_array("grads.dwv", g->dwv, extent_mul(m->d_context, wv_n), f),
+        extent_of_array("grads.dwo", g->dwo, extent_mul(z_n, m->d_out), f),
+        extent_of_array("grads.dbq", g->dbq, wq_n, f),
+        extent_of_array("grads.dbk", g->dbk, wk_n, f),
+        extent_of_array("grads.dbv", g->dbv, wv_n, f),
+        extent_of_array("grads.dbo", g->dbo, m->d_out, f),
+    };
+    return overlap_check("mha backward", outputs, 10, inputs, n_inputs);
 }
 
 attn_status attn_mha_backward(const attn_mha *module, const float *x, int64_t batch, int64_t len,
@@ -51,6 +78,7 @@ attn_status attn_mha_backward(const attn_mha *module, const float *x, int64_t ba
     const bool self = call.self;
     const int64_t wq_n = m.heads * m.head_dim, wk_n = m.kv_heads * m.head_dim,
                   wv_n = m.kv_heads * m.value_dim, z_n = m.heads * m.value_dim;
+    if ((st = check_gradients(&call, opt, dout, grads))) return st;
 
     /* The attention step's options: the caller's workspace was sized for one
      * call, and this function makes two different ones. */

@@ -9,6 +9,7 @@
  *               dq like q  dk like k  dv like v
  */
 #include "api/sdpa.h"
+#include "base/overlap.h"
 #include "base/problem.h"
 #include "base/visibility.h"
 #include "base/workspace.h"
@@ -149,7 +150,20 @@ attn_status attn_sdpa_flops(const attn_tensor *q, const attn_tensor *k, const at
 
 /* ---------------------------------------------------------------- forward */
 
-/* The forward, with K and V read through pages when not NULL. */
+/* The forward's outputs against its inputs and each other (overlap.h). */
+static attn_status check_forward_outputs(const sdpa_problem *p, const attn_tensor *out, const float *weights,
+                                         const float *lse) {
+    const int64_t rows = p->batch * p->heads_q * p->len_q;
+    const mem_extent outputs[3] = {
+        extent_of_tensor("out", out),
+        extent_of_array("weights", weights, rows * p->len_kv, (int64_t)sizeof(float)),
+        extent_of_array("lse", lse, rows, (int64_t)sizeof(float)),
+    };
+    return attn__problem_check_outputs(p, outputs, 3, NULL, 0);
+}
+
+/* The forward, with K and V read through pages when not NULL (the KV
+ * cache's own call, into its own scratch: its outputs are not checked). */
 static attn_status forward_call(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                 const problem_pages *pages, const attn_sdpa_options *opt, attn_tensor *out,
                                 float *weights, float *lse) {
@@ -160,6 +174,7 @@ static attn_status forward_call(const attn_tensor *q, const attn_tensor *k, cons
     if (!out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "out is NULL");
     if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA))) return st;
     p.pages = pages;
+    if (!pages && (st = check_forward_outputs(&p, out, weights, lse))) return st;
     const attn_kernel kernel = forward_kernel(&p);
     if ((st = attn__workspace_acquire(&w, &p.opt, forward_workspace_size(&p, kernel),
                                       "attn_sdpa_workspace_size")))
@@ -189,6 +204,9 @@ attn_status attn_sdpa_scores(const attn_tensor *q, const attn_tensor *k,
     attn_status st;
     if (!scores) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "scores is NULL");
     if ((st = attn__problem_init(&p, q, k, NULL, NULL, opt, PROBLEM_WITH_DATA))) return st;
+    const mem_extent table = extent_of_array("scores", scores, p.batch * p.heads_q * p.len_q * p.len_kv,
+                                             (int64_t)sizeof(float));
+    if ((st = attn__problem_check_outputs(&p, &table, 1, NULL, 0))) return st;
     return attn__ref_scores(&p, scores);
 }
 
@@ -235,6 +253,15 @@ attn_status attn_sdpa_backward_grads(const attn_tensor *q, const attn_tensor *k,
         return st;
     const attn_kernel kernel = backward_kernel(&p);
     if (!dq && !dk && !dv && !grads.dsinks) return ATTN_OK;
+    const mem_extent gradients[4] = {
+        extent_of_tensor("dq", dq), extent_of_tensor("dk", dk), extent_of_tensor("dv", dv),
+        extent_of_array("grads.dsinks", grads.dsinks, p.heads_q, (int64_t)sizeof(float)),
+    };
+    const mem_extent forward_results[3] = {
+        extent_of_tensor("out", out), extent_of_tensor("dout", dout),
+        extent_of_array("lse", lse, p.batch * p.heads_q * p.len_q, (int64_t)sizeof(float)),
+    };
+    if ((st = attn__problem_check_outputs(&p, gradients, 4, forward_results, 3))) return st;
 
     workspace w;
     float *owned_out = NULL, *owned_lse = NULL;

@@ -7,7 +7,10 @@
  *     (python/src/attn_module.c, python/attn/_options.py; tests/python
  *     compares python/attn/__init__.pyi with the table)
  *   what ring attention compares across ranks and what it refuses
- *     (src/dist/ring_common.c, by the ranks column)
+ *     (src/dist/ring_common.c, by the ranks column; attn ring's files,
+ *     tools/cmd_ring.c's agree_on_files, by the same column)
+ *   the arrays an output may not overlap (src/base/overlap.h's
+ *     extents_of_options, by the kind)
  *
  * A new option of attn_sdpa_options is:
  *   its field in include/attn.h, its check in base/problem.c and its

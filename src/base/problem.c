@@ -256,6 +256,14 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
     if (o->workspace_size > 0 && !o->workspace)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "workspace_size is %zu but workspace is NULL",
                          o->workspace_size);
+    /* The one plausibility bound a size can be held to (attn.h): no C
+     * object is larger than PTRDIFF_MAX bytes or wraps the address space
+     * (a size computed as -1, a pointer and a length swapped). */
+    if (o->workspace && (o->workspace_size > (size_t)PTRDIFF_MAX ||
+                         (uintptr_t)o->workspace > UINTPTR_MAX - o->workspace_size))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "workspace_size is %zu: no buffer at %p can be that large (give the buffer's real size, "
+                          "at least what attn_sdpa_workspace_size reports)", o->workspace_size, o->workspace);
 
     if ((st = check_score_stage(p))) return st;
 

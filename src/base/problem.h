@@ -54,6 +54,15 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
                                const attn_tensor *v, const attn_tensor *out,
                                const attn_sdpa_options *opt, problem_data data);
 
+/* Refuses (ATTN_ERR_INVALID_ARGUMENT, naming both) outputs that share
+ * memory with the call's inputs — q, k, v, the options' mask, bias,
+ * key_lengths, sinks and alibi_slopes, and more_inputs — or with each
+ * other; the options' workspace counts as an output (overlap.c, whose
+ * header says what is compared).  p is an initialised problem. */
+typedef struct mem_extent mem_extent;
+attn_status attn__problem_check_outputs(const sdpa_problem *p, const mem_extent *outputs, int n_outputs,
+                                        const mem_extent *more_inputs, int n_more);
+
 /* The problem's diagonal_offset for a call of len_q query rows and len_kv
  * key rows placed by o's query_start, key_start, total_len_q and
  * total_len_kv (0: len_q and len_kv) with o's alignment, a placement

@@ -37,6 +37,7 @@
 #include "cache/kv_cache.h"
 
 #include "api/sdpa.h"
+#include "base/overlap.h"
 #include "base/threads.h"
 
 #include <math.h>
@@ -114,6 +115,24 @@ static attn_status check_q_out(const attn_kv_cache *c, const attn_tensor *q, con
         return attn__fail(ATTN_ERR_SHAPE, "%s: the last dimension of %s must be contiguous", fn,
                           q->stride[3] != 1 ? "q" : "out");
     return ATTN_OK;
+}
+
+/* out and lse against q, seqs, q_rows and each other (overlap.h).  The
+ * cache's own rows are not compared: a caller sees them only through
+ * attn_kv_cache_view's read-only views. */
+static attn_status check_overlap(int64_t n_seqs, const int64_t *seqs, const int64_t *q_rows, const attn_tensor *q,
+                                 const attn_tensor *out, const float *lse, int64_t total) {
+    static const char fn[] = "attn_kv_cache_attend";
+    attn_status st;
+    if ((st = attn__tensor_check(q, "q", PROBLEM_WITH_DATA)) ||
+        (st = attn__tensor_check(out, "out", PROBLEM_WITH_DATA)))
+        return attn__fail(st, "%s: %s", fn, attn_last_error());
+    const int64_t i64 = (int64_t)sizeof(int64_t);
+    const mem_extent inputs[3] = {extent_of_tensor("q", q), extent_of_array("seqs", seqs, n_seqs, i64),
+                                  extent_of_array("q_rows", q_rows, n_seqs, i64)};
+    const mem_extent outputs[2] = {extent_of_tensor("out", out),
+                                   extent_of_array("lse", lse, extent_mul(q->shape[2], total), (int64_t)sizeof(float))};
+    return overlap_check(fn, outputs, 2, inputs, 3);
 }
 
 static attn_status check_options(const attn_sdpa_options *opt, attn_sdpa_options *o) {
@@ -383,7 +402,9 @@ attn_status attn_kv_cache_attend(const attn_kv_cache *c, int64_t layer, int64_t 
     }
     attend_plan p = {.cache = c, .layer = layer, .q = q};
     attn_status st;
-    if ((st = check_options(opt, &p.opt)) || (st = check_q_out(c, q, out, total))) return st;
+    if ((st = check_options(opt, &p.opt)) || (st = check_q_out(c, q, out, total)) ||
+        (st = check_overlap(n_seqs, seqs, q_rows, q, out, lse, total)))
+        return st;
     p.heads_q = q->shape[2];
     attend_scratch *scratch = NULL;
     int threads = 1;

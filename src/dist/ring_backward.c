@@ -36,6 +36,7 @@
  * (owner, owner + 1, ...): reproducible.
  */
 #include "dist/ring_internal.h"
+#include "dist/ring_overlap.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -245,8 +246,9 @@ attn_status attn_ring_backward(MPI_Comm comm, const attn_tensor *q, const attn_t
     memset(stats, 0, sizeof *stats);
     ring_problem rp;
     const int flags = (dq ? WANT_DQ : 0) | (dk ? WANT_DK : 0) | (dv ? WANT_DV : 0);
-    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt,
-                                             check_args(q, k, v, out, lse, dout, dq, dk, dv), flags);
+    attn_status mine = check_args(q, k, v, out, lse, dout, dq, dk, dv);
+    if (mine == ATTN_OK) mine = attn__ring_backward_overlap(q, k, v, opt, out, lse, dout, dq, dk, dv);
+    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, mine, flags);
     if (st) return st;
 
     const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Hkv = rp.heads_kv,

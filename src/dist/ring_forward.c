@@ -18,6 +18,7 @@
  * (l_b = -inf); a row that no block shows a key keeps o = 0, l = -inf.
  */
 #include "dist/ring_internal.h"
+#include "dist/ring_overlap.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -96,7 +97,8 @@ attn_status attn_ring_forward(MPI_Comm comm, const attn_tensor *q, const attn_te
     if (!stats) stats = &own_stats;
     memset(stats, 0, sizeof *stats);
     ring_problem rp;
-    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt, ATTN_OK, 0);
+    attn_status st = attn__ring_problem_init(&rp, comm, q, k, v, out, opt,
+                                             attn__ring_forward_overlap(q, k, v, opt, out, lse), 0);
     if (st) return st;
 
     const int64_t B = rp.batch, Lr = rp.q_shard.rows, Hq = rp.heads_q, Dv = rp.dim_v;

@@ -39,7 +39,9 @@
 static uint32_t crc_table[256];
 static int crc_ready;
 
-static uint32_t crc32_of(const uint8_t *p, size_t n) {
+/* The CRC of the bytes before p followed by p's n (crc 0: none before),
+ * so that a member is checked as it streams. */
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
     if (!crc_ready) { /* racing threads write the same values */
         for (uint32_t i = 0; i < 256; i++) {
             uint32_t c = i;
@@ -48,10 +50,12 @@ static uint32_t crc32_of(const uint8_t *p, size_t n) {
         }
         crc_ready = 1;
     }
-    uint32_t c = 0xffffffffu;
+    uint32_t c = crc ^ 0xffffffffu;
     for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
     return c ^ 0xffffffffu;
 }
+
+static uint32_t crc32_of(const uint8_t *p, size_t n) { return crc32_update(0, p, n); }
 
 static void put16(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v;
@@ -483,13 +487,48 @@ attn_status attn_npz_member_at(const attn_npz *z, int64_t i, attn_npz_member *m)
     return ATTN_OK;
 }
 
-attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) {
-    if (!z || !name || !out)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_read: %s is NULL", !z ? "z" : !name ? "name" : "out");
-    const npz_member *m = NULL;
-    for (int64_t i = 0; i < z->n && !m; i++)
-        if (strcmp(z->members[i].name, name) == 0) m = &z->members[i];
-    if (!m) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: no array '%s' (attn npz list shows them)", z->path, name);
+/* ------------------------------------------------------- member streams
+ * A member's .npy bytes in order, a chunk at a time: stored bytes read by
+ * offset, deflated ones inflated from STREAM_IN bytes of input at a time,
+ * the CRC-32 and the count kept as they pass.  Memory: the caller's chunk,
+ * the input buffer and zlib's window, whatever the member's size. */
+
+#define STREAM_IN ((size_t)1 << 16)
+
+typedef struct member_stream {
+    const attn_npz *z;
+    const npz_member *m;
+    uint64_t in_at, in_left; /* stored bytes not yet read, from file offset in_at */
+    uint64_t produced;       /* .npy bytes handed out                            */
+    uint32_t crc;            /* of those bytes                                   */
+#ifdef ATTN_HAVE_ZLIB
+    z_stream zs;
+    int inflating, ended;
+    uint8_t in[STREAM_IN];
+#endif
+} member_stream;
+
+/* The member called name; ATTN_ERR_INVALID_ARGUMENT naming it when absent. */
+static attn_status member_named(const attn_npz *z, const char *name, const npz_member **m) {
+    *m = NULL;
+    for (int64_t i = 0; i < z->n && !*m; i++)
+        if (strcmp(z->members[i].name, name) == 0) *m = &z->members[i];
+    if (!*m) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: no array '%s' (attn npz list shows them)", z->path, name);
+    return ATTN_OK;
+}
+
+/* Finds m's data after its local header and checks its sizes; s is then
+ * ready to read (stream_close releases it, whatever happened). */
+static attn_status stream_open(member_stream *s, const attn_npz *z, const npz_member *m) {
+    s->z = z;
+    s->m = m;
+    s->in_at = s->in_left = s->produced = 0;
+    s->crc = 0;
+#ifdef ATTN_HAVE_ZLIB
+    memset(&s->zs, 0, sizeof s->zs);
+    s->inflating = s->ended = 0;
+#endif
+    const char *name = m->name;
     uint8_t h[30];
     attn_status st = read_at(z, h, sizeof h, m->offset);
     if (st) return st;
@@ -503,8 +542,7 @@ attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) 
     if (!m->deflated && m->stored_size != m->size)
         return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' is stored with two different sizes", z->path, name);
     /* Deflate cannot expand more than 1032 to 1 (a 258-byte match in one
-     * bit or so): a size beyond that is a damaged or hostile directory,
-     * refused before it is allocated. */
+     * bit or so): a size beyond that is a damaged or hostile directory. */
     if (m->deflated && m->size > m->stored_size * 1032 + 64)
         return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' claims to inflate to %llu bytes from %llu, more than deflate can "
                           "produce (the archive is damaged)", z->path, name, (unsigned long long)m->size,
@@ -513,55 +551,229 @@ attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) 
     if (m->deflated)
         return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: '%s' is deflated and this build has no zlib (Debian: zlib1g-dev)",
                           z->path, name);
-#endif
-    uint8_t *stored = malloc(m->stored_size ? (size_t)m->stored_size : 1), *npy = stored;
-    if (!stored) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
-    if ((st = read_at(z, stored, (size_t)m->stored_size, data_at))) goto done;
-#ifdef ATTN_HAVE_ZLIB
+#else
     if (m->deflated) {
-        if (!(npy = malloc(m->size ? (size_t)m->size : 1))) {
-            st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
-            goto done;
-        }
-        z_stream zs;
-        memset(&zs, 0, sizeof zs);
-        if (inflateInit2(&zs, -15) != Z_OK) {
-            st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "zlib: inflateInit2 failed");
-            goto done;
-        }
-        /* In 1 GiB steps: zlib's counts are 32-bit. */
-        int rc = Z_OK;
-        uint64_t in_left = m->stored_size, out_left = m->size;
-        zs.next_in = stored;
-        zs.next_out = npy;
-        while (rc == Z_OK) {
-            if (zs.avail_in == 0 && in_left) {
-                zs.avail_in = (uInt)(in_left < (1u << 30) ? in_left : (1u << 30));
-                in_left -= zs.avail_in;
-            }
-            if (zs.avail_out == 0 && out_left) {
-                zs.avail_out = (uInt)(out_left < (1u << 30) ? out_left : (1u << 30));
-                out_left -= zs.avail_out;
-            }
-            rc = inflate(&zs, Z_NO_FLUSH);
-            if (rc == Z_BUF_ERROR && (zs.avail_in || in_left) && (zs.avail_out || out_left)) rc = Z_OK;
-        }
-        const uint64_t produced = zs.total_out;
-        inflateEnd(&zs);
-        if (rc != Z_STREAM_END || produced != m->size) {
-            st = attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate to its %llu bytes (zlib %d)", z->path, name,
-                            (unsigned long long)m->size, rc);
-            goto done;
-        }
+        if (inflateInit2(&s->zs, -15) != Z_OK) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "zlib: inflateInit2 failed");
+        s->inflating = 1;
     }
 #endif
-    if (crc32_of(npy, (size_t)m->size) != m->crc) {
-        st = attn__fail(ATTN_ERR_FORMAT, "%s: '%s' fails its CRC-32 check (the archive is damaged)", z->path, name);
-        goto done;
+    s->in_at = data_at;
+    s->in_left = m->stored_size;
+    return ATTN_OK;
+}
+
+static void stream_close(member_stream *s) {
+#ifdef ATTN_HAVE_ZLIB
+    if (s->inflating) inflateEnd(&s->zs);
+    s->inflating = 0;
+#else
+    (void)s;
+#endif
+}
+
+/* The member's next bytes into buf: *got = want, or fewer only at its end
+ * (0 once it is over).  Never more than the directory's size for it: a
+ * stream that would inflate past it is refused as it happens. */
+static attn_status stream_read(member_stream *s, uint8_t *buf, size_t want, size_t *got) {
+    const npz_member *m = s->m;
+    const uint64_t left = m->size - s->produced;
+    size_t n = want < left ? want : (size_t)left;
+    *got = 0;
+    attn_status st = ATTN_OK;
+    if (!m->deflated) {
+        if (n && (st = read_at(s->z, buf, n, s->in_at + s->produced))) return st;
     }
-    st = attn_npy_parse(npy, (size_t)m->size, out);
+#ifdef ATTN_HAVE_ZLIB
+    else {
+        size_t done = 0;
+        while (done < n && !s->ended) {
+            if (s->zs.avail_in == 0 && s->in_left) {
+                const size_t chunk = s->in_left < STREAM_IN ? (size_t)s->in_left : STREAM_IN;
+                if ((st = read_at(s->z, s->in, chunk, s->in_at))) return st;
+                s->in_at += chunk;
+                s->in_left -= chunk;
+                s->zs.next_in = s->in;
+                s->zs.avail_in = (uInt)chunk;
+            }
+            /* At most 1 GiB a call: zlib's counts are 32-bit. */
+            const size_t step = n - done < ((size_t)1 << 30) ? n - done : (size_t)1 << 30;
+            s->zs.next_out = buf + done;
+            s->zs.avail_out = (uInt)step;
+            const int rc = inflate(&s->zs, Z_NO_FLUSH);
+            done += step - s->zs.avail_out;
+            if (rc == Z_STREAM_END) s->ended = 1;
+            else if (rc != Z_OK && !(rc == Z_BUF_ERROR && s->zs.avail_in == 0 && s->in_left == 0))
+                return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate (zlib %d: %s)", s->z->path, m->name, rc,
+                                  s->zs.msg ? s->zs.msg : "damaged data");
+            else if (rc == Z_BUF_ERROR)
+                break; /* input exhausted before the stream's end: told below */
+        }
+        n = done;
+    }
+#endif
+    s->crc = crc32_update(s->crc, buf, n);
+    s->produced += n;
+    *got = n;
+    return ATTN_OK;
+}
+
+/* After the last byte: the member gave exactly its size and its CRC. */
+static attn_status stream_finish(member_stream *s) {
+    const npz_member *m = s->m;
+#ifdef ATTN_HAVE_ZLIB
+    /* A deflated member must end where the directory says: once its bytes
+     * are out, what input is left may hold only the end of the stream (its
+     * last codes can lie in the next chunk of input). */
+    bool longer = false;
+    while (m->deflated && !s->ended && !longer && s->produced == m->size) {
+        if (s->zs.avail_in == 0) {
+            if (!s->in_left) break;
+            const size_t chunk = s->in_left < STREAM_IN ? (size_t)s->in_left : STREAM_IN;
+            attn_status st = read_at(s->z, s->in, chunk, s->in_at);
+            if (st) return st;
+            s->in_at += chunk;
+            s->in_left -= chunk;
+            s->zs.next_in = s->in;
+            s->zs.avail_in = (uInt)chunk;
+        }
+        uint8_t extra;
+        s->zs.next_out = &extra;
+        s->zs.avail_out = 1;
+        const int rc = inflate(&s->zs, Z_NO_FLUSH);
+        longer = s->zs.avail_out == 0;
+        if (rc == Z_STREAM_END) s->ended = 1;
+        else if (rc != Z_OK) break;
+    }
+    if (m->deflated && (!s->ended || longer))
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate to its %llu bytes (the archive is damaged)",
+                          s->z->path, m->name, (unsigned long long)m->size);
+#endif
+    if (s->produced != m->size)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' does not inflate to its %llu bytes (the archive is damaged)",
+                          s->z->path, m->name, (unsigned long long)m->size);
+    if (s->crc != m->crc)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: '%s' fails its CRC-32 check (the archive is damaged)", s->z->path,
+                          m->name);
+    return ATTN_OK;
+}
+
+/* The member's .npy preamble and header, read (inflated) alone into *header
+ * (malloc'd, *header_size bytes: the first bytes of the member, at least
+ * its header; the stream goes on after them), checked by
+ * attn_npy_parse_header into shape_only and against the member's size.
+ * Messages name the archive and the member. */
+static attn_status stream_header(member_stream *s, attn_array *shape_only, uint8_t **header, size_t *header_size) {
+    const npz_member *m = s->m;
+    enum { PREAMBLE = 12, HEADER_MAX = (1 << 20) + PREAMBLE }; /* attn_npy_parse's limit on headers */
+    *header = NULL;
+    *header_size = 0;
+    uint8_t *h = malloc(HEADER_MAX);
+    if (!h) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: '%s': out of memory", s->z->path, m->name);
+    size_t have = 0, need = PREAMBLE, got;
+    attn_status st = stream_read(s, h, need, &got);
+    have = got;
+    /* "\x93NUMPY", major, minor, then the header's length: 2 bytes in
+     * version 1, 4 after. */
+    if (!st && have >= 10 && memcmp(h, "\x93NUMPY", 6) == 0) {
+        need = h[6] == 1 ? 10 + (size_t)get16(h + 8) : have >= 12 ? 12 + (size_t)get32(h + 8) : have;
+        if (need > HEADER_MAX) need = HEADER_MAX; /* refused by the parse below */
+        if (need > have && !(st = stream_read(s, h + have, need - have, &got))) have += got;
+    }
+    size_t data_offset = 0;
+    if (!st && (st = attn_npy_parse_header(h, have, shape_only, &data_offset)))
+        st = attn__fail(st, "%s: '%s' (%llu bytes) is not a .npy array: %s", s->z->path, m->name,
+                        (unsigned long long)m->size, attn_last_error());
+    if (!st) {
+        const uint64_t data = (uint64_t)shape_only->count * attn_dtype_size(shape_only->dtype);
+        if (data_offset + data != m->size)
+            st = attn__fail(ATTN_ERR_FORMAT, "%s: '%s': its header says %llu bytes of data after %zu of header, the "
+                            "member holds %llu (the archive is damaged)", s->z->path, m->name,
+                            (unsigned long long)data, data_offset, (unsigned long long)m->size);
+    }
+    if (st) {
+        free(h);
+        return st;
+    }
+    *header = h;
+    *header_size = have;
+    return ATTN_OK;
+}
+
+attn_status attn_npz_read_header(const attn_npz *z, const char *name, attn_array *shape_only) {
+    if (!z || !name || !shape_only)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_read_header: %s is NULL",
+                          !z ? "z" : !name ? "name" : "shape_only");
+    memset(shape_only, 0, sizeof *shape_only);
+    const npz_member *m;
+    member_stream *s = malloc(sizeof *s);
+    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_read_header: out of memory");
+    attn_status st = member_named(z, name, &m);
+    uint8_t *header = NULL;
+    size_t header_size;
+    if (!st) {
+        if (!(st = stream_open(s, z, m))) st = stream_header(s, shape_only, &header, &header_size);
+        stream_close(s);
+    }
+    free(header);
+    free(s);
+    return st;
+}
+
+attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) {
+    if (!z || !name || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_read: %s is NULL", !z ? "z" : !name ? "name" : "out");
+    const npz_member *m;
+    attn_status st = member_named(z, name, &m);
+    if (st) return st;
+    member_stream *s = malloc(sizeof *s);
+    uint8_t *npy = malloc(m->size ? (size_t)m->size : 1);
+    size_t got = 0;
+    if (!s || !npy) {
+        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
+    } else {
+        if (!(st = stream_open(s, z, m)) && !(st = stream_read(s, npy, (size_t)m->size, &got))) st = stream_finish(s);
+        stream_close(s);
+    }
+    if (!st && (st = attn_npy_parse(npy, (size_t)m->size, out)))
+        st = attn__fail(st, "%s: '%s': %s", z->path, name, attn_last_error());
+    free(npy);
+    free(s);
+    return st;
+}
+
+attn_status attn_npz_extract(const attn_npz *z, const char *name, const char *path) {
+    if (!z || !name || !path)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npz_extract: %s is NULL", !z ? "z" : !name ? "name" : "path");
+    enum { CHUNK = 1 << 20 };
+    const npz_member *m;
+    attn_status st = member_named(z, name, &m);
+    if (st) return st;
+    member_stream *s = malloc(sizeof *s);
+    uint8_t *chunk = malloc(CHUNK), *header = NULL;
+    size_t header_size = 0, got = 0;
+    attn_array shape_only;
+    attn_output *out = NULL;
+    if (!s || !chunk) {
+        free(s);
+        free(chunk);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_npz_extract: out of memory");
+    }
+    /* The header is checked before the output is opened: a member that is
+     * not an array leaves the target untouched, with no temporary file. */
+    if ((st = stream_open(s, z, m)) || (st = stream_header(s, &shape_only, &header, &header_size)) ||
+        (st = attn_output_open(path, &out)) || (st = attn_output_write(out, header, header_size)))
+        goto done;
+    do {
+        if ((st = stream_read(s, chunk, CHUNK, &got)) || (got && (st = attn_output_write(out, chunk, got)))) goto done;
+    } while (got);
+    if ((st = stream_finish(s))) goto done;
+    st = attn_output_commit(out);
+    out = NULL; /* committed or, on failure, discarded by the commit */
 done:
-    if (npy != stored) free(npy);
-    free(stored);
+    if (out) attn_output_discard(out);
+    stream_close(s);
+    free(s);
+    free(chunk);
+    free(header);
     return st;
 }

@@ -16,6 +16,7 @@
 #include "interp/interp.h"
 
 #include "api/mha.h"
+#include "base/overlap.h"
 #include "base/problem.h"
 
 #include <stdlib.h>
@@ -119,8 +120,10 @@ attn_status attn_sdpa_forward_traced(const attn_tensor *q, const attn_tensor *k,
     if (!v) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "v is NULL");
     if (!out && !trace)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "out and trace are both NULL: nothing to write");
+    const mem_extent written = extent_of_tensor("out", out);
     if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA)) ||
-        (st = attn__problem_require_f32(&p, out, "traced")))
+        (st = attn__problem_require_f32(&p, out, "traced")) ||
+        (st = attn__problem_check_outputs(&p, &written, 1, NULL, 0)))
         return st;
 
     attn_trace local = {0}, *t = trace ? trace : &local;
@@ -158,6 +161,10 @@ attn_status attn_mha_forward_traced(const attn_mha *module, const float *x, int6
     if (st) return st;
     if (!out && !trace)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "out and trace are both NULL: nothing to write");
+    mem_extent inputs[MHA_INPUT_EXTENTS];
+    const int n_inputs = attn__mha_input_extents(&c, opt, inputs);
+    const mem_extent output = extent_of_array("out", out, extent_mul(c.rows_q, c.m.d_out), (int64_t)sizeof(float));
+    if ((st = overlap_check("mha", &output, 1, inputs, n_inputs))) return st;
 
     attn_trace local = {0}, *t = trace ? trace : &local;
     patch_set set = {NULL, 0};

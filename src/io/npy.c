@@ -395,6 +395,17 @@ attn_status attn_npy_parse(const void *buf, size_t size, attn_array *out) {
     return ATTN_OK;
 }
 
+attn_status attn_npy_parse_header(const void *buf, size_t size, attn_array *shape_only, size_t *data_offset) {
+    if (!shape_only) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse_header: shape_only is NULL");
+    memset(shape_only, 0, sizeof *shape_only);
+    if (!buf && size > 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_npy_parse_header: buf is NULL");
+    npy_layout h;
+    const attn_status status = attn__npy_parse_header_image(buf, size, &h);
+    if (status != ATTN_OK) return status;
+    npy_layout_answer(&h, shape_only, data_offset);
+    return ATTN_OK;
+}
+
 /* ------------------------------------------------------- serialise, save */
 
 /* Checks that *a is a well-formed array (the caller may have filled it by

@@ -97,11 +97,7 @@ attn_status attn_npy_read_header(const char *path, attn_array *shape_only, size_
     attn_status status = begin_reading("attn_npy_read_header", path, shape_only, "shape_only", &fd, &layout);
     if (status != ATTN_OK) return status;
     close(fd);
-    shape_only->dtype = layout.dtype;
-    shape_only->ndim = layout.ndim;
-    memcpy(shape_only->shape, layout.shape, sizeof layout.shape);
-    shape_only->count = layout.count;
-    if (data_offset) *data_offset = layout.data_offset;
+    npy_layout_answer(&layout, shape_only, data_offset);
     return ATTN_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "attn_io.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #define NPY_HEADER_CAP 512 /* bytes: the largest header attn__npy_format_header writes */
 
@@ -34,6 +35,21 @@ attn_status attn__npy_parse_preamble(const void *buf, size_t size, size_t *data_
 /* Parses the preamble and header held in buf (size bytes; the data need not
  * follow).  Errors are those of attn_npy_parse. */
 attn_status attn__npy_parse_header_image(const void *buf, size_t size, npy_layout *layout);
+
+/* A header's answer to the header-only readers (attn_npy_parse_header,
+ * attn_npy_read_header): dtype, ndim, shape and count into shape_only
+ * (data NULL; the dimensions past ndim 0, as attn_npy_parse leaves them,
+ * where the layout holds whatever the parse left there), the data's offset
+ * into *data_offset when not NULL. */
+static inline void npy_layout_answer(const npy_layout *layout, attn_array *shape_only, size_t *data_offset) {
+    shape_only->dtype = layout->dtype;
+    shape_only->ndim = layout->ndim;
+    memset(shape_only->shape, 0, sizeof shape_only->shape);
+    memcpy(shape_only->shape, layout->shape, sizeof(int64_t) * (size_t)layout->ndim);
+    shape_only->count = layout->count;
+    shape_only->data = NULL;
+    if (data_offset) *data_offset = layout->data_offset;
+}
 
 /* Converts count elements read from such a file to native byte order and
  * normalises bools to 0 or 1, in place. */

@@ -20,6 +20,7 @@
  *   mask          a mask broadcast over query rows ([1, 1, 1, S]) differs
  *   len           attn_ring_options.len_kv: one more than the keys held (the
  *                 others pass 0, the keys held)
+ *   aliased       the last rank's out is its q (an output over an input)
  *   stop          the last rank stops itself (SIGSTOP) before the call; the
  *                 others, with a 2 s timeout, must time out naming it, and
  *                 then end the job with MPI_Abort (rank 0 a second later, so
@@ -87,6 +88,8 @@ int main(int argc, char **argv) {
         if (odd) mask[4] = 0;
     } else if (strcmp(mode, "len") == 0) {
         ro.len_kv = odd ? LEN + 1 : 0;
+    } else if (strcmp(mode, "aliased") == 0) {
+        if (odd) to.data = q;
     } else if (strcmp(mode, "stop") == 0) {
         ro.timeout_seconds = 2;
         if (odd) raise(SIGSTOP);

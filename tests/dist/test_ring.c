@@ -700,6 +700,67 @@ static void ranks_must_agree(void **state) {
     remove(test_path("o_fail.npy"));
 }
 
+/* Issue 33: ranks launched with different files (MPMD) are refused before
+ * any rank reads rows or writes, naming the flag, the ranks and the files:
+ * -o a.npy on one rank and -o b.npy on the other exited 0 and never wrote
+ * b.npy; different -q files of one shape computed a mixture.  An output
+ * that is a device (-o /dev/stdout wrote the .npy header, then failed) is
+ * refused with nothing written.  And the "wrote" line, once, unless --quiet. */
+static void ranks_must_name_the_same_files(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 33);
+    const int64_t shape[3] = {12, 2, 4};
+    free(random_file(&r, "sq.npy", 3, shape));
+    free(random_file(&r, "sq_other.npy", 3, shape)); /* one shape, other values */
+    free(random_file(&r, "sk.npy", 3, shape));
+    free(random_file(&r, "sv.npy", 3, shape));
+    char base[2048], launch[8192], other_out[512];
+    snprintf(other_out, sizeof other_out, "%s", test_path("o_other.npy"));
+    snprintf(base, sizeof base, "%s ring -k %s -v %s --threads 1", ATTN_CLI_PATH, test_path("sk.npy"),
+             test_path("sv.npy"));
+    snprintf(launch, sizeof launch, "-np 1 %s -q %s -o %s : -np 1 %s -q %s -o %s", base, test_path("sq.npy"),
+             test_path("o_fail.npy"), base, test_path("sq.npy"), other_out);
+    expect_launch_failure(launch, 2, "ranks disagree on -o: rank 0 writes");
+    assert_false(test_file_exists(other_out));
+    snprintf(launch, sizeof launch, "-np 2 %s -q %s -o %s : -np 1 %s -q %s -o %s", base, test_path("sq.npy"),
+             test_path("o_fail.npy"), base, test_path("sq_other.npy"), test_path("o_fail.npy"));
+    char expect[2048];
+    snprintf(expect, sizeof expect, "ranks disagree on -q: rank 0 reads '%s' (float32 [12, 2, 4], 512 bytes), rank 2 "
+             "reads '%s' (float32 [12, 2, 4], 512 bytes)", test_path("sq.npy"), test_path("sq_other.npy"));
+    expect_launch_failure(launch, 2, expect);
+    /* an attention option's file (the options table's): one shape, other
+     * values; compared before either is read as a mask */
+    const int64_t table[2] = {12, 12};
+    free(random_file(&r, "smask.npy", 2, table));
+    free(random_file(&r, "smask_other.npy", 2, table));
+    snprintf(launch, sizeof launch, "-np 1 %s -q %s -o %s --mask %s : -np 1 %s -q %s -o %s --mask %s", base,
+             test_path("sq.npy"), test_path("o_fail.npy"), test_path("smask.npy"), base, test_path("sq.npy"),
+             test_path("o_fail.npy"), test_path("smask_other.npy"));
+    snprintf(expect, sizeof expect, "ranks disagree on --mask: rank 0 reads '%s'", test_path("smask.npy"));
+    expect_launch_failure(launch, 2, expect);
+
+    char *output;
+    snprintf(launch, sizeof launch, "-np 2 %s -q %s -o /dev/stdout", base, test_path("sq.npy"));
+    expect_launch_failure(launch, 2, "-o '/dev/stdout'");
+    assert_int_equal(run_launch(&output, NULL, launch), 2);
+    if (strstr(output, "NUMPY")) fail_msg("a .npy header reached stdout:\n%s", output);
+    free(output);
+
+    snprintf(launch, sizeof launch, "-np 2 %s -q %s -o %s", base, test_path("sq.npy"), test_path("o_ok.npy"));
+    assert_int_equal(run_launch(&output, NULL, launch), 0);
+    const char *wrote = strstr(output, "attn ring: wrote ");
+    if (!wrote || strstr(wrote + 1, "attn ring: wrote") || !strstr(wrote, "o_ok.npy [12, 2, 4]") ||
+        !strstr(wrote, "2 ranks"))
+        fail_msg("expected one line 'attn ring: wrote ...o_ok.npy [12, 2, 4] (2 ranks, ...)':\n%s", output);
+    free(output);
+    strcat(launch, " --quiet");
+    assert_int_equal(run_launch(&output, NULL, launch), 0);
+    if (strstr(output, "wrote")) fail_msg("--quiet still said what was written:\n%s", output);
+    free(output);
+    remove(test_path("o_ok.npy"));
+}
+
 /* The same through the library: ring_probe passes the last rank options
  * the others do not have; every rank gets the same error. */
 static void library_ranks_must_agree(void **state) {
@@ -712,6 +773,7 @@ static void library_ranks_must_agree(void **state) {
         {"key-lengths", "rank 1: invalid argument: ranks disagree on key lengths"},
         {"len", "rank 0: invalid argument: ranks disagree on len_kv (S): rank 0 has 13, rank 2 has 14"},
         {"mask", "rank 2: invalid argument: ranks disagree on the mask (one query row for all: a hash"},
+        {"aliased", "rank 2: invalid argument: rank 2 of 3: out overlaps q in memory"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char launch[1024], *output;
@@ -759,6 +821,7 @@ int main(void) {
         cmocka_unit_test(killed_rank_ends_the_job),
         cmocka_unit_test(library_times_out_on_a_stopped_rank),
         cmocka_unit_test(library_ranks_must_agree),
+        cmocka_unit_test(ranks_must_name_the_same_files),
     };
     return cmocka_run_group_tests(tests, NULL, report_worst);
 }

@@ -12,7 +12,13 @@
  *   - refusals: a duplicate or malformed name, a damaged member (CRC-32), a
  *     file that is not a zip, a truncated one, a missing member, a deflated
  *     member claiming more than deflate can expand to; a
- *     discarded writer leaves the old file as it was.
+ *     discarded writer leaves the old file as it was;
+ *   - issue 33: a member of 128 MiB of zeros deflated to about 128 KiB
+ *     (made here with zlib): `attn npz list` inflates only its header and
+ *     `attn npz get` streams it, each in a few MiB (the old code took the
+ *     member's size, twice over for get); a damaged CRC found as get
+ *     streams leaves no file; an empty member's message names the archive
+ *     and the member.
  */
 #include "testutil.h"
 
@@ -24,6 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#ifdef ATTN_TEST_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 #define FIXTURES ATTN_SOURCE_DIR "/tests/fixtures/npz"
 
@@ -87,9 +96,14 @@ static void read_and_compare(const char *path, const sample *s, int n, int defla
         assert_ok(attn_npz_member_at(z, i, &m));
         assert_string_equal(m.name, s[i].name);
         assert_int_equal(m.deflated, deflated);
-        attn_array got = {0};
+        attn_array got = {0}, header;
         assert_ok(attn_npz_read(z, s[i].name, &got));
         expect_same(s[i].name, &s[i].a, &got);
+        /* The header alone says the same, to the unused dimensions (0). */
+        memset(&header, 0x5a, sizeof header);
+        assert_ok(attn_npz_read_header(z, s[i].name, &header));
+        assert_true(header.dtype == got.dtype && header.ndim == got.ndim && header.count == got.count && !header.data);
+        assert_memory_equal(header.shape, got.shape, sizeof got.shape);
         attn_array_free(&got);
     }
     attn_array none = {0};
@@ -242,12 +256,233 @@ static void test_refusals(void **state) {
     free_samples(s, SAMPLES);
 }
 
+/* ---------------------------------------------- archives made byte by byte */
+
+static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v) { put16(p, v), put16(p + 2, v >> 16); }
+
+/* A zip of one member NAME.npy: method 0 (stored) or 8 (deflated), its
+ * CRC-32 and uncompressed size as given, data (n bytes) as stored. */
+static void write_zip(const char *path, const char *name, int method, uint32_t crc, uint32_t size, const void *data,
+                      size_t n) {
+    char member[64];
+    snprintf(member, sizeof member, "%s.npy", name);
+    const size_t len = strlen(member), total = 30 + len + n + 46 + len + 22;
+    uint8_t *z = calloc(1, total), *c = z + 30 + len + n, *e = c + 46 + len;
+    put32(z, 0x04034b50), put16(z + 4, 20), put16(z + 8, (uint32_t)method), put32(z + 14, crc);
+    put32(z + 18, (uint32_t)n), put32(z + 22, size), put16(z + 26, (uint32_t)len);
+    memcpy(z + 30, member, len);
+    if (n) memcpy(z + 30 + len, data, n);
+    put32(c, 0x02014b50), put16(c + 4, 20), put16(c + 6, 20), put16(c + 10, (uint32_t)method), put32(c + 16, crc);
+    put32(c + 20, (uint32_t)n), put32(c + 24, size), put16(c + 28, (uint32_t)len);
+    memcpy(c + 46, member, len);
+    put32(e, 0x06054b50), put16(e + 8, 1), put16(e + 10, 1), put32(e + 12, (uint32_t)(46 + len));
+    put32(e + 16, (uint32_t)(30 + len + n));
+    assert_ok(attn_output_write_file(path, z, total));
+    free(z);
+}
+
+/* An empty member: every message names the archive and the member. */
+static void test_empty_member_is_named(void **state) {
+    (void)state;
+    const char *path = test_path("empty-member.npz");
+    write_zip(path, "hollow", 0, 0, 0, NULL, 0);
+    attn_npz *z;
+    attn_array a = {0};
+    assert_ok(attn_npz_open(path, &z));
+    assert_refused(attn_npz_read(z, "hollow", &a), ATTN_ERR_FORMAT, path);
+    assert_non_null(strstr(attn_last_error(), "'hollow'"));
+    assert_refused(attn_npz_read_header(z, "hollow", &a), ATTN_ERR_FORMAT, path);
+    assert_non_null(strstr(attn_last_error(), "'hollow'"));
+    attn_npz_free(z);
+    char *out = NULL;
+    assert_int_equal(test_run_cli(&out, "npz list %s", path), 1);
+    if (!strstr(out, path) || !strstr(out, "'hollow'") || !strstr(out, "not a .npy array"))
+        fail_msg("attn npz list: the message names neither archive nor member:\n%s", out);
+    free(out);
+    assert_int_equal(test_run_cli(&out, "npz get %s hollow -o %s", path, test_path("hollow.npy")), 1);
+    if (!strstr(out, path) || !strstr(out, "'hollow'")) fail_msg("attn npz get: the message names neither:\n%s", out);
+    assert_false(test_file_exists(test_path("hollow.npy")));
+    free(out);
+}
+
+#define BIG_ELEMENTS ((int64_t)32 << 20) /* float32: 128 MiB */
+/* Peak memory of list and get on the 128 MiB member: the old code took
+ * 128 MiB and 256 MiB. */
+#define BIG_RSS_KB (48L * 1024)
+
+#ifdef ATTN_TEST_HAVE_ZLIB
+/* An archive of one member "big": BIG_ELEMENTS float32 zeros, deflated a
+ * chunk at a time (memory: the compressed bytes); damage_crc: its CRC-32
+ * in the archive off by one bit. */
+static void write_big_archive(const char *path, int damage_crc) {
+    uint8_t header[ATTN_NPY_HEADER_MAX];
+    size_t header_size;
+    const int64_t shape[1] = {BIG_ELEMENTS};
+    assert_ok(attn_npy_format_header(ATTN_F32, 1, shape, header, sizeof header, &header_size));
+    const uint64_t size = header_size + (uint64_t)BIG_ELEMENTS * 4;
+    enum { CHUNK = 1 << 20 };
+    uint8_t *zeros = calloc(1, CHUNK);
+    size_t cap = (size_t)(size / 256) + (1 << 20), n = 0;
+    uint8_t *packed = malloc(cap);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    uLong crc = crc32(0, header, (uInt)header_size);
+    zs.next_in = header;
+    zs.avail_in = (uInt)header_size;
+    for (uint64_t left = size - header_size;;) {
+        const int finish = left == 0 && zs.avail_in == 0;
+        if (zs.avail_in == 0 && left) {
+            const uInt step = (uInt)(left < CHUNK ? left : CHUNK);
+            crc = crc32(crc, zeros, step);
+            zs.next_in = zeros;
+            zs.avail_in = step;
+            left -= step;
+        }
+        zs.next_out = packed + n;
+        zs.avail_out = (uInt)(cap - n);
+        const int rc = deflate(&zs, finish ? Z_FINISH : Z_NO_FLUSH);
+        n = cap - zs.avail_out;
+        if (rc == Z_STREAM_END) break;
+        assert_true(rc == Z_OK || rc == Z_BUF_ERROR);
+        assert_true(n < cap);
+    }
+    deflateEnd(&zs);
+    write_zip(path, "big", 8, (uint32_t)crc ^ (damage_crc ? 1u : 0u), (uint32_t)size, packed, n);
+    free(packed);
+    free(zeros);
+}
+#endif
+
+#ifdef ATTN_TEST_HAVE_ZLIB
+/* A member of n uint8 values (0..15: Huffman-coded, about 2:1) as one
+ * deflated .npy image in an archive at path; its deflated size. */
+static size_t write_u8_archive(const char *path, int64_t n, uint64_t seed) {
+    uint8_t header[ATTN_NPY_HEADER_MAX];
+    size_t header_size;
+    assert_ok(attn_npy_format_header(ATTN_U8, 1, &n, header, sizeof header, &header_size));
+    const size_t size = header_size + (size_t)n;
+    uint8_t *image = malloc(size), *packed = malloc(compressBound((uLong)size));
+    memcpy(image, header, header_size);
+    test_rng r;
+    test_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) image[header_size + (size_t)i] = (uint8_t)test_rng_range(&r, 16);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    zs.next_in = image;
+    zs.avail_in = (uInt)size;
+    zs.next_out = packed;
+    zs.avail_out = (uInt)compressBound((uLong)size);
+    assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    const size_t packed_size = zs.total_out;
+    deflateEnd(&zs);
+    write_zip(path, "u8", 8, (uint32_t)crc32(0, image, (uInt)size), (uint32_t)size, packed, packed_size);
+    free(image);
+    free(packed);
+    return packed_size;
+}
+#endif
+
+/* The reader inflates 64 KiB of input at a time: members whose deflated
+ * stream ends just before, at and after that boundary (its last codes in
+ * the next chunk) read, list and stream whole. */
+static void test_stream_ends_across_input_chunks(void **state) {
+    (void)state;
+#ifndef ATTN_TEST_HAVE_ZLIB
+    skip();
+#else
+    if (!have_deflate()) skip();
+    const char *path = strdup(test_path("boundary.npz"));
+    /* about 2:1: n near 2 x 64 KiB puts the stream's end near the boundary */
+    const size_t trial = write_u8_archive(path, 131072, 1);
+    const int64_t centre = (int64_t)(131072.0 * 65536.0 / (double)trial);
+    int crossed = 0;
+    for (int64_t n = centre - 48; n <= centre + 48; n++) {
+        const size_t packed = write_u8_archive(path, n, (uint64_t)n);
+        crossed += packed > 65536 - 8 && packed < 65536 + 8;
+        attn_npz *z;
+        attn_array a = {0}, h = {0};
+        assert_ok(attn_npz_open(path, &z));
+        if (attn_npz_read(z, "u8", &a) || attn_npz_read_header(z, "u8", &h) ||
+            attn_npz_extract(z, "u8", "/dev/null"))
+            fail_msg("n = %lld, deflated to %zu bytes: %s", (long long)n, packed, attn_last_error());
+        assert_true(a.count == n && h.count == n);
+        attn_array_free(&a);
+        attn_npz_free(z);
+    }
+    assert_true(crossed > 0);
+    free((void *)path);
+#endif
+}
+
+/* List reads the header only, get streams: both in a few MiB. */
+static void test_high_ratio_member(void **state) {
+    (void)state;
+#ifndef ATTN_TEST_HAVE_ZLIB
+    print_message("skipped: the test makes its archive with zlib, which this build lacks\n");
+    skip();
+#else
+    if (!have_deflate()) skip();
+    test_launcher_start();
+    const char *path = strdup(test_path("high-ratio.npz")), *out = strdup(test_path("big.npy"));
+    write_big_archive(path, 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    print_message("a %lld-byte archive of one %lld MiB member\n", (long long)st.st_size,
+                  (long long)(BIG_ELEMENTS * 4 >> 20));
+
+    attn_npz *z;
+    attn_array a = {0};
+    assert_ok(attn_npz_open(path, &z));
+    assert_ok(attn_npz_read_header(z, "big", &a));
+    assert_true(a.dtype == ATTN_F32 && a.ndim == 1 && a.shape[0] == BIG_ELEMENTS && !a.data);
+    attn_npz_free(z);
+
+    const char *list[] = {"npz", "list", path, NULL}, *get[] = {"npz", "get", path, "big", "-o", out, NULL};
+    test_child c;
+    test_child_run_cli(&c, list, 60, NULL, NULL);
+    if (c.status != 0 || !strstr(c.output, "float32") || !strstr(c.output, "[33554432]"))
+        fail_msg("attn npz list: exit %d:\n%s", c.status, c.output);
+    const long list_kb = c.maxrss_kb;
+    test_child_free(&c);
+    test_child_run_cli(&c, get, 120, NULL, NULL);
+    if (c.status != 0) fail_msg("attn npz get: exit %d:\n%s", c.status, c.output);
+    const long get_kb = c.maxrss_kb;
+    test_child_free(&c);
+    print_message("peak RSS: list %ld KiB, get %ld KiB (limit %ld KiB outside the sanitizers)\n", list_kb, get_kb,
+                  BIG_RSS_KB);
+    if (!UNDER_SANITIZER && (list_kb > BIG_RSS_KB || get_kb > BIG_RSS_KB))
+        fail_msg("list took %ld KiB and get %ld KiB: more than %ld", list_kb, get_kb, BIG_RSS_KB);
+    attn_array got = {0};
+    size_t offset;
+    assert_ok(attn_npy_read_header(out, &got, &offset));
+    assert_true(got.dtype == ATTN_F32 && got.shape[0] == BIG_ELEMENTS);
+    remove(out);
+
+    /* A CRC-32 that does not match is found as get streams: no file. */
+    write_big_archive(path, 1);
+    test_child_run_cli(&c, get, 120, NULL, NULL);
+    if (c.status != 1 || !strstr(c.output, "CRC-32") || test_file_exists(out))
+        fail_msg("attn npz get of a damaged member: exit %d, %s:\n%s", c.status,
+                 test_file_exists(out) ? "the output exists" : "no output", c.output);
+    test_child_free(&c);
+    remove(path);
+    free((void *)path);
+    free((void *)out);
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_numpy_written),
         cmocka_unit_test(test_numpy_reads),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_empty_member_is_named),
+        cmocka_unit_test(test_high_ratio_member),
+        cmocka_unit_test(test_stream_ends_across_input_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

@@ -314,3 +314,22 @@ def test_score_stage_refuses_bad_values(rng):
         attn.sdpa(q, q, q, softcap="big")
     with pytest.raises(attn.Error):
         attn.sdpa(q, q, q, sinks=[np.nan, 0.0])
+
+
+@pytest.mark.parametrize("causal,alias", [(False, "k"), ("top-left", "v"), (False, "q")])
+def test_out_over_an_input_is_refused(rng, causal, alias):
+    # issue 33: out=k computed a wrong, thread-dependent answer ([1, 512, 2, 64]).
+    q, k, v = rand(rng, 1, 512, 2, 64), rand(rng, 1, 512, 2, 64), rand(rng, 1, 512, 2, 64)
+    given = {"q": q, "k": k, "v": v}[alias]
+    before = given.copy()
+    with pytest.raises(attn.ArgumentError, match=f"out overlaps {alias} in memory"):
+        attn.sdpa(q, k, v, causal=causal, out=given)
+    np.testing.assert_array_equal(given, before)
+
+
+def test_out_beside_its_inputs_in_one_buffer_is_accepted(rng):
+    # Views of one array that only touch are separate buffers.
+    whole = rand(rng, 4, 7, 2, 8)
+    q, k, v, out = whole[0], whole[1], whole[2], whole[3]
+    attn.sdpa(q, k, v, out=out)
+    np.testing.assert_allclose(out, reference(q[None], k[None], v[None])[0][0], rtol=RTOL, atol=ATOL)

@@ -207,6 +207,17 @@ int cli_qkv_position_axis(cli_layout layout, int rank);
  * stage's), or NULL: for attn ring, which refuses them with the reason. */
 const char *cli_ring_refused_given(const cli_args *a);
 
+/* The attention options read from files (--key-lengths, --mask, --bias,
+ * --sinks, --alibi-slopes: the table's rows this attn reads from a file),
+ * in the table's order, into files[0 .. max): each one's row, first flag and
+ * path (NULL when not given).  Returns how many: the same count and order
+ * for every o, so that ring ranks compare them slot by slot. */
+typedef struct cli_option_file {
+    const attn_sdpa_option_info *row;
+    const char *flag, *path;
+} cli_option_file;
+int cli_attention_files(const cli_attention_options *o, cli_option_file *files, int max);
+
 /* Loads --key-lengths, --mask, --bias, --sinks and --alibi-slopes and checks them against the
  * problem's sizes; fills o->opt; warns about a causal alignment that is
  * probably not meant (--causal with L < S: a decode step); on a terminal,

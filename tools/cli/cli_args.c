@@ -4,6 +4,7 @@
 #include "cli_args.h"
 
 #include "cli.h"
+#include "cli_stdout.h"
 
 #include <string.h>
 
@@ -131,7 +132,7 @@ int cli_args_next(cli_args *a, const char **value) {
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
         if (!a->spec->print_help) return CLI_ARGS_HELP;
         a->spec->print_help(stdout);
-        return stop(a, fflush(stdout) == 0 ? CLI_OK : CLI_DATA_ERROR);
+        return stop(a, cli_stdout_ok(a->spec->cmd) ? CLI_OK : CLI_DATA_ERROR);
     }
     if (strcmp(arg, "--list-options") == 0) {
         for (const cli_flag *const *t = a->spec->tables; *t; t++)

@@ -333,6 +333,17 @@ const char *cli_ring_refused_given(const cli_args *a) {
     return NULL;
 }
 
+int cli_attention_files(const cli_attention_options *o, cli_option_file *files, int max) {
+    int n = 0;
+    for (int i = 0; attn_sdpa_option(i) && n < max; i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        /* path_of only reads o here */
+        const char *const *path = path_of((cli_attention_options *)o, row);
+        if (path) files[n++] = (cli_option_file){row, row->flags[0].name, *path};
+    }
+    return n;
+}
+
 /* A per-head float array [Hq] (--sinks, --alibi-slopes); sinks may hold -inf. */
 static int load_per_head(const char *cmd, const char *flag, const char *path, bool allow_neg_inf, int64_t heads_q,
                          attn_array *a) {

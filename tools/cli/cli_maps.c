@@ -6,6 +6,7 @@
  * queries, keys, the absent axes 1); the selection [n_layers, n_heads, L, S].
  */
 #include "cli_maps.h"
+#include "cli_input.h"
 
 #include "attn_decoder.h"
 #include "attn_gguf.h"
@@ -91,18 +92,15 @@ static char *token_label(const attn_tokenizer *t, int32_t id) {
     return out;
 }
 
-/* The text of --text: the value, or the file @FILE names. */
-static int read_text(const char *cmd, const char *value, char **text, size_t *len) {
+/* The text of flag (--text, --compare-text, --source-text): the value, or
+ * the file @FILE names. */
+static int read_text(const char *cmd, const char *flag, const char *value, char **text, size_t *len) {
     if (value[0] != '@') {
         *text = strdup(value);
         *len = strlen(value);
         return *text ? CLI_OK : cli_data_error(cmd, "out of memory");
     }
-    void *data;
-    if (attn_read_file(value + 1, (size_t)1 << 24, &data, len) != ATTN_OK)
-        return cli_data_error(cmd, "--text: %s", attn_last_error());
-    *text = data;
-    return CLI_OK;
+    return cli_read_whole(cmd, flag, value + 1, false, CLI_PROMPT_MAX, text, len);
 }
 
 /* The cosine of the last positions of two runs' residual streams, row by
@@ -130,7 +128,7 @@ static int encode_text(const char *cmd, const char *flag, const attn_tokenizer *
                        int64_t *n) {
     char *text = NULL;
     size_t len = 0, n_ids = 0;
-    int rc = read_text(cmd, value, &text, &len);
+    int rc = read_text(cmd, flag, value, &text, &len);
     if (rc) return rc;
     if (!(*ids = malloc((len + 2) * sizeof **ids)))
         rc = cli_data_error(cmd, "out of memory");
@@ -226,7 +224,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     int64_t len_b = 0;
     size_t text_len = 0, n_ids = 0;
     int rc = CLI_OK;
-    if ((rc = read_text(cmd, src->text, &text, &text_len))) goto done;
+    if ((rc = read_text(cmd, "--text", src->text, &text, &text_len))) goto done;
     if (attn_gguf_open(src->model_path, &g)) { /* its message names the file */
         rc = cli_data_error(cmd, "--model: %s", attn_last_error());
         goto done;

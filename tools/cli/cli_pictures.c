@@ -3,6 +3,7 @@
  * picture subcommands (see cli_pictures.h).
  */
 #include "cli_pictures.h"
+#include "cli_input.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,11 +34,9 @@ int cli_tokens_parse(const char *cmd, const char *flag, const char *text, cli_to
     if (text[0] == '@') {
         /* A token file is text: a regular file of at most 64 MiB (not a
          * FIFO, not /dev/zero), read once. */
-        void *data;
         size_t len;
-        if (attn_read_file(text + 1, (size_t)64 << 20, &data, &len) != ATTN_OK)
-            return cli_data_error(cmd, "%s: %s", flag, attn_last_error());
-        t->storage = data;
+        int rc = cli_read_whole(cmd, flag, text + 1, false, CLI_LABELS_MAX, &t->storage, &len);
+        if (rc) return rc;
         if (memchr(t->storage, 0, len)) {
             cli_tokens_free(t);
             return cli_data_error(cmd, "%s: '%s' holds a NUL byte: a token file is UTF-8 text, one token per line",

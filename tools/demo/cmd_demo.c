@@ -25,6 +25,7 @@
  *               multi-head: concat [3, 4]  W_O [4, 2]  out [3, 2]
  */
 #include "cli.h"
+#include "cli_stdout.h"
 #include "demo.h"
 
 #include <math.h>
@@ -905,6 +906,12 @@ int cmd_demo(int argc, char **argv) {
         return demo_model_run(t, t == &demo_text_zh ? &demo_model_text_zh : &demo_model_text_en, &model);
     }
 
+    /* An unwritable --figures DIR is told before the walk-through, not
+     * after a screenful of it. */
+    if (figures_dir) {
+        const int rc = demo_figures_dir_ready(figures_dir);
+        if (rc != CLI_OK) return rc;
+    }
     chapter ch;
     attn_status st = chapter_compute(&ch);
     if (st)
@@ -927,5 +934,5 @@ int cmd_demo(int argc, char **argv) {
         int rc = demo_write_figures(figures_dir, t == &demo_text_zh ? "zh" : "en");
         if (rc != CLI_OK) return rc;
     }
-    return fflush(stdout) == 0 ? CLI_OK : cli_data_error("demo", "cannot write the output");
+    return cli_stdout_ok("demo") ? CLI_OK : CLI_DATA_ERROR;
 }

@@ -14,6 +14,7 @@
  * cost at 100 and 200 tokens (--no-cost skips it).
  */
 #include "cli.h"
+#include "cli_stdout.h"
 #include "demo.h"
 #include "model_chapter.h"
 
@@ -312,7 +313,7 @@ int demo_model_run(const demo_text *t, const demo_model_text *mt, const demo_mod
     print_gqa(mt, &mc);
     print_mask(mt, &mc);
     if ((rc = print_cost(t, mt, m, tok, opt->no_cost))) goto done;
-    if (fflush(stdout) != 0) rc = cli_data_error("demo", "cannot write the output");
+    if (!cli_stdout_ok("demo")) rc = CLI_DATA_ERROR;
 done:
     model_chapter_free(&mc);
     attn_tokenizer_free(tok);

@@ -111,6 +111,12 @@ typedef struct demo_model_options {
     const char *model, *plot;
     bool heads, no_cost;
 } demo_model_options;
+
+/* attn demo --figures DIR, before the walk-through is printed: pictures
+ * available, DIR made if missing, a directory, and writable (a file made
+ * in it and removed).  CLI_OK, or CLI_DATA_ERROR naming DIR (printed). */
+int demo_figures_dir_ready(const char *dir);
+
 int demo_model_run(const demo_text *t, const demo_model_text *mt, const demo_model_options *opt);
 
 #endif /* ATTN_DEMO_H */

@@ -11,6 +11,8 @@
 
 int attn_pictures_available(void) { return 0; }
 
+void attn_pictures_release(void) {}
+
 attn_status attn_heatmap_write(const char *path, const float *weights, int64_t heads,
                                int64_t len_q, int64_t len_kv, const attn_heatmap_options *opt) {
     (void)weights, (void)heads, (void)len_q, (void)len_kv, (void)opt;
