@@ -49,6 +49,7 @@
 #define ATTN_CHAT_H
 
 #include "attn.h"
+#include "attn_gguf.h"
 
 #include <stddef.h>
 
@@ -63,6 +64,16 @@ typedef struct attn_chat_template attn_chat_template; /* opaque, read-only once 
 ATTN_API attn_status attn_chat_template_parse(const char *text, size_t len, attn_chat_template **out);
 /* Frees it (NULL is allowed). */
 ATTN_API void attn_chat_template_free(attn_chat_template *t);
+
+/* The template a model carries, parsed: a GGUF file's
+ * tokenizer.chat_template; for a Hugging Face checkpoint (a directory, or
+ * a file in it), chat_template.jinja in that directory (transformers 4.43
+ * and later save it there), else tokenizer_config.json's "chat_template"
+ * (a string, or a list of {"name", "template"}: the one named "default").
+ * ATTN_ERR_FORMAT when the model has none (a base model), with a message
+ * that says so; the parse's errors name the file. */
+ATTN_API attn_status attn_chat_template_from_gguf(const attn_gguf *g, attn_chat_template **out);
+ATTN_API attn_status attn_chat_template_from_checkpoint(const char *path, attn_chat_template **out);
 
 /* One message of a conversation: NUL-terminated UTF-8. */
 typedef struct attn_chat_message {
@@ -84,6 +95,10 @@ typedef struct attn_chat_options {
      * a message's content may be a list of parts, as multimodal templates
      * read it); one named like another option replaces it. */
     const char *variables_json;
+    /* The conversation as a JSON array of messages ([{"role": "user",
+     * "content": "..."}, ...]; UTF-8, NUL-terminated), replacing the
+     * messages given as structs (NULL: those). */
+    const char *messages_json;
     /* Budgets of one render (0 = the defaults): expressions and statements
      * evaluated (default 50,000,000) and bytes of values and output held at
      * once (default 256 MiB).  ATTN_ERR_BUDGET beyond them. */

@@ -47,13 +47,14 @@ static void model_help(FILE *out) {
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
+    "       attn model chat OPTIONS          (they are listed by attn model chat --help)\n"
     "       attn model bench OPTIONS         (they are listed by attn model bench --help)\n\n"
     "A decoder-only language model (%s), run in\n"
     "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
     "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
-    "file with config.json beside it.  trace, generate and chapter read GGUF files (they need the\n"
-    "GGUF's tokenizer).\n\n"
+    "file with config.json beside it.  generate and chat take either (a checkpoint with its\n"
+    "tokenizer.json); trace and chapter read GGUF files (they need the GGUF's tokenizer).\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
     "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
     "                    float32 weights take (nothing is dequantized: it is quick)\n"
@@ -74,6 +75,8 @@ static void model_help(FILE *out) {
     "                    patching, head ablation, KL and logit difference (attn model trace --help)\n"
     "  generate          continues a text, streaming it as the tokens come, through attn's KV cache\n"
     "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n"
+    "  chat              a conversation with an instruct model, its prompt written by the model's own\n"
+    "                    chat template; interactive on a terminal (attn model chat --help)\n"
     "  bench             prefill and decode tokens/s, load time and peak memory, as llama.cpp's llama-bench\n"
     "                    measures them (pp512, tg128, at depths: attn model bench --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
@@ -378,6 +381,7 @@ int cmd_model(int argc, char **argv) {
     /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c; bench: cmd_model_bench.c. */
     if (argc >= 2 && strcmp(argv[1], "trace") == 0) return cmd_model_trace(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "generate") == 0) return cmd_model_generate(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "chat") == 0) return cmd_model_chat(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0) return cmd_model_bench(argc - 1, argv + 1);
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
@@ -424,9 +428,9 @@ int cmd_model(int argc, char **argv) {
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
     const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
     if (!info && !run) {
-        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate", "bench"};
-        const char *guess = cli_nearest_name(action, strlen(action), actions, 6);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace, generate and bench", action,
+        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate", "chat", "bench"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 7);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace, generate, chat and bench", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);

@@ -659,6 +659,8 @@ attn_status attn_chat_template_render(const attn_chat_template *t, const attn_ch
     const char *const tokens[] = {opt.bos_token, opt.eos_token, opt.unk_token, opt.pad_token};
     for (int k = 0; k < 4; k++)
         if (tokens[k]) chat_dict_set(env, vars, token_names[k], strlen(token_names[k]), c_string(env, tokens[k], token_names[k]));
+    if (opt.messages_json)
+        chat_dict_set(env, vars, "messages", 8, chat_from_json(env, opt.messages_json, strlen(opt.messages_json), "messages_json"));
     if (opt.variables_json) {
         const chat_value extra = chat_from_json(env, opt.variables_json, strlen(opt.variables_json), "variables_json");
         if (extra.kind != CV_DICT)

@@ -1,0 +1,130 @@
+/*
+ * chat_source.c — where a model keeps its chat template (attn_chat.h): a
+ * GGUF file's tokenizer.chat_template; a Hugging Face checkpoint's
+ * chat_template.jinja (transformers 4.43 and later save it there), else
+ * its tokenizer_config.json "chat_template" (a string, or a list of
+ * {"name", "template"} of which "default" is the one used).
+ */
+#include "model/chat.h"
+
+#include "attn_gguf.h"
+#include "io/file.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONFIG_MAX_BYTES (64u << 20)
+
+attn_status attn_chat_template_from_gguf(const attn_gguf *g, attn_chat_template **out) {
+    if (out) *out = NULL;
+    if (!g || !out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chat_template_from_gguf: %s is NULL", g ? "out" : "g");
+    const char *text;
+    size_t len;
+    if (attn_gguf_get_string(g, "tokenizer.chat_template", &text, &len) != ATTN_OK)
+        return attn__fail(ATTN_ERR_FORMAT,
+                          "the GGUF file has no tokenizer.chat_template: the model carries no chat format (a base "
+                          "model?); give a template of your own");
+    const attn_status st = attn_chat_template_parse(text, len, out);
+    if (st) return attn__fail(st, "tokenizer.chat_template: %s", attn_last_error());
+    return ATTN_OK;
+}
+
+/* The file's bytes (malloc'd, NUL-terminated); *present false when it
+ * does not exist. */
+static attn_status read_whole(const char *path, char **text, size_t *len, bool *present) {
+    *text = NULL;
+    *len = 0;
+    struct stat sb;
+    *present = !(stat(path, &sb) != 0 && errno == ENOENT);
+    if (!*present) return ATTN_OK;
+    void *map;
+    size_t size;
+    attn_status st = file_map_regular(path, "chat template files", CONFIG_MAX_BYTES, "a chat template file", &map, &size);
+    if (st) return st;
+    *text = malloc(size + 1);
+    if (*text) {
+        if (size) memcpy(*text, map, size);
+        (*text)[size] = 0;
+        *len = size;
+    }
+    if (map) munmap(map, size);
+    if (!*text) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory for '%s'", path);
+    return ATTN_OK;
+}
+
+/* tokenizer_config.json's chat_template, parsed (*out NULL when the file
+ * has none). */
+static attn_status template_of_config(const char *path, const char *json, size_t len, attn_chat_template **out) {
+    chat_env *env = calloc(1, sizeof *env);
+    if (!env) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory");
+    env->arena.limit = CONFIG_MAX_BYTES * 4u;
+    if (setjmp(env->jump)) {
+        const attn_status st = env->status;
+        chat_arena_free(&env->arena);
+        free(env);
+        return attn__fail(st, "'%s': %s", path, attn_last_error());
+    }
+    const chat_value config = chat_from_json(env, json, len, "tokenizer_config.json");
+    const chat_value *t = config.kind == CV_DICT ? chat_dict_find(config.u.dict, "chat_template", 13) : NULL;
+    attn_status st = ATTN_OK;
+    if (t && t->kind == CV_LIST) {
+        /* Named templates: the one called "default". */
+        const chat_value *chosen = NULL;
+        for (size_t k = 0; k < t->u.list->n && !chosen; k++) {
+            const chat_value *entry = &t->u.list->items[k];
+            const chat_value *name = entry->kind == CV_DICT ? chat_dict_find(entry->u.dict, "name", 4) : NULL;
+            if (name && name->kind == CV_STRING && name->n == 7 && memcmp(name->u.s, "default", 7) == 0)
+                chosen = chat_dict_find(entry->u.dict, "template", 8);
+        }
+        if (!chosen)
+            chat_fail(env, ATTN_ERR_FORMAT, CHAT_NO_POS, "chat_template is a list without a template named \"default\"");
+        t = chosen;
+    }
+    if (t && t->kind != CV_STRING && t->kind != CV_NONE)
+        chat_fail(env, ATTN_ERR_FORMAT, CHAT_NO_POS, "chat_template is a %s, not a string", chat_type_name(t));
+    if (t && t->kind == CV_STRING) {
+        st = attn_chat_template_parse(t->u.s, t->n, out);
+        if (st) st = attn__fail(st, "'%s', chat_template: %s", path, attn_last_error());
+    }
+    chat_arena_free(&env->arena);
+    free(env);
+    return st;
+}
+
+attn_status attn_chat_template_from_checkpoint(const char *path, attn_chat_template **out) {
+    if (out) *out = NULL;
+    if (!path || !out)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chat_template_from_checkpoint: %s is NULL", path ? "out" : "path");
+    struct stat sb;
+    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(path, '/');
+    const size_t dir_len = is_dir ? strlen(path) : slash ? (size_t)(slash - path) : 1;
+    const char *dir = is_dir || slash ? path : ".";
+    char *file = malloc(dir_len + 64);
+    if (!file) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory");
+    char *text;
+    size_t len;
+    bool present;
+    snprintf(file, dir_len + 64, "%.*s/chat_template.jinja", (int)dir_len, dir);
+    attn_status st = read_whole(file, &text, &len, &present);
+    if (!st && present) {
+        st = attn_chat_template_parse(text, len, out);
+        if (st) st = attn__fail(st, "'%s': %s", file, attn_last_error());
+    } else if (!st) {
+        snprintf(file, dir_len + 64, "%.*s/tokenizer_config.json", (int)dir_len, dir);
+        st = read_whole(file, &text, &len, &present);
+        if (!st && present) st = template_of_config(file, text, len, out);
+        if (!st && !*out)
+            st = attn__fail(ATTN_ERR_FORMAT,
+                            "the checkpoint '%.*s' has no chat template (no chat_template.jinja, no \"chat_template\" "
+                            "in tokenizer_config.json): the model carries no chat format; give a template of your own",
+                            (int)dir_len, dir);
+    }
+    free(text);
+    free(file);
+    return st;
+}
