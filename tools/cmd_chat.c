@@ -175,7 +175,7 @@ static int reply(chat_state *c, history *h, const char *messages_json) {
     opt.messages_json = messages_json;
     size_t len, n;
     if (attn_chat_template_render(c->m.chat, messages, h ? h->n : 0, &opt, &text, &len)) {
-        rc = cli_data_error(CMD, "the chat template: %s", attn_last_error());
+        rc = cli_data_error(CMD, "%s", attn_last_error());
         goto done;
     }
     ids = malloc((len + 1) * sizeof *ids);

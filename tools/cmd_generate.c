@@ -106,7 +106,7 @@ static int prompt_text(const generate_args *a, const cli_model *m, char **prompt
     opt.bos_token = m->bos_token;
     opt.eos_token = m->eos_token;
     if (attn_chat_template_render(m->chat, messages, n, &opt, prompt, len))
-        return cli_data_error(CMD, "the chat template: %s", attn_last_error());
+        return cli_data_error(CMD, "%s", attn_last_error());
     return CLI_OK;
 }
 
