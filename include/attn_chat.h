@@ -52,6 +52,7 @@
 #include "attn_gguf.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,6 +75,16 @@ ATTN_API void attn_chat_template_free(attn_chat_template *t);
  * that says so; the parse's errors name the file. */
 ATTN_API attn_status attn_chat_template_from_gguf(const attn_gguf *g, attn_chat_template **out);
 ATTN_API attn_status attn_chat_template_from_checkpoint(const char *path, attn_chat_template **out);
+
+/* The ids a checkpoint says end a generation: generation_config.json's
+ * eos_token_id (an integer or a list of them; what transformers' generate
+ * stops at), else config.json's, into ids [max]; *n gets how many (0 when
+ * neither file names one).  For a GGUF file: tokenizer.ggml.eos_token_id,
+ * eot_token_id, eom_token_id (attn_tokenizer_end_ids adds the vocabulary's
+ * end-of-turn tokens).  ATTN_ERR_FORMAT for a file that is not JSON or an
+ * id that is not an integer in [0, 2^31). */
+ATTN_API attn_status attn_chat_end_ids_from_checkpoint(const char *path, int32_t *ids, int max, int *n);
+ATTN_API attn_status attn_chat_end_ids_from_gguf(const attn_gguf *g, int32_t *ids, int max, int *n);
 
 /* One message of a conversation: NUL-terminated UTF-8. */
 typedef struct attn_chat_message {

@@ -83,7 +83,7 @@ static const cli_flag chat_flags[] = {
     {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const chat_tables[] = {chat_flags, cli_sampling_flags, NULL};
+static const cli_flag *const chat_tables[] = {chat_flags, cli_sampling_flags, cli_sampling_hints, NULL};
 static const cli_spec cli_chat_spec = {CMD, chat_tables, chat_help, false};
 
 typedef struct chat_args {
@@ -209,8 +209,8 @@ static int reply(chat_state *c, history *h, const char *messages_json) {
         goto done;
     }
     memcpy(c->held, ids, n * sizeof *ids);
-    interrupted = 0;
-    rc = cli_generate(CMD, c->session, c->sampler, &c->m, &a->sampling, c->logits, stdout, &interrupted, &r);
+    /* (A Ctrl-C since the line was read, during the prefill, stops this reply.) */
+    rc = cli_generate(CMD, c->session, c->sampler, &c->m, &a->sampling, c->held, c->logits, stdout, &interrupted, &r);
     /* The reply's tokens the session ran (the last one sampled is not run). */
     const int64_t position = attn_decoder_session_position(c->session);
     for (int64_t k = (int64_t)n; k < position; k++) c->held[k] = r.ids[k - (int64_t)n];

@@ -75,7 +75,7 @@ static const cli_flag generate_flags[] = {
     {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const generate_tables[] = {generate_flags, cli_sampling_flags, NULL};
+static const cli_flag *const generate_tables[] = {generate_flags, cli_sampling_flags, cli_sampling_hints, NULL};
 static const cli_spec cli_generate_spec = {CMD, generate_tables, generate_help, false};
 
 /* ------------------------------------------------------------ the run */
@@ -153,7 +153,7 @@ static int generate(const generate_args *a) {
         goto done;
     }
     const double t2 = cli_seconds();
-    rc = cli_generate(CMD, session, sampler, &m, &a->sampling, logits, stdout, NULL, &reply);
+    rc = cli_generate(CMD, session, sampler, &m, &a->sampling, ids, logits, stdout, NULL, &reply);
     if (reply.len && reply.text[reply.len - 1] != '\n') fputc('\n', stdout);
     fflush(stdout);
     const double t3 = cli_seconds(), decode_s = t3 - t2;

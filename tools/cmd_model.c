@@ -6,7 +6,7 @@
  *   attn model info FILE      the architecture, the GQA layout (which query
  *                             heads read which key/value head), RoPE, the
  *                             sliding-window pattern, the weights' memory
- *   attn model run FILE --ids 1,2,3 [--top K] [--layer-norms]
+ *   attn model run FILE --ids 1,2,3 [--show-top K] [--layer-norms]
  *                             the decoder's float32 forward over token ids and
  *                             the K most likely next tokens
  *
@@ -43,7 +43,7 @@ static void model_help(FILE *out) {
     char architectures[256];
     fprintf(out,
     "usage: attn model info MODEL\n"
-    "       attn model run MODEL (--ids ID,ID,... | --text STR) [--top K] [--layer-norms]\n"
+    "       attn model run MODEL (--ids ID,ID,... | --text STR) [--show-top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
@@ -67,7 +67,8 @@ static void model_help(FILE *out) {
     "                    checkpoint's tokenizer.json: byte-level BPE), with the BOS it asks for;\n"
     "                    the tokens are printed first\n"
     "  --model MODEL     the model, instead of the positional MODEL\n"
-    "  --top K           how many next tokens to print (default %d)\n"
+    "  --show-top K      how many of the most likely next tokens to print (default %d; --top K is its\n"
+    "                    former name); to sample from them: attn model generate or chat\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
     "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
@@ -93,11 +94,24 @@ static const cli_flag model_flags[] = {
     {"--ids", "ID,ID,...", F_IDS, 0},
     {"--text", "STR", F_TEXT, 0},
     {"--model", "MODEL", F_MODEL, 0},
-    {"--top", "K", F_TOP, 0},
+    {"--show-top", "K", F_TOP, 0},
+    {"--top", "K", F_TOP, 0}, /* the former name of --show-top */
     {"--layer-norms", NULL, F_LAYER_NORMS, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const model_tables[] = {model_flags, NULL};
+/* Sampling is generate's and chat's: run only shows the distribution. */
+static const cli_flag model_hints[] = {
+    {"--top-k", "--show-top K: how many next tokens run prints; --top-k K samples, in attn model generate and chat",
+     0, CLI_HINT},
+    {"--top-p", "--show-top K: run prints the most likely next tokens; --top-p samples, in attn model generate and "
+                "chat", 0, CLI_HINT},
+    {"--min-p", "--show-top K: run prints the most likely next tokens; --min-p samples, in attn model generate and "
+                "chat", 0, CLI_HINT},
+    {"--temperature", "attn model generate --temperature (run prints the distribution, it does not sample)", 0,
+     CLI_HINT},
+    CLI_FLAGS_END};
+
+static const cli_flag *const model_tables[] = {model_flags, model_hints, NULL};
 const cli_spec cli_model_spec = {"model", model_tables, model_help, true};
 
 /* "1,2,3" into ids (malloc'd); prints a usage error and returns false on
@@ -436,7 +450,7 @@ int cmd_model(int argc, char **argv) {
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);
     if (info) {
         if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms)
-            return cli_usage_error("model", "--ids, --text, --top and --layer-norms are options of 'run', not 'info'");
+            return cli_usage_error("model", "--ids, --text, --show-top and --layer-norms are options of 'run', not 'info'");
         return model_info(path);
     }
     if (!ids_text == !text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids) or --text STR, one of them");

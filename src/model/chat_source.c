@@ -128,3 +128,78 @@ attn_status attn_chat_template_from_checkpoint(const char *path, attn_chat_templ
     free(file);
     return st;
 }
+
+static void add_id(int32_t id, int32_t *ids, int max, int *n) {
+    for (int k = 0; k < *n; k++)
+        if (ids[k] == id) return;
+    if (*n < max) ids[(*n)++] = id;
+}
+
+attn_status attn_chat_end_ids_from_gguf(const attn_gguf *g, int32_t *ids, int max, int *n) {
+    if (!g || !ids || !n || max < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chat_end_ids_from_gguf: %s", !g ? "g is NULL" : "bad ids/n");
+    *n = 0;
+    static const char *const keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                                       "tokenizer.ggml.eom_token_id"};
+    for (int k = 0; k < 3; k++) {
+        uint32_t id;
+        if (attn_gguf_get_u32(g, keys[k], &id) == ATTN_OK && id <= INT32_MAX) add_id((int32_t)id, ids, max, n);
+    }
+    return ATTN_OK;
+}
+
+/* eos_token_id of the JSON file at path into ids (nothing when the file or
+ * the key is absent). */
+static attn_status end_ids_of(const char *path, int32_t *ids, int max, int *n) {
+    char *text;
+    size_t len;
+    bool present;
+    attn_status st = read_whole(path, &text, &len, &present);
+    if (st || !present) return st;
+    chat_env *env = calloc(1, sizeof *env);
+    if (!env) {
+        free(text);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory");
+    }
+    env->arena.limit = CONFIG_MAX_BYTES * 4u;
+    if (setjmp(env->jump)) {
+        st = attn__fail(env->status, "'%s': %s", path, attn_last_error());
+    } else {
+        const chat_value config = chat_from_json(env, text, len, "the file");
+        const chat_value *eos = config.kind == CV_DICT ? chat_dict_find(config.u.dict, "eos_token_id", 12) : NULL;
+        const chat_value *items = eos && eos->kind == CV_LIST ? eos->u.list->items : eos;
+        const size_t count = !eos || eos->kind == CV_NONE ? 0 : eos->kind == CV_LIST ? eos->u.list->n : 1;
+        for (size_t k = 0; k < count; k++) {
+            if (items[k].kind != CV_INT || items[k].u.i < 0 || items[k].u.i > INT32_MAX)
+                chat_fail(env, ATTN_ERR_FORMAT, CHAT_NO_POS, "eos_token_id holds a %s, not a token id",
+                          chat_type_name(&items[k]));
+            add_id((int32_t)items[k].u.i, ids, max, n);
+        }
+    }
+    chat_arena_free(&env->arena);
+    free(env);
+    free(text);
+    return st;
+}
+
+attn_status attn_chat_end_ids_from_checkpoint(const char *path, int32_t *ids, int max, int *n) {
+    if (!path || !ids || !n || max < 0)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chat_end_ids_from_checkpoint: %s",
+                          !path ? "path is NULL" : "bad ids/n");
+    *n = 0;
+    struct stat sb;
+    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(path, '/');
+    const size_t dir_len = is_dir ? strlen(path) : slash ? (size_t)(slash - path) : 1;
+    const char *dir = is_dir || slash ? path : ".";
+    char *file = malloc(dir_len + 64);
+    if (!file) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory");
+    snprintf(file, dir_len + 64, "%.*s/generation_config.json", (int)dir_len, dir);
+    attn_status st = end_ids_of(file, ids, max, n);
+    if (!st && !*n) {
+        snprintf(file, dir_len + 64, "%.*s/config.json", (int)dir_len, dir);
+        st = end_ids_of(file, ids, max, n);
+    }
+    free(file);
+    return st;
+}

@@ -251,9 +251,9 @@ static void real_qwen(void **state) {
     free(out);
     /* The question, Ctrl-C a few seconds into the reply, then a question
      * about the conversation and /quit. */
-    assert_int_equal(shell(&out, "(printf 'Write a very long story about a dragon, at least 2000 words.\\n'; sleep 6; "
-                                 "printf '\\003'; sleep 2; printf 'Say OK.\\n'; sleep 8; printf '/quit\\n') | "
-                                 "script -qec \"%s model chat --model %s --max-tokens 3000\" /dev/null",
+    assert_int_equal(shell(&out, "(printf 'Write a very long story about a dragon, at least 2000 words.\\n'; sleep 8; "
+                                 "printf '\\003'; sleep 2; printf 'Say OK.\\n'; sleep 2; printf '/quit\\n') | "
+                                 "script -qec \"%s model chat --model %s --max-tokens 600\" /dev/null",
                            ATTN_CLI_PATH, qwen),
                      0);
     assert_non_null(strstr(out, "stopped (Ctrl-C)"));

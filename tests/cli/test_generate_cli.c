@@ -52,7 +52,7 @@ static void test_help_and_usage_errors(void **state) {
         if (!strstr(help, line)) fail_msg("--list-options has %s, which --help never shows", line);
         flags++;
     }
-    assert_int_equal(flags, 15);
+    assert_int_equal(flags, 22);
     free(list), free(help);
     expect(2, "--model MODEL is required", "--text hi");
     expect(2, "--text TEXT is required", "--model m.gguf");

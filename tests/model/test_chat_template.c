@@ -311,6 +311,34 @@ static void strftime_now_is_today(void **state) {
     fail_msg("strftime_now differs from strftime twice");
 }
 
+/* The end ids a checkpoint names: generation_config.json's list first,
+ * else config.json's integer; none without either. */
+static void checkpoint_end_ids(void **state) {
+    (void)state;
+    int32_t ids[8];
+    int n = -1;
+    assert_int_equal(attn_chat_end_ids_from_checkpoint(FIXTURES "/tiny-chat", ids, 8, &n), ATTN_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 658);
+    const char *dir = test_path("ckpt");
+    char path[512];
+    snprintf(path, sizeof path, "mkdir -p %s", dir);
+    assert_int_equal(system(path), 0);
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    const char *list = "{\"eos_token_id\": [7, 9, 7]}", *text = "{\"eos_token_id\": \"x\"}";
+    assert_int_equal(test_write_file(path, list, strlen(list)), 0);
+    assert_int_equal(attn_chat_end_ids_from_checkpoint(dir, ids, 8, &n), ATTN_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 7);
+    assert_int_equal(ids[1], 9);
+    assert_int_equal(test_write_file(path, text, strlen(text)), 0);
+    assert_int_equal(attn_chat_end_ids_from_checkpoint(dir, ids, 8, &n), ATTN_ERR_FORMAT);
+    assert_non_null(strstr(attn_last_error(), "eos_token_id holds a str"));
+    snprintf(path, sizeof path, "%s/absent-dir/model.safetensors", test_tmpdir());
+    assert_int_equal(attn_chat_end_ids_from_checkpoint(path, ids, 8, &n), ATTN_OK);
+    assert_int_equal(n, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(models_templates),
@@ -321,6 +349,7 @@ int main(void) {
         cmocka_unit_test(budgets_end_a_runaway_render),
         cmocka_unit_test(messages_as_structs),
         cmocka_unit_test(strftime_now_is_today),
+        cmocka_unit_test(checkpoint_end_ids),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

@@ -120,15 +120,19 @@ int cli_model_open(const char *cmd, const char *path, bool want_chat, const char
             return rc;
         }
     }
-    int32_t ends[ATTN_TOKENIZER_MAX_END_IDS];
-    const int n = attn_tokenizer_end_ids(m->tokenizer, ends);
+    int32_t ends[CLI_MAX_END_IDS];
+    int n = attn_tokenizer_end_ids(m->tokenizer, ends);
     for (int k = 0; k < n; k++) add_end_id(m, ends[k]);
-    static const char *const turn_keys[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
-    for (int k = 0; g && k < 2; k++) {
-        uint32_t id;
-        if (attn_gguf_get_u32(g, turn_keys[k], &id) == ATTN_OK && id <= INT32_MAX) add_end_id(m, (int32_t)id);
-    }
+    st = g ? attn_chat_end_ids_from_gguf(g, ends, CLI_MAX_END_IDS, &n)
+           : attn_chat_end_ids_from_checkpoint(path, ends, CLI_MAX_END_IDS, &n);
     attn_gguf_free(g);
+    if (st) {
+        const int rc = cli_data_error(cmd, "--model '%s': %s", path, attn_last_error());
+        cli_model_close(m);
+        return rc;
+    }
+    for (int k = 0; k < n; k++)
+        if (ends[k] < attn_decoder_get_config(m->decoder)->vocab) add_end_id(m, ends[k]);
     attn_tokenizer_info info;
     attn_tokenizer_describe(m->tokenizer, &info);
     m->bos_token = token_text(m->tokenizer, info.bos_id);
@@ -149,18 +153,36 @@ void cli_model_close(cli_model *m) {
 /* ------------------------------------------------------------ sampling */
 
 enum {
-    F_MAX_TOKENS = CLI_SHARED_IDS + 100, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_SEED, F_STOP, F_STOP_AT_EOS, F_NO_STOP
+    F_MAX_TOKENS = CLI_SHARED_IDS + 100, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_MIN_P, F_SEED, F_REPETITION, F_FREQUENCY,
+    F_PRESENCE, F_LAST_N, F_STOP, F_STOP_AT_EOS, F_NO_STOP
 };
 
+/* llama.cpp's names are aliases of transformers' (--repeat-penalty,
+ * --repeat-last-n). */
 const cli_flag cli_sampling_flags[] = {
     {"--max-tokens", "N", F_MAX_TOKENS, 0},
     {"--temperature", "T", F_TEMPERATURE, 0},
     {"--top-k", "K", F_TOP_K, 0},
     {"--top-p", "P", F_TOP_P, 0},
+    {"--min-p", "P", F_MIN_P, 0},
     {"--seed", "S", F_SEED, 0},
+    {"--repetition-penalty", "R", F_REPETITION, 0},
+    {"--repeat-penalty", "R", F_REPETITION, 0},
+    {"--frequency-penalty", "F", F_FREQUENCY, 0},
+    {"--presence-penalty", "P", F_PRESENCE, 0},
+    {"--penalty-last-n", "N", F_LAST_N, 0},
+    {"--repeat-last-n", "N", F_LAST_N, 0},
     {"--stop", "STR", F_STOP, CLI_REPEATABLE},
     {"--stop-at-eos", NULL, F_STOP_AT_EOS, 0},
     {"--no-stop", NULL, F_NO_STOP, 0},
+    CLI_FLAGS_END};
+
+/* What attn model run's display flags mean here, for a user who typed them. */
+const cli_flag cli_sampling_hints[] = {
+    {"--top", "--top-k K (sampling: the K most likely tokens); --top and --show-top are attn model run's: how "
+              "many next tokens it prints", 0, CLI_HINT},
+    {"--show-top", "--top-k K (sampling: the K most likely tokens); --show-top is attn model run's: how many next "
+                   "tokens it prints", 0, CLI_HINT},
     CLI_FLAGS_END};
 
 void cli_sampling_init(cli_sampling *s, int64_t max_tokens) {
@@ -185,10 +207,21 @@ bool cli_sampling_flag(const char *cmd, cli_args *args, int id, const char *valu
             return false;
         }
         return true;
+    case F_MIN_P: return cli_parse_float(cmd, args->flag, value, 0.0, 1.0, &s->sampler.min_p);
     case F_SEED:
         if (!cli_parse_int(cmd, args->flag, value, 0, INT64_MAX, &n)) return false;
         s->sampler.seed = (uint64_t)n;
         return true;
+    case F_REPETITION:
+        if (!cli_parse_float(cmd, args->flag, value, 0.0, 1e6, &s->sampler.repetition_penalty)) return false;
+        if (!(s->sampler.repetition_penalty > 0.0)) {
+            cli_usage_error(cmd, "%s is %s: must be > 0 (1 = none; above 1 discourages repeats)", args->flag, value);
+            return false;
+        }
+        return true;
+    case F_FREQUENCY: return cli_parse_float(cmd, args->flag, value, -1e6, 1e6, &s->sampler.frequency_penalty);
+    case F_PRESENCE: return cli_parse_float(cmd, args->flag, value, -1e6, 1e6, &s->sampler.presence_penalty);
+    case F_LAST_N: return cli_parse_int(cmd, args->flag, value, 0, INT32_MAX, &s->sampler.penalty_last_n);
     case F_STOP:
         if (s->n_stops == CLI_MAX_STOPS) {
             cli_usage_error(cmd, "--stop: at most %d stop strings", CLI_MAX_STOPS);
@@ -205,7 +238,8 @@ bool cli_sampling_flag(const char *cmd, cli_args *args, int id, const char *valu
 bool cli_sampling_finish(const char *cmd, const cli_args *args, cli_sampling *s) {
     /* --top-k or --top-p alone asks for sampling: at temperature 1, as
      * transformers' do_sample with its default temperature. */
-    if (!cli_args_given(args, F_TEMPERATURE) && (cli_args_given(args, F_TOP_K) || cli_args_given(args, F_TOP_P)))
+    if (!cli_args_given(args, F_TEMPERATURE) &&
+        (cli_args_given(args, F_TOP_K) || cli_args_given(args, F_TOP_P) || cli_args_given(args, F_MIN_P)))
         s->sampler.temperature = 1.0;
     if (cli_args_given(args, F_STOP_AT_EOS) && cli_args_given(args, F_NO_STOP)) {
         cli_usage_error(cmd, "--stop-at-eos and --no-stop contradict each other: give one");
@@ -222,6 +256,15 @@ void cli_sampling_help(FILE *out, int64_t max_tokens_default, int64_t max_tokens
             "  --top-k K            sample among the K most likely tokens only (default 0: all); 1 = greedy\n"
             "  --top-p P            sample among the most likely tokens whose probability reaches P, in (0, 1]\n"
             "                       (default 1: all); applied after --top-k, as Hugging Face does\n"
+            "  --min-p P            then keep the tokens at least P times as likely as the most likely, in\n"
+            "                       [0, 1] (default 0: all)\n"
+            "  --repetition-penalty R  (also --repeat-penalty) divide a positive logit by R, multiply a negative\n"
+            "                       one, for each token of the prompt and the reply seen (transformers' rule;\n"
+            "                       default 1: none; 1.1-1.3 discourages repeats)\n"
+            "  --frequency-penalty F   subtract F times a token's count so far (OpenAI's, llama.cpp's; default 0)\n"
+            "  --presence-penalty P    subtract P from every token seen at least once (default 0)\n"
+            "  --penalty-last-n N   (also --repeat-last-n) the penalties count the last N tokens only (default\n"
+            "                       0: the whole prompt and reply)\n"
             "  --seed S             the sampler's seed, an integer >= 0 (default 0); the same seed and\n"
             "                       options give the same tokens (SplitMix64, integer arithmetic only)\n"
             "  --stop STR           stop when the generated text contains STR (not printed); repeatable\n"
@@ -337,7 +380,8 @@ static size_t longest_stop(const cli_sampling *s) {
 /* ------------------------------------------------------------ generation */
 
 int cli_generate(const char *cmd, attn_decoder_session *session, attn_sampler *sampler, const cli_model *m,
-                 const cli_sampling *s, float *logits, FILE *out, volatile sig_atomic_t *interrupted, cli_reply *reply) {
+                 const cli_sampling *s, const int32_t *prompt, float *logits, FILE *out, volatile sig_atomic_t *interrupted,
+                 cli_reply *reply) {
     memset(reply, 0, sizeof *reply);
     text_stream t = {.out = out};
     int rc = CLI_OK;
@@ -345,6 +389,14 @@ int cli_generate(const char *cmd, attn_decoder_session *session, attn_sampler *s
     reply->ids = malloc((size_t)(s->max_tokens > 0 ? s->max_tokens : 1) * sizeof *reply->ids);
     if (!reply->ids) return cli_data_error(cmd, "out of memory");
     const size_t longest = longest_stop(s);
+    /* The penalties count the prompt too (transformers' input_ids; llama.cpp's). */
+    attn_sampler_forget(sampler);
+    int64_t held = attn_decoder_session_position(session);
+    if (prompt && held > 0 && attn_sampler_accept(sampler, prompt, held)) {
+        free(reply->ids);
+        reply->ids = NULL;
+        return cli_data_error(cmd, "%s", attn_last_error());
+    }
     while (reply->n_ids < s->max_tokens) {
         if (interrupted && *interrupted) {
             reply->why = "Ctrl-C";

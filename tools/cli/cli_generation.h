@@ -37,8 +37,9 @@ typedef struct cli_model {
  * .safetensors / index file with config.json beside it): the decoder, its
  * tokenizer, and when want_chat its chat template (template_path's file
  * when given, else the model's own).  End ids: the tokenizer's EOS and
- * end-of-turn tokens (attn_tokenizer_end_ids) and a GGUF file's
- * tokenizer.ggml.eot_token_id and eom_token_id.  Prints the error and
+ * end-of-turn tokens (attn_tokenizer_end_ids) and those the model's
+ * metadata names (a GGUF's eos, eot and eom ids; a checkpoint's
+ * generation_config.json or config.json eos_token_id list).  Prints the error and
  * returns its exit status (CLI_DATA_ERROR). */
 int cli_model_open(const char *cmd, const char *path, bool want_chat, const char *template_path, cli_model *m);
 void cli_model_close(cli_model *m);
@@ -50,6 +51,8 @@ bool cli_is_checkpoint(const char *path);
 /* The flags of sampling and of when to stop, shared by generate and chat
  * (ids CLI_SHARED_IDS + 100 and up). */
 extern const cli_flag cli_sampling_flags[];
+/* Hints (CLI_HINT) for the flags of attn model run a user may give generate or chat. */
+extern const cli_flag cli_sampling_hints[];
 
 typedef struct cli_sampling {
     attn_sampler_options sampler;
@@ -83,13 +86,15 @@ typedef struct cli_reply {
 } cli_reply;
 
 /* Samples from logits (the prompt's, after its prefill) and runs each new
- * token at the next position of session, printing the reply to out as it
+ * token at the next position of session (which holds prompt [position]:
+ * the sampler's history, which its penalties count, starts with them), printing the reply to out as it
  * comes (NULL: nothing printed), until s's end tokens, stop strings or
  * max_tokens, the session's capacity, or *interrupted (NULL: never) turns
  * nonzero.  A stop string is not printed, nor kept in the reply.  Prints
  * the error and returns CLI_DATA_ERROR on failure (the reply so far kept). */
 int cli_generate(const char *cmd, attn_decoder_session *session, attn_sampler *sampler, const cli_model *m,
-                 const cli_sampling *s, float *logits, FILE *out, volatile sig_atomic_t *interrupted, cli_reply *reply);
+                 const cli_sampling *s, const int32_t *prompt, float *logits, FILE *out, volatile sig_atomic_t *interrupted,
+                 cli_reply *reply);
 void cli_reply_free(cli_reply *r);
 
 /* --print-prompt: "--- prompt: N tokens ---", the text exactly, "--- ids ---",
