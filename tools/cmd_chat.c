@@ -300,34 +300,6 @@ static int interactive(chat_state *c) {
     return rc;
 }
 
-/* The whole of f, NUL-terminated (malloc'd); NULL after printing an error. */
-static char *read_all(FILE *f, const char *what, size_t *len) {
-    char *text = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 4096) {
-            char *grown = realloc(text, cap = cap * 2 + 4096);
-            if (!grown) {
-                free(text);
-                cli_data_error(CMD, "%s: out of memory", what);
-                return NULL;
-            }
-            text = grown;
-        }
-        const size_t got = fread(text + n, 1, cap - n - 1, f);
-        n += got;
-        if (!got) break;
-    }
-    if (ferror(f)) {
-        free(text);
-        cli_data_error(CMD, "%s: cannot read it", what);
-        return NULL;
-    }
-    text[n] = 0;
-    *len = n;
-    return text;
-}
-
 static int one_conversation(chat_state *c) {
     const chat_args *a = c->a;
     const double t0 = cli_seconds();
@@ -336,7 +308,7 @@ static int one_conversation(chat_state *c) {
         FILE *f = fopen(a->messages_path, "rb");
         if (!f) return cli_data_error(CMD, "--messages '%s': cannot open it", a->messages_path);
         size_t len;
-        char *json = read_all(f, "--messages", &len);
+        char *json = cli_read_stream(CMD, f, "--messages", &len);
         fclose(f);
         if (!json) return CLI_DATA_ERROR;
         if (strlen(json) != len) {
@@ -347,7 +319,7 @@ static int one_conversation(chat_state *c) {
         free(json);
     } else {
         size_t len;
-        char *text = read_all(stdin, "stdin", &len);
+        char *text = cli_read_stream(CMD, stdin, "stdin", &len);
         if (!text) return CLI_DATA_ERROR;
         while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = 0;
         if (!len) {
@@ -411,10 +383,7 @@ int cmd_model_chat(int argc, char **argv) {
             if (!cli_parse_int(CMD, args.flag, value, 16, CONTEXT_MAX, &a.context)) return CLI_USAGE_ERROR;
             break;
         case F_KV_DTYPE:
-            if (strcmp(value, "f32") == 0) a.kv_dtype = ATTN_F32;
-            else if (strcmp(value, "f16") == 0) a.kv_dtype = ATTN_F16;
-            else if (strcmp(value, "bf16") == 0) a.kv_dtype = ATTN_BF16;
-            else return cli_usage_error(CMD, "--kv-dtype is '%s': f32, f16 or bf16", value);
+            if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         default:
             if (!cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;

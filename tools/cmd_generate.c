@@ -193,10 +193,7 @@ int cmd_model_generate(int argc, char **argv) {
         case F_TEMPLATE: a.template_path = value; break;
         case F_PRINT_PROMPT: a.print_prompt = true; break;
         case F_KV_DTYPE:
-            if (strcmp(value, "f32") == 0) a.kv_dtype = ATTN_F32;
-            else if (strcmp(value, "f16") == 0) a.kv_dtype = ATTN_F16;
-            else if (strcmp(value, "bf16") == 0) a.kv_dtype = ATTN_BF16;
-            else return cli_usage_error(CMD, "--kv-dtype is '%s': f32, f16 or bf16", value);
+            if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         default:
             if (!cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;

@@ -56,6 +56,19 @@ static attn_status read_whole(const char *path, char **text, size_t *len, bool *
     return ATTN_OK;
 }
 
+/* dir/name for a checkpoint at path (a directory, or a file in one), malloc'd; NULL out of memory. */
+static char *checkpoint_file(const char *path, const char *name) {
+    struct stat sb;
+    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *slash = strrchr(path, '/');
+    const size_t dir_len = is_dir ? strlen(path) : slash ? (size_t)(slash - path) : 1;
+    const char *dir = is_dir || slash ? path : ".";
+    const size_t size = dir_len + strlen(name) + 2;
+    char *file = malloc(size);
+    if (file) snprintf(file, size, "%.*s/%s", (int)dir_len, dir, name);
+    return file;
+}
+
 /* tokenizer_config.json's chat_template, parsed (*out NULL when the file
  * has none). */
 static attn_status template_of_config(const char *path, const char *json, size_t len, attn_chat_template **out) {
@@ -99,33 +112,27 @@ attn_status attn_chat_template_from_checkpoint(const char *path, attn_chat_templ
     if (out) *out = NULL;
     if (!path || !out)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chat_template_from_checkpoint: %s is NULL", path ? "out" : "path");
-    struct stat sb;
-    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-    const char *slash = strrchr(path, '/');
-    const size_t dir_len = is_dir ? strlen(path) : slash ? (size_t)(slash - path) : 1;
-    const char *dir = is_dir || slash ? path : ".";
-    char *file = malloc(dir_len + 64);
-    if (!file) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory");
-    char *text;
+    char *jinja = checkpoint_file(path, "chat_template.jinja"), *config = checkpoint_file(path, "tokenizer_config.json");
+    char *text = NULL;
     size_t len;
     bool present;
-    snprintf(file, dir_len + 64, "%.*s/chat_template.jinja", (int)dir_len, dir);
-    attn_status st = read_whole(file, &text, &len, &present);
+    attn_status st = !jinja || !config ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory")
+                                       : read_whole(jinja, &text, &len, &present);
     if (!st && present) {
         st = attn_chat_template_parse(text, len, out);
-        if (st) st = attn__fail(st, "'%s': %s", file, attn_last_error());
+        if (st) st = attn__fail(st, "'%s': %s", jinja, attn_last_error());
     } else if (!st) {
-        snprintf(file, dir_len + 64, "%.*s/tokenizer_config.json", (int)dir_len, dir);
-        st = read_whole(file, &text, &len, &present);
-        if (!st && present) st = template_of_config(file, text, len, out);
+        st = read_whole(config, &text, &len, &present);
+        if (!st && present) st = template_of_config(config, text, len, out);
         if (!st && !*out)
             st = attn__fail(ATTN_ERR_FORMAT,
-                            "the checkpoint '%.*s' has no chat template (no chat_template.jinja, no \"chat_template\" "
+                            "the checkpoint '%s' has no chat template (no chat_template.jinja, no \"chat_template\" "
                             "in tokenizer_config.json): the model carries no chat format; give a template of your own",
-                            (int)dir_len, dir);
+                            path);
     }
     free(text);
-    free(file);
+    free(jinja);
+    free(config);
     return st;
 }
 
@@ -187,19 +194,11 @@ attn_status attn_chat_end_ids_from_checkpoint(const char *path, int32_t *ids, in
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_chat_end_ids_from_checkpoint: %s",
                           !path ? "path is NULL" : "bad ids/n");
     *n = 0;
-    struct stat sb;
-    const bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-    const char *slash = strrchr(path, '/');
-    const size_t dir_len = is_dir ? strlen(path) : slash ? (size_t)(slash - path) : 1;
-    const char *dir = is_dir || slash ? path : ".";
-    char *file = malloc(dir_len + 64);
-    if (!file) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory");
-    snprintf(file, dir_len + 64, "%.*s/generation_config.json", (int)dir_len, dir);
-    attn_status st = end_ids_of(file, ids, max, n);
-    if (!st && !*n) {
-        snprintf(file, dir_len + 64, "%.*s/config.json", (int)dir_len, dir);
-        st = end_ids_of(file, ids, max, n);
-    }
-    free(file);
+    char *generation = checkpoint_file(path, "generation_config.json"), *config = checkpoint_file(path, "config.json");
+    attn_status st = !generation || !config ? attn__fail(ATTN_ERR_OUT_OF_MEMORY, "no memory")
+                                            : end_ids_of(generation, ids, max, n);
+    if (!st && !*n) st = end_ids_of(config, ids, max, n);
+    free(generation);
+    free(config);
     return st;
 }

@@ -58,32 +58,52 @@ static void add_end_id(cli_model *m, int32_t id) {
     if (m->n_end_ids < CLI_MAX_END_IDS) m->end_ids[m->n_end_ids++] = id;
 }
 
+char *cli_read_stream(const char *cmd, FILE *f, const char *what, size_t *len) {
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 4096) {
+            char *grown = realloc(text, cap = cap * 2 + 4096);
+            if (!grown) {
+                free(text);
+                cli_data_error(cmd, "%s: out of memory", what);
+                return NULL;
+            }
+            text = grown;
+        }
+        const size_t got = fread(text + n, 1, cap - n - 1, f);
+        n += got;
+        if (!got) break;
+    }
+    if (ferror(f)) {
+        free(text);
+        cli_data_error(cmd, "%s: cannot read it", what);
+        return NULL;
+    }
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
+bool cli_parse_kv_dtype(const char *cmd, const char *value, attn_dtype *out) {
+    if (strcmp(value, "f32") == 0) *out = ATTN_F32;
+    else if (strcmp(value, "f16") == 0) *out = ATTN_F16;
+    else if (strcmp(value, "bf16") == 0) *out = ATTN_BF16;
+    else {
+        cli_usage_error(cmd, "--kv-dtype is '%s': f32, f16 or bf16", value);
+        return false;
+    }
+    return true;
+}
+
 /* A template file given with --template. */
 static int template_file(const char *cmd, const char *path, attn_chat_template **out) {
     FILE *f = fopen(path, "rb");
     if (!f) return cli_data_error(cmd, "--template '%s': cannot open it", path);
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            char *grown = realloc(text, cap = cap * 2 + 4096);
-            if (!grown) {
-                free(text);
-                fclose(f);
-                return cli_data_error(cmd, "--template '%s': out of memory", path);
-            }
-            text = grown;
-        }
-        const size_t n = fread(text + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
-    }
-    const bool bad = ferror(f);
+    size_t len;
+    char *text = cli_read_stream(cmd, f, "--template", &len);
     fclose(f);
-    if (bad) {
-        free(text);
-        return cli_data_error(cmd, "--template '%s': cannot read it", path);
-    }
+    if (!text) return CLI_DATA_ERROR;
     const attn_status st = attn_chat_template_parse(text, len, out);
     free(text);
     if (st) return cli_data_error(cmd, "--template '%s': %s", path, attn_last_error());
