@@ -3,9 +3,10 @@
 
     python3 fuzz/make_tokenizer_json_corpus.py
 
-Writes fuzz/corpus/tokenizer_json/: the tiny trained tokenizer.json
-fixtures of tests/fixtures/tokenizer/ (as they are, and minified with a
-text after a NUL byte), and small byte-built files (the 256 byte letters
+Writes fuzz/corpus/tokenizer_json/: the tiny tokenizer.json fixtures of
+tests/fixtures/tokenizer/ (byte-level Qwen2 and GPT-2, Gemma's
+SentencePiece-style shape; as they are, and minified with a text after a
+NUL byte), and small byte-built files (the 256 byte letters
 and a few merges, as pairs or strings; Qwen2's and GPT-2's pre-tokenizers;
 a TemplateProcessing BOS) with edits the reader refuses.  Standard library
 only.
@@ -57,12 +58,12 @@ def small(pre="qwen2", pairs=True, post=None):
 def main():
     os.makedirs(out, exist_ok=True)
     seeds = {}
-    for name in ("tiny-qwen2", "tiny-gpt2"):
+    for name in ("tiny-qwen2", "tiny-gpt2", "tiny-gemma"):
         with open(os.path.join(fixtures, name + ".tokenizer.json"), "rb") as f:
             data = f.read()
         seeds[name] = data
         seeds[name + "-min"] = (json.dumps(json.loads(data), ensure_ascii=False, separators=(",", ":")).encode()
-                                + b"\0hello world <|im_start|>x")
+                                + b"\0hello world <|im_start|>x <mask>  <sep> \xe4\xb8\xad")
     seeds["small-qwen2"] = json.dumps(small()).encode()
     seeds["small-gpt2-strings"] = json.dumps(small("gpt2", False), ensure_ascii=False).encode() + b"\0hello  world"
     bos = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},

@@ -5,11 +5,11 @@
  *
  * Input: the file's bytes up to the first NUL byte; what follows the NUL
  * (or, without one, a fixed mixed text) is a text to encode.  The reader
- * must build a tokenizer or refuse with a message, never crash or leak; a
- * built one must encode the text (byte-level BPE: its ids decode to the
- * same bytes), answer size queries that agree, decode with every flag, and
- * give every id's NUL-terminated piece.  Seeds: fuzz/corpus/tokenizer_json/
- * (the tiny trained fixtures and byte-built variants).
+ * must build a tokenizer (byte-level BPE, or Gemma's SentencePiece-style
+ * one) or refuse with a message, never crash or leak; a built one must
+ * encode the text, answer size queries that agree, decode with every flag,
+ * and give every id's NUL-terminated piece.  Seeds: fuzz/corpus/tokenizer_json/
+ * (the tiny fixtures and byte-built variants).
  */
 #include "attn.h"
 #include "attn_tokenizer.h"
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     attn_tokenizer_info info;
     attn_tokenizer_describe(t, &info);
-    if (info.kind != ATTN_TOKENIZER_BPE || info.vocab_size <= 0) __builtin_trap();
+    if ((info.kind != ATTN_TOKENIZER_BPE && info.kind != ATTN_TOKENIZER_SPM) || info.vocab_size <= 0) __builtin_trap();
     for (int64_t id = 0; id < info.vocab_size; id++) {
         const char *piece;
         size_t piece_len;

@@ -18,6 +18,8 @@
  *   attn_cache.h    a key/value cache, contiguous or paged, and attention
  *                   over it (decoding, chunked prefill, batched)
  *   attn_chapter.h  the chapter's worked example: its inputs and numbers
+ *   attn_quant.h    matrix products on quantized weights as GGUF stores
+ *                   them (Q8_0 ... Q6_K, F16, BF16), exact or fast
  *   attn_viz.h      heat maps, the chapter's figures, the HTML report
  *                                                               (libattn_viz)
  *   attn_gguf.h     the GGUF reader: metadata, tensors, dequantization
@@ -321,6 +323,78 @@ typedef struct attn_sdpa_options {
 } attn_sdpa_options;
 
 #define ATTN_SDPA_OPTIONS_INIT {.struct_size = sizeof(attn_sdpa_options)}
+
+/* ------------------------------------------------- the options, described */
+
+/* attn_sdpa_options described field by field, for the interfaces built on
+ * it (the attn program's flags and --help, the Python package's keywords,
+ * ring attention's check that every rank passes the same), and for
+ * embedders who build their own: one row per option, read with
+ * attn_sdpa_option(0), (1), ... until NULL.  The rows and the strings
+ * they point to are the library's, constant, valid for the whole run. */
+
+/* How an option is stored: which fields it spans (offset[] in order). */
+typedef enum attn_option_kind {
+    ATTN_OPTION_SWITCH = 0,  /* int, nonzero = on                              */
+    ATTN_OPTION_CHOICE,      /* an enum (int): value v is named choices[v]     */
+    ATTN_OPTION_FLOAT,       /* float                                          */
+    ATTN_OPTION_INT,         /* int                                            */
+    ATTN_OPTION_POSITION,    /* int64_t, a position or a length                */
+    ATTN_OPTION_WINDOW,      /* int on/off, int64_t left, int64_t right        */
+    ATTN_OPTION_PER_BATCH,   /* const int64_t * [B], or NULL                    */
+    ATTN_OPTION_PER_HEAD,    /* const float * [Hq], or NULL                     */
+    ATTN_OPTION_BOOL_TABLE,  /* const uint8_t *, int64_t [4] its shape
+                                [B|1, Hq|1, L|1, S|1]                          */
+    ATTN_OPTION_FLOAT_TABLE, /* const float *, int64_t [4] its shape (as above) */
+    ATTN_OPTION_BUFFER,      /* void *, size_t its bytes                       */
+    ATTN_OPTION_CALLBACK     /* attn_progress_fn, void * its user              */
+} attn_option_kind;
+
+/* What ring attention (attn_mpi.h) does with an option of its sdpa. */
+typedef enum attn_option_ranks {
+    ATTN_RANKS_AGREE = 0, /* it changes the result: every rank must pass the
+                             same, or every rank refuses the call          */
+    ATTN_RANKS_OWN,       /* each rank's own (threads; precision, which does
+                             not touch the ring's float32 tensors)          */
+    ATTN_RANKS_PLACED,    /* the ring sets it for every block: must be 0   */
+    ATTN_RANKS_KEPT,      /* the ring keeps its own: must be NULL          */
+    ATTN_RANKS_REFUSED    /* not available in ring attention yet           */
+} attn_option_ranks;
+
+/* A command-line flag of an option. */
+typedef struct attn_option_flag {
+    const char *name;  /* "--window", or NULL: no (further) flag             */
+    const char *value; /* what it takes ("LEFT,RIGHT"; a .npy file for the
+                          array kinds), or NULL: a switch                   */
+    const char *help;  /* its text in `attn sdpa --help`, lines joined by
+                          '\n' (the names in it are the flags')             */
+} attn_option_flag;
+
+typedef struct attn_sdpa_option_info {
+    const char *name;           /* the field of attn_sdpa_options it starts at */
+    attn_option_kind kind;
+    size_t offset[3];           /* offsetof(attn_sdpa_options, ...) of the
+                                   fields, in the order kind lists them (the
+                                   unused ones 0)                              */
+    const char *const *choices; /* ATTN_OPTION_CHOICE: the values' names,
+                                   NULL-terminated; else NULL                  */
+    const char *default_text;   /* the default, in words ("1/sqrt(D)", "off")  */
+    const char *help;           /* what it does, in one line                  */
+    double min, max;            /* a flag's FLOAT or INT values the attn
+                                   program accepts (the library's own checks
+                                   are attn_sdpa_forward's)                    */
+    const char *group;          /* the part of --help its flags belong to
+                                   ("masks", "score stage", "computation")     */
+    attn_option_flag flags[2];  /* its command-line flags                      */
+    const char *python;         /* its keyword in the Python package (two
+                                   options may share one), or NULL             */
+    const char *python_default; /* that keyword's default, as Python writes it */
+    attn_option_ranks ranks;
+} attn_sdpa_option_info;
+
+/* Row `index` of the table (0, 1, ...), or NULL past the last one.  Every
+ * field of attn_sdpa_options but struct_size lies in exactly one row. */
+ATTN_API const attn_sdpa_option_info *attn_sdpa_option(int index);
 
 /* Bytes of scratch attn_sdpa_forward needs for these shapes and options
  * (the kernel actually chosen for them).  Passing a workspace of at least

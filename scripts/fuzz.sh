@@ -21,8 +21,8 @@
 #                   fuzz/make_safetensors_corpus.py writes them)
 #   model_config_fuzz  config.json -> the decoder's configuration
 #                   (fuzz/corpus/config/)
-#   tokenizer_json_fuzz  Hugging Face tokenizer.json -> a byte-level BPE
-#                   tokenizer, then a text encoded and decoded
+#   tokenizer_json_fuzz  Hugging Face tokenizer.json -> a byte-level BPE or
+#                   SentencePiece-style tokenizer, then a text encoded and decoded
 #                   (fuzz/corpus/tokenizer_json/: the tiny trained fixtures
 #                   and byte-built variants; fuzz/make_tokenizer_json_corpus.py)
 #   chat_template_fuzz  chat templates: the Jinja-subset interpreter's parser

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# install-deps.sh — installs the Debian packages attn builds and tests with.
+# install-deps.sh — installs the Debian packages attn builds, runs and tests with.
 #
-#   scripts/install-deps.sh          what `attn demo` needs: compiler, CMake, cmocka
-#   scripts/install-deps.sh --all    everything the full test suite uses as well
-#                                    (clang for fuzzing, cairo and a CJK font for
-#                                    pictures, chromium for the HTML report test,
-#                                    Open MPI for ring attention, PCRE2 for the
-#                                    byte-level BPE tokenizer, OpenBLAS for the
-#                                    projections)
+#   scripts/install-deps.sh          every run-time library of the features the README
+#                                    shows: the compiler, CMake and cmocka; OpenBLAS (the
+#                                    projections), PCRE2 (byte-level BPE tokenizers),
+#                                    cJSON (Hugging Face checkpoints, tokenizer.json),
+#                                    zlib (.npz), cairo and a CJK font (pictures), Open
+#                                    MPI (attn ring), pip (scripts/fetch-models.sh)
+#   scripts/install-deps.sh --all    and what only the tests, fuzzers and benchmarks
+#                                    use: clang (libFuzzer), Chromium, xmllint and
+#                                    poppler (the report's and pictures' tests), the
+#                                    Python headers, venv and numpy (the binding's tests)
+#
+# The packages are listed by feature beside this script (deps-*.txt): one per
+# line, followed by the word `test` when only --all installs it.  `cmake`
+# ends with one line per feature saying whether it is on, and why not.
 #
 # Run as root it installs what is missing with apt-get; run as another user
 # it names the missing packages and exits non-zero.  Nothing is downloaded
@@ -15,20 +22,27 @@
 set -euo pipefail
 
 core=(build-essential cmake pkg-config libcmocka-dev)
-extra=()
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ "${1:-}" == "--all" ]]; then
-    # Feature groups keep their package lists beside this script (deps-*.txt).
-    for list in "$here"/deps-*.txt; do
-        [[ -e "$list" ]] || continue
-        while read -r pkg _; do
-            [[ -z "$pkg" || "$pkg" == \#* ]] || extra+=("$pkg")
-        done < "$list"
-    done
-elif [[ -n "${1:-}" ]]; then
-    echo "usage: $0 [--all]" >&2
-    exit 2
-fi
+all=0
+case "${1:-}" in
+    --all) all=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--all]" >&2; exit 2 ;;
+esac
+
+extra=()
+for list in "$here"/deps-*.txt; do
+    [[ -e "$list" ]] || continue
+    while read -r pkg scope _; do
+        [[ -z "$pkg" || "$pkg" == \#* ]] && continue
+        if [[ -n "$scope" && "$scope" != test ]]; then
+            echo "$list: '$pkg $scope': a package may be followed only by the word 'test'" >&2
+            exit 2
+        fi
+        [[ "$scope" == test && $all -eq 0 ]] && continue
+        extra+=("$pkg")
+    done < "$list"
+done
 
 missing=()
 for pkg in "${core[@]}" "${extra[@]}"; do

@@ -45,7 +45,7 @@ static const subcommand subcommands[] = {
      "a GGUF model: heads and layers (info), next tokens (run), text continued (generate), hooks, patching, ablation (trace)"},
     {"npz", cmd_npz, "numpy .npz archives (attn model trace's caches): list the arrays, get one as .npy"},
     {"ring", cmd_ring, "ring attention across MPI ranks: mpirun -np P attn ring (sharded .npy in and out)"},
-    {"tokenize", cmd_tokenize, "text to token ids with a GGUF model's tokenizer (Qwen2 BPE, Gemma SentencePiece)"},
+    {"tokenize", cmd_tokenize, "text to token ids with a model's tokenizer (BPE: Qwen2, SmolLM2; Gemma SentencePiece)"},
     {"detokenize", cmd_detokenize, "token ids back to text with a GGUF model's tokenizer"},
 };
 

@@ -263,7 +263,7 @@ static int parse_args(ring_cli *c, int argc, char **argv, char *message, size_t 
     if (rc < 0 && c->bench[0] &&
         (c->q_path || c->dout_path || c->ao.key_lengths_path || c->ao.mask_path || c->ao.bias_path))
         rc = cli_usage_error("ring", "--bench makes its own inputs: give no files");
-    const char *logits_flag = cli_logits_given(&args);
+    const char *logits_flag = cli_ring_refused_given(&args);
     if (rc < 0 && logits_flag)
         rc = cli_usage_error("ring", "%s is not available in ring attention yet (its blocks merge through their lse, "
                              "and a sink would join every block's); use attn sdpa on one process", logits_flag);

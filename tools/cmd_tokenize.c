@@ -106,9 +106,9 @@ static void tokenize_help(FILE *out) {
     fprintf(out,
     "usage: attn tokenize --model MODEL (--text STR | --file F) [--ids | --pieces] [--no-special] [--no-bos]\n\n"
     "Text to token ids with the model's own tokenizer, read from its GGUF file: byte-level BPE\n"
-    "(tokenizer.ggml.model \"gpt2\": Qwen2) or Gemma's SentencePiece vocabulary (\"llama\"); or from\n"
-    "a Hugging Face tokenizer.json (byte-level BPE).  The ids are those Hugging Face transformers\n"
-    "gives for the same file (docs/tokenizers.md).\n\n"
+    "(tokenizer.ggml.model \"gpt2\": Qwen2, SmolLM2) or Gemma's SentencePiece vocabulary (\"llama\");\n"
+    "or from a Hugging Face tokenizer.json (byte-level BPE, or Gemma's SentencePiece-style BPE).\n"
+    "The ids are those Hugging Face transformers gives for the same file (docs/tokenizers.md).\n\n"
     "  --model MODEL       the model whose vocabulary is used: FILE.gguf, a tokenizer.json, or a\n"
     "                      Hugging Face checkpoint directory holding tokenizer.json (and perhaps\n"
     "                      tokenizer_config.json, for BOS and EOS)\n"

@@ -302,7 +302,7 @@ int cmd_trace(int argc, char **argv) {
                 goto cleanup;
             }
             score_scale_given = true;
-            id = CLI_ID_SCALE;
+            id = cli_attention_id("--scale");
         }
         int taken = cli_attention_take(&ao, &args, id, value);
         if (!taken) taken = cli_module_take(&mod, &args, id, value);

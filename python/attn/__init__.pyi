@@ -5,10 +5,11 @@
 #     v [B, Hkv, S, Dv]  out [B, Hq, L, Dv]
 #   weights [B, Hq, L, S] (heads before positions!)  lse [B, Hq, L]   both layouts
 import os
-from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, Literal, Optional, Sequence, Tuple, TypedDict, Union, overload
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Unpack
 
 # numpy.ndarray, torch.Tensor (CPU), or anything with the buffer protocol,
 # __array_interface__ or __dlpack__; float32, float16 or bfloat16.
@@ -16,6 +17,31 @@ ArrayLike = Any
 Causal = Union[bool, Literal["top-left", "lower-right"]]
 Layout = Literal["BLHD", "BHLD"]
 Kernel = Literal["auto", "ref", "flash"]
+Align = Literal["top-left", "lower-right"]
+Precision = Literal["exact", "fast"]
+
+# The options every attention call takes (attn.sdpa, sdpa_backward, trace,
+# paths, mha_forward, mha_backward): libattn's table of attn_sdpa_options
+# (attn_sdpa_option), one keyword per option, in the table's order;
+# tests/python/test_options.py holds this list to the table.
+class AttentionOptions(TypedDict, total=False):
+    causal: Causal  # True (at align's alignment) or an alignment's name
+    align: Optional[Align]  # None: as causal says, else top-left
+    window: Optional[Tuple[Optional[int], Optional[int]]]  # (left, right), -1/None = unbounded
+    scale: Optional[float]  # > 0, default 1/sqrt(D)
+    key_lengths: Optional[Union[ArrayLike, Sequence[int]]]  # [B]
+    query_start: int  # where q's row 0 sits in a longer sequence
+    key_start: int  # where k's row 0 sits
+    total_len_q: int  # that sequence's lengths; 0 = this call's L
+    total_len_kv: int  # ... and S
+    mask: Optional[ArrayLike]  # bool [L, S] .. [B, Hq, L, S], True = may attend
+    bias: Optional[ArrayLike]  # float [L, S] .. [B, Hq, L, S], added; -inf hides
+    softcap: Optional[float]  # > 0: cap * tanh(s / cap) on the scaled scores
+    alibi: Union[None, bool, ArrayLike]  # True: the paper's slopes; or [Hq] slopes
+    sinks: Optional[ArrayLike]  # [Hq] sink logits (-inf: none)
+    kernel: Kernel
+    threads: Optional[int]
+    precision: Precision  # fast: native bfloat16 dot products where the CPU has them
 
 __version__: str
 
@@ -41,21 +67,11 @@ def sdpa(
     k: ArrayLike,  # [B, S, Hkv, D] | [B, Hkv, S, D]
     v: ArrayLike,  # [B, S, Hkv, Dv] | [B, Hkv, S, Dv]
     *,
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,  # (left, right), -1/None = unbounded
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,  # [B]
-    mask: Optional[ArrayLike] = ...,  # bool [L, S] .. [B, Hq, L, S], True = may attend
-    bias: Optional[ArrayLike] = ...,  # float [L, S] .. [B, Hq, L, S], added; -inf hides
-    scale: Optional[float] = ...,  # > 0, default 1/sqrt(D)
-    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
-    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
-    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     return_weights: Literal[False] = ...,
     return_lse: Literal[False] = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
     out: Optional[ArrayLike] = ...,  # [B, L, Hq, Dv] | [B, Hq, L, Dv], written
+    **options: Unpack[AttentionOptions],
 ) -> Any: ...  # out, q's kind (numpy or torch) and dtype
 @overload
 def sdpa(
@@ -63,21 +79,11 @@ def sdpa(
     k: ArrayLike,
     v: ArrayLike,
     *,
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
-    mask: Optional[ArrayLike] = ...,
-    bias: Optional[ArrayLike] = ...,
-    scale: Optional[float] = ...,
-    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
-    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
-    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
     return_weights: bool = ...,
     return_lse: bool = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
     out: Optional[ArrayLike] = ...,
+    **options: Unpack[AttentionOptions],
 ) -> Tuple[Any, ...]: ...  # (out, weights [B, Hq, L, S]?, lse [B, Hq, L]?), float32 extras
 def sdpa_backward(
     q: ArrayLike,  # the forward's inputs, in layout
@@ -87,36 +93,16 @@ def sdpa_backward(
     *,
     out: Optional[ArrayLike] = ...,  # the forward's out and lse (both or neither)
     lse: Optional[ArrayLike] = ...,  # [B, Hq, L] float32
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
-    mask: Optional[ArrayLike] = ...,
-    bias: Optional[ArrayLike] = ...,
-    scale: Optional[float] = ...,
-    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
-    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
-    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
+    **options: Unpack[AttentionOptions],
 ) -> Tuple[Any, ...]: ...  # (dq like q, dk like k, dv like v), and dsinks [Hq] float32 with sinks
 def trace(
     q: ArrayLike,
     k: ArrayLike,
     v: ArrayLike,
     *,
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
-    mask: Optional[ArrayLike] = ...,
-    bias: Optional[ArrayLike] = ...,
-    scale: Optional[float] = ...,
-    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
-    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
-    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
+    **options: Unpack[AttentionOptions],
 ) -> Dict[str, npt.NDArray[np.float32]]: ...
 # hook_q [B, L, Hq, D], hook_k [B, S, Hkv, D], hook_v [B, S, Hkv, Dv],
 # hook_attn_scores and hook_pattern [B, Hq, L, S], hook_z [B, L, Hq, Dv]
@@ -128,18 +114,8 @@ def paths(
     q_changed: Optional[ArrayLike] = ...,  # the base's shapes; None = the base tensor
     k_changed: Optional[ArrayLike] = ...,
     v_changed: Optional[ArrayLike] = ...,
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
-    mask: Optional[ArrayLike] = ...,
-    bias: Optional[ArrayLike] = ...,
-    scale: Optional[float] = ...,
-    softcap: Optional[float] = ...,  # > 0: cap * tanh(s / cap) on the scaled scores
-    sinks: Optional[ArrayLike] = ...,  # [Hq] sink logits (-inf: none)
-    alibi: Union[None, bool, ArrayLike] = ...,  # True: the paper's slopes; or [Hq] slopes
     layout: Layout = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
+    **options: Unpack[AttentionOptions],
 ) -> Dict[str, Any]: ...  # "base", "K only", "V only", "both", "changed": hooks; "interaction_z" [B, L, Hq, Dv]
 def nullspace(
     weights: ArrayLike,  # [S] float32, a row of hook_pattern
@@ -165,16 +141,9 @@ def mha_forward(
     bv: Optional[ArrayLike] = ...,
     bo: Optional[ArrayLike] = ...,
     context: Optional[ArrayLike] = ...,  # [B, S, d_context]
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
-    mask: Optional[ArrayLike] = ...,
-    bias: Optional[ArrayLike] = ...,
-    scale: Optional[float] = ...,
     return_weights: bool = ...,
     return_lse: bool = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
+    **options: Unpack[AttentionOptions],
 ) -> Any: ...  # out [B, L, d_out], or a tuple with weights / lse
 def mha_backward(
     x: ArrayLike,
@@ -191,14 +160,7 @@ def mha_backward(
     bv: Optional[ArrayLike] = ...,
     bo: Optional[ArrayLike] = ...,
     context: Optional[ArrayLike] = ...,
-    causal: Causal = ...,
-    window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
-    key_lengths: Optional[Union[ArrayLike, Sequence[int]]] = ...,
-    mask: Optional[ArrayLike] = ...,
-    bias: Optional[ArrayLike] = ...,
-    scale: Optional[float] = ...,
-    kernel: Kernel = ...,
-    threads: Optional[int] = ...,
+    **options: Unpack[AttentionOptions],
 ) -> Dict[str, Any]: ...  # dx, dwq, dwk, dwv, dbq, dbk, dbv (+ dcontext, dwo, dbo)
 def pictures_available() -> bool: ...
 def heatmap(

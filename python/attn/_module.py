@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _arrays, _core
-from ._sdpa import _options
+from . import _options
 
 _PARAMS = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
 
@@ -78,12 +78,11 @@ def _buffers(xa, ca, ws, biases):
     return out
 
 
+@_options.takes_options
 def mha_forward(x: Any, wq: Any, wk: Any, wv: Any, *, heads: int, kv_heads: Any = None,
                 wo: Any = None, bq: Any = None, bk: Any = None, bv: Any = None, bo: Any = None,
-                context: Any = None, causal: Any = False, window: Any = None,
-                key_lengths: Any = None, mask: Any = None, bias: Any = None, scale: Any = None,
-                return_weights: bool = False, return_lse: bool = False, kernel: str = "auto",
-                threads: Any = None):
+                context: Any = None, return_weights: bool = False, return_lse: bool = False,
+                **options: Any):
     """Multi-head attention forward (attn_mha_forward).
 
     x [B, L, d_model] or [L, d_model]; wq [d_model, Hq*D], wk [d_context, Hkv*D],
@@ -95,7 +94,7 @@ def mha_forward(x: Any, wq: Any, wk: Any, wv: Any, *, heads: int, kv_heads: Any 
     """
     xa, ca, ws, sizes = _sizes(x, context, wq, wk, wv, wo, heads, kv_heads)
     bufs = _buffers(xa, ca, ws, dict(bq=bq, bk=bk, bv=bv, bo=bo))
-    opts = _options(sizes["batch"], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    opts = _options.core_options("mha_forward", sizes["batch"], options)
     b, l, hq = sizes["batch"], sizes["len"], sizes["heads"]
     s = sizes["context_len"] if ca is not None else l
     out_obj, out = _arrays.empty_f32((b, l, sizes["d_out"]), xa)
@@ -111,11 +110,10 @@ def mha_forward(x: Any, wq: Any, wk: Any, wv: Any, *, heads: int, kv_heads: Any 
     return (out_obj,) + tuple(a for a, want in ((weights, return_weights), (lse, return_lse)) if want)
 
 
+@_options.takes_options
 def mha_backward(x: Any, dout: Any, wq: Any, wk: Any, wv: Any, *, heads: int, kv_heads: Any = None,
                  wo: Any = None, bq: Any = None, bk: Any = None, bv: Any = None, bo: Any = None,
-                 context: Any = None, causal: Any = False, window: Any = None,
-                 key_lengths: Any = None, mask: Any = None, bias: Any = None, scale: Any = None,
-                 kernel: str = "auto", threads: Any = None) -> dict:
+                 context: Any = None, **options: Any) -> dict:
     """Gradients of attn.mha_forward (attn_mha_backward), recomputing the
     forward.  dout [B, L, d_out] (x's rank).  Returns a dict of float32
     arrays shaped like what they differentiate: dx, dwq, dwk, dwv, dbq, dbk,
@@ -124,7 +122,7 @@ def mha_backward(x: Any, dout: Any, wq: Any, wk: Any, wv: Any, *, heads: int, kv
     when absent)."""
     xa, ca, ws, sizes = _sizes(x, context, wq, wk, wv, wo, heads, kv_heads)
     bufs = _buffers(xa, ca, ws, dict(bq=bq, bk=bk, bv=bv, bo=bo))
-    opts = _options(sizes["batch"], causal, window, key_lengths, mask, bias, scale, kernel, threads)
+    opts = _options.core_options("mha_backward", sizes["batch"], options)
     da = _f32(dout, "dout", (xa.view.ndim,))
     expected = xa.view.shape[:-1] + (sizes["d_out"],)
     if da.view.shape != expected:

@@ -14,103 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays, _core
+from . import _arrays, _core, _options
 
-_KERNELS = {"auto": 0, "ref": 1, "flash": 2}
-
-
-def _options(
-    batch: int,
-    causal: Any,
-    window: Any,
-    key_lengths: Any,
-    mask: Any,
-    bias: Any,
-    scale: Any,
-    kernel: str,
-    threads: Any,
-    softcap: Any = None,
-    sinks: Any = None,
-    alibi: Any = None,
-) -> dict[str, Any]:
-    """The keyword options of _core's calls, checked."""
-    if causal is False or causal is None:
-        causal_flag, align = 0, 0
-    elif causal is True or causal == "top-left":
-        causal_flag, align = 1, 0
-    elif causal == "lower-right":
-        causal_flag, align = 1, 1
-    else:
-        raise ValueError(f"causal must be False, True, 'top-left' or 'lower-right', got {causal!r}")
-    if window is not None:
-        try:
-            left, right = window
-        except (TypeError, ValueError):
-            raise TypeError(f"window must be (left, right) with -1 or None = unbounded, got {window!r}") from None
-        window = tuple(-1 if w is None else _int(w, "window") for w in (left, right))
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be 'auto', 'ref' or 'flash', got {kernel!r}")
-    if threads is None:
-        threads = 0
-    else:
-        threads = _int(threads, "threads")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1 (or None for the default), got {threads}")
-    if scale is None:
-        scale = 0.0
-    else:
-        try:
-            scale = float(scale)
-        except (TypeError, ValueError):
-            raise TypeError(f"scale must be a positive number (or None for 1/sqrt(D)), got {scale!r}") from None
-        if not scale > 0.0 or scale == float("inf"):
-            raise ValueError(f"scale must be a positive finite number (or None for 1/sqrt(D)), got {scale!r}")
-    if softcap is None:
-        softcap = 0.0
-    else:
-        try:
-            softcap = float(softcap)
-        except (TypeError, ValueError):
-            raise TypeError(f"softcap must be a positive number (or None: off), got {softcap!r}") from None
-        if not softcap > 0.0 or softcap == float("inf"):
-            raise ValueError(f"softcap must be a positive finite number (or None: off), got {softcap!r}")
-    alibi_standard, alibi_slopes = 0, None
-    if alibi is True:
-        alibi_standard = 1
-    elif alibi is not None and alibi is not False:
-        alibi_slopes = _head_floats(alibi, "alibi")
-    return dict(
-        scale=scale,
-        causal=causal_flag,
-        align=align,
-        window=window,
-        key_lengths=_arrays.key_lengths_arg(key_lengths, batch),
-        mask=_arrays.mask_arg(mask),
-        bias=_arrays.bias_arg(bias),
-        kernel=_KERNELS[kernel],
-        threads=threads,
-        softcap=softcap,
-        sinks=None if sinks is None else _head_floats(sinks, "sinks"),
-        alibi_slopes=alibi_slopes,
-        alibi_standard=alibi_standard,
-    )
-
-
-def _head_floats(x: Any, name: str):
-    """One float32 per query head, contiguous (the library checks the count
-    against Hq and each value; a torch tensor is read through numpy)."""
-    a = np.asarray(_arrays._host_numpy(x, name))
-    if a.ndim != 1:
-        raise _core.ShapeError(f"{name} has shape {tuple(a.shape)}: expected [Hq], one value per query head")
-    if a.dtype.kind not in "fiu":
-        raise TypeError(f"{name} has dtype {a.dtype}: expected floats")
-    return np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _int(x: Any, name: str) -> int:
-    if isinstance(x, bool) or not hasattr(x, "__index__"):
-        raise TypeError(f"{name} must be an integer, got {x!r}")
-    return x.__index__()
+#: attn_kernel's codes by name, for attn.Model's kernel= (the table's names, in the enum's order).
+_KERNELS = {name: code for code, name in enumerate(_options.choices("kernel"))}
 
 
 def _inputs(q: Any, k: Any, v: Any, layout: str):
@@ -144,26 +51,17 @@ def _given_out(x: Any, name: str, shape4: tuple[int, ...], layout: str, ndim: in
     return a, view4
 
 
+@_options.takes_options
 def sdpa(
     q: Any,
     k: Any,
     v: Any,
     *,
-    causal: Any = False,
-    window: Any = None,
-    key_lengths: Any = None,
-    mask: Any = None,
-    bias: Any = None,
-    scale: Any = None,
-    softcap: Any = None,
-    sinks: Any = None,
-    alibi: Any = None,
     layout: str = "BLHD",
     return_weights: bool = False,
     return_lse: bool = False,
-    kernel: str = "auto",
-    threads: Any = None,
     out: Any = None,
+    **options: Any,
 ):
     """Scaled dot-product attention (attn_sdpa_forward).
 
@@ -174,11 +72,21 @@ def sdpa(
     Shorthands: [L, D] (one batch, one head); [L, H, D] ("BLHD") or
     [H, L, D] ("BHLD") for one batch.  Hq must be a multiple of Hkv (GQA).
 
-    Options (docs/semantics.md):
+    Options (docs/semantics.md; the same for every attention call, from
+    libattn's table of them, attn_sdpa_option):
         causal       False, True or "top-left" (key j visible iff j <= i, torch's
                      is_causal), "lower-right" (j <= i + S - L, FlashAttention's)
+        align        None (as causal says, else "top-left"), "top-left" or
+                     "lower-right": the diagonal of causal=True, the window and ALiBi
         window       (left, right) around the causal diagonal, -1/None = unbounded
         key_lengths  [B] integers: keys at or past key_lengths[b] are padding
+        query_start, key_start
+                     where row 0 of q and of k sit in a longer sequence (a chunk
+                     of a prefill, a slice of a cache): causal, window, ALiBi and
+                     key_lengths act at those positions; default 0
+        total_len_q, total_len_kv
+                     that sequence's lengths, which place the lower-right
+                     diagonal; 0 (the default) = this call's L and S
         mask         bool [L, S] .. [B, Hq, L, S], size-1 axes broadcast;
                      True (nonzero) = MAY attend, as in torch's SDPA
         bias         float [L, S] .. [B, Hq, L, S], added to the scaled scores;
@@ -192,6 +100,9 @@ def sdpa(
                      per-head linear bias slope * (j - i) on the causal diagonal
         kernel       "auto", "ref" (the reference) or "flash"
         threads      None (the default count) or >= 1
+        precision    "exact" (the default: float16/bfloat16 widened to float32) or
+                     "fast" (native bfloat16 dot products on prefill where the CPU
+                     has them; docs/kernels.md)
         out          an array to write the output into (q's layout and rank)
 
     Returns out, or the tuple (out, weights), (out, lse) or (out, weights, lse)
@@ -202,8 +113,7 @@ def sdpa(
     released during the kernel.
     """
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
-                    alibi)
+    opts = _options.core_options("sdpa", q4.shape[0], options)
     ndim = qa.view.ndim
     shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
     if out is None:
@@ -237,6 +147,7 @@ def sdpa(
     return (result, *extra)
 
 
+@_options.takes_options
 def sdpa_backward(
     q: Any,
     k: Any,
@@ -245,18 +156,8 @@ def sdpa_backward(
     *,
     out: Any = None,
     lse: Any = None,
-    causal: Any = False,
-    window: Any = None,
-    key_lengths: Any = None,
-    mask: Any = None,
-    bias: Any = None,
-    scale: Any = None,
-    softcap: Any = None,
-    sinks: Any = None,
-    alibi: Any = None,
     layout: str = "BLHD",
-    kernel: str = "auto",
-    threads: Any = None,
+    **options: Any,
 ):
     """Gradient of attn.sdpa with respect to q, k and v (attn_sdpa_backward).
 
@@ -265,7 +166,7 @@ def sdpa_backward(
                   [B, Hq, L, Dv] ("BHLD")
         out, lse  the forward's output and lse for these inputs (both, or
                   neither: then they are recomputed); lse [B, Hq, L]
-        the forward's options (causal, window, key_lengths, mask, bias, scale)
+        the forward's options (attn.sdpa's: causal, window, mask, ...)
 
     Returns (dq, dk, dv), shaped like q, k and v, and with sinks given also
     dsinks [Hq] float32: (dq, dk, dv, dsinks).  With GQA, dk and dv sum
@@ -273,8 +174,7 @@ def sdpa_backward(
     constants: no gradient of the bias.  A row that sees no key gives dq 0.
     """
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
-                    alibi)
+    opts = _options.core_options("sdpa_backward", q4.shape[0], options)
     ndim = qa.view.ndim
     shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
     da, dout4 = _given_out_input(dout, "dout", shape_out, layout, ndim)
@@ -296,7 +196,7 @@ def sdpa_backward(
         lse_arg = la.view.reshape(-1) if la.view.flags.c_contiguous else None
         if lse_arg is None:
             raise _core.ShapeError("lse must be C-contiguous (the forward's lse is)")
-    dsinks = None if sinks is None else np.zeros(q4.shape[2], dtype=np.float32)
+    dsinks = None if opts.get("sinks") is None else np.zeros(q4.shape[2], dtype=np.float32)
     dq, dq4 = _new_like(tuple(q4.shape), qa, layout, ndim)
     dk, dk4 = _new_like(tuple(k4.shape), ka, layout, ndim)
     dv, dv4 = _new_like(tuple(v4.shape), va, layout, ndim)
@@ -337,24 +237,8 @@ def _given_out_input(x: Any, name: str, shape4, layout: str, ndim: int):
     return a, _check_shape(a, name, shape4, layout, ndim)
 
 
-def trace(
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    causal: Any = False,
-    window: Any = None,
-    key_lengths: Any = None,
-    mask: Any = None,
-    bias: Any = None,
-    scale: Any = None,
-    softcap: Any = None,
-    sinks: Any = None,
-    alibi: Any = None,
-    layout: str = "BLHD",
-    kernel: str = "auto",
-    threads: Any = None,
-) -> dict:
+@_options.takes_options
+def trace(q: Any, k: Any, v: Any, *, layout: str = "BLHD", **options: Any) -> dict:
     """Every intermediate of one attention call (attn_sdpa_forward_traced),
     under TransformerLens's hook names and in its axis order, whatever the
     layout of the inputs:
@@ -371,8 +255,7 @@ def trace(
     given their batch (and head) axes here, as TransformerLens would.
     """
     qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
-                    alibi)
+    opts = _options.core_options("trace", q4.shape[0], options)
     return _hooks(_core.sdpa_trace((q4, qa.code), (k4, ka.code), (v4, va.code), **opts))
 
 
@@ -387,6 +270,7 @@ def _hooks(entries: dict) -> dict:
     return {name: _array(entry) for name, entry in entries.items()}
 
 
+@_options.takes_options
 def paths(
     q: Any,
     k: Any,
@@ -395,18 +279,8 @@ def paths(
     q_changed: Any = None,
     k_changed: Any = None,
     v_changed: Any = None,
-    causal: Any = False,
-    window: Any = None,
-    key_lengths: Any = None,
-    mask: Any = None,
-    bias: Any = None,
-    scale: Any = None,
-    softcap: Any = None,
-    sinks: Any = None,
-    alibi: Any = None,
     layout: str = "BLHD",
-    kernel: str = "auto",
-    threads: Any = None,
+    **options: Any,
 ) -> dict:
     """The path decomposition of the chapter's Figure 2 (attn_sdpa_paths):
     with the base queries held fixed, the runs
@@ -430,8 +304,7 @@ def paths(
         if x4.shape != like.shape:
             raise _core.ShapeError(f"{name} has shape {tuple(a.view.shape)}: the base's is needed")
         changed.append((x4, a.code))
-    opts = _options(q4.shape[0], causal, window, key_lengths, mask, bias, scale, kernel, threads, softcap, sinks,
-                    alibi)
+    opts = _options.core_options("paths", q4.shape[0], options)
     runs = _core.sdpa_paths((q4, qa.code), (k4, ka.code), (v4, va.code), *changed, **opts)
     result = {name: _hooks(hooks) for name, hooks in runs.items() if name != "interaction_z"}
     result["interaction_z"] = _array(runs["interaction_z"])

@@ -31,6 +31,8 @@
 #include <attn_interp.h>
 #include <attn_viz.h>
 
+#include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -251,53 +253,131 @@ static int flat_arg(buffers *b, PyObject *obj, const char *name, bool writable, 
 
 /* --------------------------------------------------------------- options */
 
-/* The keyword options both directions take; mask, bias and key lengths
- * are buffers, held in b until the call returns. */
-typedef struct call_options {
-    double scale;
-    int causal, align, kernel, threads;
-    PyObject *window, *key_lengths, *mask, *bias;
-    double softcap;                 /* the score stage (docs/logits.md) */
-    PyObject *sinks, *alibi_slopes; /* float32 [Hq] or None             */
-    int alibi_standard;
-} call_options;
+/* The options every attention call takes are libattn's table of
+ * attn_sdpa_options (attn_sdpa_option): each function here takes, besides
+ * its own arguments, a keyword per row that has a Python keyword, named
+ * as the row (its field: causal, align, window, key_lengths, ...), its
+ * value by the row's kind; attn/_options.py turns the package's keywords
+ * into these.  A keyword that is absent or None keeps the default. */
 
-#define OPTION_KEYWORDS "scale", "causal", "align", "window", "key_lengths", "mask", "bias", \
-                        "kernel", "threads", "softcap", "sinks", "alibi_slopes", "alibi_standard"
-#define CALL_OPTIONS_INIT {0.0, 0, 0, 0, 0, Py_None, Py_None, Py_None, Py_None, 0.0, Py_None, Py_None, 0}
+/* Splits kwargs into the option keywords (*options) and the rest (*rest),
+ * both new dicts (or NULL kwargs: empty ones). */
+static int split_options(PyObject *kwargs, PyObject **rest, PyObject **options) {
+    *rest = PyDict_New();
+    *options = PyDict_New();
+    if (!*rest || !*options) return -1;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        bool option = false;
+        for (int i = 0; name && attn_sdpa_option(i); i++)
+            option = option || (attn_sdpa_option(i)->python && !strcmp(attn_sdpa_option(i)->name, name));
+        if (PyDict_SetItem(option ? *options : *rest, key, value) != 0) return -1;
+    }
+    return 0;
+}
 
-static int fill_options(buffers *b, const call_options *c, int64_t batch, int64_t heads, attn_sdpa_options *opt) {
+static void set_field(attn_sdpa_options *opt, const attn_sdpa_option_info *row, int n, const void *value,
+                      size_t size) {
+    memcpy((char *)opt + row->offset[n], value, size);
+}
+
+/* One option's value into opt, by its row's kind; buffers held in b. */
+static int fill_option(buffers *b, const attn_sdpa_option_info *row, PyObject *value, int64_t batch, int64_t heads,
+                       attn_sdpa_options *opt) {
+    const char *name = row->name;
     void *data;
-    opt->scale = (float)c->scale;
-    opt->causal = c->causal;
-    opt->align = c->align ? ATTN_ALIGN_LOWER_RIGHT : ATTN_ALIGN_TOP_LEFT;
-    opt->kernel = (attn_kernel)c->kernel;
-    opt->threads = c->threads;
-    if (c->window != Py_None) {
+    int64_t shape[4];
+    switch (row->kind) {
+    case ATTN_OPTION_SWITCH:
+    case ATTN_OPTION_INT: {
+        const long x = row->kind == ATTN_OPTION_SWITCH ? PyObject_IsTrue(value) : PyLong_AsLong(value);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        if (x < INT_MIN || x > INT_MAX) return PyErr_Format(PyExc_OverflowError, "%s: %ld is out of range", name, x), -1;
+        const int i = (int)x;
+        set_field(opt, row, 0, &i, sizeof i);
+        return 0;
+    }
+    case ATTN_OPTION_CHOICE: {
+        const char *text = PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : NULL;
+        for (int c = 0; text && row->choices[c]; c++)
+            if (!strcmp(text, row->choices[c])) return set_field(opt, row, 0, &c, sizeof c), 0;
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%s: %R is not one of its names", name, value);
+        return -1;
+    }
+    case ATTN_OPTION_FLOAT: {
+        const double x = PyFloat_AsDouble(value);
+        if (x == -1.0 && PyErr_Occurred()) return -1;
+        const float f = (float)x;
+        set_field(opt, row, 0, &f, sizeof f);
+        return 0;
+    }
+    case ATTN_OPTION_POSITION: {
+        const long long x = PyLong_AsLongLong(value);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        const int64_t i = x;
+        set_field(opt, row, 0, &i, sizeof i);
+        return 0;
+    }
+    case ATTN_OPTION_WINDOW: {
         long long left, right;
-        if (!PyArg_ParseTuple(c->window, "LL", &left, &right)) {
-            PyErr_SetString(PyExc_TypeError, "window: expected (left, right), -1 = unbounded");
+        if (!PyArg_ParseTuple(value, "LL", &left, &right)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected (left, right), -1 = unbounded", name);
             return -1;
         }
-        opt->window = 1;
-        opt->window_left = left;
-        opt->window_right = right;
+        const int on = 1;
+        const int64_t sides[2] = {left, right};
+        set_field(opt, row, 0, &on, sizeof on);
+        set_field(opt, row, 1, &sides[0], sizeof sides[0]);
+        set_field(opt, row, 2, &sides[1], sizeof sides[1]);
+        return 0;
     }
-    if (flat_arg(b, c->key_lengths, "key_lengths", false, 8, batch, &data, NULL)) return -1;
-    opt->key_lengths = data;
-    if (flat_arg(b, c->mask, "mask", false, 1, -1, &data, opt->mask_shape)) return -1;
-    opt->mask = data;
-    if (flat_arg(b, c->bias, "bias", false, 4, -1, &data, opt->bias_shape)) return -1;
-    opt->bias = data;
-    opt->softcap = (float)c->softcap;
-    opt->alibi_standard = c->alibi_standard;
-    if (flat_arg(b, c->sinks, "sinks", false, 4, heads, &data, NULL)) return -1;
-    opt->sinks = data;
-    if (flat_arg(b, c->alibi_slopes, "alibi_slopes", false, 4, heads, &data, NULL)) return -1;
-    opt->alibi_slopes = data;
+    case ATTN_OPTION_PER_BATCH:
+    case ATTN_OPTION_PER_HEAD: {
+        const bool per_batch = row->kind == ATTN_OPTION_PER_BATCH;
+        if (flat_arg(b, value, name, false, per_batch ? 8 : 4, per_batch ? batch : heads, &data, NULL)) return -1;
+        set_field(opt, row, 0, &data, sizeof data);
+        return 0;
+    }
+    case ATTN_OPTION_BOOL_TABLE:
+    case ATTN_OPTION_FLOAT_TABLE:
+        if (flat_arg(b, value, name, false, row->kind == ATTN_OPTION_BOOL_TABLE ? 1 : 4, -1, &data, shape)) return -1;
+        set_field(opt, row, 0, &data, sizeof data);
+        set_field(opt, row, 1, shape, sizeof shape);
+        return 0;
+    default: return PyErr_Format(PyExc_TypeError, "%s: not an option Python can set", name), -1;
+    }
+}
+
+/* The options of one call from its option keywords (split_options); the
+ * arrays among them are buffers, held in b until the call returns. */
+static int fill_options(buffers *b, PyObject *options, int64_t batch, int64_t heads, attn_sdpa_options *opt) {
+    for (int i = 0; attn_sdpa_option(i); i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        PyObject *value = row->python ? PyDict_GetItemString(options, row->name) : NULL;
+        if (value && value != Py_None && fill_option(b, row, value, batch, heads, opt)) return -1;
+    }
     last_ptrs[PTR_MASK] = opt->mask;
     last_ptrs[PTR_BIAS] = opt->bias;
     return 0;
+}
+
+/* PyArg_ParseTupleAndKeywords over a function's own arguments, its option
+ * keywords set apart in *options (a new dict; NULL on failure). */
+static int parse_with_options(PyObject *args, PyObject *kwargs, const char *format, char **keywords,
+                              PyObject **options, ...) {
+    PyObject *rest = NULL;
+    int ok = split_options(kwargs, &rest, options) == 0;
+    if (ok) {
+        va_list ap;
+        va_start(ap, options);
+        ok = PyArg_VaParseTupleAndKeywords(args, rest, format, keywords, ap);
+        va_end(ap);
+    }
+    Py_XDECREF(rest);
+    if (!ok) Py_CLEAR(*options);
+    return ok;
 }
 
 /* After a kernel call: the status as an exception, then any Ctrl-C that
@@ -315,24 +395,21 @@ static PyObject *finish_call(attn_status st) {
 /* --------------------------------------------------------------- forward */
 
 PyDoc_STRVAR(sdpa_forward_doc,
-             "sdpa_forward(q, k, v, out, weights=None, lse=None, *, scale=0.0, causal=0, align=0,\n"
-             "             window=None, key_lengths=None, mask=None, bias=None, kernel=0, threads=0)\n"
+             "sdpa_forward(q, k, v, out, weights=None, lse=None, **options)\n"
              "--\n\n"
              "attn_sdpa_forward on 4-D [B, L, H, D] views; private (attn.sdpa is the API).\n"
              "q, k, v, out: (buffer, dtype code) pairs; weights [B, Hq, L, S] and lse [B, Hq, L]\n"
              "C-contiguous float32 buffers or None; mask uint8 and bias float32, C-contiguous\n"
-             "[B|1, Hq|1, L|1, S|1]; key_lengths int64 [B].  Writes out (and weights, lse).");
+             "[B|1, Hq|1, L|1, S|1]; key_lengths int64 [B]; options: a keyword per row of\n"
+             "sdpa_options() that has a Python keyword, named as its field, valued by its kind\n"
+             "(a choice by its name).  Writes out (and weights, lse).");
 
 static PyObject *sdpa_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"q", "k", "v", "out", "weights", "lse", OPTION_KEYWORDS, NULL};
-    PyObject *q_arg, *k_arg, *v_arg, *out_arg, *weights_arg = Py_None, *lse_arg = Py_None;
-    call_options c = CALL_OPTIONS_INIT;
+    static char *keywords[] = {"q", "k", "v", "out", "weights", "lse", NULL};
+    PyObject *q_arg, *k_arg, *v_arg, *out_arg, *weights_arg = Py_None, *lse_arg = Py_None, *options;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|OO$dpiOOOOiidOOp", keywords, &q_arg, &k_arg,
-                                     &v_arg, &out_arg, &weights_arg, &lse_arg, &c.scale, &c.causal,
-                                     &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
-                                     &c.kernel, &c.threads, &c.softcap, &c.sinks,
-                                     &c.alibi_slopes, &c.alibi_standard))
+    if (!parse_with_options(args, kwargs, "OOOO|OO", keywords, &options, &q_arg, &k_arg, &v_arg, &out_arg,
+                            &weights_arg, &lse_arg))
         return NULL;
     buffers b = {.n = 0};
     attn_tensor q, k, v, out;
@@ -347,7 +424,7 @@ static PyObject *sdpa_forward(PyObject *self, PyObject *args, PyObject *kwargs) 
     const Py_ssize_t rows = (Py_ssize_t)q.shape[0] * (Py_ssize_t)q.shape[2] * (Py_ssize_t)q.shape[1];
     if (flat_arg(&b, weights_arg, "weights", true, 4, rows * (Py_ssize_t)k.shape[1], &weights, NULL) ||
         flat_arg(&b, lse_arg, "lse", true, 4, rows, &lse, NULL) ||
-        fill_options(&b, &c, q.shape[0], q.shape[2], &opt))
+        fill_options(&b, options, q.shape[0], q.shape[2], &opt))
         goto done;
     last_ptrs[PTR_Q] = q.data;
     last_ptrs[PTR_K] = k.data;
@@ -362,13 +439,14 @@ static PyObject *sdpa_forward(PyObject *self, PyObject *args, PyObject *kwargs) 
     result = finish_call(st);
 done:
     buffers_release(&b);
+    Py_DECREF(options);
     return result;
 }
 
 /* -------------------------------------------------------------- backward */
 
 PyDoc_STRVAR(sdpa_backward_doc,
-             "sdpa_backward(q, k, v, out, lse, dout, dq, dk, dv, *, <the forward's options>)\n"
+             "sdpa_backward(q, k, v, out, lse, dout, dq, dk, dv, dsinks=None, **options)\n"
              "--\n\n"
              "attn_sdpa_backward on 4-D [B, L, H, D] views; private (attn.sdpa_backward is the\n"
              "API).  out and lse both given (the forward's, for these inputs) or both None;\n"
@@ -376,17 +454,12 @@ PyDoc_STRVAR(sdpa_backward_doc,
              "dsinks: a writable float32 [Hq] buffer (with sinks), or None.");
 
 static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dsinks",
-                               OPTION_KEYWORDS, NULL};
+    static char *keywords[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dsinks", NULL};
     PyObject *q_arg, *k_arg, *v_arg, *out_arg, *lse_arg, *dout_arg, *dq_arg, *dk_arg, *dv_arg,
-        *dsinks_arg = Py_None;
-    call_options c = CALL_OPTIONS_INIT;
+        *dsinks_arg = Py_None, *options;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|O$dpiOOOOiidOOp", keywords, &q_arg, &k_arg,
-                                     &v_arg, &out_arg, &lse_arg, &dout_arg, &dq_arg, &dk_arg,
-                                     &dv_arg, &dsinks_arg, &c.scale, &c.causal, &c.align, &c.window,
-                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads, &c.softcap, &c.sinks,
-                                     &c.alibi_slopes, &c.alibi_standard))
+    if (!parse_with_options(args, kwargs, "OOOOOOOOO|O", keywords, &options, &q_arg, &k_arg, &v_arg, &out_arg,
+                            &lse_arg, &dout_arg, &dq_arg, &dk_arg, &dv_arg, &dsinks_arg))
         return NULL;
     buffers b = {.n = 0};
     attn_tensor q, k, v, out, dout, dq, dk, dv;
@@ -406,7 +479,7 @@ static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     const Py_ssize_t rows = (Py_ssize_t)q.shape[0] * (Py_ssize_t)q.shape[2] * (Py_ssize_t)q.shape[1];
     void *dsinks = NULL;
     if (flat_arg(&b, lse_arg, "lse", false, 4, rows, &lse, NULL) ||
-        fill_options(&b, &c, q.shape[0], q.shape[2], &opt) ||
+        fill_options(&b, options, q.shape[0], q.shape[2], &opt) ||
         flat_arg(&b, dsinks_arg, "dsinks", true, 4, q.shape[2], &dsinks, NULL))
         goto done;
     if (no_out != (lse == NULL)) {
@@ -434,6 +507,7 @@ static PyObject *sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     result = finish_call(st);
 done:
     buffers_release(&b);
+    Py_DECREF(options);
     return result;
 }
 
@@ -491,21 +565,17 @@ static int module_fill(buffers *b, const module_args *a, attn_mha *m, const floa
 
 PyDoc_STRVAR(mha_forward_doc,
              "mha_forward(<sizes>, x, context, wq, wk, wv, wo, bq, bk, bv, bo, out, weights, lse,\n"
-             "            *, <the forward's options>)\n--\n\n"
+             "            **options)\n--\n\n"
              "attn_mha_forward on C-contiguous float32 buffers; private (attn.mha_forward is the\n"
              "API).  x [B, L, d_model], context [B, S, d_context] or None, out [B, L, d_out].");
 
 static PyObject *mha_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {MODULE_KEYWORDS, "out", "weights", "lse", OPTION_KEYWORDS, NULL};
+    static char *keywords[] = {MODULE_KEYWORDS, "out", "weights", "lse", NULL};
     module_args a;
-    PyObject *out_arg, *weights_arg, *lse_arg;
-    call_options c = CALL_OPTIONS_INIT;
+    PyObject *out_arg, *weights_arg, *lse_arg, *options;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOO|$dpiOOOOiidOOp", keywords,
-                                     MODULE_POINTERS(a), &out_arg, &weights_arg, &lse_arg, &c.scale,
-                                     &c.causal, &c.align, &c.window, &c.key_lengths, &c.mask,
-                                     &c.bias, &c.kernel, &c.threads, &c.softcap, &c.sinks,
-                                     &c.alibi_slopes, &c.alibi_standard))
+    if (!parse_with_options(args, kwargs, MODULE_FORMAT "OOO", keywords, &options, MODULE_POINTERS(a), &out_arg,
+                            &weights_arg, &lse_arg))
         return NULL;
     buffers b = {.n = 0};
     attn_mha m = ATTN_MHA_INIT;
@@ -519,7 +589,7 @@ static PyObject *mha_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
         flat_arg(&b, out_arg, "out", true, 4, (Py_ssize_t)(a.batch * a.len * a.d_out), &out, NULL) ||
         flat_arg(&b, weights_arg, "weights", true, 4, rows * keys, &weights, NULL) ||
         flat_arg(&b, lse_arg, "lse", true, 4, rows, &lse, NULL) ||
-        fill_options(&b, &c, (int64_t)a.batch, (int64_t)a.heads, &opt))
+        fill_options(&b, options, (int64_t)a.batch, (int64_t)a.heads, &opt))
         goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -528,29 +598,25 @@ static PyObject *mha_forward(PyObject *self, PyObject *args, PyObject *kwargs) {
     result = finish_call(st);
 done:
     buffers_release(&b);
+    Py_DECREF(options);
     return result;
 }
 
 PyDoc_STRVAR(mha_backward_doc,
              "mha_backward(<sizes>, x, context, wq, wk, wv, wo, bq, bk, bv, bo, dout,\n"
-             "             dx, dcontext, dwq, dwk, dwv, dwo, dbq, dbk, dbv, dbo, *, <options>)\n"
+             "             dx, dcontext, dwq, dwk, dwv, dwo, dbq, dbk, dbv, dbo, **options)\n"
              "--\n\n"
              "attn_mha_backward on C-contiguous float32 buffers; private (attn.mha_backward is\n"
              "the API).  Each gradient a writable buffer of its parameter's size, or None.");
 
 static PyObject *mha_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {MODULE_KEYWORDS, "dout", "dx", "dcontext", "dwq", "dwk", "dwv", "dwo",
-                               "dbq", "dbk", "dbv", "dbo", OPTION_KEYWORDS, NULL};
+                               "dbq", "dbk", "dbv", "dbo", NULL};
     module_args a;
-    PyObject *dout_arg, *g[10];
-    call_options c = CALL_OPTIONS_INIT;
+    PyObject *dout_arg, *g[10], *options;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, MODULE_FORMAT "OOOOOOOOOOO|$dpiOOOOiidOOp", keywords,
-                                     MODULE_POINTERS(a), &dout_arg, &g[0], &g[1], &g[2], &g[3],
-                                     &g[4], &g[5], &g[6], &g[7], &g[8], &g[9], &c.scale, &c.causal,
-                                     &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
-                                     &c.kernel, &c.threads, &c.softcap, &c.sinks,
-                                     &c.alibi_slopes, &c.alibi_standard))
+    if (!parse_with_options(args, kwargs, MODULE_FORMAT "OOOOOOOOOOO", keywords, &options, MODULE_POINTERS(a),
+                            &dout_arg, &g[0], &g[1], &g[2], &g[3], &g[4], &g[5], &g[6], &g[7], &g[8], &g[9]))
         return NULL;
     buffers b = {.n = 0};
     attn_mha m = ATTN_MHA_INIT;
@@ -571,7 +637,7 @@ static PyObject *mha_backward(PyObject *self, PyObject *args, PyObject *kwargs) 
         if (flat_arg(&b, g[i], g_names[i], true, 4, -1, &data, NULL)) goto done;
         *g_ptrs[i] = data;
     }
-    if (fill_options(&b, &c, (int64_t)a.batch, (int64_t)a.heads, &opt)) goto done;
+    if (fill_options(&b, options, (int64_t)a.batch, (int64_t)a.heads, &opt)) goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
     st = attn_mha_backward(&m, x, a.batch, a.len, context, a.context_len, &opt, dout, &grads);
@@ -579,6 +645,7 @@ static PyObject *mha_backward(PyObject *self, PyObject *args, PyObject *kwargs) 
     result = finish_call(st);
 done:
     buffers_release(&b);
+    Py_DECREF(options);
     return result;
 }
 
@@ -619,7 +686,7 @@ static PyObject *trace_dict(const attn_trace *trace) {
 
 
 PyDoc_STRVAR(sdpa_trace_doc,
-             "sdpa_trace(q, k, v, *, <the forward's options>) -> dict\n"
+             "sdpa_trace(q, k, v, **options)\n"
              "--\n\n"
              "attn_sdpa_forward_traced without patches on 4-D [B, L, H, D] views; private\n"
              "(attn.trace is the API).  Returns {hook name: (bytearray, shape)} for every\n"
@@ -627,15 +694,10 @@ PyDoc_STRVAR(sdpa_trace_doc,
              "library's buffers are copied once and freed.");
 
 static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"q", "k", "v", OPTION_KEYWORDS, NULL};
-    PyObject *q_arg, *k_arg, *v_arg;
-    call_options c = CALL_OPTIONS_INIT;
+    static char *keywords[] = {"q", "k", "v", NULL};
+    PyObject *q_arg, *k_arg, *v_arg, *options;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$dpiOOOOiidOOp", keywords, &q_arg, &k_arg,
-                                     &v_arg, &c.scale, &c.causal, &c.align, &c.window,
-                                     &c.key_lengths, &c.mask, &c.bias, &c.kernel, &c.threads, &c.softcap, &c.sinks,
-                                     &c.alibi_slopes, &c.alibi_standard))
-        return NULL;
+    if (!parse_with_options(args, kwargs, "OOO", keywords, &options, &q_arg, &k_arg, &v_arg)) return NULL;
     buffers b = {.n = 0};
     attn_tensor q, k, v;
     attn_sdpa_options opt = ATTN_SDPA_OPTIONS_INIT;
@@ -643,7 +705,7 @@ static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *result = NULL;
     if (tensor_arg(&b, q_arg, "q", false, &q, false, NULL) ||
         tensor_arg(&b, k_arg, "k", false, &k, false, NULL) ||
-        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) || fill_options(&b, &c, q.shape[0], q.shape[2], &opt))
+        tensor_arg(&b, v_arg, "v", false, &v, false, NULL) || fill_options(&b, options, q.shape[0], q.shape[2], &opt))
         goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -656,28 +718,24 @@ static PyObject *sdpa_trace(PyObject *self, PyObject *args, PyObject *kwargs) {
 done:
     attn_trace_free(&trace);
     buffers_release(&b);
+    Py_DECREF(options);
     return result;
 }
 
 /* ------------------------------------------------------ paths, nullspace */
 
 PyDoc_STRVAR(sdpa_paths_doc,
-             "sdpa_paths(q, k, v, q_changed, k_changed, v_changed, *, <options>) -> dict\n--\n\n"
+             "sdpa_paths(q, k, v, q_changed, k_changed, v_changed, **options)\n--\n\n"
              "attn_sdpa_paths on 4-D [B, L, H, D] views (the changed ones may be None);\n"
              "private (attn.paths is the API).  Returns {case name: {hook: (bytearray, shape)},\n"
              "'interaction_z': (bytearray, shape)}.");
 
 static PyObject *sdpa_paths(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"q", "k", "v", "q_changed", "k_changed", "v_changed", OPTION_KEYWORDS,
-                               NULL};
-    PyObject *arg[6];
-    call_options c = CALL_OPTIONS_INIT;
+    static char *keywords[] = {"q", "k", "v", "q_changed", "k_changed", "v_changed", NULL};
+    PyObject *arg[6], *options;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|$dpiOOOOiidOOp", keywords, &arg[0], &arg[1],
-                                     &arg[2], &arg[3], &arg[4], &arg[5], &c.scale, &c.causal,
-                                     &c.align, &c.window, &c.key_lengths, &c.mask, &c.bias,
-                                     &c.kernel, &c.threads, &c.softcap, &c.sinks,
-                                     &c.alibi_slopes, &c.alibi_standard))
+    if (!parse_with_options(args, kwargs, "OOOOOO", keywords, &options, &arg[0], &arg[1], &arg[2], &arg[3], &arg[4],
+                            &arg[5]))
         return NULL;
     static const char *const names[6] = {"q", "k", "v", "q_changed", "k_changed", "v_changed"};
     buffers b = {.n = 0};
@@ -689,7 +747,7 @@ static PyObject *sdpa_paths(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *result = NULL;
     for (int i = 0; i < 6; i++)
         if (tensor_arg(&b, arg[i], names[i], false, &t[i], i >= 3, &missing[i])) goto done;
-    if (fill_options(&b, &c, t[0].shape[0], t[0].shape[2], &opt)) goto done;
+    if (fill_options(&b, options, t[0].shape[0], t[0].shape[2], &opt)) goto done;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
     st = attn_sdpa_paths(&t[0], &t[1], &t[2], missing[3] ? NULL : &t[3], missing[4] ? NULL : &t[4],
@@ -715,6 +773,7 @@ static PyObject *sdpa_paths(PyObject *self, PyObject *args, PyObject *kwargs) {
 done:
     attn_paths_free(&paths);
     buffers_release(&b);
+    Py_DECREF(options);
     return result;
 }
 
@@ -993,6 +1052,71 @@ done:
 
 /* ------------------------------------------------------------ the others */
 
+/* ------------------------------------------------------- the options' table */
+
+static const char *const kind_names[] = {
+    [ATTN_OPTION_SWITCH] = "switch",         [ATTN_OPTION_CHOICE] = "choice",
+    [ATTN_OPTION_FLOAT] = "float",           [ATTN_OPTION_INT] = "int",
+    [ATTN_OPTION_POSITION] = "position",     [ATTN_OPTION_WINDOW] = "window",
+    [ATTN_OPTION_PER_BATCH] = "per_batch",   [ATTN_OPTION_PER_HEAD] = "per_head",
+    [ATTN_OPTION_BOOL_TABLE] = "bool_table", [ATTN_OPTION_FLOAT_TABLE] = "float_table",
+    [ATTN_OPTION_BUFFER] = "buffer",         [ATTN_OPTION_CALLBACK] = "callback"};
+static const char *const ranks_names[] = {[ATTN_RANKS_AGREE] = "agree", [ATTN_RANKS_OWN] = "own",
+                                          [ATTN_RANKS_PLACED] = "placed", [ATTN_RANKS_KEPT] = "kept",
+                                          [ATTN_RANKS_REFUSED] = "refused"};
+
+/* A NULL-terminated array of strings as a tuple; None for NULL. */
+static PyObject *names_tuple(const char *const *names) {
+    if (!names) Py_RETURN_NONE;
+    Py_ssize_t n = 0;
+    while (names[n]) n++;
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        if (!name) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, name);
+    }
+    return t;
+}
+
+static PyObject *option_row(const attn_sdpa_option_info *row) {
+    PyObject *choices = names_tuple(row->choices), *flags = PyList_New(0);
+    for (int n = 0; flags && n < 2 && row->flags[n].name; n++) {
+        PyObject *flag = Py_BuildValue("(szs)", row->flags[n].name, row->flags[n].value, row->flags[n].help);
+        if (!flag || PyList_Append(flags, flag) != 0) Py_CLEAR(flags);
+        Py_XDECREF(flag);
+    }
+    PyObject *d = choices && flags ? Py_BuildValue(
+        "{s:s,s:s,s:O,s:s,s:s,s:d,s:d,s:z,s:N,s:z,s:z,s:s}", "name", row->name, "kind", kind_names[row->kind],
+        "choices", choices, "default", row->default_text, "help", row->help, "min", row->min, "max", row->max,
+        "group", row->group, "flags", PyList_AsTuple(flags), "python", row->python, "python_default",
+        row->python_default, "ranks", ranks_names[row->ranks]) : NULL;
+    Py_XDECREF(choices);
+    Py_XDECREF(flags);
+    return d;
+}
+
+PyDoc_STRVAR(sdpa_options_doc,
+             "sdpa_options() -> tuple\n--\n\n"
+             "libattn's table of attn_sdpa_options (attn_sdpa_option), a dict per option: name (its\n"
+             "field), kind, choices, default, help, min, max, group, flags ((name, value, help), ...),\n"
+             "python and python_default (its keyword in the package), ranks (what ring attention does\n"
+             "with it).  The one description of the options the attention calls take.");
+
+static PyObject *sdpa_options(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    int count = 0;
+    while (attn_sdpa_option(count)) count++;
+    PyObject *t = PyTuple_New(count);
+    for (int i = 0; t && i < count; i++) {
+        PyObject *row = option_row(attn_sdpa_option(i));
+        if (!row) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, row);
+    }
+    return t;
+}
+
 PyDoc_STRVAR(last_pointers_doc,
              "last_pointers() -> dict\n--\n\n"
              "The data pointers (as ints, 0 for none) the last call on this thread handed to\n"
@@ -1045,6 +1169,7 @@ static PyMethodDef module_methods[] = {
     {"nullspace", (PyCFunction)(void (*)(void))nullspace, METH_VARARGS | METH_KEYWORDS, nullspace_doc},
     {"heatmap", (PyCFunction)(void (*)(void))heatmap, METH_VARARGS | METH_KEYWORDS, heatmap_doc},
     {"report", (PyCFunction)(void (*)(void))report, METH_VARARGS | METH_KEYWORDS, report_doc},
+    {"sdpa_options", sdpa_options, METH_NOARGS, sdpa_options_doc},
     {"last_pointers", last_pointers, METH_NOARGS, last_pointers_doc},
     {"raise_for_status", raise_for_status, METH_VARARGS, raise_for_status_doc},
     {NULL, NULL, 0, NULL}};

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make_generate_fixtures.py — the reference tokens tests/model/test_generate.c
 compares attn's greedy generation with: Hugging Face transformers running the
-two real GGUF models in float32 with eager attention.
+three real GGUF models (Qwen2.5, Gemma 3, SmolLM2: arch llama) in float32 with
+eager attention.
 
     HF_HUB_OFFLINE=1 /tmp/model-venv/bin/python scripts/models/make_generate_fixtures.py \
         [--models DIR] [--out tests/fixtures/generate]
@@ -30,13 +31,14 @@ import sys
 
 QWEN = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 GEMMA = "gemma-3-270m-q4_k_m.gguf"
+SMOLLM2 = "smollm2-135m-instruct-q4_1.gguf"
 NEW = 20
 PROMPTS = [
     ("computer", "这台电脑来自苹果"),
     ("apple", "我吃了一个苹果"),
     ("en", "The capital of France is"),
 ]
-MODELS = {"qwen2": QWEN, "gemma3": GEMMA}
+MODELS = {"qwen2": QWEN, "gemma3": GEMMA, "llama": SMOLLM2}
 
 
 def run_model(path, arch, out_dir):

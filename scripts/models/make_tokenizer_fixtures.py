@@ -116,6 +116,66 @@ def random_texts(count, seed=1234):
 
 CORPUS += random_texts(60)
 
+# Added for SmolLM2 (whose vocabulary lacks 21 of the 256 byte letters:
+# 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, 0xF5..0xFF)
+# after the texts above, so that the first fixtures' cases keep their
+# order: control characters alone, between letters and punctuation (a
+# dropped byte's neighbours merge), characters whose UTF-8 starts with
+# 0xF1 or 0xF2, blanks before numbers (where GPT-2's split and llama.cpp's
+# "smollm" one differ), more code, SmolLM2's special tokens, and random
+# texts mixing all of it.
+CORPUS += [
+    "".join(chr(c) for c in range(32)) + "\x7f",
+    "a\x04b",
+    "!\x04!",
+    "..\x06..",
+    "=\x13=",
+    "\x04\x04\x06\x13\x14\x16\x1d",
+    " \x04",
+    "x \x04\x06 y",
+    "tab\x09vt\x0bff\x0cfs\x1cgs\x1drs\x1eus\x1f del\x7f esc\x1b[0m bell\x07",
+    "plane five \U00050000 and nine \U00090000, a\U00060001b",
+    "a  1, $100 and  2  3, ½ ½½, x 1",
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n",
+    "<repo_name>attn<file_sep>src/main.c<jupyter_code>print(1)<empty_output>",
+    "fn main() {\n    let v: Vec<u32> = (0..10).map(|x| x * x).collect();\n    println!(\"{:?}\", v);\n}\n",
+    "const f = async (a, b) => { await g(a ?? b); return `${a}-${b}`; };",
+    "if [ -n \"$HOME\" ]; then echo \"$((1 + 2))\" | tee /tmp/x 2>&1; fi",
+    "{\"key\": [1, 2.5, null, true], \"nested\": {\"中文\": \"值\"}}",
+    "<div class=\"x\">&amp; &lt;tag&gt; &#x4e2d;</div>",
+    "    for i in range(10):\n\t\tif i % 2 == 0:\r\n            yield i  # 注释",
+    "混合 text 和 code: printf(\"%s\\n\", \"苹果\"); // 打印 🍎",
+]
+
+CONTROL_ALPHABETS = [
+    "".join(chr(c) for c in range(32)) + "\x7f",
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+    "abcxyz 0123 的苹果😀",
+    "\U00050000\U00090000\u00bd\u00b2",
+]
+
+
+def random_control_texts(count, seed=4321):
+    import random
+    rng = random.Random(seed)
+    return ["".join(rng.choice(rng.choice(CONTROL_ALPHABETS)) for _ in range(rng.randint(1, 24)))
+            for _ in range(count)]
+
+
+CORPUS += random_control_texts(30)
+
+# Added tokens with lstrip / rstrip (the tiny tokenizer.json fixtures'
+# <mask> and <sep>, make_tokenizer_json_fixtures.py): white space of every
+# kind on either side, two in a row, at the ends.
+CORPUS += [
+    "a <mask> b  <mask>\t<sep>  c <sep>\n d",
+    "<mask><mask>  <sep><sep>   end",
+    " \u3000<mask>\u00a0x<sep>\u2028y\u0085<mask>",
+    "   <sep>",
+    "<mask>   ",
+    "tool <tool> and<tool>x <tool>  ",
+]
+
 # Each text is encoded with special tokens matched and, for these, also
 # with them read as plain text (split_special_tokens=True).
 NOSPECIAL = {
@@ -124,11 +184,14 @@ NOSPECIAL = {
     "<bos>a<eos>",
     "<start_of_turn>user\nhi<end_of_turn>\n",
     "<tool_call>{\"name\": \"f\"}</tool_call>",
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n",
+    "<repo_name>attn<file_sep>src/main.c<jupyter_code>print(1)<empty_output>",
 }
 
 MODELS = [
     ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b.txt"),
     ("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m.txt"),
+    ("smollm2-135m-instruct-q4_1.gguf", "smollm2-135m.txt"),
 ]
 
 

@@ -6,27 +6,6 @@
 
 #include <math.h>
 
-attn_status attn__logits_check(const sdpa_problem *p) {
-    const attn_sdpa_options *o = &p->opt;
-    if (!(o->softcap >= 0.0f) || isinf(o->softcap))
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "softcap must be 0 (off) or a positive finite number, got %g", (double)o->softcap);
-    for (int64_t h = 0; o->sinks && h < p->heads_q; h++)
-        if (isnan(o->sinks[h]) || o->sinks[h] == INFINITY)
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                              "sinks[%lld] is %g: a sink logit must be finite, or -inf for no sink", (long long)h,
-                              (double)o->sinks[h]);
-    if (o->alibi_slopes && o->alibi_standard)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "alibi_slopes and alibi_standard are both set: give the slopes, or ask for the "
-                          "standard ones, not both");
-    for (int64_t h = 0; o->alibi_slopes && h < p->heads_q; h++)
-        if (!isfinite(o->alibi_slopes[h]))
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "alibi_slopes[%lld] is %g: slopes must be finite",
-                              (long long)h, (double)o->alibi_slopes[h]);
-    return ATTN_OK;
-}
-
 double attn__logits_alibi_standard_slope(int64_t h, int64_t n) {
     int64_t n2 = 1;
     while (n2 * 2 <= n) n2 *= 2;

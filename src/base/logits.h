@@ -27,10 +27,6 @@
 
 #include <math.h>
 
-/* Validates the options of the score stage (called by attn__problem_init):
- * softcap 0 or positive and finite, sinks finite or -inf, ALiBi slopes
- * finite and not given together with alibi_standard. */
-attn_status attn__logits_check(const sdpa_problem *p);
 
 static inline bool logits_softcapped(const sdpa_problem *p) { return p->opt.softcap > 0.0f; }
 

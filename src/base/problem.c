@@ -9,7 +9,6 @@
  */
 #include "base/problem.h"
 
-#include "base/logits.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -136,6 +135,30 @@ static attn_status check_broadcast(const int64_t shape[4], const int64_t full[4]
     return ATTN_OK;
 }
 
+/* Validates the options of the score stage (logits.h applies them):
+ * softcap 0 or positive and finite, sinks finite or -inf, ALiBi slopes
+ * finite and not given together with alibi_standard. */
+static attn_status check_score_stage(const sdpa_problem *p) {
+    const attn_sdpa_options *o = &p->opt;
+    if (!(o->softcap >= 0.0f) || isinf(o->softcap))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "softcap must be 0 (off) or a positive finite number, got %g", (double)o->softcap);
+    for (int64_t h = 0; o->sinks && h < p->heads_q; h++)
+        if (isnan(o->sinks[h]) || o->sinks[h] == INFINITY)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                              "sinks[%lld] is %g: a sink logit must be finite, or -inf for no sink", (long long)h,
+                              (double)o->sinks[h]);
+    if (o->alibi_slopes && o->alibi_standard)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "alibi_slopes and alibi_standard are both set: give the slopes, or ask for the "
+                          "standard ones, not both");
+    for (int64_t h = 0; o->alibi_slopes && h < p->heads_q; h++)
+        if (!isfinite(o->alibi_slopes[h]))
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "alibi_slopes[%lld] is %g: slopes must be finite",
+                              (long long)h, (double)o->alibi_slopes[h]);
+    return ATTN_OK;
+}
+
 attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out,
                                const attn_sdpa_options *opt, problem_data data) {
@@ -206,13 +229,7 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
                           (long long)p->len_q, (long long)o->query_start, (long long)total_q,
                           (long long)p->len_kv, (long long)o->key_start, (long long)total_kv);
     p->total_len_kv = total_kv;
-    /* Formed so that no step overflows: each parenthesis lies in
-     * [0, INT64_MAX] (the checks above), and so does their difference's
-     * magnitude; any query's diagonal, i + offset, then lies within the
-     * sequence's positions. */
-    p->diagonal_offset = o->align == ATTN_ALIGN_LOWER_RIGHT
-                             ? (total_kv - o->key_start) - (total_q - o->query_start)
-                             : o->query_start - o->key_start;
+    p->diagonal_offset = problem_diagonal_offset(o, p->len_q, p->len_kv);
     if (o->window && (o->window_left < -1 || o->window_right < -1))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                          "window (%lld, %lld): each side must be >= 0, or -1 for unbounded",
@@ -240,7 +257,7 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "workspace_size is %zu but workspace is NULL",
                          o->workspace_size);
 
-    if ((st = attn__logits_check(p))) return st;
+    if ((st = check_score_stage(p))) return st;
 
     p->q = *q;
     p->k = *k;

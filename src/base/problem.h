@@ -54,6 +54,22 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
                                const attn_tensor *v, const attn_tensor *out,
                                const attn_sdpa_options *opt, problem_data data);
 
+/* The problem's diagonal_offset for a call of len_q query rows and len_kv
+ * key rows placed by o's query_start, key_start, total_len_q and
+ * total_len_kv (0: len_q and len_kv) with o's alignment, a placement
+ * attn__problem_init accepts: the one place the diagonal is formed.
+ * Inline: libattn_mpi places its pieces with it too. */
+static inline int64_t problem_diagonal_offset(const attn_sdpa_options *o, int64_t len_q, int64_t len_kv) {
+    const int64_t total_q = o->total_len_q ? o->total_len_q : len_q;
+    const int64_t total_kv = o->total_len_kv ? o->total_len_kv : len_kv;
+    /* Formed so that no step overflows: each parenthesis lies in
+     * [0, INT64_MAX] (the placement checks of attn__problem_init), and so
+     * does their difference's magnitude; any query's diagonal, i + offset,
+     * then lies within the sequence's positions. */
+    return o->align == ATTN_ALIGN_LOWER_RIGHT ? (total_kv - o->key_start) - (total_q - o->query_start)
+                                              : o->query_start - o->key_start;
+}
+
 /* Checks one tensor argument: non-NULL (data too, with PROBLEM_WITH_DATA),
  * a tensor dtype, positive sizes, stride[3] == 1 and non-negative strides,
  * element offsets and byte sizes that fit in int64.  Messages name it. */

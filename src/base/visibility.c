@@ -12,27 +12,9 @@
 
 void attn__visibility_key_range(const sdpa_problem *p, int64_t b, int64_t i, int64_t *begin,
                                 int64_t *end) {
-    /* Every bound is compared before it is formed, or formed with
-     * saturation: window sides may be anything up to INT64_MAX. */
-    int64_t lo = 0, hi = p->len_kv; /* [lo, hi) */
-    const int64_t diagonal = sat_add(i, p->diagonal_offset);
-    if (p->opt.causal && diagonal < hi - 1) hi = diagonal + 1;
-    if (p->opt.window) {
-        if (p->opt.window_left >= 0) {
-            const int64_t first = sat_sub(diagonal, p->opt.window_left);
-            if (first > lo) lo = first;
-        }
-        if (p->opt.window_right >= 0) {
-            const int64_t last = sat_add(diagonal, p->opt.window_right);
-            if (last < hi - 1) hi = last + 1;
-        }
-    }
-    if (p->opt.key_lengths && p->opt.key_lengths[b] - p->opt.key_start < hi)
-        hi = p->opt.key_lengths[b] - p->opt.key_start; /* key lengths count global positions */
-    if (hi < lo) hi = lo;
-    if (lo > p->len_kv) lo = hi = p->len_kv;
-    *begin = lo;
-    *end = hi;
+    int64_t lo, hi;
+    visibility_bounds(p, b, i, &lo, &hi);
+    visibility_clamp(p, lo, hi, begin, end);
 }
 
 void attn__visibility_mask_scores(const sdpa_problem *p, int64_t b, int64_t h, int64_t i,

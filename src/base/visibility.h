@@ -22,6 +22,55 @@
 void attn__visibility_key_range(const sdpa_problem *p, int64_t b, int64_t i, int64_t *begin,
                                 int64_t *end);
 
+/* The structural bounds of query i before they meet: the causal and window
+ * rules and the key length cap the end, the window's left side raises the
+ * start.  Both grow with i, which makes a run of rows' hull the first
+ * row's start and the last row's end. */
+static inline void visibility_bounds(const sdpa_problem *p, int64_t b, int64_t i, int64_t *begin, int64_t *end) {
+    /* Every bound is compared before it is formed, or formed with
+     * saturation: window sides may be anything up to INT64_MAX. */
+    int64_t lo = 0, hi = p->len_kv; /* [lo, hi) */
+    const int64_t diagonal = sat_add(i, p->diagonal_offset);
+    if (p->opt.causal && diagonal < hi - 1) hi = diagonal + 1;
+    if (p->opt.window) {
+        if (p->opt.window_left >= 0) {
+            const int64_t first = sat_sub(diagonal, p->opt.window_left);
+            if (first > lo) lo = first;
+        }
+        if (p->opt.window_right >= 0) {
+            const int64_t last = sat_add(diagonal, p->opt.window_right);
+            if (last < hi - 1) hi = last + 1;
+        }
+    }
+    if (p->opt.key_lengths && p->opt.key_lengths[b] - p->opt.key_start < hi)
+        hi = p->opt.key_lengths[b] - p->opt.key_start; /* key lengths count global positions */
+    *begin = lo;
+    *end = hi;
+}
+
+/* Bounds [lo, hi) as a range of the call's keys: empty when they cross. */
+static inline void visibility_clamp(const sdpa_problem *p, int64_t lo, int64_t hi, int64_t *begin, int64_t *end) {
+    if (hi < lo) hi = lo;
+    if (lo > p->len_kv) lo = hi = p->len_kv;
+    *begin = lo;
+    *end = hi;
+}
+
+/* The hull of the structural ranges of query rows [first, first + n) of
+ * batch b (n >= 1): every key any of them may see lies in [*begin, *end),
+ * an empty range when the bounds cross.  For n = 1 it is the row's range
+ * (attn__visibility_key_range).  For longer runs it may hold keys no row
+ * sees (beyond a row whose own range is empty); what it is for is
+ * skipping whole blocks of work: ring attention skips the pairs of runs
+ * that cannot meet.  Inline: libattn_mpi asks it too. */
+static inline void visibility_rows_key_range(const sdpa_problem *p, int64_t b, int64_t first, int64_t n,
+                                             int64_t *begin, int64_t *end) {
+    int64_t lo, hi, unused;
+    visibility_bounds(p, b, first, &lo, &unused);
+    visibility_bounds(p, b, first + n - 1, &unused, &hi);
+    visibility_clamp(p, lo, hi, begin, end);
+}
+
 /* Element (b, h, i, key 0) of a broadcast [B|1, Hq|1, L|1, S|1] array, and
  * in *step the distance between consecutive keys (0 when the key dimension
  * broadcasts). */

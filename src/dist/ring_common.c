@@ -8,6 +8,9 @@
  */
 #include "dist/ring_internal.h"
 
+#include "base/options.h"
+#include "base/visibility.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -231,14 +234,14 @@ attn_status attn_ring_agree(MPI_Comm comm, attn_status mine, const char *message
     return attn__ring_agree_within(comm, mine, message, INFINITY);
 }
 
-/* How a compared value reads in a message. */
-typedef enum value_format { AS_INT, AS_HASH, AS_FLOAT_BITS, AS_ALIGN, AS_KERNEL, AS_LAYOUT } value_format;
+/* How a compared value reads in a message: AS_NAME with the names of
+ * values 0, 1, ... (NULL-terminated; others as numbers). */
+typedef enum value_format { AS_INT, AS_HASH, AS_FLOAT_BITS, AS_NAME } value_format;
 
-static const char *format_value(value_format format, int64_t value, char *buf, size_t cap) {
-    static const char *const aligns[] = {"top-left", "lower-right"}, *const kernels[] = {"auto", "ref", "flash"},
-                             *const layouts[] = {"contiguous", "zigzag"};
-    const char *const *names = format == AS_ALIGN ? aligns : format == AS_KERNEL ? kernels : layouts;
-    const int64_t known = format == AS_KERNEL ? 3 : 2;
+static const char *format_value(value_format format, const char *const *names, int64_t value, char *buf,
+                                size_t cap) {
+    int64_t known = 0;
+    while (format == AS_NAME && names[known]) known++;
     if (format == AS_HASH) {
         snprintf(buf, cap, "%016llx", (unsigned long long)value);
     } else if (format == AS_FLOAT_BITS) {
@@ -246,7 +249,7 @@ static const char *format_value(value_format format, int64_t value, char *buf, s
         float x;
         memcpy(&x, &bits, sizeof x);
         snprintf(buf, cap, "%g", (double)x);
-    } else if (format != AS_INT && value >= 0 && value < known) {
+    } else if (value >= 0 && value < known) {
         snprintf(buf, cap, "%s", names[value]);
     } else {
         snprintf(buf, cap, "%lld", (long long)value);
@@ -270,12 +273,13 @@ static void find_difference(difference *d, int rank, const int64_t *ours, const 
         }
 }
 
-static void report_difference(const difference *d, const char *name, value_format format, attn_status status,
-                              ring_verdict *verdict) {
+static void report_difference(const difference *d, const char *name, value_format format, const char *const *names,
+                              attn_status status, ring_verdict *verdict) {
     char a[64], b[64];
     verdict->status = status;
     snprintf(verdict->message, sizeof verdict->message, "ranks disagree on %s: rank 0 has %s, rank %d has %s%s",
-             name, format_value(format, d->ours, a, sizeof a), d->rank, format_value(format, d->theirs, b, sizeof b),
+             name, format_value(format, names, d->ours, a, sizeof a), d->rank,
+             format_value(format, names, d->theirs, b, sizeof b),
              status == ATTN_ERR_SHAPE ? " (only the position axes are sharded: every rank holds every batch, "
                                         "head and width)"
                                       : "");
@@ -301,7 +305,7 @@ static void decide_values(void *ctx, int ranks, ring_verdict *verdict) {
     const values_decision *v = ctx;
     if (v->d.field >= 0)
         report_difference(&v->d, v->d.field == 0 ? "the number of values" : v->names[v->d.field - 1].name, AS_INT,
-                          ATTN_ERR_INVALID_ARGUMENT, verdict);
+                          NULL, ATTN_ERR_INVALID_ARGUMENT, verdict);
 }
 
 attn_status attn_ring_agree_values(MPI_Comm comm, const attn_ring_value *values, int count) {
@@ -344,36 +348,72 @@ static attn_status check_local_tensor(const attn_tensor *t, const char *name) {
     return ATTN_OK;
 }
 
+/* The names of the options the ring treats as `ranks` ("query_start,
+ * key_start and total_len_q"), and whether any of them is set in s. */
+static bool options_set(const attn_sdpa_options *s, attn_option_ranks ranks, char *names, size_t cap) {
+    int count = 0, listed = 0;
+    bool set = false;
+    for (int i = 0; attn_sdpa_option(i); i++) count += attn_sdpa_option(i)->ranks == ranks;
+    names[0] = 0;
+    for (int i = 0; attn_sdpa_option(i); i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        if (row->ranks != ranks) continue;
+        set = set || option_is_set(s, row);
+        const size_t used = strlen(names);
+        snprintf(names + used, cap - used, "%s%s", listed == 0 ? "" : listed + 1 == count ? " and " : ", ", row->name);
+        listed++;
+    }
+    return set;
+}
+
+/* The first option of the kind the ring treats as `ranks` set in s, or NULL. */
+static const attn_sdpa_option_info *first_set(const attn_sdpa_options *s, attn_option_ranks ranks) {
+    for (int i = 0; attn_sdpa_option(i); i++)
+        if (attn_sdpa_option(i)->ranks == ranks && option_is_set(s, attn_sdpa_option(i))) return attn_sdpa_option(i);
+    return NULL;
+}
+
+/* What the ring refuses of the caller's sdpa options, by the table's
+ * ranks column (attn_option_ranks): positions it places itself, scratch it
+ * keeps itself, options it does not support, and tables without a shape. */
+static attn_status check_sdpa_options(const attn_sdpa_options *s) {
+    char names[256];
+    if (options_set(s, ATTN_RANKS_PLACED, names, sizeof names))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                          "ring options: sdpa.%s must be 0 (the ring places every block at its global positions)",
+                          names);
+    for (int i = 0; attn_sdpa_option(i); i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        if (row->kind != ATTN_OPTION_BOOL_TABLE && row->kind != ATTN_OPTION_FLOAT_TABLE) continue;
+        const int64_t *shape = option_field(s, row, 1);
+        if (option_pointer(s, row, 0) && (shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[3] < 1))
+            return attn__fail(ATTN_ERR_SHAPE,
+                              "%s_shape is [%lld, %lld, %lld, %lld]; every dimension must be >= 1 (the whole "
+                              "table's shape [B|1, Hq|1, L|1, S|1])",
+                              row->name, (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                              (long long)shape[3]);
+    }
+    const attn_sdpa_option_info *row = first_set(s, ATTN_RANKS_KEPT);
+    if (row)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "ring options: sdpa.%s must be NULL (the ring keeps its own)",
+                          row->name);
+    /* The ring merges its blocks' partial results through their lse: a sink
+     * would join every block's denominator, once per block; soft-capping
+     * and ALiBi are not tested across blocks yet (the refused options are
+     * the score stage's, hence the page named). */
+    if ((row = first_set(s, ATTN_RANKS_REFUSED)))
+        return attn__fail(ATTN_ERR_UNSUPPORTED,
+                          "ring attention does not support sdpa.%s yet (docs/logits.md); run attn_sdpa_forward "
+                          "on one process instead",
+                          row->name);
+    return ATTN_OK;
+}
+
 static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                const attn_tensor *out, const attn_ring_options *o,
                                const attn_sdpa_options *s) {
     attn_status st;
-    if (s->query_start || s->key_start || s->total_len_q || s->total_len_kv)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "ring options: sdpa.query_start, key_start, total_len_q and total_len_kv "
-                         "must be 0 (the ring places every block at its global positions)");
-    for (int t = 0; t < 2; t++) {
-        const int64_t *shape = t ? s->bias_shape : s->mask_shape;
-        if ((t ? (const void *)s->bias : (const void *)s->mask) &&
-            (shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[3] < 1))
-            return attn__fail(ATTN_ERR_SHAPE,
-                              "%s_shape is [%lld, %lld, %lld, %lld]; every dimension must be >= 1 (the whole "
-                              "table's shape [B|1, Hq|1, L|1, S|1])",
-                              t ? "bias" : "mask", (long long)shape[0], (long long)shape[1], (long long)shape[2],
-                              (long long)shape[3]);
-    }
-    if (s->workspace || s->workspace_size)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "ring options: sdpa.workspace must be NULL (the ring keeps its own)");
-    /* The ring merges its blocks' partial results through their lse: a sink
-     * would join every block's denominator, once per block; soft-capping
-     * and ALiBi are not tested across blocks yet. */
-    if (s->softcap != 0.0f || s->sinks || s->alibi_slopes || s->alibi_standard)
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "ring attention does not support sdpa.%s yet (docs/logits.md); run attn_sdpa_forward "
-                          "on one process instead",
-                          s->softcap != 0.0f ? "softcap" : s->sinks ? "sinks" : s->alibi_slopes ? "alibi_slopes"
-                                                                                                : "alibi_standard");
+    if ((st = check_sdpa_options(s))) return st;
     if (o->layout != ATTN_RING_CONTIGUOUS && o->layout != ATTN_RING_ZIGZAG)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "layout must be contiguous or zigzag, got %d",
                          (int)o->layout);
@@ -402,61 +442,109 @@ static attn_status check_local(const attn_tensor *q, const attn_tensor *k, const
 /* What every rank describes of its call: everything that determines the
  * result, which must be the same on every rank (F_COMPARED fields, in the
  * order a disagreement is reported), then what differs by design (its
- * rows).  Options are recorded as they act: the scale resolved, the window
- * sides only with a window, the alignment only where a rule uses it, and
- * the lengths L and S resolved by rank 0 (0 = the sum of the rows). */
+ * rows).  The sdpa options every rank must agree on are the table's
+ * (attn_sdpa_option, ranks ATTN_RANKS_AGREE), in its order, from
+ * F_OPTIONS on, each as its kind records it (option_values), as they act
+ * (options_as_acting: the scale resolved, the window sides only with a
+ * window, the alignment only where a rule uses it); the lengths L and S
+ * are resolved by rank 0 (0 = the sum of the rows). */
+enum { RING_OPTION_VALUES = 48 }; /* room for the options' values; the rest stay 0 */
 enum {
     F_BATCH, F_HEADS_Q, F_DIM, F_BATCH_K, F_HEADS_KV, F_DIM_K, F_DIM_V,
-    F_CAUSAL, F_ALIGN, F_WINDOW, F_WINDOW_LEFT, F_WINDOW_RIGHT, F_SCALE,
-    F_KEY_LENGTHS, F_KEY_LENGTHS_HASH,
-    F_MASK, F_MASK_B, F_MASK_H, F_MASK_L, F_MASK_S, F_MASK_HASH,
-    F_BIAS, F_BIAS_B, F_BIAS_H, F_BIAS_L, F_BIAS_S, F_BIAS_HASH,
-    F_KERNEL, F_LAYOUT, F_LEN_Q, F_LEN_KV,
+    F_OPTIONS,
+    F_LAYOUT = F_OPTIONS + RING_OPTION_VALUES, F_LEN_Q, F_LEN_KV,
     F_TIME_COMM_ALONE, F_GRADIENTS,
     F_COMPARED,
     F_ROWS_Q = F_COMPARED, F_ROWS_KV,
     F_COUNT
 };
 
-static const struct problem_field {
+static const char *const ring_layouts[] = {"contiguous", "zigzag", NULL};
+
+typedef struct problem_field {
     const char *name;
     value_format format;
+    const char *const *names; /* AS_NAME's */
     attn_status status;
-} problem_fields[F_COMPARED] = {
-    [F_BATCH] = {"batch B of q", AS_INT, ATTN_ERR_SHAPE},
-    [F_HEADS_Q] = {"query heads Hq", AS_INT, ATTN_ERR_SHAPE},
-    [F_DIM] = {"query width D", AS_INT, ATTN_ERR_SHAPE},
-    [F_BATCH_K] = {"batch of k", AS_INT, ATTN_ERR_SHAPE},
-    [F_HEADS_KV] = {"key/value heads Hkv", AS_INT, ATTN_ERR_SHAPE},
-    [F_DIM_K] = {"key width", AS_INT, ATTN_ERR_SHAPE},
-    [F_DIM_V] = {"value width Dv", AS_INT, ATTN_ERR_SHAPE},
-    [F_CAUSAL] = {"causal", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_ALIGN] = {"align", AS_ALIGN, ATTN_ERR_INVALID_ARGUMENT},
-    [F_WINDOW] = {"window", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_WINDOW_LEFT] = {"window left", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_WINDOW_RIGHT] = {"window right", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_SCALE] = {"scale", AS_FLOAT_BITS, ATTN_ERR_INVALID_ARGUMENT},
-    [F_KEY_LENGTHS] = {"key lengths given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_KEY_LENGTHS_HASH] = {"key lengths (a hash of the values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
-    [F_MASK] = {"mask given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_MASK_B] = {"the mask's batch dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_MASK_H] = {"the mask's head dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_MASK_L] = {"the mask's query dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_MASK_S] = {"the mask's key dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_MASK_HASH] = {"the mask (one query row for all: a hash of its values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
-    [F_BIAS] = {"bias given", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_BIAS_B] = {"the bias's batch dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_BIAS_H] = {"the bias's head dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_BIAS_L] = {"the bias's query dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_BIAS_S] = {"the bias's key dimension", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_BIAS_HASH] = {"the bias (one query row for all: a hash of its values)", AS_HASH, ATTN_ERR_INVALID_ARGUMENT},
-    [F_KERNEL] = {"kernel", AS_KERNEL, ATTN_ERR_INVALID_ARGUMENT},
-    [F_LAYOUT] = {"layout", AS_LAYOUT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_LEN_Q] = {"len_q (L)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_LEN_KV] = {"len_kv (S)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_TIME_COMM_ALONE] = {"time_comm_alone", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
-    [F_GRADIENTS] = {"the gradients asked for (dq 1 + dk 2 + dv 4)", AS_INT, ATTN_ERR_INVALID_ARGUMENT},
+} problem_field;
+
+static const problem_field problem_fields[F_COMPARED] = {
+    [F_BATCH] = {"batch B of q", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_HEADS_Q] = {"query heads Hq", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_DIM] = {"query width D", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_BATCH_K] = {"batch of k", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_HEADS_KV] = {"key/value heads Hkv", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_DIM_K] = {"key width", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_DIM_V] = {"value width Dv", AS_INT, NULL, ATTN_ERR_SHAPE},
+    [F_LAYOUT] = {"layout", AS_NAME, ring_layouts, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LEN_Q] = {"len_q (L)", AS_INT, NULL, ATTN_ERR_INVALID_ARGUMENT},
+    [F_LEN_KV] = {"len_kv (S)", AS_INT, NULL, ATTN_ERR_INVALID_ARGUMENT},
+    [F_TIME_COMM_ALONE] = {"time_comm_alone", AS_INT, NULL, ATTN_ERR_INVALID_ARGUMENT},
+    [F_GRADIENTS] = {"the gradients asked for (dq 1 + dk 2 + dv 4)", AS_INT, NULL, ATTN_ERR_INVALID_ARGUMENT},
 };
+
+/* How many values an option records, by its kind: one for a number, the
+ * window's on and sides, an array's presence and a hash of it, a table's
+ * presence, shape and (with one query row for all ranks) a hash. */
+static int option_values(const attn_sdpa_option_info *row) {
+    if (row->ranks != ATTN_RANKS_AGREE) return 0;
+    switch (row->kind) {
+    case ATTN_OPTION_WINDOW: return 3;
+    case ATTN_OPTION_PER_BATCH:
+    case ATTN_OPTION_PER_HEAD: return 2;
+    case ATTN_OPTION_BOOL_TABLE:
+    case ATTN_OPTION_FLOAT_TABLE: return 6;
+    case ATTN_OPTION_BUFFER:
+    case ATTN_OPTION_CALLBACK: return 0; /* the caller's own memory: nothing to compare */
+    default: return 1;
+    }
+}
+
+static int options_values_total(void) {
+    int n = 0;
+    for (int i = 0; attn_sdpa_option(i); i++) n += option_values(attn_sdpa_option(i));
+    return n;
+}
+
+/* Compared field f: its description, the name of an option's value
+ * written into buf ("window left", "the mask's key dimension"). */
+static problem_field field_of(int f, char *buf, size_t cap) {
+    if (f < F_OPTIONS || f >= F_OPTIONS + RING_OPTION_VALUES) return problem_fields[f];
+    int n = f - F_OPTIONS;
+    const attn_sdpa_option_info *row = NULL;
+    for (int i = 0; (row = attn_sdpa_option(i)) && n >= option_values(row); i++) n -= option_values(row);
+    problem_field d = {buf, AS_INT, NULL, ATTN_ERR_INVALID_ARGUMENT};
+    if (!row) {
+        snprintf(buf, cap, "option value %d", f - F_OPTIONS);
+        return d;
+    }
+    char spaced[64];
+    snprintf(spaced, sizeof spaced, "%s", row->name);
+    for (char *c = spaced; *c; c++)
+        if (*c == '_') *c = ' ';
+    static const char *const dims[4] = {"batch", "head", "query", "key"};
+    switch (row->kind) {
+    case ATTN_OPTION_WINDOW: snprintf(buf, cap, "%s%s", spaced, n == 0 ? "" : n == 1 ? " left" : " right"); break;
+    case ATTN_OPTION_PER_BATCH:
+    case ATTN_OPTION_PER_HEAD:
+        snprintf(buf, cap, n == 0 ? "%s given" : "%s (a hash of the values)", spaced);
+        d.format = n == 0 ? AS_INT : AS_HASH;
+        break;
+    case ATTN_OPTION_BOOL_TABLE:
+    case ATTN_OPTION_FLOAT_TABLE:
+        if (n == 0) snprintf(buf, cap, "%s given", spaced);
+        else if (n < 5) snprintf(buf, cap, "the %s's %s dimension", spaced, dims[n - 1]);
+        else snprintf(buf, cap, "the %s (one query row for all: a hash of its values)", spaced);
+        d.format = n == 5 ? AS_HASH : AS_INT;
+        break;
+    default:
+        snprintf(buf, cap, "%s", spaced);
+        d.format = row->kind == ATTN_OPTION_CHOICE ? AS_NAME : row->kind == ATTN_OPTION_FLOAT ? AS_FLOAT_BITS : AS_INT;
+        d.names = row->choices;
+        break;
+    }
+    return d;
+}
 
 /* FNV-1a: a fingerprint of contents every rank must hold identically. */
 static int64_t hash_bytes(const void *data, size_t n) {
@@ -464,6 +552,49 @@ static int64_t hash_bytes(const void *data, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     return (int64_t)h;
+}
+
+/* An option's values (option_values of them) at v.  A table with one query
+ * row is the same on every rank, so its values are compared too; one
+ * sharded by query rows differs by design. */
+static void record_option(const attn_sdpa_options *s, const attn_sdpa_option_info *row, int64_t batch,
+                          int64_t heads_q, int64_t *v) {
+    const void *data = option_pointer(s, row, 0);
+    switch (row->kind) {
+    case ATTN_OPTION_SWITCH: v[0] = option_int(s, row, 0) != 0; break;
+    case ATTN_OPTION_CHOICE:
+    case ATTN_OPTION_INT: v[0] = option_int(s, row, 0); break;
+    case ATTN_OPTION_FLOAT: {
+        uint32_t bits;
+        memcpy(&bits, option_field(s, row, 0), sizeof bits);
+        v[0] = bits;
+        break;
+    }
+    case ATTN_OPTION_POSITION: v[0] = option_i64(s, row, 0); break;
+    case ATTN_OPTION_WINDOW:
+        v[0] = option_int(s, row, 0) != 0;
+        v[1] = option_i64(s, row, 1);
+        v[2] = option_i64(s, row, 2);
+        break;
+    case ATTN_OPTION_PER_BATCH:
+    case ATTN_OPTION_PER_HEAD:
+        v[0] = data != NULL;
+        if (data)
+            v[1] = row->kind == ATTN_OPTION_PER_BATCH ? hash_bytes(data, sizeof(int64_t) * (size_t)batch)
+                                                      : hash_bytes(data, sizeof(float) * (size_t)heads_q);
+        break;
+    case ATTN_OPTION_BOOL_TABLE:
+    case ATTN_OPTION_FLOAT_TABLE: {
+        if (!data) break;
+        const int64_t *shape = option_field(s, row, 1);
+        v[0] = 1;
+        memcpy(v + 1, shape, sizeof(int64_t) * 4);
+        const size_t size = row->kind == ATTN_OPTION_FLOAT_TABLE ? sizeof(float) : 1;
+        if (shape[2] == 1) v[5] = hash_bytes(data, size * (size_t)(shape[0] * shape[1] * shape[3]));
+        break;
+    }
+    default: break;
+    }
 }
 
 static void describe(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -476,30 +607,15 @@ static void describe(const attn_tensor *q, const attn_tensor *k, const attn_tens
     d[F_HEADS_KV] = k->shape[2];
     d[F_DIM_K] = k->shape[3];
     d[F_DIM_V] = v->shape[3];
-    d[F_CAUSAL] = s->causal != 0;
-    d[F_WINDOW] = s->window != 0;
-    d[F_ALIGN] = s->causal || s->window ? (int64_t)s->align : 0;
-    d[F_WINDOW_LEFT] = s->window ? s->window_left : 0;
-    d[F_WINDOW_RIGHT] = s->window ? s->window_right : 0;
-    const float scale = s->scale > 0.0f ? s->scale : (float)(1.0 / sqrt((double)q->shape[3]));
-    uint32_t bits;
-    memcpy(&bits, &scale, sizeof bits);
-    d[F_SCALE] = bits;
-    d[F_KEY_LENGTHS] = s->key_lengths != NULL;
-    if (s->key_lengths) d[F_KEY_LENGTHS_HASH] = hash_bytes(s->key_lengths, sizeof(int64_t) * (size_t)q->shape[0]);
-    /* A table with one query row is the same on every rank, so its values
-     * are compared too; one sharded by query rows differs by design. */
-    for (int t = 0; t < 2; t++) {
-        const void *table = t ? (const void *)s->bias : (const void *)s->mask;
-        const int64_t *shape = t ? s->bias_shape : s->mask_shape;
-        int64_t *f = d + (t ? F_BIAS : F_MASK);
-        if (!table) continue;
-        f[0] = 1;
-        memcpy(f + 1, shape, sizeof(int64_t) * 4);
-        if (shape[2] == 1)
-            f[5] = hash_bytes(table, (t ? sizeof(float) : 1) * (size_t)(shape[0] * shape[1] * shape[3]));
+    attn_sdpa_options acting = *s;
+    options_as_acting(&acting, q->shape[3]);
+    int64_t *values = d + F_OPTIONS;
+    for (int i = 0; attn_sdpa_option(i); i++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(i);
+        if (!option_values(row)) continue;
+        record_option(&acting, row, q->shape[0], q->shape[2], values);
+        values += option_values(row);
     }
-    d[F_KERNEL] = s->kernel;
     d[F_LAYOUT] = o->layout;
     d[F_LEN_Q] = o->len_q;
     d[F_LEN_KV] = o->len_kv;
@@ -532,8 +648,9 @@ static void decide_problem(void *ctx, int ranks, ring_verdict *verdict) {
     difference d = {.field = -1};
     for (int i = 1; i < ranks; i++) find_difference(&d, i, all, all + (size_t)i * F_COUNT, F_COMPARED);
     if (d.field >= 0) {
-        report_difference(&d, problem_fields[d.field].name, problem_fields[d.field].format,
-                          problem_fields[d.field].status, verdict);
+        char name[128];
+        const problem_field f = field_of(d.field, name, sizeof name);
+        report_difference(&d, f.name, f.format, f.names, f.status, verdict);
         return;
     }
 
@@ -562,13 +679,16 @@ static void decide_problem(void *ctx, int ranks, ring_verdict *verdict) {
     }
     const int64_t full[4] = {r0[F_BATCH], r0[F_HEADS_Q], L, S};
     static const char *const dims[4] = {"batch", "heads", "query positions", "key positions"};
-    for (int t = 0; t < 2; t++) {
-        const int64_t *f = r0 + (t ? F_BIAS : F_MASK);
+    const int64_t *f = r0 + F_OPTIONS; /* each option's values, as record_option put them */
+    for (int t = 0; attn_sdpa_option(t); f += option_values(attn_sdpa_option(t)), t++) {
+        const attn_sdpa_option_info *row = attn_sdpa_option(t);
+        if (!option_values(row) || (row->kind != ATTN_OPTION_BOOL_TABLE && row->kind != ATTN_OPTION_FLOAT_TABLE))
+            continue;
         for (int i = 0; f[0] && i < 4; i++)
             if (f[1 + i] != 1 && f[1 + i] != full[i]) {
                 *st = ATTN_ERR_SHAPE;
                 snprintf(msg, cap, "%s: %s dimension is %lld, must be 1 or %lld (the whole table's shape "
-                         "[B, Hq, L, S], size-1 dimensions broadcast)", t ? "bias" : "mask", dims[i],
+                         "[B, Hq, L, S], size-1 dimensions broadcast)", row->name, dims[i],
                          (long long)f[1 + i], (long long)full[i]);
                 return;
             }
@@ -652,6 +772,10 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
                                             : ATTN_RING_DEFAULT_TIMEOUT_SECONDS;
     if (st == ATTN_OK) st = options_copy(&rp->sdpa, sizeof rp->sdpa, &sdpa_defaults, o.sdpa, "attn_sdpa_options");
     if (st == ATTN_OK) st = check_local(q, k, v, out, &o, &rp->sdpa);
+    if (st == ATTN_OK && options_values_total() > RING_OPTION_VALUES)
+        st = attn__fail(ATTN_ERR_INTERNAL, "ring attention records %d values of the options in room for %d: "
+                        "raise RING_OPTION_VALUES (src/dist/ring_common.c)", options_values_total(),
+                        RING_OPTION_VALUES);
     if (st == ATTN_OK) describe(q, k, v, &o, &rp->sdpa, extra_flags, mine);
     if ((st = attn__ring_agree_within(comm, st, NULL, rp->timeout_s))) goto fail;
 
@@ -675,13 +799,6 @@ attn_status attn__ring_problem_init(ring_problem *rp, MPI_Comm comm, const attn_
     }
     if ((st = attn__ring_agree_within(comm, check_options(rp, q, k, v), NULL, rp->timeout_s))) goto fail;
 
-    rp->max_key_length = rp->len_kv;
-    if (rp->sdpa.key_lengths) {
-        rp->max_key_length = 0;
-        for (int64_t b = 0; b < rp->batch; b++)
-            if (rp->sdpa.key_lengths[b] > rp->max_key_length)
-                rp->max_key_length = rp->sdpa.key_lengths[b];
-    }
     rp->piece_rows = o.piece_rows;
     if (rp->piece_rows == 0) {
         rp->piece_rows = (rp->q_shard.rows + 3) / 4;
@@ -771,22 +888,22 @@ void attn__ring_slices_free(ring_slices *s) {
 }
 
 bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk) {
-    const attn_sdpa_options *o = &rp->sdpa;
     if (lq <= 0 || lk <= 0) return false;
-    /* Query g's diagonal is key g + offset (global positions); the keys a
-     * run of queries may see form one interval [lo, hi] around the
-     * diagonals of its first and last query. */
-    const int64_t offset = o->align == ATTN_ALIGN_LOWER_RIGHT ? rp->len_kv - rp->len_q : 0;
-    const int64_t first = qs + offset, last = qs + lq - 1 + offset;
-    int64_t lo = INT64_MIN, hi = rp->max_key_length - 1;
-    if (o->causal && last < hi) hi = last;
-    if (o->window) { /* saturated: window sides may be anything up to INT64_MAX */
-        if (o->window_left >= 0) lo = sat_sub(first, o->window_left);
-        if (o->window_right >= 0 && sat_add(last, o->window_right) < hi) hi = last + o->window_right;
+    /* The piece the kernel would be given for the two runs, placed at their
+     * global positions (as attn__ring_piece_options places it): the keys
+     * its rows may see are base/visibility's to say. */
+    sdpa_problem piece = {.batch = rp->batch, .len_q = lq, .len_kv = lk, .opt = rp->sdpa};
+    piece.opt.query_start = qs;
+    piece.opt.key_start = ks;
+    piece.opt.total_len_q = rp->len_q;
+    piece.opt.total_len_kv = rp->len_kv;
+    piece.diagonal_offset = problem_diagonal_offset(&piece.opt, lq, lk);
+    for (int64_t b = 0; b < rp->batch; b++) {
+        int64_t begin, end;
+        visibility_rows_key_range(&piece, b, 0, lq, &begin, &end);
+        if (begin < end) return true;
     }
-    if (lo < ks) lo = ks;
-    if (hi > ks + lk - 1) hi = ks + lk - 1;
-    return lo <= hi;
+    return false;
 }
 
 /* -------------------------------------------------------- blocks, exchange */

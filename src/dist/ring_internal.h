@@ -28,8 +28,6 @@ typedef struct ring_problem {
     attn_ring_shard q_shard;        /* this rank's query rows                 */
     attn_ring_shard *kv_shards;     /* [ranks] every rank's key rows          */
     int64_t max_kv_rows;            /* rows of the largest key shard          */
-    int64_t max_key_length;         /* largest key length over batches (S
-                                       without key lengths)                   */
     int64_t piece_rows;             /* query rows per kernel call             */
     attn_sdpa_options sdpa;         /* the caller's options, positions zero;
                                        mask and bias: this rank's rows, their
@@ -64,7 +62,8 @@ attn_status attn__ring_agree_within(MPI_Comm comm, attn_status mine, const char 
 void attn__ring_problem_free(ring_problem *rp);
 
 /* True unless the causal, window and key-length rules hide every pair of
- * global query rows [qs, qs + lq) and key rows [ks, ks + lk). */
+ * global query rows [qs, qs + lq) and key rows [ks, ks + lk)
+ * (base/visibility.h's visibility_rows_key_range decides). */
 bool attn__ring_runs_interact(const ring_problem *rp, int64_t qs, int64_t lq, int64_t ks, int64_t lk);
 
 /* Whose block a rank holds at step t (0 .. P-1): its own at t = 0, then the

@@ -53,10 +53,12 @@ typedef struct isa_desc {
     const ukernel_table *flash;   /* the attention micro-kernels; NULL: the portable's  */
 } isa_desc;
 
-/* supported() of an ISA this build cannot compile: always false. */
-bool attn__isa_absent(void);
+/* supported() of an ISA this build cannot compile: always false.  Inline,
+ * each folder its own copy, so that an absent ISA's file does not call back
+ * into the registry that lists it (a cycle of calls otherwise). */
+static inline bool isa_absent(void) { return false; }
 /* The entry of such an ISA: its name alone (an ISA folder's #else). */
-#define ISA_ABSENT(isa_name) {.name = isa_name, .supported = attn__isa_absent}
+#define ISA_ABSENT(isa_name) {.name = isa_name, .supported = isa_absent}
 
 /* ------------------------------------------------------------- the list */
 

@@ -96,8 +96,6 @@ static void complete_tables(void) {
     for (int i = 0; i < ISA_COUNT; i++) complete[i].flash = complete_flash(isas[i]->flash, isas[0]->flash);
 }
 
-bool attn__isa_absent(void) { return false; }
-
 static bool isa_supported(int i) { return !isas[i]->supported || isas[i]->supported(); }
 
 static int best_supported(void) {

@@ -119,37 +119,41 @@ static int u64_ascending(const void *pa, const void *pb) {
     return (a > b) - (a < b);
 }
 
+static int tok_flags(const attn_tokenizer *t, int32_t id) { return t->added_flags ? t->added_flags[id] : 0; }
+
 static attn_status collect_specials(attn_tokenizer *t) {
     size_t count = 0;
-    uint32_t per_byte[256] = {0};
+    uint32_t per_byte[2][256] = {{0}};
     for (int32_t id = 0; id < t->n_tokens; id++)
         if (is_special(t, id)) {
             count++;
-            per_byte[(uint8_t)t->strings[t->piece_off[id]]]++;
+            per_byte[!!(tok_flags(t, id) & TOK_NORMALIZED)][(uint8_t)t->strings[t->piece_off[id]]]++;
         }
     t->special_ids = malloc((count ? count : 1) * sizeof *t->special_ids);
     if (!t->special_ids) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %zu special tokens", count);
     t->memory_bytes += count * sizeof *t->special_ids;
     size_t at = 0;
-    for (int b = 0; b < 256; b++) {
-        t->specials[b].ids = t->special_ids + at;
-        at += per_byte[b];
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int b = 0; b < 256; b++) {
+            t->specials[pass][b].ids = t->special_ids + at;
+            at += per_byte[pass][b];
+        }
     for (int32_t id = 0; id < t->n_tokens; id++)
         if (is_special(t, id)) {
-            tok_bucket *bucket = &t->specials[(uint8_t)t->strings[t->piece_off[id]]];
+            tok_bucket *bucket = &t->specials[!!(tok_flags(t, id) & TOK_NORMALIZED)][(uint8_t)t->strings[t->piece_off[id]]];
             bucket->ids[bucket->count++] = id;
         }
     /* Longest first (ties by id), sorted as (UINT32_MAX - length, id). */
     uint64_t *order = malloc((count ? count : 1) * sizeof *order);
     if (!order) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %zu special tokens", count);
-    for (int b = 0; b < 256; b++) {
-        tok_bucket *bucket = &t->specials[b];
-        for (uint32_t i = 0; i < bucket->count; i++)
-            order[i] = (uint64_t)(UINT32_MAX - t->piece_len[bucket->ids[i]]) << 32 | (uint32_t)bucket->ids[i];
-        qsort(order, bucket->count, sizeof *order, u64_ascending);
-        for (uint32_t i = 0; i < bucket->count; i++) bucket->ids[i] = (int32_t)(uint32_t)order[i];
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int b = 0; b < 256; b++) {
+            tok_bucket *bucket = &t->specials[pass][b];
+            for (uint32_t i = 0; i < bucket->count; i++)
+                order[i] = (uint64_t)(UINT32_MAX - t->piece_len[bucket->ids[i]]) << 32 | (uint32_t)bucket->ids[i];
+            qsort(order, bucket->count, sizeof *order, u64_ascending);
+            for (uint32_t i = 0; i < bucket->count; i++) bucket->ids[i] = (int32_t)(uint32_t)order[i];
+        }
     free(order);
     return ATTN_OK;
 }
@@ -212,19 +216,25 @@ static attn_status build(attn_tokenizer *t, const attn_gguf *g) {
             return attn__fail(ATTN_ERR_UNSUPPORTED, "tokenizer.ggml.pre '%s...': no such pre-tokenizer", t->pre);
         if ((st = read_merges(t, g)) != ATTN_OK) return st;
     }
-    return attn__tok_finish(t, "tokenizer.ggml.tokens");
+    /* The reference's models: GPT2Tokenizer's BPE has no unk_token (a byte
+     * whose letter the vocabulary lacks is dropped, whatever
+     * tokenizer.ggml.unknown_token_id says); GemmaTokenizer's has <unk>,
+     * fused. */
+    if (t->kind == ATTN_TOKENIZER_SPM && t->unk_id < 0) t->unk_id = attn__tok_lookup(t, "<unk>", 5);
+    t->model_unk_id = t->kind == ATTN_TOKENIZER_SPM ? t->unk_id : -1;
+    t->fuse_unk = true;
+    return attn__tok_finish(t);
 }
 
-attn_status attn__tok_finish(attn_tokenizer *t, const char *what) {
-    for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
+attn_status attn__tok_finish(attn_tokenizer *t) {
     if (t->kind == ATTN_TOKENIZER_BPE) {
+        /* A byte whose letter is not in the vocabulary (SmolLM2 lacks 21)
+         * becomes t->model_unk_id or nothing (tokenizer_merge.c), as in
+         * the reference's BPE model. */
         for (int b = 0; b < 256; b++) {
             char letter[4];
             size_t len = tok_utf8_put(tok_byte_letter((uint8_t)b), letter);
             t->byte_token[b] = attn__tok_lookup(t, letter, len);
-            if (t->byte_token[b] < 0)
-                return attn__fail(ATTN_ERR_FORMAT, "%s has no token for the byte 0x%02X ('%.*s'), which byte-level "
-                                  "BPE needs", what, b, (int)len, letter);
         }
         attn_status st = attn__tok_splitter_new(t->pre, &t->splitter);
         if (st != ATTN_OK) return st;
@@ -234,7 +244,6 @@ attn_status attn__tok_finish(attn_tokenizer *t, const char *what) {
             snprintf(name, sizeof name, "<0x%02X>", b);
             t->byte_token[b] = attn__tok_lookup(t, name, 6);
         }
-        if (t->unk_id < 0) t->unk_id = attn__tok_lookup(t, "<unk>", 5);
     }
     t->memory_bytes += sizeof *t;
     return collect_specials(t);
@@ -267,6 +276,7 @@ void attn_tokenizer_free(attn_tokenizer *t) {
     free(t->lookup);
     free(t->merges);
     free(t->special_ids);
+    free(t->added_flags);
     free(t);
 }
 
@@ -325,9 +335,10 @@ int attn_tokenizer_end_ids(const attn_tokenizer *t, int32_t ids[ATTN_TOKENIZER_M
 
 /* ------------------------------------------------------------- encoding */
 
-/* The special token at text[0..len), longest first, or -1. */
-static int32_t special_at(const attn_tokenizer *t, const uint8_t *text, size_t len, unsigned flags) {
-    const tok_bucket *b = &t->specials[text[0]];
+/* The special token of pass (0: raw text, 1: normalized) at
+ * text[0..len), longest first, or -1. */
+static int32_t special_at(const attn_tokenizer *t, int pass, const uint8_t *text, size_t len, unsigned flags) {
+    const tok_bucket *b = &t->specials[pass][text[0]];
     for (uint32_t i = 0; i < b->count; i++) {
         int32_t id = b->ids[i];
         if ((flags & ATTN_ENCODE_SPLIT_SPECIAL) && t->type[id] == ATTN_TOKEN_CONTROL) continue;
@@ -337,11 +348,81 @@ static int32_t special_at(const attn_tokenizer *t, const uint8_t *text, size_t l
     return -1;
 }
 
-/* A span without special tokens.  SPM first writes each space as U+2581
- * (the reference's normalizer), then merges the whole span at once. */
-static attn_status encode_span(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out) {
+/* Unicode's White_Space (the reference's \s, Rust's char::is_whitespace). */
+static bool is_white_space(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
+}
+
+/* How many bytes of white space end s[0..n) (lstrip) or start it (rstrip). */
+static size_t white_space_before(const uint8_t *s, size_t n) {
+    size_t at = n;
+    while (at > 0) {
+        size_t begin = at - 1;
+        while (begin > 0 && at - begin < 4 && (s[begin] & 0xC0) == 0x80) begin--;
+        uint32_t cp;
+        if (attn__utf8_next(s + begin, at - begin, &cp) != at - begin || !is_white_space(cp)) break;
+        at = begin;
+    }
+    return n - at;
+}
+
+static size_t white_space_after(const uint8_t *s, size_t n) {
+    size_t at = 0;
+    for (uint32_t cp; at < n;) {
+        size_t len = attn__utf8_next(s + at, n - at, &cp);
+        if (!len || !is_white_space(cp)) break;
+        at += len;
+    }
+    return at;
+}
+
+/* Text without special tokens, normalized: BPE cuts it with the
+ * pre-tokenizer, SPM merges it whole. */
+static attn_status encode_plain(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out) {
     if (len == 0) return ATTN_OK;
     if (t->kind == ATTN_TOKENIZER_BPE) return attn__tok_split_encode(t, text, len, out);
+    return attn__tok_merge_spm(t, text, len, out);
+}
+
+static attn_status encode_span(const attn_tokenizer *t, const uint8_t *text, size_t len, unsigned flags,
+                               tok_ids *out);
+
+/* text cut at the special tokens of pass (leftmost, the longest there, as
+ * the reference's Aho-Corasick LeftmostLongest finds them; an lstrip or
+ * rstrip token takes the white space beside it, never past the previous
+ * token), each token pushed, the text between encoded: pass 0's as a raw
+ * span (encode_span), pass 1's as normalized text (encode_plain). */
+static attn_status encode_specials(const attn_tokenizer *t, int pass, const uint8_t *s, size_t len, unsigned flags,
+                                   tok_ids *out) {
+    attn_status st = ATTN_OK;
+    size_t span = 0; /* where the text since the last special token starts */
+    for (size_t i = 0; i < len && st == ATTN_OK;) {
+        int32_t id = special_at(t, pass, s + i, len - i, flags);
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        size_t start = i, end = i + t->key_len[id]; /* the special's text is its key */
+        if (tok_flags(t, id) & TOK_LSTRIP) start -= white_space_before(s + span, start - span);
+        if (tok_flags(t, id) & TOK_RSTRIP) end += white_space_after(s + end, len - end);
+        st = pass ? encode_plain(t, s + span, start - span, out) : encode_span(t, s + span, start - span, flags, out);
+        if (st == ATTN_OK) st = attn__tok_push(out, id);
+        i = span = end;
+    }
+    if (st == ATTN_OK)
+        st = pass ? encode_plain(t, s + span, len - span, out) : encode_span(t, s + span, len - span, flags, out);
+    return st;
+}
+
+/* A span without raw special tokens, normalized (SPM writes each space as
+ * U+2581, the reference's normalizer; BPE has no normalizer), then cut at
+ * the normalized special tokens. */
+static attn_status encode_span(const attn_tokenizer *t, const uint8_t *text, size_t len, unsigned flags,
+                               tok_ids *out) {
+    if (len == 0) return ATTN_OK;
+    if (t->kind == ATTN_TOKENIZER_BPE) return encode_specials(t, 1, text, len, flags, out);
     if (len > SIZE_MAX / 3) return attn__fail(ATTN_ERR_OVERFLOW, "tokenizer: a text of %zu bytes is too long", len);
     uint8_t *normal = malloc(3 * len);
     if (!normal) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %zu bytes of text", 3 * len);
@@ -350,7 +431,7 @@ static attn_status encode_span(const attn_tokenizer *t, const uint8_t *text, siz
         if (text[i] == ' ') n += tok_utf8_put(0x2581, (char *)normal + n);
         else normal[n++] = text[i];
     }
-    attn_status st = attn__tok_merge_spm(t, normal, n, out);
+    attn_status st = encode_specials(t, 1, normal, n, flags, out);
     free(normal);
     return st;
 }
@@ -364,20 +445,7 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *t, const char *text, siz
     tok_ids out = {0};
     attn_status st = ATTN_OK;
     if (t->add_bos && !(flags & ATTN_ENCODE_NO_BOS)) st = attn__tok_push(&out, t->bos_id);
-    const uint8_t *s = (const uint8_t *)text;
-    size_t span = 0; /* where the text since the last special token starts */
-    for (size_t i = 0; i < len && st == ATTN_OK;) {
-        int32_t id = special_at(t, s + i, len - i, flags);
-        if (id < 0) {
-            i++;
-            continue;
-        }
-        st = encode_span(t, s + span, i - span, &out);
-        if (st == ATTN_OK) st = attn__tok_push(&out, id);
-        i += t->key_len[id]; /* the special's text is its key */
-        span = i;
-    }
-    if (st == ATTN_OK) st = encode_span(t, s + span, len - span, &out);
+    if (st == ATTN_OK) st = encode_specials(t, 0, (const uint8_t *)text, len, flags, &out);
     if (st == ATTN_OK) {
         *n_ids = out.n;
         if (ids || capacity) {

@@ -8,8 +8,8 @@
 #include "tokenizer/tokenizer_vocab.h"
 
 /* The last builder (tokenizer_vocab.h): the byte tokens, the pre-tokenizer
- * (BPE), the special tokens; t->bos_id etc. set before it.  `what` names
- * the source in messages. */
-attn_status attn__tok_finish(attn_tokenizer *t, const char *what);
+ * (BPE), the special tokens; t->bos_id etc., t->model_unk_id and
+ * t->fuse_unk set before it. */
+attn_status attn__tok_finish(attn_tokenizer *t);
 
 #endif /* ATTN_TOKENIZER_TOKENIZER_H */

@@ -7,21 +7,35 @@
  * model came in.
  *
  * What is read (everything else is refused by name, not ignored, so that a
- * tokenizer this library would run differently never runs):
+ * tokenizer this library would run differently never runs).  Two shapes,
+ * told apart by the decoder:
+ *   byte-level BPE (Qwen2, SmolLM2, GPT-2)
+ *     decoder         ByteLevel
+ *     normalizer      null
+ *     pre_tokenizer   ByteLevel (add_prefix_space false, use_regex true:
+ *                     GPT-2's pattern), or Sequence [Split {Regex P,
+ *                     "Isolated"}, ByteLevel (use_regex false)] with P one
+ *                     of the patterns of attn__tok_pre_tokenizers
+ *     model           byte_fallback false
+ *   SentencePiece-style BPE (Gemma's, as transformers saves it)
+ *     decoder         Sequence [Replace "\u2581" -> " ", ByteFallback, Fuse]
+ *     normalizer      Replace " " -> "\u2581"
+ *     pre_tokenizer   null, or Split {String " "} MergedWithPrevious (which
+ *                     finds nothing once the normalizer has run)
+ *     model           byte_fallback true (<0xNN> tokens) or false
+ * and for both:
  *   model           {"type": "BPE", "vocab": {"piece": id, ...},
- *                    "merges": ["a b", ...] or [["a", "b"], ...]}
- *                   (dropout null, byte_fallback and ignore_merges false, no
- *                   subword prefix or suffix)
- *   added_tokens    [{"id", "content", "special", lstrip/rstrip/single_word
- *                   false}, ...]: special -> CONTROL, else USER_DEFINED
- *   normalizer      null
- *   pre_tokenizer   ByteLevel (add_prefix_space false, use_regex true: GPT-2's
- *                   pattern), or Sequence [Split {Regex P, "Isolated"},
- *                   ByteLevel (use_regex false)] with P one of the patterns
- *                   of attn__tok_pre_tokenizers (Qwen2's, GPT-2's)
+ *                    "merges": ["a b", ...] or [["a", "b"], ...]},
+ *                   unk_token (what a byte or character without a token
+ *                   becomes; none: dropped), fuse_unk (dropout null,
+ *                   ignore_merges false, no subword prefix or suffix)
+ *   added_tokens    [{"id", "content", "special", "lstrip", "rstrip",
+ *                   "normalized", single_word false}, ...]: special ->
+ *                   CONTROL, else USER_DEFINED; the flags as tokenizers
+ *                   reads them (tokenizer.c: normalized tokens are matched
+ *                   in the normalized spans between the others)
  *   post_processor  null, ByteLevel, or TemplateProcessing whose "single" is
  *                   [A] or [SPECIAL, A] (the latter adds SPECIAL as BOS)
- *   decoder         ByteLevel
  * and from tokenizer_config.json, when given: bos_token, eos_token,
  * pad_token, unk_token (a string, or {"content": ...}), add_bos_token.
  *
@@ -150,11 +164,67 @@ static attn_status read_pre_tokenizer(const cJSON *pre, char name[32]) {
                       quote(pattern->valuestring, q, sizeof q));
 }
 
+/* A {"String": s} pattern's s, or NULL. */
+static const char *string_pattern(const cJSON *obj) {
+    const cJSON *p = item(item(obj, "pattern"), "String");
+    return cJSON_IsString(p) ? p->valuestring : NULL;
+}
+
+/* obj is {"type": type, "pattern": {"String": from}, "content": to}. */
+static bool is_replace(const cJSON *obj, const char *from, const char *to) {
+    const cJSON *type = item(obj, "type"), *content = item(obj, "content");
+    const char *pattern = string_pattern(obj);
+    return cJSON_IsString(type) && strcmp(type->valuestring, "Replace") == 0 && pattern && strcmp(pattern, from) == 0 &&
+           cJSON_IsString(content) && strcmp(content->valuestring, to) == 0;
+}
+
+/* The i-th element of a Sequence's list is {"type": type}. */
+static bool element_is(const cJSON *list, int i, const char *type) {
+    const cJSON *t = item(cJSON_GetArrayItem(list, i), "type");
+    return cJSON_IsString(t) && strcmp(t->valuestring, type) == 0;
+}
+
+/* Gemma's decoder: Sequence [Replace "\u2581" -> " ", ByteFallback, Fuse]. */
+static bool is_spm_decoder(const cJSON *decoder) {
+    const cJSON *list = item(decoder, "decoders");
+    return cJSON_IsArray(list) && cJSON_GetArraySize(list) == 3 &&
+           is_replace(cJSON_GetArrayItem(list, 0), "\u2581", " ") && element_is(list, 1, "ByteFallback") &&
+           element_is(list, 2, "Fuse");
+}
+
+/* A SentencePiece-style BPE's normalizer: each space written as U+2581
+ * (Gemma's), which the encoder does (tokenizer.c). */
+static attn_status read_spm_normalizer(const cJSON *normalizer) {
+    if (normalizer && is_replace(normalizer, " ", "\u2581")) return ATTN_OK;
+    const char *n = normalizer ? type_of(normalizer, "normalizer") : "null";
+    if (!n) return ATTN_ERR_FORMAT;
+    return unsupported("normalizer", n, "a SentencePiece-style BPE (Gemma's) is implemented with Replace \" \" -> "
+                       "\"\u2581\" only");
+}
+
+/* Its pre-tokenizer: none, or Gemma's Split on " " merged with the
+ * previous piece, which finds nothing once the normalizer has written
+ * every space as U+2581. */
+static attn_status read_spm_pre_tokenizer(const cJSON *pre) {
+    if (!pre) return ATTN_OK;
+    const char *type = type_of(pre, "pre_tokenizer");
+    if (!type) return ATTN_ERR_FORMAT;
+    const cJSON *behavior = item(pre, "behavior");
+    const char *pattern = string_pattern(pre);
+    if (strcmp(type, "Split") == 0 && pattern && strcmp(pattern, " ") == 0 && cJSON_IsString(behavior) &&
+        strcmp(behavior->valuestring, "MergedWithPrevious") == 0 && !cJSON_IsTrue(item(pre, "invert")))
+        return ATTN_OK;
+    return unsupported("pre_tokenizer", type, "a SentencePiece-style BPE (Gemma's) is implemented with none or "
+                       "Split {\"String\": \" \"} MergedWithPrevious only");
+}
+
 /* What the reader collects before building. */
 typedef struct json_vocab {
     int64_t n;             /* tokens: ids 0 .. n-1                       */
     const char **piece;    /* [n] cJSON's strings (live with the tree)   */
     uint8_t *type;         /* [n]                                        */
+    uint8_t *flags;        /* [n] TOK_LSTRIP etc. of the added tokens     */
+    bool any_flags;
     const char *bos_piece; /* post_processor's BOS, or NULL              */
 } json_vocab;
 
@@ -179,17 +249,17 @@ static attn_status read_vocab(const cJSON *model, const cJSON *added, json_vocab
             !cJSON_IsString(content) || !content->valuestring)
             return attn__fail(ATTN_ERR_FORMAT, TJ ": added_tokens[%lld] is not {\"id\": integer in [0, %d], "
                               "\"content\": string, ...}", (long long)n_added, INT32_MAX / 4);
-        static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
-        for (int f = 0; f < 3; f++) {
+        const cJSON *single = item(e, "single_word");
+        if (single && !cJSON_IsFalse(single))
+            return attn__fail(ATTN_ERR_UNSUPPORTED, TJ ": added_tokens[%lld] ('%s') has single_word set: not "
+                              "implemented", (long long)n_added, quote(content->valuestring, q, sizeof q));
+        static const char *const flags[] = {"special", "lstrip", "rstrip", "normalized"};
+        for (int f = 0; f < 4; f++) {
             const cJSON *x = item(e, flags[f]);
-            if (x && !cJSON_IsFalse(x))
-                return attn__fail(ATTN_ERR_UNSUPPORTED, TJ ": added_tokens[%lld] ('%s') has %s set: not implemented",
-                                  (long long)n_added, quote(content->valuestring, q, sizeof q), flags[f]);
+            if (x && !cJSON_IsBool(x))
+                return attn__fail(ATTN_ERR_FORMAT, TJ ": added_tokens[%lld].%s is not true or false",
+                                  (long long)n_added, flags[f]);
         }
-        const cJSON *special = item(e, "special");
-        if (special && !cJSON_IsBool(special))
-            return attn__fail(ATTN_ERR_FORMAT, TJ ": added_tokens[%lld].special is not true or false",
-                              (long long)n_added);
         if (id > max_id) max_id = id;
     }
     if (n_vocab == 0) return attn__fail(ATTN_ERR_FORMAT, TJ ": model.vocab is empty");
@@ -201,7 +271,9 @@ static attn_status read_vocab(const cJSON *model, const cJSON *added, json_vocab
     v->n = max_id + 1;
     v->piece = calloc((size_t)v->n, sizeof *v->piece);
     v->type = malloc((size_t)v->n);
-    if (!v->piece || !v->type) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %lld tokens", (long long)v->n);
+    v->flags = calloc((size_t)v->n, 1);
+    if (!v->piece || !v->type || !v->flags)
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory for %lld tokens", (long long)v->n);
     memset(v->type, ATTN_TOKEN_NORMAL, (size_t)v->n);
     char q2[160];
     for (const cJSON *e = vocab->child; e; e = e->next) {
@@ -228,7 +300,14 @@ static attn_status read_vocab(const cJSON *model, const cJSON *added, json_vocab
             return attn__fail(ATTN_ERR_FORMAT, TJ ": added_tokens[%lld]: id %lld is added twice", (long long)k,
                               (long long)id);
         v->piece[id] = content;
-        v->type[id] = cJSON_IsTrue(item(e, "special")) ? ATTN_TOKEN_CONTROL : ATTN_TOKEN_USER_DEFINED;
+        const bool special = cJSON_IsTrue(item(e, "special"));
+        v->type[id] = special ? ATTN_TOKEN_CONTROL : ATTN_TOKEN_USER_DEFINED;
+        /* normalized: absent means !special, as tokenizers' AddedToken::from. */
+        const cJSON *normalized = item(e, "normalized");
+        v->flags[id] = (uint8_t)((cJSON_IsTrue(item(e, "lstrip")) ? TOK_LSTRIP : 0) |
+                                 (cJSON_IsTrue(item(e, "rstrip")) ? TOK_RSTRIP : 0) |
+                                 ((normalized ? cJSON_IsTrue(normalized) : !special) ? TOK_NORMALIZED : 0));
+        v->any_flags = v->any_flags || v->flags[id];
     }
     for (int64_t id = 0; id < v->n; id++)
         if (!v->piece[id])
@@ -346,30 +425,53 @@ static attn_status build(attn_tokenizer *t, const cJSON *root, const cJSON *conf
         return unsupported("model.type", type, "only BPE (byte-level, GPT-2 / Qwen2) is implemented; Unigram, "
                            "WordPiece and WordLevel are not");
     attn_status st;
-    if ((st = must_be_false(model, "byte_fallback", "model")) || (st = must_be_false(model, "ignore_merges", "model")) ||
+    if ((st = must_be_false(model, "ignore_merges", "model")) ||
         (st = must_be_empty(model, "continuing_subword_prefix", "model")) ||
         (st = must_be_empty(model, "end_of_word_suffix", "model")))
         return st;
-    const cJSON *dropout = item(model, "dropout");
+    const cJSON *dropout = item(model, "dropout"), *fallback = item(model, "byte_fallback");
     if (dropout && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
         return attn__fail(ATTN_ERR_UNSUPPORTED, TJ ": model.dropout is set: BPE dropout is not implemented");
-    const cJSON *normalizer = item(root, "normalizer");
-    if (normalizer) {
-        const char *n = type_of(normalizer, "normalizer");
-        if (!n) return ATTN_ERR_FORMAT;
-        return unsupported("normalizer", n, "no normalizer is implemented for tokenizer.json (only null)");
-    }
+    if (fallback && !cJSON_IsBool(fallback))
+        return attn__fail(ATTN_ERR_FORMAT, TJ ": model.byte_fallback is not true or false");
+    /* The decoder says which of the two BPEs this is. */
     const cJSON *decoder = item(root, "decoder");
     const char *d = decoder ? type_of(decoder, "decoder") : "null";
     if (!d) return ATTN_ERR_FORMAT;
-    if (strcmp(d, "ByteLevel") != 0) return unsupported("decoder", d, "only ByteLevel is implemented");
-    t->kind = ATTN_TOKENIZER_BPE;
-    if ((st = read_pre_tokenizer(item(root, "pre_tokenizer"), t->pre))) return st;
+    if (strcmp(d, "ByteLevel") == 0) {
+        t->kind = ATTN_TOKENIZER_BPE;
+        if (cJSON_IsTrue(fallback))
+            return attn__fail(ATTN_ERR_UNSUPPORTED, TJ ": model.byte_fallback is set: a byte-level BPE (ByteLevel "
+                              "decoder) has a letter for every byte (only false)");
+        const cJSON *normalizer = item(root, "normalizer");
+        if (normalizer) {
+            const char *n = type_of(normalizer, "normalizer");
+            if (!n) return ATTN_ERR_FORMAT;
+            return unsupported("normalizer", n, "no normalizer is implemented for a byte-level BPE (only null)");
+        }
+        if ((st = read_pre_tokenizer(item(root, "pre_tokenizer"), t->pre))) return st;
+    } else if (strcmp(d, "Sequence") == 0 && is_spm_decoder(decoder)) {
+        t->kind = ATTN_TOKENIZER_SPM;
+        if ((st = read_spm_normalizer(item(root, "normalizer"))) || (st = read_spm_pre_tokenizer(item(root, "pre_tokenizer"))))
+            return st;
+    } else {
+        return unsupported("decoder", d, "implemented are ByteLevel (byte-level BPE) and Sequence [Replace \"\u2581\" "
+                           "-> \" \", ByteFallback, Fuse] (Gemma's SentencePiece-style BPE)");
+    }
     json_vocab v = {0};
     st = read_vocab(model, item(root, "added_tokens"), &v);
     if (!st) st = read_post_processor(item(root, "post_processor"), &v);
     uint64_t bytes = 0;
     for (int64_t i = 0; !st && i < v.n; i++) bytes += strlen(v.piece[i]);
+    /* SPM's normalizer writes spaces as U+2581, so a normalized added token
+     * holding either would be matched against its normalized text: not
+     * implemented. */
+    for (int64_t i = 0; !st && t->kind == ATTN_TOKENIZER_SPM && i < v.n; i++)
+        if ((v.flags[i] & TOK_NORMALIZED) && (strchr(v.piece[i], ' ') || strstr(v.piece[i], "\u2581"))) {
+            char q[160];
+            st = attn__fail(ATTN_ERR_UNSUPPORTED, TJ ": the added token '%s' is normalized and holds a space or "
+                            "U+2581: not implemented", quote(v.piece[i], q, sizeof q));
+        }
     if (!st) st = attn__tok_vocab_begin(t, v.n, bytes, TJ " token");
     for (int64_t i = 0; !st && i < v.n; i++) st = attn__tok_vocab_add(t, i, v.piece[i], strlen(v.piece[i]), v.type[i], TJ " token");
     if (!st) {
@@ -394,12 +496,31 @@ static attn_status build(attn_tokenizer *t, const cJSON *root, const cJSON *conf
             st = attn__fail(ATTN_ERR_FORMAT, TJ ": post_processor's '%s' is not a token", quote(v.bos_piece, q, sizeof q));
         }
     }
-    const cJSON *unk = item(model, "unk_token");
-    if (!st && cJSON_IsString(unk)) t->unk_id = attn_tokenizer_find(t, unk->valuestring, strlen(unk->valuestring));
+    /* model.unk_token: what a byte without a letter becomes; none drops it. */
+    t->model_unk_id = -1;
+    const cJSON *unk = item(model, "unk_token"), *fuse = item(model, "fuse_unk");
+    if (!st && unk && !(cJSON_IsString(unk) && unk->valuestring))
+        st = attn__fail(ATTN_ERR_FORMAT, TJ ": model.unk_token is not a string");
+    if (!st && unk && (t->unk_id = t->model_unk_id = attn_tokenizer_find(t, unk->valuestring, strlen(unk->valuestring))) < 0) {
+        char q[160];
+        st = attn__fail(ATTN_ERR_FORMAT, TJ ": model.unk_token '%s' is not a token", quote(unk->valuestring, q, sizeof q));
+    }
+    if (!st && fuse && !cJSON_IsBool(fuse)) st = attn__fail(ATTN_ERR_FORMAT, TJ ": model.fuse_unk is not true or false");
+    t->fuse_unk = cJSON_IsTrue(fuse);
     if (!st && config) st = read_config(t, config);
+    if (!st && v.any_flags) {
+        t->added_flags = v.flags; /* kept: the special tokens' matching reads them */
+        v.flags = NULL;
+        t->memory_bytes += (size_t)v.n;
+    }
     free(v.piece);
     free(v.type);
-    return st ? st : attn__tok_finish(t, TJ "'s vocabulary");
+    free(v.flags);
+    if (!st) st = attn__tok_finish(t);
+    /* Without byte_fallback no <0xNN> token stands for a byte. */
+    if (!st && t->kind == ATTN_TOKENIZER_SPM && !cJSON_IsTrue(fallback))
+        for (int b = 0; b < 256; b++) t->byte_token[b] = -1;
+    return st;
 }
 
 /* tokenizer.json (and tokenizer_config.json, NULL when there is none) from

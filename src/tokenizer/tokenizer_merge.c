@@ -4,10 +4,12 @@
  * alphabet; SPM: one per UTF-8 character), and the best adjacent pair is
  * merged until no pair merges.  "Best", as the reference (Hugging Face
  * tokenizers' BPE model, word.rs) ranks it:
- *   BPE  the pair's rank in tokenizer.ggml.merges, lowest first
- *   SPM  the merged token's place in the vocabulary, earliest first, and
- *        for one merged token the longer left part first (transformers
- *        builds Gemma's merges from the vocabulary in that order)
+ *   BPE  the pair's rank in tokenizer.ggml.merges (or tokenizer.json's
+ *        model.merges: SPM too then), lowest first
+ *   SPM  from a GGUF (no merges): the merged token's place in the
+ *        vocabulary, earliest first, and for one merged token the longer
+ *        left part first (transformers builds Gemma's merges from the
+ *        vocabulary in that order)
  * and among equals the leftmost.  A min-heap of candidate pairs keeps it
  * O(n log n) in the piece's length (an SPM piece is a whole span between
  * special tokens, so it may be long); a candidate whose symbols changed
@@ -97,7 +99,7 @@ static attn_status consider(tok_word *w, int32_t left) {
     if (right < 0) return ATTN_OK;
     const tok_symbol *a = &w->sym[left], *b = &w->sym[right];
     tok_candidate c = {0, left, right, a->len, b->len, -1};
-    if (w->t->kind == ATTN_TOKENIZER_BPE) {
+    if (w->t->merges) { /* BPE, and SPM from a tokenizer.json with its merges */
         const tok_merge *m = find_merge(w->t, a->id, b->id);
         if (!m) return ATTN_OK;
         c.priority = (uint64_t)(uint32_t)m->rank;
@@ -154,11 +156,28 @@ static void add_symbol(tok_word *w, uint32_t start, uint32_t len, int32_t id, bo
     w->n++;
 }
 
+/* The unknown token for the text at start..start+len that has no token:
+ * fused into the symbol before it when that is one (fuse_unk). */
+static void add_unknown(tok_word *w, uint32_t start, uint32_t len, bool *fusing) {
+    if (*fusing && w->t->fuse_unk) w->sym[w->n - 1].len += len;
+    else add_symbol(w, start, len, w->t->model_unk_id, false);
+    *fusing = true;
+}
+
 attn_status attn__tok_merge_bpe(const attn_tokenizer *t, const uint8_t *text, size_t len, tok_ids *out) {
     tok_word w;
     attn_status st = word_begin(&w, t, text, len);
     if (st != ATTN_OK) return st;
-    for (size_t i = 0; i < len; i++) add_symbol(&w, (uint32_t)i, 1, t->byte_token[text[i]], true);
+    bool fusing = false;
+    for (size_t i = 0; i < len; i++) {
+        const int32_t id = t->byte_token[text[i]];
+        if (id >= 0) {
+            add_symbol(&w, (uint32_t)i, 1, id, true);
+            fusing = false;
+        } else if (t->model_unk_id >= 0) {
+            add_unknown(&w, (uint32_t)i, 1, &fusing);
+        } /* else the byte is dropped: no symbol, and its neighbours meet */
+    }
     st = merge_all(&w, out);
     word_end(&w);
     return st;
@@ -168,6 +187,7 @@ attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, si
     tok_word w;
     attn_status st = word_begin(&w, t, text, len);
     if (st != ATTN_OK) return st;
+    bool fusing = false;
     for (size_t i = 0; i < len && st == ATTN_OK;) {
         uint32_t cp;
         size_t n = attn__utf8_next(text + i, len - i, &cp);
@@ -175,22 +195,19 @@ attn_status attn__tok_merge_spm(const attn_tokenizer *t, const uint8_t *text, si
         if (n == 0) n = 1; /* an invalid byte: a character of its own, spelled by its byte token */
         if (id >= 0) {
             add_symbol(&w, (uint32_t)i, (uint32_t)n, id, true);
+            fusing = false;
         } else {
             /* Byte fallback: the character's bytes as <0xNN> tokens when
-             * every one exists, else one unknown token (consecutive ones
-             * fused, as the reference's fuse_unk does). */
+             * every one exists, else the unknown token (consecutive ones
+             * fused when fuse_unk, as Gemma's), or nothing without one. */
             bool all = true;
             for (size_t k = 0; k < n; k++) all = all && t->byte_token[text[i + k]] >= 0;
             if (all) {
                 for (size_t k = 0; k < n; k++) add_symbol(&w, (uint32_t)(i + k), 1, t->byte_token[text[i + k]], false);
-            } else if (t->unk_id < 0) {
-                st = attn__fail(ATTN_ERR_FORMAT, "tokenizer: the character at byte %zu has no token, no byte-fallback "
-                                "tokens and the vocabulary no unknown token", i);
-            } else if (w.n && w.sym[w.n - 1].id == t->unk_id && !w.sym[w.n - 1].mergeable) {
-                w.sym[w.n - 1].len += (uint32_t)n;
-            } else {
-                add_symbol(&w, (uint32_t)i, (uint32_t)n, t->unk_id, false);
-            }
+                fusing = false;
+            } else if (t->model_unk_id >= 0) {
+                add_unknown(&w, (uint32_t)i, (uint32_t)n, &fusing);
+            } /* else dropped, as by BPE above */
         }
         i += n;
     }

@@ -26,7 +26,7 @@ attn_status attn__tok_splitter_new(const char *name, void **splitter) {
     for (const attn__tok_pre *p = attn__tok_pre_tokenizers; p->name; p++)
         if (strcmp(name, p->name) == 0) pattern = p->pattern;
     if (!pattern)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "pre-tokenizer '%s': this library knows 'qwen2' and 'gpt2' "
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "pre-tokenizer '%s': this library knows 'qwen2', 'gpt2' and 'smollm' "
                           "only", name);
     int err;
     PCRE2_SIZE err_offset;

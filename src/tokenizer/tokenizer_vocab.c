@@ -42,6 +42,7 @@ size_t attn__utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
  * with at most one leading non-letter, single digits, punctuation runs with
  * an optional leading space, newline runs, and blanks (all but the last
  * blank before a non-blank). */
+#define GPT2_PATTERN "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 const attn__tok_pre attn__tok_pre_tokenizers[] = {
     {"qwen2", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
               "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
@@ -49,7 +50,15 @@ const attn__tok_pre attn__tok_pre_tokenizers[] = {
      * llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT2): contractions in lower case
      * only, letters, digit runs and punctuation runs each with an optional
      * leading space, then blanks as qwen2's. */
-    {"gpt2", "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"},
+    {"gpt2", GPT2_PATTERN},
+    /* SmolLM2's GGUF says "smollm"; the reference (transformers, which has
+     * no split for that name) runs GPT2Tokenizer's own ByteLevel, GPT-2's
+     * pattern.  llama.cpp isolates every digit first ("\\p{N}" as a pass of
+     * its own, as the model's original tokenizer.json's Digits does): the
+     * two differ where blanks precede a number character ("a  1": the
+     * reference makes " ", " ", "1", llama.cpp "  ", "1"; " ½½": " \xC2",
+     * "\xBD", "½" against " ", "½", "½"). */
+    {"smollm", GPT2_PATTERN},
     {NULL, NULL},
 };
 

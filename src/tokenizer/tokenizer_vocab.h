@@ -37,6 +37,12 @@ typedef struct tok_bucket {
     uint32_t count;
 } tok_bucket;
 
+/* An added token's flags (tokenizer.json's added_tokens; a GGUF's have
+ * none): whitespace around it is taken into its match (lstrip: on its
+ * left, rstrip: on its right), and it is matched in the normalized text,
+ * after the tokens without the flag (normalized). */
+enum { TOK_LSTRIP = 1, TOK_RSTRIP = 2, TOK_NORMALIZED = 4 };
+
 struct attn_tokenizer {
     attn_tokenizer_kind kind;
     int64_t n_tokens;
@@ -49,9 +55,20 @@ struct attn_tokenizer {
     tok_merge *merges;       /* BPE: (left, right) -> rank, merged          */
     uint64_t merge_mask;
     int64_t n_merges;
-    int32_t byte_token[256]; /* BPE: each byte's letter; SPM: <0xNN>, or -1 */
-    tok_bucket specials[256];
+    int32_t byte_token[256]; /* BPE: each byte's letter; SPM: <0xNN>; or -1 */
+    /* What the merge model makes of what it has no token for (the
+     * reference's BPE model's unk_token and fuse_unk): BPE a byte whose
+     * letter is not in the vocabulary, SPM a character without a token or
+     * byte tokens.  -1: dropped (BPE: a GGUF's, and tokenizer.json's with
+     * no model.unk_token), before the merges, so that its neighbours may
+     * merge.  fuse_unk: consecutive ones make one. */
+    int32_t model_unk_id;
+    bool fuse_unk;
+    /* Special tokens: [0] matched in the raw text, [1] (TOK_NORMALIZED) in
+     * each normalized span between those. */
+    tok_bucket specials[2][256];
     int32_t *special_ids;    /* the buckets' storage                        */
+    uint8_t *added_flags;    /* [n_tokens] TOK_*, or NULL: none             */
     int32_t bos_id, eos_id, pad_id, unk_id;
     int add_bos;
     char pre[32];

@@ -94,14 +94,11 @@ static void run(const random_case *rc, const float *dout, attn_kernel kernel, in
     res->out = test_nan_filled(n_out(c));
     res->w = test_nan_filled(n_w(c));
     res->lse = test_nan_filled(n_lse(c));
-    attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
-    attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
-    attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);
-    attn_tensor o = attn_tensor_4d(res->out, c->B, c->L, c->Hq, c->Dv);
+    random_case_tensors t = random_case_views(rc, res->out);
     attn_sdpa_options opt = random_case_options(rc);
     opt.kernel = kernel;
     opt.threads = threads;
-    if (attn_sdpa_forward(&q, &k, &v, &opt, &o, res->w, res->lse) != ATTN_OK)
+    if (attn_sdpa_forward(&t.q, &t.k, &t.v, &opt, &t.out, res->w, res->lse) != ATTN_OK)
         fail_msg("forward: %s", attn_last_error());
     if (!dout) return;
     res->dq = test_nan_filled(n_q(c));
@@ -117,7 +114,7 @@ static void run(const random_case *rc, const float *dout, attn_kernel kernel, in
     g.dk = &dk;
     g.dv = &dv;
     g.dsinks = res->dsinks;
-    if (attn_sdpa_backward_grads(&q, &k, &v, &opt, &o, res->lse, &dot, &g) != ATTN_OK)
+    if (attn_sdpa_backward_grads(&t.q, &t.k, &t.v, &opt, &t.out, res->lse, &dot, &g) != ATTN_OK)
         fail_msg("backward: %s", attn_last_error());
 }
 

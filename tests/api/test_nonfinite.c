@@ -97,21 +97,18 @@ static void run(const random_case *rc, const float *dout, attn_kernel kernel, in
     res->dq = dout ? test_nan_filled(c->B * c->L * c->Hq * c->D) : NULL;
     res->dk = dout ? test_nan_filled(c->B * c->S * c->Hkv * c->D) : NULL;
     res->dv = dout ? test_nan_filled(c->B * c->S * c->Hkv * c->Dv) : NULL;
-    attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
-    attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
-    attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);
-    attn_tensor o = attn_tensor_4d(res->out, c->B, c->L, c->Hq, c->Dv);
+    random_case_tensors t = random_case_views(rc, res->out);
     attn_sdpa_options opt = random_case_options(rc);
     opt.kernel = kernel;
     opt.threads = threads;
-    if (attn_sdpa_forward(&q, &k, &v, &opt, &o, res->w, res->lse) != ATTN_OK)
+    if (attn_sdpa_forward(&t.q, &t.k, &t.v, &opt, &t.out, res->w, res->lse) != ATTN_OK)
         fail_msg("forward: %s", attn_last_error());
     if (!dout) return;
     attn_tensor dot = attn_tensor_4d((float *)dout, c->B, c->L, c->Hq, c->Dv);
     attn_tensor dq = attn_tensor_4d(res->dq, c->B, c->L, c->Hq, c->D);
     attn_tensor dk = attn_tensor_4d(res->dk, c->B, c->S, c->Hkv, c->D);
     attn_tensor dv = attn_tensor_4d(res->dv, c->B, c->S, c->Hkv, c->Dv);
-    if (attn_sdpa_backward(&q, &k, &v, &opt, &o, res->lse, &dot, &dq, &dk, &dv) != ATTN_OK)
+    if (attn_sdpa_backward(&t.q, &t.k, &t.v, &opt, &t.out, res->lse, &dot, &dq, &dk, &dv) != ATTN_OK)
         fail_msg("backward: %s", attn_last_error());
 }
 

@@ -11,11 +11,15 @@
  *   causal        kj <= qi + offset     offset = 0, or total_kv - total_q (lower-right)
  *   window        qi + offset - left <= kj <= qi + offset + right   (-1: no bound)
  *   key lengths   kj < key_lengths[b]
- * The sanitizer build runs this too, so an overflow is a failure.
+ * The sanitizer build runs this too, so an overflow is a failure.  The
+ * hull of a run of rows (what ring attention skips work by) is checked
+ * against the same arithmetic.
  */
 #include "testutil.h"
 
 #include "attn.h"
+#include "base/problem.h"
+#include "base/visibility.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -35,6 +39,43 @@ static bool visible(const attn_sdpa_options *o, int64_t b, int64_t i, int64_t j)
     if (o->window && o->window_right >= 0 && kj > diagonal + o->window_right) return false;
     if (o->key_lengths && kj >= o->key_lengths[b]) return false;
     return true;
+}
+
+static wide wide_min(wide a, wide b) { return a < b ? a : b; }
+static wide wide_max(wide a, wide b) { return a > b ? a : b; }
+
+/* visibility_rows_key_range for every run of rows: it holds every
+ * key a row of the run sees, and it is the first row's start and the last
+ * row's end (each rule's bounds grow with the row), within [0, S]. */
+static void check_rows_hull(const attn_sdpa_options *o, const attn_tensor *q, const attn_tensor *k) {
+    sdpa_problem p;
+    if (attn__problem_init(&p, q, k, NULL, NULL, o, PROBLEM_SHAPES_ONLY)) fail_msg("%s", attn_last_error());
+    const wide total_q = o->total_len_q ? o->total_len_q : L, total_kv = o->total_len_kv ? o->total_len_kv : S;
+    const wide offset = (o->align == ATTN_ALIGN_LOWER_RIGHT ? total_kv - total_q : 0) + o->query_start - o->key_start;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t first = 0; first < L; first++)
+            for (int64_t n = 1; first + n <= L; n++) {
+                int64_t begin, end;
+                visibility_rows_key_range(&p, b, first, n, &begin, &end);
+                const wide d_first = first + offset, d_last = first + n - 1 + offset;
+                wide lo = 0, hi = S;
+                if (o->causal) hi = wide_min(hi, d_last + 1);
+                if (o->window && o->window_left >= 0) lo = wide_max(lo, d_first - o->window_left);
+                if (o->window && o->window_right >= 0) hi = wide_min(hi, d_last + o->window_right + 1);
+                if (o->key_lengths) hi = wide_min(hi, (wide)o->key_lengths[b] - o->key_start);
+                if (hi < lo) hi = lo;
+                if (lo > S) lo = hi = S;
+                if (begin != lo || end != hi)
+                    fail_msg("rows [%lld, %lld) of batch %lld: keys [%lld, %lld), want [%lld, %lld)", (long long)first,
+                             (long long)(first + n), (long long)b, (long long)begin, (long long)end, (long long)lo,
+                             (long long)hi);
+                for (int64_t i = first; i < first + n; i++)
+                    for (int64_t j = 0; j < S; j++)
+                        if (visible(o, b, i, j) && (j < begin || j >= end))
+                            fail_msg("rows [%lld, %lld): key %lld of row %lld is visible, outside [%lld, %lld)",
+                                     (long long)first, (long long)(first + n), (long long)j, (long long)i,
+                                     (long long)begin, (long long)end);
+            }
 }
 
 static void extreme_windows_and_offsets(void **state) {
@@ -76,6 +117,7 @@ static void extreme_windows_and_offsets(void **state) {
                     for (int64_t b = 0; b < B; b++)
                         for (int64_t i = 0; i < L; i++)
                             for (int64_t j = 0; j < S; j++) want_pairs += visible(&o, b, i, j);
+                    check_rows_hull(&o, &qt, &kt);
                     double flops = -1;
                     assert_int_equal(attn_sdpa_flops(&qt, &kt, &vt, &o, &flops), ATTN_OK);
                     if (flops != 4.0 * D * want_pairs)
@@ -99,7 +141,7 @@ static void extreme_windows_and_offsets(void **state) {
                     }
                     cases++;
                 }
-    print_message("%d cases, both kernels and the FLOP count against 128-bit arithmetic\n", cases);
+    print_message("%d cases, both kernels, the FLOP count and the rows' hull against 128-bit arithmetic\n", cases);
 }
 
 /* Placements that do not fit are refused with a message, whatever the

@@ -249,12 +249,23 @@ static void real_qwen(void **state) {
         return;
     }
     free(out);
-    /* The question, Ctrl-C a few seconds into the reply, then a question
-     * about the conversation and /quit. */
-    assert_int_equal(shell(&out, "(printf 'Write a very long story about a dragon, at least 2000 words.\\n'; sleep 8; "
-                                 "printf '\\003'; sleep 2; printf 'Say OK.\\n'; sleep 2; printf '/quit\\n') | "
-                                 "script -qec \"%s model chat --model %s --max-tokens 600\" /dev/null",
-                           ATTN_CLI_PATH, qwen),
+    /* The question once the session is up (its banner is printed after
+     * the Ctrl-C handler is set), Ctrl-C once the reply has streamed a
+     * few hundred bytes, then a question about the conversation once the
+     * stop is reported, and /quit after that reply's prompt.  Each wait
+     * polls the typescript (bounded at 2 minutes), never a fixed sleep: on
+     * a loaded machine the load alone takes seconds. */
+    const char *ts = test_path("ctrl-c.typescript");
+    assert_int_equal(shell(&out,
+                           "T=%s; : > $T; wait_for() { i=0; until eval \"$1\"; do i=$((i+1)); "
+                           "[ $i -gt 600 ] && break; sleep 0.2; done; }; "
+                           "(wait_for 'grep -q \"Ctrl-C stops a reply\" $T'; "
+                           "printf 'Write a very long story about a dragon, at least 2000 words.\\n'; "
+                           "s=$(wc -c < $T); wait_for '[ $(wc -c < $T) -gt $((s + 400)) ]'; printf '\\003'; "
+                           "wait_for 'grep -q \"stopped (Ctrl-C)\" $T'; printf 'Say OK.\\n'; "
+                           "wait_for '[ $(grep -o \"> \" $T | wc -l) -ge 3 ]'; printf '/quit\\n') | "
+                           "script -qfec \"%s model chat --model %s --max-tokens 600\" $T",
+                           ts, ATTN_CLI_PATH, qwen),
                      0);
     assert_non_null(strstr(out, "stopped (Ctrl-C)"));
     assert_non_null(strstr(out, "OK"));

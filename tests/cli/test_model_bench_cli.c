@@ -32,17 +32,7 @@ static void test_help_and_usage_errors(void **state) {
     (void)state;
     expect(0, "usage: attn model bench --model FILE.gguf", "--help");
     expect(0, "llama-bench", "-h");
-    char *list = NULL, *help = NULL;
-    assert_int_equal(test_run_cli(&list, "model bench --list-options"), 0);
-    assert_int_equal(test_run_cli(&help, "model bench --help"), 0);
-    int flags = 0;
-    for (char *save, *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        line[strcspn(line, " ")] = '\0';
-        if (!strstr(help, line)) fail_msg("--list-options has %s, which --help never shows", line);
-        flags++;
-    }
-    assert_int_equal(flags, 15);
-    free(list), free(help);
+    assert_int_equal(test_cli_flags_in_help("model bench"), 15);
     expect(2, "--model FILE.gguf is required", "-p 128");
     expect(2, "-p", "--model m.gguf -p 12x");
     expect(2, "--n-prompt", "--model m.gguf --n-prompt 128,,512");

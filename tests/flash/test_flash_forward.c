@@ -48,16 +48,8 @@ static void result_free(result *res) {
 
 static void run(const random_case *rc, attn_kernel kernel, int threads, bool with_weights,
                 result *res) {
-    const oracle_case *c = &rc->c;
-    attn_tensor q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D);
-    attn_tensor k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D);
-    attn_tensor v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv);
-    attn_tensor o = attn_tensor_4d(res->out, c->B, c->L, c->Hq, c->Dv);
-    attn_sdpa_options opt = random_case_options(rc);
-    opt.kernel = kernel;
-    opt.threads = threads;
-    attn_status st = attn_sdpa_forward(&q, &k, &v, &opt, &o, with_weights ? res->w : NULL,
-                                       with_weights ? res->lse : NULL);
+    attn_status st = random_case_forward(rc, kernel, threads, res->out, with_weights ? res->w : NULL,
+                                         with_weights ? res->lse : NULL);
     if (st != ATTN_OK) fail_msg("status %d: %s", st, attn_last_error());
 }
 
@@ -77,22 +69,10 @@ static double max_diff(const float *a, const float *b, int64_t n) {
     return worst;
 }
 
-static double max_abs_f(const float *x, int64_t n) {
-    double m = 0;
-    for (int64_t e = 0; e < n; e++)
-        if (isfinite(x[e]) && fabs(x[e]) > m) m = fabs(x[e]);
-    return m;
-}
-
 /* sigma of the problem of rc (see the FLASH_ thresholds in tolerances.h). */
 static double score_spread(const random_case *rc) {
     const oracle_case *c = &rc->c;
-    double sq = 0, sk = 0;
-    int64_t nq = c->B * c->L * c->Hq * c->D, nk = c->B * c->S * c->Hkv * c->D;
-    for (int64_t e = 0; e < nq; e++) sq += (double)rc->q[e] * rc->q[e];
-    for (int64_t e = 0; e < nk; e++) sk += (double)rc->k[e] * rc->k[e];
-    double scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->D);
-    return scale * sqrt(sq / (double)nq) * sqrt(sk / (double)nk) * sqrt((double)c->D);
+    return oracle_score_spread(c, rc->q, c->B * c->L * c->Hq * c->D, rc->k, c->B * c->S * c->Hkv * c->D);
 }
 
 /* rms of the values of rc. */
@@ -109,7 +89,7 @@ static double value_rms(const random_case *rc) {
 static void compare(const result *ref, const result *got, bool with_weights, double sigma,
                     double v_rms, const char *label) {
     double factor = sigma > 1 ? sigma : 1;
-    double out_scale = fmax(max_abs_f(ref->out, ref->n_out), v_rms);
+    double out_scale = fmax(max_abs_finite(ref->out, ref->n_out), v_rms);
     double d_out = max_diff(ref->out, got->out, ref->n_out);
     double d_w = 0, d_lse = 0;
     if (with_weights) {

@@ -206,21 +206,9 @@ static double max_diff(const float *a, const float *b, int64_t n) {
     return worst;
 }
 
-static double max_abs_f(const float *x, int64_t n) {
-    double m = 0;
-    for (int64_t e = 0; e < n; e++)
-        if (isfinite(x[e]) && fabs(x[e]) > m) m = fabs(x[e]);
-    return m;
-}
-
 /* sigma of tolerances.h's FLASH_ bounds: scale · rms(q) · rms(k) · sqrt(D). */
 static double score_spread(const half_case *hc) {
-    const oracle_case *c = &hc->rc.c;
-    double sq = 0, sk = 0;
-    for (int64_t e = 0; e < hc->nq; e++) sq += (double)hc->rc.q[e] * hc->rc.q[e];
-    for (int64_t e = 0; e < hc->nk; e++) sk += (double)hc->rc.k[e] * hc->rc.k[e];
-    double scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->D);
-    return scale * sqrt(sq / (double)hc->nq) * sqrt(sk / (double)hc->nk) * sqrt((double)c->D);
+    return oracle_score_spread(&hc->rc.c, hc->rc.q, hc->nq, hc->rc.k, hc->nk);
 }
 
 static double value_rms(const half_case *hc) {
@@ -269,7 +257,7 @@ static void check_case(half_case *hc, enum mask_kind kind, bool with_weights) {
     }
 
     const double sigma = score_spread(hc), factor = sigma > 1 ? sigma : 1;
-    const double out_scale = fmax(max_abs_f(ref.out, hc->nout), value_rms(hc));
+    const double out_scale = fmax(max_abs_finite(ref.out, hc->nout), value_rms(hc));
     for (int i = 0; i < attn__isa_count(); i++) {
         if (!test_isa_use(i)) continue;
         label_of(label, sizeof label, hc, kind, attn__isa_name(i));
@@ -398,7 +386,7 @@ static void storage_error_within_derived_bound(void **state) {
             result_alloc(&got, &hc);
             forward(&hc, false, ATTN_KERNEL_AUTO, 0, true, &got);
             const double spread = expm1(2 * delta);
-            const double v_max = fmax(max_abs_f(hc.rc.v, hc.nv), max_abs_f(hc.v0, hc.nv));
+            const double v_max = fmax(max_abs_finite(hc.rc.v, hc.nv), max_abs_finite(hc.v0, hc.nv));
             const double fp32 = FLASH_OUT_REL_FAIL * fmax(1.0, score_spread(&hc)) * v_max;
             double worst_ratio = 0;
             for (int64_t e = 0; e < hc.nout; e++) {
@@ -475,7 +463,7 @@ static void backward(const half_case *hc, bool twin, const float *dout_f, const 
  * of a half gradient (2·u·|g|). */
 static void grad_compare(const float *ref, const float *got, int64_t n, attn_dtype dt, const char *name,
                          const char *label) {
-    const double scale = fmax(1.0, max_abs_f(ref, n));
+    const double scale = fmax(1.0, max_abs_finite(ref, n));
     for (int64_t e = 0; e < n; e++) {
         const double allowed = FLASH_GRAD_REL_FAIL * scale + 2.0 * unit_roundoff(dt) * fabs((double)ref[e]) + 0x1p-24;
         const double d = fabs((double)ref[e] - (double)got[e]);

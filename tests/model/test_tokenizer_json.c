@@ -2,16 +2,21 @@
  * test_tokenizer_json.c — Hugging Face tokenizer.json (attn_tokenizer_from_json):
  *   - two tiny byte-level BPE tokenizers trained with the `tokenizers`
  *     library (Qwen2's Split pattern with merges as [a, b] pairs; GPT-2's
- *     ByteLevel pattern with merges as "a b") against transformers' ids
- *     and decoding on the fixture corpus;
- *   - the real Qwen2.5 tokenizer.json (committed gzipped: 2 MB; read with
- *     zlib, skipped without it) against the reference ids the GGUF fixture
- *     holds, and, when the model's GGUF is in $ATTN_MODEL_DIR, against the
- *     GGUF's tokenizer: the same pieces for every id;
+ *     ByteLevel pattern with merges as "a b", lstrip and rstrip tokens) and
+ *     a tiny one of Gemma's SentencePiece-style shape (byte fallback, <unk>
+ *     fused, lstrip, rstrip and normalized added tokens) against
+ *     transformers' ids and decoding on the fixture corpus;
+ *   - the real Qwen2.5 and SmolLM2 tokenizer.json (committed gzipped: 2 MB
+ *     and 0.6 MB; read with zlib, skipped without it) against the
+ *     reference ids the GGUF fixtures hold, and, when the model's GGUF is in
+ *     $ATTN_MODEL_DIR, against the GGUF's tokenizer: the same pieces and
+ *     control tokens for every id;
+ *   - a vocabulary without some byte letters (dropped, or model.unk_token,
+ *     fused or not), and the Gemma-shaped file without byte_fallback;
  *   - tokenizer_config.json (BOS, EOS, pad; add_bos_token), a
  *     TemplateProcessing BOS;
- *   - a table of hostile files, each refused with its status and a message
- *     naming the key and the problem;
+ *   - tables of hostile files (byte-level and Gemma-shaped), each refused
+ *     with its status and a message naming the key and the problem;
  *   - attn tokenize --model DIR on a directory holding tokenizer.json, and
  *     attn model run DIR --text on the tiny Qwen2 checkpoint.
  * Fixtures: tests/fixtures/tokenizer/, made by
@@ -73,14 +78,21 @@ static void tiny_gpt2_matches_reference(void **state) {
     attn_tokenizer_free(t);
 }
 
-/* The real Qwen2.5 tokenizer.json, inflated into memory. */
-static void qwen_tokenizer_json(void **state) {
-    (void)state;
+/* A real model's tokenizer.json (committed gzipped), inflated into memory,
+ * against the GGUF fixture's reference ids (transformers' for the
+ * tokenizer this file was saved from), and, when the model's GGUF is in
+ * $ATTN_MODEL_DIR, against the GGUF's own tokenizer: every id's piece the
+ * same, the same control tokens, both identical on the fixture. */
+static void check_model_json(const char *gz_name, const char *fixture, const char *gguf, int64_t vocab,
+                             int64_t merges) {
 #ifndef ATTN_TEST_HAVE_ZLIB
+    (void)gz_name, (void)fixture, (void)gguf, (void)vocab, (void)merges;
     print_message("skipped: this test build has no zlib to inflate the gzipped tokenizer.json\n");
     skip();
 #else
-    gzFile gz = gzopen(FIXTURES "qwen2.5-coder-0.5b.tokenizer.json.gz", "rb");
+    char gz_path[512];
+    snprintf(gz_path, sizeof gz_path, FIXTURES "%s", gz_name);
+    gzFile gz = gzopen(gz_path, "rb");
     assert_non_null(gz);
     size_t cap = 16u << 20, n = 0;
     char *json = malloc(cap);
@@ -101,21 +113,17 @@ static void qwen_tokenizer_json(void **state) {
     assert_ok(st);
     attn_tokenizer_info info;
     attn_tokenizer_describe(t, &info);
-    assert_int_equal(info.vocab_size, 151936);
-    assert_int_equal(info.n_merges, 151387);
-    print_message("qwen tokenizer.json: %.1f MB\n", (double)info.memory_bytes / 1e6);
-    /* The GGUF fixture's ids are transformers' for the tokenizer this file
-     * was saved from. */
-    tok_fixture_check(t, "qwen2.5 tokenizer.json", FIXTURES "qwen2.5-coder-0.5b.txt");
+    assert_int_equal(info.vocab_size, vocab);
+    assert_int_equal(info.n_merges, merges);
+    print_message("%s: %.1f MB\n", gz_name, (double)info.memory_bytes / 1e6);
+    tok_fixture_check(t, gz_name, fixture);
 
-    /* And the GGUF's own tokenizer, when the model is there: every id's
-     * piece the same. */
     const char *dir = getenv("ATTN_MODEL_DIR"), *home = getenv("HOME");
     char path[768];
     if (dir && *dir)
-        snprintf(path, sizeof path, "%s/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", dir);
+        snprintf(path, sizeof path, "%s/%s", dir, gguf);
     else
-        snprintf(path, sizeof path, "%s/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", home ? home : "");
+        snprintf(path, sizeof path, "%s/.cache/attn/models/%s", home ? home : "", gguf);
     struct stat sb;
     if (stat(path, &sb) == 0) {
         attn_gguf *g;
@@ -133,16 +141,51 @@ static void qwen_tokenizer_json(void **state) {
             differ += la != lb || memcmp(a, b, la) != 0;
             types_differ += (ta == ATTN_TOKEN_CONTROL) != (tb == ATTN_TOKEN_CONTROL);
         }
-        print_message("qwen: tokenizer.json and GGUF: %lld pieces differ, %lld control flags differ\n",
+        print_message("%s: tokenizer.json and GGUF: %lld pieces differ, %lld control flags differ\n", gguf,
                       (long long)differ, (long long)types_differ);
         assert_int_equal(differ, 0);
-        tok_fixture_check(tg, "qwen2.5 GGUF", FIXTURES "qwen2.5-coder-0.5b.txt");
+        assert_int_equal(types_differ, 0);
+        tok_fixture_check(tg, gguf, fixture);
         attn_tokenizer_free(tg);
     } else {
         print_message("%s is not there: the GGUF comparison is skipped\n", path);
     }
     attn_tokenizer_free(t);
 #endif
+}
+
+static void qwen_tokenizer_json(void **state) {
+    (void)state;
+    check_model_json("qwen2.5-coder-0.5b.tokenizer.json.gz", FIXTURES "qwen2.5-coder-0.5b.txt",
+                     "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 151936, 151387);
+}
+
+/* SmolLM2's: GPT-2's ByteLevel pre-tokenizer, no model.unk_token (the 21
+ * bytes without a letter are dropped). */
+static void smollm2_tokenizer_json(void **state) {
+    (void)state;
+    check_model_json("smollm2-135m.tokenizer.json.gz", FIXTURES "smollm2-135m.txt", "smollm2-135m-instruct-q4_1.gguf",
+                     49152, 48900);
+}
+
+/* Gemma's shape of tokenizer.json, small: a SentencePiece-style BPE
+ * (spaces as U+2581, byte fallback, <unk> fused, <bos> added, explicit
+ * merges ranked as listed), special tokens taking white space on their
+ * left (<mask>, lstrip) or right (<sep>, rstrip), a normalized non-special
+ * one (<tool>). */
+static void tiny_gemma_matches_reference(void **state) {
+    (void)state;
+    attn_tokenizer *t = NULL;
+    assert_ok(attn_tokenizer_from_json_file(FIXTURES "tiny-gemma.tokenizer.json", &t));
+    attn_tokenizer_info info;
+    attn_tokenizer_describe(t, &info);
+    assert_int_equal(info.kind, ATTN_TOKENIZER_SPM);
+    assert_int_equal(info.bos_id, 2);
+    assert_int_equal(info.unk_id, 3);
+    assert_int_equal(info.add_bos, 1);
+    assert_true(info.n_merges > 500);
+    tok_fixture_check(t, "tiny-gemma", FIXTURES "tiny-gemma.txt");
+    attn_tokenizer_free(t);
 }
 
 /* --------------------------------------------------- a byte-built file */
@@ -176,15 +219,59 @@ static char *base_json(void) {
     return s;
 }
 
-/* base with the first `find` replaced by `with`. */
-static char *edited(const char *find, const char *with) {
-    char *base = base_json(), *at = strstr(base, find);
-    if (!at) fail_msg("the base tokenizer.json has no '%s'", find);
+/* base (freed) with its first `find` replaced by `with`. */
+static char *replaced(char *base, const char *find, const char *with) {
+    char *at = strstr(base, find);
+    if (!at) fail_msg("the tokenizer.json has no '%s'", find);
     size_t n = strlen(base) + strlen(with) + 1;
     char *s = malloc(n);
     snprintf(s, n, "%.*s%s%s", (int)(at - base), base, with, at + strlen(find));
     free(base);
     return s;
+}
+
+static char *edited(const char *find, const char *with) { return replaced(base_json(), find, with); }
+
+/* The ids of text, as "1 2 3". */
+static const char *ids_of(const attn_tokenizer *t, const char *text) {
+    static char line[512];
+    int32_t ids[64];
+    size_t n, at = 0;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 64, &n));
+    line[0] = 0;
+    for (size_t i = 0; i < n; i++) at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", i ? " " : "", ids[i]);
+    return line;
+}
+
+/* A vocabulary without the letter of 'x' (SmolLM2's lacks 21 letters):
+ * with no model.unk_token the byte is dropped before the merges (h and e
+ * meet and merge); with one, it is that token, one per byte, or one per run
+ * with fuse_unk.  The expected ids are what tokenizers 0.23.3 gives for
+ * the same vocabulary, merges and pre-tokenizer built in Python (checked
+ * once, by hand). */
+static void bytes_without_letters(void **state) {
+    (void)state;
+    char *json = edited("\"x\": 120", "\"[x]\": 120");
+    attn_tokenizer *t;
+    attn_status st = attn_tokenizer_from_json(json, strlen(json), &t);
+    tok_skip_without_pcre2(st);
+    assert_ok(st);
+    assert_string_equal(ids_of(t, "hxe"), "256");
+    assert_string_equal(ids_of(t, "axxb xx"), "97 98 32");
+    attn_tokenizer_free(t);
+    json = replaced(json, "\"dropout\": null", "\"dropout\": null, \"unk_token\": \"<tool>\"");
+    assert_ok(attn_tokenizer_from_json(json, strlen(json), &t));
+    assert_string_equal(ids_of(t, "hxe"), "104 258 101");
+    assert_string_equal(ids_of(t, "axxb xx"), "97 258 258 98 32 258 258");
+    attn_tokenizer_info info;
+    attn_tokenizer_describe(t, &info);
+    assert_int_equal(info.unk_id, 258);
+    attn_tokenizer_free(t);
+    json = replaced(json, "\"dropout\": null", "\"dropout\": null, \"fuse_unk\": true");
+    assert_ok(attn_tokenizer_from_json(json, strlen(json), &t));
+    assert_string_equal(ids_of(t, "axxb xx"), "97 258 98 32 258");
+    attn_tokenizer_free(t);
+    free(json);
 }
 
 static void byte_built_file_works(void **state) {
@@ -302,13 +389,19 @@ static const struct hostile {
     {"\"he\": 256", "\"he\": 256, \"he\": 259", ATTN_ERR_FORMAT, "'he' has two ids"},
     {"\"he\": 256", "\"xy\": 259", ATTN_ERR_FORMAT, "no token has id 256"},
     {"\"he\": 256", "\"\": 256", ATTN_ERR_FORMAT, "an empty token (id 256)"},
-    {"\"!\": 33", "\"!!\": 33", ATTN_ERR_FORMAT, "no token for the byte 0x21"},
+    {"\"dropout\": null", "\"unk_token\": \"<nope>\"", ATTN_ERR_FORMAT, "model.unk_token '<nope>' is not a token"},
+    {"\"dropout\": null", "\"unk_token\": 3", ATTN_ERR_FORMAT, "model.unk_token is not a string"},
+    {"\"dropout\": null", "\"fuse_unk\": 1", ATTN_ERR_FORMAT, "model.fuse_unk is not true or false"},
     {"\"content\": \"<|end|>\"", "\"content\": \"<|other|>\"", ATTN_ERR_FORMAT,
      "added_tokens[0] gives id 257 the text '<|other|>', but it is '<|end|>'"},
     {"\"id\": 258, \"content\": \"<tool>\"", "\"id\": 257, \"content\": \"<|end|>\"", ATTN_ERR_FORMAT,
      "added_tokens[1]: id 257 is added twice"},
     {"\"id\": 257", "\"id\": \"257\"", ATTN_ERR_FORMAT, "added_tokens[0] is not {\"id\""},
-    {"\"lstrip\": false", "\"lstrip\": true", ATTN_ERR_UNSUPPORTED, "has lstrip set"},
+    {"\"lstrip\": false", "\"single_word\": true", ATTN_ERR_UNSUPPORTED, "has single_word set"},
+    {"\"lstrip\": false", "\"lstrip\": 1", ATTN_ERR_FORMAT, "added_tokens[0].lstrip is not true or false"},
+    {"\"byte_fallback\": false", "\"byte_fallback\": 0", ATTN_ERR_FORMAT, "model.byte_fallback is not true or false"},
+    {"\"decoder\": {\"type\": \"ByteLevel\"}", "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": "
+     "\"ByteFallback\"}]}", ATTN_ERR_UNSUPPORTED, "decoder 'Sequence': implemented are ByteLevel"},
     {"\"special\": true", "\"special\": 1", ATTN_ERR_FORMAT, "added_tokens[0].special is not true or false"},
     {"\"added_tokens\": [", "\"added_tokens\": 3, \"x\": [", ATTN_ERR_FORMAT, "added_tokens is not an array"},
     {"\"vocab\": {", "\"vocab\": [], \"v\": {", ATTN_ERR_FORMAT, "model.vocab is not an object"},
@@ -410,12 +503,65 @@ static void model_run_text(void **state) {
     free(out);
 }
 
+/* The tiny Gemma-shaped file, edited: byte_fallback off (a character
+ * without a token becomes <unk>, fused; the ids are tokenizers 0.23.3's for
+ * the file and for the edited file), and the refusals of what the
+ * SentencePiece-style reading does not implement. */
+static void spm_json_edits(void **state) {
+    (void)state;
+    FILE *f = fopen(FIXTURES "tiny-gemma.tokenizer.json", "rb");
+    assert_non_null(f);
+    char *base = calloc(1, 1 << 17);
+    const size_t size = fread(base, 1, (1 << 17) - 1, f);
+    fclose(f);
+    assert_true(size > 0 && size < (1 << 17) - 1);
+    attn_tokenizer *t;
+    assert_ok(attn_tokenizer_from_json(base, size, &t));
+    /* 𝔘 (F0 9D 94 98) and 中 are no tokens: their bytes are. */
+    assert_string_equal(ids_of(t, "x\xF0\x9D\x94\x98\xE4\xB8\xADx"), "2 341 248 165 156 160 236 192 181 341");
+    attn_tokenizer_free(t);
+    char *json = replaced(strdup(base), "\"byte_fallback\": true", "\"byte_fallback\": false");
+    assert_ok(attn_tokenizer_from_json(json, strlen(json), &t));
+    assert_string_equal(ids_of(t, "x\xF0\x9D\x94\x98\xE4\xB8\xADx"), "2 341 3 341");
+    attn_tokenizer_free(t);
+    free(json);
+    static const struct hostile rows[] = {
+        {"\"content\": \"\u2581\"", "\"content\": \"_\"", ATTN_ERR_UNSUPPORTED,
+         "normalizer 'Replace': a SentencePiece-style BPE (Gemma's) is implemented with Replace"},
+        {"\"behavior\": \"MergedWithPrevious\"", "\"behavior\": \"Isolated\"", ATTN_ERR_UNSUPPORTED,
+         "pre_tokenizer 'Split': a SentencePiece-style BPE"},
+        {"\"content\": \"<tool>\"", "\"content\": \"<to ol>\"", ATTN_ERR_UNSUPPORTED,
+         "the added token '<to ol>' is normalized and holds a space"},
+        {"\"unk_token\": \"<unk>\"", "\"unk_token\": \"<none>\"", ATTN_ERR_FORMAT,
+         "model.unk_token '<none>' is not a token"},
+        {"\"type\": \"ByteFallback\"", "\"type\": \"Strip\"", ATTN_ERR_UNSUPPORTED, "decoder 'Sequence'"},
+    };
+    size_t failures = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char *bad = replaced(strdup(base), rows[i].find, rows[i].with);
+        t = (attn_tokenizer *)&t;
+        attn_status st = attn_tokenizer_from_json(bad, strlen(bad), &t);
+        if (st != rows[i].want || !strstr(attn_last_error(), rows[i].keyword) || t != NULL) {
+            failures++;
+            print_message("row %zu: status %d (want %d), \"%s\" (want \"%s\")\n", i, (int)st, (int)rows[i].want,
+                          attn_last_error(), rows[i].keyword);
+        }
+        free(bad);
+    }
+    free(base);
+    assert_int_equal(failures, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_qwen2_matches_reference),
         cmocka_unit_test(tiny_gpt2_matches_reference),
         cmocka_unit_test(qwen_tokenizer_json),
+        cmocka_unit_test(smollm2_tokenizer_json),
+        cmocka_unit_test(tiny_gemma_matches_reference),
+        cmocka_unit_test(spm_json_edits),
         cmocka_unit_test(byte_built_file_works),
+        cmocka_unit_test(bytes_without_letters),
         cmocka_unit_test(hostile_files),
         cmocka_unit_test(model_run_text),
     };

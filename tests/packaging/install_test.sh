@@ -8,9 +8,10 @@
 #      libattn_model consumers shared and static.
 #   2. A second tree is configured from SOURCE_DIR with cairo and MPI forced
 #      off (core only, no program, no tests), built and installed; its
-#      libattn.so must not depend on cairo, X11 or MPI.  Consumers of the
-#      core are built against it by find_package and by pkg-config, shared
-#      and static; none may get -fopenmp on its compile line, and the
+#      libattn.so must not depend on cairo, X11 or MPI, and its configuration
+#      must end with the feature summary, those two off by their options.
+#      Consumers of the core are built against it by find_package and by
+#      pkg-config, shared and static; none may get -fopenmp on its compile line, and the
 #      exported CMake targets must not hard-code libm's path.  libattn_model
 #      (no dependency beyond libattn and libm) is built there too, and used by
 #      pkg-config (attn-model), shared and static, and through the GGUF
@@ -61,6 +62,14 @@ echo "              attn::model and attn::model_static"
 "$cmake" -S "$src" -B "$work/core-build" -DCMAKE_BUILD_TYPE=Release -DATTN_WITH_CAIRO=OFF -DATTN_WITH_MPI=OFF \
     -DATTN_BUILD_TOOLS=OFF -DATTN_BUILD_TESTS=OFF >"$work/core-configure.log" ||
     { cat "$work/core-configure.log"; fail "the core-only configuration failed"; }
+# It ends with one line per feature (cmake/attn_features.cmake), each once,
+# the ones turned off naming the option.
+for line in "pictures +off +ATTN_WITH_CAIRO=OFF" "CJK labels +off +the pictures are off" \
+            "ring attention +off +ATTN_WITH_MPI=OFF" "attn program +off +ATTN_BUILD_TOOLS=OFF" "threads +o" \
+            "byte-level BPE +o" "BLAS projections +o" "Hugging Face files +o" "deflated .npz +o" "x86 kernels +o"; do
+    [[ $(grep -Ec -- "^-- +$line" "$work/core-configure.log") == 1 ]] ||
+        fail "the configuration's feature summary lacks '$line' (or has it twice): $(grep -A20 'attn: features' "$work/core-configure.log")"
+done
 "$cmake" --build "$work/core-build" -j "$jobs" >"$work/core-build.log" ||
     { tail -30 "$work/core-build.log"; fail "the core-only build failed"; }
 "$cmake" --install "$work/core-build" --prefix "$work/core" >/dev/null

@@ -9,6 +9,7 @@
 
 #define TEST_QWEN_GGUF "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 #define TEST_GEMMA_GGUF "gemma-3-270m-q4_k_m.gguf"
+#define TEST_SMOLLM2_GGUF "smollm2-135m-instruct-q4_1.gguf"
 
 /* $ATTN_MODEL_DIR when set and not empty, else $HOME/.cache/attn/models. */
 const char *test_model_dir(void);

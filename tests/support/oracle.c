@@ -242,3 +242,37 @@ double max_abs(const double *x, int64_t n) {
         if (isfinite(x[e]) && fabs(x[e]) > m) m = fabs(x[e]);
     return m;
 }
+
+attn_status random_case_forward(const random_case *rc, attn_kernel kernel, int threads, float *out, float *w,
+                                float *lse) {
+    random_case_tensors t = random_case_views(rc, out);
+    attn_sdpa_options opt = random_case_options(rc);
+    opt.kernel = kernel;
+    opt.threads = threads;
+    return attn_sdpa_forward(&t.q, &t.k, &t.v, &opt, &t.out, w, lse);
+}
+
+random_case_tensors random_case_views(const random_case *rc, float *out) {
+    const oracle_case *c = &rc->c;
+    return (random_case_tensors){
+        .q = attn_tensor_4d(rc->q, c->B, c->L, c->Hq, c->D),
+        .k = attn_tensor_4d(rc->k, c->B, c->S, c->Hkv, c->D),
+        .v = attn_tensor_4d(rc->v, c->B, c->S, c->Hkv, c->Dv),
+        .out = attn_tensor_4d(out, c->B, c->L, c->Hq, c->Dv),
+    };
+}
+
+double oracle_score_spread(const oracle_case *c, const float *q, int64_t nq, const float *k, int64_t nk) {
+    double sq = 0, sk = 0;
+    for (int64_t e = 0; e < nq; e++) sq += (double)q[e] * q[e];
+    for (int64_t e = 0; e < nk; e++) sk += (double)k[e] * k[e];
+    double scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)c->D);
+    return scale * sqrt(sq / (double)nq) * sqrt(sk / (double)nk) * sqrt((double)c->D);
+}
+
+double max_abs_finite(const float *x, int64_t n) {
+    double m = 0;
+    for (int64_t e = 0; e < n; e++)
+        if (isfinite(x[e]) && fabs(x[e]) > m) m = fabs(x[e]);
+    return m;
+}

@@ -91,6 +91,21 @@ void random_case_free(random_case *rc);
 /* The same problem as library options (kernel and threads left at defaults). */
 attn_sdpa_options random_case_options(const random_case *rc);
 
+/* rc's q, k, v as tensors, and out [B, L, Hq, Dv] for its output. */
+typedef struct random_case_tensors {
+    attn_tensor q, k, v, out;
+} random_case_tensors;
+random_case_tensors random_case_views(const random_case *rc, float *out);
+/* attn_sdpa_forward on rc's problem with the given kernel and threads, into
+ * out [B, L, Hq, Dv] and, when not NULL, w [B, Hq, L, S] and lse [B, Hq, L]. */
+attn_status random_case_forward(const random_case *rc, attn_kernel kernel, int threads, float *out, float *w,
+                                float *lse);
+/* sigma of tolerances.h's FLASH_ bounds for q [nq] and k [nk] of problem c:
+ * scale · rms(q) · rms(k) · sqrt(D) (scale 1/sqrt(D) when c->scale is 0). */
+double oracle_score_spread(const oracle_case *c, const float *q, int64_t nq, const float *k, int64_t nk);
+
+/* The largest |x| over the finite elements of x [n]. */
+double max_abs_finite(const float *x, int64_t n);
 /* Max |a - b| over n elements, treating equal infinities as 0 difference;
  * returns INFINITY if one side is infinite or NaN and the other is not. */
 double max_abs_diff(const double *expected, const float *got, int64_t n);

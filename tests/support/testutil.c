@@ -382,3 +382,18 @@ void test_assert_no_row_failed(void) {
     row_failures = 0;
     if (n) fail_msg("%d checks failed (above)", n);
 }
+
+int test_cli_flags_in_help(const char *cmd) {
+    char *list = NULL, *help = NULL;
+    if (test_run_cli(&list, "%s --list-options", cmd)) fail_msg("attn %s --list-options failed:\n%s", cmd, list);
+    if (test_run_cli(&help, "%s --help", cmd)) fail_msg("attn %s --help failed:\n%s", cmd, help);
+    int flags = 0;
+    for (char *save, *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        line[strcspn(line, " ")] = '\0';
+        if (!strstr(help, line)) fail_msg("attn %s --list-options has %s, which --help never shows", cmd, line);
+        flags++;
+    }
+    free(list);
+    free(help);
+    return flags;
+}

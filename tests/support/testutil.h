@@ -84,6 +84,11 @@ int test_group_teardown(void **state);
  * Returns the exit status (or 128 + signal); *output gets stdout+stderr,
  * malloc'd, NUL-terminated (free it). */
 int test_run_cli(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Every flag `attn CMD --list-options` prints is shown by `attn CMD --help`
+ * (fails naming the first that is not); returns how many flags there are.
+ * test_cli_matrix checks the subcommands so; this is for a command's actions
+ * (model generate, model bench). */
+int test_cli_flags_in_help(const char *cmd);
 /* Runs `attn args...` (as test_run_cli) and fails the test unless it exits
  * with want_status and its output contains needle ("" for any output). */
 void test_cli_expect(int want_status, const char *needle, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

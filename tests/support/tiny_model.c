@@ -3,7 +3,7 @@
  */
 #include "tiny_model.h"
 
-#include "attn_model.h"
+#include "attn_gguf.h"
 #include "testutil.h"
 
 #include <math.h>

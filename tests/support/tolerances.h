@@ -39,6 +39,32 @@
  *      which typical rounding (~sqrt(n) u) stays far inside. ---- */
 #define LINEAR_BLAS_BOUND_FAIL 1.0
 
+/* ---- the quantized products (quant/test_quant_matmul.c), as multiples of
+ *      worst-case bounds the test computes per output (docs/quant.md).
+ *
+ * EXACT against the double sum of the same dequantized products: each
+ * output is L lane sums of about K/L terms in float32, then a tree of
+ * log2(L) sums (L = 8 or 16), so it is within gamma_n sum_k |x_k w_k| of
+ * the exact sum with n = K/8 + 4 (any L >= 8), and the reference within
+ * u |ref| of that. */
+#define QUANT_EXACT_BOUND_FAIL 1.0
+/* FAST against the test's own double evaluation of the same decomposition
+ * (sum_g ws xs isum + wc xsum, the activations quantized by the documented
+ * rule): the integer sums are exact, what remains is the float32 sum of the
+ * 2 K/16 group terms and the lanes' tree: within gamma_n T with
+ * n = K/8 + 8 and T = sum_k |ws xs wu_k qx_k| + sum_g |wc_g xsum_g| (a
+ * kernel may split a group's integer sum into lanes anywhere). */
+#define QUANT_FAST_KERNEL_BOUND_FAIL 1.0
+/* FAST against the double reference of EXACT: the activations' rounding,
+ * sum_k |w_k| |x_k - xs q_k| (each at most xs / 2), plus the two bounds
+ * above. */
+#define QUANT_FAST_QUANT_BOUND_FAIL 1.0
+/* FAST against EXACT on the real model's tensors (test_real_model): the rms
+ * of the difference over the rms of EXACT's output.  Measured 0.1-0.6 %
+ * (docs/quant.md §2); 8-bit activations cannot do much better, a kernel
+ * that mixed up groups or scales would be far off. */
+#define QUANT_FAST_REAL_REL_RMS_FAIL 2e-2
+
 /* ---- flash against the reference kernel (flash/test_flash_forward.c,
  *      flash/test_flash_backward.c).
  *

@@ -119,28 +119,36 @@ const char *cli_shape_str(const attn_array *a, char *buf, size_t size);
  *   masks        --causal | --causal-lower-right  --align top-left|lower-right
  *                --window LEFT,RIGHT  --key-lengths F  --mask F  --bias F
  *   computation  --scale S  --kernel auto|ref|flash  --threads N  --allow-slow
+ *                --precision exact|fast
  *   layout       --layout BLHD|BHLD   (how q, k, v and their outputs are stored)
- *   logits       --softcap F  --sinks F  --alibi | --alibi-slopes F   (the score
+ *   logits       --softcap F  --alibi | --alibi-slopes F  --sinks F   (the score
  *                stage, docs/logits.md: sdpa and mha; ring refuses it)
+ * The masks, computation and logits families are the groups of libattn's
+ * table of attn_sdpa_options (attn_sdpa_option): their flags, ids and
+ * --help lines are made from it by cli_attention_build (which
+ * cli_args_begin calls), a new option's flag with them.  --allow-slow,
+ * --layout and --quiet are the command line's own.
  */
 enum {
-    CLI_ID_CAUSAL = CLI_SHARED_IDS, CLI_ID_CAUSAL_LOWER_RIGHT, CLI_ID_ALIGN, CLI_ID_WINDOW,
-    CLI_ID_KEY_LENGTHS, CLI_ID_MASK, CLI_ID_BIAS,
-    CLI_ID_SCALE, CLI_ID_KERNEL, CLI_ID_THREADS, CLI_ID_ALLOW_SLOW, CLI_ID_PRECISION,
-    CLI_ID_LAYOUT,
-    CLI_ID_QUIET,
-    CLI_ID_SOFTCAP, CLI_ID_SINKS, CLI_ID_ALIBI, CLI_ID_ALIBI_SLOPES,
-    CLI_ID_MODULE_FIRST = CLI_SHARED_IDS + 100 /* cli_interp.h's module flags */
+    CLI_ID_ALLOW_SLOW = CLI_SHARED_IDS, CLI_ID_LAYOUT, CLI_ID_QUIET,
+    CLI_ID_MODULE_FIRST = CLI_SHARED_IDS + 100, /* cli_interp.h's module flags   */
+    CLI_ID_OPTION_FIRST = CLI_SHARED_IDS + 200  /* the table's: two per option */
 };
 /* The reference kernel's budget: about a minute at its few GFLOP/s. */
 #define CLI_REF_BUDGET_GFLOP 100
 #define CLI_REF_BUDGET_TEXT "100 GFLOP"
 
-extern const cli_flag cli_mask_flags[], cli_compute_flags[], cli_layout_flags[], cli_logits_flags[];
+/* The families' flag tables and --help texts, filled by cli_attention_build. */
+extern cli_flag cli_mask_flags[], cli_compute_flags[], cli_logits_flags[];
+extern char cli_mask_help[], cli_compute_help[], cli_logits_help[];
+extern const cli_flag cli_layout_flags[];
+extern const char cli_layout_help[];
 /* --quiet: no line on stderr saying what was written (commands that write files). */
 extern const cli_flag cli_quiet_flags[];
-/* Their lines for a --help text. */
-extern const char cli_mask_help[], cli_compute_help[], cli_layout_help[], cli_logits_help[];
+/* Makes the families from the table; once (later calls return at once). */
+void cli_attention_build(void);
+/* The id cli_args_next returns for a table flag ("--scale"), 0 for another. */
+int cli_attention_id(const char *flag);
 
 /* How a file stores q, k, v (and how their outputs are written):
  * BLHD [B, L, H, D] (attn's own, FlashAttention's), BHLD [B, H, L, D]
@@ -196,9 +204,10 @@ bool cli_qkv_to_layout_of(const char *cmd, cli_layout layout, void *data, attn_d
  * for another rank. */
 int cli_qkv_position_axis(cli_layout layout, int rank);
 
-/* The first logits flag given (--softcap, --sinks, --alibi, --alibi-slopes),
- * or NULL: for commands that cannot take them and say so. */
-const char *cli_logits_given(const cli_args *a);
+/* The first flag given (in the table's order) of an option ring attention
+ * does not support (attn_option_ranks ATTN_RANKS_REFUSED: the score
+ * stage's), or NULL: for attn ring, which refuses them with the reason. */
+const char *cli_ring_refused_given(const cli_args *a);
 
 /* Loads --key-lengths, --mask, --bias, --sinks and --alibi-slopes and checks them against the
  * problem's sizes; fills o->opt; warns about a causal alignment that is

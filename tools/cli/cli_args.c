@@ -8,6 +8,7 @@
 #include <string.h>
 
 void cli_args_begin(cli_args *a, const cli_spec *spec, int argc, char **argv) {
+    cli_attention_build(); /* the attention families' tables, before any is read */
     memset(a, 0, sizeof *a);
     a->spec = spec;
     a->argc = argc;
