@@ -272,11 +272,55 @@ static void real_qwen(void **state) {
     free(out);
 }
 
+/* The sampling flags' refusals and hints, through generate (chat parses
+ * the same flags); a stop string ends the text before it. */
+static void sampling_flags(void **state) {
+    (void)state;
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--min-p 2", "--min-p must be between 0 and 1, got 2"},
+        {"--repetition-penalty 0", "--repetition-penalty is 0: must be > 0"},
+        {"--penalty-last-n -2", "--penalty-last-n must be between 0 and 2147483647, got -2"},
+        {"--min-pp 0.1", "unknown option '--min-pp' (did you mean --min-p?)"},
+    };
+    char *out;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int st = test_run_cli(&out, "model generate --model %s --text hi %s", TINY, cases[k].args);
+        if (st != 2 || !strstr(out, cases[k].says))
+            fail_msg("generate %s: exit %d, output:\n%s\n(expected '%s')", cases[k].args, st, out, cases[k].says);
+        free(out);
+    }
+    /* model run's display flag is --show-top; --top-k there is pointed to it. */
+    assert_int_equal(test_run_cli(&out, "model run %s --ids 1,2 --top-k 3", TINY), 2);
+    assert_non_null(strstr(out, "did you mean --show-top K"));
+    free(out);
+    assert_int_equal(test_run_cli(&out, "model run %s --ids 1,2 --show-top 2", TINY), 0);
+    assert_non_null(strstr(out, "rank        id"));
+    free(out);
+    /* Greedy with and without a stop string taken from the free-running text:
+     * the stopped text is the free one cut before the string's first match. */
+    char *free_text;
+    assert_int_equal(shell(&free_text, "%s model generate --model %s --text hi --max-tokens 12 --no-stop 2>/dev/null",
+                           ATTN_CLI_PATH, TINY),
+                     0);
+    const char *stop = " le";
+    const char *at = strstr(free_text, stop);
+    assert_non_null(at);
+    assert_int_equal(shell(&out, "%s model generate --model %s --text hi --max-tokens 12 --no-stop --stop '%s' 2>/dev/null",
+                           ATTN_CLI_PATH, TINY, stop),
+                     0);
+    if (strlen(out) != (size_t)(at - free_text) + 1 || strncmp(out, free_text, (size_t)(at - free_text)) != 0)
+        fail_msg("--stop '%s': '%s', the free text '%s'", stop, out, free_text);
+    free(out), free(free_text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(help_and_usage_errors),  cmocka_unit_test(stdin_is_one_user_message),
         cmocka_unit_test(messages_file),          cmocka_unit_test(templates_and_refusals),
         cmocka_unit_test(interactive_session),    cmocka_unit_test(real_qwen),
+        cmocka_unit_test(sampling_flags),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }
