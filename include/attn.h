@@ -34,6 +34,8 @@
  *                   forward, hooks, generation with a KV cache, sampling
  *   attn_model_interp.h  interpretability over a whole decoder: recording,
  *                   patching, ablation, paths and null space per head
+ *   attn_chat.h     a model's chat template (its Jinja), rendered as
+ *                   transformers' apply_chat_template renders it
  *                                                             (libattn_model)
  *   attn_mpi.h      ring attention over MPI                     (libattn_mpi)
  *

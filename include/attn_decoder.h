@@ -42,8 +42,9 @@
  * blocks, would cost only the mapping; not done yet.)
  *
  * Generation (below): sessions decode through attn's KV cache, step by
- * step; samplers choose the next token (greedy, temperature, top-k, top-p,
- * a portable seeded PRNG).
+ * step; samplers choose the next token (repetition, frequency and presence
+ * penalties; greedy, temperature, top-k, top-p, min-p; a portable seeded
+ * PRNG).
  *
  * Threads: a loaded decoder is read-only; attn_decoder_forward may run on
  * it from several threads at once (each call allocates its own scratch).
@@ -422,16 +423,31 @@ ATTN_API attn_status attn_decoder_step_outputs(attn_decoder_session *s, const in
 
 /* ============================================================== sampling
  *
- * Choosing the next token from logits [V].  Greedy (temperature 0, the
- * default): the largest logit, the lowest id among equals.  Otherwise, in
- * Hugging Face transformers' order (TemperatureLogitsWarper, TopK, TopP):
- *   1. z_i = logit_i / temperature
- *   2. top_k > 0: keep the top_k largest z (ties: lower ids first)
- *   3. top_p < 1: of those, by z descending, keep the shortest prefix whose
+ * Choosing the next token from logits [V].  First the penalties, on the
+ * tokens of the sampler's history (below) — the last penalty_last_n of
+ * them, or all (0) — for each token t seen there count_t times:
+ *   1. repetition_penalty r (!= 1): logit_t / r if logit_t > 0, else
+ *      logit_t * r (Hugging Face transformers' RepetitionPenaltyLogits-
+ *      Processor: each token seen once or more, whatever its count)
+ *   2. logit_t -= count_t * frequency_penalty + (count_t > 0) * presence_penalty
+ *      (OpenAI's and llama.cpp's frequency and presence penalties)
+ * (both in float, in that order, as llama.cpp's penalties sampler).  Then
+ * greedy (temperature 0, the default): the largest logit, the lowest id
+ * among equals.  Otherwise, in transformers' order (TemperatureLogitsWarper,
+ * TopK, TopP, MinP):
+ *   3. z_i = logit_i / temperature
+ *   4. top_k > 0: keep the top_k largest z (ties: lower ids first)
+ *   5. top_p < 1: of those, by z descending, keep the shortest prefix whose
  *      probability (softmax over the kept z) reaches top_p (at least one)
- *   4. draw from softmax of the kept z: u uniform in [0, 1), the first
+ *   6. min_p > 0: of those, keep the tokens whose probability is at least
+ *      min_p times the largest's (exp(z_i - z_max) >= min_p)
+ *   7. draw from softmax of the kept z: u uniform in [0, 1), the first
  *      token, in that order, whose cumulative probability exceeds u * sum.
  * top_k = 1 is greedy whatever the temperature.  Softmax and sums in double.
+ *
+ * The history: the tokens given to attn_sampler_accept (a prompt) and every
+ * token attn_sampler_sample returns, in order; attn_sampler_forget empties
+ * it.  Without penalties it is not kept.
  *
  * The random numbers: SplitMix64 (Steele, Lea, Flood 2014; Vigna's public
  * domain constants), state = seed, then per draw
@@ -440,15 +456,15 @@ ATTN_API attn_status attn_decoder_step_outputs(attn_decoder_session *s, const in
  *     z = (z ^ (z >> 27)) * 0x94D049BB133111EB;  z ^= z >> 31
  * and u = (z >> 11) * 2^-53: integer arithmetic only, so a seed gives the
  * same u sequence on every machine and compiler.  One draw per sampled
- * token (greedy draws none).  The same logits and seed give the same token;
- * across machines the logits themselves may differ in their last bits
- * (libm's exp, the BLAS's sums), which can change a draw only where u falls
- * within that rounding of a boundary.
+ * token (greedy draws none).  The same logits, history and seed give the
+ * same token; across machines the logits themselves may differ in their
+ * last bits (libm's exp, the BLAS's sums), which can change a draw only
+ * where u falls within that rounding of a boundary.
  */
 
 /* A sampler is one stream of draws: calls on one sampler must not overlap;
  * distinct samplers are independent (threads included). */
-typedef struct attn_sampler attn_sampler; /* opaque: options, the PRNG state, scratch [V] */
+typedef struct attn_sampler attn_sampler; /* opaque: options, the PRNG state, the history, scratch [V] */
 
 typedef struct attn_sampler_options {
     size_t struct_size;
@@ -456,22 +472,40 @@ typedef struct attn_sampler_options {
     int64_t top_k;          /* 0 (default) = all tokens; else > 0             */
     double top_p;           /* in (0, 1]; 1 (default) = no nucleus cut        */
     uint64_t seed;          /* the PRNG's starting state                      */
+    /* Added later, at the end (the struct_size rule); defaults in the initialiser: */
+    double repetition_penalty; /* > 0; 1 (default) = none                    */
+    double frequency_penalty;  /* finite; 0 (default) = none                 */
+    double presence_penalty;   /* finite; 0 (default) = none                 */
+    int64_t penalty_last_n;    /* the penalties' window: the last N tokens of
+                                  the history; 0 (default) = all of it        */
+    double min_p;              /* in [0, 1]; 0 (default) = no cut            */
 } attn_sampler_options;
 
-#define ATTN_SAMPLER_OPTIONS_INIT {.struct_size = sizeof(attn_sampler_options), .top_p = 1.0}
+#define ATTN_SAMPLER_OPTIONS_INIT \
+    {.struct_size = sizeof(attn_sampler_options), .top_p = 1.0, .repetition_penalty = 1.0}
 
-/* A sampler for logits of vocab entries (its scratch: 16 bytes an entry);
- * opt NULL: the defaults (greedy).  ATTN_ERR_INVALID_ARGUMENT naming the
- * bad option. */
+/* A sampler for logits of vocab entries (its scratch: 16 bytes an entry,
+ * 20 more with penalties); opt NULL: the defaults (greedy).
+ * ATTN_ERR_INVALID_ARGUMENT naming the bad option. */
 ATTN_API attn_status attn_sampler_new(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out);
 ATTN_API void attn_sampler_free(attn_sampler *s);
 /* Deprecated names, until 1.0: attn_sampler_new under its former name. */
 ATTN_API attn_status attn_sampler_create(const attn_sampler_options *opt, int64_t vocab, attn_sampler **out)
     ATTN_DEPRECATED("renamed attn_sampler_new");
 /* End of the deprecated names. */
-/* The next token from logits [vocab] into *id.  ATTN_ERR_NONFINITE when a
- * logit is NaN or all are -inf (naming the first bad one). */
+/* The next token from logits [vocab] into *id, which joins the history.
+ * ATTN_ERR_NONFINITE when a logit is NaN or all are -inf (naming the first
+ * bad one). */
 ATTN_API attn_status attn_sampler_sample(attn_sampler *s, const float *logits, int32_t *id);
+/* The probabilities the next draw would use, probs [vocab] (0 for the
+ * tokens cut; greedy: 1 for the token it would return): for tests, and for
+ * callers that show them.  Draws nothing, changes nothing. */
+ATTN_API attn_status attn_sampler_probabilities(attn_sampler *s, const float *logits, double *probs);
+/* Appends ids [n] to the history (a prompt, or tokens chosen elsewhere);
+ * ATTN_ERR_INVALID_ARGUMENT for an id outside [0, vocab). */
+ATTN_API attn_status attn_sampler_accept(attn_sampler *s, const int32_t *ids, int64_t n);
+/* Empties the history (the PRNG goes on). */
+ATTN_API void attn_sampler_forget(attn_sampler *s);
 /* The next uniform in [0, 1) of the sampler's PRNG (what a draw uses; for
  * tests and for callers that want the same stream). */
 ATTN_API double attn_sampler_uniform(attn_sampler *s);

@@ -25,8 +25,12 @@
 #                   SentencePiece-style tokenizer, then a text encoded and decoded
 #                   (fuzz/corpus/tokenizer_json/: the tiny trained fixtures
 #                   and byte-built variants; fuzz/make_tokenizer_json_corpus.py)
+#   chat_template_fuzz  chat templates: the Jinja-subset interpreter's parser
+#                   and renderer, on a template and an optional conversation
+#                   after a NUL byte (fuzz/corpus/chat/: the real models'
+#                   templates of tests/fixtures/chat/)
 #
-# The last three need cJSON (libcjson-dev); without it they are skipped with
+# safetensors_fuzz, model_config_fuzz and tokenizer_json_fuzz need cJSON (libcjson-dev); without it they are skipped with
 # a message.
 #
 # A bare number is taken as seconds (fuzz.sh 60, as .ci/run calls it).
@@ -36,7 +40,7 @@
 # libFuzzer's final "stat::" lines, for docs/reliability.md.
 set -euo pipefail
 all_targets=(npy_fuzz npy_file_fuzz cli_args_fuzz gguf_fuzz tokenizer_fuzz safetensors_fuzz model_config_fuzz
-             tokenizer_json_fuzz npz_fuzz)
+             tokenizer_json_fuzz npz_fuzz chat_template_fuzz)
 targets=()
 seconds=60
 while [[ $# -gt 0 ]]; do
@@ -44,7 +48,7 @@ while [[ $# -gt 0 ]]; do
         --all) targets=("${all_targets[@]}") ;;
         --seconds) seconds=${2:-}; shift ;;
         --minutes) seconds=$(( ${2:-0} * 60 )); shift ;;
-        -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         ''|*[!0-9]*) targets+=("$1") ;;
         *) seconds=$1 ;;
     esac
@@ -93,6 +97,7 @@ for t in "${targets[@]}"; do
         model_config_fuzz) cp "$root"/fuzz/corpus/config/* "$corpus"/ ;;
         tokenizer_json_fuzz) cp "$root"/fuzz/corpus/tokenizer_json/* "$corpus"/ ;;
         npz_fuzz) cp "$root"/fuzz/corpus/npz/* "$corpus"/ ;;
+        chat_template_fuzz) cp "$root"/fuzz/corpus/chat/* "$corpus"/ ;;
         npy_file_fuzz)
             # axis 0, first row 0, two rows; then the file
             for seed in "$root"/fuzz/corpus/npy/*; do
@@ -105,6 +110,8 @@ for t in "${targets[@]}"; do
     [[ $t == cli_args_fuzz ]] && max_len=512
     # A tokenizer.json needs its 256 byte letters: the tiny seeds are 16-24 KB.
     [[ $t == tokenizer_json_fuzz ]] && max_len=32768
+    # The real templates are up to 5 KB, with a conversation after them.
+    [[ $t == chat_template_fuzz ]] && max_len=16384
     "$build/fuzz/$t" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$build/artifacts/$t-" "$corpus"
 done

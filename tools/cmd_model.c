@@ -6,7 +6,7 @@
  *   attn model info FILE      the architecture, the GQA layout (which query
  *                             heads read which key/value head), RoPE, the
  *                             sliding-window pattern, the weights' memory
- *   attn model run FILE --ids 1,2,3 [--top K] [--layer-norms]
+ *   attn model run FILE --ids 1,2,3 [--show-top K] [--layer-norms]
  *                             the decoder's float32 forward over token ids and
  *                             the K most likely next tokens
  *
@@ -43,17 +43,18 @@ static void model_help(FILE *out) {
     char architectures[256];
     fprintf(out,
     "usage: attn model info MODEL\n"
-    "       attn model run MODEL (--ids ID,ID,... | --text STR) [--top K] [--layer-norms]\n"
+    "       attn model run MODEL (--ids ID,ID,... | --text STR) [--show-top K] [--layer-norms]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
+    "       attn model chat OPTIONS          (they are listed by attn model chat --help)\n"
     "       attn model bench OPTIONS         (they are listed by attn model bench --help)\n\n"
     "A decoder-only language model (%s), run in\n"
     "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
     "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
-    "file with config.json beside it.  trace, generate and chapter read GGUF files (they need the\n"
-    "GGUF's tokenizer).\n\n"
+    "file with config.json beside it.  generate and chat take either (a checkpoint with its\n"
+    "tokenizer.json); trace and chapter read GGUF files (they need the GGUF's tokenizer).\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
     "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
     "                    float32 weights take (nothing is dequantized: it is quick)\n"
@@ -66,7 +67,8 @@ static void model_help(FILE *out) {
     "                    checkpoint's tokenizer.json: byte-level BPE), with the BOS it asks for;\n"
     "                    the tokens are printed first\n"
     "  --model MODEL     the model, instead of the positional MODEL\n"
-    "  --top K           how many next tokens to print (default %d)\n"
+    "  --show-top K      how many of the most likely next tokens to print (default %d; --top K is its\n"
+    "                    former name); to sample from them: attn model generate or chat\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
     "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
@@ -74,6 +76,8 @@ static void model_help(FILE *out) {
     "                    patching, head ablation, KL and logit difference (attn model trace --help)\n"
     "  generate          continues a text, streaming it as the tokens come, through attn's KV cache\n"
     "                    (greedy, or temperature / top-k / top-p with a seed: attn model generate --help)\n"
+    "  chat              a conversation with an instruct model, its prompt written by the model's own\n"
+    "                    chat template; interactive on a terminal (attn model chat --help)\n"
     "  bench             prefill and decode tokens/s, load time and peak memory, as llama.cpp's llama-bench\n"
     "                    measures them (pp512, tg128, at depths: attn model bench --help)\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
@@ -90,11 +94,24 @@ static const cli_flag model_flags[] = {
     {"--ids", "ID,ID,...", F_IDS, 0},
     {"--text", "STR", F_TEXT, 0},
     {"--model", "MODEL", F_MODEL, 0},
-    {"--top", "K", F_TOP, 0},
+    {"--show-top", "K", F_TOP, 0},
+    {"--top", "K", F_TOP, 0}, /* the former name of --show-top */
     {"--layer-norms", NULL, F_LAYER_NORMS, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const model_tables[] = {model_flags, NULL};
+/* Sampling is generate's and chat's: run only shows the distribution. */
+static const cli_flag model_hints[] = {
+    {"--top-k", "--show-top K: how many next tokens run prints; --top-k K samples, in attn model generate and chat",
+     0, CLI_HINT},
+    {"--top-p", "--show-top K: run prints the most likely next tokens; --top-p samples, in attn model generate and "
+                "chat", 0, CLI_HINT},
+    {"--min-p", "--show-top K: run prints the most likely next tokens; --min-p samples, in attn model generate and "
+                "chat", 0, CLI_HINT},
+    {"--temperature", "attn model generate --temperature (run prints the distribution, it does not sample)", 0,
+     CLI_HINT},
+    CLI_FLAGS_END};
+
+static const cli_flag *const model_tables[] = {model_flags, model_hints, NULL};
 const cli_spec cli_model_spec = {"model", model_tables, model_help, true};
 
 /* "1,2,3" into ids (malloc'd); prints a usage error and returns false on
@@ -384,6 +401,7 @@ int cmd_model(int argc, char **argv) {
     /* attn model trace [options]: cmd_model_trace.c; generate: cmd_generate.c; bench: cmd_model_bench.c. */
     if (argc >= 2 && strcmp(argv[1], "trace") == 0) return cmd_model_trace(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "generate") == 0) return cmd_model_generate(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "chat") == 0) return cmd_model_chat(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0) return cmd_model_bench(argc - 1, argv + 1);
     /* attn model chapter FILE [options] is attn demo --model FILE [options]. */
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
@@ -430,15 +448,15 @@ int cmd_model(int argc, char **argv) {
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
     const bool info = strcmp(action, "info") == 0, run = strcmp(action, "run") == 0;
     if (!info && !run) {
-        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate", "bench"};
-        const char *guess = cli_nearest_name(action, strlen(action), actions, 6);
-        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace, generate and bench", action,
+        static const char *const actions[] = {"info", "run", "chapter", "trace", "generate", "chat", "bench"};
+        const char *guess = cli_nearest_name(action, strlen(action), actions, 7);
+        return cli_usage_error("model", "unknown action '%s'%s%s%s: the actions are info, run, chapter, trace, generate, chat and bench", action,
                                guess ? " (did you mean " : "", guess ? guess : "", guess ? "?)" : "");
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);
     if (info) {
         if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms)
-            return cli_usage_error("model", "--ids, --text, --top and --layer-norms are options of 'run', not 'info'");
+            return cli_usage_error("model", "--ids, --text, --show-top and --layer-norms are options of 'run', not 'info'");
         return model_info(path);
     }
     if (!ids_text == !text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids) or --text STR, one of them");

@@ -20,6 +20,9 @@ every layer's attention through attn's kernels.
                             seed=1, stream=True):       # one id at a time, as they come
         print(m.detokenize([token]), end="")
 
+    m.chat([{"role": "user", "content": "Write a haiku about apples"}])  # the reply, as text:
+                                                        # the prompt written by the model's own chat template
+
 Shapes as in attn_decoder.h: L tokens, N layers, d d_model, Hq query
 heads, V vocabulary.  The weights are dequantized to float32 when the model
 opens (4 bytes a parameter: 2.4 GiB for Qwen2.5-Coder 0.5B, 1.0 GiB for
@@ -30,6 +33,7 @@ stops a forward at the next layer boundary (KeyboardInterrupt).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -323,26 +327,43 @@ class Model:
         return tuple(_core.model_end_ids(self._handle))
 
     def generate(self, prompt: Union[str, bytes, Sequence[int], np.ndarray], *, max_tokens: int = 64,
-                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
-                 stop_at_eos: bool = True, kv_dtype: str = "float32", stream: bool = False):
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+                 repetition_penalty: float = 1.0, frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
+                 penalty_last_n: int = 0, seed: int = 0, stop_at_eos: bool = True, kv_dtype: str = "float32",
+                 stream: bool = False):
         """Continues prompt by up to max_tokens tokens through the KV cache:
         the prompt in one step, then one token a step.  Greedy by default
         (temperature 0: the largest logit, the lowest id among equals);
-        otherwise temperature, top_k and top_p in transformers' order, drawn
-        with attn's seeded SplitMix64 sampler — the same tokens as
-        `attn model generate` with the same options.  Stops after an end
-        token (which is returned) unless stop_at_eos=False.
+        otherwise temperature, top_k, top_p and min_p in transformers' order,
+        drawn with attn's seeded SplitMix64 sampler — the same tokens as
+        `attn model generate` with the same options.  The penalties
+        (repetition as transformers', frequency and presence as OpenAI's and
+        llama.cpp's) count the prompt and the tokens generated, the last
+        penalty_last_n of them (0: all; attn_decoder.h, "sampling").  Stops
+        after an end token (which is returned) unless stop_at_eos=False.
 
         Returns the new ids (int32 [n]); with stream=True an iterator that
         yields each id as it is computed."""
         ids = self.tokenize(prompt) if isinstance(prompt, (str, bytes)) else self._ids(prompt)
+        tokens = self._tokens(ids, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+                              frequency_penalty, presence_penalty, penalty_last_n, seed, stop_at_eos, kv_dtype)
+        if stream:
+            return tokens
+        return np.array(list(tokens), dtype=np.int32)
+
+    def _tokens(self, ids, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty,
+                presence_penalty, penalty_last_n, seed, stop_at_eos, kv_dtype):
+        """The generated ids, one at a time (generate's and chat's loop)."""
         if ids.size == 0:
             raise ValueError("prompt: no tokens (generation needs at least one)")
         max_tokens = int(max_tokens)
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         sampler = _core.sampler_new(float(temperature), int(top_k), float(top_p),
-                                    int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"])
+                                    int(seed) & 0xFFFFFFFFFFFFFFFF, self.config["vocab"], float(min_p),
+                                    float(repetition_penalty), float(frequency_penalty), float(presence_penalty),
+                                    int(penalty_last_n))
+        _core.sampler_accept(sampler, ids)
         session = self.session(ids.size + max_tokens, kv_dtype=kv_dtype)
         ends = set(self.end_ids()) if stop_at_eos and self.config["tokenizer"] else set()
 
@@ -355,9 +376,50 @@ class Model:
                     return
                 logits = session.step([token])
 
-        if stream:
-            return tokens()
-        return np.array(list(tokens()), dtype=np.int32)
+        return tokens()
+
+    def chat_prompt(self, messages: Sequence[Dict[str, Any]], *, add_generation_prompt: bool = True,
+                    template: Optional[str] = None, **variables: Any) -> str:
+        """The text the model is given for a conversation: its own chat
+        template (tokenizer.chat_template of a GGUF file, chat_template of a
+        checkpoint's tokenizer_config.json), or template, rendered over
+        messages ([{"role": ..., "content": ...}]) as transformers'
+        apply_chat_template(messages, add_generation_prompt=...,
+        tokenize=False) renders it (attn_chat.h); variables are more of the
+        template's (enable_thinking=False, tools=[...], ...)."""
+        return _core.model_chat_prompt(self._handle, json.dumps(list(messages), ensure_ascii=False),
+                                       bool(add_generation_prompt),
+                                       json.dumps(variables, ensure_ascii=False) if variables else None, template)
+
+    def chat(self, messages: Sequence[Dict[str, Any]], *, max_tokens: int = 512, temperature: float = 0.0,
+             top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
+             frequency_penalty: float = 0.0, presence_penalty: float = 0.0, penalty_last_n: int = 0, seed: int = 0,
+             stop: Union[str, Sequence[str], None] = None, template: Optional[str] = None,
+             kv_dtype: str = "float32", **variables: Any) -> str:
+        """The model's reply to a conversation, as text: the prompt is
+        chat_prompt(messages) (the model's own template, with the generation
+        prompt), tokenized as transformers' apply_chat_template(tokenize=True)
+        does (the template writes the special tokens: no BOS is added); the
+        reply is generated as generate's options say and ends at an end
+        token (not included), at max_tokens, or before the first of the stop
+        strings.  `attn model chat --messages FILE.json` gives the same
+        reply for the same options."""
+        prompt = self.chat_prompt(messages, template=template, **variables)
+        ids = self.tokenize(prompt, add_bos=False)
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        ends = set(self.end_ids())
+        reply: List[int] = []
+        for token in self._tokens(ids, max_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+                                  frequency_penalty, presence_penalty, penalty_last_n, seed, True, kv_dtype):
+            if token in ends:
+                break
+            reply.append(token)
+            if stops:
+                text = self.detokenize(reply)
+                cut = min((text.find(s) for s in stops if s and s in text), default=-1)
+                if cut >= 0:
+                    return text[:cut]
+        return self.detokenize(reply)
 
 
 class Session:

@@ -25,6 +25,7 @@
  */
 #include "attn_py.h"
 
+#include <attn_chat.h>
 #include <attn_decoder.h>
 #include <attn_gguf.h>
 #include <attn_model_interp.h>
@@ -42,6 +43,8 @@ typedef struct model_handle {
     attn_decoder *decoder;
     attn_tokenizer *tokenizer;   /* NULL: a checkpoint without a usable tokenizer.json */
     char tokenizer_error[512];   /* then why ("" when it has none at all) */
+    attn_chat_template *chat;    /* NULL: the model carries none (or it was refused) */
+    char chat_error[512];        /* then why */
 } model_handle;
 
 static void handle_free(PyObject *capsule) {
@@ -103,12 +106,17 @@ static attn_status open_model(const char *path, model_handle *h) {
         snprintf(file, sizeof file, "%s/tokenizer.json", dir);
         if (stat(file, &info) == 0 && attn_tokenizer_from_json_file(dir, &h->tokenizer) != ATTN_OK)
             snprintf(h->tokenizer_error, sizeof h->tokenizer_error, "%s", attn_last_error());
+        /* The chat template: only Model.chat needs it, so a model without one opens. */
+        if (attn_chat_template_from_checkpoint(path, &h->chat) != ATTN_OK)
+            snprintf(h->chat_error, sizeof h->chat_error, "%s", attn_last_error());
         return ATTN_OK;
     }
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_open(path, &g);
     if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
     if (st == ATTN_OK) st = attn_decoder_load(g, &h->decoder);
+    if (st == ATTN_OK && attn_chat_template_from_gguf(g, &h->chat) != ATTN_OK)
+        snprintf(h->chat_error, sizeof h->chat_error, "%s", attn_last_error());
     attn_gguf_free(g);
     return st;
 }
@@ -666,16 +674,23 @@ PyDoc_STRVAR(sampler_new_doc,
              "--\n\nattn_sampler_new; private.");
 
 static PyObject *sampler_new(PyObject *self, PyObject *args) {
-    double temperature, top_p;
-    long long top_k, vocab;
+    double temperature, top_p, min_p = 0.0, repetition = 1.0, frequency = 0.0, presence = 0.0;
+    long long top_k, vocab, last_n = 0;
     unsigned long long seed;
     (void)self;
-    if (!PyArg_ParseTuple(args, "dLdKL", &temperature, &top_k, &top_p, &seed, &vocab)) return NULL;
+    if (!PyArg_ParseTuple(args, "dLdKL|ddddL", &temperature, &top_k, &top_p, &seed, &vocab, &min_p, &repetition,
+                          &frequency, &presence, &last_n))
+        return NULL;
     attn_sampler_options opt = ATTN_SAMPLER_OPTIONS_INIT;
     opt.temperature = temperature;
     opt.top_k = top_k;
     opt.top_p = top_p;
     opt.seed = seed;
+    opt.min_p = min_p;
+    opt.repetition_penalty = repetition;
+    opt.frequency_penalty = frequency;
+    opt.presence_penalty = presence;
+    opt.penalty_last_n = last_n;
     sampler_handle *h = calloc(1, sizeof *h);
     if (!h) return PyErr_NoMemory();
     h->vocab = (Py_ssize_t)vocab;
@@ -690,6 +705,89 @@ static PyObject *sampler_new(PyObject *self, PyObject *args) {
         attn_sampler_free(h->sampler);
         free(h);
     }
+    return result;
+}
+
+PyDoc_STRVAR(sampler_accept_doc, "sampler_accept(sampler, ids: int32 [n] buffer) -> None\n--\n\n"
+                                 "attn_sampler_accept after attn_sampler_forget: the history is ids; private.");
+
+static PyObject *sampler_accept(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &capsule, &ids_obj)) return NULL;
+    sampler_handle *h = PyCapsule_GetPointer(capsule, SAMPLER_NAME);
+    if (!h) return NULL;
+    Py_buffer ids;
+    if (PyObject_GetBuffer(ids_obj, &ids, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    attn_sampler_forget(h->sampler);
+    const attn_status st = attn_sampler_accept(h->sampler, ids.buf, (int64_t)(ids.len / (Py_ssize_t)sizeof(int32_t)));
+    PyBuffer_Release(&ids);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(model_chat_prompt_doc,
+             "model_chat_prompt(handle, messages_json: str, add_generation_prompt: bool, variables_json: str | None,\n"
+             "                  template: str | None) -> str\n--\n\n"
+             "The model's chat template (or template) rendered over the messages (attn_chat.h); private.");
+
+/* The text of token id, or NULL (no error) when id < 0 or it has none. */
+static char *token_text(const attn_tokenizer *tok, int32_t id, char *buf, size_t size) {
+    size_t len;
+    if (id < 0 || attn_tokenizer_decode(tok, &id, 1, 0, buf, size, &len) != ATTN_OK) return NULL;
+    return buf;
+}
+
+static PyObject *model_chat_prompt(PyObject *self, PyObject *args) {
+    PyObject *capsule, *variables_obj, *template_obj;
+    const char *messages;
+    int add_generation_prompt;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OspOO", &capsule, &messages, &add_generation_prompt, &variables_obj, &template_obj))
+        return NULL;
+    model_handle *h = tokenizer_handle_of(capsule);
+    if (!h) return NULL;
+    const char *variables = variables_obj == Py_None ? NULL : PyUnicode_AsUTF8(variables_obj);
+    if (variables_obj != Py_None && !variables) return NULL;
+    attn_chat_template *own = NULL;
+    if (template_obj != Py_None) {
+        Py_ssize_t n;
+        const char *text = PyUnicode_AsUTF8AndSize(template_obj, &n);
+        if (!text) return NULL;
+        const attn_status st = attn_chat_template_parse(text, (size_t)n, &own);
+        if (st != ATTN_OK) {
+            raise_status(st, NULL);
+            return NULL;
+        }
+    } else if (!h->chat) {
+        PyErr_Format(class_for_status(ATTN_ERR_FORMAT), "%s", h->chat_error);
+        return NULL;
+    }
+    attn_tokenizer_info info;
+    attn_tokenizer_describe(h->tokenizer, &info);
+    char bos[256], eos[256];
+    attn_chat_options opt = ATTN_CHAT_OPTIONS_INIT;
+    opt.add_generation_prompt = add_generation_prompt;
+    opt.bos_token = token_text(h->tokenizer, info.bos_id, bos, sizeof bos);
+    opt.eos_token = token_text(h->tokenizer, info.eos_id, eos, sizeof eos);
+    opt.messages_json = messages;
+    opt.variables_json = variables;
+    char *text = NULL;
+    size_t len = 0;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_chat_template_render(own ? own : h->chat, NULL, 0, &opt, &text, &len);
+    Py_END_ALLOW_THREADS
+    attn_chat_template_free(own);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    PyObject *result = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "strict");
+    free(text);
     return result;
 }
 
@@ -785,6 +883,8 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_find", model_find, METH_VARARGS, model_find_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
+    {"model_chat_prompt", model_chat_prompt, METH_VARARGS, model_chat_prompt_doc},
+    {"sampler_accept", sampler_accept, METH_VARARGS, sampler_accept_doc},
     {"hook_parse", hook_parse, METH_VARARGS, hook_parse_doc},
     {"hook_names", hook_names, METH_VARARGS, hook_names_doc},
     {"session_new", session_new, METH_VARARGS, session_new_doc},

@@ -21,6 +21,7 @@
 
 #include "attn.h"
 #include "attn_cache.h"
+#include "attn_chat.h"
 #include "attn_decoder.h"
 #include "attn_interp.h"
 #include "attn_io.h"
@@ -214,6 +215,17 @@ static attn_status call_sampler_options(const void *s) {
     return st;
 }
 
+static attn_status call_chat_options(const void *s) {
+    attn_chat_template *t;
+    static const char source[] = "{{ messages|length }}";
+    attn_status st = attn_chat_template_parse(source, sizeof source - 1, &t);
+    char *text = NULL;
+    if (!st) st = attn_chat_template_render(t, NULL, 0, s, &text, NULL);
+    free(text);
+    attn_chat_template_free(t);
+    return st;
+}
+
 static void struct_size_rule_everywhere(void **state) {
     (void)state;
     const attn_sdpa_options sdpa = ATTN_SDPA_OPTIONS_INIT;
@@ -246,6 +258,7 @@ static void struct_size_rule_everywhere(void **state) {
     attn_decoder_session_options session = ATTN_DECODER_SESSION_OPTIONS_INIT;
     session.capacity = 4;
     const attn_sampler_options sampler = ATTN_SAMPLER_OPTIONS_INIT;
+    const attn_chat_options chat = ATTN_CHAT_OPTIONS_INIT;
 
 #define CASE(type, init, older_field, valid, call) \
     {#type, init, sizeof(type), offsetof(type, older_field), &(valid), call}
@@ -268,6 +281,7 @@ static void struct_size_rule_everywhere(void **state) {
              call_decoder_session_options),
         /* top_p's default (1) is not zero: 0 would be refused */
         CASE(attn_sampler_options, "ATTN_SAMPLER_OPTIONS_INIT", top_p, sampler, call_sampler_options),
+        CASE(attn_chat_options, "ATTN_CHAT_OPTIONS_INIT", add_generation_prompt, chat, call_chat_options),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_struct_size_rule(&cases[i]);
     if (attn_pictures_available()) {

@@ -21,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 # Which header belongs to which library.
 # (attn_model.h, the GGUF reader's deprecated name, only includes attn_gguf.h.)
 model_headers=("$include/attn_gguf.h" "$include/attn_model.h" "$include/attn_decoder.h" "$include/attn_tokenizer.h"
-               "$include/attn_npz.h" "$include/attn_safetensors.h" "$include/attn_model_interp.h")
+               "$include/attn_npz.h" "$include/attn_safetensors.h" "$include/attn_model_interp.h" "$include/attn_chat.h")
 headers_of() {
     case $(basename "$1") in
         libattn_viz.*) echo "$include/attn_viz.h" ;;

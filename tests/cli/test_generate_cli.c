@@ -39,12 +39,12 @@ static void expect(int want_status, const char *want_text, const char *args) {
 
 static void test_help_and_usage_errors(void **state) {
     (void)state;
-    expect(0, "usage: attn model generate --model FILE.gguf --text TEXT", "--help");
+    expect(0, "usage: attn model generate --model MODEL --text TEXT", "--help");
     expect(0, "--kv-dtype", "-h");
     /* Every flag the parser takes is in the help (test_cli_matrix checks
      * this for the subcommands; generate is an action of one). */
-    assert_int_equal(test_cli_flags_in_help("model generate"), 10);
-    expect(2, "--model FILE.gguf is required", "--text hi");
+    assert_int_equal(test_cli_flags_in_help("model generate"), 22);
+    expect(2, "--model MODEL is required", "--text hi");
     expect(2, "--text TEXT is required", "--model m.gguf");
     expect(2, "--text needs a value", "--model m.gguf --text ''");
     expect(2, "--max-tokens", "--model m.gguf --text hi --max-tokens 0");
@@ -58,6 +58,10 @@ static void test_help_and_usage_errors(void **state) {
     expect(2, "--max-tokens", "--model m.gguf --text hi --max-tokens");
     expect(2, "unknown", "--model m.gguf --text hi --temprature 1");
     expect(2, "generate", "extra --model m.gguf --text hi");
+    expect(2, "--system applies with --chat", "--model m.gguf --text hi --system S");
+    expect(2, "--stop: at most 16", "--model m.gguf --text hi --stop 1 --stop 2 --stop 3 --stop 4 --stop 5 --stop 6 "
+                                    "--stop 7 --stop 8 --stop 9 --stop 10 --stop 11 --stop 12 --stop 13 --stop 14 "
+                                    "--stop 15 --stop 16 --stop 17");
 }
 
 static void test_data_errors(void **state) {

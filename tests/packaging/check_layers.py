@@ -68,6 +68,7 @@ PUBLIC = {
     "attn_safetensors.h": "formats",
     "attn_tokenizer.h": "tokenizer",
     "attn_decoder.h": "model",
+    "attn_chat.h": "model",
     "attn_model_interp.h": "interp/model*",
     "attn_viz.h": "viz",
     "attn_mpi.h": "dist",

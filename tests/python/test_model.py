@@ -10,9 +10,11 @@ tolerances tests/support/tolerances.h states for the C test of the same
 decoder; plus what the mathematics guarantees of a causal attention map.
 """
 
+import json
 import os
 import pathlib
 import signal
+import subprocess
 import threading
 import time
 
@@ -451,3 +453,49 @@ def test_hugging_face_checkpoints(name):
     else:
         with pytest.raises(attn.UnsupportedError, match="no tokenizer"):
             m.tokenize("hello")
+
+
+# ------------------------------------------------------------------ chat
+
+TINY_CHAT = FIXTURES / "chat" / "tiny-chat"
+
+
+def test_chat_prompt_is_transformers_apply_chat_template():
+    """The tiny checkpoint with Qwen2.5's template (tests/fixtures/chat/
+    make_chat_model.py): the prompt ids are transformers' apply_chat_template
+    (tokenize=True) ids, and the text is the template's."""
+    m = attn.Model(TINY_CHAT)
+    lines = (TINY_CHAT / "prompts.txt").read_text(encoding="utf-8").splitlines()
+    pairs = zip([l for l in lines if l.startswith("messages ")], [l for l in lines if l.startswith("ids ")])
+    for messages_line, ids_line in pairs:
+        messages = json.loads(messages_line[len("messages "):])
+        want = [int(i) for i in ids_line[len("ids "):].split(",")]
+        prompt = m.chat_prompt(messages)
+        assert prompt.endswith("<|im_start|>assistant\n")
+        assert list(m.tokenize(prompt, add_bos=False)) == want
+    assert m.chat_prompt([{"role": "user", "content": "hi"}], add_generation_prompt=False,
+                         template="{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}") == "[user:hi]"
+    with pytest.raises(attn.Error, match="the template raised an error: no"):
+        m.chat_prompt([], template="{{ raise_exception('no') }}")
+
+
+def test_chat_reply_is_the_command_line_s(tmp_path):
+    """Model.chat gives the reply attn model chat --messages gives (greedy,
+    and sampled with penalties and a seed)."""
+    m = attn.Model(TINY_CHAT)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Where is 苹果?"}]
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(messages, ensure_ascii=False), encoding="utf-8")
+    cli = os.environ.get("ATTN_CLI", str(ROOT / "build" / "attn"))
+    if not os.path.exists(cli):
+        pytest.skip(f"{cli} is not built")
+    for options, flags in [({}, []),
+                           ({"temperature": 0.9, "min_p": 0.05, "repetition_penalty": 1.3, "frequency_penalty": 0.2,
+                             "seed": 11}, ["--temperature", "0.9", "--min-p", "0.05", "--repetition-penalty", "1.3",
+                                           "--frequency-penalty", "0.2", "--seed", "11"])]:
+        reply = m.chat(messages, max_tokens=12, **options)
+        out = subprocess.run([cli, "model", "chat", "--model", str(TINY_CHAT), "--messages", str(path),
+                              "--max-tokens", "12", *flags], capture_output=True, check=True, stdin=subprocess.DEVNULL)
+        assert out.stdout.decode("utf-8") == reply + "\n"
+    stopped = m.chat(messages, max_tokens=12, stop=reply[3:6])
+    assert stopped == reply[:reply.index(reply[3:6])]

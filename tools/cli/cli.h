@@ -55,6 +55,8 @@ int cmd_model_trace(int argc, char **argv);
 int cmd_npz(int argc, char **argv);
 /* attn model generate (tools/cmd_generate.c): argv[0] is "generate". */
 int cmd_model_generate(int argc, char **argv);
+/* attn model chat (tools/cmd_chat.c): argv[0] is "chat". */
+int cmd_model_chat(int argc, char **argv);
 /* attn model bench (tools/cmd_model_bench.c): argv[0] is "bench". */
 int cmd_model_bench(int argc, char **argv);
 

@@ -35,7 +35,7 @@ typedef struct { const char *text; size_t len; } name_key;
 
 static bool match_name(const cli_flag *f, const void *key) {
     const name_key *k = key;
-    return strlen(f->name) == k->len && strncmp(f->name, k->text, k->len) == 0;
+    return !(f->flags & CLI_HINT) && strlen(f->name) == k->len && strncmp(f->name, k->text, k->len) == 0;
 }
 
 static bool match_id(const cli_flag *f, const void *key) { return f->id == *(const int *)key; }
@@ -92,7 +92,8 @@ static const char *suggestion(const cli_args *a, const char *typed, size_t len) 
     const char *names[256];
     int count = 0;
     for (const cli_flag *const *t = a->spec->tables; *t; t++)
-        for (const cli_flag *f = *t; f->name && count < 256; f++) names[count++] = f->name;
+        for (const cli_flag *f = *t; f->name && count < 256; f++)
+            if (!(f->flags & CLI_HINT)) names[count++] = f->name;
     return cli_nearest_name(typed, len, names, count);
 }
 
@@ -137,7 +138,8 @@ int cli_args_next(cli_args *a, const char **value) {
     if (strcmp(arg, "--list-options") == 0) {
         for (const cli_flag *const *t = a->spec->tables; *t; t++)
             for (const cli_flag *f = *t; f->name; f++)
-                printf("%s%s%s\n", f->name, f->value_name ? " " : "", f->value_name ? f->value_name : "");
+                if (!(f->flags & CLI_HINT))
+                    printf("%s%s%s\n", f->name, f->value_name ? " " : "", f->value_name ? f->value_name : "");
         return stop(a, CLI_OK);
     }
 
@@ -154,6 +156,18 @@ int cli_args_next(cli_args *a, const char **value) {
                                            meant->name, strchr(arg, '=') + 1));
     }
     if (!f) {
+        /* Another command's flag (exactly, else near it): the hint says which and why. */
+        for (int pass = 0; pass < 2; pass++)
+            for (const cli_flag *const *t = a->spec->tables; *t; t++)
+                for (const cli_flag *h = *t; h->name; h++) {
+                    if (!(h->flags & CLI_HINT)) continue;
+                    const char *names[1] = {h->name};
+                    const bool hit = pass == 0 ? strlen(h->name) == key.len && !strncmp(h->name, key.text, key.len)
+                                               : cli_nearest_name(key.text, key.len, names, 1) == h->name;
+                    if (hit)
+                        return stop(a, cli_usage_error(cmd, "unknown option '%.*s' (did you mean %s?)", (int)key.len,
+                                                       key.text, h->value_name));
+                }
         const char *guess = suggestion(a, key.text, key.len);
         if (guess)
             return stop(a, cli_usage_error(cmd, "unknown option '%.*s' (did you mean %s?)", (int)key.len, key.text,

@@ -9,7 +9,8 @@
  *   a switch given =value is refused; a missing value is named
  *   a value that is itself a flag (-o --weights W.npy) is refused: write
  *     --flag=VALUE for a value that really starts with "--"
- *   an unknown flag gets "did you mean ...?" from the command's own table
+ *   an unknown flag gets "did you mean ...?" from the command's own table,
+ *     or from its hints (CLI_HINT) when it is another command's flag
  *   -h/--help print the command's help and end it with status 0;
  *   --list-options prints the table (for tests and shell completion)
  *   "--" ends the flags: what follows is positional
@@ -20,7 +21,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-enum { CLI_REPEATABLE = 1u << 0 };
+/* CLI_HINT: not a flag of the command but another command's that a user
+ * may give it by mistake: {"--top-k", "what to say", 0, CLI_HINT} makes
+ * "unknown option '--top-k' (did you mean what to say?)", for the name
+ * typed exactly or at a near miss.  The walk, --list-options and the
+ * spelling suggestions never take a hint for a flag. */
+enum { CLI_REPEATABLE = 1u << 0, CLI_HINT = 1u << 1 };
 
 /* One flag.  id > 0 is what cli_args_next returns for it; ids of the shared
  * families are >= CLI_SHARED_IDS, a command's own are below. */
