@@ -28,7 +28,8 @@ static void generate_help(FILE *out) {
     fprintf(out,
     "usage: attn model generate --model FILE.gguf --text TEXT [--max-tokens N]\n"
     "                           [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n\n"
+    "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n"
+    "                           [--allow-beyond-context]\n\n"
     "Continues TEXT with a GGUF model (%s), printing the new text to stdout\n"
     "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
     "rest).\n"
@@ -50,7 +51,8 @@ static void generate_help(FILE *out) {
     "                       float rounding), f16 or bf16 (half the memory, rounded once)\n"
     "  --stop-at-eos        stop at the model's end tokens (default): its EOS id, and <|im_end|>,\n"
     "                       <|endoftext|> or <end_of_turn> where the vocabulary has them\n"
-    "  --no-stop            generate all N tokens, printing end tokens as their text\n\n"
+    "  --no-stop            generate all N tokens, printing end tokens as their text\n"
+    CLI_ALLOW_BEYOND_CONTEXT_HELP "\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model generate --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
@@ -60,7 +62,7 @@ static void generate_help(FILE *out) {
     cli_model_architectures(architectures, sizeof architectures), MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
 }
 
-enum { F_MODEL = 1, F_TEXT, F_MAX_TOKENS, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_SEED, F_KV_DTYPE, F_STOP, F_NO_STOP };
+enum { F_MODEL = 1, F_TEXT, F_MAX_TOKENS, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_SEED, F_KV_DTYPE, F_STOP, F_NO_STOP, F_BEYOND };
 
 static const cli_flag generate_flags[] = {
     {"--model", "FILE.gguf", F_MODEL, 0},
@@ -73,6 +75,7 @@ static const cli_flag generate_flags[] = {
     {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
     {"--stop-at-eos", NULL, F_STOP, 0},
     {"--no-stop", NULL, F_NO_STOP, 0},
+    {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const generate_tables[] = {generate_flags, NULL};
@@ -157,6 +160,7 @@ typedef struct generate_args {
     attn_sampler_options sampling;
     attn_dtype kv_dtype;
     bool stop_at_eos;
+    bool allow_beyond_context;
 } generate_args;
 
 static int generate(const generate_args *a) {
@@ -193,6 +197,7 @@ static int generate(const generate_args *a) {
         rc = cli_usage_error(CMD, "--text encodes to no tokens: nothing to continue");
         goto done;
     }
+    if ((rc = cli_check_context(CMD, c, (int64_t)n_prompt, a->max_tokens, a->allow_beyond_context))) goto done;
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = (int64_t)n_prompt + a->max_tokens;
     so.kv_dtype = a->kv_dtype;
@@ -299,6 +304,7 @@ int cmd_model_generate(int argc, char **argv) {
             break;
         case F_STOP: a.stop_at_eos = true; break;
         case F_NO_STOP: a.stop_at_eos = false; break;
+        case F_BEYOND: a.allow_beyond_context = true; break;
         default: break;
         }
     }

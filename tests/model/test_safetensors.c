@@ -488,6 +488,25 @@ static void config_json(void **state) {
     attn_decoder_rope_options(&c, 0, &rope);
     assert_true(rope.scaling == ATTN_ROPE_SCALING_LLAMA3 && rope.factor == 32.0 && rope.low_freq_factor == 1.0 &&
                 rope.high_freq_factor == 4.0 && rope.original_max_position_embeddings == 8192);
+    /* The limits: max_position_embeddings (here the extended length, llama3
+     * trained at 8192 with factor 32 reaching 262144); partial rotary. */
+    assert_int_equal(c.context_length, 131072);
+    assert_int_equal(attn_decoder_context_limit(&c), 262144);
+    assert_ok(config_of("{\"model_type\":\"qwen2\"," BASE ",\"max_position_embeddings\":64,"
+                        "\"partial_rotary_factor\":0.5}", &c));
+    assert_true(c.context_length == 64 && attn_decoder_context_limit(&c) == 64 && c.rope_dim == 4);
+    attn_decoder_rope_options(&c, 0, &rope);
+    assert_int_equal(rope.rotary_dim, 4);
+    int beyond = -1;
+    assert_ok(attn_decoder_check_context(&c, 60, 4, 0, &beyond));
+    assert_int_equal(beyond, 0);
+    assert_refused(attn_decoder_check_context(&c, 60, 5, 0, &beyond), ATTN_ERR_SHAPE,
+                   "60 prompt tokens + 5 new ones = 65 positions, beyond the model's context of 64");
+    assert_ok(attn_decoder_check_context(&c, 60, 5, 1, &beyond));
+    assert_true(beyond == 1 && strstr(attn_last_error(), "never trained"));
+    assert_ok(config_of("{\"model_type\":\"qwen2\"," BASE "}", &c)); /* no length: anything fits */
+    assert_true(c.context_length == 0 && c.rope_dim == 8);
+    assert_ok(attn_decoder_check_context(&c, 1 << 30, 1 << 30, 0, NULL));
 
     const struct {
         const char *row, *json;
@@ -525,8 +544,16 @@ static void config_json(void **state) {
         {"scaled sliding layers", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,\"rope_parameters\":"
                                   "{\"sliding_attention\":{\"rope_type\":\"linear\",\"factor\":2}}}",
          ATTN_ERR_UNSUPPORTED, "sliding"},
-        {"partial rotary", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":0.5}", ATTN_ERR_UNSUPPORTED,
-         "partial_rotary_factor"},
+        {"partial rotary above 1", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":1.5}",
+         ATTN_ERR_FORMAT, "partial_rotary_factor is 1.5: it rotates a fraction of each head, at most 1"},
+        {"partial rotary of odd widths", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":0.375}",
+         ATTN_ERR_FORMAT, "partial_rotary_factor 0.375 of head width 8 rotates 3 widths"},
+        {"partial rotary of no width", "{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{"
+                                       "\"partial_rotary_factor\":0.1}}", ATTN_ERR_FORMAT, "rotates 0 widths"},
+        {"partial rotary on sliding layers", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,"
+                                             "\"rope_parameters\":{\"sliding_attention\":{"
+                                             "\"partial_rotary_factor\":0.5}}}", ATTN_ERR_UNSUPPORTED,
+         "sliding-window layers rotate whole heads"},
         {"attention bias", "{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", ATTN_ERR_UNSUPPORTED,
          "attention_bias"},
         {"mlp bias", "{\"model_type\":\"llama\"," BASE ",\"mlp_bias\":true}", ATTN_ERR_UNSUPPORTED, "mlp_bias"},
