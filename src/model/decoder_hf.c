@@ -11,6 +11,7 @@
 #include "model/decoder.h"
 
 #include "attn_safetensors.h"
+#include "formats/json_keys.h"
 #include "formats/quote.h"
 #include "io/file.h"
 #include "model/arch.h"
@@ -341,7 +342,8 @@ attn_status attn_decoder_config_from_json(const char *json, size_t len, attn_dec
         const size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
         return attn__fail(ATTN_ERR_FORMAT, "config.json is not valid JSON (at byte %zu)", at);
     }
-    attn_status st = config_from_object(root, cfg);
+    attn_status st = attn__json_unique_keys(root, "config.json");
+    if (!st) st = config_from_object(root, cfg);
     cJSON_Delete(root);
     return st;
 }

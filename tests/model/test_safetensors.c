@@ -554,6 +554,15 @@ static void config_json(void **state) {
                                              "\"rope_parameters\":{\"sliding_attention\":{"
                                              "\"partial_rotary_factor\":0.5}}}", ATTN_ERR_UNSUPPORTED,
          "sliding-window layers rotate whole heads"},
+        {"duplicate key", "{\"model_type\":\"llama\"," BASE ",\"rope_theta\":1e4,\"rope_theta\":5e5}",
+         ATTN_ERR_FORMAT, "config.json: the key \"rope_theta\" is given twice in the top-level object (readers "
+         "disagree on which one counts: Python's json takes the last, cJSON the first)"},
+        {"duplicate nested key", "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"linear\","
+                                 "\"factor\":2,\"factor\":4}}", ATTN_ERR_FORMAT,
+         "the key \"factor\" is given twice in \"rope_scaling\""},
+        {"duplicate key among many", "{\"model_type\":\"llama\"," BASE ",\"a\":1,\"b\":2,\"c\":3,\"d\":4,"
+                                     "\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"j\":10,\"k\":11,\"l\":12,"
+                                     "\"vocab_size\":256}", ATTN_ERR_FORMAT, "the key \"vocab_size\" is given twice"},
         {"attention bias", "{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", ATTN_ERR_UNSUPPORTED,
          "attention_bias"},
         {"mlp bias", "{\"model_type\":\"llama\"," BASE ",\"mlp_bias\":true}", ATTN_ERR_UNSUPPORTED, "mlp_bias"},
