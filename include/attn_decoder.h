@@ -202,7 +202,10 @@ typedef struct attn_decoder attn_decoder; /* opaque, read-only once loaded */
 /* Reads the configuration and dequantizes every tensor the forward uses
  * to float32, checking each tensor's presence and shape first (a message
  * names the tensor, its dims and the dims expected).  g may be closed
- * afterwards. */
+ * afterwards.  Refused (ATTN_ERR_FORMAT, naming them): a tensor of the file
+ * that no part of the model reads (layers past block_count among them), a
+ * missing one, and weights holding NaN or an infinity (the tensor, row and
+ * column; each tensor is scanned once as it is converted). */
 ATTN_API attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out);
 
 /* A Hugging Face checkpoint: path is a directory (config.json with
