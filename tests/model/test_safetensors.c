@@ -645,6 +645,70 @@ static void wrong_shape_named(void **state) {
     assert_refused(attn_decoder_load_safetensors(path, &m), ATTN_ERR_IO, "nothing.safetensors");
 }
 
+/* A tiny llama checkpoint (d 2, one head of width 2, FFN 2, tied) with the
+ * vocabulary vocab, one layer's tensors and extra, each tensor's bytes as
+ * build() writes them (byte i holds i & 0xFF: finite floats under byte 252,
+ * where the first NaN's bit pattern 0xfffefdfc lies). */
+static void write_tiny_llama(int64_t vocab, int64_t layers, const char *extra) {
+    char config[256];
+    snprintf(config, sizeof config, "{\"model_type\":\"llama\",\"hidden_size\":2,\"num_hidden_layers\":%lld,"
+             "\"num_attention_heads\":1,\"intermediate_size\":2,\"vocab_size\":%lld,\"tie_word_embeddings\":true}",
+             (long long)layers, (long long)vocab);
+    write_text("config.json", config);
+    const char *names[16] = {"model.embed_tokens.weight", "model.norm.weight", "model.layers.0.input_layernorm.weight",
+                             "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                             "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+                             "model.layers.0.post_attention_layernorm.weight", "model.layers.0.mlp.gate_proj.weight",
+                             "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight", extra};
+    char header[4096] = "{";
+    size_t at = 0;
+    for (int i = 0; names[i]; i++) {
+        const int vector = strstr(names[i], "norm") != NULL || (extra && names[i] == extra);
+        const int64_t n_rows = i == 0 ? vocab : 2, bytes = (vector ? 2 : n_rows * 2) * 4;
+        char shape[32], entry[256];
+        if (vector) snprintf(shape, sizeof shape, "[2]");
+        else snprintf(shape, sizeof shape, "[%lld,2]", (long long)n_rows);
+        snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                 i ? "," : "", names[i], shape, at, at + (size_t)bytes);
+        strcat(header, entry);
+        at += (size_t)bytes;
+    }
+    strcat(header, "}");
+    write_shard("model.safetensors", header, at);
+}
+
+/* Issue 38's refusals on a checkpoint: a tensor no part of the model reads,
+ * layers past num_hidden_layers, NaN weights (named with the row). */
+static void limits_named(void **state) {
+    (void)state;
+    attn_decoder *m = NULL;
+    write_tiny_llama(2, 1, NULL);
+    assert_ok(attn_decoder_load_safetensors(tmpdir, &m));
+    attn_decoder_free(m);
+    /* Older checkpoints' RoPE tables are not weights (transformers skips them). */
+    write_tiny_llama(2, 1, "model.layers.0.self_attn.rotary_emb.inv_freq");
+    assert_ok(attn_decoder_load_safetensors(tmpdir, &m));
+    attn_decoder_free(m);
+    write_tiny_llama(2, 1, "model.layers.0.mlp.act_scale");
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "1 tensor is used by no part of the model ('model.layers.0.mlp.act_scale')");
+    assert_null(m);
+    write_tiny_llama(2, 1, "model.layers.1.input_layernorm.weight");
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "1 tensor is used by no layer ('model.layers.1.input_layernorm.weight'): the file holds layers "
+                   "0..1, but config.json's num_hidden_layers is 1");
+    /* A layer missing a tensor: num_hidden_layers 2 with one layer's tensors. */
+    write_tiny_llama(2, 2, NULL);
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "no tensor 'model.layers.1.input_layernorm.weight' in the checkpoint");
+    /* Vocabulary 20: the embedding takes bytes 0..160, and byte 252 (NaN)
+     * falls in the gate's [2, 2] at bytes 248..264: row 0, column 1. */
+    write_tiny_llama(20, 1, NULL);
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "tensor 'model.layers.0.mlp.gate_proj.weight' holds NaN at row 0, column 1");
+    remove_all();
+}
+
 static int make_tmpdir(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn-st-XXXXXX");
@@ -661,6 +725,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_fields), cmocka_unit_test(every_row),   cmocka_unit_test(every_prefix),
         cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(config_architectures),
+        cmocka_unit_test(limits_named),
         cmocka_unit_test(wrong_shape_named),
         cmocka_unit_test(not_regular_files),
     };
