@@ -397,6 +397,13 @@ static void test_limits(void **state) {
     assert_refused(attn_decoder_forward(dec, ids, 2, &out), ATTN_ERR_FORMAT, "attn_decoder_forward: the logit of "
                    "token id 0 at position 0 is");
     assert_non_null(strstr(attn_last_error(), "overflowed float32"));
+    /* The same through a session's step: the sampler never sees them. */
+    attn_decoder_session *session = NULL;
+    attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    so.capacity = 4;
+    assert_ok(attn_decoder_session_new(dec, &so, &session));
+    assert_refused(attn_decoder_step(session, ids, 2, logits), ATTN_ERR_FORMAT, "the logit of token id 0 at position");
+    attn_decoder_session_free(session);
     attn_decoder_free(dec);
     tiny_free(&m);
 }
