@@ -126,7 +126,32 @@ typedef struct attn_decoder_config {
     double rope_low_freq_factor, rope_high_freq_factor; /* LLAMA3                   */
     double rope_attention_factor;   /* 0 = the variant's default                    */
     int rope_scale_local;           /* the sliding-window layers are scaled too     */
+    /* The model's limits (added after 0.3.0, which changed this struct's size
+     * again: rebuild against this header). */
+    int64_t context_length;         /* ARCH.context_length / max_position_embeddings:
+                                       the positions the model was trained for;
+                                       0 = the file does not say (the limit with
+                                       its RoPE scaling: attn_decoder_context_limit) */
+    int64_t rope_dim;               /* ARCH.rope.dimension_count / head_dim *
+                                       partial_rotary_factor: RoPE rotates the first
+                                       rope_dim widths of each head (even, <= head_dim);
+                                       the rest pass through; 0 = the whole head    */
 } attn_decoder_config;
+
+/* The positions a model may be run at: its context_length, or, when its
+ * RoPE scaling extends it (a factor > 1 on the length it was trained at,
+ * rope_original_context or else context_length), the extended length;
+ * 0 when the configuration gives no length. */
+ATTN_API int64_t attn_decoder_context_limit(const attn_decoder_config *cfg);
+
+/* Checks that a prompt of n_prompt tokens followed by up to n_new generated
+ * ones fits the model's context (attn_decoder_context_limit; a model that
+ * gives no length fits anything).  Beyond it: ATTN_ERR_SHAPE with a message
+ * naming the three numbers, unless allow_beyond is nonzero; then ATTN_OK and
+ * *beyond (when not NULL) set to 1, for the caller's warning (the message is
+ * attn_last_error()'s, phrased for one).  Negative counts are refused. */
+ATTN_API attn_status attn_decoder_check_context(const attn_decoder_config *cfg, int64_t n_prompt, int64_t n_new,
+                                                int allow_beyond, int *beyond);
 
 /* The architectures the decoder runs, from its one table of them
  * (src/model/arch.c), for lists in messages and help texts: the name of
@@ -178,7 +203,10 @@ typedef struct attn_decoder attn_decoder; /* opaque, read-only once loaded */
 /* Reads the configuration and dequantizes every tensor the forward uses
  * to float32, checking each tensor's presence and shape first (a message
  * names the tensor, its dims and the dims expected).  g may be closed
- * afterwards. */
+ * afterwards.  Refused (ATTN_ERR_FORMAT, naming them): a tensor of the file
+ * that no part of the model reads (layers past block_count among them), a
+ * missing one, and weights holding NaN or an infinity (the tensor, row and
+ * column; each tensor is scanned once as it is converted). */
 ATTN_API attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out);
 
 /* A Hugging Face checkpoint: path is a directory (config.json with

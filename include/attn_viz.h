@@ -93,7 +93,7 @@ ATTN_API attn_status attn_heatmap_write(const char *path, const float *weights, 
  * Format by extension as above (.png, .svg, .pdf); lang "en" or "zh" (NULL = en). */
 ATTN_API attn_status attn_chapter_figure_write(const char *path, int figure, const char *lang);
 
-/* A line plot of one series y[0..n) against x = 0 .. n-1 (points joined,
+/* A line plot of one series y[0..n) (and opt->y2, a second) against x = 0 .. n-1 (points joined,
  * each marked), with a y axis of ticks and a grid: `attn demo --model`
  * draws the cosine of the two 苹果 vectors layer by layer with it.
  * ATTN_LINEPLOT_OPTIONS_INIT means: no title or axis labels, the y range
@@ -105,6 +105,12 @@ typedef struct attn_lineplot_options {
     const char *title;      /* UTF-8 or NULL                                  */
     const char *x_label, *y_label;
     double ymin, ymax;      /* ymin == ymax: from the data                    */
+    /* Added later (a smaller struct_size gets these defaults): a second
+     * series of the same n points, drawn dashed in orange (`attn demo
+     * --model`'s same-sense control beside the two senses), and the two
+     * series' names for a legend (drawn when either is set). */
+    const double *y2;       /* [n] finite, or NULL: one series                */
+    const char *name, *name2; /* UTF-8 or NULL                                */
 } attn_lineplot_options;
 
 #define ATTN_LINEPLOT_OPTIONS_INIT {.struct_size = sizeof(attn_lineplot_options)}
@@ -168,6 +174,12 @@ typedef struct attn_report {
      * paths or layer_paths: 0 .. len_q - 1, or negative from the end (-1:
      * the last).  The page's own selector changes it. */
     int64_t paths_position;
+    /* A second series of the line plot, line_len values drawn dashed
+     * beside line (`attn report --model --compare-text --control-text`:
+     * the same-sense control's cosine), and the two series' names for the
+     * legend; NULL: none. */
+    const double *line2;             /* [line_len] finite values, or NULL           */
+    const char *line_name, *line2_name;
 } attn_report;
 
 #define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}

@@ -38,6 +38,7 @@ static void chat_help(FILE *out) {
     fprintf(out,
     "usage: attn model chat --model MODEL [--system TEXT] [--messages FILE.json] [--template FILE]\n"
     "                       [--context N] [--print-prompt] [--kv-dtype f32|f16|bf16]\n"
+    "                       [--allow-beyond-context]\n"
     "                       [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n\n"
     "A conversation with an instruct model (%s): the prompt is the\n"
     "conversation written by the model's own chat template (tokenizer.chat_template in a GGUF file,\n"
@@ -59,7 +60,8 @@ static void chat_help(FILE *out) {
     "  --template FILE      this Jinja chat template instead of the model's (a base model has none)\n"
     "  --context N          positions the KV cache holds for the whole conversation (default %d)\n"
     "  --print-prompt       before each reply, the exact prompt text and its token ids (stdout)\n"
-    "  --kv-dtype D         the KV cache's storage: f32 (default), f16 or bf16\n",
+    "  --kv-dtype D         the KV cache's storage: f32 (default), f16 or bf16\n"
+    CLI_ALLOW_BEYOND_CONTEXT_HELP,
     cli_model_architectures(architectures, sizeof architectures), CONTEXT_DEFAULT);
     cli_sampling_help(out, MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
     fprintf(out,
@@ -71,7 +73,7 @@ static void chat_help(FILE *out) {
     "  attn model chat --model M --messages conversation.json --print-prompt --max-tokens 100\n");
 }
 
-enum { F_MODEL = 1, F_SYSTEM, F_MESSAGES, F_TEMPLATE, F_CONTEXT, F_PRINT_PROMPT, F_KV_DTYPE };
+enum { F_MODEL = 1, F_SYSTEM, F_MESSAGES, F_TEMPLATE, F_CONTEXT, F_PRINT_PROMPT, F_KV_DTYPE, F_BEYOND };
 
 static const cli_flag chat_flags[] = {
     {"--model", "MODEL", F_MODEL, 0},
@@ -81,6 +83,7 @@ static const cli_flag chat_flags[] = {
     {"--context", "N", F_CONTEXT, 0},
     {"--print-prompt", NULL, F_PRINT_PROMPT, 0},
     {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
+    {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const chat_tables[] = {chat_flags, cli_sampling_flags, cli_sampling_hints, NULL};
@@ -89,7 +92,7 @@ static const cli_spec cli_chat_spec = {CMD, chat_tables, chat_help, false};
 typedef struct chat_args {
     const char *path, *system, *messages_path, *template_path;
     int64_t context;
-    bool print_prompt;
+    bool print_prompt, allow_beyond_context;
     attn_dtype kv_dtype;
     cli_sampling sampling;
 } chat_args;
@@ -346,6 +349,11 @@ static int chat(const chat_args *a) {
     int rc = cli_model_open(CMD, a->path, true, a->template_path, &c.m);
     if (rc) return rc;
     const attn_decoder_config *cfg = attn_decoder_get_config(c.m.decoder);
+    /* --context is the whole conversation's positions: refused past the model's own. */
+    if ((rc = cli_check_context(CMD, cfg, a->context, 0, a->allow_beyond_context))) {
+        cli_model_close(&c.m);
+        return rc;
+    }
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = a->context;
     so.kv_dtype = a->kv_dtype;
@@ -379,6 +387,7 @@ int cmd_model_chat(int argc, char **argv) {
         case F_MESSAGES: a.messages_path = value; break;
         case F_TEMPLATE: a.template_path = value; break;
         case F_PRINT_PROMPT: a.print_prompt = true; break;
+        case F_BEYOND: a.allow_beyond_context = true; break;
         case F_CONTEXT:
             if (!cli_parse_int(CMD, args.flag, value, 16, CONTEXT_MAX, &a.context)) return CLI_USAGE_ERROR;
             break;

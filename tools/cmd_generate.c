@@ -32,7 +32,7 @@ static void generate_help(FILE *out) {
     "usage: attn model generate --model MODEL --text TEXT [--chat [--system TEXT] [--template FILE]]\n"
     "                           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                           [--stop STR]... [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n"
-    "                           [--print-prompt]\n\n"
+    "                           [--print-prompt] [--allow-beyond-context]\n\n"
     "Continues TEXT with a model (%s), printing the new text to stdout\n"
     "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
     "rest).  With --chat, TEXT is one user message and the prompt is the model's chat template applied\n"
@@ -53,7 +53,8 @@ static void generate_help(FILE *out) {
     cli_sampling_help(out, MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
     fprintf(out,
     "  --kv-dtype D         the KV cache's storage: f32 (default; the full forward's logits to\n"
-    "                       float rounding), f16 or bf16 (half the memory, rounded once)\n\n"
+    "                       float rounding), f16 or bf16 (half the memory, rounded once)\n"
+    CLI_ALLOW_BEYOND_CONTEXT_HELP "\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model generate --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
@@ -64,7 +65,7 @@ static void generate_help(FILE *out) {
     "      --text \"The capital of France is\" --max-tokens 30 --temperature 0.7 --top-p 0.9 --seed 1\n");
 }
 
-enum { F_MODEL = 1, F_TEXT, F_KV_DTYPE, F_CHAT, F_SYSTEM, F_TEMPLATE, F_PRINT_PROMPT };
+enum { F_MODEL = 1, F_TEXT, F_KV_DTYPE, F_CHAT, F_SYSTEM, F_TEMPLATE, F_PRINT_PROMPT, F_BEYOND };
 
 static const cli_flag generate_flags[] = {
     {"--model", "MODEL", F_MODEL, 0},
@@ -74,6 +75,7 @@ static const cli_flag generate_flags[] = {
     {"--template", "FILE", F_TEMPLATE, 0},
     {"--print-prompt", NULL, F_PRINT_PROMPT, 0},
     {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
+    {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const generate_tables[] = {generate_flags, cli_sampling_flags, cli_sampling_hints, NULL};
@@ -86,6 +88,7 @@ typedef struct generate_args {
     bool chat, print_prompt;
     cli_sampling sampling;
     attn_dtype kv_dtype;
+    bool allow_beyond_context;
 } generate_args;
 
 /* The prompt's text: TEXT, or with --chat the template over
@@ -140,6 +143,8 @@ static int generate(const generate_args *a) {
         goto done;
     }
     if (a->print_prompt) cli_print_prompt(text, text_len, ids, n_prompt);
+    if ((rc = cli_check_context(CMD, c, (int64_t)n_prompt, a->sampling.max_tokens, a->allow_beyond_context)))
+        goto done;
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = (int64_t)n_prompt + a->sampling.max_tokens;
     so.kv_dtype = a->kv_dtype;
@@ -196,6 +201,7 @@ int cmd_model_generate(int argc, char **argv) {
         case F_KV_DTYPE:
             if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
+        case F_BEYOND: a.allow_beyond_context = true; break;
         default:
             if (!cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;
             break;

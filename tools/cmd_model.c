@@ -44,6 +44,7 @@ static void model_help(FILE *out) {
     fprintf(out,
     "usage: attn model info MODEL\n"
     "       attn model run MODEL (--ids ID,ID,... | --text STR) [--show-top K] [--layer-norms]\n"
+    "                            [--allow-beyond-context]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
@@ -70,6 +71,7 @@ static void model_help(FILE *out) {
     "  --show-top K      how many of the most likely next tokens to print (default %d; --top K is its\n"
     "                    former name); to sample from them: attn model generate or chat\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
+    CLI_ALLOW_BEYOND_CONTEXT_HELP
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
     "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
     "  trace             activations under TransformerLens hook names into an .npz cache; activation\n"
@@ -88,7 +90,7 @@ static void model_help(FILE *out) {
     cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
 }
 
-enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT };
+enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT, F_BEYOND };
 
 static const cli_flag model_flags[] = {
     {"--ids", "ID,ID,...", F_IDS, 0},
@@ -97,6 +99,7 @@ static const cli_flag model_flags[] = {
     {"--show-top", "K", F_TOP, 0},
     {"--top", "K", F_TOP, 0}, /* the former name of --show-top */
     {"--layer-norms", NULL, F_LAYER_NORMS, 0},
+    {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
 /* Sampling is generate's and chat's: run only shows the distribution. */
@@ -242,6 +245,9 @@ static int model_info(const char *path) {
     printf("  RoPE           %s pairing, theta %g", c.rope_pairing == ATTN_ROPE_NEOX ? "NeoX (rotate half)" : "GPT-J",
            c.rope_theta);
     if (c.sliding_window) printf(" on global layers, %g on local ones", c.rope_theta_local);
+    if (c.rope_dim && c.rope_dim != c.head_dim)
+        printf(", partial: the first %lld of %lld widths of each head rotated", (long long)c.rope_dim,
+               (long long)c.head_dim);
     printf("\n");
     if (c.rope_scaling != ATTN_ROPE_SCALING_NONE) {
         static const char *const names[] = {"none", "linear", "dynamic", "yarn", "llama3"};
@@ -250,6 +256,14 @@ static int model_info(const char *path) {
         if (c.rope_original_context) printf(", trained at %lld positions", (long long)c.rope_original_context);
         printf(", on %s\n", c.rope_scale_local || !c.sliding_window ? "every layer" : "the global layers only");
     }
+    const int64_t limit = attn_decoder_context_limit(&c);
+    if (!c.context_length) printf("  context        not given by the file: not checked\n");
+    else if (limit != c.context_length)
+        printf("  context        %lld positions trained, %lld with its RoPE scaling: prompt + generated tokens "
+               "beyond %lld are refused\n", (long long)c.context_length, (long long)limit, (long long)limit);
+    else
+        printf("  context        %lld positions: prompt + generated tokens beyond them are refused\n",
+               (long long)limit);
     if (c.sliding_window) {
         printf("  window         %lld keys on local layers (L); global (G) layers see every earlier key\n"
                "  layers         ",
@@ -289,7 +303,8 @@ static int model_info(const char *path) {
     return CLI_OK;
 }
 
-static int model_run(const char *path, int32_t *ids, int64_t L, const char *text, int64_t top, bool layer_norms) {
+static int model_run(const char *path, int32_t *ids, int64_t L, const char *text, int64_t top, bool layer_norms,
+                     bool allow_beyond_context) {
     attn_gguf *g = NULL; /* NULL for a Hugging Face checkpoint: pieces from its tokenizer.json then */
     attn_tokenizer *tok = NULL;
     const bool hf = is_checkpoint(path);
@@ -327,6 +342,12 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
         }
         printf("\n");
     }
+    attn_decoder_config cfg;
+    if (hf ? attn_decoder_config_from_checkpoint(path, &cfg) : attn_decoder_read_config(g, &cfg)) {
+        rc = cli_data_error("model", "%s: %s", path, attn_last_error());
+        goto done;
+    }
+    if ((rc = cli_check_context("model", &cfg, L, 0, allow_beyond_context))) goto done;
     const double t0 = cli_seconds();
     if (hf ? attn_decoder_load_safetensors(path, &m) : attn_decoder_load(g, &m)) {
         rc = cli_data_error("model", "%s: %s", path, attn_last_error());
@@ -422,7 +443,7 @@ int cmd_model(int argc, char **argv) {
     }
     const char *action = NULL, *path = NULL, *ids_text = NULL, *text = NULL;
     int64_t top = TOP_DEFAULT;
-    bool layer_norms = false;
+    bool layer_norms = false, allow_beyond_context = false;
     cli_args args;
     const char *value;
     cli_args_begin(&args, &cli_model_spec, argc, argv);
@@ -440,6 +461,8 @@ int cmd_model(int argc, char **argv) {
             if (!cli_parse_int("model", args.flag, value, 1, 1000, &top)) return CLI_USAGE_ERROR;
         } else if (id == F_LAYER_NORMS) {
             layer_norms = true;
+        } else if (id == F_BEYOND) {
+            allow_beyond_context = true;
         } else if (id == F_MODEL) {
             if (path) return cli_usage_error("model", "--model '%s': the model is given already ('%s')", value, path);
             path = value;
@@ -455,16 +478,17 @@ int cmd_model(int argc, char **argv) {
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);
     if (info) {
-        if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms)
-            return cli_usage_error("model", "--ids, --text, --show-top and --layer-norms are options of 'run', not 'info'");
+        if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms || allow_beyond_context)
+            return cli_usage_error("model", "--ids, --text, --show-top, --layer-norms and --allow-beyond-context are "
+                                   "options of 'run', not 'info'");
         return model_info(path);
     }
     if (!ids_text == !text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids) or --text STR, one of them");
-    if (text) return model_run(path, NULL, 0, text, top, layer_norms);
+    if (text) return model_run(path, NULL, 0, text, top, layer_norms, allow_beyond_context);
     int32_t *ids;
     int64_t L;
     if (!parse_ids(ids_text, &ids, &L)) return CLI_USAGE_ERROR;
-    const int rc = model_run(path, ids, L, NULL, top, layer_norms);
+    const int rc = model_run(path, ids, L, NULL, top, layer_norms, allow_beyond_context);
     free(ids);
     return rc;
 }

@@ -61,7 +61,8 @@ static void trace_help(FILE *out) {
     "  --answer TOKEN      report this next token's probability and the logit difference\n"
     "                      answer - wrong (TOKEN: a text of one token, or #ID)\n"
     "  --wrong TOKEN       the other side of the logit difference (default: the clean run's top token)\n"
-    "  --top K             next tokens shown before and after (default %d)\n",
+    "  --top K             next tokens shown before and after (default %d)\n"
+    CLI_ALLOW_BEYOND_CONTEXT_HELP,
     cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
     fprintf(out,
     "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
@@ -87,7 +88,7 @@ static void trace_help(FILE *out) {
 
 enum {
     F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
-    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE
+    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND
 };
 
 static const cli_flag trace_flags[] = {
@@ -101,6 +102,7 @@ static const cli_flag trace_flags[] = {
     {"--wrong", "TOKEN", F_WRONG, 0},         {"--top", "K", F_TOP, 0},
     {"--paths", NULL, F_PATHS, 0},            {"--position", "P", F_POSITION, 0},
     {"--nullspace", "LAYER:HEAD", F_NULLSPACE, 0}, {"--tolerance", "T", F_TOLERANCE, 0},
+    {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const trace_tables[] = {trace_flags, NULL};
@@ -207,7 +209,7 @@ typedef struct trace_cli {
     const char *patch_texts[PATCHES_MAX];
     int patch_ablate[PATCHES_MAX];
     int n_patches;
-    bool compress, sweep, paths;
+    bool compress, sweep, paths, allow_beyond_context;
     int64_t top, position;
     const char *nullspace;
     double tolerance;
@@ -456,6 +458,8 @@ static int trace_main(const trace_cli *o) {
          !take_text(tok, o->source_text ? "--source-text" : "--source-ids", o->source_text, o->source_ids, V, &source,
                     &rc)))
         goto done;
+    if ((rc = cli_check_context(CMD, &c, target.L > source.L ? target.L : source.L, 0, o->allow_beyond_context)))
+        goto done;
     if ((o->answer && !take_token(tok, "--answer", o->answer, V, &answer)) ||
         (o->wrong && !take_token(tok, "--wrong", o->wrong, V, &wrong))) {
         rc = CLI_USAGE_ERROR;
@@ -614,6 +618,7 @@ int cmd_model_trace(int argc, char **argv) {
             break;
         case F_SWEEP: o.sweep = true; break;
         case F_PATHS: o.paths = true; break;
+        case F_BEYOND: o.allow_beyond_context = true; break;
         case F_NULLSPACE: o.nullspace = value; break;
         case F_TOLERANCE:
             if (!cli_parse_float(CMD, args.flag, value, 0, 1e30, &o.tolerance)) return CLI_USAGE_ERROR;

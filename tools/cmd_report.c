@@ -30,7 +30,7 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
 
 /* Flag ids: an input's is F_INPUT + IN_*. */
 enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
-       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION };
+       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION, F_CONTROL };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -45,6 +45,7 @@ static const cli_flag report_flags[] = {
     {"--head", "LIST|all", F_SHOW_HEADS, 0},             {"--layer", "LIST|all", F_LAYER, 0},
     {"--weights", "W.npy", F_WEIGHTS, 0},                {"--model", "FILE.gguf", F_MODEL, 0},
     {"--text", "TEXT|@FILE", F_TEXT, 0},                 {"--compare-text", "TEXT|@FILE", F_COMPARE, 0},
+    {"--control-text", "TEXT|@FILE", F_CONTROL, 0},
     {"--source-text", "TEXT|@FILE", F_SOURCE, 0},        {"--position", "P", F_POSITION, 0},
     CLI_FLAGS_END};
 
@@ -56,7 +57,7 @@ static void report_help(FILE *out) {
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
-    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE]\n"
+    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE [--control-text TEXT|@FILE]]\n"
     "                   [--source-text TEXT|@FILE [--position P]] [--layer LIST|all] [--head LIST|all]\n"
     "                   --html OUT.html\n"
     "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
@@ -79,7 +80,11 @@ static void report_help(FILE *out) {
     "                      model's tokens as labels, its mask (causal, sliding windows) hatched\n"
     "  --compare-text TEXT   a second run (with --model): the page adds the cosine of the two texts'\n"
     "                      last tokens' vectors, embeddings then layer by layer (the chapter's two\n"
-    "                      苹果: --text 我吃了一个苹果 --compare-text 这台电脑来自苹果)\n"
+    "                      苹果: --text 我吃了一个苹果 --compare-text 这台电脑来自苹果), and after the\n"
+    "                      final norm\n"
+    "  --control-text TEXT   with --compare-text: a same-sense control of --text (--control-text\n"
+    "                      我买了一个苹果); its cosine with --text is drawn dashed beside the first\n"
+    "                      series, so that a gap can be told from what a change of words alone does\n"
     "  --source-text TEXT  the changed input (with --model; the name attn model trace gives it): at\n"
     "                      every shown layer, the path table of each head from that layer's own q, k, v\n"
     "                      in the two runs (same number of tokens), and the heads ranked by the weight\n"
@@ -261,6 +266,9 @@ static int report_maps(const cli_map_source *src, cli_attention_options *ao, con
     report.line_len = maps.n_cosine;
     report.line_labels = (const char *const *)maps.cosine_labels;
     report.line_title = maps.cosine_title;
+    report.line2 = maps.cosine2;
+    report.line_name = maps.cosine2 ? "--text and --compare-text" : NULL;
+    report.line2_name = maps.cosine2 ? "--text and --control-text (same sense)" : NULL;
     report.layer_paths = maps.paths;
     report.paths_position = position;
     if (attn_report_write_html(html_path, &report) != ATTN_OK)
@@ -311,6 +319,7 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_TEXT) src.text = value;
         else if (id == F_LAYER) src.layer_text = value;
         else if (id == F_COMPARE) src.compare_text = value;
+        else if (id == F_CONTROL) src.control_text = value;
         else if (id == F_SOURCE) src.source_text = value;
         else if (id == F_POSITION) {
             if (!cli_parse_int("report", "--position", value, -((int64_t)1 << 40), (int64_t)1 << 40, &position))
@@ -331,6 +340,8 @@ int cmd_report(int argc, char **argv) {
             return cli_usage_error("report", "give either --weights (maps made elsewhere) or --model (a run), not both");
         if (src.compare_text && !src.model_path)
             return cli_usage_error("report", "--compare-text is a second run of --model");
+        if (src.control_text && !src.compare_text)
+            return cli_usage_error("report", "--control-text is the control of --compare-text: give both");
         if (src.source_text && !src.model_path)
             return cli_usage_error("report", "--source-text is the changed run of --model (for --weights there are "
                                    "no keys and values to swap)");
@@ -347,12 +358,14 @@ int cmd_report(int argc, char **argv) {
         const char *text_file = src.text && src.text[0] == '@' ? src.text + 1 : NULL;
         const char *compare_file = src.compare_text && src.compare_text[0] == '@' ? src.compare_text + 1 : NULL;
         const char *source_file = src.source_text && src.source_text[0] == '@' ? src.source_text + 1 : NULL;
+        const char *control_file = src.control_text && src.control_text[0] == '@' ? src.control_text + 1 : NULL;
         const char *tokens_file = tokens_text && tokens_text[0] == '@' ? tokens_text + 1 : NULL;
         const char *key_tokens_file = key_tokens_text && key_tokens_text[0] == '@' ? key_tokens_text + 1 : NULL;
         const char *const inputs[] = {src.weights_path, src.model_path, text_file, compare_file, source_file,
-                                      tokens_file, key_tokens_file, ao.key_lengths_path, ao.mask_path, ao.bias_path};
+                                      tokens_file, key_tokens_file, ao.key_lengths_path, ao.mask_path, ao.bias_path,
+                                      control_file};
         const char *const outputs[] = {html_path};
-        if (cli_check_paths("report", inputs, 10, outputs, 1)) return CLI_USAGE_ERROR;
+        if (cli_check_paths("report", inputs, 11, outputs, 1)) return CLI_USAGE_ERROR;
         src.head_text = show_text;
         src.head_flag = "--head";
         src.quiet = cli_args_given(&args, CLI_ID_QUIET);
@@ -368,10 +381,11 @@ int cmd_report(int argc, char **argv) {
                          cli_args_given(&args, CLI_ID_QUIET));
         goto cleanup;
     }
-    if (src.text || src.layer_text || src.compare_text || src.source_text)
+    if (src.text || src.layer_text || src.compare_text || src.source_text || src.control_text)
         return cli_usage_error("report", "%s belongs to --model or --weights",
                                src.text ? "--text" : src.layer_text ? "--layer"
-                               : src.compare_text ? "--compare-text" : "--source-text");
+                               : src.compare_text ? "--compare-text" : src.control_text ? "--control-text"
+                               : "--source-text");
     {
         const char *inputs[IN_COUNT + MOD_COUNT + 3];
         int n_inputs = 0;

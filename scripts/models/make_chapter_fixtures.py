@@ -22,6 +22,10 @@ For each model it writes OUT/<arch>/<what>.npy:
   computer_apple_attn      float32 [N, Hq, L2]    attention row of 苹果
   eat_top_ids, ..._probs   int64 / float64 [5]    the 5 most likely next
   computer_top_ids, ...                           tokens after each sentence
+  control_cosine, en_senses_cosine, en_control_cosine
+                           float64 [N + 2]        the same cosine for PAIRS: the
+                                                  same-sense control and the
+                                                  English pair's two
 and OUT/README.txt with the versions and the ids.  About 25 KB in all.
 """
 import argparse
@@ -32,6 +36,12 @@ import numpy as np
 
 MODELS = {"qwen2": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "gemma3": "gemma-3-270m-q4_k_m.gguf"}
 SENTENCES = {"eat": "我吃了一个苹果", "computer": "这台电脑来自苹果"}
+# The controls of the demo's §2 (tools/demo/model_chapter.c's pairs, in
+# this order): the same sense of 苹果 with another verb, and a matched
+# English pair ending in " bank", in two senses and in one.
+PAIRS = {"control": ("我吃了一个苹果", "我买了一个苹果"),
+         "en_senses": ("We sat on the grass by the river bank", "She paid the cash into the bank"),
+         "en_control": ("She paid the cash into the bank", "She took the cash to the bank")}
 TOP = 5
 
 
@@ -85,6 +95,27 @@ def run_model(path, arch, out_dir):
     np.save(os.path.join(out_dir, "cosine.npy"), cosine)
     lines.append(f"{arch} cosine: {' '.join(f'{c:.4f}' for c in cosine)}")
     print(lines[-1], flush=True)
+    for key, (text_a, text_b) in PAIRS.items():
+        streams = []
+        for text in (text_a, text_b):
+            ids = tok(text)["input_ids"]
+            captured = {}
+            handles = [inner.embed_tokens.register_forward_hook(keep(0)),
+                       inner.norm.register_forward_hook(keep(n_layers + 1))]
+            handles += [layer.register_forward_hook(keep(i + 1)) for i, layer in enumerate(inner.layers)]
+            with torch.no_grad():
+                model(torch.tensor([ids]), use_cache=False)
+            for h in handles:
+                h.remove()
+            streams.append((ids[-1], np.stack([captured[i][-1].numpy().astype(np.float64)
+                                               for i in range(n_layers + 2)])))
+        if streams[0][0] != streams[1][0]:
+            sys.exit(f"{arch} {key}: the sentences end in different tokens {streams[0][0]}, {streams[1][0]}")
+        a, b = streams[0][1], streams[1][1]
+        cosine = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        np.save(os.path.join(out_dir, f"{key}_cosine.npy"), cosine)
+        lines.append(f"{arch} {key} cosine ({text_a!r} / {text_b!r}): {' '.join(f'{c:.4f}' for c in cosine)}")
+        print(lines[-1], flush=True)
     return lines
 
 

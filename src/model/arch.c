@@ -28,6 +28,10 @@
  */
 #include "model/arch.h"
 
+#include "formats/quote.h"
+
+#include <stdlib.h>
+
 /* GGUF's names (llama.cpp's), for every architecture; GGUF dims are the
  * reverse of numpy's (dims[0] = d_in):
  *   token_embd.weight [d, V]    output_norm.weight [d]    output.weight [d, V]
@@ -240,4 +244,42 @@ const char *attn__arch_activations(char *buf, size_t size) {
     const char *names[N_ACTIVATIONS];
     for (int i = 0; i < N_ACTIVATIONS; i++) names[i] = activations[i].name;
     return join(names, N_ACTIVATIONS, buf, size);
+}
+
+void attn__arch_tensor_note(const arch_tensor_names *names, const int *layer_used, bool read_output, int64_t n_layers,
+                            const char *name, arch_unused *u) {
+    if (strcmp(name, names->embed) == 0 || strcmp(name, names->output_norm) == 0 ||
+        (read_output && strcmp(name, names->output) == 0))
+        return;
+    const size_t prefix = strlen(names->layer_prefix);
+    int64_t layer = -1;
+    if (strncmp(name, names->layer_prefix, prefix) == 0 && name[prefix] >= '0' && name[prefix] <= '9') {
+        char *end;
+        const long long n = strtoll(name + prefix, &end, 10);
+        if (*end == '.' && n >= 0 && n < INT64_MAX) {
+            layer = n;
+            if (layer > u->last_layer) u->last_layer = layer;
+            for (int i = 0; i < ARCH_LAYER_TENSORS; i++)
+                if (layer < n_layers && layer_used[i] && names->layer[i] && strcmp(end + 1, names->layer[i]) == 0)
+                    return;
+        }
+    }
+    if (u->count < 3) attn__quote(name, strlen(name), u->first[u->count], sizeof u->first[0]);
+    u->count++;
+    if (layer >= n_layers) u->past_layers++;
+}
+
+attn_status attn__arch_tensor_check(const arch_unused *u, const char *block_key, int64_t n_layers) {
+    if (u->count == 0) return ATTN_OK;
+    char names[400];
+    snprintf(names, sizeof names, "'%s'%s%s%s%s%s%s", u->first[0], u->count > 1 ? ", '" : "",
+             u->count > 1 ? u->first[1] : "", u->count > 1 ? "'" : "", u->count > 2 ? ", '" : "",
+             u->count > 2 ? u->first[2] : "", u->count > 2 ? (u->count > 3 ? "', ..." : "'") : "");
+    if (u->past_layers)
+        return attn__fail(ATTN_ERR_FORMAT, "%lld tensor%s used by no layer (%s): the file holds layers 0..%lld, but "
+                          "%s is %lld", (long long)u->count, u->count == 1 ? " is" : "s are", names,
+                          (long long)u->last_layer, block_key, (long long)n_layers);
+    return attn__fail(ATTN_ERR_FORMAT, "%lld tensor%s used by no part of the model (%s): a file with tensors its "
+                      "configuration does not describe is refused, not run without them", (long long)u->count,
+                      u->count == 1 ? " is" : "s are", names);
 }

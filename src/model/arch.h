@@ -77,6 +77,27 @@ typedef struct decoder_arch {
     const char *hf_bidirectional_key;    /* true is refused: the decoder is causal */
 } decoder_arch;
 
+/* The tensors of a file that the loader does not read (arch_tensor_note
+ * for each of the file's tensors, then arch_tensor_check): a model whose
+ * file holds more than its configuration describes (a stray tensor, or
+ * layers past block_count) is refused naming them, not run without them. */
+typedef struct arch_unused {
+    int64_t count;          /* tensors no layer and no part of the model reads */
+    int64_t past_layers;    /* of them, tensors of layers >= n_layers           */
+    int64_t last_layer;     /* the highest layer number seen, -1 if none       */
+    char first[3][112];     /* the first names (quoted, cut)                   */
+} arch_unused;
+
+/* Notes name, a tensor of a file named as names says, for a model of
+ * n_layers layers whose layers read the tensors layer_used[i] != 0 (an
+ * array of ARCH_LAYER_TENSORS flags; the embedding, the final norm and,
+ * when read_output, the output head are read too). */
+void attn__arch_tensor_note(const arch_tensor_names *names, const int *layer_used, bool read_output, int64_t n_layers,
+                            const char *name, arch_unused *u);
+/* ATTN_ERR_FORMAT naming the unused tensors (and block_key, the key that
+ * gives the layers, when some lie past them), or ATTN_OK when there are none. */
+attn_status attn__arch_tensor_check(const arch_unused *u, const char *block_key, int64_t n_layers);
+
 /* The rows, in the table's order: i = 0, 1, ... until NULL. */
 const decoder_arch *attn__arch_at(int i);
 /* The row of an enum value, or NULL. */

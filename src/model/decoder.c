@@ -157,6 +157,13 @@ attn_status attn_decoder_read_config(const attn_gguf *g, attn_decoder_config *cf
     c.rope_pairing = t->rope_pairing;
     c.rope_scale_local = t->rope_theta_local == 0.0;
     if ((st = read_rope_scaling(g, t, &c))) return st;
+    if ((st = key_i64_optional(g, t->name, "context_length", &c.context_length))) return st;
+    /* Partial rotary: the first rope.dimension_count widths of each head. */
+    c.rope_dim = c.head_dim;
+    if ((st = key_i64_optional(g, t->name, "rope.dimension_count", &c.rope_dim))) return st;
+    if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+        return attn__fail(ATTN_ERR_FORMAT, "key '%s.rope.dimension_count' is %lld: RoPE rotates an even number of "
+                          "widths of a head, at most its %lld", t->name, (long long)c.rope_dim, (long long)c.head_dim);
     c.attn_scale = (float)(1.0 / sqrt((double)c.head_dim));
     c.embed_scale = t->scale_embeddings ? (float)sqrt((double)c.d_model) : 1.0f;
     c.qkv_bias = t->qkv_bias;
@@ -201,6 +208,12 @@ attn_status attn__decoder_check_config(const attn_decoder_config *c, const char 
         !(c->rope_theta_local > 0.0) || !isfinite(c->rope_theta_local))
         return attn__fail(ATTN_ERR_FORMAT, "%s: RMSNorm epsilon %g, RoPE theta %g and local theta %g must be "
                           "positive and finite", what, c->rms_eps, c->rope_theta, c->rope_theta_local);
+    if (c->rope_dim < 0 || c->rope_dim > c->head_dim || c->rope_dim % 2 != 0)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: RoPE rotates %lld widths of each head: it must be an even number "
+                          "in [2, %lld] (the head width), or 0 for all of them", what, (long long)c->rope_dim, (long long)c->head_dim);
+    if (c->context_length < 0)
+        return attn__fail(ATTN_ERR_FORMAT, "%s: the context length %lld is negative", what,
+                          (long long)c->context_length);
     if (c->rope_scaling != ATTN_ROPE_SCALING_NONE && c->rope_scaling != ATTN_ROPE_SCALING_LINEAR &&
         c->rope_scaling != ATTN_ROPE_SCALING_YARN && c->rope_scaling != ATTN_ROPE_SCALING_LLAMA3)
         return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: RoPE scaling %d is not run by the decoder (linear, yarn and "
@@ -232,6 +245,36 @@ attn_status attn__decoder_check_config(const attn_decoder_config *c, const char 
     return ATTN_OK;
 }
 
+int64_t attn_decoder_context_limit(const attn_decoder_config *c) {
+    if (!c || c->context_length <= 0) return 0;
+    int64_t limit = c->context_length;
+    if (c->rope_scaling != ATTN_ROPE_SCALING_NONE && c->rope_factor > 1.0) {
+        const int64_t trained = c->rope_original_context > 0 ? c->rope_original_context : c->context_length;
+        const double extended = (double)trained * c->rope_factor;
+        if (extended > (double)limit) limit = extended < 9e18 ? (int64_t)extended : INT64_MAX;
+    }
+    return limit;
+}
+
+attn_status attn_decoder_check_context(const attn_decoder_config *c, int64_t n_prompt, int64_t n_new,
+                                       int allow_beyond, int *beyond) {
+    if (beyond) *beyond = 0;
+    if (!c) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_check_context: cfg is NULL");
+    if (n_prompt < 0 || n_new < 0 || n_new > INT64_MAX - n_prompt)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_check_context: %lld prompt and %lld new tokens",
+                          (long long)n_prompt, (long long)n_new);
+    const int64_t limit = attn_decoder_context_limit(c), total = n_prompt + n_new;
+    if (limit == 0 || total <= limit) return ATTN_OK;
+    const attn_status st = attn__fail(ATTN_ERR_SHAPE, "%lld prompt tokens + %lld new ones = %lld positions, beyond "
+                                      "the model's context of %lld%s", (long long)n_prompt, (long long)n_new,
+                                      (long long)total, (long long)limit,
+                                      allow_beyond ? ": the positions past it were never trained, expect degraded "
+                                                     "output" : "");
+    if (!allow_beyond) return st;
+    if (beyond) *beyond = 1;
+    return ATTN_OK;
+}
+
 attn_status attn__decoder_new(const attn_decoder_config *cfg, attn_decoder **out) {
     *out = NULL;
     attn_decoder *m = calloc(1, sizeof *m);
@@ -257,6 +300,7 @@ void attn_decoder_rope_options(const attn_decoder_config *c, int64_t layer, attn
     const int local = attn_decoder_layer_is_local(c, layer);
     o.pairing = c->rope_pairing;
     o.theta = local ? c->rope_theta_local : c->rope_theta;
+    o.rotary_dim = c->rope_dim; /* 0: the whole head */
     if (!local || c->rope_scale_local) {
         o.scaling = c->rope_scaling;
         o.factor = c->rope_factor;
@@ -271,6 +315,29 @@ void attn_decoder_rope_options(const attn_decoder_config *c, int64_t layer, attn
         o.attention_factor = c->rope_attention_factor;
     }
     *opt = o;
+}
+
+attn_status attn__decoder_check_finite(const char *name, const float *data, int64_t rows, int64_t cols) {
+    /* An exponent of all ones is NaN or an infinity: one mask test per
+     * float, OR-ed over a row so that the loop vectorizes. */
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = data + r * cols;
+        uint32_t any = 0;
+        for (int64_t i = 0; i < cols; i++) {
+            uint32_t bits;
+            memcpy(&bits, &row[i], sizeof bits);
+            any |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+        }
+        if (!any) continue;
+        int64_t first = 0, count = 0;
+        while (isfinite(row[first])) first++;
+        for (int64_t i = r * cols; i < rows * cols; i++) count += !isfinite(data[i]);
+        return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' holds %s at row %lld, column %lld (%lld non-finite value%s "
+                          "from that row on): the file's weights are damaged", name, isnan(row[first]) ? "NaN" :
+                          row[first] > 0 ? "+inf" : "-inf", (long long)r, (long long)first, (long long)count,
+                          count == 1 ? "" : "s");
+    }
+    return ATTN_OK;
 }
 
 /* Dequantizes the tensor called name, which must have dims [d0, d1] (d1 1
@@ -292,7 +359,9 @@ static attn_status load_tensor(const attn_gguf *g, attn_decoder *m, const char *
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name,
                           (long long)t.n_elements);
     m->owned[m->n_owned++] = data;
-    if ((st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, data))) return st;
+    if ((st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, data)) ||
+        (st = attn__decoder_check_finite(name, data, t.n_rows, t.dims[0])))
+        return st;
     m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
     *out = data;
     return ATTN_OK;
@@ -362,6 +431,24 @@ static attn_status load_layer(const attn_gguf *g, const decoder_arch *row, attn_
     return ATTN_OK;
 }
 
+/* Every tensor of the file is read: a layer reads each of its row's
+ * tensors that the file has (load_layer), the rest are refused by name. */
+static attn_status check_unused(const attn_gguf *g, const decoder_arch *row, int64_t n_layers) {
+    int used[ARCH_LAYER_TENSORS];
+    for (int i = 0; i < ARCH_LAYER_TENSORS; i++) used[i] = 1;
+    arch_unused u = {.last_layer = -1};
+    attn_gguf_info info;
+    attn_gguf_describe(g, &info);
+    for (int64_t i = 0; i < info.n_tensors; i++) {
+        attn_gguf_tensor t;
+        attn_status st = attn_gguf_tensor_at(g, i, &t);
+        if (st) return st;
+        attn__arch_tensor_note(row->gguf, used, true, n_layers, t.name, &u);
+    }
+    char key[128];
+    return attn__arch_tensor_check(&u, arch_key(key, sizeof key, row->name, "block_count"), n_layers);
+}
+
 attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) {
     if (!g || !out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load: %s is NULL", !g ? "g" : "out");
     *out = NULL;
@@ -378,6 +465,7 @@ attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) {
     if (!m->output) m->output = m->token_embd;
     for (int64_t l = 0; l < cfg.n_layers; l++)
         if ((st = load_layer(g, row, m, l, &m->layers[l]))) goto fail;
+    if ((st = check_unused(g, row, cfg.n_layers))) goto fail;
     *out = m;
     return ATTN_OK;
 fail:

@@ -49,6 +49,12 @@ attn_status attn__decoder_new(const attn_decoder_config *cfg, attn_decoder **out
  * width) and their products without overflow; messages start with what. */
 attn_status attn__decoder_check_config(const attn_decoder_config *cfg, const char *what);
 
+/* The weights of tensor name, rows x cols float32 as loaded: ATTN_ERR_FORMAT
+ * naming the tensor, the first row and column holding NaN or an infinity,
+ * and how many do.  One pass over the floats just written (decoder.c and
+ * decoder_hf.c call it after each tensor's conversion). */
+attn_status attn__decoder_check_finite(const char *name, const float *data, int64_t rows, int64_t cols);
+
 /* y [rows, d_out] = x [rows, d_in] . w^T (w: [d_out, d_in]) + b (b: [d_out]
  * or NULL).  Each element is one sum in a fixed order. */
 void attn__decoder_matmul(const float *x, int64_t rows, int64_t d_in, const float *w, const float *b,

@@ -287,6 +287,18 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         rmsnorm_rows(s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_LN_FINAL, -1, s.h, 2, L - first, d, 0))) goto done;
         attn__decoder_matmul(s.h, L - first, d, m->output, NULL, c->vocab, out->logits);
+        /* The weights were checked at load: a non-finite logit is an
+         * activation that overflowed; never handed on as a number. */
+        const float *bad = NULL;
+        for (int64_t i = 0; i < (L - first) * c->vocab && !bad; i++)
+            if (!isfinite(out->logits[i])) bad = &out->logits[i];
+        if (bad) {
+            const int64_t at = bad - out->logits;
+            st = attn__fail(ATTN_ERR_FORMAT, "%s: the logit of token id %lld at position %lld is %s: the "
+                            "activations overflowed float32 (weights too large for these inputs?)", fn,
+                            (long long)(at % c->vocab), (long long)(first + at / c->vocab),
+                            isnan(*bad) ? "NaN" : *bad > 0 ? "+inf" : "-inf");
+        }
     }
 done:
     scratch_free(&s);

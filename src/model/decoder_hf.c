@@ -11,6 +11,7 @@
 #include "model/decoder.h"
 
 #include "attn_safetensors.h"
+#include "formats/json_keys.h"
 #include "formats/quote.h"
 #include "io/file.h"
 #include "model/arch.h"
@@ -82,18 +83,19 @@ typedef struct rope_context {
  * (modeling_rope_utils.py): into c's scaling fields when c is given, else
  * only the default (unscaled) kind is accepted.  theta: read when given. */
 static attn_status rope_entry(const cJSON *rope, const char *where, double *theta, const rope_context *ctx,
-                              attn_decoder_config *c) {
+                              attn_decoder_config *c, double *partial) {
     if (!cJSON_IsObject(rope)) return attn__fail(ATTN_ERR_FORMAT, "config.json: \"%s\" is not an object", where);
     const char *type = NULL;
     attn_status st = json_string(rope, "rope_type", &type);
     if (!st && !type) st = json_string(rope, "type", &type);
     if (st) return st;
     if (theta && (st = json_positive(rope, "rope_theta", true, theta))) return st;
-    double partial = 1.0;
-    if ((st = json_positive(rope, "partial_rotary_factor", true, &partial))) return st;
-    if (partial != 1.0)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: %s has partial_rotary_factor %g: the decoder rotates "
-                          "whole heads", where, partial);
+    double factor = partial ? *partial : 1.0;
+    if ((st = json_positive(rope, "partial_rotary_factor", true, &factor))) return st;
+    if (partial) *partial = factor;
+    else if (factor != 1.0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: %s has partial_rotary_factor %g: the sliding-window "
+                          "layers rotate whole heads", where, factor);
     if (!type || strcmp(type, "default") == 0) return ATTN_OK;
     char quoted[256];
     attn__quote(type, strlen(type), quoted, sizeof quoted);
@@ -200,34 +202,43 @@ static attn_status config_from_object(const cJSON *root, attn_decoder_config *cf
         (st = json_int(root, "original_max_position_embeddings", 1, INT64_MAX / 2, true, &rctx.original_positions)))
         return st;
     bool nested = false;
+    /* partial_rotary_factor: top-level, or in the RoPE description (which
+     * wins, as transformers 5 reads it from there). */
+    double partial = 1.0;
+    if ((st = json_positive(root, "partial_rotary_factor", true, &partial))) return st;
     const cJSON *rope = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
     if (rope && !cJSON_IsNull(rope)) {
         const cJSON *full = cJSON_GetObjectItemCaseSensitive(rope, "full_attention");
         const cJSON *sliding = cJSON_GetObjectItemCaseSensitive(rope, "sliding_attention");
         nested = full || sliding;
         if (nested) {
-            if (full && (st = rope_entry(full, "rope_parameters.full_attention", &c.rope_theta, &rctx, &c)))
+            if (full && (st = rope_entry(full, "rope_parameters.full_attention", &c.rope_theta, &rctx, &c, &partial)))
                 return st;
             if (sliding &&
-                (st = rope_entry(sliding, "rope_parameters.sliding_attention", &c.rope_theta_local, &rctx, NULL)))
+                (st = rope_entry(sliding, "rope_parameters.sliding_attention", &c.rope_theta_local, &rctx, NULL, NULL)))
                 return st;
-        } else if ((st = rope_entry(rope, "rope_parameters", &c.rope_theta, &rctx, &c))) {
+        } else if ((st = rope_entry(rope, "rope_parameters", &c.rope_theta, &rctx, &c, &partial))) {
             return st;
         }
     } else {
         if ((st = json_positive(root, "rope_theta", true, &c.rope_theta))) return st;
         const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-        if (scaling && !cJSON_IsNull(scaling) && (st = rope_entry(scaling, "rope_scaling", NULL, &rctx, &c)))
+        if (scaling && !cJSON_IsNull(scaling) && (st = rope_entry(scaling, "rope_scaling", NULL, &rctx, &c, &partial)))
             return st;
         if (a->hf_local_theta_key && (st = json_positive(root, a->hf_local_theta_key, true, &c.rope_theta_local)))
             return st;
     }
     c.rope_scale_local = a->rope_theta_local == 0.0 && !nested;
-    double partial = 1.0;
-    if ((st = json_positive(root, "partial_rotary_factor", true, &partial))) return st;
-    if (partial != 1.0)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "config.json: partial_rotary_factor is %g: the decoder rotates "
-                          "whole heads", partial);
+    c.context_length = rctx.max_positions;
+    /* transformers: dim = int(head_dim * partial_rotary_factor). */
+    if (partial > 1.0)
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: partial_rotary_factor is %g: it rotates a fraction of each "
+                          "head, at most 1", partial);
+    c.rope_dim = partial == 1.0 ? c.head_dim : (int64_t)((double)c.head_dim * partial);
+    if (partial != 1.0 && (c.rope_dim < 2 || c.rope_dim % 2 != 0))
+        return attn__fail(ATTN_ERR_FORMAT, "config.json: partial_rotary_factor %g of head width %lld rotates %lld "
+                          "widths: RoPE rotates pairs, so it must give an even number >= 2", partial,
+                          (long long)c.head_dim, (long long)c.rope_dim);
 
     /* Which layers slide: layer_types when given, else the architecture's
      * rule; then the decoder's (window, pattern) that reproduces it. */
@@ -331,7 +342,8 @@ attn_status attn_decoder_config_from_json(const char *json, size_t len, attn_dec
         const size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
         return attn__fail(ATTN_ERR_FORMAT, "config.json is not valid JSON (at byte %zu)", at);
     }
-    attn_status st = config_from_object(root, cfg);
+    attn_status st = attn__json_unique_keys(root, "config.json");
+    if (!st) st = config_from_object(root, cfg);
     cJSON_Delete(root);
     return st;
 }
@@ -365,7 +377,9 @@ static attn_status load_tensor(const attn_safetensors *st, attn_decoder *m, cons
         return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name,
                           (long long)t.n_elements);
     m->owned[m->n_owned++] = data;
-    if ((status = attn_safetensors_read_f32(st, &t, data))) return status;
+    if ((status = attn_safetensors_read_f32(st, &t, data)) ||
+        (status = attn__decoder_check_finite(name, data, cols ? rows : 1, cols ? cols : rows)))
+        return status;
     /* Hugging Face computes (1.0 + w.float()) in float32: the same rounding. */
     if (plus_one)
         for (int64_t i = 0; i < t.n_elements; i++) data[i] = 1.0f + data[i];
@@ -415,6 +429,28 @@ static attn_status load_layer(const attn_safetensors *st, const decoder_arch *ro
         if (status) return status;
     }
     return ATTN_OK;
+}
+
+/* Every tensor of the checkpoint is read, but for a copy of a tied head
+ * (transformers ties it anyway) and the RoPE tables older checkpoints saved
+ * (rotary_emb.inv_freq, recomputed by transformers too); the rest are
+ * refused by name. */
+static attn_status check_unused(const attn_safetensors *st, const decoder_arch *row, const attn_decoder_config *c) {
+    int used[ARCH_LAYER_TENSORS];
+    for (int i = 0; i < ARCH_LAYER_TENSORS; i++) used[i] = 1;
+    used[ARCH_Q_BIAS] = used[ARCH_K_BIAS] = used[ARCH_V_BIAS] = c->qkv_bias;
+    used[ARCH_Q_NORM] = used[ARCH_K_NORM] = c->qk_norm;
+    used[ARCH_POST_ATTN_NORM] = used[ARCH_POST_FFN_NORM] = c->post_norms;
+    arch_unused u = {.last_layer = -1};
+    for (int64_t i = 0; i < attn_safetensors_n_tensors(st); i++) {
+        attn_safetensors_tensor t;
+        attn_status status = attn_safetensors_tensor_at(st, i, &t);
+        if (status) return status;
+        const size_t n = strlen(t.name), tail = sizeof "rotary_emb.inv_freq" - 1;
+        if (n >= tail && strcmp(t.name + n - tail, "rotary_emb.inv_freq") == 0) continue;
+        attn__arch_tensor_note(row->hf, used, true, c->n_layers, t.name, &u);
+    }
+    return attn__arch_tensor_check(&u, "config.json's num_hidden_layers", c->n_layers);
 }
 
 /* config.json at path into a new NUL-free buffer parsed by cJSON. */
@@ -478,6 +514,7 @@ attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) 
     else if ((st = load_tensor(weights, m, names->output, cfg.vocab, cfg.d_model, 0, 0, &m->output)))
         goto done;
     for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(weights, row, m, l, &m->layers[l]);
+    if (!st) st = check_unused(weights, row, &cfg);
 done:
     attn_safetensors_free(weights);
     if (st) {

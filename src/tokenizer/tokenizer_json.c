@@ -45,6 +45,7 @@
  */
 #include "tokenizer/tokenizer.h"
 
+#include "formats/json_keys.h"
 #include "formats/quote.h"
 #include "io/file.h"
 
@@ -530,6 +531,7 @@ static attn_status from_json_config(const char *json, size_t size, const char *c
     cJSON *root = NULL, *conf = NULL;
     attn_status st = parse(TJ, json, size, &root);
     if (!st && config) st = parse("tokenizer_config.json", config, config_size, &conf);
+    if (!st && conf) st = attn__json_unique_keys(conf, "tokenizer_config.json");
     attn_tokenizer *t = NULL;
     if (!st && !(t = calloc(1, sizeof *t))) st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tokenizer: no memory");
     if (!st) st = build(t, root, conf);

@@ -246,13 +246,26 @@ static attn_status json_paths(viz_buf *b, const attn_report *r, const attn_paths
     return ATTN_OK;
 }
 
-/* The line plot: {"title", "values" (shortest round-trip decimals), "labels"}. */
+/* The line plot: {"title", "values" (shortest round-trip decimals),
+ * "values2" (the second series or null), "name", "name2", "labels"}. */
 static void json_line(viz_buf *b, const attn_report *r, int64_t n) {
     attn__viz_buf_puts(b, "{\"title\":");
     json_string(b, r->line_title);
     attn__viz_buf_puts(b, ",\"values\":[");
     for (int64_t i = 0; i < n; i++) attn__viz_buf_printf(b, "%s%.17g", i ? "," : "", r->line[i]);
-    attn__viz_buf_puts(b, "],\"labels\":");
+    attn__viz_buf_puts(b, "],\"values2\":");
+    if (r->line2) {
+        attn__viz_buf_puts(b, "[");
+        for (int64_t i = 0; i < n; i++) attn__viz_buf_printf(b, "%s%.17g", i ? "," : "", r->line2[i]);
+        attn__viz_buf_puts(b, "]");
+    } else {
+        attn__viz_buf_puts(b, "null");
+    }
+    attn__viz_buf_puts(b, ",\"name\":");
+    json_string(b, r->line_name);
+    attn__viz_buf_puts(b, ",\"name2\":");
+    json_string(b, r->line2_name);
+    attn__viz_buf_puts(b, ",\"labels\":");
     json_labels(b, r->line_labels, n);
     attn__viz_buf_puts(b, "}");
 }
@@ -371,8 +384,9 @@ attn_status attn_report_write_html(const char *path, const attn_report *caller) 
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: line_len %lld outside [0, 10000], "
                              "or line is NULL", (long long)r->line_len);
         for (int64_t i = 0; i < r->line_len; i++)
-            if (!isfinite(r->line[i]))
-                return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: line[%lld] is not finite", (long long)i);
+            if (!isfinite(r->line[i]) || (r->line2 && !isfinite(r->line2[i])))
+                return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: line%s[%lld] is not finite",
+                                  isfinite(r->line[i]) ? "2" : "", (long long)i);
     }
 
     const char *page = (const char *)viz_report_page;

@@ -13,6 +13,8 @@
  *     <0xF0> <0x9D> <0x94> <0x98> in Gemma's vocabulary; after eight of them
  *     the model continues with 𝔢 (four tokens) and then the first three
  *     bytes of another: printed whole, and the unfinished end as one U+FFFD.
+ *   - a prompt and --max-tokens beyond the model's context: refused, naming
+ *     the numbers and --allow-beyond-context.
  * Under a sanitizer only one short greedy run (6 tokens) is made.
  */
 #include "testutil.h"
@@ -43,7 +45,7 @@ static void test_help_and_usage_errors(void **state) {
     expect(0, "--kv-dtype", "-h");
     /* Every flag the parser takes is in the help (test_cli_matrix checks
      * this for the subcommands; generate is an action of one). */
-    assert_int_equal(test_cli_flags_in_help("model generate"), 22);
+    assert_int_equal(test_cli_flags_in_help("model generate"), 23);
     expect(2, "--model MODEL is required", "--text hi");
     expect(2, "--text TEXT is required", "--model m.gguf");
     expect(2, "--text needs a value", "--model m.gguf --text ''");
@@ -128,10 +130,22 @@ static void test_gemma_runs(void **state) {
     free(out), free(k1), free(a), free(b), free(split);
 }
 
+/* The model's context (Gemma 3 270M: 32768 positions): a prompt of 2 tokens
+ * (BOS, "hi") and 32768 new ones is refused before any token is run. */
+static void test_gemma_context(void **state) {
+    (void)state;
+    gemma = test_model_or_skip(GEMMA);
+    char args[4200];
+    snprintf(args, sizeof args, "--model '%s' --text hi --max-tokens 32768", gemma);
+    expect(1, "2 prompt tokens + 32768 new ones = 32770 positions, beyond the model's context of 32768 (give "
+              "--allow-beyond-context to run it anyway)", args);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage_errors),
         cmocka_unit_test(test_data_errors),
+        cmocka_unit_test(test_gemma_context),
         cmocka_unit_test(test_gemma_runs),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);

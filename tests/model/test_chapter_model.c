@@ -9,14 +9,16 @@
  * given without it.
  *
  * With the real models (skipped with a message when absent): the two
- * sentences' ids, the cosine of the two 苹果 vectors at every layer, the
+ * sentences' ids, the cosine of the two 苹果 vectors at every layer (and of
+ * the control pairs': the same sense of 苹果, a matched English pair), the
  * attention row of 苹果 in every layer and head (and its top-3 keys in a
  * few), and the top-5 next tokens with their probabilities, against Hugging
  * Face transformers (tests/fixtures/chapter_model/, made by
  * scripts/models/make_chapter_fixtures.py); the mask on every real map; the
  * program's output in both languages, with the 100- and 200-token cost
  * table once (Gemma; not under a sanitizer, where the forward is ~20x
- * slower: there --no-cost).
+ * slower: there --no-cost), and its reading of the gap to the control
+ * (context on Qwen, too small to mean anything on Gemma).
  */
 #include "cli_files.h"
 #include "testutil.h"
@@ -78,6 +80,17 @@ static void test_causal_checker(void **state) {
     model_chapter_check_causal(maps, H, L, &row_error, &upper);
     assert_int_equal(upper, 0);
     assert_true(fabs(row_error - 0.1) < 1e-6);
+}
+
+/* The reading of a gap: the two senses' distance from 1 over the
+ * control's, at the final norm (Qwen2.5's and Gemma 3's numbers). */
+static void test_gap_ratio(void **state) {
+    (void)state;
+    assert_true(fabs(model_chapter_gap_ratio(0.5545, 0.8927) - 0.4455 / 0.1073) < 1e-12);
+    assert_true(model_chapter_gap_ratio(0.5545, 0.8927) >= MODEL_CHAPTER_GAP_MEANINGFUL);
+    assert_true(model_chapter_gap_ratio(0.8980, 0.9264) < MODEL_CHAPTER_GAP_MEANINGFUL);
+    assert_true(isinf(model_chapter_gap_ratio(0.9, 1.0)));
+    assert_true(model_chapter_gap_ratio(1.0, 1.0) == 1.0);
 }
 
 static void test_top_k(void **state) {
@@ -161,6 +174,20 @@ static void check_model(const char *file, const char *arch) {
                   arch, mc.cosine[0], mc.cosine[N], mc.cosine[N + 1], worst_cos);
     if (worst_cos > CHAPTER_COSINE_ABS_FAIL) fail_msg("%s: cosines differ by %.3g", arch, worst_cos);
     attn_array_free(&cos);
+    /* The controls' series, against transformers' on the same pairs. */
+    static const char *const pair_keys[MODEL_CHAPTER_PAIRS] = {"control_cosine", "en_senses_cosine",
+                                                               "en_control_cosine"};
+    for (int p = 0; p < MODEL_CHAPTER_PAIRS; p++) {
+        attn_array want = load_fixture(arch, pair_keys[p], ATTN_F64);
+        assert_int_equal(want.count, N + 2);
+        double worst = 0;
+        for (int64_t l = 0; l < N + 2; l++)
+            worst = fmax(worst, fabs(mc.pair_cosine[p][l] - ((const double *)want.data)[l]));
+        print_message("%s %s: after the final norm %.4f; worst |diff| from HF %.2e\n", arch, pair_keys[p],
+                      mc.pair_cosine[p][N + 1], worst);
+        if (worst > CHAPTER_COSINE_ABS_FAIL) fail_msg("%s: %s differs by %.3g", arch, pair_keys[p], worst);
+        attn_array_free(&want);
+    }
 
     double worst_att = 0, worst_prob = 0;
     for (int k = 0; k < MODEL_CHAPTER_SENTENCES; k++) {
@@ -273,11 +300,14 @@ static void test_cli_models(void **state) {
     static const char *const en[] = {"苹果 is token 104167 in both sentences (position 3 and position 4)",
                                      "identical, bit for bit", "final norm        0.5545", "\"公司\"",
                                      "kv head 1 <- query heads 7..13", "16 query heads, 8 key/value heads",
-                                     "cells above the diagonal that are not 0: 0.", "(skipped: --no-cost)", NULL};
+                                     "cells above the diagonal that are not 0: 0.", "(skipped: --no-cost)",
+                                     "苹果: context, not noise.  After the final norm the two senses end at 0.5545",
+                                     "bank: context, not noise.", NULL};
     snprintf(args, sizeof args, "demo --model %s --lang en --no-cost", qwen);
     assert_cli_all(0, args, en);
     static const char *const zh[] = {"苹果 在两个句子里都是词元 68004（位置 4 与位置 5）", "逐位相同",
-                                     "头 3（kv 0）", "对角线以上不为 0 的格：0。", "（已跳过：--no-cost）", NULL};
+                                     "头 3（kv 0）", "对角线以上不为 0 的格：0。", "（已跳过：--no-cost）",
+                                     "苹果：差距太小，说明不了什么。最终归一化之后两个义项的余弦是 0.8980", NULL};
     snprintf(args, sizeof args, "demo --model %s --lang zh --no-cost --heads", gemma);
     assert_cli_all(0, args, zh);
     if (!attn_pictures_available()) return;
@@ -297,6 +327,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_causal_checker),
         cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_gap_ratio),
         cmocka_unit_test(test_cli_errors),
         cmocka_unit_test(test_qwen2_against_transformers),
         cmocka_unit_test(test_gemma3_against_transformers),

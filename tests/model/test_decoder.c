@@ -323,6 +323,91 @@ static void test_errors(void **state) {
     attn_decoder_free(dec);
 }
 
+/* m's bytes through the GGUF loader. */
+static attn_status load_tiny(const tiny_model *m, attn_decoder **dec) {
+    attn_gguf *g = NULL;
+    *dec = NULL;
+    attn_status st = attn_gguf_parse(m->file.data, m->file.len, &g);
+    if (!st) st = attn_decoder_load(g, dec);
+    attn_gguf_free(g);
+    return st;
+}
+
+/* Issue 38's refusals: a file holding more or less than its configuration
+ * describes, damaged weights, logits that overflowed. */
+static void test_limits(void **state) {
+    (void)state;
+    tiny_model m;
+    attn_decoder *dec = NULL;
+    /* A stray tensor. */
+    tiny_build(&m, &TINY_QWEN, 5);
+    assert_ok(load_tiny(&m, &dec));
+    attn_decoder_free(dec);
+    tiny_tensor *extra = &m.t[m.n++];
+    snprintf(extra->name, sizeof extra->name, "blk.1.attn_gate.weight");
+    extra->d0 = 4, extra->d1 = 1;
+    extra->data = calloc(4, sizeof(float));
+    tiny_write(&m);
+    assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT,
+                   "1 tensor is used by no part of the model ('blk.1.attn_gate.weight'): a file with tensors its "
+                   "configuration does not describe is refused");
+    assert_null(dec);
+    tiny_free(&m);
+    /* block_count smaller than the layers in the file (Gemma's 17 of 18). */
+    tiny_build(&m, &TINY_QWEN, 5);
+    m.spec.n_layers = 2;
+    tiny_write(&m);
+    assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT,
+                   "12 tensors are used by no layer ('blk.2.attn_norm.weight', 'blk.2.attn_q.weight', "
+                   "'blk.2.attn_k.weight', ...): the file holds layers 0..2, but qwen2.block_count is 2");
+    tiny_free(&m);
+    /* A layer with a missing tensor. */
+    tiny_build(&m, &TINY_QWEN, 5);
+    for (int i = 0; i < m.n; i++)
+        if (strcmp(m.t[i].name, "blk.1.ffn_up.weight") == 0) {
+            free(m.t[i].data);
+            m.t[i] = m.t[--m.n];
+        }
+    tiny_write(&m);
+    assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT, "no tensor 'blk.1.ffn_up.weight'");
+    tiny_free(&m);
+    /* NaN and infinite weights, named with their row (GGUF rows: dims[0]
+     * elements each). */
+    tiny_build(&m, &TINY_QWEN, 5);
+    float *wk = (float *)tiny_get(&m, "blk.%lld.attn_k.weight", 1);
+    wk[3 * TINY_QWEN.d + 5] = NAN;
+    wk[4 * TINY_QWEN.d] = INFINITY;
+    tiny_write(&m);
+    assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT,
+                   "tensor 'blk.1.attn_k.weight' holds NaN at row 3, column 5 (2 non-finite values from that row on)");
+    wk[3 * TINY_QWEN.d + 5] = 0.0f;
+    tiny_write(&m);
+    assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT, "tensor 'blk.1.attn_k.weight' holds +inf at row 4, column 0");
+    tiny_free(&m);
+    /* Finite weights whose logits overflow: refused, never handed on. */
+    tiny_build(&m, &TINY_QWEN, 5);
+    float *head = (float *)tiny_get(&m, "output.weight", 0);
+    for (int64_t i = 0; i < TINY_QWEN.d * TINY_QWEN.V; i++) head[i] = 3e38f;
+    tiny_write(&m);
+    assert_ok(load_tiny(&m, &dec));
+    const int32_t ids[2] = {1, 2};
+    float logits[2 * 37];
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = logits;
+    assert_refused(attn_decoder_forward(dec, ids, 2, &out), ATTN_ERR_FORMAT, "attn_decoder_forward: the logit of "
+                   "token id 0 at position 0 is");
+    assert_non_null(strstr(attn_last_error(), "overflowed float32"));
+    /* The same through a session's step: the sampler never sees them. */
+    attn_decoder_session *session = NULL;
+    attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    so.capacity = 4;
+    assert_ok(attn_decoder_session_new(dec, &so, &session));
+    assert_refused(attn_decoder_step(session, ids, 2, logits), ATTN_ERR_FORMAT, "the logit of token id 0 at position");
+    attn_decoder_session_free(session);
+    attn_decoder_free(dec);
+    tiny_free(&m);
+}
+
 typedef struct hook_log {
     int64_t calls, stop_after;
     double first_value;
@@ -566,6 +651,7 @@ int main(void) {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_architectures),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_limits),
         cmocka_unit_test(test_hook),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_qwen2_against_transformers),

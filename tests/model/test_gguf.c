@@ -642,9 +642,52 @@ static void rope_scaling_keys(void **state) {
     assert_non_null(strstr(attn_last_error(), "rope_freqs.weight"));
 }
 
+/* The limits' keys: llama.context_length and llama.rope.dimension_count
+ * (0: absent), in a llama file of head width 4 (d 8, 2 heads). */
+static attn_status limits_config(uint32_t context, uint32_t rope_dim, attn_decoder_config *c) {
+    gguf_bytes b = {0};
+    gb_header(&b, 3, 1, (uint64_t)(6 + (context > 0) + (rope_dim > 0)));
+    gb_kv_string(&b, "general.architecture", "llama");
+    gb_kv_u32(&b, "llama.block_count", 2);
+    gb_kv_u32(&b, "llama.embedding_length", 8);
+    gb_kv_u32(&b, "llama.feed_forward_length", 16);
+    gb_kv_u32(&b, "llama.attention.head_count", 2);
+    gb_key(&b, "llama.attention.layer_norm_rms_epsilon", 6);
+    gb_f32(&b, 1e-6f);
+    if (context) gb_kv_u32(&b, "llama.context_length", context);
+    if (rope_dim) gb_kv_u32(&b, "llama.rope.dimension_count", rope_dim);
+    const uint64_t embd[2] = {8, 10};
+    gb_tensor(&b, "token_embd.weight", 2, embd, 0, 0);
+    gb_pad(&b, 32);
+    gb_zeros(&b, 320);
+    attn_gguf *g = NULL;
+    attn_status st = attn_gguf_parse(b.data, b.len, &g);
+    if (st == ATTN_OK) st = attn_decoder_read_config(g, c);
+    attn_gguf_free(g);
+    gb_free(&b);
+    return st;
+}
+
+static void limits_keys(void **state) {
+    (void)state;
+    attn_decoder_config c;
+    assert_ok(limits_config(0, 0, &c));
+    assert_true(c.context_length == 0 && c.rope_dim == 4);
+    assert_ok(limits_config(2048, 2, &c));
+    assert_true(c.context_length == 2048 && c.rope_dim == 2 && attn_decoder_context_limit(&c) == 2048);
+    attn_rope_options rope;
+    attn_decoder_rope_options(&c, 1, &rope);
+    assert_int_equal(rope.rotary_dim, 2);
+    assert_refused(limits_config(0, 6, &c), ATTN_ERR_FORMAT,
+                   "key 'llama.rope.dimension_count' is 6: RoPE rotates an even number of widths of a head, at most "
+                   "its 4");
+    assert_refused(limits_config(0, 3, &c), ATTN_ERR_FORMAT, "key 'llama.rope.dimension_count' is 3");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rope_scaling_keys),
+        cmocka_unit_test(limits_keys),
         cmocka_unit_test(metadata_written_by_gguf_py),
         cmocka_unit_test(metadata_round_trips),
         cmocka_unit_test(dequantize_matches_gguf_py),

@@ -488,6 +488,25 @@ static void config_json(void **state) {
     attn_decoder_rope_options(&c, 0, &rope);
     assert_true(rope.scaling == ATTN_ROPE_SCALING_LLAMA3 && rope.factor == 32.0 && rope.low_freq_factor == 1.0 &&
                 rope.high_freq_factor == 4.0 && rope.original_max_position_embeddings == 8192);
+    /* The limits: max_position_embeddings (here the extended length, llama3
+     * trained at 8192 with factor 32 reaching 262144); partial rotary. */
+    assert_int_equal(c.context_length, 131072);
+    assert_int_equal(attn_decoder_context_limit(&c), 262144);
+    assert_ok(config_of("{\"model_type\":\"qwen2\"," BASE ",\"max_position_embeddings\":64,"
+                        "\"partial_rotary_factor\":0.5}", &c));
+    assert_true(c.context_length == 64 && attn_decoder_context_limit(&c) == 64 && c.rope_dim == 4);
+    attn_decoder_rope_options(&c, 0, &rope);
+    assert_int_equal(rope.rotary_dim, 4);
+    int beyond = -1;
+    assert_ok(attn_decoder_check_context(&c, 60, 4, 0, &beyond));
+    assert_int_equal(beyond, 0);
+    assert_refused(attn_decoder_check_context(&c, 60, 5, 0, &beyond), ATTN_ERR_SHAPE,
+                   "60 prompt tokens + 5 new ones = 65 positions, beyond the model's context of 64");
+    assert_ok(attn_decoder_check_context(&c, 60, 5, 1, &beyond));
+    assert_true(beyond == 1 && strstr(attn_last_error(), "never trained"));
+    assert_ok(config_of("{\"model_type\":\"qwen2\"," BASE "}", &c)); /* no length: anything fits */
+    assert_true(c.context_length == 0 && c.rope_dim == 8);
+    assert_ok(attn_decoder_check_context(&c, 1 << 30, 1 << 30, 0, NULL));
 
     const struct {
         const char *row, *json;
@@ -525,8 +544,25 @@ static void config_json(void **state) {
         {"scaled sliding layers", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,\"rope_parameters\":"
                                   "{\"sliding_attention\":{\"rope_type\":\"linear\",\"factor\":2}}}",
          ATTN_ERR_UNSUPPORTED, "sliding"},
-        {"partial rotary", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":0.5}", ATTN_ERR_UNSUPPORTED,
-         "partial_rotary_factor"},
+        {"partial rotary above 1", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":1.5}",
+         ATTN_ERR_FORMAT, "partial_rotary_factor is 1.5: it rotates a fraction of each head, at most 1"},
+        {"partial rotary of odd widths", "{\"model_type\":\"llama\"," BASE ",\"partial_rotary_factor\":0.375}",
+         ATTN_ERR_FORMAT, "partial_rotary_factor 0.375 of head width 8 rotates 3 widths"},
+        {"partial rotary of no width", "{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{"
+                                       "\"partial_rotary_factor\":0.1}}", ATTN_ERR_FORMAT, "rotates 0 widths"},
+        {"partial rotary on sliding layers", "{\"model_type\":\"gemma3_text\"," BASE ",\"sliding_window\":4,"
+                                             "\"rope_parameters\":{\"sliding_attention\":{"
+                                             "\"partial_rotary_factor\":0.5}}}", ATTN_ERR_UNSUPPORTED,
+         "sliding-window layers rotate whole heads"},
+        {"duplicate key", "{\"model_type\":\"llama\"," BASE ",\"rope_theta\":1e4,\"rope_theta\":5e5}",
+         ATTN_ERR_FORMAT, "config.json: the key \"rope_theta\" is given twice in the top-level object (readers "
+         "disagree on which one counts: Python's json takes the last, cJSON the first)"},
+        {"duplicate nested key", "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"linear\","
+                                 "\"factor\":2,\"factor\":4}}", ATTN_ERR_FORMAT,
+         "the key \"factor\" is given twice in \"rope_scaling\""},
+        {"duplicate key among many", "{\"model_type\":\"llama\"," BASE ",\"a\":1,\"b\":2,\"c\":3,\"d\":4,"
+                                     "\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"j\":10,\"k\":11,\"l\":12,"
+                                     "\"vocab_size\":256}", ATTN_ERR_FORMAT, "the key \"vocab_size\" is given twice"},
         {"attention bias", "{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", ATTN_ERR_UNSUPPORTED,
          "attention_bias"},
         {"mlp bias", "{\"model_type\":\"llama\"," BASE ",\"mlp_bias\":true}", ATTN_ERR_UNSUPPORTED, "mlp_bias"},
@@ -609,6 +645,70 @@ static void wrong_shape_named(void **state) {
     assert_refused(attn_decoder_load_safetensors(path, &m), ATTN_ERR_IO, "nothing.safetensors");
 }
 
+/* A tiny llama checkpoint (d 2, one head of width 2, FFN 2, tied) with the
+ * vocabulary vocab, one layer's tensors and extra, each tensor's bytes as
+ * build() writes them (byte i holds i & 0xFF: finite floats under byte 252,
+ * where the first NaN's bit pattern 0xfffefdfc lies). */
+static void write_tiny_llama(int64_t vocab, int64_t layers, const char *extra) {
+    char config[256];
+    snprintf(config, sizeof config, "{\"model_type\":\"llama\",\"hidden_size\":2,\"num_hidden_layers\":%lld,"
+             "\"num_attention_heads\":1,\"intermediate_size\":2,\"vocab_size\":%lld,\"tie_word_embeddings\":true}",
+             (long long)layers, (long long)vocab);
+    write_text("config.json", config);
+    const char *names[16] = {"model.embed_tokens.weight", "model.norm.weight", "model.layers.0.input_layernorm.weight",
+                             "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                             "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+                             "model.layers.0.post_attention_layernorm.weight", "model.layers.0.mlp.gate_proj.weight",
+                             "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight", extra};
+    char header[4096] = "{";
+    size_t at = 0;
+    for (int i = 0; names[i]; i++) {
+        const int vector = strstr(names[i], "norm") != NULL || (extra && names[i] == extra);
+        const int64_t n_rows = i == 0 ? vocab : 2, bytes = (vector ? 2 : n_rows * 2) * 4;
+        char shape[32], entry[256];
+        if (vector) snprintf(shape, sizeof shape, "[2]");
+        else snprintf(shape, sizeof shape, "[%lld,2]", (long long)n_rows);
+        snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                 i ? "," : "", names[i], shape, at, at + (size_t)bytes);
+        strcat(header, entry);
+        at += (size_t)bytes;
+    }
+    strcat(header, "}");
+    write_shard("model.safetensors", header, at);
+}
+
+/* Issue 38's refusals on a checkpoint: a tensor no part of the model reads,
+ * layers past num_hidden_layers, NaN weights (named with the row). */
+static void limits_named(void **state) {
+    (void)state;
+    attn_decoder *m = NULL;
+    write_tiny_llama(2, 1, NULL);
+    assert_ok(attn_decoder_load_safetensors(tmpdir, &m));
+    attn_decoder_free(m);
+    /* Older checkpoints' RoPE tables are not weights (transformers skips them). */
+    write_tiny_llama(2, 1, "model.layers.0.self_attn.rotary_emb.inv_freq");
+    assert_ok(attn_decoder_load_safetensors(tmpdir, &m));
+    attn_decoder_free(m);
+    write_tiny_llama(2, 1, "model.layers.0.mlp.act_scale");
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "1 tensor is used by no part of the model ('model.layers.0.mlp.act_scale')");
+    assert_null(m);
+    write_tiny_llama(2, 1, "model.layers.1.input_layernorm.weight");
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "1 tensor is used by no layer ('model.layers.1.input_layernorm.weight'): the file holds layers "
+                   "0..1, but config.json's num_hidden_layers is 1");
+    /* A layer missing a tensor: num_hidden_layers 2 with one layer's tensors. */
+    write_tiny_llama(2, 2, NULL);
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "no tensor 'model.layers.1.input_layernorm.weight' in the checkpoint");
+    /* Vocabulary 20: the embedding takes bytes 0..160, and byte 252 (NaN)
+     * falls in the gate's [2, 2] at bytes 248..264: row 0, column 1. */
+    write_tiny_llama(20, 1, NULL);
+    assert_refused(attn_decoder_load_safetensors(tmpdir, &m), ATTN_ERR_FORMAT,
+                   "tensor 'model.layers.0.mlp.gate_proj.weight' holds NaN at row 0, column 1");
+    remove_all();
+}
+
 static int make_tmpdir(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn-st-XXXXXX");
@@ -625,6 +725,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_fields), cmocka_unit_test(every_row),   cmocka_unit_test(every_prefix),
         cmocka_unit_test(shards),       cmocka_unit_test(config_json), cmocka_unit_test(config_architectures),
+        cmocka_unit_test(limits_named),
         cmocka_unit_test(wrong_shape_named),
         cmocka_unit_test(not_regular_files),
     };

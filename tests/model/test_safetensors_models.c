@@ -20,6 +20,8 @@
  *           its full layers only), and llama_linear.gguf with llama.cpp's
  *           rope.scaling keys; each also run with its scaling removed, which
  *           must NOT match (the fixture sees the scaling)
+ *   qwen3_partial, qwen3_partial.gguf: partial rotary (the first half of
+ *           each head rotated), which rotating whole heads must not match
  *
  * Each comparison is the largest difference over a layer's tensor relative
  * to that tensor's largest magnitude (tolerances.h, TINY_MODEL_*); the
@@ -272,6 +274,39 @@ static void test_rope_gemma3_linear(void **state) {
     check_scaled_safetensors("gemma3_linear", ATTN_ROPE_SCALING_LINEAR);
 }
 
+/* Partial rotary: the first 8 of 16 widths of each head rotated
+ * (config.json's partial_rotary_factor 0.5, the GGUF's
+ * qwen3.rope.dimension_count 8), against transformers' partial rotary; the
+ * same weights rotated whole must not match, or the fixture would not
+ * test it. */
+static void check_partial(attn_decoder *m, const char *label) {
+    attn_decoder_config *c = (attn_decoder_config *)attn_decoder_get_config(m);
+    assert_int_equal(c->rope_dim, 8);
+    assert_int_equal(c->head_dim, 16);
+    check_model(m, "qwen3_partial", label);
+    c->rope_dim = 0;
+    const double whole = hidden_difference(m, "qwen3_partial");
+    c->rope_dim = 8;
+    printf("%-16s rotating whole heads: hidden differs by %.2e rel (must exceed %.0e)\n", label, whole,
+           TINY_MODEL_HIDDEN_REL_FAIL * 10);
+    if (!(whole > TINY_MODEL_HIDDEN_REL_FAIL * 10))
+        fail_msg("%s: rotating whole heads differs by only %.3g: the fixture does not test it", label, whole);
+}
+
+static void test_partial_rotary(void **state) {
+    (void)state;
+    attn_decoder *m = NULL;
+    assert_ok(attn_decoder_load_safetensors(TINY "/qwen3_partial", &m));
+    check_partial(m, "qwen3_partial");
+    attn_decoder_free(m);
+    attn_gguf *g = NULL;
+    assert_ok(attn_gguf_open(TINY "/qwen3_partial/qwen3_partial.gguf", &g));
+    assert_ok(attn_decoder_load(g, &m));
+    attn_gguf_free(g);
+    check_partial(m, "qwen3_partial.gguf");
+    attn_decoder_free(m);
+}
+
 /* attn model info / run on the checkpoints: the top next token is the
  * reference's argmax of its last logits row. */
 static void test_cli(void **state) {
@@ -295,6 +330,26 @@ static void test_cli(void **state) {
     status = test_run_cli(&out, "model info %s", TINY "/qwen3");
     if (status != 0 || !strstr(out, "in 5 files") || !strstr(out, "QK-norm")) fail_msg("attn model info: %d:\n%s", status, out);
     free(out);
+    /* The context: 64 positions (max_position_embeddings), shown by info;
+     * 65 ids refused before the weights load, run with a warning when
+     * allowed. */
+    status = test_run_cli(&out, "model info %s", TINY "/qwen3_partial");
+    if (status != 0 || !strstr(out, "context        64 positions") ||
+        !strstr(out, "partial: the first 8 of 16 widths of each head rotated"))
+        fail_msg("attn model info, limits: %d:\n%s", status, out);
+    free(out);
+    char ids[400] = "0";
+    for (int i = 1; i < 65; i++) snprintf(ids + strlen(ids), sizeof ids - strlen(ids), ",%d", i);
+    status = test_run_cli(&out, "model run %s --ids %s", TINY "/llama", ids);
+    if (status != 1 || !strstr(out, "attn model: 65 prompt tokens + 0 new ones = 65 positions, beyond the model's "
+                                     "context of 64 (give --allow-beyond-context to run it anyway)"))
+        fail_msg("attn model run beyond the context: %d:\n%s", status, out);
+    free(out);
+    status = test_run_cli(&out, "model run %s --ids %s --allow-beyond-context", TINY "/llama/llama.gguf", ids);
+    if (status != 0 || !strstr(out, "attn model: warning: 65 prompt tokens + 0 new ones = 65 positions, beyond the "
+                                     "model's context of 64: the positions past it were never trained"))
+        fail_msg("attn model run --allow-beyond-context: %d:\n%s", status, out);
+    free(out);
     status = test_run_cli(&out, "model run --model %s --ids 1,256", TINY "/llama");
     if (status != 1 || !strstr(out, "outside the vocabulary")) fail_msg("attn model run, bad id: %d:\n%s", status, out);
     free(out);
@@ -312,6 +367,7 @@ int main(void) {
         cmocka_unit_test(test_rope_llama3),
         cmocka_unit_test(test_rope_yarn),
         cmocka_unit_test(test_rope_gemma3_linear),
+        cmocka_unit_test(test_partial_rotary),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -335,6 +335,18 @@ static void byte_built_file_works(void **state) {
     assert_int_equal(st, ATTN_ERR_FORMAT);
     assert_non_null(strstr(attn_last_error(), "bos_token '<s>' is not a token"));
     assert_non_null(strstr(attn_last_error(), "tokenizer.json"));
+    /* A key given twice (Python's json takes the last, cJSON the first). */
+    f = fopen(path, "wb");
+    fputs("{\"add_bos_token\": false, \"bos_token\": \"<|end|>\", \"add_bos_token\": true}", f);
+    fclose(f);
+    assert_refused(attn_tokenizer_from_json_file(dir, &t), ATTN_ERR_FORMAT,
+                   "tokenizer_config.json: the key \"add_bos_token\" is given twice in the top-level object");
+    f = fopen(path, "wb");
+    fputs("{\"added_tokens_decoder\": {\"257\": {\"content\": \"<|end|>\", \"special\": true, "
+          "\"special\": false}}}", f);
+    fclose(f);
+    assert_refused(attn_tokenizer_from_json_file(dir, &t), ATTN_ERR_FORMAT,
+                   "the key \"special\" is given twice in \"added_tokens_decoder.257\"");
     remove(path);
 
     /* attn tokenize --model DIR reads the directory's tokenizer.json. */

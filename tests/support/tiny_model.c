@@ -71,7 +71,14 @@ void tiny_build(tiny_model *m, const tiny_spec *spec, uint64_t seed) {
         ADD("ffn_down.weight", spec->F, d, 1.0 / sqrt((double)spec->F), 0.0);
 #undef ADD
     }
+    tiny_write(m);
+}
 
+void tiny_write(tiny_model *m) {
+    const tiny_spec *spec = &m->spec;
+    const int64_t d = spec->d;
+    gb_free(&m->file);
+    memset(&m->file, 0, sizeof m->file);
     /* The metadata. */
     struct {
         const char *suffix;

@@ -46,6 +46,9 @@ typedef struct tiny_model {
 /* The tensors of spec with random weights from seed, then the GGUF bytes
  * (m->file); release with tiny_free. */
 void tiny_build(tiny_model *m, const tiny_spec *spec, uint64_t seed);
+/* m's GGUF bytes (m->file) written again from m->spec and m->t, after a
+ * test changed them (a tensor removed, added or damaged, block_count). */
+void tiny_write(tiny_model *m);
 /* The weights of the tensor named fmt (with %lld: layer), NULL if absent. */
 const float *tiny_get(const tiny_model *m, const char *fmt, int64_t layer);
 void tiny_free(tiny_model *m);

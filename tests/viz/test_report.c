@@ -20,6 +20,7 @@
  */
 #include "cli_files.h"
 #include "testutil.h"
+#include "tolerances.h"
 
 #include "attn.h"
 #include "attn_chapter.h"
@@ -644,7 +645,8 @@ static double last_cosine(const float *a, int64_t la, const float *b, int64_t lb
  * decoder's own maps, computed here through the library; the model's
  * tokens label the cells (<bos>, 苹果); the cosine plot's points show the
  * cosine of the two 苹果 vectors layer by layer, as computed here from the
- * decoder's residual streams. */
+ * decoder's residual streams, and after the final norm, as transformers
+ * gives it; with --control-text, the same-sense control's series too. */
 static void cli_report_of_a_model_run(void **state) {
     (void)state;
     require_chromium();
@@ -653,8 +655,8 @@ static void cli_report_of_a_model_run(void **state) {
     const char *text = "我吃了一个苹果", *other = "这台电脑来自苹果";
     char *out = NULL;
     const char *path = test_path("gemma.html");
-    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --compare-text '%s' --html '%s'", model, text, other,
-                          path);
+    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --compare-text '%s' --control-text 我买了一个苹果 "
+                          "--html '%s'", model, text, other, path);
     if (rc != 0) fail_msg("attn report --model: exit %d\n%s", rc, out);
     free(out);
     assert_self_contained(path);
@@ -709,7 +711,33 @@ static void cli_report_of_a_model_run(void **state) {
         if (fabs(point - want) > 1e-12)
             fail_msg("cosine point %lld shows %.17g, the decoder's residual streams give %.17g", (long long)r, point, want);
     }
-    if (strstr(report, "line 19 value=")) fail_msg("the cosine plot has more points than rows:\n%s", report);
+    /* The final-norm point (as attn demo --model shows it), against
+     * transformers' (tests/fixtures/chapter_model/gemma3/cosine.npy). */
+    attn_array want_cos = test_load_array(ATTN_SOURCE_DIR "/tests/fixtures/chapter_model/gemma3/cosine.npy", ATTN_F64);
+    assert_int_equal(want_cos.count, N + 2);
+    char key[48];
+    snprintf(key, sizeof key, "line %lld value=", (long long)(N + 1));
+    const char *at = strstr(report, key);
+    if (!at) fail_msg("the cosine plot has no final-norm point:\n%s", report);
+    const double final = strtod(at + strlen(key), NULL), want_final = ((const double *)want_cos.data)[N + 1];
+    if (!(fabs(final - want_final) <= CHAPTER_COSINE_ABS_FAIL))
+        fail_msg("the final-norm point shows %.9g, transformers gives %.9g", final, want_final);
+    attn_array_free(&want_cos);
+    snprintf(key, sizeof key, "line %lld value=", (long long)(N + 2));
+    if (strstr(report, key)) fail_msg("the cosine plot has more points than rows:\n%s", report);
+    /* --control-text: the same-sense control's series, every point against
+     * transformers' (control_cosine.npy: 我吃了一个苹果 / 我买了一个苹果). */
+    attn_array want_control =
+        test_load_array(ATTN_SOURCE_DIR "/tests/fixtures/chapter_model/gemma3/control_cosine.npy", ATTN_F64);
+    for (int64_t r = 0; r < N + 2; r++) {
+        snprintf(key, sizeof key, "line2 %lld value=", (long long)r);
+        at = strstr(report, key);
+        if (!at) fail_msg("the control series has no point %lld:\n%s", (long long)r, report);
+        const double point = strtod(at + strlen(key), NULL), want = ((const double *)want_control.data)[r];
+        if (!(fabs(point - want) <= CHAPTER_COSINE_ABS_FAIL))
+            fail_msg("control point %lld shows %.9g, transformers gives %.9g", (long long)r, point, want);
+    }
+    attn_array_free(&want_control);
     free(report);
     free(hidden);
     free(hidden_b);

@@ -11,6 +11,7 @@
 
 #include "attn.h"
 #include "attn_chapter.h"
+#include "attn_decoder.h"
 #include "attn_interp.h"
 #include "attn_io.h"
 #include "attn_machine.h"
@@ -51,6 +52,16 @@ int cmd_model(int argc, char **argv);
 /* The decoder's architectures, as its table lists them ("qwen2, qwen3,
  * gemma3, llama"), into buf for the model commands' help (cmd_model.c). */
 const char *cli_model_architectures(char *buf, size_t size);
+/* The model's context limit for a run of n_prompt tokens and up to n_new
+ * generated ones (attn_decoder_check_context): beyond it, a data error
+ * naming the numbers and --allow-beyond-context, or with allow a warning.
+ * Returns CLI_OK or CLI_DATA_ERROR.  generate, chat, trace and model run
+ * call it; the flag's help line is CLI_ALLOW_BEYOND_CONTEXT_HELP. */
+int cli_check_context(const char *cmd, const attn_decoder_config *cfg, int64_t n_prompt, int64_t n_new, bool allow);
+#define CLI_ALLOW_BEYOND_CONTEXT_HELP                                                              \
+    "  --allow-beyond-context\n"                                                                   \
+    "                    run past the model's context length (attn model info shows it, with the\n" \
+    "                    RoPE scaling that extends it): refused without this flag, warned with it\n"
 int cmd_model_trace(int argc, char **argv);
 int cmd_npz(int argc, char **argv);
 /* attn model generate (tools/cmd_generate.c): argv[0] is "generate". */

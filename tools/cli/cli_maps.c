@@ -103,20 +103,55 @@ static int read_text(const char *cmd, const char *flag, const char *value, char 
     return cli_read_whole(cmd, flag, value + 1, false, CLI_PROMPT_MAX, text, len);
 }
 
+/* A run's last row after the final norm (ln_final.hook_normalized; the
+ * forward computes it when logits are asked for). */
+typedef struct final_row {
+    float *row;      /* [d] */
+    float *logits;   /* [V], the last position's (not read) */
+} final_row;
+
+static int keep_final_row(void *user, const attn_decoder_hook_tensor *t) {
+    const final_row *f = user;
+    memcpy(f->row, t->data + (t->shape[0] - 1) * t->shape[1], (size_t)t->shape[1] * sizeof(float));
+    return 0;
+}
+
+/* out asks for the last position's final-norm row into f (buffers malloc'd
+ * here, freed by final_row_free). */
+static int final_row_ask(const char *cmd, const attn_decoder_config *c, final_row *f, attn_decoder_outputs *out) {
+    f->row = malloc((size_t)c->d_model * sizeof(float));
+    f->logits = malloc((size_t)c->vocab * sizeof(float));
+    if (!f->row || !f->logits) return cli_data_error(cmd, "out of memory");
+    out->logits = f->logits;
+    out->last_only = 1;
+    out->tensor_hook = keep_final_row;
+    out->tensor_hook_user = f;
+    out->tensor_hook_points = 1u << ATTN_DECODER_HOOK_LN_FINAL;
+    return CLI_OK;
+}
+
+static void final_row_free(final_row *f) {
+    free(f->row);
+    free(f->logits);
+}
+
 /* The cosine of the last positions of two runs' residual streams, row by
  * row (attn_model_stream_cosine): hidden_a [N + 1, La, d], hidden_b
- * [N + 1, Lb, d]; and the rows' labels. */
+ * [N + 1, Lb, d], then of their rows after the final norm (final_a,
+ * final_b [d]), as `attn demo --model` shows them; and the rows' labels. */
 static int cosine_series(const char *cmd, const float *hidden_a, int64_t la, const float *hidden_b, int64_t lb,
-                         int64_t rows, int64_t d, cli_maps *m) {
-    m->cosine = malloc((size_t)rows * sizeof *m->cosine);
-    m->cosine_labels = calloc((size_t)rows, sizeof *m->cosine_labels);
+                         const float *final_a, const float *final_b, int64_t rows, int64_t d, cli_maps *m) {
+    m->cosine = malloc((size_t)(rows + 1) * sizeof *m->cosine);
+    m->cosine_labels = calloc((size_t)(rows + 1), sizeof *m->cosine_labels);
     if (!m->cosine || !m->cosine_labels) return cli_data_error(cmd, "out of memory");
-    m->n_cosine = rows;
-    if (attn_model_stream_cosine(hidden_a, la, -1, hidden_b, lb, -1, rows, d, m->cosine))
+    m->n_cosine = rows + 1;
+    if (attn_model_stream_cosine(hidden_a, la, -1, hidden_b, lb, -1, rows, d, m->cosine) ||
+        attn_model_stream_cosine(final_a, 1, 0, final_b, 1, 0, 1, d, m->cosine + rows))
         return cli_data_error(cmd, "%s", attn_last_error());
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r <= rows; r++) {
         char label[24];
         if (r == 0) snprintf(label, sizeof label, "embed");
+        else if (r == rows) snprintf(label, sizeof label, "final norm");
         else snprintf(label, sizeof label, "%lld", (long long)(r - 1));
         if (!(m->cosine_labels[r] = strdup(label))) return cli_data_error(cmd, "out of memory");
     }
@@ -143,18 +178,19 @@ static int encode_text(const char *cmd, const char *flag, const attn_tokenizer *
 }
 
 /* The second text's ids and residual stream [N + 1, L, d] (malloc'd). */
-static int run_compare(const char *cmd, const attn_decoder *dec, const attn_tokenizer *tok, const char *value,
-                       float **hidden, int64_t *L, char **last_label) {
+static int run_compare(const char *cmd, const char *flag, const attn_decoder *dec, const attn_tokenizer *tok,
+                       const char *value, float **hidden, final_row *final, int64_t *L, char **last_label) {
     int32_t *ids = NULL;
-    int rc = encode_text(cmd, "--compare-text", tok, value, &ids, L);
+    int rc = encode_text(cmd, flag, tok, value, &ids, L);
     const attn_decoder_config *c = attn_decoder_get_config(dec);
     if (!rc && !(*hidden = malloc((size_t)((c->n_layers + 1) * *L * c->d_model) * sizeof(float))))
         rc = cli_data_error(cmd, "out of memory");
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    if (!rc) rc = final_row_ask(cmd, c, final, &out);
     if (!rc) {
-        attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
         out.hidden = *hidden;
         if (attn_decoder_forward(dec, ids, *L, &out))
-            rc = cli_data_error(cmd, "the forward over --compare-text: %s", attn_last_error());
+            rc = cli_data_error(cmd, "the forward over %s: %s", flag, attn_last_error());
         else if (!(*last_label = token_label(tok, ids[*L - 1])))
             rc = cli_data_error(cmd, "out of memory");
     }
@@ -222,6 +258,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     float **attention = NULL, *hidden = NULL, *hidden_b = NULL;
     char *last_b = NULL;
     int64_t len_b = 0;
+    final_row final_a = {0}, final_b = {0};
     size_t text_len = 0, n_ids = 0;
     int rc = CLI_OK;
     if ((rc = read_text(cmd, "--text", src->text, &text, &text_len))) goto done;
@@ -283,6 +320,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
             goto done;
         }
         out.hidden = hidden;
+        if ((rc = final_row_ask(cmd, c, &final_a, &out))) goto done;
     }
     if (attn_decoder_forward(dec, ids, L, &out)) {
         rc = cli_data_error(cmd, "the forward over --text: %s", attn_last_error());
@@ -290,9 +328,36 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     }
     if (src->source_text && (rc = model_paths(cmd, src, dec, tok, ids, L, m))) goto done;
     if (src->compare_text) {
-        if ((rc = run_compare(cmd, dec, tok, src->compare_text, &hidden_b, &len_b, &last_b)) ||
-            (rc = cosine_series(cmd, hidden, L, hidden_b, len_b, c->n_layers + 1, c->d_model, m)))
+        if ((rc = run_compare(cmd, "--compare-text", dec, tok, src->compare_text, &hidden_b, &final_b, &len_b,
+                              &last_b)) ||
+            (rc = cosine_series(cmd, hidden, L, hidden_b, len_b, final_a.row, final_b.row, c->n_layers + 1,
+                                c->d_model, m)))
             goto done;
+        if (src->control_text) {
+            /* The control's series, into cosine2 (cosine_series fills
+             * m->cosine: the first one is kept aside meanwhile). */
+            float *hidden_c = NULL;
+            final_row final_c = {0};
+            int64_t len_c = 0;
+            char *last_c = NULL, **labels = m->cosine_labels;
+            double *first = m->cosine;
+            m->cosine = NULL;
+            m->cosine_labels = NULL;
+            rc = run_compare(cmd, "--control-text", dec, tok, src->control_text, &hidden_c, &final_c, &len_c, &last_c);
+            if (!rc)
+                rc = cosine_series(cmd, hidden, L, hidden_c, len_c, final_a.row, final_c.row, c->n_layers + 1,
+                                   c->d_model, m);
+            if (m->cosine_labels)
+                for (int64_t r = 0; r < m->n_cosine; r++) free(m->cosine_labels[r]);
+            free(m->cosine_labels);
+            m->cosine2 = m->cosine;
+            m->cosine = first;
+            m->cosine_labels = labels;
+            free(hidden_c);
+            free(last_c);
+            final_row_free(&final_c);
+            if (rc) goto done;
+        }
         char *last_a = token_label(tok, ids[L - 1]);
         m->cosine_title = malloc(512);
         if (!last_a || !m->cosine_title) {
@@ -301,7 +366,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
             goto done;
         }
         snprintf(m->cosine_title, 512, "Cosine of the last tokens' vectors, “%s” of --text and “%s” of "
-                 "--compare-text: the embeddings, then after each layer", last_a, last_b);
+                 "--compare-text: the embeddings, after each layer, and after the final norm", last_a, last_b);
         free(last_a);
     }
     const int64_t map = L * L, n_maps = m->n_layers * m->n_heads;
@@ -343,6 +408,8 @@ done:
     free(hidden);
     free(hidden_b);
     free(last_b);
+    final_row_free(&final_a);
+    final_row_free(&final_b);
     free(ids);
     free(text);
     attn_tokenizer_free(tok);
@@ -436,6 +503,7 @@ void cli_maps_free(cli_maps *m) {
         for (int64_t r = 0; r < m->n_cosine; r++) free(m->cosine_labels[r]);
     free(m->cosine_labels);
     free(m->cosine);
+    free(m->cosine2);
     free(m->cosine_title);
     if (m->paths)
         for (int64_t l = 0; l < m->n_layers; l++) attn_paths_free(&m->paths[l]);

@@ -26,6 +26,9 @@
 typedef struct cli_map_source {
     const char *model_path, *text; /* --model FILE.gguf --text TEXT|@FILE       */
     const char *compare_text;      /* --compare-text TEXT|@FILE (report), or NULL */
+    const char *control_text;      /* --control-text TEXT|@FILE (report, with
+                                      compare_text): a same-sense control of
+                                      text, or NULL */
     const char *source_text;       /* --source-text TEXT|@FILE (report): the changed
                                       input of the path decomposition, or NULL */
     const char *weights_path;      /* --weights W.npy                           */
@@ -45,9 +48,11 @@ typedef struct cli_maps {
     char **labels;                 /* [L] the model's tokens, decoded; or NULL  */
     char *about;                   /* "gemma3, 8 tokens" for titles; or NULL    */
     /* With compare_text: the cosine of the two texts' last tokens' residual
-     * streams, row 0 the embeddings, row l + 1 after layer l (the chapter's
-     * two 苹果 when the texts are its two sentences). */
+     * streams, row 0 the embeddings, row l + 1 after layer l, the last row
+     * after the final norm (the chapter's two 苹果 when the texts are its
+     * two sentences); with control_text, the same of text and control_text. */
     double *cosine;                /* [n_cosine] or NULL                        */
+    double *cosine2;               /* [n_cosine] text against control_text, or NULL */
     int64_t n_cosine;
     char **cosine_labels;          /* [n_cosine] "embed", "0", "1", ...          */
     char *cosine_title;

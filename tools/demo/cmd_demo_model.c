@@ -7,7 +7,10 @@
  * the n² part on a real text.
  *
  * Sections: 1 the two sentences' tokens, 苹果 the same id and the same
- * embedding row; 2 the cosine of the two 苹果 vectors layer by layer;
+ * embedding row; 2 the cosine of the two 苹果 vectors layer by layer, beside
+ * the same-sense control's (我吃了一个苹果 / 我买了一个苹果) and a matched
+ * English pair's (" bank" in two senses, and in one), with a reading of
+ * each gap (context, or too small to mean anything);
  * 3 what each 苹果 reads (top-3 keys per layer, averaged over heads, or per
  * head with --heads) and the top-5 next tokens; 4 the GQA layout beside the
  * chapter's Qwen3-0.6B; 5 the causal mask checked on every real map; 6 the
@@ -89,22 +92,45 @@ static void row_label(const demo_model_text *mt, const model_chapter *mc, int64_
     else snprintf(buf, size, mt->row_layer, (long long)(row - 1));
 }
 
+/* The reading of a two-sense pair against its same-sense control, after
+ * the final norm: context, or a gap too small to mean anything. */
+static void print_gap(const demo_model_text *mt, const char *word, double senses, double control, const char *a,
+                      const char *b) {
+    const double ratio = model_chapter_gap_ratio(senses, control);
+    char s[16], c[16], r[16], pair[256];
+    snprintf(s, sizeof s, "%.4f", senses);
+    snprintf(c, sizeof c, "%.4f", control);
+    if (isfinite(ratio)) snprintf(r, sizeof r, "%.1f", ratio);
+    else snprintf(r, sizeof r, "∞");
+    snprintf(pair, sizeof pair, "%s / %s", a, b);
+    printf(ratio >= MODEL_CHAPTER_GAP_MEANINGFUL ? mt->gap_meaningful : mt->gap_noise, word, s, pair, c, r);
+    putchar('\n');
+}
+
 static int print_cosine(const demo_model_text *mt, const model_chapter *mc, const char *plot) {
     heading(mt->sec_cosine);
     printf("%s\n\n  ", mt->cosine_intro);
     const int64_t rows = mc->config.n_layers + 2;
+    const double *control = mc->pair_cosine[MODEL_CHAPTER_CONTROL], *en = mc->pair_cosine[MODEL_CHAPTER_EN_SENSES],
+                 *en_control = mc->pair_cosine[MODEL_CHAPTER_EN_CONTROL];
     print_padded(mt->col_layer, 18);
-    printf("%s\n", mt->col_cosine);
+    print_padded("苹果", 36);
+    printf("bank\n  ");
+    print_padded("", 18);
+    for (int k = 0; k < 2; k++) {
+        print_padded(mt->col_senses, 12);
+        print_padded(mt->col_control, 12);
+        if (k) printf("%s\n", mt->col_gap);
+        else print_padded(mt->col_gap, 12);
+    }
     int64_t lowest = 0;
     for (int64_t r = 0; r < rows; r++) {
         char label[64];
         row_label(mt, mc, r, label, sizeof label);
         printf("  ");
         print_padded(label, 18);
-        const int bar = (int)lround(fmax(0.0, mc->cosine[r]) * 40.0);
-        printf("%.4f  ", mc->cosine[r]);
-        for (int i = 0; i < bar; i++) fputs("█", stdout);
-        putchar('\n');
+        printf("%-12.4f%-12.4f%-+12.4f%-12.4f%-12.4f%+.4f\n", mc->cosine[r], control[r], control[r] - mc->cosine[r],
+               en[r], en_control[r], en_control[r] - en[r]);
         if (mc->cosine[r] < mc->cosine[lowest]) lowest = r;
     }
     char last[16], final[16], low[16], where[64];
@@ -114,12 +140,20 @@ static int print_cosine(const demo_model_text *mt, const model_chapter *mc, cons
     row_label(mt, mc, lowest, where, sizeof where);
     putchar('\n');
     printf(mt->cosine_read, last, final, low, where);
-    putchar('\n');
+    printf("\n\n");
+    print_gap(mt, "苹果", mc->cosine[rows - 1], control[rows - 1], model_chapter_pairs[MODEL_CHAPTER_CONTROL][0],
+              model_chapter_pairs[MODEL_CHAPTER_CONTROL][1]);
+    print_gap(mt, "bank", en[rows - 1], en_control[rows - 1], model_chapter_pairs[MODEL_CHAPTER_EN_CONTROL][0],
+              model_chapter_pairs[MODEL_CHAPTER_EN_CONTROL][1]);
+    printf("%s\n", mt->gap_rule);
     if (!plot) return CLI_OK;
     attn_lineplot_options o = ATTN_LINEPLOT_OPTIONS_INIT;
     o.title = mt->plot_title;
     o.x_label = mt->plot_x;
     o.y_label = mt->plot_y;
+    o.y2 = control;
+    o.name = mt->plot_senses;
+    o.name2 = mt->plot_control;
     if (attn_lineplot_write(plot, mc->cosine, rows, &o)) return cli_data_error("demo", "--plot: %s", attn_last_error());
     printf(mt->wrote, plot);
     putchar('\n');

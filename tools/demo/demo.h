@@ -76,10 +76,14 @@ typedef struct demo_model_text {
     const char *same_token;     /* %s 苹果, %ld id, %lld pos, %lld pos             */
     const char *embed_equal, *embed_differ;
     /* 2 */
-    const char *sec_cosine, *cosine_intro, *col_layer, *col_cosine;
+    const char *sec_cosine, *cosine_intro, *col_layer, *col_senses, *col_control, *col_gap;
     const char *row_embed, *row_layer, *row_final; /* row_layer: %lld            */
     const char *cosine_read;    /* %s last layer, %s final norm, %s lowest, %s where */
     const char *plot_title, *plot_x, *plot_y, *wrote; /* wrote: %s             */
+    const char *plot_senses, *plot_control; /* the plot's legend                   */
+    /* The gap to the same-sense control: %s word, %s senses' cosine, %s the
+     * control pair, %s its cosine, %s the ratio of distances from 1. */
+    const char *gap_meaningful, *gap_noise, *gap_rule;
     /* 3 */
     const char *sec_reads, *reads_intro, *reads_heads_intro;
     const char *head_label;     /* %lld head, %lld kv head                         */

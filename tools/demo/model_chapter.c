@@ -15,6 +15,19 @@
 
 const char *const model_chapter_sentences[MODEL_CHAPTER_SENTENCES] = {"我吃了一个苹果", "这台电脑来自苹果"};
 
+/* scripts/models/make_chapter_fixtures.py's PAIRS, in the same order. */
+const char *const model_chapter_pairs[MODEL_CHAPTER_PAIRS][2] = {
+    [MODEL_CHAPTER_CONTROL] = {"我吃了一个苹果", "我买了一个苹果"},
+    [MODEL_CHAPTER_EN_SENSES] = {"We sat on the grass by the river bank", "She paid the cash into the bank"},
+    [MODEL_CHAPTER_EN_CONTROL] = {"She paid the cash into the bank", "She took the cash to the bank"},
+};
+
+double model_chapter_gap_ratio(double senses, double control) {
+    const double far = 1.0 - senses, near = 1.0 - control;
+    if (near <= 0.0) return far > 0.0 ? INFINITY : 1.0;
+    return far / near;
+}
+
 static attn_status say(char *error, size_t size, attn_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static attn_status say(char *error, size_t size, attn_status st, const char *fmt, ...) {
@@ -128,6 +141,26 @@ attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, con
                  (long)a->ids[a->apple], (long)b->ids[b->apple]);
         goto done;
     }
+    /* The controls: each pair's last tokens, as the two 苹果. */
+    for (int p = 0; p < MODEL_CHAPTER_PAIRS; p++) {
+        model_chapter_sentence two[2];
+        memset(two, 0, sizeof two);
+        for (int k = 0; k < 2 && !st; k++)
+            st = run_sentence(m, t, norm_w, model_chapter_pairs[p][k], &two[k], mc->error, sizeof mc->error);
+        if (!st && two[0].ids[two[0].apple] != two[1].ids[two[1].apple])
+            st = say(mc->error, sizeof mc->error, ATTN_ERR_FORMAT, "'%s' and '%s' end in different tokens (%ld, %ld) "
+                     "in this vocabulary", model_chapter_pairs[p][0], model_chapter_pairs[p][1],
+                     (long)two[0].ids[two[0].apple], (long)two[1].ids[two[1].apple]);
+        if (!st && !(mc->pair_cosine[p] = malloc((size_t)(N + 2) * sizeof *mc->pair_cosine[p])))
+            st = say(mc->error, sizeof mc->error, ATTN_ERR_OUT_OF_MEMORY, "out of memory");
+        if (!st)
+            attn_model_stream_cosine(two[0].apple_hidden, 1, 0, two[1].apple_hidden, 1, 0, N + 2, d, mc->pair_cosine[p]);
+        for (int k = 0; k < 2; k++) {
+            free(two[k].apple_hidden);
+            free(two[k].attention);
+        }
+        if (st) goto done;
+    }
     mc->embeddings_equal = memcmp(a->apple_hidden, b->apple_hidden, (size_t)d * sizeof(float)) == 0;
     /* apple_hidden is [N + 2, d]: a stream of one position. */
     attn_model_stream_cosine(a->apple_hidden, 1, 0, b->apple_hidden, 1, 0, N + 2, d, mc->cosine);
@@ -148,6 +181,7 @@ void model_chapter_free(model_chapter *mc) {
         free(mc->s[k].attention);
     }
     free(mc->cosine);
+    for (int p = 0; p < MODEL_CHAPTER_PAIRS; p++) free(mc->pair_cosine[p]);
     memset(mc, 0, sizeof *mc);
 }
 

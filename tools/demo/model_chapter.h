@@ -14,6 +14,7 @@
  *                               after layer l, row N + 1 after the final norm
  *   attention    : [N, Hq, L, L] every layer's weights   <- heads first
  *   cosine       : [N + 2]      cos of the two sentences' apple_hidden rows
+ *   pair_cosine  : [N + 2] each the same for the control pairs' last tokens
  */
 #ifndef ATTN_MODEL_CHAPTER_H
 #define ATTN_MODEL_CHAPTER_H
@@ -35,6 +36,22 @@ enum {
  * 苹果, which must be one token of the model's vocabulary. */
 extern const char *const model_chapter_sentences[MODEL_CHAPTER_SENTENCES];
 
+/* The controls: pairs whose last tokens are one id, compared as the two
+ * 苹果 are.  MODEL_CHAPTER_CONTROL: the same sense of 苹果 with another verb
+ * (我吃了一个苹果 / 我买了一个苹果), the yardstick of the two senses' drift;
+ * MODEL_CHAPTER_EN_SENSES and _EN_CONTROL: a matched English pair ending
+ * in " bank", in two senses and in one. */
+enum { MODEL_CHAPTER_CONTROL, MODEL_CHAPTER_EN_SENSES, MODEL_CHAPTER_EN_CONTROL, MODEL_CHAPTER_PAIRS };
+extern const char *const model_chapter_pairs[MODEL_CHAPTER_PAIRS][2];
+
+/* How much farther apart a two-sense pair ends than its same-sense control:
+ * (1 - senses) / (1 - control), the cosines after the final norm (+inf when
+ * the control is exactly 1 and the senses are not).  Below
+ * MODEL_CHAPTER_GAP_MEANINGFUL the two senses are not told apart by more
+ * than a change of verb moves a vector: the gap means nothing. */
+#define MODEL_CHAPTER_GAP_MEANINGFUL 2.0
+double model_chapter_gap_ratio(double senses, double control);
+
 typedef struct model_chapter_sentence {
     int32_t ids[MODEL_CHAPTER_TOKENS];
     int64_t L;
@@ -49,6 +66,7 @@ typedef struct model_chapter {
     attn_decoder_config config;
     model_chapter_sentence s[MODEL_CHAPTER_SENTENCES];
     double *cosine;          /* [N + 2]                                           */
+    double *pair_cosine[MODEL_CHAPTER_PAIRS]; /* [N + 2] each, the controls'      */
     int embeddings_equal;    /* 1 when the two rows 0 are identical bit for bit  */
     double mask_row_error;   /* worst |sum of a row's visible weights - 1|       */
     int64_t mask_upper_nonzero; /* cells above the diagonal that are not 0       */

@@ -24,12 +24,14 @@ const demo_text demo_text_en = {
         "With --model (also: attn model chapter FILE.gguf), the chapter's opening on a real model\n"
         "(Qwen2.5 or Gemma 3 in GGUF; scripts/fetch-models.sh fetches two into ~/.cache/attn/models):\n"
         "\"我吃了一个苹果\" and \"这台电脑来自苹果\" tokenized, 苹果 the same token with the same\n"
-        "embedding; the cosine of the two 苹果 vectors after every layer; the keys each 苹果 reads\n"
+        "embedding; the cosine of the two 苹果 vectors after every layer, beside a same-sense control\n"
+        "(我买了一个苹果) and a matched English pair, with what the gap means; the keys each 苹果 reads\n"
         "and the next-token predictions; the model's GQA layout; the causal mask checked on every\n"
         "map; the time and the score cells at 100 and 200 tokens of a real text.  Loading takes a\n"
         "few seconds (every weight dequantized to float32: 2.4 GiB for Qwen2.5 0.5B).\n"
         "  --model FILE   the GGUF model\n"
-        "  --plot FILE    also draw the cosine series as a line plot (.png, .svg or .pdf; cairo)\n"
+        "  --plot FILE    also draw the two senses' and the control's cosine series as a line plot\n"
+        "                 (.png, .svg or .pdf; cairo)\n"
         "  --heads        what 苹果 reads in every head of every layer (default: averaged over heads)\n"
         "  --no-cost      skip the 100- and 200-token timing (§6)\n"
         "\n"
@@ -179,8 +181,12 @@ const demo_model_text demo_model_text_en = {
     .sec_cosine = "§2  The two 苹果 vectors drift apart, layer by layer",
     .cosine_intro = "Cosine similarity of 苹果's vector in sentence A and in sentence B, in the residual stream\n"
                     "after each layer.  1 means the same direction; attention is what lets the different\n"
-                    "contexts in (the feed-forward layers act on each position alone).",
-    .col_layer = "layer", .col_cosine = "cosine",
+                    "contexts in (the feed-forward layers act on each position alone).  Beside it, the\n"
+                    "control: 苹果 in the same sense with another verb (我吃了一个苹果 / 我买了一个苹果),\n"
+                    "then a matched English pair, \"bank\" in two senses (We sat on the grass by the river\n"
+                    "bank / She paid the cash into the bank) and in one (… into the bank / She took the cash\n"
+                    "to the bank).  gap = control - two senses: how much more the senses drift apart.",
+    .col_layer = "layer", .col_senses = "two senses", .col_control = "control", .col_gap = "gap",
     .row_embed = "embedding", .row_layer = "after layer %lld", .row_final = "final norm",
     .cosine_read = "From exactly 1 at the embeddings to %s after the last layer and %s after the final norm\n"
                    "(the vector the output head reads); the lowest cosine is %s, at %s.",
@@ -188,6 +194,13 @@ const demo_model_text demo_model_text_en = {
     .plot_x = "0 = the embedding, l + 1 = after layer l, the last point = after the final norm",
     .plot_y = "cosine",
     .wrote = "wrote %s",
+    .plot_senses = "two senses (A / B)", .plot_control = "same sense (我吃了 / 我买了一个苹果)",
+    .gap_meaningful = "%s: context, not noise.  After the final norm the two senses end at %s; the same-sense\n"
+                      "control, %s, at %s: the senses are %s× as far from 1.",
+    .gap_noise = "%s: too small to mean anything.  After the final norm the two senses end at %s; the\n"
+                 "same-sense control, %s, at %s: only %s× as far from 1, so a change of verb alone\n"
+                 "moves the vector about as much, and this model's drift does not show the sense here.",
+    .gap_rule = "(Read as context when the two senses end at least 2× as far from 1 as the control.)",
 
     .sec_reads = "§3  What each 苹果 reads",
     .reads_intro = "Per layer, the three keys 苹果 reads most, averaged over the query heads (weights of the\n"

@@ -20,11 +20,12 @@ const demo_text demo_text_zh = {
         "加上 --model（也可写 attn model chapter FILE.gguf），把本章开头的例子放到真实模型上\n"
         "（GGUF 格式的 Qwen2.5 或 Gemma 3；scripts/fetch-models.sh 会把两个模型下载到 ~/.cache/attn/models）：\n"
         "对“我吃了一个苹果”和“这台电脑来自苹果”分词，苹果是同一个词元、同一个嵌入；两个“苹果”\n"
-        "向量在每一层之后的余弦；每个“苹果”读了哪些键，以及下一个词元的预测；模型的 GQA 布局；\n"
+        "向量在每一层之后的余弦，旁边是同一义项的对照（我买了一个苹果）和一对相应的英文句子，并说明差距意味着什么；\n"
+        "每个“苹果”读了哪些键，以及下一个词元的预测；模型的 GQA 布局；\n"
         "在每张注意力图上检查因果掩码；真实文本前 100 与 200 个词元的时间和分数格数。加载需要\n"
         "几秒（全部权重反量化为 float32：Qwen2.5 0.5B 为 2.4 GiB）。\n"
         "  --model FILE   GGUF 模型文件\n"
-        "  --plot FILE    另把余弦序列画成折线图（.png、.svg 或 .pdf；需要 cairo）\n"
+        "  --plot FILE    另把两个义项与对照的余弦序列画成折线图（.png、.svg 或 .pdf；需要 cairo）\n"
         "  --heads        每一层每一个头里“苹果”读了什么（默认：对所有头取平均）\n"
         "  --no-cost      跳过 100 与 200 个词元的计时（§6）\n"
         "\n"
@@ -155,8 +156,11 @@ const demo_model_text demo_model_text_zh = {
 
     .sec_cosine = "§2  两个“苹果”向量逐层分开",
     .cosine_intro = "句子 A 与句子 B 中“苹果”位置的向量，在每一层之后残差流里的余弦相似度。1 表示方向相同；\n"
-                    "让不同上下文进来的是注意力（前馈层只作用于各自的位置）。",
-    .col_layer = "层", .col_cosine = "余弦",
+                    "让不同上下文进来的是注意力（前馈层只作用于各自的位置）。旁边是对照：同一义项的“苹果”，\n"
+                    "只换动词（我吃了一个苹果 / 我买了一个苹果）；再是一对相应的英文句子，“bank”取两个义项\n"
+                    "（河岸 / 银行：We sat on the grass by the river bank / She paid the cash into the bank）\n"
+                    "和同一义项（… into the bank / She took the cash to the bank）。差 = 对照 - 两个义项。",
+    .col_layer = "层", .col_senses = "两个义项", .col_control = "对照", .col_gap = "差",
     .row_embed = "嵌入", .row_layer = "第 %lld 层之后", .row_final = "最终归一化",
     .cosine_read = "从嵌入处的恰好 1，到最后一层之后的 %s、最终归一化之后的 %s（输出头读的向量）；\n"
                    "最低的余弦是 %s，在 %s。",
@@ -164,6 +168,13 @@ const demo_model_text demo_model_text_zh = {
     .plot_x = "0 = 嵌入，l + 1 = 第 l 层之后，最后一点 = 最终归一化之后",
     .plot_y = "余弦",
     .wrote = "已写出 %s",
+    .plot_senses = "两个义项（A / B）", .plot_control = "同一义项（我吃了 / 我买了一个苹果）",
+    .gap_meaningful = "%s：是上下文，不是噪声。最终归一化之后两个义项的余弦是 %s，同义对照\n"
+                      "（%s）是 %s：两个义项离 1 的距离是对照的 %s 倍。",
+    .gap_noise = "%s：差距太小，说明不了什么。最终归一化之后两个义项的余弦是 %s，同义对照\n"
+                 "（%s）是 %s：离 1 的距离只有对照的 %s 倍，只换一个动词也会让向量移动这么多；\n"
+                 "这个模型在这里的漂移看不出义项。",
+    .gap_rule = "（两个义项离 1 的距离至少是对照的 2 倍时，才读作上下文。）",
 
     .sec_reads = "§3  每个“苹果”读了什么",
     .reads_intro = "每层中“苹果”读得最多的三个键，对所有查询头取平均（注意力图的最后一行）。\n"

@@ -29,13 +29,15 @@ attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, co
     const attn_lineplot_options *opt = &options;
     double lo = opt->ymin, hi = opt->ymax;
     for (int64_t i = 0; i < n; i++)
-        if (!isfinite(y[i]))
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "'%s': point %lld is not finite", path, (long long)i);
+        if (!isfinite(y[i]) || (opt->y2 && !isfinite(opt->y2[i])))
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "'%s': point %lld%s is not finite", path, (long long)i,
+                              isfinite(y[i]) ? " of the second series" : "");
     if (!isfinite(lo) || !isfinite(hi) || lo > hi)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "'%s': ymin %g and ymax %g", path, lo, hi);
     if (lo == hi) {
         lo = hi = y[0];
         for (int64_t i = 1; i < n; i++) lo = fmin(lo, y[i]), hi = fmax(hi, y[i]);
+        for (int64_t i = 0; opt->y2 && i < n; i++) lo = fmin(lo, opt->y2[i]), hi = fmax(hi, opt->y2[i]);
         lo = floor(lo * 10.0) / 10.0;
         hi = ceil(hi * 10.0) / 10.0;
         if (hi <= lo) hi = lo + 0.1;
@@ -86,6 +88,40 @@ attn_status attn_lineplot_write(const char *path, const double *y, int64_t n, co
     for (int64_t i = 0; i < n; i++) {
         cairo_arc(cr, PX(i), PY(y[i]), 2.5, 0, 2 * VIZ_PI);
         cairo_fill(cr);
+    }
+    /* The second series, dashed in orange, and the legend. */
+    const viz_rgb second = attn__viz_hex(0xd9822bu);
+    if (opt->y2) {
+        const double dash[2] = {6.0, 3.0};
+        attn__viz_source(cr, second);
+        cairo_set_line_width(cr, 2.0);
+        cairo_set_dash(cr, dash, 2, 0);
+        for (int64_t i = 0; i < n; i++) {
+            if (i == 0) cairo_move_to(cr, PX(i), PY(opt->y2[i]));
+            else cairo_line_to(cr, PX(i), PY(opt->y2[i]));
+        }
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+        for (int64_t i = 0; i < n; i++) {
+            cairo_arc(cr, PX(i), PY(opt->y2[i]), 2.5, 0, 2 * VIZ_PI);
+            cairo_fill(cr);
+        }
+    }
+    if (opt->name || opt->name2) {
+        attn__viz_font(cr, 10, false);
+        const char *names[2] = {opt->name ? opt->name : "", opt->name2 ? opt->name2 : ""};
+        /* Bottom left: the series start at the top left (cosines from 1). */
+        const int rows = opt->y2 ? 2 : 1;
+        for (int k = 0; k < rows; k++) {
+            const double ly = y0 - 14 - 16 * (rows - 1 - k), lx = x0 + 12;
+            attn__viz_source(cr, k ? second : line);
+            cairo_set_line_width(cr, 2.0);
+            cairo_move_to(cr, lx, ly);
+            cairo_line_to(cr, lx + 22, ly);
+            cairo_stroke(cr);
+            attn__viz_source(cr, attn__viz_hex(VIZ_INK));
+            attn__viz_text(cr, lx + 28, ly, names[k], 0.0);
+        }
     }
 #undef PX
 #undef PY
