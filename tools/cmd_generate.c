@@ -28,15 +28,16 @@ static void generate_help(FILE *out) {
     fprintf(out,
     "usage: attn model generate --model FILE.gguf --text TEXT [--max-tokens N]\n"
     "                           [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n\n"
+    "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n"
+    "                           [--weights stored|f32] [--precision exact|fast]\n\n"
     "Continues TEXT with a GGUF model (%s), printing the new text to stdout\n"
     "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
     "rest).\n"
     "The prompt is encoded as the model's tokenizer does (Gemma: BOS first) and run in one step;\n"
     "then each token runs at the next position through attn's KV cache. Timings on stderr:\n"
-    "load, prefill and decode tokens/s, the KV cache's size.\n\n"
-    "  --model FILE.gguf    the model (all weights are dequantized to float32 at load: about\n"
-    "                       2.4 GiB for Qwen2.5 0.5B, 1 GiB for Gemma 3 270M)\n"
+    "load, the first token's time from start, prefill and decode tokens/s, the KV cache's size\n"
+    "and the peak resident memory.\n\n"
+    "  --model FILE.gguf    the model (its weights are read where the file is mapped)\n"
     "  --text TEXT          the prompt, UTF-8 (not empty)\n"
     "  --max-tokens N       tokens to generate, at most (default %d, up to %d)\n"
     "  --temperature T      0 = greedy, the largest logit (default without --top-k/--top-p); > 0\n"
@@ -50,14 +51,16 @@ static void generate_help(FILE *out) {
     "                       float rounding), f16 or bf16 (half the memory, rounded once)\n"
     "  --stop-at-eos        stop at the model's end tokens (default): its EOS id, and <|im_end|>,\n"
     "                       <|endoftext|> or <end_of_turn> where the vocabulary has them\n"
-    "  --no-stop            generate all N tokens, printing end tokens as their text\n\n"
+    "  --no-stop            generate all N tokens, printing end tokens as their text\n"
+    "%s\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model generate --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
     "      --text \"这台电脑来自苹果\"\n"
     "  attn model generate --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf \\\n"
     "      --text \"The capital of France is\" --max-tokens 30 --temperature 0.7 --top-p 0.9 --seed 1\n",
-    cli_model_architectures(architectures, sizeof architectures), MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
+    cli_model_architectures(architectures, sizeof architectures), MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX,
+    cli_decoder_help);
 }
 
 enum { F_MODEL = 1, F_TEXT, F_MAX_TOKENS, F_TEMPERATURE, F_TOP_K, F_TOP_P, F_SEED, F_KV_DTYPE, F_STOP, F_NO_STOP };
@@ -75,7 +78,7 @@ static const cli_flag generate_flags[] = {
     {"--no-stop", NULL, F_NO_STOP, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const generate_tables[] = {generate_flags, NULL};
+static const cli_flag *const generate_tables[] = {generate_flags, cli_decoder_flags, NULL};
 static const cli_spec cli_generate_spec = {CMD, generate_tables, generate_help, false};
 
 /* ------------------------------------------------ whole characters only */
@@ -157,9 +160,12 @@ typedef struct generate_args {
     attn_sampler_options sampling;
     attn_dtype kv_dtype;
     bool stop_at_eos;
+    attn_decoder_options load;
 } generate_args;
 
 static int generate(const generate_args *a) {
+    const double t0 = cli_seconds();
+    double t_first = 0.0; /* the first generated token's time, from t0 */
     attn_gguf *g;
     if (attn_gguf_open(a->path, &g)) return cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
     int rc = CLI_OK;
@@ -169,8 +175,7 @@ static int generate(const generate_args *a) {
     attn_sampler *sampler = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
-    const double t0 = cli_seconds();
-    if (attn_tokenizer_from_gguf(g, &tok) || attn_decoder_load(g, &m)) {
+    if (attn_tokenizer_from_gguf(g, &tok) || attn_decoder_load_with(g, &a->load, &m)) {
         rc = cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
         goto done;
     }
@@ -225,6 +230,7 @@ static int generate(const generate_args *a) {
             break;
         }
         ids[n_prompt + (size_t)generated++] = next;
+        if (generated == 1) t_first = cli_seconds() - t0;
         if (!utf8_token(&out, tok, next)) {
             rc = CLI_DATA_ERROR;
             break;
@@ -242,13 +248,15 @@ static int generate(const generate_args *a) {
     const double t3 = cli_seconds(), decode_s = t3 - t2;
     const double kv_mib = (double)so.capacity * (double)attn_decoder_kv_bytes_per_token(c, a->kv_dtype) / 1048576.0;
     fprintf(stderr,
-            "attn %s: %s, loaded in %.2f s (%.0f MiB float32); KV cache %s, %lld positions, %.1f MiB\n"
+            "attn %s: %s, loaded in %.2f s (%.0f MiB of weights, %s); KV cache %s, %lld positions, %.1f MiB\n"
             "attn %s: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.2f tokens/s); "
-            "%lld generated, stopped by %s\n",
+            "%lld generated, stopped by %s\n"
+            "attn %s: first token %.3f s after the start; peak memory %.1f MiB\n",
             CMD, c->architecture, t1 - t0, (double)attn_decoder_weight_bytes(m) / 1048576.0,
+            a->load.weights == ATTN_WEIGHTS_F32 ? "float32" : "as stored",
             attn_dtype_name(a->kv_dtype), (long long)so.capacity, kv_mib, CMD, n_prompt, t2 - t1,
             (double)n_prompt / (t2 - t1), (long long)decoded, decode_s, decoded ? (double)decoded / decode_s : 0.0,
-            (long long)generated, rc ? "an error" : why);
+            (long long)generated, rc ? "an error" : why, CMD, t_first, cli_peak_rss_bytes() / 1048576.0);
 done:
     attn_sampler_free(sampler);
     attn_decoder_session_free(session);
@@ -261,7 +269,8 @@ done:
 }
 
 int cmd_model_generate(int argc, char **argv) {
-    generate_args a = {.max_tokens = MAX_TOKENS_DEFAULT, .kv_dtype = ATTN_F32, .stop_at_eos = true};
+    generate_args a = {.max_tokens = MAX_TOKENS_DEFAULT, .kv_dtype = ATTN_F32, .stop_at_eos = true,
+                       .load = ATTN_DECODER_OPTIONS_INIT};
     attn_sampler_options so = ATTN_SAMPLER_OPTIONS_INIT;
     a.sampling = so;
     cli_args args;
@@ -299,7 +308,9 @@ int cmd_model_generate(int argc, char **argv) {
             break;
         case F_STOP: a.stop_at_eos = true; break;
         case F_NO_STOP: a.stop_at_eos = false; break;
-        default: break;
+        default:
+            if (cli_decoder_take(&a.load, CMD, id, value) < 0) return CLI_USAGE_ERROR;
+            break;
         }
     }
     /* --top-k or --top-p alone asks for sampling: at temperature 1, as

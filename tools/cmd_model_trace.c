@@ -33,6 +33,7 @@ static void trace_help(FILE *out) {
     "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
     "                        [--ablate HOOK[@POS,..]:HEAD,..=zero|mean]... [--sweep-layers]\n"
     "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n"
+    "                        [--weights stored|f32] [--precision exact|fast]\n"
     "       attn model trace --model FILE.gguf --text TEXT --source-text TEXT --paths [--position P]\n"
     "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
     "                        [--tolerance T]\n\n"
@@ -62,6 +63,7 @@ static void trace_help(FILE *out) {
     "  --wrong TOKEN       the other side of the logit difference (default: the clean run's top token)\n"
     "  --top K             next tokens shown before and after (default %d)\n",
     cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
+    fputs(cli_decoder_help, out);
     fprintf(out,
     "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
     "                      base and the source (same length) as changed: with the base queries fixed,\n"
@@ -102,7 +104,7 @@ static const cli_flag trace_flags[] = {
     {"--nullspace", "LAYER:HEAD", F_NULLSPACE, 0}, {"--tolerance", "T", F_TOLERANCE, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const trace_tables[] = {trace_flags, NULL};
+static const cli_flag *const trace_tables[] = {trace_flags, cli_decoder_flags, NULL};
 static const cli_spec trace_spec = {"model trace", trace_tables, trace_help, false};
 
 #define CMD "model trace"
@@ -207,6 +209,7 @@ typedef struct trace_cli {
     int patch_ablate[PATCHES_MAX];
     int n_patches;
     bool compress, sweep, paths;
+    attn_decoder_options load;
     int64_t top, position;
     const char *nullspace;
     double tolerance;
@@ -441,7 +444,7 @@ static int trace_main(const trace_cli *o) {
         }
     }
     const double t0 = cli_seconds();
-    if (attn_decoder_load(g, &m) || attn_tokenizer_from_gguf(g, &tok)) {
+    if (attn_decoder_load_with(g, &o->load, &m) || attn_tokenizer_from_gguf(g, &tok)) {
         rc = cli_data_error(CMD, "%s: %s", o->model, attn_last_error());
         goto done;
     }
@@ -588,6 +591,7 @@ int cmd_model_trace(int argc, char **argv) {
     o.top = TOP_DEFAULT;
     o.position = -1;
     o.tolerance = 1e-3;
+    o.load = (attn_decoder_options)ATTN_DECODER_OPTIONS_INIT;
     cli_args args;
     const char *value;
     cli_args_begin(&args, &trace_spec, argc, argv);
@@ -623,7 +627,9 @@ int cmd_model_trace(int argc, char **argv) {
         case F_TOP:
             if (!cli_parse_int(CMD, args.flag, value, 1, 64, &o.top)) return CLI_USAGE_ERROR;
             break;
-        default: break;
+        default:
+            if (cli_decoder_take(&o.load, CMD, id, value) < 0) return CLI_USAGE_ERROR;
+            break;
         }
     }
     if (!o.model) return cli_usage_error(CMD, "--model FILE.gguf is needed");
