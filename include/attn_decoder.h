@@ -63,8 +63,9 @@
  *
  * Threads: a loaded decoder is read-only; attn_decoder_forward may run on
  * it from several threads at once (each call allocates its own scratch).
- * The projections run on the calling thread; attention uses attn's threads
- * (attn_sdpa_forward), whose results do not depend on their count.
+ * The projections (attn_quant_matmul, or attn_linear_forward_transposed for
+ * float32 weights) and attention (attn_sdpa_forward) use attn's threads
+ * ($ATTN_NUM_THREADS), whose results do not depend on their count.
  */
 #ifndef ATTN_DECODER_H
 #define ATTN_DECODER_H
