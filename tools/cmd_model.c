@@ -57,7 +57,7 @@ static void model_help(FILE *out) {
     "GGUF's tokenizer).\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
     "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
-    "                    float32 weights take (nothing is dequantized: it is quick)\n"
+    "                    weights take, as stored and as float32 (nothing is read: it is quick)\n"
     "  run               maps the weights (as stored; --weights f32 converts them to float32: 4 bytes\n"
     "                    a parameter), runs the forward over the ids and prints the most likely\n"
     "                    next tokens after the last one\n"
@@ -266,9 +266,10 @@ static int model_info(const char *path) {
                attn_safetensors_n_tensors(st) == 1 ? "" : "s", (long long)attn_safetensors_n_shards(st),
                attn_safetensors_n_shards(st) == 1 ? "" : "s");
     }
-    printf("  weights        %.3f M parameters: %.2f MiB as float32 at load (the %s: %.2f MiB)\n",
-           (double)params / 1e6, (double)params * 4.0 / 1048576.0, g ? "file" : "tensors' data",
-           (double)file_bytes / 1048576.0);
+    printf("  weights        %.3f M parameters: the %s %.2f MiB, read as stored (%.2f MiB as float32 with "
+           "--weights f32)\n",
+           (double)params / 1e6, g ? "file's" : "tensors' data", (double)file_bytes / 1048576.0,
+           (double)params * 4.0 / 1048576.0);
     attn_gguf_free(g);
     attn_safetensors_free(st);
     return CLI_OK;

@@ -21,9 +21,9 @@ every layer's attention through attn's kernels.
         print(m.detokenize([token]), end="")
 
 Shapes as in attn_decoder.h: L tokens, N layers, d d_model, Hq query
-heads, V vocabulary.  The weights are dequantized to float32 when the model
-opens (4 bytes a parameter: 2.4 GiB for Qwen2.5-Coder 0.5B, 1.0 GiB for
-Gemma 3 270M).  The GIL is released while the model opens and while a
+heads, V vocabulary.  The weights stay as the file stores them, read where
+it is mapped (Model(weights="f32") dequantizes them to float32 when the model
+opens instead: 4 bytes a parameter, 2.4 GiB for Qwen2.5-Coder 0.5B).  The GIL is released while the model opens and while a
 forward runs; a Model may be used from several threads at once.  Ctrl-C
 stops a forward at the next layer boundary (KeyboardInterrupt).
 """
