@@ -34,12 +34,28 @@
  *   attention_l : [Hq, L, L]       layer l's attention weights  <- heads first
  *   logits      : [L, V]           (or [1, V]: the last position only)
  *
- * Weights: every tensor is dequantized to float32 when the model is loaded
- * (attn_gguf_dequantize_rows), 4 bytes per parameter: 2.4 GiB for
- * Qwen2.5-Coder 0.5B, 1.0 GiB for Gemma 3 270M (5x the files).  The
- * decoder keeps its own copy: the attn_gguf may be closed once it is
- * loaded.  (Converting rows on demand, or dot products on the quantized
- * blocks, would cost only the mapping; not done yet.)
+ * Weights (attn_decoder_options.weights): by default every matrix stays
+ * as the file stores it (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q4_K, Q5_K, Q6_K), read where the file is mapped: loading maps and
+ * validates, the projections run attn_quant_matmul (attn_quant.h) on the
+ * stored blocks, the embedding converts the rows of the tokens it looks up
+ * (attn_quant_dequantize_rows), and a tied output head reads the stored
+ * embedding.  Only the norms' and biases' vectors are converted to
+ * float32.  A tensor of a type no kernel takes (Q2_K, IQ*, ...) is refused
+ * at load, naming it and its type.  ATTN_WEIGHTS_F32 converts every matrix
+ * to float32 at load instead (4 bytes per parameter: 2.4 GiB for
+ * Qwen2.5-Coder 0.5B), the reference twin, run by attn_linear_forward_
+ * transposed.  The decoder holds the file's mapping (the attn_gguf may be
+ * freed once it is loaded: the mapping stays until attn_decoder_free); a
+ * file changed or truncated under the mapping is the user's problem
+ * (docs/models.md: wrong numbers, or SIGBUS for a truncated one, as with
+ * any mapped file).
+ *
+ * Precision (attn_decoder_options.precision): EXACT (default) multiplies
+ * the weights' dequantized values, bit for bit the GGUF reader's, by the
+ * float32 activations; FAST rounds the activations to 8 bits per block of
+ * 32 and uses integer dot products (attn_quant.h).  docs/quant.md has
+ * FAST's measured error on the real models.
  *
  * Generation (below): sessions decode through attn's KV cache, step by
  * step; samplers choose the next token (repetition, frequency and presence
@@ -48,8 +64,9 @@
  *
  * Threads: a loaded decoder is read-only; attn_decoder_forward may run on
  * it from several threads at once (each call allocates its own scratch).
- * The projections run on the calling thread; attention uses attn's threads
- * (attn_sdpa_forward), whose results do not depend on their count.
+ * The projections (attn_quant_matmul, or attn_linear_forward_transposed for
+ * float32 weights) and attention (attn_sdpa_forward) use attn's threads
+ * ($ATTN_NUM_THREADS), whose results do not depend on their count.
  */
 #ifndef ATTN_DECODER_H
 #define ATTN_DECODER_H
@@ -200,14 +217,36 @@ ATTN_API int attn_decoder_layer_is_local(const attn_decoder_config *cfg, int64_t
 
 typedef struct attn_decoder attn_decoder; /* opaque, read-only once loaded */
 
-/* Reads the configuration and dequantizes every tensor the forward uses
- * to float32, checking each tensor's presence and shape first (a message
- * names the tensor, its dims and the dims expected).  g may be closed
- * afterwards.  Refused (ATTN_ERR_FORMAT, naming them): a tensor of the file
- * that no part of the model reads (layers past block_count among them), a
- * missing one, and weights holding NaN or an infinity (the tensor, row and
- * column; each tensor is scanned once as it is converted). */
+/* How a decoder keeps its weights (above). */
+typedef enum attn_decoder_weights {
+    ATTN_WEIGHTS_STORED = 0,    /* as the file stores them, mapped (default) */
+    ATTN_WEIGHTS_F32 = 1        /* converted to float32 at load: the reference */
+} attn_decoder_weights;
+
+/* Options of a load.  Initialise with ATTN_DECODER_OPTIONS_INIT (stored
+ * weights, exact), then set fields; NULL options mean the same. */
+typedef struct attn_decoder_options {
+    size_t struct_size;
+    attn_decoder_weights weights;  /* ATTN_WEIGHTS_STORED or ATTN_WEIGHTS_F32   */
+    attn_precision precision;      /* the projections': EXACT (default) or FAST */
+} attn_decoder_options;
+
+#define ATTN_DECODER_OPTIONS_INIT {.struct_size = sizeof(attn_decoder_options)}
+
+/* Reads the configuration and the tensors the forward uses, checking each
+ * tensor's presence, shape and type first (a message names the tensor, its
+ * dims and the dims expected, or its type).  Stored weights (the default)
+ * are views into g's mapping, which the decoder keeps: g may be freed
+ * afterwards (a g parsed from the caller's buffer is copied).  Refused
+ * (ATTN_ERR_FORMAT, naming them): a tensor of the file that no part of the
+ * model reads (layers past block_count among them), a missing one, and
+ * weights holding NaN or an infinity (the tensor, row and column: stored
+ * weights are scanned where they are mapped, by their values or their
+ * blocks' scales; float32 ones as they are converted). */
 ATTN_API attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out);
+/* attn_decoder_load with options (NULL: the defaults). */
+ATTN_API attn_status attn_decoder_load_with(const attn_gguf *g, const attn_decoder_options *opt,
+                                            attn_decoder **out);
 
 /* A Hugging Face checkpoint: path is a directory (config.json with
  * model.safetensors or model.safetensors.index.json and its shards), or a
@@ -219,9 +258,14 @@ ATTN_API attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out);
  * added at load.  Messages name the tensor, its shape and the shape
  * expected. */
 ATTN_API attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out);
+/* With options (NULL: the defaults): stored weights keep F32, F16 and BF16
+ * matrices where the checkpoint is mapped. */
+ATTN_API attn_status attn_decoder_load_safetensors_with(const char *path, const attn_decoder_options *opt,
+                                                        attn_decoder **out);
 ATTN_API void attn_decoder_free(attn_decoder *m);
 ATTN_API const attn_decoder_config *attn_decoder_get_config(const attn_decoder *m);
-/* Bytes of float32 weights the decoder holds. */
+/* Bytes of weights the projections and the embedding read: as stored, or
+ * float32 with ATTN_WEIGHTS_F32. */
 ATTN_API uint64_t attn_decoder_weight_bytes(const attn_decoder *m);
 
 /* Called after each layer with its output, the residual stream after layer

@@ -174,7 +174,9 @@ ATTN_API attn_status attn_gguf_open(const char *path, attn_gguf **out);
  * be: every read is byte-wise). */
 ATTN_API attn_status attn_gguf_parse(const void *buf, size_t size, attn_gguf **out);
 
-/* Frees the tables and unmaps the file (NULL is allowed). */
+/* Frees the tables and unmaps the file (NULL is allowed).  A decoder loaded
+ * from an opened file (attn_decoder_load) holds the mapping too: it is
+ * unmapped when the last of them is freed. */
 ATTN_API void attn_gguf_free(attn_gguf *g);
 /* Deprecated names, until 1.0: attn_gguf_free under its former name. */
 ATTN_API void attn_gguf_close(attn_gguf *g) ATTN_DEPRECATED("renamed attn_gguf_free");

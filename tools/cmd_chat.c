@@ -38,7 +38,7 @@ static void chat_help(FILE *out) {
     fprintf(out,
     "usage: attn model chat --model MODEL [--system TEXT] [--messages FILE.json] [--template FILE]\n"
     "                       [--context N] [--print-prompt] [--kv-dtype f32|f16|bf16]\n"
-    "                       [--allow-beyond-context]\n"
+    "                       [--allow-beyond-context] [--weights stored|f32] [--precision exact|fast]\n"
     "                       [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n\n"
     "A conversation with an instruct model (%s): the prompt is the\n"
     "conversation written by the model's own chat template (tokenizer.chat_template in a GGUF file,\n"
@@ -61,8 +61,8 @@ static void chat_help(FILE *out) {
     "  --context N          positions the KV cache holds for the whole conversation (default %d)\n"
     "  --print-prompt       before each reply, the exact prompt text and its token ids (stdout)\n"
     "  --kv-dtype D         the KV cache's storage: f32 (default), f16 or bf16\n"
-    CLI_ALLOW_BEYOND_CONTEXT_HELP,
-    cli_model_architectures(architectures, sizeof architectures), CONTEXT_DEFAULT);
+    CLI_ALLOW_BEYOND_CONTEXT_HELP "%s",
+    cli_model_architectures(architectures, sizeof architectures), CONTEXT_DEFAULT, cli_decoder_help);
     cli_sampling_help(out, MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
     fprintf(out,
     "\nexit status: 0 success, 1 the model or the messages cannot be read or run (the template refuses\n"
@@ -86,7 +86,8 @@ static const cli_flag chat_flags[] = {
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const chat_tables[] = {chat_flags, cli_sampling_flags, cli_sampling_hints, NULL};
+static const cli_flag *const chat_tables[] = {chat_flags, cli_sampling_flags, cli_sampling_hints, cli_decoder_flags,
+                                              NULL};
 static const cli_spec cli_chat_spec = {CMD, chat_tables, chat_help, false};
 
 typedef struct chat_args {
@@ -95,6 +96,7 @@ typedef struct chat_args {
     bool print_prompt, allow_beyond_context;
     attn_dtype kv_dtype;
     cli_sampling sampling;
+    attn_decoder_options load;
 } chat_args;
 
 /* ------------------------------------------------------------ the conversation */
@@ -346,7 +348,7 @@ static int one_conversation(chat_state *c) {
 
 static int chat(const chat_args *a) {
     chat_state c = {.a = a};
-    int rc = cli_model_open(CMD, a->path, true, a->template_path, &c.m);
+    int rc = cli_model_open(CMD, a->path, &a->load, true, a->template_path, &c.m);
     if (rc) return rc;
     const attn_decoder_config *cfg = attn_decoder_get_config(c.m.decoder);
     /* --context is the whole conversation's positions: refused past the model's own. */
@@ -374,7 +376,7 @@ static int chat(const chat_args *a) {
 }
 
 int cmd_model_chat(int argc, char **argv) {
-    chat_args a = {.context = CONTEXT_DEFAULT, .kv_dtype = ATTN_F32};
+    chat_args a = {.context = CONTEXT_DEFAULT, .kv_dtype = ATTN_F32, .load = ATTN_DECODER_OPTIONS_INIT};
     cli_sampling_init(&a.sampling, MAX_TOKENS_DEFAULT);
     cli_args args;
     const char *value;
@@ -394,9 +396,12 @@ int cmd_model_chat(int argc, char **argv) {
         case F_KV_DTYPE:
             if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
-        default:
-            if (!cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;
+        default: {
+            const int took = cli_decoder_take(&a.load, CMD, id, value);
+            if (took < 0) return CLI_USAGE_ERROR;
+            if (!took && !cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;
             break;
+        }
         }
     }
     if (!cli_sampling_finish(CMD, &args, &a.sampling)) return CLI_USAGE_ERROR;

@@ -32,7 +32,8 @@ static void generate_help(FILE *out) {
     "usage: attn model generate --model MODEL --text TEXT [--chat [--system TEXT] [--template FILE]]\n"
     "                           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "                           [--stop STR]... [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n"
-    "                           [--print-prompt] [--allow-beyond-context]\n\n"
+    "                           [--print-prompt] [--allow-beyond-context]\n"
+    "                           [--weights stored|f32] [--precision exact|fast]\n\n"
     "Continues TEXT with a model (%s), printing the new text to stdout\n"
     "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
     "rest).  With --chat, TEXT is one user message and the prompt is the model's chat template applied\n"
@@ -41,8 +42,8 @@ static void generate_help(FILE *out) {
     "writes the special tokens) and run in one step; then each token runs at the next position through\n"
     "attn's KV cache. Timings on stderr: load, prefill and decode tokens/s, the KV cache's size.\n\n"
     "  --model MODEL        a GGUF file, or a Hugging Face checkpoint (a directory with config.json,\n"
-    "                       model.safetensors and tokenizer.json); all weights are dequantized to\n"
-    "                       float32 at load: about 2.4 GiB for Qwen2.5 0.5B, 1 GiB for Gemma 3 270M\n"
+    "                       model.safetensors and tokenizer.json); its weights are read as stored,\n"
+    "                       where the file is mapped (--weights f32 converts them)\n"
     "  --text TEXT          the prompt, UTF-8 (not empty)\n"
     "  --chat               TEXT as a user message in the model's chat template (tokenizer.chat_template\n"
     "                       in a GGUF, chat_template in a checkpoint's tokenizer_config.json)\n"
@@ -54,7 +55,8 @@ static void generate_help(FILE *out) {
     fprintf(out,
     "  --kv-dtype D         the KV cache's storage: f32 (default; the full forward's logits to\n"
     "                       float rounding), f16 or bf16 (half the memory, rounded once)\n"
-    CLI_ALLOW_BEYOND_CONTEXT_HELP "\n"
+    CLI_ALLOW_BEYOND_CONTEXT_HELP
+    "%s\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model generate --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
@@ -62,7 +64,8 @@ static void generate_help(FILE *out) {
     "  attn model generate --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
     "      --chat --text \"Write a haiku about apples\"\n"
     "  attn model generate --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf \\\n"
-    "      --text \"The capital of France is\" --max-tokens 30 --temperature 0.7 --top-p 0.9 --seed 1\n");
+    "      --text \"The capital of France is\" --max-tokens 30 --temperature 0.7 --top-p 0.9 --seed 1\n",
+    cli_decoder_help);
 }
 
 enum { F_MODEL = 1, F_TEXT, F_KV_DTYPE, F_CHAT, F_SYSTEM, F_TEMPLATE, F_PRINT_PROMPT, F_BEYOND };
@@ -78,7 +81,8 @@ static const cli_flag generate_flags[] = {
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const generate_tables[] = {generate_flags, cli_sampling_flags, cli_sampling_hints, NULL};
+static const cli_flag *const generate_tables[] = {generate_flags, cli_sampling_flags, cli_sampling_hints,
+                                                  cli_decoder_flags, NULL};
 static const cli_spec cli_generate_spec = {CMD, generate_tables, generate_help, false};
 
 /* ------------------------------------------------------------ the run */
@@ -89,6 +93,7 @@ typedef struct generate_args {
     cli_sampling sampling;
     attn_dtype kv_dtype;
     bool allow_beyond_context;
+    attn_decoder_options load;
 } generate_args;
 
 /* The prompt's text: TEXT, or with --chat the template over
@@ -115,8 +120,9 @@ static int prompt_text(const generate_args *a, const cli_model *m, char **prompt
 }
 
 static int generate(const generate_args *a) {
+    const double t0 = cli_seconds();
     cli_model m;
-    int rc = cli_model_open(CMD, a->path, a->chat, a->template_path, &m);
+    int rc = cli_model_open(CMD, a->path, &a->load, a->chat, a->template_path, &m);
     if (rc) return rc;
     attn_decoder_session *session = NULL;
     attn_sampler *sampler = NULL;
@@ -165,13 +171,16 @@ static int generate(const generate_args *a) {
     const double t3 = cli_seconds(), decode_s = t3 - t2;
     const double kv_mib = (double)so.capacity * (double)attn_decoder_kv_bytes_per_token(c, a->kv_dtype) / 1048576.0;
     fprintf(stderr,
-            "attn %s: %s, loaded in %.2f s (%.0f MiB float32); KV cache %s, %lld positions, %.1f MiB\n"
+            "attn %s: %s, loaded in %.2f s (%.0f MiB of weights, %s); KV cache %s, %lld positions, %.1f MiB\n"
             "attn %s: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.2f tokens/s); "
-            "%lld generated, stopped by %s\n",
+            "%lld generated, stopped by %s\n"
+            "attn %s: first token %.3f s after the start; peak memory %.1f MiB\n",
             CMD, c->architecture, m.load_seconds, (double)attn_decoder_weight_bytes(m.decoder) / 1048576.0,
-            attn_dtype_name(a->kv_dtype), (long long)so.capacity, kv_mib, CMD, n_prompt, t2 - t1,
-            (double)n_prompt / (t2 - t1), (long long)reply.steps, decode_s,
-            reply.steps ? (double)reply.steps / decode_s : 0.0, (long long)reply.n_ids, rc ? "an error" : reply.why);
+            a->load.weights == ATTN_WEIGHTS_F32 ? "float32" : "as stored", attn_dtype_name(a->kv_dtype),
+            (long long)so.capacity, kv_mib, CMD, n_prompt, t2 - t1, (double)n_prompt / (t2 - t1),
+            (long long)reply.steps, decode_s, reply.steps ? (double)reply.steps / decode_s : 0.0,
+            (long long)reply.n_ids, rc ? "an error" : reply.why, CMD, reply.first_at > 0 ? reply.first_at - t0 : 0.0,
+            cli_peak_rss_bytes() / 1048576.0);
 done:
     cli_reply_free(&reply);
     attn_sampler_free(sampler);
@@ -184,7 +193,7 @@ done:
 }
 
 int cmd_model_generate(int argc, char **argv) {
-    generate_args a = {.kv_dtype = ATTN_F32};
+    generate_args a = {.kv_dtype = ATTN_F32, .load = ATTN_DECODER_OPTIONS_INIT};
     cli_sampling_init(&a.sampling, MAX_TOKENS_DEFAULT);
     cli_args args;
     const char *value;
@@ -202,9 +211,12 @@ int cmd_model_generate(int argc, char **argv) {
             if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         case F_BEYOND: a.allow_beyond_context = true; break;
-        default:
-            if (!cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;
+        default: {
+            const int took = cli_decoder_take(&a.load, CMD, id, value);
+            if (took < 0) return CLI_USAGE_ERROR;
+            if (!took && !cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;
             break;
+        }
         }
     }
     if (!cli_sampling_finish(CMD, &args, &a.sampling)) return CLI_USAGE_ERROR;

@@ -44,24 +44,25 @@ static void model_help(FILE *out) {
     fprintf(out,
     "usage: attn model info MODEL\n"
     "       attn model run MODEL (--ids ID,ID,... | --text STR) [--show-top K] [--layer-norms]\n"
-    "                            [--allow-beyond-context]\n"
+    "                            [--allow-beyond-context] [--weights stored|f32] [--precision exact|fast]\n"
     "       attn model chapter FILE.gguf [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
     "       attn model chat OPTIONS          (they are listed by attn model chat --help)\n"
     "       attn model bench OPTIONS         (they are listed by attn model bench --help)\n\n"
-    "A decoder-only language model (%s), run in\n"
-    "float32 with every layer's attention through attn's scaled dot-product attention.  MODEL (or\n"
+    "A decoder-only language model (%s), its\n"
+    "weights read as the file stores them, activations in float32, every layer's attention through\n"
+    "attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
     "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
     "file with config.json beside it.  generate and chat take either (a checkpoint with its\n"
     "tokenizer.json); trace and chapter read GGUF files (they need the GGUF's tokenizer).\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
     "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
-    "                    float32 weights take (nothing is dequantized: it is quick)\n"
-    "  run               dequantizes every weight to float32 (4 bytes a parameter: about 2.4 GiB for\n"
-    "                    Qwen2.5 0.5B, 1 GiB for Gemma 3 270M), runs the forward over the ids and\n"
-    "                    prints the most likely next tokens after the last one\n"
+    "                    weights take, as stored and as float32 (nothing is read: it is quick)\n"
+    "  run               maps the weights (as stored; --weights f32 converts them to float32: 4 bytes\n"
+    "                    a parameter), runs the forward over the ids and prints the most likely\n"
+    "                    next tokens after the last one\n"
     "  --ids ID,ID,...   token ids, comma-separated, each in [0, vocabulary); no BOS is added\n"
     "                    (Gemma expects 2 first)\n"
     "  --text STR        the text instead, tokenized by the model's tokenizer (the GGUF's, or a\n"
@@ -72,6 +73,7 @@ static void model_help(FILE *out) {
     "                    former name); to sample from them: attn model generate or chat\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP
+    "%s"
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
     "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
     "  trace             activations under TransformerLens hook names into an .npz cache; activation\n"
@@ -87,7 +89,7 @@ static void model_help(FILE *out) {
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
     "  attn model run ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --ids 785,6722,315,9625,374\n"
     "                                     # \"The capital of France is\": next token 12095 (\" Paris\")\n",
-    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
+    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT, cli_decoder_help);
 }
 
 enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT, F_BEYOND };
@@ -114,7 +116,7 @@ static const cli_flag model_hints[] = {
      CLI_HINT},
     CLI_FLAGS_END};
 
-static const cli_flag *const model_tables[] = {model_flags, model_hints, NULL};
+static const cli_flag *const model_tables[] = {model_flags, model_hints, cli_decoder_flags, NULL};
 const cli_spec cli_model_spec = {"model", model_tables, model_help, true};
 
 /* "1,2,3" into ids (malloc'd); prints a usage error and returns false on
@@ -295,16 +297,17 @@ static int model_info(const char *path) {
                attn_safetensors_n_tensors(st) == 1 ? "" : "s", (long long)attn_safetensors_n_shards(st),
                attn_safetensors_n_shards(st) == 1 ? "" : "s");
     }
-    printf("  weights        %.3f M parameters: %.2f MiB as float32 at load (the %s: %.2f MiB)\n",
-           (double)params / 1e6, (double)params * 4.0 / 1048576.0, g ? "file" : "tensors' data",
-           (double)file_bytes / 1048576.0);
+    printf("  weights        %.3f M parameters: the %s %.2f MiB, read as stored (%.2f MiB as float32 with "
+           "--weights f32)\n",
+           (double)params / 1e6, g ? "file's" : "tensors' data", (double)file_bytes / 1048576.0,
+           (double)params * 4.0 / 1048576.0);
     attn_gguf_free(g);
     attn_safetensors_free(st);
     return CLI_OK;
 }
 
 static int model_run(const char *path, int32_t *ids, int64_t L, const char *text, int64_t top, bool layer_norms,
-                     bool allow_beyond_context) {
+                     bool allow_beyond_context, const attn_decoder_options *load) {
     attn_gguf *g = NULL; /* NULL for a Hugging Face checkpoint: pieces from its tokenizer.json then */
     attn_tokenizer *tok = NULL;
     const bool hf = is_checkpoint(path);
@@ -349,7 +352,7 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
     }
     if ((rc = cli_check_context("model", &cfg, L, 0, allow_beyond_context))) goto done;
     const double t0 = cli_seconds();
-    if (hf ? attn_decoder_load_safetensors(path, &m) : attn_decoder_load(g, &m)) {
+    if (hf ? attn_decoder_load_safetensors_with(path, load, &m) : attn_decoder_load_with(g, load, &m)) {
         rc = cli_data_error("model", "%s: %s", path, attn_last_error());
         goto done;
     }
@@ -378,8 +381,9 @@ static int model_run(const char *path, int32_t *ids, int64_t L, const char *text
         goto done;
     }
     const double t2 = cli_seconds();
-    fprintf(stderr, "attn model: %s, %lld tokens: weights loaded in %.2f s (%.1f MiB float32), forward %.2f s\n",
-            c->architecture, (long long)L, t1 - t0, (double)attn_decoder_weight_bytes(m) / 1048576.0, t2 - t1);
+    fprintf(stderr, "attn model: %s, %lld tokens: weights loaded in %.2f s (%.1f MiB, %s), forward %.2f s\n",
+            c->architecture, (long long)L, t1 - t0, (double)attn_decoder_weight_bytes(m) / 1048576.0,
+            load->weights == ATTN_WEIGHTS_F32 ? "float32" : "as stored", t2 - t1);
     if (layer_norms) {
         printf("L2 norm of the residual stream (row 0: the embeddings; row l + 1: after layer l)\n%-6s", "layer");
         for (int64_t t = 0; t < L && t < 16; t++) printf(" %10lld", (long long)t);
@@ -444,6 +448,7 @@ int cmd_model(int argc, char **argv) {
     const char *action = NULL, *path = NULL, *ids_text = NULL, *text = NULL;
     int64_t top = TOP_DEFAULT;
     bool layer_norms = false, allow_beyond_context = false;
+    attn_decoder_options load = ATTN_DECODER_OPTIONS_INIT;
     cli_args args;
     const char *value;
     cli_args_begin(&args, &cli_model_spec, argc, argv);
@@ -466,6 +471,8 @@ int cmd_model(int argc, char **argv) {
         } else if (id == F_MODEL) {
             if (path) return cli_usage_error("model", "--model '%s': the model is given already ('%s')", value, path);
             path = value;
+        } else if (cli_decoder_take(&load, "model", id, value) < 0) {
+            return CLI_USAGE_ERROR;
         }
     }
     if (!action) return cli_usage_error("model", "no action: give 'info FILE' or 'run FILE --ids ...'");
@@ -478,17 +485,18 @@ int cmd_model(int argc, char **argv) {
     }
     if (!path) return cli_usage_error("model", "%s needs the model (a GGUF file or a Hugging Face checkpoint)", action);
     if (info) {
-        if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms || allow_beyond_context)
-            return cli_usage_error("model", "--ids, --text, --show-top, --layer-norms and --allow-beyond-context are "
-                                   "options of 'run', not 'info'");
+        if (ids_text || text || cli_args_given(&args, F_TOP) || layer_norms || allow_beyond_context ||
+            cli_args_given(&args, CLI_ID_WEIGHTS) || cli_args_given(&args, CLI_ID_DECODER_PRECISION))
+            return cli_usage_error("model", "--ids, --text, --show-top, --layer-norms, --allow-beyond-context, --weights "
+                                   "and --precision are options of 'run', not 'info'");
         return model_info(path);
     }
     if (!ids_text == !text) return cli_usage_error("model", "run needs --ids ID,ID,... (token ids) or --text STR, one of them");
-    if (text) return model_run(path, NULL, 0, text, top, layer_norms, allow_beyond_context);
+    if (text) return model_run(path, NULL, 0, text, top, layer_norms, allow_beyond_context, &load);
     int32_t *ids;
     int64_t L;
     if (!parse_ids(ids_text, &ids, &L)) return CLI_USAGE_ERROR;
-    const int rc = model_run(path, ids, L, NULL, top, layer_norms, allow_beyond_context);
+    const int rc = model_run(path, ids, L, NULL, top, layer_norms, allow_beyond_context, &load);
     free(ids);
     return rc;
 }

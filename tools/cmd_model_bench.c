@@ -27,7 +27,6 @@
 #include "attn_decoder.h"
 #include "attn_gguf.h"
 
-#include <sys/resource.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +39,7 @@ static void bench_help(FILE *out) {
     fprintf(out,
     "usage: attn model bench --model FILE.gguf [-p P,P,...] [-n N,N,...] [-d D,D,...]\n"
     "                        [--threads T] [--rounds R] [--kv-dtype f32|f16|bf16] [--seed S]\n"
-    "                        [--no-warmup] [--csv]\n\n"
+    "                        [--no-warmup] [--csv] [--weights stored|f32] [--precision exact|fast]\n\n"
     "Times the decoder as llama.cpp's llama-bench does, in tokens per second, on random token ids:\n"
     "  ppP        prompt processing: one step of P tokens through an empty session\n"
     "  tgN        text generation: N steps of one token each (their logits computed, nothing sampled)\n"
@@ -63,12 +62,13 @@ static void bench_help(FILE *out) {
     "                       model,architecture,threads,kv_dtype,test,n_prompt,n_gen,n_depth,rounds,\n"
     "                       median_tps,min_tps,max_tps,samples_tps,load_s,load_rss_bytes,peak_rss_bytes\n"
     "                       (samples_tps: each round's tokens/s, space-separated; peak_rss_bytes:\n"
-    "                       the process's peak RSS up to the end of that test)\n\n"
+    "                       the process's peak RSS up to the end of that test)\n"
+    "%s\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model bench --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf -t 1\n"
     "  attn model bench --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
-    "      -p 0 -n 128 -d 0,4096 --kv-dtype f16 --csv\n");
+    "      -p 0 -n 128 -d 0,4096 --kv-dtype f16 --csv\n", cli_decoder_help);
 }
 
 enum { F_MODEL = 1, F_PROMPT, F_GEN, F_DEPTH, F_THREADS, F_ROUNDS, F_KV_DTYPE, F_SEED, F_NO_WARMUP, F_CSV, F_COUNT };
@@ -91,7 +91,7 @@ static const cli_flag bench_flags[] = {
     {"--csv", NULL, F_CSV, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const bench_tables[] = {bench_flags, NULL};
+static const cli_flag *const bench_tables[] = {bench_flags, cli_decoder_flags, NULL};
 static const cli_spec cli_model_bench_spec = {CMD, bench_tables, bench_help, false};
 
 typedef struct lengths {
@@ -106,6 +106,7 @@ typedef struct bench_args {
     attn_dtype kv_dtype;
     uint64_t seed;
     bool warmup, csv;
+    attn_decoder_options load;
 } bench_args;
 
 /* "128,512,2048" into *out; a usage error naming the flag otherwise. */
@@ -166,13 +167,6 @@ static int32_t model_bos(const attn_gguf *g, int64_t vocab) {
 
 /* ---------------------------------------------------------- measurement */
 
-/* The process's peak resident memory so far, in bytes (ru_maxrss: KiB on
- * Linux), or -1. */
-static double peak_rss_bytes(void) {
-    struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : -1.0;
-}
-
 static int compare_doubles(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -230,7 +224,7 @@ static int bench(const bench_args *a) {
     attn_gguf *g;
     if (attn_gguf_open(a->path, &g)) return cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
     attn_decoder *m = NULL;
-    if (attn_decoder_load(g, &m)) {
+    if (attn_decoder_load_with(g, &a->load, &m)) {
         const int rc = cli_data_error(CMD, "--model '%s': %s", a->path, attn_last_error());
         attn_gguf_free(g);
         return rc;
@@ -238,7 +232,7 @@ static int bench(const bench_args *a) {
     const attn_decoder_config *c = attn_decoder_get_config(m);
     token_source src = {.state = a->seed, .vocab = c->vocab, .bos = model_bos(g, c->vocab)};
     attn_gguf_free(g); /* the decoder keeps what it needs, as generate's */
-    const double load_s = cli_seconds() - t0, load_rss = peak_rss_bytes();
+    const double load_s = cli_seconds() - t0, load_rss = cli_peak_rss_bytes();
     const int threads = attn_thread_count(0);
 
     /* llama-bench's order: every P at every depth, then every N. */
@@ -304,7 +298,7 @@ static int bench(const bench_args *a) {
         qsort(tps, (size_t)a->rounds, sizeof *tps, compare_doubles);
         const int64_t h = a->rounds / 2;
         const double median = a->rounds % 2 ? tps[h] : 0.5 * (tps[h - 1] + tps[h]);
-        const double peak = peak_rss_bytes();
+        const double peak = cli_peak_rss_bytes();
         if (a->csv) {
             csv_quoted(a->path);
             printf(",%s,%d,%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%s,%.3f,%.0f,%.0f\n", c->architecture, threads, dtype_flag_name(a->kv_dtype), name, (long long)t->prompt,
@@ -326,7 +320,7 @@ done:
 
 int cmd_model_bench(int argc, char **argv) {
     bench_args a = {.prompt = {{512}, 1}, .gen = {{128}, 1}, .depth = {{0}, 1}, .rounds = 5, .kv_dtype = ATTN_F32,
-                    .warmup = true};
+                    .warmup = true, .load = ATTN_DECODER_OPTIONS_INIT};
     bool given[F_COUNT] = {false};
     cli_args args;
     const char *value;
@@ -370,7 +364,9 @@ int cmd_model_bench(int argc, char **argv) {
             break;
         case F_NO_WARMUP: a.warmup = false; break;
         case F_CSV: a.csv = true; break;
-        default: break;
+        default:
+            if (cli_decoder_take(&a.load, CMD, id, value) < 0) return CLI_USAGE_ERROR;
+            break;
         }
     }
     if (!a.path) return cli_usage_error(CMD, "--model FILE.gguf is required");

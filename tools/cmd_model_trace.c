@@ -34,6 +34,7 @@ static void trace_help(FILE *out) {
     "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
     "                        [--ablate HOOK[@POS,..]:HEAD,..=zero|mean]... [--sweep-layers]\n"
     "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n"
+    "                        [--weights stored|f32] [--precision exact|fast]\n"
     "       attn model trace --model FILE.gguf --text TEXT --source-text TEXT --paths [--position P]\n"
     "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
     "                        [--tolerance T]\n\n"
@@ -64,6 +65,7 @@ static void trace_help(FILE *out) {
     "  --top K             next tokens shown before and after (default %d)\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP,
     cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT);
+    fputs(cli_decoder_help, out);
     fprintf(out,
     "  --paths             the path decomposition (Figure 2) of every head of every layer, the text as\n"
     "                      base and the source (same length) as changed: with the base queries fixed,\n"
@@ -105,7 +107,7 @@ static const cli_flag trace_flags[] = {
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
-static const cli_flag *const trace_tables[] = {trace_flags, NULL};
+static const cli_flag *const trace_tables[] = {trace_flags, cli_decoder_flags, NULL};
 static const cli_spec trace_spec = {"model trace", trace_tables, trace_help, false};
 
 #define CMD "model trace"
@@ -210,6 +212,7 @@ typedef struct trace_cli {
     int patch_ablate[PATCHES_MAX];
     int n_patches;
     bool compress, sweep, paths, allow_beyond_context;
+    attn_decoder_options load;
     int64_t top, position;
     const char *nullspace;
     double tolerance;
@@ -447,7 +450,7 @@ static int trace_main(const trace_cli *o) {
         }
     }
     const double t0 = cli_seconds();
-    if (attn_decoder_load(g, &m) || attn_tokenizer_from_gguf(g, &tok)) {
+    if (attn_decoder_load_with(g, &o->load, &m) || attn_tokenizer_from_gguf(g, &tok)) {
         rc = cli_data_error(CMD, "%s: %s", o->model, attn_last_error());
         goto done;
     }
@@ -596,6 +599,7 @@ int cmd_model_trace(int argc, char **argv) {
     o.top = TOP_DEFAULT;
     o.position = -1;
     o.tolerance = 1e-3;
+    o.load = (attn_decoder_options)ATTN_DECODER_OPTIONS_INIT;
     cli_args args;
     const char *value;
     cli_args_begin(&args, &trace_spec, argc, argv);
@@ -632,7 +636,9 @@ int cmd_model_trace(int argc, char **argv) {
         case F_TOP:
             if (!cli_parse_int(CMD, args.flag, value, 1, 64, &o.top)) return CLI_USAGE_ERROR;
             break;
-        default: break;
+        default:
+            if (cli_decoder_take(&o.load, CMD, id, value) < 0) return CLI_USAGE_ERROR;
+            break;
         }
     }
     if (!o.model) return cli_usage_error(CMD, "--model FILE.gguf is needed");

@@ -211,7 +211,8 @@ Tokens = Union[str, bytes, Sequence[int], npt.NDArray[np.integer]]
 class Model:
     path: str
     config: Dict[str, Any]
-    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
+    def __init__(self, path: Union[str, "os.PathLike[str]"], *, weights: Literal["stored", "f32"] = ...,
+                 precision: Literal["exact", "fast"] = ...) -> None: ...
     def tokenize(self, text: Union[str, bytes], *, split_special: bool = ...,
                  add_bos: Optional[bool] = ...) -> npt.NDArray[np.int32]: ...
     def detokenize(self, ids: Union[Sequence[int], npt.NDArray[np.integer]], *, skip_special: bool = ...,

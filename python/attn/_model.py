@@ -24,9 +24,9 @@ every layer's attention through attn's kernels.
                                                         # the prompt written by the model's own chat template
 
 Shapes as in attn_decoder.h: L tokens, N layers, d d_model, Hq query
-heads, V vocabulary.  The weights are dequantized to float32 when the model
-opens (4 bytes a parameter: 2.4 GiB for Qwen2.5-Coder 0.5B, 1.0 GiB for
-Gemma 3 270M).  The GIL is released while the model opens and while a
+heads, V vocabulary.  The weights stay as the file stores them, read where
+it is mapped (Model(weights="f32") dequantizes them to float32 when the model
+opens instead: 4 bytes a parameter, 2.4 GiB for Qwen2.5-Coder 0.5B).  The GIL is released while the model opens and while a
 forward runs; a Model may be used from several threads at once.  Ctrl-C
 stops a forward at the next layer boundary (KeyboardInterrupt).
 """
@@ -94,17 +94,34 @@ def _layers(request: Union[bool, int, Iterable[int], None], n_layers: int) -> Li
     return sorted(set(layers))
 
 
+#: attn_decoder_options' weights and precision, by name.
+_WEIGHTS = {"stored": 0, "f32": 1}
+_PRECISIONS = {"exact": 0, "fast": 1}
+
+
 class Model:
     """A decoder opened once: its configuration, its tokenizer and its
     float32 forward (attn_decoder.h, attn_tokenizer.h).  path is a GGUF file,
     or a Hugging Face checkpoint (a directory with config.json and
     model.safetensors or its shards; attn_safetensors.h) with its
     tokenizer.json when it has one this library reads (byte-level BPE);
-    without one, pass token ids (config["tokenizer"] is None)."""
+    without one, pass token ids (config["tokenizer"] is None).
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    weights: "stored" (default: the matrices stay as the file stores them,
+    read where it is mapped) or "f32" (converted to float32 at load, the
+    reference).  precision: "exact" (default: the dequantized weights times
+    float32 activations) or "fast" (activations rounded to 8 bits per block
+    of 32, integer dot products; its error on the real models is in
+    docs/quant.md)."""
+
+    def __init__(self, path: Union[str, os.PathLike], *, weights: str = "stored",
+                 precision: str = "exact") -> None:
+        if weights not in _WEIGHTS:
+            raise ValueError(f"weights must be one of {sorted(_WEIGHTS)}, got {weights!r}")
+        if precision not in _PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(_PRECISIONS)}, got {precision!r}")
         self.path = os.path.expanduser(os.fspath(path))
-        self._handle = _core.model_open(self.path)
+        self._handle = _core.model_open(self.path, _WEIGHTS[weights], _PRECISIONS[precision])
         #: the configuration read from the file (architecture, n_layers,
         #: d_model, n_heads, n_kv_heads, head_dim, vocab, rope_theta, ...)
         #: and the tokenizer's facts (bos_id, eos_id, add_bos, ...)

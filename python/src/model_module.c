@@ -89,9 +89,9 @@ static int is_gguf(const char *path) {
  * path that is not a GGUF file is read as a Hugging Face checkpoint (a
  * directory with config.json and safetensors, attn_decoder_load_safetensors),
  * which has no tokenizer here: ids only. */
-static attn_status open_model(const char *path, model_handle *h) {
+static attn_status open_model(const char *path, const attn_decoder_options *opt, model_handle *h) {
     if (!is_gguf(path)) {
-        attn_status st = attn_decoder_load_safetensors(path, &h->decoder);
+        attn_status st = attn_decoder_load_safetensors_with(path, opt, &h->decoder);
         if (st != ATTN_OK) return st;
         /* The tokenizer.json of the checkpoint's folder, when there is one;
          * one this build cannot read leaves the model usable with ids. */
@@ -114,20 +114,25 @@ static attn_status open_model(const char *path, model_handle *h) {
     attn_gguf *g = NULL;
     attn_status st = attn_gguf_open(path, &g);
     if (st == ATTN_OK) st = attn_tokenizer_from_gguf(g, &h->tokenizer);
-    if (st == ATTN_OK) st = attn_decoder_load(g, &h->decoder);
+    if (st == ATTN_OK) st = attn_decoder_load_with(g, opt, &h->decoder);
     if (st == ATTN_OK && attn_chat_template_from_gguf(g, &h->chat) != ATTN_OK)
         snprintf(h->chat_error, sizeof h->chat_error, "%s", attn_last_error());
     attn_gguf_free(g);
     return st;
 }
 
-PyDoc_STRVAR(model_open_doc, "model_open(path: str) -> capsule\n--\n\n"
-                             "Opens a GGUF model (tokenizer and float32 decoder); private.");
+PyDoc_STRVAR(model_open_doc, "model_open(path: str, weights: int = 0, precision: int = 0) -> capsule\n--\n\n"
+                             "Opens a model (tokenizer and decoder; weights: 0 stored, 1 float32; precision: "
+                             "0 exact, 1 fast); private.");
 
 static PyObject *model_open(PyObject *self, PyObject *args) {
     PyObject *path_obj;
+    int weights = ATTN_WEIGHTS_STORED, precision = ATTN_PRECISION_EXACT;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path_obj)) return NULL;
+    if (!PyArg_ParseTuple(args, "O&|ii", PyUnicode_FSConverter, &path_obj, &weights, &precision)) return NULL;
+    attn_decoder_options opt = ATTN_DECODER_OPTIONS_INIT;
+    opt.weights = (attn_decoder_weights)weights;
+    opt.precision = (attn_precision)precision;
     model_handle *h = calloc(1, sizeof *h);
     if (!h) {
         Py_DECREF(path_obj);
@@ -136,7 +141,7 @@ static PyObject *model_open(PyObject *self, PyObject *args) {
     attn_status st;
     const char *path = PyBytes_AS_STRING(path_obj);
     Py_BEGIN_ALLOW_THREADS
-    st = open_model(path, h);
+    st = open_model(path, &opt, h);
     Py_END_ALLOW_THREADS
     Py_DECREF(path_obj);
     if (st != ATTN_OK) {

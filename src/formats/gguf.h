@@ -29,11 +29,21 @@ struct attn_gguf {
     char *tensor_names;                        /* the names, NUL-terminated    */
     void *mapping;                             /* attn_gguf_open's mmap, or NULL */
     size_t mapping_size;
+    void *owned_buffer;                        /* attn__gguf_keep's copy, or NULL */
+    int holders;                               /* attn__gguf_keep's extra owners  */
 };
 
 /* Frees what attn_gguf_parse allocated, not g itself (attn_gguf_free, in
  * gguf_file.c, also unmaps). */
 void attn__gguf_free_tables(attn_gguf *g);
+
+/* A reference to g's tensors that outlives the caller's attn_gguf_free:
+ * for a mapped file, g itself with one more holder (attn_gguf_free unmaps
+ * when the last one lets go); for a caller's buffer, a copy of the buffer
+ * parsed again (the caller may free its buffer).  Release with
+ * attn_gguf_free.  Used by a decoder that reads the weights where they are
+ * stored. */
+attn_status attn__gguf_keep(const attn_gguf *g, attn_gguf **kept);
 
 /* Nested arrays deeper than this are refused: the reader recurses into
  * them, and a hostile file must not be able to exhaust the stack. */

@@ -12,6 +12,7 @@
 #include "io/file.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 attn_status attn_gguf_open(const char *path, attn_gguf **out) {
@@ -36,10 +37,33 @@ attn_status attn_gguf_open(const char *path, attn_gguf **out) {
     return ATTN_OK;
 }
 
+attn_status attn__gguf_keep(const attn_gguf *g, attn_gguf **kept) {
+    *kept = NULL;
+    if (g->mapping) {
+        attn_gguf *shared = (attn_gguf *)g; /* only the count of holders changes */
+        __atomic_add_fetch(&shared->holders, 1, __ATOMIC_RELAXED);
+        *kept = shared;
+        return ATTN_OK;
+    }
+    void *copy = malloc(g->size ? g->size : 1);
+    if (!copy) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot copy a GGUF buffer of %zu bytes", g->size);
+    if (g->size) memcpy(copy, g->base, g->size);
+    attn_status st = attn_gguf_parse(copy, g->size, kept);
+    if (st) {
+        free(copy);
+        return st;
+    }
+    (*kept)->owned_buffer = copy;
+    return ATTN_OK;
+}
+
 void attn_gguf_free(attn_gguf *g) {
     if (!g) return;
+    /* Another holder (attn__gguf_keep) still reads the mapping. */
+    if (__atomic_sub_fetch(&g->holders, 1, __ATOMIC_ACQ_REL) >= 0) return;
     attn__gguf_free_tables(g);
     if (g->mapping) munmap(g->mapping, g->mapping_size);
+    free(g->owned_buffer);
     free(g);
 }
 

@@ -1,6 +1,7 @@
 /*
  * decoder.c — a decoder's configuration from GGUF metadata, and its weights
- * dequantized to float32 (attn_decoder.h).  What differs between
+ * as the file stores them (views of the mapping) or dequantized to float32
+ * (ATTN_WEIGHTS_F32; attn_decoder.h).  What differs between
  * architectures — the tensors' names, which tensors a layer has, the
  * defaults llama.cpp fixes in code — is read from the architecture's row
  * (arch.c); the keys every architecture has are read here, under the row's
@@ -22,8 +23,11 @@
  */
 #include "model/decoder.h"
 
+#include "attn_safetensors.h"
+#include "formats/gguf.h"
 #include "formats/quote.h"
 #include "model/arch.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -317,6 +321,15 @@ void attn_decoder_rope_options(const attn_decoder_config *c, int64_t layer, attn
     *opt = o;
 }
 
+/* The refusal of weights holding value (NaN or an infinity) at row r,
+ * column col, count of them from that row on. */
+static attn_status nonfinite_refusal(const char *name, float value, int64_t r, int64_t col, int64_t count) {
+    return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' holds %s at row %lld, column %lld (%lld non-finite value%s "
+                      "from that row on): the file's weights are damaged", name, isnan(value) ? "NaN" :
+                      value > 0 ? "+inf" : "-inf", (long long)r, (long long)col, (long long)count,
+                      count == 1 ? "" : "s");
+}
+
 attn_status attn__decoder_check_finite(const char *name, const float *data, int64_t rows, int64_t cols) {
     /* An exponent of all ones is NaN or an infinity: one mask test per
      * float, OR-ed over a row so that the loop vectorizes. */
@@ -332,54 +345,139 @@ attn_status attn__decoder_check_finite(const char *name, const float *data, int6
         int64_t first = 0, count = 0;
         while (isfinite(row[first])) first++;
         for (int64_t i = r * cols; i < rows * cols; i++) count += !isfinite(data[i]);
-        return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' holds %s at row %lld, column %lld (%lld non-finite value%s "
-                          "from that row on): the file's weights are damaged", name, isnan(row[first]) ? "NaN" :
-                          row[first] > 0 ? "+inf" : "-inf", (long long)r, (long long)first, (long long)count,
-                          count == 1 ? "" : "s");
+        return nonfinite_refusal(name, row[first], r, first, count);
     }
     return ATTN_OK;
 }
 
-/* Dequantizes the tensor called name, which must have dims [d0, d1] (d1 1
- * for a vector), into a new float32 array owned by m.  Absent and optional:
- * *out = NULL. */
-static attn_status load_tensor(const attn_gguf *g, attn_decoder *m, const char *name, int64_t d0, int64_t d1,
-                               int optional, float **out) {
-    *out = NULL;
-    attn_gguf_tensor t;
+attn_status attn__decoder_check_stored(const char *name, const attn_qtensor *w) {
+    int64_t r, c;
+    int is_nan;
+    if (!attn__quant_find_nonfinite(w, &r, &c, &is_nan)) return ATTN_OK;
+    /* Found: the rows from r on, converted one at a time, say where and
+     * how many, in the words of the float32 scan (a block's NaN or
+     * infinite scale makes its values so). */
+    float *row = malloc((size_t)(w->cols ? w->cols : 1) * sizeof *row);
+    if (!row) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate a row", name);
+    int64_t first = -1, count = 0;
+    float value = is_nan ? NAN : INFINITY;
+    for (int64_t k = r; k < w->rows; k++) {
+        attn_status st = attn_quant_dequantize_rows(w, k, 1, row);
+        if (st) {
+            free(row);
+            return st;
+        }
+        for (int64_t i = 0; i < w->cols; i++)
+            if (!isfinite(row[i])) {
+                if (first < 0) first = i, value = row[i];
+                count++;
+            }
+    }
+    free(row);
+    return nonfinite_refusal(name, value, r, first < 0 ? c : first, count ? count : 1);
+}
+
+/* Finds the tensor called name and checks it has dims [d0, d1] (d1 1 for a
+ * vector).  Absent and optional: *found = 0. */
+static attn_status find_tensor(const attn_gguf *g, const char *name, int64_t d0, int64_t d1, int optional,
+                               attn_gguf_tensor *t, int *found) {
+    *found = 0;
     if (optional && attn_gguf_tensor_index(g, name) < 0) return ATTN_OK;
-    attn_status st = attn_gguf_find_tensor(g, name, &t);
+    attn_status st = attn_gguf_find_tensor(g, name, t);
     if (st) return st;
-    if (t.dims[0] != d0 || t.dims[1] != d1 || t.n_dims > 2)
+    if (t->dims[0] != d0 || t->dims[1] != d1 || t->n_dims > 2)
         return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has dims [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
-                          (long long)t.dims[0], (long long)t.dims[1], (long long)t.dims[2], (long long)t.dims[3],
-                          (long long)d0, (long long)d1);
-    float *data = malloc((size_t)t.n_elements * sizeof(float));
+                          (long long)t->dims[0], (long long)t->dims[1], (long long)t->dims[2],
+                          (long long)t->dims[3], (long long)d0, (long long)d1);
+    *found = 1;
+    return ATTN_OK;
+}
+
+/* A new float32 array of n elements owned by m. */
+static attn_status own_floats(attn_decoder *m, const char *name, int64_t n, float **out) {
+    float *data = malloc((size_t)(n ? n : 1) * sizeof(float));
     if (!data)
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name,
-                          (long long)t.n_elements);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name, (long long)n);
     m->owned[m->n_owned++] = data;
-    if ((st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, data)) ||
-        (st = attn__decoder_check_finite(name, data, t.n_rows, t.dims[0])))
-        return st;
-    m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
     *out = data;
     return ATTN_OK;
 }
 
-/* Undoes llama.cpp's permutation of one projection's rows, w [H*Dh, d_in]:
- * its converter wrote, for each head, HF row half*(Dh/2) + i as GGUF row
- * 2*i + half (reshape(H, 2, Dh/2, d_in).swapaxes(1, 2)). */
-static attn_status unpermute_heads(float *w, int64_t n_heads, int64_t head_dim, int64_t d_in) {
+/* A vector (a norm's or a bias's weights) [d0], dequantized to float32
+ * into an array owned by m.  Absent and optional: *out = NULL. */
+static attn_status load_vector(const attn_gguf *g, attn_decoder *m, const char *name, int64_t d0, int optional,
+                               float **out) {
+    *out = NULL;
+    attn_gguf_tensor t;
+    int found;
+    attn_status st = find_tensor(g, name, d0, 1, optional, &t, &found);
+    if (st || !found) return st;
+    float *data = NULL;
+    if ((st = own_floats(m, name, t.n_elements, &data)) || (st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, data)) ||
+        (st = attn__decoder_check_finite(name, data, t.n_rows, t.dims[0])))
+        return st;
+    *out = data;
+    return ATTN_OK;
+}
+
+/* A matrix W [d_out, d_in] (GGUF dims [d_in, d_out]): a view of its stored
+ * rows, whose type a kernel must take (attn_quant_check), or with
+ * ATTN_WEIGHTS_F32 a float32 copy owned by m.  Absent and optional: w->q.data
+ * and w->f32 NULL, *found 0. */
+static attn_status load_matrix(const attn_gguf *g, attn_decoder *m, const char *name, int64_t d_in, int64_t d_out,
+                               int optional, decoder_weight *w, int *found) {
+    memset(w, 0, sizeof *w);
+    attn_gguf_tensor t;
+    attn_status st = find_tensor(g, name, d_in, d_out, optional, &t, found);
+    if (st || !*found) return st;
+    if (m->opt.weights == ATTN_WEIGHTS_F32) {
+        float *data = NULL;
+        if ((st = own_floats(m, name, t.n_elements, &data)) ||
+            (st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, data)) ||
+            (st = attn__decoder_check_finite(name, data, t.n_rows, t.dims[0])))
+            return st;
+        w->f32 = data;
+        w->q = (attn_qtensor){.type = ATTN_QTYPE_F32, .rows = d_out, .cols = d_in, .data = data};
+        m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
+        return ATTN_OK;
+    }
+    if (!attn_quant_type_name((int)t.type))
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor '%s' is stored as %s, which no matrix kernel takes "
+                          "(attn_quant.h: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
+                          name, attn_gguf_type_name(t.type) ? attn_gguf_type_name(t.type) : "an unknown type");
+    w->q = (attn_qtensor){.type = (int)t.type, .rows = d_out, .cols = d_in, .data = t.data,
+                          .row_stride = (size_t)t.row_bytes};
+    if ((st = attn_quant_check(&w->q))) return attn__fail(st, "tensor '%s': %s", name, attn_last_error());
+    if ((st = attn__decoder_check_stored(name, &w->q))) return st;
+    m->weight_bytes += t.n_bytes;
+    return ATTN_OK;
+}
+
+/* Undoes llama.cpp's permutation of one projection's rows, w [H*Dh rows
+ * of row_bytes each]: its converter wrote, for each head, HF row
+ * half*(Dh/2) + i as GGUF row 2*i + half (reshape(H, 2, Dh/2,
+ * d_in).swapaxes(1, 2)).  Rows are moved whole, in whatever type they are
+ * stored; a stored view is first copied into memory owned by m. */
+static attn_status unpermute_heads(attn_decoder *m, decoder_weight *w, int64_t n_heads, int64_t head_dim) {
+    const size_t row_bytes = w->q.row_stride ? w->q.row_stride : (size_t)w->q.cols * sizeof(float);
     const int64_t half = head_dim / 2;
-    float *head = malloc((size_t)(head_dim * d_in) * sizeof *head);
+    char *rows = (char *)w->f32;
+    if (!rows) {
+        if (!(rows = malloc((size_t)w->q.rows * row_bytes)))
+            return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate a projection's rows to un-permute");
+        m->owned[m->n_owned++] = rows;
+        memcpy(rows, w->q.data, (size_t)w->q.rows * row_bytes);
+        w->q.data = rows;
+    }
+    char *head = malloc((size_t)head_dim * row_bytes);
     if (!head) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "cannot allocate a head's rows to un-permute");
     for (int64_t h = 0; h < n_heads; h++) {
-        float *w_h = w + h * head_dim * d_in;
-        memcpy(head, w_h, (size_t)(head_dim * d_in) * sizeof *head);
+        char *w_h = rows + (size_t)(h * head_dim) * row_bytes;
+        memcpy(head, w_h, (size_t)head_dim * row_bytes);
         for (int64_t i = 0; i < half; i++)
             for (int64_t part = 0; part < 2; part++)
-                memcpy(w_h + (part * half + i) * d_in, head + (2 * i + part) * d_in, (size_t)d_in * sizeof *head);
+                memcpy(w_h + (size_t)(part * half + i) * row_bytes, head + (size_t)(2 * i + part) * row_bytes,
+                       row_bytes);
     }
     free(head);
     return ATTN_OK;
@@ -391,28 +489,30 @@ static attn_status load_layer(const attn_gguf *g, const decoder_arch *row, attn_
     const int64_t d = c->d_model, q_width = c->n_heads * c->head_dim, kv_width = c->n_kv_heads * c->head_dim;
     const int bias_missing_ok = !c->qkv_bias, qk_missing_ok = !c->qk_norm, post_missing_ok = !c->post_norms;
     /* Each tensor's GGUF dims; optional: absent is allowed (present, it is
-     * read and used, whatever the architecture). */
+     * read and used, whatever the architecture).  A vector goes to vec, a
+     * matrix to mat. */
     const struct {
         int64_t d0, d1;
         int optional;
-        float **dst;
+        float **vec;
+        decoder_weight *mat;
     } table[] = {
-        [ARCH_ATTN_NORM] = {d, 1, 0, &w->attn_norm},
-        [ARCH_Q] = {d, q_width, 0, &w->wq},
-        [ARCH_K] = {d, kv_width, 0, &w->wk},
-        [ARCH_V] = {d, kv_width, 0, &w->wv},
-        [ARCH_Q_BIAS] = {q_width, 1, bias_missing_ok, &w->bq},
-        [ARCH_K_BIAS] = {kv_width, 1, bias_missing_ok, &w->bk},
-        [ARCH_V_BIAS] = {kv_width, 1, bias_missing_ok, &w->bv},
-        [ARCH_Q_NORM] = {c->head_dim, 1, qk_missing_ok, &w->q_norm},
-        [ARCH_K_NORM] = {c->head_dim, 1, qk_missing_ok, &w->k_norm},
-        [ARCH_ATTN_OUT] = {q_width, d, 0, &w->wo},
-        [ARCH_POST_ATTN_NORM] = {d, 1, post_missing_ok, &w->post_attn_norm},
-        [ARCH_FFN_NORM] = {d, 1, 0, &w->ffn_norm},
-        [ARCH_FFN_GATE] = {d, c->d_ffn, 0, &w->w_gate},
-        [ARCH_FFN_UP] = {d, c->d_ffn, 0, &w->w_up},
-        [ARCH_FFN_DOWN] = {c->d_ffn, d, 0, &w->w_down},
-        [ARCH_POST_FFN_NORM] = {d, 1, post_missing_ok, &w->post_ffn_norm},
+        [ARCH_ATTN_NORM] = {d, 1, 0, &w->attn_norm, NULL},
+        [ARCH_Q] = {d, q_width, 0, NULL, &w->wq},
+        [ARCH_K] = {d, kv_width, 0, NULL, &w->wk},
+        [ARCH_V] = {d, kv_width, 0, NULL, &w->wv},
+        [ARCH_Q_BIAS] = {q_width, 1, bias_missing_ok, &w->bq, NULL},
+        [ARCH_K_BIAS] = {kv_width, 1, bias_missing_ok, &w->bk, NULL},
+        [ARCH_V_BIAS] = {kv_width, 1, bias_missing_ok, &w->bv, NULL},
+        [ARCH_Q_NORM] = {c->head_dim, 1, qk_missing_ok, &w->q_norm, NULL},
+        [ARCH_K_NORM] = {c->head_dim, 1, qk_missing_ok, &w->k_norm, NULL},
+        [ARCH_ATTN_OUT] = {q_width, d, 0, NULL, &w->wo},
+        [ARCH_POST_ATTN_NORM] = {d, 1, post_missing_ok, &w->post_attn_norm, NULL},
+        [ARCH_FFN_NORM] = {d, 1, 0, &w->ffn_norm, NULL},
+        [ARCH_FFN_GATE] = {d, c->d_ffn, 0, NULL, &w->w_gate},
+        [ARCH_FFN_UP] = {d, c->d_ffn, 0, NULL, &w->w_up},
+        [ARCH_FFN_DOWN] = {c->d_ffn, d, 0, NULL, &w->w_down},
+        [ARCH_POST_FFN_NORM] = {d, 1, post_missing_ok, &w->post_ffn_norm, NULL},
     };
     _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -420,12 +520,15 @@ static attn_status load_layer(const attn_gguf *g, const decoder_arch *row, attn_
         if (!suffix) continue;
         char name[96];
         snprintf(name, sizeof name, "%s%lld.%s", row->gguf->layer_prefix, (long long)l, suffix);
-        attn_status st = load_tensor(g, m, name, table[i].d0, table[i].d1, table[i].optional, table[i].dst);
+        int found;
+        attn_status st = table[i].mat ? load_matrix(g, m, name, table[i].d0, table[i].d1, table[i].optional,
+                                                    table[i].mat, &found)
+                                      : load_vector(g, m, name, table[i].d0, table[i].optional, table[i].vec);
         if (st) return st;
     }
     if (row->gguf_permuted_qk) {
-        attn_status st = unpermute_heads(w->wq, c->n_heads, c->head_dim, d);
-        if (!st) st = unpermute_heads(w->wk, c->n_kv_heads, c->head_dim, d);
+        attn_status st = unpermute_heads(m, &w->wq, c->n_heads, c->head_dim);
+        if (!st) st = unpermute_heads(m, &w->wk, c->n_kv_heads, c->head_dim);
         if (st) return st;
     }
     return ATTN_OK;
@@ -449,20 +552,44 @@ static attn_status check_unused(const attn_gguf *g, const decoder_arch *row, int
     return attn__arch_tensor_check(&u, arch_key(key, sizeof key, row->name, "block_count"), n_layers);
 }
 
-attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) {
+attn_status attn__decoder_options(const attn_decoder_options *caller, attn_decoder_options *out, const char *fn) {
+    static const attn_decoder_options defaults = ATTN_DECODER_OPTIONS_INIT;
+    attn_status st = options_copy(out, sizeof *out, &defaults, caller ? caller : &defaults, "attn_decoder_options");
+    if (st) return attn__fail(st, "%s: %s", fn, attn_last_error());
+    if (out->weights != ATTN_WEIGHTS_STORED && out->weights != ATTN_WEIGHTS_F32)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: weights is %d: ATTN_WEIGHTS_STORED (0) or ATTN_WEIGHTS_F32 (1)",
+                          fn, (int)out->weights);
+    if (out->precision != ATTN_PRECISION_EXACT && out->precision != ATTN_PRECISION_FAST)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: precision is %d: ATTN_PRECISION_EXACT (0) or _FAST (1)", fn,
+                          (int)out->precision);
+    return ATTN_OK;
+}
+
+attn_status attn_decoder_load(const attn_gguf *g, attn_decoder **out) { return attn_decoder_load_with(g, NULL, out); }
+
+attn_status attn_decoder_load_with(const attn_gguf *g, const attn_decoder_options *opt, attn_decoder **out) {
     if (!g || !out) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load: %s is NULL", !g ? "g" : "out");
     *out = NULL;
-    attn_decoder_config cfg;
-    attn_status st = attn_decoder_read_config(g, &cfg);
+    attn_decoder_options o;
+    attn_status st = attn__decoder_options(opt, &o, "attn_decoder_load");
     if (st) return st;
+    attn_decoder_config cfg;
+    if ((st = attn_decoder_read_config(g, &cfg))) return st;
     const decoder_arch *row = attn__arch_of(cfg.arch);
     attn_decoder *m;
     if ((st = attn__decoder_new(&cfg, &m))) return st;
-    if ((st = load_tensor(g, m, row->gguf->embed, cfg.d_model, cfg.vocab, 0, &m->token_embd)) ||
-        (st = load_tensor(g, m, row->gguf->output_norm, cfg.d_model, 1, 0, &m->output_norm)) ||
-        (st = load_tensor(g, m, row->gguf->output, cfg.d_model, cfg.vocab, 1, &m->output)))
+    m->opt = o;
+    /* Stored weights read the file where it is: the decoder holds it. */
+    if (o.weights == ATTN_WEIGHTS_STORED) {
+        if ((st = attn__gguf_keep(g, &m->file))) goto fail;
+        g = m->file;
+    }
+    int found;
+    if ((st = load_matrix(g, m, row->gguf->embed, cfg.d_model, cfg.vocab, 0, &m->token_embd, &found)) ||
+        (st = load_vector(g, m, row->gguf->output_norm, cfg.d_model, 0, &m->output_norm)) ||
+        (st = load_matrix(g, m, row->gguf->output, cfg.d_model, cfg.vocab, 1, &m->output, &found)))
         goto fail;
-    if (!m->output) m->output = m->token_embd;
+    if (!found) m->output = m->token_embd;
     for (int64_t l = 0; l < cfg.n_layers; l++)
         if ((st = load_layer(g, row, m, l, &m->layers[l]))) goto fail;
     if ((st = check_unused(g, row, cfg.n_layers))) goto fail;
@@ -477,6 +604,8 @@ void attn_decoder_free(attn_decoder *m) {
     if (!m) return;
     for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    attn_gguf_free(m->file);
+    attn_safetensors_free(m->checkpoint);
     free(m->layers);
     free(m);
 }

@@ -13,30 +13,42 @@
 
 #include "attn_cache.h"
 #include "attn_decoder.h"
+#include "attn_quant.h"
 #include "base/base.h"
+
+/* A projection's weights W [d_out, d_in]: the view of its rows as stored
+ * (the mapped file's blocks, attn_quant.h), or, with ATTN_WEIGHTS_F32, a
+ * float32 copy (f32, and q an F32 view of it). */
+typedef struct decoder_weight {
+    attn_qtensor q;
+    const float *f32;            /* the float32 copy, or NULL               */
+} decoder_weight;
 
 typedef struct decoder_layer {
     float *attn_norm;            /* [d]                                   */
-    float *wq, *wk, *wv;         /* [Hq*Dh, d], [Hkv*Dh, d], [Hkv*Dh, d]  */
+    decoder_weight wq, wk, wv;   /* [Hq*Dh, d], [Hkv*Dh, d], [Hkv*Dh, d]  */
     float *bq, *bk, *bv;         /* [Hq*Dh], [Hkv*Dh], [Hkv*Dh] or NULL   */
     float *q_norm, *k_norm;      /* [Dh] or NULL (QK-norm)                */
-    float *wo;                   /* [d, Hq*Dh]                            */
+    decoder_weight wo;           /* [d, Hq*Dh]                            */
     float *post_attn_norm;       /* [d] or NULL                           */
     float *ffn_norm;             /* [d]                                   */
-    float *w_gate, *w_up;        /* [F, d]                                */
-    float *w_down;               /* [d, F]                                */
+    decoder_weight w_gate, w_up; /* [F, d]                                */
+    decoder_weight w_down;       /* [d, F]                                */
     float *post_ffn_norm;        /* [d] or NULL                           */
 } decoder_layer;
 
 struct attn_decoder {
     attn_decoder_config cfg;
-    float *token_embd;           /* [V, d]                                */
+    attn_decoder_options opt;    /* weights and precision, as loaded       */
+    decoder_weight token_embd;   /* [V, d]                                */
     float *output_norm;          /* [d]                                   */
-    float *output;               /* [V, d]; == token_embd when tied       */
+    decoder_weight output;       /* [V, d]; == token_embd when tied       */
     decoder_layer *layers;       /* [n_layers]                            */
-    float **owned;               /* every allocation above, to free       */
+    void **owned;                /* every allocation above, to free       */
     int64_t n_owned;
     uint64_t weight_bytes;
+    attn_gguf *file;             /* the GGUF whose mapping the views read, or NULL */
+    struct attn_safetensors *checkpoint; /* the checkpoint they read, or NULL */
 };
 
 /* The tensors a decoder owns per layer (at most) and outside the layers. */
@@ -54,11 +66,20 @@ attn_status attn__decoder_check_config(const attn_decoder_config *cfg, const cha
  * and how many do.  One pass over the floats just written (decoder.c and
  * decoder_hf.c call it after each tensor's conversion). */
 attn_status attn__decoder_check_finite(const char *name, const float *data, int64_t rows, int64_t cols);
+/* The same refusal for a stored weight, read where it is mapped
+ * (attn__quant_find_nonfinite: the bytes a check needs, nothing converted
+ * unless something is found). */
+attn_status attn__decoder_check_stored(const char *name, const attn_qtensor *w);
 
 /* y [rows, d_out] = x [rows, d_in] . w^T (w: [d_out, d_in]) + b (b: [d_out]
- * or NULL).  Each element is one sum in a fixed order. */
-void attn__decoder_matmul(const float *x, int64_t rows, int64_t d_in, const float *w, const float *b,
-                          int64_t d_out, float *y);
+ * or NULL), in m's precision.  Each element is one sum in a fixed order.
+ * Fails only for memory (the quantized kernels' scratch). */
+attn_status attn__decoder_matmul(const attn_decoder *m, const float *x, int64_t rows, const decoder_weight *w,
+                                 const float *b, float *y);
+/* Rows ids [n] of the embedding into out [n, d], each times scale. */
+attn_status attn__decoder_embed(const attn_decoder *m, const int32_t *ids, int64_t n, float scale, float *out);
+/* A checked options struct (NULL: the defaults) copied by the ABI rule. */
+attn_status attn__decoder_options(const attn_decoder_options *caller, attn_decoder_options *out, const char *fn);
 
 /* The hook points (decoder_hooks.c).  wanted: the caller's outputs ask for
  * the point.  call: calls the tensor hook when wanted (a no-op otherwise);

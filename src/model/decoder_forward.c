@@ -157,13 +157,14 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
                                      const decoder_kv *kv, scratch *s, attn_kernel kernel, float *weights,
                                      const attn_decoder_outputs *out) {
     const attn_decoder_config *c = &m->cfg;
-    const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, d = c->d_model;
-    attn__decoder_matmul(s->h, L, d, w->wq, w->bq, Hq * Dh, s->q);
-    attn__decoder_matmul(s->h, L, d, w->wk, w->bk, Hkv * Dh, s->k);
-    attn__decoder_matmul(s->h, L, d, w->wv, w->bv, Hkv * Dh, s->v);
+    const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
+    attn_status st;
+    if ((st = attn__decoder_matmul(m, s->h, L, &w->wq, w->bq, s->q)) ||
+        (st = attn__decoder_matmul(m, s->h, L, &w->wk, w->bk, s->k)) ||
+        (st = attn__decoder_matmul(m, s->h, L, &w->wv, w->bv, s->v)))
+        return st;
     if (w->q_norm) rmsnorm_rows(s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
     if (w->k_norm) rmsnorm_rows(s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);
-    attn_status st;
     if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_Q, layer, s->q, 3, L, Hq, Dh)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_K, layer, s->k, 3, L, Hkv, Dh)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_V, layer, s->v, 3, L, Hkv, Dh)))
@@ -207,21 +208,22 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         else st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL);
         if (st) return st;
     }
-    attn__decoder_matmul(s->a, L, Hq * Dh, w->wo, NULL, d, s->o);
-    return ATTN_OK;
+    return attn__decoder_matmul(m, s->a, L, &w->wo, NULL, s->o);
 }
 
 /* The FFN of one layer: s->h [L, d] in, s->o [L, d] out (before the post-norm). */
-static void ffn_forward(const attn_decoder *m, const decoder_layer *w, int64_t L, scratch *s) {
+static attn_status ffn_forward(const attn_decoder *m, const decoder_layer *w, int64_t L, scratch *s) {
     const attn_decoder_config *c = &m->cfg;
-    const int64_t d = c->d_model, F = c->d_ffn;
-    attn__decoder_matmul(s->h, L, d, w->w_gate, NULL, F, s->gate);
-    attn__decoder_matmul(s->h, L, d, w->w_up, NULL, F, s->up);
+    const int64_t F = c->d_ffn;
+    attn_status st;
+    if ((st = attn__decoder_matmul(m, s->h, L, &w->w_gate, NULL, s->gate)) ||
+        (st = attn__decoder_matmul(m, s->h, L, &w->w_up, NULL, s->up)))
+        return st;
     for (int64_t i = 0; i < L * F; i++) {
         const float g = c->activation == ATTN_DECODER_SWIGLU ? silu(s->gate[i]) : gelu_tanh(s->gate[i]);
         s->gate[i] = g * s->up[i];
     }
-    attn__decoder_matmul(s->gate, L, F, w->w_down, NULL, d, s->o);
+    return attn__decoder_matmul(m, s->gate, L, &w->w_down, NULL, s->o);
 }
 
 static void add_rows(float *x, const float *y, int64_t n) {
@@ -253,10 +255,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
     scratch s;
     attn_status st = scratch_alloc(c, L, &s, fn);
     if (st) return st;
-    for (int64_t t = 0; t < L; t++) {
-        const float *e = m->token_embd + (int64_t)ids[t] * d;
-        for (int64_t i = 0; i < d; i++) s.x[t * d + i] = e[i] * c->embed_scale;
-    }
+    if ((st = attn__decoder_embed(m, ids, L, c->embed_scale, s.x))) goto done;
     if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_EMBED, -1, s.x, 2, L, d, 0))) goto done;
     if (out->hidden) memcpy(out->hidden, s.x, (size_t)(L * d) * sizeof(float));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -270,7 +269,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         add_rows(s.x, s.o, L * d);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_MID, l, s.x, 2, L, d, 0))) goto done;
         rmsnorm_rows(s.x, L, d, w->ffn_norm, c->rms_eps, s.h);
-        ffn_forward(m, w, L, &s);
+        if ((st = ffn_forward(m, w, L, &s))) goto done;
         if (w->post_ffn_norm) rmsnorm_rows(s.o, L, d, w->post_ffn_norm, c->rms_eps, s.o);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_OUT, l, s.o, 2, L, d, 0))) goto done;
         add_rows(s.x, s.o, L * d);
@@ -286,7 +285,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         const int64_t first = out->last_only ? L - 1 : 0;
         rmsnorm_rows(s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_LN_FINAL, -1, s.h, 2, L - first, d, 0))) goto done;
-        attn__decoder_matmul(s.h, L - first, d, m->output, NULL, c->vocab, out->logits);
+        if ((st = attn__decoder_matmul(m, s.h, L - first, &m->output, NULL, out->logits))) goto done;
         /* The weights were checked at load: a non-finite logit is an
          * activation that overflowed; never handed on as a number. */
         const float *bad = NULL;

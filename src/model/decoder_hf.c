@@ -350,41 +350,88 @@ attn_status attn_decoder_config_from_json(const char *json, size_t len, attn_dec
 
 /* --------------------------------------------------------------- weights */
 
-/* The tensor called name, of shape [rows] (cols 0) or [rows, cols],
- * converted into a new float32 array owned by m; plus_one adds 1 to each
- * element (Gemma's norms).  Absent and optional: *out = NULL. */
-static attn_status load_tensor(const attn_safetensors *st, attn_decoder *m, const char *name, int64_t rows,
-                               int64_t cols, int optional, int plus_one, float **out) {
-    *out = NULL;
+/* Finds the tensor called name and checks its shape, [rows] (cols 0) or
+ * [rows, cols].  Absent and optional: *found = 0. */
+static attn_status find_tensor(const attn_safetensors *st, const char *name, int64_t rows, int64_t cols,
+                               int optional, attn_safetensors_tensor *t, int *found) {
+    *found = 0;
     if (optional && attn_safetensors_tensor_index(st, name) < 0) return ATTN_OK;
-    attn_safetensors_tensor t;
-    attn_status status = attn_safetensors_find_tensor(st, name, &t);
+    attn_status status = attn_safetensors_find_tensor(st, name, t);
     if (status) return status;
     const int want_dims = cols ? 2 : 1;
-    if (t.n_dims != want_dims || t.shape[0] != rows || (cols && t.shape[1] != cols)) {
+    if (t->n_dims != want_dims || t->shape[0] != rows || (cols && t->shape[1] != cols)) {
         char shape[160] = "[";
         size_t n = 1;
-        for (int d = 0; d < t.n_dims && n < sizeof shape - 24; d++)
-            n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", d ? ", " : "", (long long)t.shape[d]);
+        for (int d = 0; d < t->n_dims && n < sizeof shape - 24; d++)
+            n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
         snprintf(shape + n, sizeof shape - n, "]");
         if (cols)
             return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld, %lld]", name, shape,
                               (long long)rows, (long long)cols);
         return attn__fail(ATTN_ERR_FORMAT, "tensor '%s' has shape %s, expected [%lld]", name, shape, (long long)rows);
     }
-    float *data = malloc((size_t)(t.n_elements ? t.n_elements : 1) * sizeof(float));
+    *found = 1;
+    return ATTN_OK;
+}
+
+/* The tensor t, rows x cols, converted into a new float32 array owned by
+ * m and checked finite. */
+static attn_status read_floats(const attn_safetensors *st, attn_decoder *m, const attn_safetensors_tensor *t,
+                               int64_t rows, int64_t cols, float **out) {
+    float *data = malloc((size_t)(t->n_elements ? t->n_elements : 1) * sizeof(float));
     if (!data)
-        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", name,
-                          (long long)t.n_elements);
+        return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate %lld floats", t->name,
+                          (long long)t->n_elements);
     m->owned[m->n_owned++] = data;
-    if ((status = attn_safetensors_read_f32(st, &t, data)) ||
-        (status = attn__decoder_check_finite(name, data, cols ? rows : 1, cols ? cols : rows)))
-        return status;
+    *out = data;
+    attn_status status = attn_safetensors_read_f32(st, t, data);
+    return status ? status : attn__decoder_check_finite(t->name, data, rows, cols);
+}
+
+/* A vector [rows] converted to float32, owned by m; plus_one adds 1 to
+ * each element (Gemma's norms). */
+static attn_status load_vector(const attn_safetensors *st, attn_decoder *m, const char *name, int64_t rows,
+                               int plus_one, float **out) {
+    *out = NULL;
+    attn_safetensors_tensor t;
+    int found;
+    attn_status status = find_tensor(st, name, rows, 0, 0, &t, &found);
+    if (status || (status = read_floats(st, m, &t, 1, rows, out))) return status;
     /* Hugging Face computes (1.0 + w.float()) in float32: the same rounding. */
     if (plus_one)
-        for (int64_t i = 0; i < t.n_elements; i++) data[i] = 1.0f + data[i];
-    m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
-    *out = data;
+        for (int64_t i = 0; i < t.n_elements; i++) (*out)[i] = 1.0f + (*out)[i];
+    return ATTN_OK;
+}
+
+/* A matrix [rows, cols] (PyTorch's [out, in]): a view of its F32, F16 or
+ * BF16 elements where the checkpoint is mapped, or with ATTN_WEIGHTS_F32 a
+ * float32 copy owned by m. */
+static attn_status load_matrix(const attn_safetensors *st, attn_decoder *m, const char *name, int64_t rows,
+                               int64_t cols, decoder_weight *w) {
+    memset(w, 0, sizeof *w);
+    attn_safetensors_tensor t;
+    int found;
+    attn_status status = find_tensor(st, name, rows, cols, 0, &t, &found);
+    if (status) return status;
+    if (m->opt.weights == ATTN_WEIGHTS_F32) {
+        float *data = NULL;
+        if ((status = read_floats(st, m, &t, rows, cols, &data))) return status;
+        w->f32 = data;
+        w->q = (attn_qtensor){.type = ATTN_QTYPE_F32, .rows = rows, .cols = cols, .data = data};
+        m->weight_bytes += (uint64_t)t.n_elements * sizeof(float);
+        return ATTN_OK;
+    }
+    const int type = t.dtype == ATTN_SAFETENSORS_F32    ? ATTN_QTYPE_F32
+                     : t.dtype == ATTN_SAFETENSORS_F16  ? ATTN_QTYPE_F16
+                     : t.dtype == ATTN_SAFETENSORS_BF16 ? ATTN_QTYPE_BF16
+                                                        : -1;
+    if (type < 0)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "tensor '%s' has a dtype no matrix kernel takes (F32, F16 and BF16 "
+                          "are)", name);
+    w->q = (attn_qtensor){.type = type, .rows = rows, .cols = cols, .data = t.data};
+    if ((status = attn_quant_check(&w->q))) return attn__fail(status, "tensor '%s': %s", name, attn_last_error());
+    if ((status = attn__decoder_check_stored(name, &w->q))) return status;
+    m->weight_bytes += t.n_bytes;
     return ATTN_OK;
 }
 
@@ -392,29 +439,31 @@ static attn_status load_layer(const attn_safetensors *st, const decoder_arch *ro
                               decoder_layer *w) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, qw = c->n_heads * c->head_dim, kvw = c->n_kv_heads * c->head_dim, F = c->d_ffn;
-    /* Each tensor's shape (cols 0: a vector); absent: the architecture does
-     * not have it; norm: a norm's weights (1 + w where the row says so). */
+    /* Each tensor's shape (cols 0: a vector, to vec; else a matrix, to
+     * mat); absent: the architecture does not have it; norm: a norm's
+     * weights (1 + w where the row says so). */
     const struct {
         int64_t rows, cols;
         int absent, norm;
-        float **dst;
+        float **vec;
+        decoder_weight *mat;
     } table[] = {
-        [ARCH_ATTN_NORM] = {d, 0, 0, 1, &w->attn_norm},
-        [ARCH_Q] = {qw, d, 0, 0, &w->wq},
-        [ARCH_K] = {kvw, d, 0, 0, &w->wk},
-        [ARCH_V] = {kvw, d, 0, 0, &w->wv},
-        [ARCH_Q_BIAS] = {qw, 0, !c->qkv_bias, 0, &w->bq},
-        [ARCH_K_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bk},
-        [ARCH_V_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bv},
-        [ARCH_Q_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->q_norm},
-        [ARCH_K_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->k_norm},
-        [ARCH_ATTN_OUT] = {d, qw, 0, 0, &w->wo},
-        [ARCH_POST_ATTN_NORM] = {d, 0, !c->post_norms, 1, &w->post_attn_norm},
-        [ARCH_FFN_NORM] = {d, 0, 0, 1, &w->ffn_norm},
-        [ARCH_FFN_GATE] = {F, d, 0, 0, &w->w_gate},
-        [ARCH_FFN_UP] = {F, d, 0, 0, &w->w_up},
-        [ARCH_FFN_DOWN] = {d, F, 0, 0, &w->w_down},
-        [ARCH_POST_FFN_NORM] = {d, 0, !c->post_norms, 1, &w->post_ffn_norm},
+        [ARCH_ATTN_NORM] = {d, 0, 0, 1, &w->attn_norm, NULL},
+        [ARCH_Q] = {qw, d, 0, 0, NULL, &w->wq},
+        [ARCH_K] = {kvw, d, 0, 0, NULL, &w->wk},
+        [ARCH_V] = {kvw, d, 0, 0, NULL, &w->wv},
+        [ARCH_Q_BIAS] = {qw, 0, !c->qkv_bias, 0, &w->bq, NULL},
+        [ARCH_K_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bk, NULL},
+        [ARCH_V_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bv, NULL},
+        [ARCH_Q_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->q_norm, NULL},
+        [ARCH_K_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->k_norm, NULL},
+        [ARCH_ATTN_OUT] = {d, qw, 0, 0, NULL, &w->wo},
+        [ARCH_POST_ATTN_NORM] = {d, 0, !c->post_norms, 1, &w->post_attn_norm, NULL},
+        [ARCH_FFN_NORM] = {d, 0, 0, 1, &w->ffn_norm, NULL},
+        [ARCH_FFN_GATE] = {F, d, 0, 0, NULL, &w->w_gate},
+        [ARCH_FFN_UP] = {F, d, 0, 0, NULL, &w->w_up},
+        [ARCH_FFN_DOWN] = {d, F, 0, 0, NULL, &w->w_down},
+        [ARCH_POST_FFN_NORM] = {d, 0, !c->post_norms, 1, &w->post_ffn_norm, NULL},
     };
     _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -424,8 +473,9 @@ static attn_status load_layer(const attn_safetensors *st, const decoder_arch *ro
         if (table[i].absent || !row->hf->layer[i]) continue;
         char name[128];
         snprintf(name, sizeof name, "%s%lld.%s", row->hf->layer_prefix, (long long)l, row->hf->layer[i]);
-        attn_status status = load_tensor(st, m, name, table[i].rows, table[i].cols, 0,
-                                         row->hf_norm_plus_one && table[i].norm, table[i].dst);
+        attn_status status =
+            table[i].mat ? load_matrix(st, m, name, table[i].rows, table[i].cols, table[i].mat)
+                         : load_vector(st, m, name, table[i].rows, row->hf_norm_plus_one && table[i].norm, table[i].vec);
         if (status) return status;
     }
     return ATTN_OK;
@@ -489,32 +539,47 @@ attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_c
 }
 
 attn_status attn_decoder_load_safetensors(const char *path, attn_decoder **out) {
+    return attn_decoder_load_safetensors_with(path, NULL, out);
+}
+
+attn_status attn_decoder_load_safetensors_with(const char *path, const attn_decoder_options *opt,
+                                               attn_decoder **out) {
     if (!path || !out)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_load_safetensors: %s is NULL",
                           !path ? "path" : "out");
     *out = NULL;
+    attn_decoder_options o;
+    attn_status st = attn__decoder_options(opt, &o, "attn_decoder_load_safetensors");
+    if (st) return st;
     /* The weights first: a missing or bad checkpoint is then named as such,
      * not as a config.json that is not beside it. */
     attn_safetensors *weights = NULL;
-    attn_status st = attn_safetensors_open(path, &weights);
-    if (st) return st;
+    if ((st = attn_safetensors_open(path, &weights))) return st;
     attn_decoder_config cfg;
     attn_decoder *m = NULL;
     if ((st = attn_decoder_config_from_checkpoint(path, &cfg))) goto done;
     if ((st = attn__decoder_new(&cfg, &m))) goto done;
+    m->opt = o;
+    /* Stored weights are read where the checkpoint is mapped: the decoder
+     * holds it. */
+    if (o.weights == ATTN_WEIGHTS_STORED) {
+        m->checkpoint = weights;
+        weights = NULL;
+    }
+    const attn_safetensors *files = m->checkpoint ? m->checkpoint : weights;
     const decoder_arch *row = attn__arch_of(cfg.arch);
     const arch_tensor_names *names = row->hf;
-    if ((st = load_tensor(weights, m, names->embed, cfg.vocab, cfg.d_model, 0, 0, &m->token_embd)) ||
-        (st = load_tensor(weights, m, names->output_norm, cfg.d_model, 0, 0, row->hf_norm_plus_one, &m->output_norm)))
+    if ((st = load_matrix(files, m, names->embed, cfg.vocab, cfg.d_model, &m->token_embd)) ||
+        (st = load_vector(files, m, names->output_norm, cfg.d_model, row->hf_norm_plus_one, &m->output_norm)))
         goto done;
     /* Tied: lm_head is the embedding (transformers ties it even when a
      * checkpoint carries a copy, so a copy is not read). */
     if (cfg.tied_embeddings)
         m->output = m->token_embd;
-    else if ((st = load_tensor(weights, m, names->output, cfg.vocab, cfg.d_model, 0, 0, &m->output)))
+    else if ((st = load_matrix(files, m, names->output, cfg.vocab, cfg.d_model, &m->output)))
         goto done;
-    for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(weights, row, m, l, &m->layers[l]);
-    if (!st) st = check_unused(weights, row, &cfg);
+    for (int64_t l = 0; l < cfg.n_layers && !st; l++) st = load_layer(files, row, m, l, &m->layers[l]);
+    if (!st) st = check_unused(files, row, &cfg);
 done:
     attn_safetensors_free(weights);
     if (st) {

@@ -19,3 +19,9 @@ attn_status attn_decoder_config_from_checkpoint(const char *path, attn_decoder_c
     (void)path, (void)cfg;
     return cjson_off("attn_decoder_config_from_checkpoint");
 }
+attn_status attn_decoder_load_safetensors_with(const char *path, const attn_decoder_options *opt,
+                                               attn_decoder **out) {
+    (void)path, (void)opt;
+    if (out) *out = NULL;
+    return cjson_off("attn_decoder_load_safetensors_with");
+}

@@ -73,3 +73,44 @@ attn_status attn_quant_check(const attn_qtensor *w) {
     if (!w->data && w->rows > 0 && w->cols > 0) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_qtensor: data is NULL");
     return ATTN_OK;
 }
+
+/* float16 bits: exponent all ones is an infinity (mantissa 0) or NaN. */
+static int f16_nonfinite(const unsigned char *p, int *is_nan) {
+    const uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    if ((h & 0x7C00u) != 0x7C00u) return 0;
+    *is_nan = (h & 0x03FFu) != 0;
+    return 1;
+}
+
+int attn__quant_find_nonfinite(const attn_qtensor *w, int64_t *row, int64_t *col, int *is_nan) {
+    const int t = attn__quant_type_index(w->type);
+    const quant_traits *tr = &attn__quant_traits[t];
+    const int64_t row_bytes = quant_row_bytes(tr, w->cols);
+    const int64_t stride = w->row_stride ? (int64_t)w->row_stride : row_bytes;
+    const int64_t blocks = w->cols / tr->block_elements;
+    /* Where the float16 scales sit in a block: Q6_K keeps d last. */
+    const int64_t scale_at = t == QT_Q6_K ? tr->block_bytes - 2 : 0;
+    for (int64_t r = 0; r < w->rows; r++) {
+        const unsigned char *p = (const unsigned char *)w->data + r * stride;
+        for (int64_t b = 0; b < blocks; b++) {
+            const unsigned char *block = p + b * tr->block_bytes;
+            int found = 0;
+            if (t == QT_F32) {
+                const uint32_t v = (uint32_t)block[0] | (uint32_t)block[1] << 8 | (uint32_t)block[2] << 16 |
+                                   (uint32_t)block[3] << 24;
+                if ((v & 0x7F800000u) == 0x7F800000u) found = 1, *is_nan = (v & 0x007FFFFFu) != 0;
+            } else if (t == QT_BF16) {
+                const uint16_t v = (uint16_t)(block[0] | block[1] << 8);
+                if ((v & 0x7F80u) == 0x7F80u) found = 1, *is_nan = (v & 0x007Fu) != 0;
+            } else {
+                found = f16_nonfinite(block + scale_at, is_nan) || (tr->has_min && f16_nonfinite(block + 2, is_nan));
+            }
+            if (found) {
+                *row = r;
+                *col = b * tr->block_elements;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}

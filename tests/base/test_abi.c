@@ -48,6 +48,7 @@ static float q_buf[L * HQ * D], k_buf[S * HKV * D], v_buf[S * HKV * D], dout_buf
 static float x_buf[L * DM], w_buf[DM * DM];
 static attn_tensor q_t, k_t, v_t;
 static attn_decoder *tiny;
+static tiny_model tiny_file; /* its GGUF bytes, for attn_decoder_load_with */
 
 static int setup(void **state) {
     (void)state;
@@ -63,11 +64,13 @@ static int setup(void **state) {
     k_t = attn_tensor_4d(k_buf, 1, S, HKV, D);
     v_t = attn_tensor_4d(v_buf, 1, S, HKV, D);
     tiny = tiny_decoder(&TINY_QWEN, 3);
+    tiny_build(&tiny_file, &TINY_QWEN, 3);
     return 0;
 }
 
 static int teardown(void **state) {
     attn_decoder_free(tiny);
+    tiny_free(&tiny_file);
     return test_group_teardown(state);
 }
 
@@ -208,6 +211,16 @@ static attn_status call_decoder_session_options(const void *s) {
     return st;
 }
 
+static attn_status call_decoder_options(const void *s) {
+    attn_gguf *g;
+    attn_decoder *dec = NULL;
+    attn_status st = attn_gguf_parse(tiny_file.file.data, tiny_file.file.len, &g);
+    if (st == ATTN_OK) st = attn_decoder_load_with(g, s, &dec);
+    attn_decoder_free(dec);
+    attn_gguf_free(g);
+    return st;
+}
+
 static attn_status call_sampler_options(const void *s) {
     attn_sampler *sampler;
     attn_status st = attn_sampler_new(s, 8, &sampler);
@@ -259,6 +272,8 @@ static void struct_size_rule_everywhere(void **state) {
     session.capacity = 4;
     const attn_sampler_options sampler = ATTN_SAMPLER_OPTIONS_INIT;
     const attn_chat_options chat = ATTN_CHAT_OPTIONS_INIT;
+    attn_decoder_options load = ATTN_DECODER_OPTIONS_INIT;
+    load.weights = ATTN_WEIGHTS_F32;
 
 #define CASE(type, init, older_field, valid, call) \
     {#type, init, sizeof(type), offsetof(type, older_field), &(valid), call}
@@ -279,6 +294,8 @@ static void struct_size_rule_everywhere(void **state) {
         CASE(attn_decoder_outputs, "ATTN_DECODER_OUTPUTS_INIT", tensor_hook, outputs, call_decoder_outputs),
         CASE(attn_decoder_session_options, "ATTN_DECODER_SESSION_OPTIONS_INIT", kv_dtype, session,
              call_decoder_session_options),
+        /* new in 0.3.0 with both fields: precision stands for a later tail */
+        CASE(attn_decoder_options, "ATTN_DECODER_OPTIONS_INIT", precision, load, call_decoder_options),
         /* top_p's default (1) is not zero: 0 would be refused */
         CASE(attn_sampler_options, "ATTN_SAMPLER_OPTIONS_INIT", top_p, sampler, call_sampler_options),
         CASE(attn_chat_options, "ATTN_CHAT_OPTIONS_INIT", add_generation_prompt, chat, call_chat_options),

@@ -45,7 +45,7 @@ static void test_help_and_usage_errors(void **state) {
     expect(0, "--kv-dtype", "-h");
     /* Every flag the parser takes is in the help (test_cli_matrix checks
      * this for the subcommands; generate is an action of one). */
-    assert_int_equal(test_cli_flags_in_help("model generate"), 23);
+    assert_int_equal(test_cli_flags_in_help("model generate"), 25); /* with --weights and --precision */;
     expect(2, "--model MODEL is required", "--text hi");
     expect(2, "--text TEXT is required", "--model m.gguf");
     expect(2, "--text needs a value", "--model m.gguf --text ''");
@@ -57,6 +57,9 @@ static void test_help_and_usage_errors(void **state) {
     expect(2, "--seed", "--model m.gguf --text hi --seed x");
     expect(2, "--kv-dtype is 'f8': f32, f16 or bf16", "--model m.gguf --text hi --kv-dtype f8");
     expect(2, "contradict", "--model m.gguf --text hi --stop-at-eos --no-stop");
+    expect(2, "--weights is 'f16': stored or f32", "--model m.gguf --text hi --weights f16");
+    expect(2, "--precision is 'half': exact or fast", "--model m.gguf --text hi --precision half");
+    expect(0, "--weights W", "--help");
     expect(2, "--max-tokens", "--model m.gguf --text hi --max-tokens");
     expect(2, "unknown", "--model m.gguf --text hi --temprature 1");
     expect(2, "generate", "extra --model m.gguf --text hi");
@@ -116,9 +119,15 @@ static void test_gemma_runs(void **state) {
     char *err;
     char *out = run("--text '这台电脑来自苹果' --max-tokens 20 --no-stop", &err);
     assert_string_equal(out, GREEDY_20 "\n");
-    if (!strstr(err, "prefill 6 tokens") || !strstr(err, "decode 19 tokens") || !strstr(err, "tokens/s"))
-        fail_msg("stderr lacks the timings:\n%s", err);
+    if (!strstr(err, "prefill 6 tokens") || !strstr(err, "decode 19 tokens") || !strstr(err, "tokens/s") ||
+        !strstr(err, "first token") || !strstr(err, "peak memory") || !strstr(err, "as stored"))
+        fail_msg("stderr lacks the timings and the memory:\n%s", err);
     free(err);
+    /* The float32 twin generates the same greedy text. */
+    char *f32 = run("--text '这台电脑来自苹果' --max-tokens 20 --no-stop --weights f32", &err);
+    assert_string_equal(f32, GREEDY_20 "\n");
+    if (!strstr(err, "float32")) fail_msg("stderr does not say float32:\n%s", err);
+    free(f32), free(err);
     char *k1 = run("--text '这台电脑来自苹果' --max-tokens 6 --top-k 1 --temperature 5 --seed 3", NULL);
     assert_string_equal(k1, GREEDY_6 "\n");
     char *a = run("--text 'The capital of France is' --max-tokens 8 --temperature 1.2 --top-p 0.95 --seed 7", NULL);

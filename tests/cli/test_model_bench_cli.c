@@ -32,7 +32,7 @@ static void test_help_and_usage_errors(void **state) {
     (void)state;
     expect(0, "usage: attn model bench --model FILE.gguf", "--help");
     expect(0, "llama-bench", "-h");
-    assert_int_equal(test_cli_flags_in_help("model bench"), 15);
+    assert_int_equal(test_cli_flags_in_help("model bench"), 17); /* 15 of its own, --weights and --precision */;
     expect(2, "--model FILE.gguf is required", "-p 128");
     expect(2, "-p", "--model m.gguf -p 12x");
     expect(2, "--n-prompt", "--model m.gguf --n-prompt 128,,512");

@@ -380,6 +380,16 @@ static void test_limits(void **state) {
     tiny_write(&m);
     assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT,
                    "tensor 'blk.1.attn_k.weight' holds NaN at row 3, column 5 (2 non-finite values from that row on)");
+    {   /* The float32 twin finds them as it converts: the same words. */
+        attn_gguf *g = NULL;
+        attn_decoder_options opt = ATTN_DECODER_OPTIONS_INIT;
+        opt.weights = ATTN_WEIGHTS_F32;
+        assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
+        assert_refused(attn_decoder_load_with(g, &opt, &dec), ATTN_ERR_FORMAT,
+                       "tensor 'blk.1.attn_k.weight' holds NaN at row 3, column 5 (2 non-finite values from that row "
+                       "on)");
+        attn_gguf_free(g);
+    }
     wk[3 * TINY_QWEN.d + 5] = 0.0f;
     tiny_write(&m);
     assert_refused(load_tiny(&m, &dec), ATTN_ERR_FORMAT, "tensor 'blk.1.attn_k.weight' holds +inf at row 4, column 0");
@@ -406,6 +416,69 @@ static void test_limits(void **state) {
     attn_decoder_session_free(session);
     attn_decoder_free(dec);
     tiny_free(&m);
+}
+
+/* A matrix stored in a type no kernel takes (I32: 4 bytes an element, so the
+ * file's extents are unchanged) is refused at load, naming the tensor and
+ * the type; the float32 twin refuses it too (the reader cannot convert it),
+ * and the options are checked. */
+static void test_stored_types(void **state) {
+    (void)state;
+    tiny_model m;
+    tiny_build(&m, &TINY_QWEN, 5);
+    const char *name = "blk.1.attn_q.weight";
+    unsigned char *p = NULL;
+    for (size_t i = 0; !p && i + strlen(name) <= m.file.len; i++)
+        if (memcmp((unsigned char *)m.file.data + i, name, strlen(name)) == 0) p = (unsigned char *)m.file.data + i;
+    assert_non_null(p);
+    /* name, then n_dims (u32 2), dims (2 u64), then the type (u32). */
+    uint32_t n_dims, type = 26; /* GGUF's I32 */
+    memcpy(&n_dims, p + strlen(name), 4);
+    assert_int_equal(n_dims, 2);
+    memcpy(p + strlen(name) + 4 + 16, &type, 4);
+    attn_gguf *g;
+    attn_decoder *dec = NULL;
+    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
+    assert_refused(attn_decoder_load(g, &dec), ATTN_ERR_UNSUPPORTED, "'blk.1.attn_q.weight' is stored as I32");
+    assert_null(dec);
+    attn_decoder_options opt = ATTN_DECODER_OPTIONS_INIT;
+    opt.weights = ATTN_WEIGHTS_F32;
+    assert_true(attn_decoder_load_with(g, &opt, &dec) != ATTN_OK);
+    assert_null(dec);
+    opt.weights = (attn_decoder_weights)7;
+    assert_refused(attn_decoder_load_with(g, &opt, &dec), ATTN_ERR_INVALID_ARGUMENT, "weights is 7");
+    opt.weights = ATTN_WEIGHTS_STORED;
+    opt.precision = (attn_precision)9;
+    assert_refused(attn_decoder_load_with(g, &opt, &dec), ATTN_ERR_INVALID_ARGUMENT, "precision is 9");
+    attn_gguf_free(g);
+    tiny_free(&m);
+
+    /* Stored and float32 weights of an F32 file: the same model, the
+     * stored one holding the file's bytes (the buffer copied, then freed
+     * by the caller before the forward). */
+    tiny_build(&m, &TINY_GEMMA, 6);
+    attn_decoder *stored, *f32;
+    assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
+    assert_ok(attn_decoder_load(g, &stored));
+    opt.precision = ATTN_PRECISION_EXACT;
+    opt.weights = ATTN_WEIGHTS_F32;
+    assert_ok(attn_decoder_load_with(g, &opt, &f32));
+    attn_gguf_free(g);
+    tiny_free(&m);
+    const int32_t ids[5] = {1, 7, 3, 20, 2};
+    float a[5 * 29], b[5 * 29];
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = a;
+    assert_ok(attn_decoder_forward(stored, ids, 5, &out));
+    out.logits = b;
+    assert_ok(attn_decoder_forward(f32, ids, 5, &out));
+    double diff = 0.0, scale = 1.0;
+    for (int i = 0; i < 5 * 29; i++) diff = fmax(diff, fabs((double)a[i] - b[i])), scale = fmax(scale, fabs((double)b[i]));
+    print_message("tiny gemma3, stored against float32 weights: logits relative %.2e\n", diff / scale);
+    assert_true(diff / scale < 1e-5);
+    assert_true(attn_decoder_weight_bytes(stored) == attn_decoder_weight_bytes(f32)); /* F32 either way */
+    attn_decoder_free(stored);
+    attn_decoder_free(f32);
 }
 
 typedef struct hook_log {
@@ -652,6 +725,7 @@ int main(void) {
         cmocka_unit_test(test_architectures),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_stored_types),
         cmocka_unit_test(test_hook),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_qwen2_against_transformers),

@@ -499,3 +499,24 @@ def test_chat_reply_is_the_command_line_s(tmp_path):
         assert out.stdout.decode("utf-8") == reply + "\n"
     stopped = m.chat(messages, max_tokens=12, stop=reply[3:6])
     assert stopped == reply[:reply.index(reply[3:6])]
+
+
+def test_weights_and_precision():
+    """Model(weights=, precision=): the float32 twin and FAST beside the
+    default (stored, exact).  FAST stays within docs/quant.md's bounds
+    (tests/model/test_fast_model.c measures them over 52 texts)."""
+    path = MODEL_DIR / FILES["gemma3"][0]
+    if not path.exists():
+        pytest.skip(f"{path} is absent: scripts/fetch-models.sh places it")
+    stored = model("gemma3")
+    f32 = attn.Model(path, weights="f32")
+    fast = attn.Model(path, precision="fast")
+    assert f32.config["weight_bytes"] > 3 * stored.config["weight_bytes"]
+    exact = stored.forward(GEMMA_FRANCE).logits
+    np.testing.assert_allclose(f32.forward(GEMMA_FRANCE).logits, exact, atol=LOGIT_ABS * 10, rtol=0)
+    quick = fast.forward(GEMMA_FRANCE).logits
+    assert (quick.argmax(-1) == exact.argmax(-1)).mean() >= 0.8
+    with pytest.raises(ValueError, match="weights"):
+        attn.Model(path, weights="int4")
+    with pytest.raises(ValueError, match="precision"):
+        attn.Model(path, precision="half")

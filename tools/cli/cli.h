@@ -49,6 +49,18 @@ int cmd_train(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+/* The flags every model command shares (cli_decoder.c): --weights
+ * stored|f32 and --precision exact|fast, into attn_decoder_options.  A
+ * command lists cli_decoder_flags among its tables, prints
+ * cli_decoder_help, and hands each id to cli_decoder_take: 1 when it was
+ * one of them (and valid), 0 when not, -1 after printing a usage error. */
+enum { CLI_ID_WEIGHTS = CLI_SHARED_IDS + 50, CLI_ID_DECODER_PRECISION };
+extern const cli_flag cli_decoder_flags[];
+extern const char cli_decoder_help[];
+int cli_decoder_take(attn_decoder_options *o, const char *cmd, int id, const char *value);
+/* The process's peak resident memory so far, in bytes (getrusage's
+ * ru_maxrss: KiB on Linux), or -1. */
+double cli_peak_rss_bytes(void);
 /* The decoder's architectures, as its table lists them ("qwen2, qwen3,
  * gemma3, llama"), into buf for the model commands' help (cmd_model.c). */
 const char *cli_model_architectures(char *buf, size_t size);

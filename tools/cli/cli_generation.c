@@ -32,12 +32,6 @@ bool cli_is_checkpoint(const char *path) {
            (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) || (n >= 5 && strcmp(path + n - 5, ".json") == 0);
 }
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The text of token id (NULL when id < 0), malloc'd. */
 static char *token_text(const attn_tokenizer *tok, int32_t id) {
     const char *piece;
@@ -111,20 +105,21 @@ static int template_file(const char *cmd, const char *path, attn_chat_template *
     return CLI_OK;
 }
 
-int cli_model_open(const char *cmd, const char *path, bool want_chat, const char *template_path, cli_model *m) {
+int cli_model_open(const char *cmd, const char *path, const attn_decoder_options *load, bool want_chat,
+                   const char *template_path, cli_model *m) {
     memset(m, 0, sizeof *m);
-    const double t0 = seconds_now();
+    const double t0 = cli_seconds();
     attn_gguf *g = NULL;
     attn_status st;
     const bool checkpoint = cli_is_checkpoint(path);
     if (checkpoint) {
-        st = attn_decoder_load_safetensors(path, &m->decoder);
+        st = attn_decoder_load_safetensors_with(path, load, &m->decoder);
         if (!st) st = attn_tokenizer_from_json_file(path, &m->tokenizer);
         if (!st && want_chat && !template_path) st = attn_chat_template_from_checkpoint(path, &m->chat);
     } else {
         st = attn_gguf_open(path, &g);
         if (!st) st = attn_tokenizer_from_gguf(g, &m->tokenizer);
-        if (!st) st = attn_decoder_load(g, &m->decoder);
+        if (!st) st = attn_decoder_load_with(g, load, &m->decoder);
         if (!st && want_chat && !template_path) st = attn_chat_template_from_gguf(g, &m->chat);
     }
     if (st) {
@@ -158,7 +153,7 @@ int cli_model_open(const char *cmd, const char *path, bool want_chat, const char
     attn_tokenizer_describe(m->tokenizer, &info);
     m->bos_token = token_text(m->tokenizer, info.bos_id);
     m->eos_token = token_text(m->tokenizer, info.eos_id);
-    m->load_seconds = seconds_now() - t0;
+    m->load_seconds = cli_seconds() - t0;
     return CLI_OK;
 }
 
@@ -444,6 +439,7 @@ int cli_generate(const char *cmd, attn_decoder_session *session, attn_sampler *s
             break;
         }
         reply->ids[reply->n_ids++] = next;
+        if (reply->n_ids == 1) reply->first_at = cli_seconds();
         char buf[256];
         size_t len;
         if (attn_tokenizer_decode(m->tokenizer, &next, 1, 0, buf, sizeof buf, &len) != ATTN_OK) {

@@ -41,7 +41,8 @@ typedef struct cli_model {
  * metadata names (a GGUF's eos, eot and eom ids; a checkpoint's
  * generation_config.json or config.json eos_token_id list).  Prints the error and
  * returns its exit status (CLI_DATA_ERROR). */
-int cli_model_open(const char *cmd, const char *path, bool want_chat, const char *template_path, cli_model *m);
+int cli_model_open(const char *cmd, const char *path, const attn_decoder_options *load, bool want_chat,
+                   const char *template_path, cli_model *m);
 void cli_model_close(cli_model *m);
 /* A checkpoint rather than a GGUF file: a directory, a .safetensors file or an index. */
 bool cli_is_checkpoint(const char *path);
@@ -88,6 +89,7 @@ typedef struct cli_reply {
     int32_t *ids;        /* the tokens kept (not the end token), malloc'd */
     int64_t n_ids;
     int64_t steps;       /* decode steps run                              */
+    double first_at;     /* CLOCK_MONOTONIC seconds when the first token was sampled, 0 if none */
     const char *why;     /* "--max-tokens", "an end token", "a stop string", "Ctrl-C", "the context" */
 } cli_reply;
 
