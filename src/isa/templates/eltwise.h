@@ -21,25 +21,33 @@
 #include <math.h>
 #include <stdint.h>
 
+/* a·b + c: the ISA's fused multiply-add, unless the includer defines
+ * ELTWISE_FMA first (portable C: a product and a sum, since fmaf is a
+ * slow library call where the CPU has no FMA; the arithmetic above needs
+ * no fused rounding: n·ln2_hi is exact, ln2_hi having 12 bits). */
+#ifndef ELTWISE_FMA
+#define ELTWISE_FMA(a, b, c) v_fma(a, b, c)
+#endif
+
 SIMD_INLINE vec eltwise_v_exp(vec x) {
     x = v_if_lt(v_set1(89.0f), x, v_set1(89.0f), x);
     x = v_if_lt(x, v_set1(-104.0f), v_set1(-104.0f), x);
     const vec round = v_set1(12582912.0f);
-    vec n = v_sub(v_fma(x, v_set1(1.44269504088896341f), round), round);
-    vec r = v_fma(n, v_set1(-0.693145751953125f), x);
-    r = v_fma(n, v_set1(-1.428606765330187045e-06f), r);
+    vec n = v_sub(ELTWISE_FMA(x, v_set1(1.44269504088896341f), round), round);
+    vec r = ELTWISE_FMA(n, v_set1(-0.693145751953125f), x);
+    r = ELTWISE_FMA(n, v_set1(-1.428606765330187045e-06f), r);
     vec p = v_set1(1.0f / 5040.0f);
-    p = v_fma(p, r, v_set1(1.0f / 720.0f));
-    p = v_fma(p, r, v_set1(1.0f / 120.0f));
-    p = v_fma(p, r, v_set1(1.0f / 24.0f));
-    p = v_fma(p, r, v_set1(1.0f / 6.0f));
-    p = v_fma(p, r, v_set1(0.5f));
-    p = v_fma(p, r, v_set1(1.0f));
-    p = v_fma(p, r, v_set1(1.0f));
+    p = ELTWISE_FMA(p, r, v_set1(1.0f / 720.0f));
+    p = ELTWISE_FMA(p, r, v_set1(1.0f / 120.0f));
+    p = ELTWISE_FMA(p, r, v_set1(1.0f / 24.0f));
+    p = ELTWISE_FMA(p, r, v_set1(1.0f / 6.0f));
+    p = ELTWISE_FMA(p, r, v_set1(0.5f));
+    p = ELTWISE_FMA(p, r, v_set1(1.0f));
+    p = ELTWISE_FMA(p, r, v_set1(1.0f));
     /* 2^n as 2^h 2^(n-h), h = round(n/2): both factors normal and exact
      * for n in [-150, 129], p 2^h exact, one rounding at the end (an
      * overflow to inf, a subnormal, 0, as they fall) */
-    const vec h = v_sub(v_fma(n, v_set1(0.5f), round), round);
+    const vec h = v_sub(ELTWISE_FMA(n, v_set1(0.5f), round), round);
     return v_mul(v_mul(p, v_exp2(h)), v_exp2(v_sub(n, h)));
 }
 
@@ -55,7 +63,7 @@ SIMD_INLINE vec eltwise_v_gate(vec g, vec a) {
 SIMD_INLINE vec eltwise_v_gelu_tanh(vec g) {
     /* 2t = 2 sqrt(2/pi) (g + 0.044715 g^3) = g (c1 + c3 g^2) */
     const vec g2 = v_mul(g, g);
-    const vec a = v_mul(g, v_fma(g2, v_set1(2.0f * 0.7978845608028654f * 0.044715f), v_set1(2.0f * 0.7978845608028654f)));
+    const vec a = v_mul(g, ELTWISE_FMA(g2, v_set1(2.0f * 0.7978845608028654f * 0.044715f), v_set1(2.0f * 0.7978845608028654f)));
     return eltwise_v_gate(g, a);
 }
 
@@ -96,12 +104,12 @@ static SIMD_TARGET void eltwise_rmsnorm(const float *x, int64_t n, const float *
     int64_t i = 0;
     for (; i + 2 * VLEN <= n; i += 2 * VLEN) {
         const vec a = v_loadu(x + i), b = v_loadu(x + i + VLEN);
-        s0 = v_fma(a, a, s0);
-        s1 = v_fma(b, b, s1);
+        s0 = ELTWISE_FMA(a, a, s0);
+        s1 = ELTWISE_FMA(b, b, s1);
     }
     for (; i < n; i += VLEN) {
         const vec a = v_load_tail(x + i, (int)(n - i < VLEN ? n - i : VLEN), 0.0f);
-        s0 = v_fma(a, a, s0);
+        s0 = ELTWISE_FMA(a, a, s0);
     }
     const double ss = v_reduce_add(v_add(s0, s1));
     const vec inv = v_set1((float)(1.0 / sqrt(ss / (double)n + eps)));
