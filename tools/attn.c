@@ -23,7 +23,9 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name;
@@ -89,8 +91,25 @@ static void remove_temporaries_on_signals(void) {
     signal(SIGXFSZ, SIG_IGN);
 }
 
+/* attn model: OpenMP's idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless
+ * the user chose a policy.  OpenMP reads the variable when it loads,
+ * before main, so the program sets it and runs itself again, once (the
+ * variable is then set); if that fails it goes on as it is.  Spinning
+ * waits, OpenMP's default, make 2 threads slower than 1 when another
+ * process keeps a core busy (docs/models.md, "Threads on a shared host"). */
+static void model_wait_policy(char **argv) {
+#ifdef __linux__
+    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");
+#else
+    (void)argv;
+#endif
+}
+
 int main(int argc, char **argv) {
     remove_temporaries_on_signals();
+    if (argc >= 2 && strcmp(argv[1], "model") == 0) model_wait_policy(argv);
     cli_stdout_guard();
     if (argc < 2) {
         print_usage(stderr);

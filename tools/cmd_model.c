@@ -73,7 +73,9 @@ static void model_help(FILE *out) {
     "                    former name); to sample from them: attn model generate or chat\n"
     "  --layer-norms     also print, per layer, the L2 norm of the residual stream at each position\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP
-    "%s"
+    "%s",
+    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT, cli_decoder_help);
+    fprintf(out,
     "  chapter           the chapter's opening on this model, the same as attn demo with this model\n"
     "                    (OPTIONS and what it prints: attn demo --help, or attn model chapter --help)\n"
     "  trace             activations under TransformerLens hook names into an .npz cache; activation\n"
@@ -84,12 +86,18 @@ static void model_help(FILE *out) {
     "                    chat template; interactive on a terminal (attn model chat --help)\n"
     "  bench             prefill and decode tokens/s, load time and peak memory, as llama.cpp's llama-bench\n"
     "                    measures them (pp512, tg128, at depths: attn model bench --help)\n\n"
+    "environment (every attn model command):\n"
+    "  ATTN_NUM_THREADS  threads of every library call: projections, attention, RoPE (default:\n"
+    "                    OpenMP's, the cores); the results are the same bits for any count\n"
+    "  OMP_WAIT_POLICY   how idle OpenMP threads wait; unset, attn model sets PASSIVE (they sleep)\n"
+    "                    and restarts itself once: spinning threads collapse when another process\n"
+    "                    keeps a core busy (docs/models.md, \"Threads on a shared host\"); ACTIVE\n"
+    "                    spins\n\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
     "examples:\n"
     "  attn model info ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf\n"
     "  attn model run ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --ids 785,6722,315,9625,374\n"
-    "                                     # \"The capital of France is\": next token 12095 (\" Paris\")\n",
-    cli_model_architectures(architectures, sizeof architectures), TOP_DEFAULT, cli_decoder_help);
+    "                                     # \"The capital of France is\": next token 12095 (\" Paris\")\n");
 }
 
 enum { F_IDS = 1, F_TOP, F_LAYER_NORMS, F_MODEL, F_TEXT, F_BEYOND };

@@ -29,6 +29,7 @@
  * then logits = (rmsnorm(x) * output_norm) Wout^T.
  */
 #include "model/decoder.h"
+#include "model/eltwise.h"
 
 #include "base/dtype.h"
 
@@ -38,30 +39,16 @@
 #include <string.h>
 
 /* y[r] = x[r] / rms(x[r]) * w for each of rows rows of width n (in place
- * allowed).  The mean of squares in double: Hugging Face's float32 mean is
- * within a few ulps of it. */
-static void rmsnorm_rows(const float *x, int64_t rows, int64_t n, const float *w, double eps, float *y) {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x_r = x + r * n;
-        float *y_r = y + r * n;
-        double ss = 0.0;
-        for (int64_t i = 0; i < n; i++) ss += (double)x_r[i] * (double)x_r[i];
-        const float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
-        for (int64_t i = 0; i < n; i++) y_r[i] = (x_r[i] * inv) * w[i];
-    }
-}
-
-static float silu(float x) { return (float)((double)x / (1.0 + exp(-(double)x))); }
-
-/* PyTorch's gelu(approximate="tanh"), Hugging Face's gelu_pytorch_tanh. */
-static float gelu_tanh(float x) {
-    const double xd = x;
-    return (float)(0.5 * xd * (1.0 + tanh(0.7978845608028654 * (xd + 0.044715 * xd * xd * xd))));
+ * allowed), by the elementwise kernels (eltwise.h). */
+static void rmsnorm_rows(const eltwise_kernels *ek, const float *x, int64_t rows, int64_t n, const float *w,
+                         double eps, float *y) {
+    for (int64_t r = 0; r < rows; r++) ek->rmsnorm(x + r * n, n, w, eps, y + r * n);
 }
 
 /* The scratch of one forward. */
 typedef struct scratch {
     float *x, *h, *q, *k, *v, *a, *o, *gate, *up;
+    const eltwise_kernels *ek; /* the elementwise kernels of the forward */
 } scratch;
 
 static void scratch_free(scratch *s) {
@@ -163,8 +150,8 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         (st = attn__decoder_matmul(m, s->h, L, &w->wk, w->bk, s->k)) ||
         (st = attn__decoder_matmul(m, s->h, L, &w->wv, w->bv, s->v)))
         return st;
-    if (w->q_norm) rmsnorm_rows(s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
-    if (w->k_norm) rmsnorm_rows(s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);
+    if (w->q_norm) rmsnorm_rows(s->ek, s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
+    if (w->k_norm) rmsnorm_rows(s->ek, s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);
     if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_Q, layer, s->q, 3, L, Hq, Dh)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_K, layer, s->k, 3, L, Hkv, Dh)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_V, layer, s->v, 3, L, Hkv, Dh)))
@@ -219,15 +206,9 @@ static attn_status ffn_forward(const attn_decoder *m, const decoder_layer *w, in
     if ((st = attn__decoder_matmul(m, s->h, L, &w->w_gate, NULL, s->gate)) ||
         (st = attn__decoder_matmul(m, s->h, L, &w->w_up, NULL, s->up)))
         return st;
-    for (int64_t i = 0; i < L * F; i++) {
-        const float g = c->activation == ATTN_DECODER_SWIGLU ? silu(s->gate[i]) : gelu_tanh(s->gate[i]);
-        s->gate[i] = g * s->up[i];
-    }
+    if (c->activation == ATTN_DECODER_SWIGLU) s->ek->silu_mul(s->gate, s->up, L * F);
+    else s->ek->gelu_tanh_mul(s->gate, s->up, L * F);
     return attn__decoder_matmul(m, s->gate, L, &w->w_down, NULL, s->o);
-}
-
-static void add_rows(float *x, const float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 /* Checks what every forward checks (fn names the caller in the messages)
@@ -255,6 +236,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
     scratch s;
     attn_status st = scratch_alloc(c, L, &s, fn);
     if (st) return st;
+    s.ek = attn__eltwise(out->kernel == ATTN_KERNEL_REF);
     if ((st = attn__decoder_embed(m, ids, L, c->embed_scale, s.x))) goto done;
     if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_EMBED, -1, s.x, 2, L, d, 0))) goto done;
     if (out->hidden) memcpy(out->hidden, s.x, (size_t)(L * d) * sizeof(float));
@@ -262,17 +244,17 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         const decoder_layer *w = &m->layers[l];
         float *weights = out->attention ? out->attention[l] : NULL;
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_PRE, l, s.x, 2, L, d, 0))) goto done;
-        rmsnorm_rows(s.x, L, d, w->attn_norm, c->rms_eps, s.h);
+        rmsnorm_rows(s.ek, s.x, L, d, w->attn_norm, c->rms_eps, s.h);
         if ((st = attention_forward(m, w, l, L, kv, &s, out->kernel, weights, out))) goto done;
-        if (w->post_attn_norm) rmsnorm_rows(s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
+        if (w->post_attn_norm) rmsnorm_rows(s.ek, s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ATTN_OUT, l, s.o, 2, L, d, 0))) goto done;
-        add_rows(s.x, s.o, L * d);
+        s.ek->add(s.x, s.o, L * d);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_MID, l, s.x, 2, L, d, 0))) goto done;
-        rmsnorm_rows(s.x, L, d, w->ffn_norm, c->rms_eps, s.h);
+        rmsnorm_rows(s.ek, s.x, L, d, w->ffn_norm, c->rms_eps, s.h);
         if ((st = ffn_forward(m, w, L, &s))) goto done;
-        if (w->post_ffn_norm) rmsnorm_rows(s.o, L, d, w->post_ffn_norm, c->rms_eps, s.o);
+        if (w->post_ffn_norm) rmsnorm_rows(s.ek, s.o, L, d, w->post_ffn_norm, c->rms_eps, s.o);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_OUT, l, s.o, 2, L, d, 0))) goto done;
-        add_rows(s.x, s.o, L * d);
+        s.ek->add(s.x, s.o, L * d);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_POST, l, s.x, 2, L, d, 0))) goto done;
         if (out->hidden) memcpy(out->hidden + (l + 1) * L * d, s.x, (size_t)(L * d) * sizeof(float));
         if (out->hook && out->hook(out->hook_user, l, s.x, L, d)) {
@@ -283,7 +265,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
     }
     if (out->logits) {
         const int64_t first = out->last_only ? L - 1 : 0;
-        rmsnorm_rows(s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
+        rmsnorm_rows(s.ek, s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_LN_FINAL, -1, s.h, 2, L - first, d, 0))) goto done;
         if ((st = attn__decoder_matmul(m, s.h, L - first, &m->output, NULL, out->logits))) goto done;
         /* The weights were checked at load: a non-finite logit is an

@@ -717,10 +717,52 @@ static void test_gemma3_against_transformers(void **state) {
     check_model(TEST_GEMMA_GGUF, "gemma3");
 }
 
+/* Same bits for any thread count: the forward of decoders wide enough
+ * that the projections and attention do split (2 MFLOP per thread is the
+ * library's threshold), run with $ATTN_NUM_THREADS 1, 2 and 3, gives
+ * identical logits and residual streams. */
+static void test_same_bits_any_thread_count(void **state) {
+    (void)state;
+    static const tiny_spec wide_qwen = {"qwen2", 2, 256, 512, 8, 2, 32, 300, 0, 0, NULL, NULL};
+    static const tiny_spec wide_gemma = {"gemma3", 7, 192, 384, 4, 1, 48, 300, 48, 16, NULL, NULL};
+    const tiny_spec *specs[] = {&wide_qwen, &wide_gemma};
+    const char *saved = getenv("ATTN_NUM_THREADS");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (int m = 0; m < 2; m++) {
+        attn_decoder *dec = tiny_decoder(specs[m], 91);
+        assert_non_null(dec);
+        const int64_t L = 48, V = specs[m]->V, d = specs[m]->d, N = specs[m]->n_layers;
+        int32_t ids[48];
+        for (int64_t t = 0; t < L; t++) ids[t] = (int32_t)((t * 37 + 5) % V);
+        float *logits[3], *hidden[3];
+        for (int r = 0; r < 3; r++) {
+            char n[8];
+            snprintf(n, sizeof n, "%d", r + 1);
+            setenv("ATTN_NUM_THREADS", n, 1);
+            logits[r] = malloc((size_t)(L * V) * sizeof(float));
+            hidden[r] = malloc((size_t)((N + 1) * L * d) * sizeof(float));
+            attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+            out.logits = logits[r];
+            out.hidden = hidden[r];
+            assert_ok(attn_decoder_forward(dec, ids, L, &out));
+        }
+        for (int r = 1; r < 3; r++) {
+            assert_memory_equal(logits[r], logits[0], (size_t)(L * V) * sizeof(float));
+            assert_memory_equal(hidden[r], hidden[0], (size_t)((N + 1) * L * d) * sizeof(float));
+        }
+        for (int r = 0; r < 3; r++) free(logits[r]), free(hidden[r]);
+        attn_decoder_free(dec);
+    }
+    if (keep) setenv("ATTN_NUM_THREADS", keep, 1);
+    else unsetenv("ATTN_NUM_THREADS");
+    free(keep);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_qwen2_against_oracle),
         cmocka_unit_test(test_tiny_gemma3_against_oracle),
+        cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_architectures),
         cmocka_unit_test(test_errors),
