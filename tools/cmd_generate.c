@@ -28,7 +28,7 @@ static void generate_help(FILE *out) {
     fprintf(out,
     "usage: attn model generate --model FILE.gguf --text TEXT [--max-tokens N]\n"
     "                           [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                           [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n\n"
+    "                           [--kv-dtype f32|f16|bf16|q8_0|fp8] [--stop-at-eos | --no-stop]\n\n"
     "Continues TEXT with a GGUF model (%s), printing the new text to stdout\n"
     "as each token comes (whole UTF-8 characters only: a token that ends inside one waits for the\n"
     "rest).\n"
@@ -47,7 +47,10 @@ static void generate_help(FILE *out) {
     "  --seed S             the sampler's seed, an integer >= 0 (default 0); the same seed and\n"
     "                       options give the same tokens (SplitMix64, integer arithmetic only)\n"
     "  --kv-dtype D         the KV cache's storage: f32 (default; the full forward's logits to\n"
-    "                       float rounding), f16 or bf16 (half the memory, rounded once)\n"
+    "                       float rounding), f16 or bf16 (half the memory, rounded once), q8_0\n"
+    "                       or fp8 (e4m3): 8-bit blocks of 32 with a float16 scale, 0.27x the\n"
+    "                       memory of f32 (head_dim a multiple of 32; docs/cache.md)\n"
+    "  --kv-cache D         the same as --kv-dtype\n"
     "  --stop-at-eos        stop at the model's end tokens (default): its EOS id, and <|im_end|>,\n"
     "                       <|endoftext|> or <end_of_turn> where the vocabulary has them\n"
     "  --no-stop            generate all N tokens, printing end tokens as their text\n\n"
@@ -70,7 +73,8 @@ static const cli_flag generate_flags[] = {
     {"--top-k", "K", F_TOP_K, 0},
     {"--top-p", "P", F_TOP_P, 0},
     {"--seed", "S", F_SEED, 0},
-    {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
+    {"--kv-cache", CLI_KV_DTYPES, F_KV_DTYPE, 0},
     {"--stop-at-eos", NULL, F_STOP, 0},
     {"--no-stop", NULL, F_NO_STOP, 0},
     CLI_FLAGS_END};
@@ -292,10 +296,7 @@ int cmd_model_generate(int argc, char **argv) {
             a.sampling.seed = (uint64_t)n;
             break;
         case F_KV_DTYPE:
-            if (strcmp(value, "f32") == 0) a.kv_dtype = ATTN_F32;
-            else if (strcmp(value, "f16") == 0) a.kv_dtype = ATTN_F16;
-            else if (strcmp(value, "bf16") == 0) a.kv_dtype = ATTN_BF16;
-            else return cli_usage_error(CMD, "--kv-dtype is '%s': f32, f16 or bf16", value);
+            if (!cli_parse_kv_dtype(CMD, "--kv-dtype", value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         case F_STOP: a.stop_at_eos = true; break;
         case F_NO_STOP: a.stop_at_eos = false; break;

@@ -52,7 +52,7 @@ static void test_help_and_usage_errors(void **state) {
         if (!strstr(help, line)) fail_msg("--list-options has %s, which --help never shows", line);
         flags++;
     }
-    assert_int_equal(flags, 10);
+    assert_int_equal(flags, 11); /* --kv-cache is --kv-dtype by the name */
     free(list), free(help);
     expect(2, "--model FILE.gguf is required", "--text hi");
     expect(2, "--text TEXT is required", "--model m.gguf");
@@ -63,7 +63,7 @@ static void test_help_and_usage_errors(void **state) {
     expect(2, "--top-p is 0", "--model m.gguf --text hi --top-p 0");
     expect(2, "--top-p", "--model m.gguf --text hi --top-p 1.5");
     expect(2, "--seed", "--model m.gguf --text hi --seed x");
-    expect(2, "--kv-dtype is 'f8': f32, f16 or bf16", "--model m.gguf --text hi --kv-dtype f8");
+    expect(2, "--kv-dtype must be f32, f16, bf16, q8_0 or fp8, got 'f8'", "--model m.gguf --text hi --kv-dtype f8");
     expect(2, "contradict", "--model m.gguf --text hi --stop-at-eos --no-stop");
     expect(2, "--max-tokens", "--model m.gguf --text hi --max-tokens");
     expect(2, "unknown", "--model m.gguf --text hi --temprature 1");
