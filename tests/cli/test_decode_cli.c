@@ -210,7 +210,7 @@ static void test_bench_rows(void **state) {
     if (st) fail_msg("attn bench --list exited %d:\n%s", st, output);
     int lines = 0;
     for (const char *p = output; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 20); /* 11 float32 rows, 9 bfloat16 */
+    assert_int_equal(lines, 38); /* 11 float32 rows, 9 each of bfloat16, q8_0 and fp8 */
     free(output);
 }
 
