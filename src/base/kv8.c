@@ -43,14 +43,21 @@ void attn__kv8_quantize_block(const float *x, attn_dtype dtype, uint8_t *block, 
     }
 }
 
-attn_status attn_quantize(const float *src, int64_t n, attn_dtype dtype, void *dst, int64_t *saturated) {
-    static const char fn[] = "attn_quantize";
+/* The arguments of attn_quantize / attn_dequantize (fn). */
+static attn_status check_args(const char *fn, attn_dtype dtype, int64_t n, const void *src, const void *dst) {
     if (!dtype_is_kv8(dtype))
         return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: %s is not an 8-bit block format (q8_0 or fp8_e4m3)", fn,
                           attn_dtype_name(dtype));
     if (n < 0 || n % KV8_BLOCK)
         return attn__fail(ATTN_ERR_SHAPE, "%s: %lld values: a whole number of blocks of 32 is needed", fn, (long long)n);
     if (n && (!src || !dst)) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, src ? "dst" : "src");
+    return ATTN_OK;
+}
+
+attn_status attn_quantize(const float *src, int64_t n, attn_dtype dtype, void *dst, int64_t *saturated) {
+    static const char fn[] = "attn_quantize";
+    attn_status st = check_args(fn, dtype, n, src, dst);
+    if (st) return st;
     if (dtype == ATTN_Q8_0)
         for (int64_t i = 0; i < n; i++)
             if (src[i] != src[i])
@@ -63,13 +70,8 @@ attn_status attn_quantize(const float *src, int64_t n, attn_dtype dtype, void *d
 }
 
 attn_status attn_dequantize(const void *src, attn_dtype dtype, int64_t n, float *dst) {
-    static const char fn[] = "attn_dequantize";
-    if (!dtype_is_kv8(dtype))
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: %s is not an 8-bit block format (q8_0 or fp8_e4m3)", fn,
-                          attn_dtype_name(dtype));
-    if (n < 0 || n % KV8_BLOCK)
-        return attn__fail(ATTN_ERR_SHAPE, "%s: %lld values: a whole number of blocks of 32 is needed", fn, (long long)n);
-    if (n && (!src || !dst)) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, src ? "dst" : "src");
+    attn_status st = check_args("attn_dequantize", dtype, n, src, dst);
+    if (st) return st;
     for (int64_t i = 0; i < n; i++)
         dst[i] = kv8_value(dtype, (const uint8_t *)src + kv8_offset_bytes(i), i % KV8_BLOCK);
     return ATTN_OK;
