@@ -202,13 +202,41 @@ ATTN_API attn_status attn_set_error(attn_status status, const char *fmt, ...)
 typedef enum attn_dtype {
     ATTN_F32 = 0, ATTN_F64 = 1, ATTN_F16 = 2, ATTN_BF16 = 3,
     ATTN_BOOL = 4, ATTN_I8 = 5, ATTN_I16 = 6, ATTN_I32 = 7, ATTN_I64 = 8,
-    ATTN_U8 = 9, ATTN_U16 = 10, ATTN_U32 = 11, ATTN_U64 = 12
+    ATTN_U8 = 9, ATTN_U16 = 10, ATTN_U32 = 11, ATTN_U64 = 12,
+    /* 8-bit block formats, for K and V only (attn_sdpa_forward, the KV
+     * cache): blocks of 32 consecutive values of a row, each 34 bytes,
+     * an IEEE float16 scale d then 32 codes; value = d * code.
+     *   Q8_0      GGUF's: codes int8 in [-127, 127], d = amax / 127
+     *   FP8_E4M3  codes FP8 e4m3 (OCP "e4m3fn": bias 7, max 448, no
+     *             infinity, S.1111.111 NaN), d = amax / 448
+     * amax is the block's largest magnitude; d is rounded to float16 and
+     * the codes are x / d rounded to nearest even, saturating (docs/cache.md,
+     * "8-bit caches").  A tensor of these holds whole blocks: its width
+     * and strides[0..2] are multiples of 32, and element offsets count
+     * values (block b of a row lies at byte 34·b). */
+    ATTN_Q8_0 = 13, ATTN_FP8_E4M3 = 14
 } attn_dtype;
 
 /* numpy's name ("float32", "bfloat16", ...; "unknown dtype" outside the
  * enum) and the size of one element in bytes (0 outside the enum). */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 ATTN_API size_t attn_dtype_size(attn_dtype dtype);
+/* Bytes of n values of dtype: n * attn_dtype_size, or for a block format
+ * (ATTN_Q8_0, ATTN_FP8_E4M3, whose attn_dtype_size is 0) 34 bytes per
+ * block of 32 values; 0 when n is not a whole number of blocks. */
+ATTN_API size_t attn_dtype_bytes(attn_dtype dtype, int64_t n);
+
+/* n floats (n a multiple of 32) to a block format, block by block
+ * (ATTN_Q8_0 or ATTN_FP8_E4M3; layout above): d = amax / 127 (Q8_0) or
+ * amax / 448 (FP8) rounded to float16 (nearest even; a scale beyond
+ * float16's 65504 is 65504), each code x / d rounded to nearest even and
+ * saturated to +-127 / +-448 (+-Inf saturate too).  *saturated (if not NULL)
+ * gets the number of values clamped that way, beyond rounding.  NaN:
+ * FP8 keeps it (its NaN code), Q8_0 has none and refuses it
+ * (ATTN_ERR_NONFINITE, dst untouched).  A block of zeros is d = 0, codes 0. */
+ATTN_API attn_status attn_quantize(const float *src, int64_t n, attn_dtype dtype, void *dst, int64_t *saturated);
+/* n values (a multiple of 32) of a block format back to floats: d * code. */
+ATTN_API attn_status attn_dequantize(const void *src, attn_dtype dtype, int64_t n, float *dst);
 
 /* ----------------------------------------------------------------- tensors */
 

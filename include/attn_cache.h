@@ -59,6 +59,15 @@
  *
  * Dtypes.  The cache stores float32, float16 or bfloat16; rows given in
  * float32 are rounded to nearest even on append (attn's conversions).
+ * It also stores the 8-bit block formats ATTN_Q8_0 and ATTN_FP8_E4M3
+ * (attn.h: blocks of 32 values of one head's row, each with its float16
+ * scale beside it; head_dim and value_dim multiples of 32): rows given in
+ * float32 are quantized on append (attn_quantize's rules: the scale from
+ * the block's largest magnitude, codes rounded to nearest even and
+ * saturated; the values clamped are counted, attn_kv_cache_saturated;
+ * a q8_0 cache refuses NaN), and attend dequantizes them inside the
+ * kernels' K/V loads, accumulating in float32 (no dequantized copy).
+ * docs/cache.md, "8-bit caches", has the accuracy and the speed.
  *
  * Memory.  The pools are allocated at creation and mapped as rows are
  * first written.  On Linux a pool of 2 MiB or more lies on 2 MiB
@@ -104,7 +113,8 @@ typedef struct attn_kv_cache_config {
     int64_t kv_heads;     /* Hkv > 0                                          */
     int64_t head_dim;     /* D > 0                                            */
     int64_t value_dim;    /* Dv; 0 = D                                        */
-    attn_dtype dtype;     /* ATTN_F32, ATTN_F16 or ATTN_BF16                  */
+    attn_dtype dtype;     /* ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_Q8_0 or
+                             ATTN_FP8_E4M3 (8-bit: D, Dv multiples of 32)   */
     attn_kv_layout layout;
     int64_t max_seqs;     /* sequence slots, > 0                              */
     int64_t capacity;     /* rows one sequence may hold (per layer), > 0      */
@@ -146,6 +156,11 @@ ATTN_API attn_status attn_kv_cache_seq_free(attn_kv_cache *cache, int64_t seq);
  * ATTN_ERR_CAPACITY when the rows do not fit, nothing changed. */
 ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, int64_t seq, int64_t layer,
                                           const attn_tensor *k, const attn_tensor *v);
+
+/* Values an 8-bit cache has clamped on append since its creation (their
+ * magnitude beyond the block's scale times the largest code: Inf, or a
+ * block whose scale overflowed float16), in *values; 0 for other dtypes. */
+ATTN_API attn_status attn_kv_cache_saturated(const attn_kv_cache *cache, int64_t *values);
 
 /* Rows one layer of a sequence holds, in *length. */
 ATTN_API attn_status attn_kv_cache_seq_length(const attn_kv_cache *cache, int64_t seq, int64_t layer,
@@ -195,7 +210,7 @@ ATTN_API attn_status attn_kv_cache_view(const attn_kv_cache *cache, int64_t seq,
  * a time, and the items' results merged exactly by their lse
  * (docs/cache.md: what it computes, its costs).  A paged cache gives the
  * contiguous cache's bits.  A float16 or bfloat16 cache is read in its
- * dtype. */
+ * dtype, an 8-bit cache dequantized in the kernels' loads. */
 ATTN_API attn_status attn_kv_cache_attend(const attn_kv_cache *cache, int64_t layer, int64_t n_seqs,
                                           const int64_t *seqs, const int64_t *q_rows, const attn_tensor *q,
                                           const attn_sdpa_options *opt, attn_tensor *out, float *lse);

@@ -440,14 +440,17 @@ typedef struct attn_decoder_session attn_decoder_session; /* opaque */
 typedef struct attn_decoder_session_options {
     size_t struct_size;
     int64_t capacity;       /* C > 0: positions the session may hold          */
-    attn_dtype kv_dtype;    /* ATTN_F32 (default), ATTN_F16 or ATTN_BF16      */
+    attn_dtype kv_dtype;    /* ATTN_F32 (default), ATTN_F16, ATTN_BF16, or 8-bit
+                               ATTN_Q8_0 / ATTN_FP8_E4M3 (head_dim a multiple
+                               of 32; attn_cache.h)                          */
     attn_kernel kernel;     /* attention's kernel, as attn_decoder_outputs'   */
 } attn_decoder_session_options;
 
 #define ATTN_DECODER_SESSION_OPTIONS_INIT \
     {.struct_size = sizeof(attn_decoder_session_options), .kv_dtype = ATTN_F32}
 
-/* Bytes of KV cache one position costs: N * Hkv * 2 * Dh * element bytes. */
+/* Bytes of KV cache one position costs: N * Hkv * 2 * Dh * element bytes
+ * (8-bit: 34 bytes per 32 values). */
 ATTN_API uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype);
 
 /* A new, empty session over m (which must outlive it): its cache of

@@ -6,7 +6,9 @@
  * Shapes: q [1, B, Hq=16, D=128] (one row per sequence), each sequence's
  * keys and values [S, Hkv=8, 128], causal-lower-right; the cache in fp32,
  * then the same rows (but sdpa) with a bfloat16 cache ('kv=bf16': what an
- * engine keeps; half the bytes a step reads).
+ * engine keeps; half the bytes a step reads), and with 8-bit caches
+ * ('kv=q8_0', 'kv=fp8': blocks of 32 values and a float16 scale, 34/128 of
+ * the float32 bytes; docs/cache.md, "8-bit caches").
  *   cache S=n sdpa           attn_sdpa_forward on one contiguous [1, n, 8, 128]
  *                            in malloc's memory (a caller's tensors): the
  *                            kernel alone, what the cache adds to
@@ -50,14 +52,15 @@ const char bench_cache_help[] =
     "           pool (a comb, the worst layout); then 8 sequences of mixed lengths in one\n"
     "           call, appended side by side into a fresh pool, contiguous and paged (16 and\n"
     "           256); rows of one S, and the batch's, are timed together in rounds;\n"
-    "           then the same caches in bfloat16 ('kv=bf16', no sdpa row); the cache's pools\n"
-    "           are on 2 MiB pages where the system has them (ATTN_HUGE_PAGES=0: not)\n\n";
+    "           then the same caches in bfloat16, q8_0 and fp8 ('kv=bf16', 'kv=q8_0',\n"
+    "           'kv=fp8'; no sdpa row); the cache's pools are on 2 MiB pages where the\n"
+    "           system has them (ATTN_HUGE_PAGES=0: not)\n\n";
 
 typedef enum { STORE_SDPA, STORE_CONTIGUOUS, STORE_PAGED } cache_store;
 
 typedef struct cache_case {
     cache_store store;
-    attn_dtype dtype; /* the cache's: ATTN_F32 or ATTN_BF16 */
+    attn_dtype dtype; /* the cache's: ATTN_F32, ATTN_BF16, ATTN_Q8_0 or ATTN_FP8_E4M3 */
     int64_t seqs, lens[CACHE_SEQS], block_rows;
     char name[80];
     int group; /* rows of one group share their data and are timed together */
@@ -70,9 +73,11 @@ static int plan(bool quick, cache_case *cases) {
     static const int64_t batch[CACHE_SEQS] = {512, 8192, 1024, 6144, 1536, 4096, 2048, 3072};
     static const int64_t blocks[] = {16, 256};
     int n = 0, group = 0;
-    for (int half = 0; half < 2; half++) {
-        const attn_dtype dtype = half ? ATTN_BF16 : ATTN_F32;
-        const char *kv = half ? " kv=bf16" : "";
+    static const attn_dtype dtypes[] = {ATTN_F32, ATTN_BF16, ATTN_Q8_0, ATTN_FP8_E4M3};
+    static const char *const kvs[] = {"", " kv=bf16", " kv=q8_0", " kv=fp8"};
+    for (int half = 0; half < 4; half++) {
+        const attn_dtype dtype = dtypes[half];
+        const char *kv = kvs[half];
         for (int s = 0; s < (quick ? 1 : 2); s++, group++) {
             for (int kind = half ? STORE_CONTIGUOUS : STORE_SDPA; kind <= STORE_PAGED; kind++)
                 for (int b = 0; b < (kind == STORE_PAGED ? 2 : 1); b++) {
@@ -102,7 +107,7 @@ static int plan(bool quick, cache_case *cases) {
     return n;
 }
 
-enum { MAX_CASES = 24 }; /* the plan's 20 rows, and room */
+enum { MAX_CASES = 40 }; /* the plan's 38 rows, and room */
 
 int bench_cache_rows(bool quick, const char *filter, bench_cache_matcher matches, bool list) {
     cache_case cases[MAX_CASES];
@@ -326,7 +331,7 @@ static void measure_group(const bench_cache_settings *s, const cache_case *cases
 static void print_row(const bench_cache_settings *s, const cache_case *c, const cache_result *r) {
     int64_t keys = 0;
     for (int j = 0; j < c->seqs; j++) keys += c->lens[j];
-    const double kv_bytes = (double)attn_dtype_size(c->dtype);
+    const double kv_bytes = (double)attn_dtype_bytes(c->dtype, CACHE_D) / CACHE_D; /* per value; 8-bit: 34 / 32 */
     const double io = 4.0 * 2.0 * (double)(c->seqs * CACHE_HQ * CACHE_D) + kv_bytes * 2.0 * (double)(keys * CACHE_HKV * CACHE_D);
     const double gbps = io / r->median_s / 1e9, gflops = 4.0 * CACHE_HQ * (double)keys * CACHE_D / r->median_s / 1e9;
     if (s->csv) {

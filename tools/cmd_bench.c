@@ -50,6 +50,7 @@ static const char bench_usage[] =
     "           the forward's out and lse); FLOPs counted as 2.5x the forward's\n"
     "  decode   B=1 L=1 Hq=16 Hkv=8 D=128 S=4096|32768|131072, causal-lower-right;\n"
     "           K and V in float32, then float16 ('kv=f16'), then bfloat16 ('kv=bf16'),\n"
+    "           then 8-bit blocks ('kv=q8_0', 'kv=fp8': 32 values and a float16 scale),\n"
     "           q and out float32; %bw of the read bandwidth (a decode step reads)\n"
     "  prefill  also L=S=1024|4096 Hkv=8 D=128 with q, k, v, out in bfloat16 ('bf16',\n"
     "           exact: widened to float32 on load) and ('bf16 fast': precision fast,\n"
@@ -136,7 +137,9 @@ typedef struct bench_case {
  * computing in float32 over a half KV cache), prefill stores all in one. */
 static attn_dtype case_q_dtype(const bench_case *c) { return c->section == SEC_DECODE ? ATTN_F32 : c->dtype; }
 
-static const char *dtype_short(attn_dtype dtype) { return dtype == ATTN_F16 ? "f16" : "bf16"; }
+static const char *dtype_short(attn_dtype dtype) {
+    return dtype == ATTN_F16 ? "f16" : dtype == ATTN_Q8_0 ? "q8_0" : dtype == ATTN_FP8_E4M3 ? "fp8" : "bf16";
+}
 
 typedef struct bench_config {
     bool quick, csv, run_ref, run_flash;
@@ -172,7 +175,9 @@ static double case_flops(const bench_case *c) {
 static double case_io_bytes(const bench_case *c) {
     double q = (double)(c->batch * c->len_q * c->heads_q * c->dim);
     double kv = (double)(c->batch * c->len_kv * c->heads_kv * c->dim);
-    return 2.0 * q * (double)attn_dtype_size(case_q_dtype(c)) + 2.0 * kv * (double)attn_dtype_size(c->dtype);
+    /* per value; an 8-bit block format's 34 bytes per 32 values */
+    const double kv_bytes = (double)attn_dtype_bytes(c->dtype, 32) / 32.0;
+    return 2.0 * q * (double)attn_dtype_size(case_q_dtype(c)) + 2.0 * kv * kv_bytes;
 }
 
 /* The planned cases: a list that grows as cases are added, so that no
@@ -253,9 +258,9 @@ static void plan_cases(const bench_config *cfg, case_list *cases) {
                          ATTN_BF16, fast ? ATTN_PRECISION_FAST : ATTN_PRECISION_EXACT);
     /* Each decode length with float32, float16 and bfloat16 K/V in a row,
      * so that their ratio is taken under the same load. */
-    static const attn_dtype kv_dtypes[] = {ATTN_F32, ATTN_F16, ATTN_BF16};
+    static const attn_dtype kv_dtypes[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_Q8_0, ATTN_FP8_E4M3};
     for (int s = 0; s < n_decode; s++)
-        for (int t = 0; t < 3; t++)
+        for (int t = 0; t < 5; t++)
             add_case(cases, SEC_DECODE, 1, decode[s], 16, 8, 128, MASK_LOWER_RIGHT, kv_dtypes[t], ATTN_PRECISION_EXACT);
     if (!cfg->quick) add_case(cases, SEC_LONG, 65536, 65536, 1, 1, 128, MASK_CAUSAL, ATTN_F32, ATTN_PRECISION_EXACT);
     for (int64_t len = 100; len <= scaling_max; len *= 2)
@@ -780,17 +785,26 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
             fill_uniform(qa.data, (size_t)q_shape[0], 1);
             fill_uniform(ka.data, (size_t)kv_shape[0], 2);
             fill_uniform(va.data, (size_t)kv_shape[0], 3);
-            ready = attn_array_convert(&qa, case_q_dtype(c)) == ATTN_OK && attn_array_convert(&ka, c->dtype) == ATTN_OK &&
-                    attn_array_convert(&va, c->dtype) == ATTN_OK;
+            const bool eight_bit = attn_dtype_size(c->dtype) == 0; /* quantized below */
+            ready = attn_array_convert(&qa, case_q_dtype(c)) == ATTN_OK &&
+                    (eight_bit || (attn_array_convert(&ka, c->dtype) == ATTN_OK &&
+                                   attn_array_convert(&va, c->dtype) == ATTN_OK));
+        }
+        void *k8 = NULL, *v8 = NULL; /* 8-bit K/V (kv=q8_0, kv=fp8): the float32 draws quantized */
+        if (ready && attn_dtype_size(c->dtype) == 0) {
+            k8 = malloc(attn_dtype_bytes(c->dtype, kv_shape[0]));
+            v8 = malloc(attn_dtype_bytes(c->dtype, kv_shape[0]));
+            ready = k8 && v8 && attn_quantize(ka.data, kv_shape[0], c->dtype, k8, NULL) == ATTN_OK &&
+                    attn_quantize(va.data, kv_shape[0], c->dtype, v8, NULL) == ATTN_OK;
         }
         if (!ready) {
             progress_clear(&prog);
             fprintf(stderr, "attn bench: %s: cannot allocate the inputs\n", c->name);
-            attn_array_free(&qa), attn_array_free(&ka), attn_array_free(&va), free(o);
+            attn_array_free(&qa), attn_array_free(&ka), attn_array_free(&va), free(o), free(k8), free(v8);
             rc = CLI_DATA_ERROR;
             continue;
         }
-        void *q = qa.data, *k = ka.data, *v = va.data;
+        void *q = qa.data, *k = k8 ? k8 : ka.data, *v = v8 ? v8 : va.data;
         const attn_kernel kernels[2] = {ATTN_KERNEL_REF, ATTN_KERNEL_FLASH};
         const bool wanted[2] = {cfg.run_ref, cfg.run_flash};
         for (int j = 0; j < 2; j++) {
@@ -803,7 +817,7 @@ static int run_plan(const bench_config *cfg_in, const case_list *plan) {
             if (row[j].status == ROW_ERROR) rc = CLI_DATA_ERROR;
             if (row[j].status == ROW_SKIPPED && c->section != SEC_LONG) skipped_ref++;
         }
-        attn_array_free(&qa), attn_array_free(&ka), attn_array_free(&va), free(o);
+        attn_array_free(&qa), attn_array_free(&ka), attn_array_free(&va), free(o), free(k8), free(v8);
 
         progress_clear(&prog);
         if (cfg.csv) {

@@ -37,7 +37,7 @@ static void chat_help(FILE *out) {
     char architectures[256];
     fprintf(out,
     "usage: attn model chat --model MODEL [--system TEXT] [--messages FILE.json] [--template FILE]\n"
-    "                       [--context N] [--print-prompt] [--kv-dtype f32|f16|bf16]\n"
+    "                       [--context N] [--print-prompt] [--kv-dtype " CLI_KV_DTYPES "]\n"
     "                       [--allow-beyond-context] [--weights stored|f32] [--precision exact|fast]\n"
     "                       [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n\n"
     "A conversation with an instruct model (%s): the prompt is the\n"
@@ -60,7 +60,8 @@ static void chat_help(FILE *out) {
     "  --template FILE      this Jinja chat template instead of the model's (a base model has none)\n"
     "  --context N          positions the KV cache holds for the whole conversation (default %d)\n"
     "  --print-prompt       before each reply, the exact prompt text and its token ids (stdout)\n"
-    "  --kv-dtype D         the KV cache's storage: f32 (default), f16 or bf16\n"
+    "  --kv-dtype D         the KV cache's storage: f32 (default), f16 or bf16 (half the memory), q8_0\n"
+    "                       or fp8 (8-bit blocks of 32 with a float16 scale; docs/cache.md)\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP "%s",
     cli_model_architectures(architectures, sizeof architectures), CONTEXT_DEFAULT, cli_decoder_help);
     cli_sampling_help(out, MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
@@ -82,7 +83,7 @@ static const cli_flag chat_flags[] = {
     {"--template", "FILE", F_TEMPLATE, 0},
     {"--context", "N", F_CONTEXT, 0},
     {"--print-prompt", NULL, F_PRINT_PROMPT, 0},
-    {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
@@ -394,7 +395,7 @@ int cmd_model_chat(int argc, char **argv) {
             if (!cli_parse_int(CMD, args.flag, value, 16, CONTEXT_MAX, &a.context)) return CLI_USAGE_ERROR;
             break;
         case F_KV_DTYPE:
-            if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
+            if (!cli_parse_kv_dtype(CMD, args.flag, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         default: {
             const int took = cli_decoder_take(&a.load, CMD, id, value);

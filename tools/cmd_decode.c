@@ -41,7 +41,8 @@ static const cli_flag decode_flags[] = {
     {"--prefill", "P", F_PREFILL, 0},
     {"--paged", NULL, F_PAGED, 0},
     {"--block-size", "N", F_BLOCK_SIZE, 0},
-    {"--cache-dtype", "f32|f16|bf16", F_CACHE_DTYPE, 0},
+    {"--cache-dtype", CLI_KV_DTYPES, F_CACHE_DTYPE, 0},
+    {"--kv", CLI_KV_DTYPES, F_CACHE_DTYPE, 0},
     {"--rope", NULL, F_ROPE, 0},
     {"--rope-theta", "T", F_ROPE_THETA, 0},
     CLI_FLAGS_END};
@@ -49,7 +50,7 @@ static const cli_flag decode_flags[] = {
 static void decode_help(FILE *out) {
     fprintf(out,
     "usage: attn decode -q Q.npy -k K.npy -v V.npy [-o O.npy] [--prefill P] [--chunk N]\n"
-    "                   [--paged [--block-size N]] [--cache-dtype f32|f16|bf16]\n"
+    "                   [--paged [--block-size N]] [--cache-dtype|--kv f32|f16|bf16|q8_0|fp8]\n"
     "                   [--rope [--rope-theta T]] [--scale S] [--threads N] [--quiet]\n\n"
     "Runs a sequence through a KV cache as a model decodes it, and proves the result.\n"
     "Each batch entry of the files is one sequence of the cache.  The first P positions\n"
@@ -70,7 +71,10 @@ static void decode_help(FILE *out) {
     "  --paged             blocks from a shared pool (default: one region per sequence)\n"
     "  --block-size N      rows per block of a paged cache (default 16)\n"
     "  --cache-dtype T     f32 (default), f16 or bf16: what the cache stores (rounded to\n"
-    "                      nearest even); the full call then reads the same rounded values\n"
+    "                      nearest even); the full call then reads the same rounded values;\n"
+    "                      q8_0 or fp8 (e4m3): 8-bit blocks of 32 values with a float16\n"
+    "                      scale, quantized on append (D, Dv multiples of 32; docs/cache.md)\n"
+    "  --kv T              the same as --cache-dtype\n"
     "  --rope              rotate the keys on append (RoPE, NEOX pairing, at their positions)\n"
     "                      and the queries likewise; the full call rotates all of q and k\n"
     "  --rope-theta T      RoPE's base (default 10000)\n"
@@ -82,7 +86,8 @@ static void decode_help(FILE *out) {
     "examples:\n"
     "  attn decode -q Q.npy -k K.npy -v V.npy -o O.npy\n"
     "  attn decode -q Q.npy -k K.npy -v V.npy --prefill 100 --chunk 32 --paged --block-size 16\n"
-    "  attn decode -q Q.npy -k K.npy -v V.npy --cache-dtype bf16 --rope --rope-theta 500000\n",
+    "  attn decode -q Q.npy -k K.npy -v V.npy --cache-dtype bf16 --rope --rope-theta 500000\n"
+    "  attn decode -q Q.npy -k K.npy -v V.npy --kv q8_0 --paged\n",
     DECODE_TOLERANCE_REL);
 }
 
@@ -106,14 +111,7 @@ static bool take_flag(decode_settings *s, int id, const char *value) {
     case F_ROPE: s->rope = true; return true;
     case F_ROPE_THETA: return cli_parse_float("decode", "--rope-theta", value, 1e-300, 1e300, &s->rope_theta);
     case F_CACHE_DTYPE:
-        if (strcmp(value, "f32") == 0) s->dtype = ATTN_F32;
-        else if (strcmp(value, "f16") == 0) s->dtype = ATTN_F16;
-        else if (strcmp(value, "bf16") == 0) s->dtype = ATTN_BF16;
-        else {
-            cli_usage_error("decode", "--cache-dtype must be f32, f16 or bf16, got '%s'", value);
-            return false;
-        }
-        return true;
+        return cli_parse_kv_dtype("decode", "--cache-dtype", value, &s->dtype);
     }
     return true;
 }
@@ -147,6 +145,10 @@ static attn_status round_as_cache(attn_dtype dtype, int64_t B, int64_t L, int64_
         float *dst[2] = {kb.data, vb.data};
         for (int t = 0; t < 2 && !st; t++) {
             const int64_t n = half[t]->shape[1] * half[t]->shape[2] * half[t]->shape[3];
+            if (attn_dtype_size(dtype) == 0) { /* an 8-bit block format: its values */
+                st = attn_dequantize(half[t]->data, dtype, n, dst[t]);
+                continue;
+            }
             attn_array a = {0};
             if ((st = attn_array_alloc(&a, dtype, 1, &n))) break;
             memcpy(a.data, half[t]->data, (size_t)n * attn_dtype_size(dtype));

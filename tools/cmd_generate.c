@@ -31,7 +31,7 @@ static void generate_help(FILE *out) {
     fprintf(out,
     "usage: attn model generate --model MODEL --text TEXT [--chat [--system TEXT] [--template FILE]]\n"
     "                           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                           [--stop STR]... [--kv-dtype f32|f16|bf16] [--stop-at-eos | --no-stop]\n"
+    "                           [--stop STR]... [--kv-dtype f32|f16|bf16|q8_0|fp8] [--stop-at-eos | --no-stop]\n"
     "                           [--print-prompt] [--allow-beyond-context]\n"
     "                           [--weights stored|f32] [--precision exact|fast]\n\n"
     "Continues TEXT with a model (%s), printing the new text to stdout\n"
@@ -54,7 +54,10 @@ static void generate_help(FILE *out) {
     cli_sampling_help(out, MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
     fprintf(out,
     "  --kv-dtype D         the KV cache's storage: f32 (default; the full forward's logits to\n"
-    "                       float rounding), f16 or bf16 (half the memory, rounded once)\n"
+    "                       float rounding), f16 or bf16 (half the memory, rounded once), q8_0\n"
+    "                       or fp8 (e4m3): 8-bit blocks of 32 with a float16 scale, 0.27x the\n"
+    "                       memory of f32 (head_dim a multiple of 32; docs/cache.md)\n"
+    "  --kv-cache D         the same as --kv-dtype\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP
     "%s\n"
     "exit status: 0 success, 1 the file cannot be read or run, 2 usage error\n\n"
@@ -77,7 +80,8 @@ static const cli_flag generate_flags[] = {
     {"--system", "TEXT", F_SYSTEM, 0},
     {"--template", "FILE", F_TEMPLATE, 0},
     {"--print-prompt", NULL, F_PRINT_PROMPT, 0},
-    {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
+    {"--kv-cache", CLI_KV_DTYPES, F_KV_DTYPE, 0},
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
@@ -208,7 +212,7 @@ int cmd_model_generate(int argc, char **argv) {
         case F_TEMPLATE: a.template_path = value; break;
         case F_PRINT_PROMPT: a.print_prompt = true; break;
         case F_KV_DTYPE:
-            if (!cli_parse_kv_dtype(CMD, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
+            if (!cli_parse_kv_dtype(CMD, args.flag, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         case F_BEYOND: a.allow_beyond_context = true; break;
         default: {

@@ -38,7 +38,7 @@
 static void bench_help(FILE *out) {
     fprintf(out,
     "usage: attn model bench --model FILE.gguf [-p P,P,...] [-n N,N,...] [-d D,D,...]\n"
-    "                        [--threads T] [--rounds R] [--kv-dtype f32|f16|bf16] [--seed S]\n"
+    "                        [--threads T] [--rounds R] [--kv-dtype f32|f16|bf16|q8_0|fp8] [--seed S]\n"
     "                        [--no-warmup] [--csv] [--weights stored|f32] [--precision exact|fast]\n\n"
     "Times the decoder as llama.cpp's llama-bench does, in tokens per second, on random token ids:\n"
     "  ppP        prompt processing: one step of P tokens through an empty session\n"
@@ -55,7 +55,8 @@ static void bench_help(FILE *out) {
     "  -t, --threads T      threads of every library call (default: $ATTN_NUM_THREADS, else\n"
     "                       OpenMP's default); sets $ATTN_NUM_THREADS for the run\n"
     "  -r, --rounds R       timed runs of each test (default 5)\n"
-    "  --kv-dtype D         the KV cache's storage: f32 (default), f16 (llama-bench's default) or bf16\n"
+    "  --kv-dtype D         the KV cache's storage: f32 (default), f16 (llama-bench's default), bf16,\n"
+    "                       q8_0 or fp8 (8-bit blocks of 32 with a float16 scale; docs/cache.md)\n"
     "  --seed S             the token ids' seed, an integer >= 0 (default 0)\n"
     "  --no-warmup          no untimed run before each test's rounds\n"
     "  --csv                one CSV row per test on stdout, after a header:\n"
@@ -85,7 +86,7 @@ static const cli_flag bench_flags[] = {
     {"--threads", "T", F_THREADS, 0},
     {"-r", "R", F_ROUNDS, 0},
     {"--rounds", "R", F_ROUNDS, 0},
-    {"--kv-dtype", "f32|f16|bf16", F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
     {"--seed", "S", F_SEED, 0},
     {"--no-warmup", NULL, F_NO_WARMUP, 0},
     {"--csv", NULL, F_CSV, 0},
@@ -217,7 +218,7 @@ static void csv_quoted(const char *s) {
     putchar('"');
 }
 
-static const char *dtype_flag_name(attn_dtype d) { return d == ATTN_F16 ? "f16" : d == ATTN_BF16 ? "bf16" : "f32"; }
+static const char *dtype_flag_name(attn_dtype d) { return cli_kv_dtype_name(d); }
 
 static int bench(const bench_args *a) {
     const double t0 = cli_seconds();
@@ -353,10 +354,7 @@ int cmd_model_bench(int argc, char **argv) {
             if (!cli_parse_int(CMD, args.flag, value, 1, 1000, &a.rounds)) return CLI_USAGE_ERROR;
             break;
         case F_KV_DTYPE:
-            if (strcmp(value, "f32") == 0) a.kv_dtype = ATTN_F32;
-            else if (strcmp(value, "f16") == 0) a.kv_dtype = ATTN_F16;
-            else if (strcmp(value, "bf16") == 0) a.kv_dtype = ATTN_BF16;
-            else return cli_usage_error(CMD, "--kv-dtype is '%s': f32, f16 or bf16", value);
+            if (!cli_parse_kv_dtype(CMD, "--kv-dtype", value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
         case F_SEED:
             if (!cli_parse_int(CMD, args.flag, value, 0, INT64_MAX, &n)) return CLI_USAGE_ERROR;

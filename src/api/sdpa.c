@@ -68,6 +68,16 @@ typedef struct direction {
     bool needs_v; /* the forward's workspace does not depend on Dv */
 } direction;
 
+/* The backward of 8-bit K/V is not provided: refused with a message. */
+static attn_status refuse_kv8_backward(const sdpa_problem *p) {
+    const attn_tensor *t = dtype_is_kv8(p->k.dtype) ? &p->k : &p->v;
+    if (!dtype_is_kv8(t->dtype)) return ATTN_OK;
+    return attn__fail(ATTN_ERR_UNSUPPORTED,
+                      "the backward does not take 8-bit K/V (%s holds %s); the 8-bit formats are for the forward "
+                      "and decoding: dequantize (attn_dequantize) to differentiate",
+                      t == &p->k ? "k" : "v", attn_dtype_name(t->dtype));
+}
+
 static const direction forward = {forward_kernel, forward_workspace_size, false};
 static const direction backward = {backward_kernel, backward_workspace_size, true};
 
@@ -79,6 +89,7 @@ static attn_status query(const direction *dir, const attn_tensor *q, const attn_
     attn_status st;
     if (!v && dir->needs_v) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "v is NULL");
     if ((st = attn__problem_init(p, q, k, v, NULL, opt, PROBLEM_SHAPES_ONLY))) return st;
+    if (dir->needs_v && (st = refuse_kv8_backward(p))) return st;
     *kernel = dir->kernel(p);
     return ATTN_OK;
 }
@@ -236,7 +247,8 @@ attn_status attn_sdpa_backward_grads(const attn_tensor *q, const attn_tensor *k,
     if ((st = options_copy(&grads, sizeof grads, &defaults, grads_in, "attn_sdpa_grads"))) return st;
     attn_tensor *dq = grads.dq, *dk = grads.dk, *dv = grads.dv;
     if (!v) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "v is NULL");
-    if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA))) return st;
+    if ((st = attn__problem_init(&p, q, k, v, out, opt, PROBLEM_WITH_DATA)) || (st = refuse_kv8_backward(&p)))
+        return st;
     if (grads.dsinks && !p.opt.sinks)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                           "grads.dsinks is set but opt.sinks is NULL: there is no sink to differentiate");

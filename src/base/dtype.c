@@ -11,7 +11,7 @@ static const struct {
     [ATTN_BF16] = {"bfloat16", 2}, [ATTN_BOOL] = {"bool", 1},  [ATTN_I8] = {"int8", 1},
     [ATTN_I16] = {"int16", 2},   [ATTN_I32] = {"int32", 4},    [ATTN_I64] = {"int64", 8},
     [ATTN_U8] = {"uint8", 1},    [ATTN_U16] = {"uint16", 2},   [ATTN_U32] = {"uint32", 4},
-    [ATTN_U64] = {"uint64", 8},
+    [ATTN_U64] = {"uint64", 8},  [ATTN_Q8_0] = {"q8_0", 0},   [ATTN_FP8_E4M3] = {"fp8_e4m3", 0},
 };
 
 bool attn__dtype_valid(attn_dtype dtype) {

@@ -133,11 +133,13 @@ static inline float dtype_f64_to_f32_odd(double x) {
 static inline uint16_t dtype_f64_to_f16(double x) { return dtype_f32_to_f16(dtype_f64_to_f32_odd(x)); }
 static inline uint16_t dtype_f64_to_bf16(double x) { return dtype_f32_to_bf16(dtype_f64_to_f32_odd(x)); }
 
-/* n contiguous elements of dtype (F32, F16 or BF16) to float32: a copy, or
- * the exact widening of a half type. */
+/* n contiguous elements of dtype (F32, F16 or BF16; or an 8-bit block
+ * format, src at a block's start, n a multiple of 32) to float32: a copy,
+ * the exact widening of a half type, or the blocks' values (kv8.h). */
 static inline void dtype_load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst) {
     const uint16_t *h = (const uint16_t *)src;
-    if (dtype == ATTN_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    if (dtype == ATTN_Q8_0 || dtype == ATTN_FP8_E4M3) (void)attn_dequantize(src, dtype, n, dst);
+    else if (dtype == ATTN_F32) memcpy(dst, src, (size_t)n * sizeof(float));
     else if (dtype == ATTN_F16)
         for (int64_t i = 0; i < n; i++) dst[i] = dtype_f16_to_f32(h[i]);
     else

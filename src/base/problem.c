@@ -54,6 +54,9 @@ attn_status attn__tensor_check(const attn_tensor *t, const char *name, problem_d
     if (!t) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     if (!t->data && data == PROBLEM_WITH_DATA)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s->data is NULL", name);
+    if (dtype_is_kv8(t->dtype))
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s holds %s: the 8-bit block formats are taken for k and v of the "
+                          "forward only (and by the KV cache)", name, attn_dtype_name(t->dtype));
     if (!tensor_dtype_valid(t->dtype))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
                           "%s: dtype %d is not a tensor dtype (ATTN_F32, ATTN_F16 or ATTN_BF16)", name,
@@ -73,7 +76,7 @@ attn_status attn__tensor_check(const attn_tensor *t, const char *name, problem_d
                           name, (long long)t->stride[3]);
     /* The largest element offset, and the number of elements, must be
      * representable in bytes. */
-    const int64_t element_bytes = (int64_t)attn_dtype_size(t->dtype);
+    const int64_t element_bytes = dtype_is_kv8(t->dtype) ? 2 : (int64_t)attn_dtype_size(t->dtype);
     int64_t last = 0;
     for (int i = 0; i < 4; i++) {
         int64_t term;
@@ -86,6 +89,25 @@ attn_status attn__tensor_check(const attn_tensor *t, const char *name, problem_d
         mul_overflows(elements, t->shape[2], &elements) ||
         mul_overflows(elements, t->shape[3], &elements) || elements > INT64_MAX / element_bytes)
         return attn__fail(ATTN_ERR_OVERFLOW, "%s: the number of elements overflows", name);
+    return ATTN_OK;
+}
+
+/* k or v: attn__tensor_check, and the 8-bit block formats allowed (whole
+ * blocks: width and strides multiples of 32). */
+static attn_status tensor_check_kv(const attn_tensor *t, const char *name, problem_data data) {
+    if (!t || !dtype_is_kv8(t->dtype)) return attn__tensor_check(t, name, data);
+    attn_tensor plain = *t;
+    plain.dtype = ATTN_F16; /* the other checks, on the element count */
+    attn_status st = attn__tensor_check(&plain, name, data);
+    if (st) return st;
+    if (t->shape[3] % KV8_BLOCK)
+        return attn__fail(ATTN_ERR_SHAPE, "%s holds %s, blocks of 32 values: its width %lld must be a multiple of 32",
+                          name, attn_dtype_name(t->dtype), (long long)t->shape[3]);
+    for (int i = 0; i < 3; i++)
+        if (t->stride[i] % KV8_BLOCK)
+            return attn__fail(ATTN_ERR_SHAPE,
+                              "%s holds %s, blocks of 32 values: its stride[%d] = %lld must be a multiple of 32", name,
+                              attn_dtype_name(t->dtype), i, (long long)t->stride[i]);
     return ATTN_OK;
 }
 
@@ -164,8 +186,8 @@ attn_status attn__problem_init(sdpa_problem *p, const attn_tensor *q, const attn
                                const attn_sdpa_options *opt, problem_data data) {
     attn_status st;
     memset(p, 0, sizeof *p);
-    if ((st = attn__tensor_check(q, "q", data)) || (st = attn__tensor_check(k, "k", data))) return st;
-    if (v && (st = attn__tensor_check(v, "v", data))) return st;
+    if ((st = attn__tensor_check(q, "q", data)) || (st = tensor_check_kv(k, "k", data))) return st;
+    if (v && (st = tensor_check_kv(v, "v", data))) return st;
     if (out && (st = attn__tensor_check(out, "out", data))) return st;
 
     p->batch = q->shape[0];

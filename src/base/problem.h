@@ -12,6 +12,7 @@
 
 #include "base/base.h"
 #include "base/dtype.h"
+#include "base/kv8.h"
 
 /* Keys and values read through a block table (attn_kv_cache's paged pool,
  * src/cache): the problem's key j is sequence position first + j, which is
@@ -118,15 +119,23 @@ static inline float *problem_row(const attn_tensor *t, int64_t b, int64_t pos, i
  * flash loop nests convert whole rows with the ISA's widen / narrow
  * (src/isa/flash_table.h). */
 
-/* Bytes of one element of t (4 or 2). */
+/* Bytes of one element of t (4 or 2; 1 for the 8-bit block formats, whose
+ * blocks add a scale: offsets go through problem_offset_bytes). */
 static inline int64_t problem_elem_bytes(const attn_tensor *t) {
+    if (dtype_is_kv8(t->dtype)) return 1;
     return t->dtype == ATTN_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t);
+}
+
+/* Bytes from t's data to element offset `at` (for a block format a
+ * multiple of 32: kv8.h). */
+static inline int64_t problem_offset_bytes(const attn_tensor *t, int64_t at) {
+    return dtype_is_kv8(t->dtype) ? kv8_offset_bytes(at) : at * problem_elem_bytes(t);
 }
 
 /* Row (b, position, head) of a tensor of any dtype, as bytes. */
 static inline void *problem_row_any(const attn_tensor *t, int64_t b, int64_t pos, int64_t head) {
     const int64_t at = b * t->stride[0] + pos * t->stride[1] + head * t->stride[2];
-    return (char *)t->data + at * problem_elem_bytes(t);
+    return (char *)t->data + problem_offset_bytes(t, at);
 }
 
 /* Row (b, position, head) of the problem's k or v (t is &p->k or &p->v),
@@ -139,7 +148,7 @@ static inline const void *problem_kv_row(const sdpa_problem *p, const attn_tenso
     const int64_t at = pg->first + pos, block = pg->table[at / pg->block_rows];
     const int64_t element = block * (t == &p->v ? pg->v_block : pg->k_block) + (at % pg->block_rows) * t->stride[1] +
                             head * t->stride[2];
-    return (const char *)t->data + element * problem_elem_bytes(t);
+    return (const char *)t->data + problem_offset_bytes(t, element);
 }
 
 /* Keys from position pos on that lie in one run of rows stride[1] apart
@@ -151,8 +160,10 @@ static inline int64_t problem_kv_run(const sdpa_problem *p, int64_t pos) {
     return p->pages->block_rows - at % p->pages->block_rows;
 }
 
-/* Element d of a row of dtype `dtype`, exactly (every half is a float). */
+/* Element d of a row of dtype `dtype`, exactly (every half is a float; an
+ * 8-bit block format's value is d * code, kv8.h). */
 static inline float problem_get(attn_dtype dtype, const void *row, int64_t d) {
+    if (dtype_is_kv8(dtype)) return kv8_value(dtype, (const uint8_t *)row + kv8_offset_bytes(d), d % KV8_BLOCK);
     if (dtype == ATTN_F16) return dtype_f16_to_f32(((const uint16_t *)row)[d]);
     if (dtype == ATTN_BF16) return dtype_bf16_to_f32(((const uint16_t *)row)[d]);
     return ((const float *)row)[d];

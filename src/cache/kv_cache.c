@@ -108,10 +108,16 @@ static attn_status check_config(const attn_kv_cache_config *cfg) {
     if (cfg->value_dim < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_config.value_dim is %lld: must be >= 0 (0 = head_dim)",
                           (long long)cfg->value_dim);
-    if (cfg->dtype != ATTN_F32 && cfg->dtype != ATTN_F16 && cfg->dtype != ATTN_BF16)
+    if (cfg->dtype != ATTN_F32 && cfg->dtype != ATTN_F16 && cfg->dtype != ATTN_BF16 && !dtype_is_kv8(cfg->dtype))
         return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "attn_kv_cache_config.dtype is %s: a cache stores float32, float16 or bfloat16",
-                          attn_dtype_name(cfg->dtype));
+                          "attn_kv_cache_config.dtype is %s: a cache stores float32, float16, bfloat16, q8_0 or "
+                          "fp8_e4m3", attn_dtype_name(cfg->dtype));
+    const int64_t value_dim = cfg->value_dim ? cfg->value_dim : cfg->head_dim;
+    if (dtype_is_kv8(cfg->dtype) && (cfg->head_dim % KV8_BLOCK || value_dim % KV8_BLOCK))
+        return attn__fail(ATTN_ERR_SHAPE,
+                          "attn_kv_cache_config: a %s cache stores blocks of 32 values of a head's row; head_dim "
+                          "(%lld) and value_dim (%lld) must be multiples of 32 (use a float16 or bfloat16 cache)",
+                          attn_dtype_name(cfg->dtype), (long long)cfg->head_dim, (long long)value_dim);
     if (cfg->layout == ATTN_KV_PAGED) {
         if ((st = check_positive(cfg->block_rows, "block_rows")) || (st = check_positive(cfg->num_blocks, "num_blocks")))
             return st;
@@ -143,11 +149,14 @@ static attn_status copy_rope(attn_kv_cache *c, const attn_rope_options *rope) {
     return ATTN_OK;
 }
 
-/* Bytes of a pool of `width` elements per head, or 0 on overflow. */
-static size_t pool_bytes(const attn_kv_cache *c, int64_t row_elements) {
+/* Bytes of a pool of rows of `row_elements` elements, or 0 on overflow;
+ * *row_bytes gets the bytes of one row. */
+static size_t pool_bytes(const attn_kv_cache *c, int64_t row_elements, int64_t *row_bytes) {
     int64_t n;
+    if (row_elements > INT64_MAX / 4) return 0;
+    *row_bytes = (int64_t)attn_dtype_bytes(c->dtype, row_elements);
     if (mul_overflows(c->layers, c->num_blocks, &n) || mul_overflows(n, c->block_rows, &n) ||
-        mul_overflows(n, row_elements, &n) || mul_overflows(n, (int64_t)c->element_bytes, &n))
+        mul_overflows(n, *row_bytes, &n))
         return 0;
     return (size_t)n;
 }
@@ -168,7 +177,6 @@ attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache 
     c->dim = cfg.head_dim;
     c->dim_v = cfg.value_dim ? cfg.value_dim : cfg.head_dim;
     c->dtype = cfg.dtype;
-    c->element_bytes = attn_dtype_size(cfg.dtype);
     c->layout = cfg.layout;
     c->max_seqs = cfg.max_seqs;
     c->capacity = cfg.capacity;
@@ -178,8 +186,8 @@ attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache 
     c->table_len = paged ? ceil_div(cfg.capacity, cfg.block_rows) : 1;
     size_t k_bytes = 0, v_bytes = 0;
     if (c->num_blocks > INT32_MAX || mul_overflows(c->kv_heads, c->dim, &c->k_row) ||
-        mul_overflows(c->kv_heads, c->dim_v, &c->v_row) || !(k_bytes = pool_bytes(c, c->k_row)) ||
-        !(v_bytes = pool_bytes(c, c->v_row))) {
+        mul_overflows(c->kv_heads, c->dim_v, &c->v_row) || !(k_bytes = pool_bytes(c, c->k_row, &c->k_row_bytes)) ||
+        !(v_bytes = pool_bytes(c, c->v_row, &c->v_row_bytes))) {
         st = attn__fail(ATTN_ERR_OVERFLOW, "attn_kv_cache_new: %lld layers x %lld blocks x %lld rows x %lld heads "
                         "x (%lld + %lld) widths overflow",
                         (long long)c->layers, (long long)c->num_blocks, (long long)c->block_rows,
@@ -311,6 +319,13 @@ attn_status attn_kv_cache_seq_length(const attn_kv_cache *c, int64_t seq, int64_
     return ATTN_OK;
 }
 
+attn_status attn_kv_cache_saturated(const attn_kv_cache *c, int64_t *values) {
+    if (!c) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_saturated: cache is NULL");
+    if (!values) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_saturated: values is NULL");
+    *values = c->saturated;
+    return ATTN_OK;
+}
+
 attn_status attn_kv_cache_pool(const attn_kv_cache *c, int64_t *free_blocks, int64_t *total_blocks,
                                int64_t *block_rows) {
     if (!c) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_pool: cache is NULL");
@@ -342,20 +357,38 @@ static attn_status check_rows(const attn_kv_cache *c, const attn_tensor *t, cons
     if (t->stride[3] != 1)
         return attn__fail(ATTN_ERR_SHAPE, "%s: %s.stride[3] is %lld: the last dimension must be contiguous", fn, name,
                           (long long)t->stride[3]);
+    if (dtype_is_kv8(t->dtype) && (t->stride[1] % KV8_BLOCK || t->stride[2] % KV8_BLOCK))
+        return attn__fail(ATTN_ERR_SHAPE, "%s: %s holds %s blocks: its strides must be multiples of 32", fn, name,
+                          attn_dtype_name(t->dtype));
+    if (c->dtype == ATTN_Q8_0 && t->dtype == ATTN_F32)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t h = 0; h < c->kv_heads; h++) {
+                const float *x = (const float *)t->data + r * t->stride[1] + h * t->stride[2];
+                for (int64_t d = 0; d < width; d++)
+                    if (x[d] != x[d])
+                        return attn__fail(ATTN_ERR_NONFINITE,
+                                          "%s: %s[0, %lld, %lld, %lld] is NaN, which a q8_0 cache cannot hold", fn,
+                                          name, (long long)r, (long long)h, (long long)d);
+            }
     return ATTN_OK;
 }
 
 /* n elements of one head's row, from src's dtype to dst's: a copy, or
- * float32 rounded to nearest even (the only conversion check_rows lets
- * through). */
-static void store_row(void *dst, attn_dtype dst_dtype, const void *src, attn_dtype src_dtype, int64_t n) {
+ * float32 rounded to nearest even, or quantized to an 8-bit block format
+ * (the conversions check_rows lets through); *saturated counts the values
+ * an 8-bit format clamped (base/kv8.c). */
+static void store_row(void *dst, attn_dtype dst_dtype, const void *src, attn_dtype src_dtype, int64_t n,
+                      int64_t *saturated) {
     if (src_dtype == dst_dtype) {
-        memcpy(dst, src, (size_t)n * attn_dtype_size(dst_dtype));
+        memcpy(dst, src, attn_dtype_bytes(dst_dtype, n));
         return;
     }
     const float *f = src;
     uint16_t *h = dst;
-    if (dst_dtype == ATTN_F16)
+    if (dtype_is_kv8(dst_dtype))
+        for (int64_t b = 0; b < n / KV8_BLOCK; b++)
+            attn__kv8_quantize_block(f + b * KV8_BLOCK, dst_dtype, (uint8_t *)dst + b * KV8_BLOCK_BYTES, saturated);
+    else if (dst_dtype == ATTN_F16)
         for (int64_t i = 0; i < n; i++) h[i] = dtype_f32_to_f16(f[i]);
     else
         for (int64_t i = 0; i < n; i++) h[i] = dtype_f32_to_bf16(f[i]);
@@ -363,17 +396,17 @@ static void store_row(void *dst, attn_dtype dst_dtype, const void *src, attn_dty
 
 /* The rows of t, head by head, into the sequence's rows [start, start + N)
  * of one layer's pool (k or v). */
-static void store_rows(const attn_kv_cache *c, int64_t seq, int64_t layer, int64_t start, const attn_tensor *t,
+static void store_rows(attn_kv_cache *c, int64_t seq, int64_t layer, int64_t start, const attn_tensor *t,
                        bool keys) {
     const int32_t *table = c->tables + seq * c->table_len;
-    const size_t in_bytes = attn_dtype_size(t->dtype);
     const int64_t width = keys ? c->dim : c->dim_v;
     for (int64_t r = 0; r < t->shape[1]; r++) {
         const int64_t position = start + r, block = table[position / c->block_rows], row = position % c->block_rows;
         unsigned char *dst = keys ? kv_cache_k_row(c, layer, block, row) : kv_cache_v_row(c, layer, block, row);
         for (int64_t h = 0; h < c->kv_heads; h++) {
-            const unsigned char *src = (const unsigned char *)t->data + (size_t)(r * t->stride[1] + h * t->stride[2]) * in_bytes;
-            store_row(dst + (size_t)(h * width) * c->element_bytes, c->dtype, src, t->dtype, width);
+            const unsigned char *src =
+                (const unsigned char *)t->data + attn_dtype_bytes(t->dtype, r * t->stride[1] + h * t->stride[2]);
+            store_row(dst + attn_dtype_bytes(c->dtype, h * width), c->dtype, src, t->dtype, width, &c->saturated);
         }
     }
 }
@@ -385,8 +418,8 @@ static void copy_on_write(attn_kv_cache *c, int64_t seq, int64_t entry) {
     const int32_t shared = table[entry], copy = take_block(c, entry > 0 ? table[entry - 1] : -1);
     for (int64_t l = 0; l < c->layers; l++) {
         const int64_t rows = min_i64(max_i64(c->lengths[seq * c->layers + l] - entry * c->block_rows, 0), c->block_rows);
-        memcpy(kv_cache_k_row(c, l, copy, 0), kv_cache_k_row(c, l, shared, 0), (size_t)(rows * c->k_row) * c->element_bytes);
-        memcpy(kv_cache_v_row(c, l, copy, 0), kv_cache_v_row(c, l, shared, 0), (size_t)(rows * c->v_row) * c->element_bytes);
+        memcpy(kv_cache_k_row(c, l, copy, 0), kv_cache_k_row(c, l, shared, 0), (size_t)(rows * c->k_row_bytes));
+        memcpy(kv_cache_v_row(c, l, copy, 0), kv_cache_v_row(c, l, shared, 0), (size_t)(rows * c->v_row_bytes));
     }
     c->refs[shared]--;
     c->refs[copy] = 1;
@@ -446,6 +479,9 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, int64_t seq, int64_t layer, c
                           (long long)c->block_rows, (long long)c->free_count, (long long)c->num_blocks);
     void *rotated = NULL;
     attn_tensor rotated_k;
+    if (c->has_rope && dtype_is_kv8(k->dtype))
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: the cache rotates keys (RoPE) and k holds %s; give the keys in "
+                          "float32 (they are quantized after the rotation)", fn, attn_dtype_name(k->dtype));
     if (c->has_rope && (st = rotate_keys(c, k, start, &rotated, &rotated_k))) return st;
 
     /* Nothing can fail from here on. */

@@ -18,12 +18,14 @@
 
 #include "attn_cache.h"
 #include "base/base.h"
+#include "base/kv8.h"
 #include "base/pages.h"
 
 struct attn_kv_cache {
     int64_t layers, kv_heads, dim, dim_v;
     attn_dtype dtype;
-    size_t element_bytes;
+    int64_t k_row_bytes, v_row_bytes; /* bytes of one row of all heads (attn_dtype_bytes of k_row, v_row) */
+    int64_t saturated;    /* values an 8-bit dtype clamped on append (attn_kv_cache_saturated) */
     attn_kv_layout layout;
     int64_t max_seqs, capacity;
     int64_t block_rows, num_blocks, table_len;
@@ -49,10 +51,10 @@ struct attn_kv_cache {
 
 /* Where row `row` of block `block` of a layer starts, in the K and V pools. */
 static inline unsigned char *kv_cache_k_row(const attn_kv_cache *c, int64_t layer, int64_t block, int64_t row) {
-    return c->k_pool + (size_t)(((layer * c->num_blocks + block) * c->block_rows + row) * c->k_row) * c->element_bytes;
+    return c->k_pool + (size_t)(((layer * c->num_blocks + block) * c->block_rows + row) * c->k_row_bytes);
 }
 static inline unsigned char *kv_cache_v_row(const attn_kv_cache *c, int64_t layer, int64_t block, int64_t row) {
-    return c->v_pool + (size_t)(((layer * c->num_blocks + block) * c->block_rows + row) * c->v_row) * c->element_bytes;
+    return c->v_pool + (size_t)(((layer * c->num_blocks + block) * c->block_rows + row) * c->v_row_bytes);
 }
 
 /* ATTN_OK when seq names a live sequence and layer a layer of the cache;

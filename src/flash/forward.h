@@ -123,10 +123,10 @@ static inline float *weights_row(const flash_ctx *c, float *weights, int64_t r) 
  * requested are the same). */
 static inline flash_prefetch prefetch_of(const flash_ctx *c, const attn_tensor *t, int64_t t0, int64_t head,
                                          int heads, int64_t width, int rows) {
-    const int64_t per_float = (int64_t)sizeof(float) / problem_elem_bytes(t);
+    const int64_t fl = (int64_t)sizeof(float);
     if (rows > 0) rows = (int)(rows < problem_kv_run(c->p, t0) ? rows : problem_kv_run(c->p, t0));
-    flash_prefetch pf = {NULL, t->stride[1] / per_float, t->stride[2] / per_float, ceil_div(width, per_float),
-                         heads, rows > 0 ? rows : 0};
+    flash_prefetch pf = {NULL, problem_offset_bytes(t, t->stride[1]) / fl, problem_offset_bytes(t, t->stride[2]) / fl,
+                         ceil_div(problem_offset_bytes(t, width), fl), heads, rows > 0 ? rows : 0};
     if (rows > 0) pf.base = problem_kv_row(c->p, t, c->b, t0, head);
     return pf;
 }

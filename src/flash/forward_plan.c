@@ -152,8 +152,8 @@ void attn__flash_plan_make(const sdpa_problem *p, flash_plan *pl) {
         pl->off_s = reserve(&cursor, rows * keys);
         pl->copy_steps = p->pages && p->pages->block_rows < FLASH_COPY_BLOCKS_BELOW;
         if (pl->copy_steps) {
-            pl->off_step_k = reserve(&cursor, ceil_div(keys * p->k.stride[1] * problem_elem_bytes(&p->k), 4));
-            pl->off_step_v = reserve(&cursor, ceil_div(keys * p->v.stride[1] * problem_elem_bytes(&p->v), 4));
+            pl->off_step_k = reserve(&cursor, ceil_div(problem_offset_bytes(&p->k, keys * p->k.stride[1]), 4));
+            pl->off_step_v = reserve(&cursor, ceil_div(problem_offset_bytes(&p->v, keys * p->v.stride[1]), 4));
         }
     } else {
         pl->off_qp = reserve(&cursor, pl->qp_sub * pl->subtiles);

@@ -48,15 +48,15 @@ static const void *rows_source(const flash_ctx *c, const attn_tensor *t, int64_t
     const sdpa_problem *p = c->p;
     if (!in_step_copy(c, key)) return problem_kv_row(p, t, c->b, key, head);
     const int64_t at = (key - c->step_t0) * t->stride[1] + head * t->stride[2];
-    return (t == &p->v ? c->step_v : c->step_k) + at * problem_elem_bytes(t);
+    return (t == &p->v ? c->step_v : c->step_k) + problem_offset_bytes(t, at);
 }
 
 /* Copies the rows of keys [t0, t0 + nk) of t, every kv head, run by run
  * into dst, stride[1] apart as in t (copy_steps; called before the step's
  * copy is marked, so the runs are the blocks). */
 static void copy_step(const flash_ctx *c, const attn_tensor *t, int64_t t0, int nk, unsigned char *dst) {
-    const int64_t row_bytes = t->stride[1] * problem_elem_bytes(t);
-    const int64_t last_bytes = ((t->shape[2] - 1) * t->stride[2] + t->shape[3]) * problem_elem_bytes(t);
+    const int64_t row_bytes = problem_offset_bytes(t, t->stride[1]);
+    const int64_t last_bytes = problem_offset_bytes(t, (t->shape[2] - 1) * t->stride[2] + t->shape[3]);
     for (int j0 = 0, n; j0 < nk; j0 += n) {
         n = rows_run(c, t0 + j0, nk - j0);
         memcpy(dst + j0 * row_bytes, problem_kv_row(c->p, t, c->b, t0 + j0, 0),

@@ -163,15 +163,18 @@ typedef struct ukernel_table {
     void (*pv_rows)(const float *s, int64_t lds, int heads, int rows_per_head, int nk,
                     const float *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
                     float *o, int64_t ldo, const flash_prefetch *pf);
-    /* qk_rows and pv_rows on K or V stored as kv_dtype (ATTN_F16 or
-     * ATTN_BF16), read in place and widened in registers; strides ldk,
-     * ldv, ldh in elements; the same operations, in the same order, as the
-     * float kernels on the widened values (so the same bits). */
+    /* qk_rows and pv_rows on K or V stored as kv_dtype (ATTN_F16,
+     * ATTN_BF16, or an 8-bit block format, ATTN_Q8_0 / ATTN_FP8_E4M3),
+     * read in place and widened (dequantized: d * code, base/kv8.h) in
+     * registers; strides ldk, ldv, ldh in elements (for a block format
+     * multiples of 32, as dim and dim_v are); the same operations, in the
+     * same order, as the float kernels on the widened values (so the same
+     * bits). */
     void (*qk_rows_half)(attn_dtype kv_dtype, const float *qp, int64_t ldq, int heads, int rows_per_head,
-                         int64_t dim, const uint16_t *k, int64_t ldk, int64_t ldh, int nk, float *s,
+                         int64_t dim, const void *k, int64_t ldk, int64_t ldh, int nk, float *s,
                          int64_t lds, const flash_prefetch *pf);
     void (*pv_rows_half)(attn_dtype kv_dtype, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
-                         const uint16_t *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
+                         const void *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
                          float *o, int64_t ldo, const flash_prefetch *pf);
     /* w[r][j] = exp2(s[r][j] − m[r]) · inv_l[r] for j < nk (m[r] = -inf: 0);
      * w may alias s. */
@@ -230,8 +233,9 @@ typedef struct ukernel_table {
     /* Half-precision storage (docs/kernels.md, "Half-precision storage"):
      * the loop nests convert every row they copy or pack, and every row of
      * K/V the rows kernels read, with these; the arithmetic stays fp32.
-     * src / dst hold n elements of dtype (ATTN_F32, ATTN_F16, ATTN_BF16),
-     * no alignment required.
+     * src / dst hold n elements of dtype (ATTN_F32, ATTN_F16, ATTN_BF16;
+     * widen also the 8-bit block formats, src at a block's start and n a
+     * multiple of 32: d * code, base/kv8.h), no alignment required.
      * widen:  dst[e] = src[e] as a float, exactly (every half is a float; a
  *         signalling NaN may come out quiet, as F16C's vcvtph2ps makes it).
      * narrow: dst[e] = src[e] rounded to nearest, ties to even, by the

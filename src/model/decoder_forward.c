@@ -116,11 +116,10 @@ static attn_status attend_cache_hooked(const attn_decoder_outputs *out, int64_t 
         for (int pass = 0; pass < 2; pass++) {
             const attn_tensor *t = pass ? &seg[i].v : &seg[i].k;
             float *dst = (pass ? vf : kf) + r0 * row;
-            const size_t esize = t->dtype == ATTN_F32 ? 4 : 2;
             for (int64_t r = 0; r < t->shape[1]; r++)
                 for (int64_t h = 0; h < Hkv; h++) {
                     const unsigned char *src =
-                        (const unsigned char *)t->data + (size_t)(r * t->stride[1] + h * t->stride[2]) * esize;
+                        (const unsigned char *)t->data + attn_dtype_bytes(t->dtype, r * t->stride[1] + h * t->stride[2]);
                     dtype_load_f32(src, t->dtype, Dh, dst + (r * Hkv + h) * Dh);
                 }
         }

@@ -30,8 +30,10 @@ struct attn_decoder_session {
 
 uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype) {
     if (!cfg) return 0;
-    const uint64_t element = kv_dtype == ATTN_F32 ? 4 : 2;
-    return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * (uint64_t)cfg->head_dim * element;
+    const bool eight_bit = kv_dtype == ATTN_Q8_0 || kv_dtype == ATTN_FP8_E4M3; /* 34 bytes per 32 values */
+    const uint64_t row = eight_bit ? (uint64_t)cfg->head_dim / 32u * 34u
+                                   : (uint64_t)cfg->head_dim * (kv_dtype == ATTN_F32 ? 4u : 2u);
+    return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * row;
 }
 
 attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt_in,
@@ -48,9 +50,10 @@ attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_s
     if (opt->capacity <= 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.capacity is %lld: must be > 0",
                           (long long)opt->capacity);
-    if (opt->kv_dtype != ATTN_F32 && opt->kv_dtype != ATTN_F16 && opt->kv_dtype != ATTN_BF16)
+    if (opt->kv_dtype != ATTN_F32 && opt->kv_dtype != ATTN_F16 && opt->kv_dtype != ATTN_BF16 &&
+        opt->kv_dtype != ATTN_Q8_0 && opt->kv_dtype != ATTN_FP8_E4M3)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_session_new: opt.kv_dtype is %s: float32, float16 or bfloat16",
+                          "attn_decoder_session_new: opt.kv_dtype is %s: float32, float16, bfloat16, q8_0 or fp8_e4m3",
                           attn_dtype_name(opt->kv_dtype));
     if (opt->kernel != ATTN_KERNEL_AUTO && opt->kernel != ATTN_KERNEL_REF && opt->kernel != ATTN_KERNEL_FLASH)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.kernel is %d", (int)opt->kernel);

@@ -120,12 +120,13 @@ static void csv_rows_are_well_formed(void **state) {
             assert_true(is_number(value) && atof(value) > 0.0);
             continue;
         }
-        /* Only the filtered rows (K/V in float32, float16, bfloat16), for
+        /* Only the filtered rows (K/V in float32, float16, bfloat16, q8_0, fp8), for
          * each kernel, the float32 one first; io_bytes counts each tensor
          * in its dtype. */
         assert_string_equal(f[0], "decode");
-        static const char *const names[3] = {"decode S=4096", "decode S=4096 kv=f16", "decode S=4096 kv=bf16"};
-        static const double kv_bytes[3] = {4, 2, 2};
+        static const char *const names[5] = {"decode S=4096", "decode S=4096 kv=f16", "decode S=4096 kv=bf16",
+                                             "decode S=4096 kv=q8_0", "decode S=4096 kv=fp8"};
+        static const double kv_bytes[5] = {4, 2, 2, 34.0 / 32, 34.0 / 32};
         const int t = decode_rows / 2;
         assert_string_equal(f[1], names[t]);
         const double io = 2.0 * 16 * 128 * 4 + 2.0 * 4096 * 8 * 128 * kv_bytes[t];
@@ -146,7 +147,7 @@ static void csv_rows_are_well_formed(void **state) {
     /* fma_peak, triad and read with their _threads and _1thread parts,
      * fma_peak_end and read_end */
     assert_int_equal(machine_rows, 11);
-    assert_int_equal(decode_rows, 6);
+    assert_int_equal(decode_rows, 10);
     free(out);
 }
 
@@ -190,19 +191,19 @@ static void kernel_choice_and_help(void **state) {
 /* The rows a plan holds, counted from the sections --help documents:
  * prefill and backward each L x Hkv x D x {full, causal}; the bfloat16
  * prefill rows L x {exact, fast} x {full, causal}; decode per S x {f32,
- * f16, bf16}; the long row in the full plan only; scaling n = 100, 200,
+ * f16, bf16, q8_0, fp8}; the long row in the full plan only; scaling n = 100, 200,
  * ... up to its last n; the cache rows (S = 4096, and 32768 in the full
  * plan, then the batch). */
 static int documented_rows(bool quick) {
     const int prefill = quick ? 2 * 2 + 1 * 2    /* L=1024: Hkv 16, 8; L=4096: Hkv 16; D=128 */
                               : 5 * 2 * 2 * 2;   /* L=512..8192, Hkv 16 and 8, D 64 and 128 */
     const int prefill_bf16 = (quick ? 1 : 2) * 2 * 2;
-    const int decode = (quick ? 2 : 3) * 3, longs = quick ? 0 : 1;
+    const int decode = (quick ? 2 : 3) * 5, longs = quick ? 0 : 1; /* f32, f16, bf16, q8_0, fp8 */
     int scaling = 0;
     for (int n = 100; n <= (quick ? 3200 : 12800); n *= 2) scaling++;
     /* float32, per S: sdpa, contiguous, paged x 2; the batch x 3; then
-     * bfloat16, per S: contiguous, paged x 2; the batch x 3 */
-    const int cache = quick ? (4 + 3) + (3 + 3) : (2 * 4 + 3) + (2 * 3 + 3);
+     * bfloat16, q8_0 and fp8, per S: contiguous, paged x 2; the batch x 3 */
+    const int cache = quick ? (4 + 3) + 3 * (3 + 3) : (2 * 4 + 3) + 3 * (2 * 3 + 3);
     return 2 * prefill + prefill_bf16 + decode + longs + scaling + cache;
 }
 
@@ -231,9 +232,10 @@ static void full_plan_and_filters(void **state) {
         const char *filter;
         int rows;
     } filters[] = {
-        {"prefill L=512 ", 8}, {"backward L=8192 Hkv=8", 4}, {"decode", 9}, {"long", 1},
-        {"scaling n=12800", 1}, {"causal", 45}, {"decode S=131072,scaling n=100", 4},
+        {"prefill L=512 ", 8}, {"backward L=8192 Hkv=8", 4}, {"decode", 15}, {"long", 1},
+        {"scaling n=12800", 1}, {"causal", 45}, {"decode S=131072,scaling n=100", 6},
         {"kv=bf16", 3 + 9}, {"bf16 fast", 4}, /* kv=bf16: decode, and the cache section's bfloat16 rows */
+        {"kv=q8_0", 3 + 9}, {"kv=fp8", 3 + 9},
     };
     for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++) {
         assert_int_equal(test_run_cli(&out, "bench --list --filter '%s'", filters[f].filter), 0);

@@ -104,6 +104,30 @@ static void test_outputs_equal_full_call(void **state) {
     free(test_load_f32(test_path("o2.npy"), 2, s2));
 }
 
+/* 8-bit caches (--kv q8_0 | fp8, D and Dv multiples of 32): the program's
+ * proof against the full call on the dequantized keys and values holds. */
+static void test_eight_bit_caches(void **state) {
+    (void)state;
+    enum { L8 = 45, H8 = 2, D8 = 64 };
+    float *x = malloc(sizeof(float) * L8 * H8 * D8);
+    test_rng r;
+    test_rng_seed(&r, 35);
+    test_fill_normal(&r, x, L8 * H8 * D8, 1.0);
+    const int64_t shape[3] = {L8, H8, D8};
+    test_save_f32(test_path("x8.npy"), 3, shape, x);
+    static const char *const runs[] = {"--kv q8_0", "--kv fp8 --paged --block-size 8 --prefill 20 --chunk 6",
+                                       "--cache-dtype q8_0 --rope --threads 2"};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char *output;
+        int st = test_run_cli(&output, "decode -q %s -k %s -v %s -o %s %s", test_path("x8.npy"), test_path("x8.npy"),
+                              test_path("x8.npy"), test_path("o8.npy"), runs[i]);
+        if (st || !strstr(output, ": equal")) fail_msg("attn decode %s exited %d:\n%s", runs[i], st, output);
+        free(output);
+        free(test_load_f32(test_path("o8.npy"), 3, shape));
+    }
+    free(x);
+}
+
 /* Usage errors exit 2, data errors 1, each naming what is wrong; nothing is written. */
 static void test_errors(void **state) {
     (void)state;
@@ -115,7 +139,8 @@ static void test_errors(void **state) {
         const char *message;
     } cases[] = {
         {"--block-size 8", 2, "--block-size is for a paged cache"},
-        {"--cache-dtype f8", 2, "--cache-dtype must be f32, f16 or bf16"},
+        {"--cache-dtype f8", 2, "--cache-dtype must be f32, f16, bf16, q8_0 or fp8"},
+        {"--kv q8_0", 1, "multiples of 32"}, /* D = 16 */
         {"--chunk 0", 2, "--chunk"},
         {"--rope-theta 100", 2, "--rope-theta needs --rope"},
         {"--paged --block-size x", 2, "--block-size"},
@@ -185,13 +210,14 @@ static void test_bench_rows(void **state) {
     if (st) fail_msg("attn bench --list exited %d:\n%s", st, output);
     int lines = 0;
     for (const char *p = output; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 20); /* 11 float32 rows, 9 bfloat16 */
+    assert_int_equal(lines, 38); /* 11 float32 rows, 9 each of bfloat16, q8_0 and fp8 */
     free(output);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_outputs_equal_full_call),
+        cmocka_unit_test(test_eight_bit_caches),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bench_rows),
     };

@@ -45,7 +45,7 @@ static void test_help_and_usage_errors(void **state) {
     expect(0, "--kv-dtype", "-h");
     /* Every flag the parser takes is in the help (test_cli_matrix checks
      * this for the subcommands; generate is an action of one). */
-    assert_int_equal(test_cli_flags_in_help("model generate"), 25); /* with --weights and --precision */;
+    assert_int_equal(test_cli_flags_in_help("model generate"), 26); /* with --weights, --precision and --kv-cache */
     expect(2, "--model MODEL is required", "--text hi");
     expect(2, "--text TEXT is required", "--model m.gguf");
     expect(2, "--text needs a value", "--model m.gguf --text ''");
@@ -55,7 +55,7 @@ static void test_help_and_usage_errors(void **state) {
     expect(2, "--top-p is 0", "--model m.gguf --text hi --top-p 0");
     expect(2, "--top-p", "--model m.gguf --text hi --top-p 1.5");
     expect(2, "--seed", "--model m.gguf --text hi --seed x");
-    expect(2, "--kv-dtype is 'f8': f32, f16 or bf16", "--model m.gguf --text hi --kv-dtype f8");
+    expect(2, "--kv-dtype must be f32, f16, bf16, q8_0 or fp8, got 'f8'", "--model m.gguf --text hi --kv-dtype f8");
     expect(2, "contradict", "--model m.gguf --text hi --stop-at-eos --no-stop");
     expect(2, "--weights is 'f16': stored or f32", "--model m.gguf --text hi --weights f16");
     expect(2, "--precision is 'half': exact or fast", "--model m.gguf --text hi --precision half");

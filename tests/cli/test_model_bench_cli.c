@@ -43,7 +43,7 @@ static void test_help_and_usage_errors(void **state) {
     expect(2, "no test: every -p and -n length is 0", "--model m.gguf -p 0 -n 0");
     expect(2, "--threads", "--model m.gguf --threads 0");
     expect(2, "-r", "--model m.gguf -r 0");
-    expect(2, "--kv-dtype is 'q8': f32, f16 or bf16", "--model m.gguf --kv-dtype q8");
+    expect(2, "--kv-dtype must be f32, f16, bf16, q8_0 or fp8, got 'q8'", "--model m.gguf --kv-dtype q8");
     expect(2, "--seed", "--model m.gguf --seed -1");
     expect(2, "given twice", "--model m.gguf -p 128 --n-prompt 512");
     expect(2, "unknown", "--model m.gguf --depth 4096");

@@ -92,6 +92,13 @@ int cli_data_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
  * in [min, max].  On failure prints a usage error naming flag and returns false. */
 bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t min,
                    int64_t max, int64_t *out);
+/* A KV cache's storage by its flag name: f32, f16, bf16, q8_0 or fp8
+ * (fp8_e4m3); false after a usage error naming cmd and flag.  The names
+ * of the choices, for help texts: CLI_KV_DTYPES. */
+#define CLI_KV_DTYPES "f32|f16|bf16|q8_0|fp8"
+bool cli_parse_kv_dtype(const char *cmd, const char *flag, const char *text, attn_dtype *dtype);
+/* The flag name of a KV dtype ("f32", "q8_0", "fp8", ...). */
+const char *cli_kv_dtype_name(attn_dtype dtype);
 bool cli_parse_float(const char *cmd, const char *flag, const char *text, double min,
                      double max, double *out);
 

@@ -77,6 +77,28 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t 
     return true;
 }
 
+static const struct {
+    const char *name;
+    attn_dtype dtype;
+} kv_dtypes[] = {{"f32", ATTN_F32}, {"f16", ATTN_F16}, {"bf16", ATTN_BF16}, {"q8_0", ATTN_Q8_0},
+                 {"fp8", ATTN_FP8_E4M3}, {"fp8_e4m3", ATTN_FP8_E4M3}};
+
+bool cli_parse_kv_dtype(const char *cmd, const char *flag, const char *text, attn_dtype *dtype) {
+    for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
+        if (strcmp(text, kv_dtypes[i].name) == 0) {
+            *dtype = kv_dtypes[i].dtype;
+            return true;
+        }
+    cli_usage_error(cmd, "%s must be f32, f16, bf16, q8_0 or fp8, got '%s'", flag, text);
+    return false;
+}
+
+const char *cli_kv_dtype_name(attn_dtype dtype) {
+    for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
+        if (kv_dtypes[i].dtype == dtype) return kv_dtypes[i].name;
+    return attn_dtype_name(dtype);
+}
+
 bool cli_parse_float(const char *cmd, const char *flag, const char *text, double min, double max,
                      double *out) {
     char *end;

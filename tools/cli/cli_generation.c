@@ -80,17 +80,6 @@ char *cli_read_stream(const char *cmd, FILE *f, const char *what, size_t *len) {
     return text;
 }
 
-bool cli_parse_kv_dtype(const char *cmd, const char *value, attn_dtype *out) {
-    if (strcmp(value, "f32") == 0) *out = ATTN_F32;
-    else if (strcmp(value, "f16") == 0) *out = ATTN_F16;
-    else if (strcmp(value, "bf16") == 0) *out = ATTN_BF16;
-    else {
-        cli_usage_error(cmd, "--kv-dtype is '%s': f32, f16 or bf16", value);
-        return false;
-    }
-    return true;
-}
-
 /* A template file given with --template. */
 static int template_file(const char *cmd, const char *path, attn_chat_template **out) {
     FILE *f = fopen(path, "rb");

@@ -50,8 +50,6 @@ bool cli_is_checkpoint(const char *path);
 /* The whole of f, NUL-terminated (malloc'd, *len its bytes); NULL after
  * printing an error naming what. */
 char *cli_read_stream(const char *cmd, FILE *f, const char *what, size_t *len);
-/* --kv-dtype f32|f16|bf16; false after printing a usage error. */
-bool cli_parse_kv_dtype(const char *cmd, const char *value, attn_dtype *out);
 
 /* ------------------------------------------------------------ sampling */
 

@@ -13,6 +13,7 @@
 
 #include "isa/generic/vec.h"
 #include "base/dtype.h"
+#include "base/kv8.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -113,6 +114,7 @@ static void probs_tile(float *st, int nk, const float *m, const float *inv_l) {
  * kernels read the caller's tensors in place, half ones too; always
  * inlined with a constant dtype, so the float kernels stay plain loops. */
 static inline __attribute__((always_inline)) float kv_elem(const void *row, attn_dtype dtype, int64_t d) {
+    if (dtype_is_kv8(dtype)) return kv8_value(dtype, (const uint8_t *)row + kv8_offset_bytes(d), d % KV8_BLOCK);
     if (dtype == ATTN_F16) return dtype_f16_to_f32(((const uint16_t *)row)[d]);
     if (dtype == ATTN_BF16) return dtype_bf16_to_f32(((const uint16_t *)row)[d]);
     return ((const float *)row)[d];
@@ -120,6 +122,7 @@ static inline __attribute__((always_inline)) float kv_elem(const void *row, attn
 
 /* Row j, kv head h of K or V (strides in elements). */
 static inline __attribute__((always_inline)) const void *kv_row(const void *base, attn_dtype dtype, int64_t at) {
+    if (dtype_is_kv8(dtype)) return (const char *)base + kv8_offset_bytes(at);
     return (const char *)base + at * (dtype == ATTN_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t));
 }
 
@@ -149,10 +152,14 @@ static void qk_rows(const float *qp, int64_t ldq, int heads, int rows_per_head, 
 }
 
 static void qk_rows_half(attn_dtype kv_dtype, const float *qp, int64_t ldq, int heads, int rows_per_head,
-                         int64_t dim, const uint16_t *k, int64_t ldk, int64_t ldh, int nk, float *s,
+                         int64_t dim, const void *k, int64_t ldk, int64_t ldh, int nk, float *s,
                          int64_t lds, const flash_prefetch *pf) {
     if (kv_dtype == ATTN_F16)
         qk_rows_of(ATTN_F16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+    else if (kv_dtype == ATTN_Q8_0)
+        qk_rows_of(ATTN_Q8_0, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+    else if (kv_dtype == ATTN_FP8_E4M3)
+        qk_rows_of(ATTN_FP8_E4M3, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
     else
         qk_rows_of(ATTN_BF16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
 }
@@ -202,10 +209,14 @@ static void pv_rows(const float *s, int64_t lds, int heads, int rows_per_head, i
 }
 
 static void pv_rows_half(attn_dtype kv_dtype, const float *s, int64_t lds, int heads, int rows_per_head, int nk,
-                         const uint16_t *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
+                         const void *v, int64_t ldv, int64_t ldh, int64_t dim_v, const float *alpha,
                          float *o, int64_t ldo, const flash_prefetch *pf) {
     if (kv_dtype == ATTN_F16)
         pv_rows_of(ATTN_F16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+    else if (kv_dtype == ATTN_Q8_0)
+        pv_rows_of(ATTN_Q8_0, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+    else if (kv_dtype == ATTN_FP8_E4M3)
+        pv_rows_of(ATTN_FP8_E4M3, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
     else
         pv_rows_of(ATTN_BF16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
 }
@@ -227,7 +238,9 @@ static void probs_rows(const float *s, int64_t lds, int rows, int nk, const floa
 
 static void widen(const void *src, attn_dtype dtype, float *dst, int64_t n) {
     const uint16_t *half = src;
-    if (dtype == ATTN_F16)
+    if (dtype_is_kv8(dtype))
+        for (int64_t e = 0; e < n; e++) dst[e] = kv_elem(src, dtype, e);
+    else if (dtype == ATTN_F16)
         for (int64_t e = 0; e < n; e++) dst[e] = dtype_f16_to_f32(half[e]);
     else if (dtype == ATTN_BF16)
         for (int64_t e = 0; e < n; e++) dst[e] = dtype_bf16_to_f32(half[e]);

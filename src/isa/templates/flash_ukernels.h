@@ -30,6 +30,7 @@
 
 #include "isa/templates/common.h"
 #include "base/dtype.h"
+#include "base/kv8.h"
 
 #define TILE_ROWS (TILE_QV * VLEN)
 #include "isa/templates/mask_tile.h"
@@ -101,19 +102,49 @@ static SIMD_TARGET bool simd_all_finite(const float *x, int64_t ld, int rows, in
  * in place, half rows widened in registers by vec.h's v_widen_f16 /
  * v_widen_bf16 (a decode step then moves half the bytes).  Always a
  * constant where used, so each kernel is compiled once per type. */
-enum { KV_F32, KV_F16, KV_BF16 };
+enum { KV_F32, KV_F16, KV_BF16, KV_Q8_0, KV_FP8 };
 #define KV_BYTES(kind) ((kind) == KV_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t))
+#define KV_BLOCKED(kind) ((kind) == KV_Q8_0 || (kind) == KV_FP8)
 
-/* Address of element e of row `at` (elements of kind), as bytes. */
+/* Address of element `at` from base (elements of kind), as bytes; for the
+ * 8-bit block formats `at` is a multiple of 32 (a row's start: kv8.h). */
 SIMD_INLINE const void *kv_at(const void *base, int64_t at, const int kind) {
+    if (KV_BLOCKED(kind)) return (const char *)base + kv8_offset_bytes(at);
     return (const char *)base + at * KV_BYTES(kind);
 }
+
+SIMD_INLINE vec kv_load_tail(const void *p, int n, float fill, const int kind);
 
 /* VLEN elements of a K/V row from element 0 of p, as floats. */
 SIMD_INLINE vec kv_loadu(const void *p, const int kind) {
     if (kind == KV_F16) return v_widen_f16(p);
     if (kind == KV_BF16) return v_widen_bf16(p);
     return v_loadu((const float *)p);
+}
+
+/* VLEN elements from element d of the row at `row` (d a multiple of VLEN),
+ * as floats: an 8-bit block is dequantized in registers, d * code (the
+ * scale read per vector: VLEN divides 32, so a vector never straddles
+ * blocks). */
+SIMD_INLINE vec kv_load_el(const void *row, int64_t d, const int kind) {
+    if (!KV_BLOCKED(kind)) return kv_loadu(kv_at(row, d, kind), kind);
+    const uint8_t *block = (const uint8_t *)row + kv8_offset_bytes(d);
+    const uint8_t *codes = block + 2 + d % KV8_BLOCK;
+    return kind == KV_Q8_0 ? v_dequant_q8(codes, kv8_scale(block)) : v_dequant_e4m3(codes, kv8_scale(block));
+}
+
+/* Lanes < n from element d of the row at `row`, the others fill; nothing
+ * read beyond n.  (A block format's widths are multiples of 32, so its
+ * rows have no tail; the scalar loop keeps the function total.) */
+SIMD_INLINE vec kv_load_tail_el(const void *row, int64_t d, int n, float fill, const int kind) {
+    if (KV_BLOCKED(kind)) {
+        float part[VLEN];
+        for (int e = 0; e < n; e++)
+            part[e] = kv8_value(kind == KV_Q8_0 ? ATTN_Q8_0 : ATTN_FP8_E4M3,
+                                (const uint8_t *)row + kv8_offset_bytes(d + e), (d + e) % KV8_BLOCK);
+        return v_load_tail(part, n, fill);
+    }
+    return kv_load_tail(kv_at(row, d, kind), n, fill, kind);
 }
 
 /* Lanes < n from p, the others fill; nothing read beyond n. */
@@ -315,7 +346,7 @@ SIMD_INLINE void dot_block(const int rows, const int keys, const float *q, int64
         vec q_d[4];
         SIMD_UNROLL for (int r = 0; r < rows; r++) q_d[r] = v_loadu(q + r * ldq + d);
         SIMD_UNROLL for (int i = 0; i < keys; i++) {
-            const vec k_d = kv_loadu(kv_at(k, i * ldk + d, kind), kind);
+            const vec k_d = kv_load_el(kv_at(k, i * ldk, kind), d, kind);
             SIMD_UNROLL for (int r = 0; r < rows; r++) acc[r][i] = v_fma(k_d, q_d[r], acc[r][i]);
         }
     }
@@ -324,7 +355,7 @@ SIMD_INLINE void dot_block(const int rows, const int keys, const float *q, int64
         vec q_d[4];
         SIMD_UNROLL for (int r = 0; r < rows; r++) q_d[r] = v_load_tail(q + r * ldq + d, tail, 0.0f);
         SIMD_UNROLL for (int i = 0; i < keys; i++) {
-            const vec k_d = kv_load_tail(kv_at(k, i * ldk + d, kind), tail, 0.0f, kind);
+            const vec k_d = kv_load_tail_el(kv_at(k, i * ldk, kind), d, tail, 0.0f, kind);
             SIMD_UNROLL for (int r = 0; r < rows; r++) acc[r][i] = v_fma(k_d, q_d[r], acc[r][i]);
         }
     }
@@ -387,10 +418,14 @@ static SIMD_TARGET void simd_qk_rows(const float *qp, int64_t ldq, int heads, in
 }
 
 static SIMD_TARGET void simd_qk_rows_half(attn_dtype kv_dtype, const float *qp, int64_t ldq, int heads,
-                                          int rows_per_head, int64_t dim, const uint16_t *k, int64_t ldk,
+                                          int rows_per_head, int64_t dim, const void *k, int64_t ldk,
                                           int64_t ldh, int nk, float *s, int64_t lds, const flash_prefetch *pf) {
     if (kv_dtype == ATTN_F16)
         qk_rows_of(KV_F16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+    else if (kv_dtype == ATTN_Q8_0)
+        qk_rows_of(KV_Q8_0, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
+    else if (kv_dtype == ATTN_FP8_E4M3)
+        qk_rows_of(KV_FP8, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
     else
         qk_rows_of(KV_BF16, qp, ldq, heads, rows_per_head, dim, k, ldk, ldh, nk, s, lds, pf);
 }
@@ -444,10 +479,10 @@ SIMD_INLINE void pv_block(const int rows, const int width, const int tail, const
         if (alpha) acc[r][b] = v_mul(v_set1(alpha[r]), acc[r][b]);
     }
     for (int i = 0; i < keys; i++) {
-        const void *v_i = kv_at(v, i * ldv + d0, kind);
+        const void *v_i = kv_at(v, i * ldv, kind);
         vec vv[4];
         SIMD_UNROLL for (int b = 0; b < width; b++)
-            vv[b] = tail ? kv_load_tail(v_i, tail, 0.0f, kind) : kv_loadu(kv_at(v_i, b * VLEN, kind), kind);
+            vv[b] = tail ? kv_load_tail_el(v_i, d0, tail, 0.0f, kind) : kv_load_el(v_i, d0 + b * VLEN, kind);
         SIMD_UNROLL for (int r = 0; r < rows; r++) {
             const vec p = v_set1(s[r * lds + i]);
             SIMD_UNROLL for (int b = 0; b < width; b++) acc[r][b] = v_fma(p, vv[b], acc[r][b]);
@@ -528,11 +563,15 @@ static SIMD_TARGET void simd_pv_rows(const float *s, int64_t lds, int heads, int
 }
 
 static SIMD_TARGET void simd_pv_rows_half(attn_dtype kv_dtype, const float *s, int64_t lds, int heads,
-                                          int rows_per_head, int nk, const uint16_t *v, int64_t ldv, int64_t ldh,
+                                          int rows_per_head, int nk, const void *v, int64_t ldv, int64_t ldh,
                                           int64_t dim_v, const float *alpha, float *o, int64_t ldo,
                                           const flash_prefetch *pf) {
     if (kv_dtype == ATTN_F16)
         pv_rows_of(KV_F16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+    else if (kv_dtype == ATTN_Q8_0)
+        pv_rows_of(KV_Q8_0, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
+    else if (kv_dtype == ATTN_FP8_E4M3)
+        pv_rows_of(KV_FP8, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
     else
         pv_rows_of(KV_BF16, s, lds, heads, rows_per_head, nk, v, ldv, ldh, dim_v, alpha, o, ldo, pf);
 }

@@ -87,4 +87,24 @@ static inline SIMD_TARGET void v_narrow_bf16(uint16_t *p, vec x) {
     _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16)));
 }
 
+/* ---- 8-bit K/V (base/kv8.h): VLEN codes at p times the block's scale d,
+ * exactly d * code as kv8_value computes it ----
+ * int8 codes converted; e4m3 codes rebuilt as floats by integer moves
+ * (exponent rebias 7 -> 127, subnormals m * 2^-9, the NaN code), exact. */
+static inline SIMD_TARGET vec v_dequant_q8(const uint8_t *p, float d) {
+    __m512i codes = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(codes));
+}
+
+static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, float d) {
+    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7F));
+    __m512 normal = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
+    __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(mag), _mm512_set1_ps(0x1p-9f));
+    __m512 a = _mm512_mask_mov_ps(normal, _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), sub);
+    a = _mm512_mask_mov_ps(a, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_ps(NAN));
+    __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
+    return _mm512_mul_ps(_mm512_set1_ps(d), _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign)));
+}
+
 #endif /* ATTN_ISA_X86_AVX512_VEC_H */

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# kv8_accuracy.sh — 8-bit KV caches (q8_0, fp8) on a real model: attention
+# error on recorded activations, next-token KL and top-1 agreement, greedy
+# agreement, against the f32 and bf16 caches (bench/kv8_accuracy.c says
+# what each figure is; docs/cache.md, "8-bit caches", has the results).
+#
+# usage: bench/kv8_accuracy.sh BUILD MODEL.gguf [TEXTS [MAX_TOKENS [GREEDY [PROMPT]]]]
+#   TEXTS (default: made here): one text per line; the default is the
+#   first 60 paragraphs of 200+ characters of docs/*.md and README.md
+#   (technical English with code), joined onto one line each.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:?usage: $0 BUILD MODEL.gguf [TEXTS [MAX_TOKENS [GREEDY [PROMPT]]]]}"
+model="${2:?usage: $0 BUILD MODEL.gguf [TEXTS ...]}"
+texts="${3:-}"
+shift 3 2>/dev/null || shift $#
+if [ -z "$texts" ]; then
+  texts="$build/kv8_texts.txt"
+  python3 - "$root" > "$texts" <<'PY'
+import glob, sys, os
+root = sys.argv[1]
+out = []
+for path in [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md"))):
+    for para in open(path, encoding="utf-8").read().split("\n\n"):
+        para = " ".join(para.split())
+        if len(para) >= 200 and not para.startswith("|"):
+            out.append(para)
+for para in out[:60]:
+    print(para)
+PY
+fi
+bin="$build/kv8_accuracy"
+cc -O2 -fopenmp -I "$root/include" -I "$build/include" "$root/bench/kv8_accuracy.c" \
+   "$build/libattn_model.a" "$build/libattn.a" $(pkg-config --libs libpcre2-8 openblas) $(pkg-config --libs libcjson 2>/dev/null) -lm -o "$bin"
+exec "$bin" "$model" "$texts" "$@"
