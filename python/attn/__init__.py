@@ -35,7 +35,7 @@ from ._core import (
 from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
 from ._viz import heatmap, pictures_available, report
-from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
+from ._sdpa import LayoutWarning, nullspace, paths, sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
 #: package's version: both come from CMakeLists.txt's project() line.
@@ -91,6 +91,7 @@ __all__ = [
     "InternalError",
     "WaitTimeoutError",
     "BudgetError",
+    "LayoutWarning",
     "__version__",
 ]
 

@@ -60,6 +60,7 @@ class NonFiniteError(Error, ValueError): ...
 class InternalError(Error, RuntimeError): ...
 class WaitTimeoutError(Error, TimeoutError): ...
 class BudgetError(Error, ValueError): ...
+class LayoutWarning(UserWarning): ...  # q, k read as [B, L, H, D] look like [B, H, L, D]
 
 @overload
 def sdpa(
@@ -67,7 +68,7 @@ def sdpa(
     k: ArrayLike,  # [B, S, Hkv, D] | [B, Hkv, S, D]
     v: ArrayLike,  # [B, S, Hkv, Dv] | [B, Hkv, S, Dv]
     *,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     return_weights: Literal[False] = ...,
     return_lse: Literal[False] = ...,
     out: Optional[ArrayLike] = ...,  # [B, L, Hq, Dv] | [B, Hq, L, Dv], written
@@ -79,7 +80,7 @@ def sdpa(
     k: ArrayLike,
     v: ArrayLike,
     *,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     return_weights: bool = ...,
     return_lse: bool = ...,
     out: Optional[ArrayLike] = ...,
@@ -93,7 +94,7 @@ def sdpa_backward(
     *,
     out: Optional[ArrayLike] = ...,  # the forward's out and lse (both or neither)
     lse: Optional[ArrayLike] = ...,  # [B, Hq, L] float32
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     **options: Unpack[AttentionOptions],
 ) -> Tuple[Any, ...]: ...  # (dq like q, dk like k, dv like v), and dsinks [Hq] float32 with sinks
 def trace(
@@ -101,7 +102,7 @@ def trace(
     k: ArrayLike,
     v: ArrayLike,
     *,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     **options: Unpack[AttentionOptions],
 ) -> Dict[str, npt.NDArray[np.float32]]: ...
 # hook_q [B, L, Hq, D], hook_k [B, S, Hkv, D], hook_v [B, S, Hkv, Dv],
@@ -114,7 +115,7 @@ def paths(
     q_changed: Optional[ArrayLike] = ...,  # the base's shapes; None = the base tensor
     k_changed: Optional[ArrayLike] = ...,
     v_changed: Optional[ArrayLike] = ...,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     **options: Unpack[AttentionOptions],
 ) -> Dict[str, Any]: ...  # "base", "K only", "V only", "both", "changed": hooks; "interaction_z" [B, L, Hq, Dv]
 def nullspace(
