@@ -32,6 +32,7 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
+from ._lens import ActivationCache, get_act_name
 from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
 from ._viz import heatmap, pictures_available, report
@@ -77,6 +78,8 @@ __all__ = [
     "ModelOutput",
     "Session",
     "HookPoint",
+    "ActivationCache",
+    "get_act_name",
     "mha_forward",
     "mha_backward",
     "Error",
