@@ -35,7 +35,7 @@ from ._core import (
 from ._lens import ActivationCache, get_act_name
 from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
-from ._viz import heatmap, pictures_available, report
+from ._viz import Picture, heatmap, pictures_available, report
 from ._sdpa import LayoutWarning, nullspace, paths, sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
@@ -74,6 +74,7 @@ __all__ = [
     "heatmap",
     "report",
     "pictures_available",
+    "Picture",
     "Model",
     "ModelOutput",
     "Session",
