@@ -90,3 +90,27 @@ def test_heatmap_colour_scale_is_automatic_on_large_maps(tmp_path, rng):
     assert _svg(tmp_path, "s.svg", small) != _svg(tmp_path, "sq.svg", small, vmax="auto")
     with pytest.raises(ValueError, match="drop vmin"):
         attn.heatmap(tmp_path / "x.svg", row, vmin=0.1, vmax="auto")
+
+
+def test_report_overlays_every_head_in_its_colour(tmp_path, rng):
+    """The token view's "all heads overlaid" (bertviz's head view): the
+    page's self-test ticks it and counts the hues drawn, one per head."""
+    import os
+    import subprocess
+
+    from test_report import chromium
+
+    browser = chromium()
+    if not browser:
+        pytest.skip("no Chromium found (Debian: apt-get install chromium; or set ATTN_CHROMIUM)")
+    w = _causal(rng, L=6, heads=4)
+    path = attn.report(tmp_path / "overlay.html", w)
+    out = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"file://{path}#selftest&overlay=1"],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}).stdout
+    text = re.search(r'<pre id="selftest">(.*?)</pre>', out, re.S).group(1)
+    assert "status=done" in text, text
+    bins = int(re.search(r"overlay hue_bins=(\d+)", text).group(1))
+    assert bins >= 4, text  # four heads, four hues 90 degrees apart
