@@ -10,6 +10,7 @@ cannot give yet is listed in docs/python.md's table and raises saying so.
 from __future__ import annotations
 
 import fnmatch
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -305,15 +306,55 @@ class ActivationCache(dict):
             scale = scale[0]
         return (np.asarray(residual_stack, dtype=np.float64) / scale).astype(np.float32)
 
-    def logit_attrs(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError(
-            "logit_attrs needs W_U and the final norm's weight, which attn.Model does not expose yet "
-            "(issue 36): apply_ln_to_stack and a W_U of your own give it")
+    def stack_head_results(self, layer: int = -1, return_labels: bool = False, incl_remainder: bool = False,
+                           pos_slice: Any = None, apply_ln: bool = False):
+        """Each head's output after W_O (TransformerLens's hook_result),
+        [n_layers * n_heads, (batch,) pos, d_model] for layers 0 .. layer - 1,
+        labels "L0H0", ...; computed from hook_z and the model's W_O (GQA's
+        z is per query head).  incl_remainder adds hook_attn_out minus their
+        sum (0 where attn_out is the heads' sum: Qwen2; Gemma's
+        post-attention norm makes it the norm's doing)."""
+        n = self._n_layers if layer == -1 else layer
+        W_O = self.model.W_O
+        parts, labels = [], []
+        for l in range(n):
+            z = np.asarray(self[f"blocks.{l}.attn.hook_z"], dtype=np.float64)  # [(b,) pos, H, Dh]
+            result = np.einsum("...hd,hdm->h...m", z, W_O[l].astype(np.float64))
+            parts.append(result)
+            labels += [f"L{l}H{h}" for h in range(result.shape[0])]
+        stack = np.concatenate(parts)
+        if incl_remainder:
+            total = sum(np.asarray(self[f"blocks.{l}.hook_attn_out"], dtype=np.float64) for l in range(n))
+            stack = np.concatenate([stack, (total - stack.sum(0))[None]])
+            labels.append("remainder")
+        stack = stack.astype(np.float32)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer if layer != -1 else None)
+        stack = _slice_pos(stack, pos_slice, self.has_batch_dim)
+        return (stack, labels) if return_labels else stack
 
-    def stack_head_results(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError(
-            "stack_head_results needs hook_result (each head's output after W_O), which attn's "
-            "decoder does not show yet (issue 36); stack_activation('z') gives each head's z")
+    def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None, pos_slice: Any = None,
+                    batch_slice: Any = None, has_batch_dim: bool = True):
+        """Each component's contribution to the logit of tokens (minus that of
+        incorrect_tokens): residual_stack [n, ..., d_model], already through
+        apply_ln_to_stack, dotted with the final norm's weight times W_U's
+        column of each token (TransformerLens's logit_attrs with the norm's
+        weight folded into W_U).  tokens: an int or [batch] ids."""
+        W_U, w = self.model.W_U, self.model.ln_final_w.astype(np.float64)
+        ln = w if W_U.ndim == 2 else None
+
+        def column(t):  # [d] or [d, batch], the norm's weight folded in
+            c = W_U[:, np.asarray(t)].astype(np.float64)
+            return c * (ln[:, None] if c.ndim == 2 else ln)
+
+        direction = column(tokens)
+        if incorrect_tokens is not None:
+            direction = direction - column(incorrect_tokens)
+        stack = np.asarray(residual_stack, dtype=np.float64)
+        if direction.ndim == 1:
+            return np.einsum("...d,d->...", stack, direction)
+        # one token per batch row: stack [n, batch, d] (a position already chosen)
+        return np.einsum("nbd,db->nb", stack, direction)
 
 
 def _slice_pos(stack, pos_slice: Any, has_batch_dim: bool):
@@ -326,3 +367,137 @@ def _slice_pos(stack, pos_slice: Any, has_batch_dim: bool):
     index = [slice(None)] * stack.ndim
     index[axis] = pos_slice
     return stack[tuple(index)]
+
+
+# ------------------------------------------------------------- weights
+
+class Weights:
+    """TransformerLens's weight attributes of an attn.Model read from its
+    GGUF file and dequantized to float32 on each access (nothing is kept:
+    W_E alone is 0.5 GB for Qwen2.5 0.5B).  Shapes as TransformerLens:
+
+        W_E [d_vocab, d_model]              W_U [d_model, d_vocab], b_U [d_vocab] (0)
+        W_Q [n_layers, n_heads, d_model, d_head]       b_Q [n_layers, n_heads, d_head]
+        W_K, W_V [n_layers, n_key_value_heads, d_model, d_head]   (GQA: not repeated)
+        W_O [n_layers, n_heads, d_head, d_model]       b_O [n_layers, d_model] (0)
+        W_in, W_gate [n_layers, d_model, d_mlp]        W_out [n_layers, d_mlp, d_model]
+        ln1_w, ln2_w [n_layers, d_model]    ln_final_w [d_model]  (the multiplier the
+                                            forward uses: Gemma's 1 + w)
+    """
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def tensor(self, name: str, required: bool = True):
+        from . import _core
+
+        path = self._model.path
+        if os.path.isdir(path) or not path.endswith(".gguf"):
+            raise NotImplementedError("weights are read from GGUF files; a safetensors checkpoint's are "
+                                      "its own tensors (safetensors.numpy.load_file)")
+        got = _core.gguf_tensor(os.fsencode(path), name)
+        if got is None:
+            if required:
+                raise KeyError(f"{name}: not in {path}")
+            return None
+        data, shape = got
+        return np.frombuffer(data, dtype=np.float32).reshape(shape)
+
+    def per_layer(self, name: str, shape: Tuple[int, ...], transpose: Tuple[int, ...], required: bool = True):
+        layers = []
+        for l in range(self._model.cfg.n_layers):
+            t = self.tensor(f"blk.{l}.{name}", required)
+            if t is None:
+                return None
+            layers.append(t.reshape(shape).transpose(transpose))
+        return np.ascontiguousarray(np.stack(layers))
+
+
+def _heads_in(weights: Weights, name: str, heads: int, bias: bool = False):
+    cfg = weights._model.cfg
+    if bias:
+        return weights.per_layer(f"{name}.bias", (heads, cfg.d_head), (0, 1), required=False)
+    # [heads * d_head, d_model] -> [heads, d_model, d_head]
+    return weights.per_layer(f"{name}.weight", (heads, cfg.d_head, cfg.d_model), (0, 2, 1))
+
+
+class WeightAttributes:
+    """Mixed into attn.Model: W_E, W_Q, ... as properties (class Weights)."""
+
+    @property
+    def _weights(self) -> Weights:
+        return Weights(self)
+
+    @property
+    def W_E(self):
+        return self._weights.tensor("token_embd.weight")
+
+    @property
+    def W_U(self):
+        out = self._weights.tensor("output.weight", required=False)
+        return np.ascontiguousarray((out if out is not None else self._weights.tensor("token_embd.weight")).T)
+
+    @property
+    def b_U(self):
+        return np.zeros(self.cfg.d_vocab, dtype=np.float32)
+
+    @property
+    def W_Q(self):
+        return _heads_in(self._weights, "attn_q", self.cfg.n_heads)
+
+    @property
+    def W_K(self):
+        return _heads_in(self._weights, "attn_k", self.cfg.n_key_value_heads)
+
+    @property
+    def W_V(self):
+        return _heads_in(self._weights, "attn_v", self.cfg.n_key_value_heads)
+
+    def _bias(self, name: str, heads: int):
+        b = _heads_in(self._weights, name, heads, bias=True)
+        return b if b is not None else np.zeros((self.cfg.n_layers, heads, self.cfg.d_head), dtype=np.float32)
+
+    @property
+    def b_Q(self):
+        return self._bias("attn_q", self.cfg.n_heads)
+
+    @property
+    def b_K(self):
+        return self._bias("attn_k", self.cfg.n_key_value_heads)
+
+    @property
+    def b_V(self):
+        return self._bias("attn_v", self.cfg.n_key_value_heads)
+
+    @property
+    def W_O(self):
+        cfg = self.cfg  # [d_model, heads * d_head] -> [heads, d_head, d_model]
+        return self._weights.per_layer("attn_output.weight", (cfg.d_model, cfg.n_heads, cfg.d_head), (1, 2, 0))
+
+    @property
+    def b_O(self):
+        return np.zeros((self.cfg.n_layers, self.cfg.d_model), dtype=np.float32)
+
+    @property
+    def W_in(self):
+        return self._weights.per_layer("ffn_up.weight", (self.cfg.d_mlp, self.cfg.d_model), (1, 0))
+
+    @property
+    def W_gate(self):
+        return self._weights.per_layer("ffn_gate.weight", (self.cfg.d_mlp, self.cfg.d_model), (1, 0))
+
+    @property
+    def W_out(self):
+        return self._weights.per_layer("ffn_down.weight", (self.cfg.d_model, self.cfg.d_mlp), (1, 0))
+
+    @property
+    def ln1_w(self):
+        return self._weights.per_layer("attn_norm.weight", (self.cfg.d_model,), (0,))
+
+    @property
+    def ln2_w(self):
+        return self._weights.per_layer("ffn_norm.weight", (self.cfg.d_model,), (0,))
+
+    @property
+    def ln_final_w(self):
+        return self._weights.tensor("output_norm.weight")

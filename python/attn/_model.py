@@ -102,7 +102,7 @@ def _layers(request: Union[bool, int, Iterable[int], None], n_layers: int) -> Li
     return sorted(set(layers))
 
 
-class Model:
+class Model(_lens.WeightAttributes):
     """A decoder opened once: its configuration, its tokenizer and its
     float32 forward (attn_decoder.h, attn_tokenizer.h).  path is a GGUF file,
     or a Hugging Face checkpoint (a directory with config.json and

@@ -128,8 +128,6 @@ def test_activation_cache_helpers():
     assert cache.stack_activation("pattern").shape == (N, 1, m.cfg.n_heads, 6, 6)
     single = cache.remove_batch_dim()
     assert single["pattern", 0].shape == (m.cfg.n_heads, 6, 6)
-    with pytest.raises(NotImplementedError, match="hook_result"):
-        cache.stack_head_results()
 
 
 def test_cache_to_torch(torch):
@@ -138,3 +136,42 @@ def test_cache_to_torch(torch):
     t = cache.to(torch)
     assert isinstance(t["pattern", 0], torch.Tensor) and set(t) == set(cache)
     assert all(name.startswith("blocks.0.") for name in cache)
+
+
+def test_weights_against_the_forward():
+    """W_E, W_Q, b_Q, W_O, W_U and the norms' weights, read from the file,
+    recompute what the forward recorded: hook_embed, hook_q, hook_attn_out
+    as the heads' results (Qwen2: no norm after attention), the logits; and
+    logit_attrs of the decomposed stream add up to the logit difference."""
+    m = model("qwen2")
+    cfg = m.cfg
+    ids = m.tokenize("苹果公司的电脑")
+    logits, cache = m.run_with_cache(ids)
+    W_E = m.W_E
+    assert W_E.shape == (cfg.d_vocab, cfg.d_model)
+    np.testing.assert_allclose(cache["hook_embed"][0], W_E[ids], rtol=1e-6, atol=1e-7)
+    del W_E
+    l = 2
+    W_Q, b_Q = m.W_Q, m.b_Q
+    assert W_Q.shape == (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_head)
+    assert m.W_K.shape == (cfg.n_layers, cfg.n_key_value_heads, cfg.d_model, cfg.d_head)
+    x = cache["resid_pre", l][0].astype(np.float64)
+    normed = x / np.sqrt((x * x).mean(-1, keepdims=True) + cfg.eps) * m.ln1_w[l]
+    q = np.einsum("pd,hde->phe", normed, W_Q[l]) + b_Q[l]
+    want = cache["q", l][0]
+    np.testing.assert_allclose(q, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+    results, labels = cache.stack_head_results(return_labels=True)
+    assert results.shape == (cfg.n_layers * cfg.n_heads, 1, ids.size, cfg.d_model) and labels[1] == "L0H1"
+    heads = results[l * cfg.n_heads:(l + 1) * cfg.n_heads].astype(np.float64).sum(0)
+    out = cache["attn_out", l]
+    np.testing.assert_allclose(heads, out, rtol=1e-4, atol=1e-4 * np.abs(out).max())
+    final = cache["ln_final.hook_normalized"][0, -1].astype(np.float64)
+    want = logits[0, -1]
+    top, second = np.argsort(-want)[:2]
+    W_U = m.W_U
+    np.testing.assert_allclose(final @ W_U[:, [top, second]], want[[top, second]], rtol=1e-4, atol=1e-3)
+    del W_U
+    parts = cache.decompose_resid(apply_ln=True, pos_slice=-1)[:, 0, 0]  # [n, d] at the last position
+    attrs = cache.logit_attrs(parts, int(top), int(second))
+    assert attrs.shape == (1 + 2 * cfg.n_layers,)
+    assert abs(attrs.sum() - (want[top] - want[second])) < 1e-3 * max(1.0, abs(want[top]))
