@@ -221,6 +221,24 @@ class Model:
     padding_side: Literal["left", "right"]
     @property
     def cfg(self) -> "HookedConfig": ...  # TransformerLens's config object
+    # TransformerLens's weights, float32, read from the GGUF and dequantized on each access
+    W_E: npt.NDArray[np.float32]  # [d_vocab, d_model]
+    W_U: npt.NDArray[np.float32]  # [d_model, d_vocab]
+    b_U: npt.NDArray[np.float32]  # [d_vocab] (0)
+    W_Q: npt.NDArray[np.float32]  # [n_layers, n_heads, d_model, d_head]
+    W_K: npt.NDArray[np.float32]  # [n_layers, n_key_value_heads, d_model, d_head]
+    W_V: npt.NDArray[np.float32]  # [n_layers, n_key_value_heads, d_model, d_head]
+    W_O: npt.NDArray[np.float32]  # [n_layers, n_heads, d_head, d_model]
+    b_Q: npt.NDArray[np.float32]  # [n_layers, n_heads, d_head]
+    b_K: npt.NDArray[np.float32]  # [n_layers, n_key_value_heads, d_head]
+    b_V: npt.NDArray[np.float32]
+    b_O: npt.NDArray[np.float32]  # [n_layers, d_model] (0)
+    W_in: npt.NDArray[np.float32]  # [n_layers, d_model, d_mlp]
+    W_gate: npt.NDArray[np.float32]  # [n_layers, d_model, d_mlp]
+    W_out: npt.NDArray[np.float32]  # [n_layers, d_mlp, d_model]
+    ln1_w: npt.NDArray[np.float32]  # [n_layers, d_model]
+    ln2_w: npt.NDArray[np.float32]  # [n_layers, d_model]
+    ln_final_w: npt.NDArray[np.float32]  # [d_model]
     def piece_text(self, token_id: int) -> str: ...  # the piece as readable text ("苹果", " the")
     def to_str_tokens(self, input: Any, prepend_bos: Optional[bool] = ...) -> Any: ...  # list[str], or a list per sequence
     def to_tokens(self, input: Union[str, Sequence[str]], prepend_bos: Optional[bool] = ...,
@@ -276,8 +294,10 @@ class ActivationCache(Dict[str, Any]):
                         return_labels: bool = ...) -> Any: ...
     def apply_ln_to_stack(self, residual_stack: Any, layer: Optional[int] = ..., mlp_input: bool = ...,
                           pos_slice: Any = ..., batch_slice: Any = ..., has_batch_dim: bool = ...) -> Any: ...
-    def logit_attrs(self, *args: Any, **kwargs: Any) -> Any: ...  # NotImplementedError: no W_U yet
-    def stack_head_results(self, *args: Any, **kwargs: Any) -> Any: ...  # NotImplementedError: no hook_result yet
+    def logit_attrs(self, residual_stack: Any, tokens: Any, incorrect_tokens: Any = ..., pos_slice: Any = ...,
+                    batch_slice: Any = ..., has_batch_dim: bool = ...) -> Any: ...
+    def stack_head_results(self, layer: int = ..., return_labels: bool = ..., incl_remainder: bool = ...,
+                           pos_slice: Any = ..., apply_ln: bool = ...) -> Any: ...  # [n_layers * n_heads, ...]
 
 def get_act_name(name: str, layer: Optional[int] = ..., layer_type: Optional[str] = ...) -> str: ...
 
