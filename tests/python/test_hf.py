@@ -49,6 +49,16 @@ def _model(tr, torch, config, implementation):
     return m.eval()
 
 
+def _pair(tr, torch, config, oracle="sdpa"):
+    """(transformers' own implementation, attn's), the same weights."""
+    import attn.hf
+
+    theirs = _model(tr, torch, config, oracle)
+    ours = _model(tr, torch, config, attn.hf.register())
+    ours.load_state_dict(theirs.state_dict())
+    return theirs, ours
+
+
 def _left_padded_batch(torch):
     """Three sequences of 9, 5 and 2 tokens, left-padded to 9."""
     gen = torch.Generator().manual_seed(3)
@@ -66,12 +76,7 @@ CONFIGS = [("qwen2", _qwen2, "sdpa"), ("gemma3 sliding window", _gemma3, "sdpa")
 
 @pytest.mark.parametrize("name,make,oracle", CONFIGS, ids=[c[0] for c in CONFIGS])
 def test_left_padded_batch_matches_transformers(transformers, torch, name, make, oracle):
-    import attn.hf
-
-    config = make(transformers)
-    theirs_model = _model(transformers, torch, config, oracle)
-    ours_model = _model(transformers, torch, config, attn.hf.register())
-    ours_model.load_state_dict(theirs_model.state_dict())
+    theirs_model, ours_model = _pair(transformers, torch, make(transformers), oracle)
     ids, mask = _left_padded_batch(torch)
     with torch.no_grad():
         theirs = theirs_model(input_ids=ids, attention_mask=mask).logits
@@ -85,12 +90,7 @@ def test_left_padded_batch_matches_transformers(transformers, torch, name, make,
 
 
 def test_gradients_flow_through_the_registered_attention(transformers, torch):
-    import attn.hf
-
-    config = _qwen2(transformers)
-    theirs_model = _model(transformers, torch, config, "sdpa")
-    ours_model = _model(transformers, torch, config, attn.hf.register())
-    ours_model.load_state_dict(theirs_model.state_dict())
+    theirs_model, ours_model = _pair(transformers, torch, _qwen2(transformers))
     ids, mask = _left_padded_batch(torch)
     labels = ids.masked_fill(mask == 0, -100)
     grads = []
@@ -104,12 +104,7 @@ def test_gradients_flow_through_the_registered_attention(transformers, torch):
 
 
 def test_decode_with_a_cache_matches_sdpa(transformers, torch):
-    import attn.hf
-
-    config = _qwen2(transformers)
-    theirs_model = _model(transformers, torch, config, "sdpa")
-    ours_model = _model(transformers, torch, config, attn.hf.register())
-    ours_model.load_state_dict(theirs_model.state_dict())
+    theirs_model, ours_model = _pair(transformers, torch, _qwen2(transformers))
     ids, mask = _left_padded_batch(torch)
     with torch.no_grad():
         theirs = theirs_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, do_sample=False)

@@ -12,7 +12,7 @@ import pytest
 
 import attn
 from conftest import rand
-from test_report import layer_weights, page_data, selftest
+from test_report import layer_weights, page_data, run_selftest, selftest
 
 
 def _causal(rng, L=5, heads=2):
@@ -95,23 +95,9 @@ def test_heatmap_colour_scale_is_automatic_on_large_maps(tmp_path, rng):
 def test_report_overlays_every_head_in_its_colour(tmp_path, rng):
     """The token view's "all heads overlaid" (bertviz's head view): the
     page's self-test ticks it and counts the hues drawn, one per head."""
-    import os
-    import subprocess
-
-    from test_report import chromium
-
-    browser = chromium()
-    if not browser:
-        pytest.skip("no Chromium found (Debian: apt-get install chromium; or set ATTN_CHROMIUM)")
     w = _causal(rng, L=6, heads=4)
     path = attn.report(tmp_path / "overlay.html", w)
-    out = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"file://{path}#selftest&overlay=1"],
-        capture_output=True, text=True, timeout=120, check=True,
-        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}).stdout
-    text = re.search(r'<pre id="selftest">(.*?)</pre>', out, re.S).group(1)
-    assert "status=done" in text, text
+    text = run_selftest(path, "&overlay=1", tmp_path)
     bins = int(re.search(r"overlay hue_bins=(\d+)", text).group(1))
     assert bins >= 4, text  # four heads, four hues 90 degrees apart
 
@@ -119,24 +105,9 @@ def test_report_overlays_every_head_in_its_colour(tmp_path, rng):
 def test_report_model_view_grid_selects_layer_and_head(tmp_path, rng):
     """bertviz's model view: a thumbnail per (layer, head); clicking one
     shows that layer and head in the heat map (the page's own self-test)."""
-    import os
-    import subprocess
-
-    from test_report import chromium
-
-    browser = chromium()
-    if not browser:
-        pytest.skip("no Chromium found (Debian: apt-get install chromium; or set ATTN_CHROMIUM)")
     stack = np.stack([_causal(rng, L=5, heads=3) for _ in range(4)])  # [4 layers, 3 heads, 5, 5]
     path = attn.report(tmp_path / "grid.html", stack, layer_ids=[0, 2, 4, 6])
-    out = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"file://{path}#selftest&grid=2:1"],
-        capture_output=True, text=True, timeout=120, check=True,
-        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}).stdout
-    errors = re.search(r'<pre id="errors">(.*?)</pre>', out, re.S)
-    assert errors is not None and errors.group(1).strip() == "", errors and errors.group(1)
-    text = re.search(r'<pre id="selftest">(.*?)</pre>', out, re.S).group(1)
+    text = run_selftest(path, "&grid=2:1", tmp_path)
     m = re.search(r"grid thumbs=(\d+) shown=(\d+):(\d+) title=layer 4 · head 1 · largest weight (\S+)", text)
     assert m, text
     assert (int(m.group(1)), int(m.group(2)), int(m.group(3))) == (12, 2, 1)
