@@ -8,8 +8,8 @@
 #   ATTN_PY_VENV=DIR   the environment (default build-python/venv), created when
 #                      absent and reused after: pip installs only what is missing
 #   ATTN_PY_TORCH=0    do not install torch (about 5 GB with its CUDA wheels,
-#                      3-4 minutes on a fresh machine): the tests against PyTorch
-#                      then skip, saying so
+#                      3-4 minutes on a fresh machine) nor transformers: the tests
+#                      against PyTorch and Hugging Face then skip, saying so
 #   ATTN_PY_EDITABLE=1 pip install -e . instead (the extension is rebuilt on import)
 #   ATTN_PY_SANITIZE=1 then build the extension again with AddressSanitizer +
 #                      UndefinedBehaviorSanitizer (its own build folder,
@@ -33,7 +33,7 @@ fi
 py="$venv/bin/python"
 packages=(numpy pytest scikit-build-core ml_dtypes) # ml_dtypes: numpy's bfloat16
 if [[ "${ATTN_PY_TORCH:-1}" != 0 ]]; then
-    packages+=(torch)
+    packages+=(torch transformers) # transformers: attn.hf against its own sdpa (tests/python/test_hf.py)
 fi
 "$py" -m pip install -q "${packages[@]}"
 echo "== test-python: environment ready ($((SECONDS - start)) s)"

@@ -161,26 +161,42 @@ static bool parse_ids(const char *text, int32_t **ids, int64_t *count) {
     return true;
 }
 
-/* Bytes escaped for a terminal into buf. */
+/* Bytes escaped for a terminal into buf: \\ and \", control bytes and
+ * bytes of invalid UTF-8 (a token that ends inside a character) as \xNN,
+ * valid UTF-8 as it is. */
 static const char *escaped(const unsigned char *s, size_t n, char *buf, size_t size) {
     size_t o = 0;
-    for (size_t i = 0; i < n && o + 5 < size; i++) {
-        if (s[i] == '\\' || s[i] == '"') o += (size_t)snprintf(buf + o, size - o, "\\%c", s[i]);
-        else if (s[i] < 0x20 || s[i] == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", s[i]);
-        else buf[o++] = (char)s[i];
+    for (size_t i = 0; i < n && o + 5 < size;) {
+        const unsigned char c = s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        bool valid = k > 0 && i + k <= n && o + k + 1 < size;
+        for (size_t j = 1; valid && j < k; j++) valid = (s[i + j] & 0xC0) == 0x80;
+        if (c == '\\' || c == '"') o += (size_t)snprintf(buf + o, size - o, "\\%c", c);
+        else if (!valid || c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
+        else {
+            memcpy(buf + o, s + i, k);
+            o += k;
+        }
+        i += valid ? k : 1;
     }
     buf[o] = '\0';
     return buf;
 }
 
-/* The vocabulary's piece for id, escaped for a terminal, into buf: from the
- * tokenizer when there is one (a checkpoint's tokenizer.json), else from
- * the GGUF's tokenizer.ggml.tokens ("" when neither has it). */
+/* Token id as readable text, escaped for a terminal, into buf: from the
+ * tokenizer when there is one (its bytes: "苹果" and " the", not the
+ * byte-level vocabulary's "èĭ¹æŀľ" and "Ġthe"), else the GGUF's
+ * tokenizer.ggml.tokens spelling ("" when neither has it). */
 static const char *piece(const attn_gguf *g, const attn_tokenizer *tok, int64_t id, char *buf, size_t size) {
     buf[0] = '\0';
-    const char *p;
-    size_t len;
-    if (tok) return attn_tokenizer_token(tok, (int32_t)id, &p, &len, NULL) ? buf : escaped((const unsigned char *)p, len, buf, size);
+    if (tok) {
+        const int32_t one = (int32_t)id;
+        char raw[256];
+        size_t len = 0;
+        return attn_tokenizer_decode(tok, &one, 1, 0, raw, sizeof raw, &len)
+                   ? buf
+                   : escaped((const unsigned char *)raw, len, buf, size);
+    }
     attn_gguf_value tokens, element;
     if (!g || attn_gguf_get_array(g, "tokenizer.ggml.tokens", ATTN_GGUF_VALUE_STRING, &tokens) != ATTN_OK ||
         (uint64_t)id >= tokens.count)

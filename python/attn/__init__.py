@@ -32,10 +32,11 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
+from ._lens import ActivationCache, get_act_name
 from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
-from ._viz import heatmap, pictures_available, report
-from ._sdpa import nullspace, paths, sdpa, sdpa_backward, trace
+from ._viz import Picture, heatmap, pictures_available, report
+from ._sdpa import LayoutWarning, nullspace, paths, sdpa, sdpa_backward, trace
 
 #: The version of libattn this package runs (attn_version()), which is the
 #: package's version: both come from CMakeLists.txt's project() line.
@@ -73,10 +74,13 @@ __all__ = [
     "heatmap",
     "report",
     "pictures_available",
+    "Picture",
     "Model",
     "ModelOutput",
     "Session",
     "HookPoint",
+    "ActivationCache",
+    "get_act_name",
     "mha_forward",
     "mha_backward",
     "Error",
@@ -91,6 +95,7 @@ __all__ = [
     "InternalError",
     "WaitTimeoutError",
     "BudgetError",
+    "LayoutWarning",
     "__version__",
 ]
 

@@ -60,6 +60,7 @@ class NonFiniteError(Error, ValueError): ...
 class InternalError(Error, RuntimeError): ...
 class WaitTimeoutError(Error, TimeoutError): ...
 class BudgetError(Error, ValueError): ...
+class LayoutWarning(UserWarning): ...  # q, k read as [B, L, H, D] look like [B, H, L, D]
 
 @overload
 def sdpa(
@@ -67,7 +68,7 @@ def sdpa(
     k: ArrayLike,  # [B, S, Hkv, D] | [B, Hkv, S, D]
     v: ArrayLike,  # [B, S, Hkv, Dv] | [B, Hkv, S, Dv]
     *,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     return_weights: Literal[False] = ...,
     return_lse: Literal[False] = ...,
     out: Optional[ArrayLike] = ...,  # [B, L, Hq, Dv] | [B, Hq, L, Dv], written
@@ -79,7 +80,7 @@ def sdpa(
     k: ArrayLike,
     v: ArrayLike,
     *,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     return_weights: bool = ...,
     return_lse: bool = ...,
     out: Optional[ArrayLike] = ...,
@@ -93,7 +94,7 @@ def sdpa_backward(
     *,
     out: Optional[ArrayLike] = ...,  # the forward's out and lse (both or neither)
     lse: Optional[ArrayLike] = ...,  # [B, Hq, L] float32
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     **options: Unpack[AttentionOptions],
 ) -> Tuple[Any, ...]: ...  # (dq like q, dk like k, dv like v), and dsinks [Hq] float32 with sinks
 def trace(
@@ -101,7 +102,7 @@ def trace(
     k: ArrayLike,
     v: ArrayLike,
     *,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     **options: Unpack[AttentionOptions],
 ) -> Dict[str, npt.NDArray[np.float32]]: ...
 # hook_q [B, L, Hq, D], hook_k [B, S, Hkv, D], hook_v [B, S, Hkv, Dv],
@@ -114,7 +115,7 @@ def paths(
     q_changed: Optional[ArrayLike] = ...,  # the base's shapes; None = the base tensor
     k_changed: Optional[ArrayLike] = ...,
     v_changed: Optional[ArrayLike] = ...,
-    layout: Layout = ...,
+    layout: Optional[Layout] = ...,  # None: "BLHD", warning when q and k look like "BHLD"
     **options: Unpack[AttentionOptions],
 ) -> Dict[str, Any]: ...  # "base", "K only", "V only", "both", "changed": hooks; "interaction_z" [B, L, Hq, Dv]
 def nullspace(
@@ -218,23 +219,88 @@ class Model:
     def detokenize(self, ids: Union[Sequence[int], npt.NDArray[np.integer]], *, skip_special: bool = ...,
                    errors: str = ...) -> str: ...
     def token_piece(self, token_id: int) -> str: ...
-    def to_str_tokens(self, ids: Union[Sequence[int], npt.NDArray[np.integer]]) -> list[str]: ...
-    def find_token(self, piece: Union[str, bytes]) -> int: ...
+    padding_side: Literal["left", "right"]
+    @property
+    def cfg(self) -> "HookedConfig": ...  # TransformerLens's config object
+    # TransformerLens's weights, float32, read from the GGUF and dequantized on each access
+    W_E: npt.NDArray[np.float32]  # [d_vocab, d_model]
+    W_U: npt.NDArray[np.float32]  # [d_model, d_vocab]
+    b_U: npt.NDArray[np.float32]  # [d_vocab] (0)
+    W_Q: npt.NDArray[np.float32]  # [n_layers, n_heads, d_model, d_head]
+    W_K: npt.NDArray[np.float32]  # [n_layers, n_key_value_heads, d_model, d_head]
+    W_V: npt.NDArray[np.float32]  # [n_layers, n_key_value_heads, d_model, d_head]
+    W_O: npt.NDArray[np.float32]  # [n_layers, n_heads, d_head, d_model]
+    b_Q: npt.NDArray[np.float32]  # [n_layers, n_heads, d_head]
+    b_K: npt.NDArray[np.float32]  # [n_layers, n_key_value_heads, d_head]
+    b_V: npt.NDArray[np.float32]
+    b_O: npt.NDArray[np.float32]  # [n_layers, d_model] (0)
+    W_in: npt.NDArray[np.float32]  # [n_layers, d_model, d_mlp]
+    W_gate: npt.NDArray[np.float32]  # [n_layers, d_model, d_mlp]
+    W_out: npt.NDArray[np.float32]  # [n_layers, d_mlp, d_model]
+    ln1_w: npt.NDArray[np.float32]  # [n_layers, d_model]
+    ln2_w: npt.NDArray[np.float32]  # [n_layers, d_model]
+    ln_final_w: npt.NDArray[np.float32]  # [d_model]
+    def piece_text(self, token_id: int) -> str: ...  # the piece as readable text ("苹果", " the")
+    def to_str_tokens(self, input: Any, prepend_bos: Optional[bool] = ...) -> Any: ...  # list[str], or a list per sequence
+    def to_tokens(self, input: Union[str, Sequence[str]], prepend_bos: Optional[bool] = ...,
+                  padding_side: Optional[str] = ...) -> npt.NDArray[np.int32]: ...  # [B, L], padded
+    def to_string(self, tokens: Any) -> Union[str, list[str]]: ...
+    def to_single_token(self, string: str) -> int: ...
+    def find_token(self, piece: Union[str, bytes]) -> int: ...  # a piece, or normal text ("公司")
     def forward(self, tokens: Tokens, *, hidden: bool = ..., attention: Union[bool, int, Sequence[int]] = ...,
                 last_only: bool = ..., kernel: Kernel = ...) -> ModelOutput: ...
     def __call__(self, tokens: Tokens, *, hidden: bool = ..., attention: Union[bool, int, Sequence[int]] = ...,
                  last_only: bool = ..., kernel: Kernel = ...) -> ModelOutput: ...
     def hook_names(self) -> list[str]: ...
-    def run_with_cache(self, tokens: Tokens, *, names_filter: Any = ..., fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
-                       kernel: Kernel = ...) -> Tuple[npt.NDArray[np.float32], Dict[str, npt.NDArray[np.float32]]]: ...
-    def run_with_hooks(self, tokens: Tokens, *, fwd_hooks: Sequence[Tuple[Any, Any]] = ..., last_only: bool = ...,
-                       kernel: Kernel = ...) -> npt.NDArray[np.float32]: ...
+    def run_with_cache(self, input: Any, *, names_filter: Any = ..., fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
+                       return_type: Optional[str] = ..., remove_batch_dim: bool = ...,
+                       prepend_bos: Optional[bool] = ..., padding_side: Optional[str] = ...,
+                       attention_mask: Any = ..., kernel: Kernel = ...) -> Tuple[Any, "ActivationCache"]: ...
+    def run_with_hooks(self, input: Any, *, fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
+                       return_type: Optional[str] = ..., last_only: bool = ..., prepend_bos: Optional[bool] = ...,
+                       padding_side: Optional[str] = ..., attention_mask: Any = ...,
+                       kernel: Kernel = ...) -> Any: ...  # logits [B, L, V], loss, (logits, loss) or None
     def top(self, logits: ArrayLike, k: int = ...) -> list[Tuple[int, str, float]]: ...
     def session(self, capacity: int = ..., *, kv_dtype: str = ..., kernel: Kernel = ...) -> "Session": ...
     def end_ids(self) -> Tuple[int, ...]: ...
     def generate(self, prompt: Tokens, *, max_tokens: int = ..., temperature: float = ..., top_k: int = ...,
                  top_p: float = ..., seed: int = ..., stop_at_eos: bool = ..., kv_dtype: str = ...,
                  stream: bool = ...) -> Any: ...  # int32 [n], or an iterator of ids with stream=True
+
+class HookedConfig:
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_key_value_heads: int
+    d_head: int
+    d_mlp: int
+    d_vocab: int
+    act_fn: str
+    normalization_type: str
+    eps: float
+    def __getattr__(self, name: str) -> Any: ...
+    def __getitem__(self, name: str) -> Any: ...
+
+class ActivationCache(Dict[str, Any]):
+    model: Model
+    has_batch_dim: bool
+    def __getitem__(self, key: Union[str, Tuple[Any, ...]]) -> Any: ...  # "blocks.0.attn.hook_pattern" or ("pattern", 0)
+    def remove_batch_dim(self) -> "ActivationCache": ...
+    def to(self, target: Any) -> "ActivationCache": ...  # torch, "torch", a device, "numpy"
+    def stack_activation(self, activation_name: str, layer: int = ..., sublayer_type: Optional[str] = ...) -> Any: ...
+    def accumulated_resid(self, layer: Optional[int] = ..., incl_mid: bool = ..., apply_ln: bool = ...,
+                          pos_slice: Any = ..., mlp_input: bool = ..., return_labels: bool = ...) -> Any: ...
+    def decompose_resid(self, layer: Optional[int] = ..., mlp_input: bool = ..., mode: str = ...,
+                        apply_ln: bool = ..., pos_slice: Any = ..., incl_embeds: bool = ...,
+                        return_labels: bool = ...) -> Any: ...
+    def apply_ln_to_stack(self, residual_stack: Any, layer: Optional[int] = ..., mlp_input: bool = ...,
+                          pos_slice: Any = ..., batch_slice: Any = ..., has_batch_dim: bool = ...) -> Any: ...
+    def logit_attrs(self, residual_stack: Any, tokens: Any, incorrect_tokens: Any = ..., pos_slice: Any = ...,
+                    batch_slice: Any = ..., has_batch_dim: bool = ...) -> Any: ...
+    def stack_head_results(self, layer: int = ..., return_labels: bool = ..., incl_remainder: bool = ...,
+                           pos_slice: Any = ..., apply_ln: bool = ...) -> Any: ...  # [n_layers * n_heads, ...]
+
+def get_act_name(name: str, layer: Optional[int] = ..., layer_type: Optional[str] = ...) -> str: ...
 
 class HookPoint(Tuple[str]):
     name: str

@@ -40,10 +40,15 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 
 import numpy as np
 
-from . import _core
+from . import _core, _lens
+from ._lens import ActivationCache
 from ._sdpa import _KERNELS
 
-__all__ = ["Model", "ModelOutput", "Session", "HookPoint"]
+__all__ = ["Model", "ModelOutput", "Session", "HookPoint", "ActivationCache"]
+
+_RETURN_TYPES = ("logits", "loss", "both", None)
+#: hook points whose tensors have two position axes (queries, keys), after the batch and head axes
+_TWO_POS = ("hook_attn_scores", "hook_pattern")
 
 #: every hook point's bit (1 << point), the points numbered by the library's
 #: one vocabulary of names (attn_interp.h; a model of one layer has each once)
@@ -63,6 +68,13 @@ def _point_of(name: str, n_layers: int) -> Optional[int]:
     if parsed is None or parsed[1] >= n_layers:
         return None
     return parsed[0]
+
+def _as_numpy_ids(x: Any) -> np.ndarray:
+    """Token ids (or an attention mask) as numpy, a torch tensor included."""
+    if hasattr(x, "detach") and hasattr(x, "numpy"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
 
 _KV_DTYPES = {"float32": _core.F32, "f32": _core.F32, "float16": _core.F16, "f16": _core.F16,
               "bfloat16": _core.BF16, "bf16": _core.BF16}
@@ -99,7 +111,7 @@ _WEIGHTS = {"stored": 0, "f32": 1}
 _PRECISIONS = {"exact": 0, "fast": 1}
 
 
-class Model:
+class Model(_lens.WeightAttributes):
     """A decoder opened once: its configuration, its tokenizer and its
     float32 forward (attn_decoder.h, attn_tokenizer.h).  path is a GGUF file,
     or a Hugging Face checkpoint (a directory with config.json and
@@ -126,6 +138,19 @@ class Model:
         #: d_model, n_heads, n_kv_heads, head_dim, vocab, rope_theta, ...)
         #: and the tokenizer's facts (bos_id, eos_id, add_bos, ...)
         self.config: Dict[str, Any] = _core.model_config(self._handle)
+        #: TransformerLens's tokenizer.padding_side: where to_tokens pads a
+        #: batch, and where a padded batch of ids is read as having its padding
+        self.padding_side: str = "right"
+
+    @property
+    def cfg(self) -> "_lens.HookedConfig":
+        """TransformerLens's config object (cfg.n_layers, cfg.d_model,
+        cfg.n_heads, cfg.n_key_value_heads, cfg.d_head, cfg.d_mlp,
+        cfg.d_vocab, ...); Model.config is the library's own dict."""
+        cfg = self.__dict__.get("_cfg")
+        if cfg is None:
+            cfg = self.__dict__["_cfg"] = _lens.HookedConfig.from_config(self.config, self.path)
+        return cfg
 
     def __repr__(self) -> str:
         c = self.config
@@ -175,14 +200,141 @@ class Model:
         piece, _type = _core.model_token(self._handle, int(token_id))
         return piece.decode("utf-8", errors="replace")
 
-    def to_str_tokens(self, ids: Any) -> List[str]:
-        """Each token decoded on its own (TransformerLens's to_str_tokens)."""
-        return [self.detokenize([i]) for i in self._ids(ids)]
+    def piece_text(self, token_id: int) -> str:
+        """The token's piece as readable text: a byte-level piece's bytes
+        decoded ("èĭ¹æŀľ" -> "苹果", "Ġthe" -> " the"), SentencePiece's
+        "▁" as a space; bytes that end inside a character as \\xNN."""
+        return _lens.readable_piece(self.token_piece(token_id), self.config["tokenizer"])
+
+    def to_str_tokens(self, input: Any, prepend_bos: Optional[bool] = None) -> Any:
+        """Each token decoded on its own (TransformerLens's to_str_tokens):
+        input is a text (tokenized first, BOS as the model wants or as
+        prepend_bos says), ids [L], a batch of texts or ids [B, L] (a list
+        per sequence)."""
+        if isinstance(input, (str, bytes)):
+            input = self.tokenize(input, add_bos=prepend_bos)
+        elif isinstance(input, (list, tuple)) and input and isinstance(input[0], (str, bytes)):
+            return [self.to_str_tokens(text, prepend_bos) for text in input]
+        a = np.asarray(input)
+        if a.ndim == 2:
+            return [self.to_str_tokens(row) for row in a]
+        return [self.detokenize([i]) for i in self._ids(a)]
+
+    def to_tokens(self, input: Any, prepend_bos: Optional[bool] = None,
+                  padding_side: Optional[str] = None) -> np.ndarray:
+        """Token ids [B, L] int32 (TransformerLens's to_tokens): a text gives
+        [1, L]; a list of texts is padded to its longest with the pad id
+        (cfg's pad_id, else EOS) on padding_side (default
+        Model.padding_side, "right").  BOS as the model wants, or as
+        prepend_bos says."""
+        texts = [input] if isinstance(input, (str, bytes)) else list(input)
+        seqs = [self.tokenize(t, add_bos=prepend_bos) for t in texts]
+        return self._pad(seqs, padding_side)[0]
+
+    def to_string(self, tokens: Any) -> Union[str, List[str]]:
+        """The text of ids [L] (a str) or of each row of [B, L] (a list)."""
+        a = np.asarray(tokens)
+        if a.ndim == 2:
+            return [self.detokenize(row) for row in a]
+        return self.detokenize(a)
+
+    def to_single_token(self, string: str) -> int:
+        """The id of a text that is one token (no BOS); ValueError otherwise."""
+        ids = self.tokenize(string, add_bos=False)
+        if ids.size != 1:
+            raise ValueError(f"{string!r} is {ids.size} tokens, not one: {self.to_str_tokens(ids)}")
+        return int(ids[0])
 
     def find_token(self, piece: Union[str, bytes]) -> int:
-        """The id whose piece is exactly piece, or -1."""
+        """The id whose piece is exactly piece, or -1.  Normal text is found
+        too: "公司" is looked up as the byte-level vocabulary spells it
+        ("åħ¬åı¸"), " the" as "Ġthe" or "▁the"."""
         data = piece.encode("utf-8") if isinstance(piece, str) else bytes(piece)
-        return int(_core.model_find(self._handle, data))
+        found = int(_core.model_find(self._handle, data))
+        if found >= 0:
+            return found
+        kind = self.config["tokenizer"]
+        if kind == "bpe":
+            spelled = _lens.byte_level_spelling(data)
+        elif kind == "spm":
+            spelled = data.decode("utf-8", errors="replace").replace(" ", "\u2581")
+        else:
+            return -1
+        return int(_core.model_find(self._handle, spelled.encode("utf-8")))
+
+    # ------------------------------------------------------------- batches
+
+    def _pad_id(self) -> int:
+        c = self.config
+        return c["pad_id"] if c["pad_id"] >= 0 else max(c["eos_id"], 0)
+
+    def _pad(self, seqs: List[np.ndarray], padding_side: Optional[str]):
+        """(tokens [B, Lmax] int32, offsets [B]): each sequence at its offset."""
+        side = self.padding_side if padding_side is None else padding_side
+        if side not in ("left", "right"):
+            raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
+        width = max((len(q) for q in seqs), default=0)
+        tokens = np.full((len(seqs), width), self._pad_id(), dtype=np.int32)
+        offsets = []
+        for b, q in enumerate(seqs):
+            off = width - len(q) if side == "left" else 0
+            tokens[b, off:off + len(q)] = q
+            offsets.append(off)
+        return tokens, offsets
+
+    def _sequences(self, input: Any, prepend_bos: Optional[bool], attention_mask: Any,
+                   padding_side: Optional[str]):
+        """(sequences, offsets, width, batched): each sequence's real ids, where
+        it sits in the padded batch, the batch's width, and whether the input
+        was a batch (else the result keeps TransformerLens's batch of 1)."""
+        if isinstance(input, (str, bytes)):
+            ids = self.tokenize(input, add_bos=prepend_bos)
+            return [ids], [0], ids.size, False
+        if isinstance(input, (list, tuple)) and input and isinstance(input[0], (str, bytes)):
+            seqs = [self.tokenize(t, add_bos=prepend_bos) for t in input]
+            _, offsets = self._pad(seqs, padding_side)
+            return seqs, offsets, max(q.size for q in seqs), True
+        if isinstance(input, (list, tuple)) and input and not np.isscalar(input[0]):
+            seqs = [self._ids(q) for q in input]  # ragged ids
+            _, offsets = self._pad(seqs, padding_side)
+            return seqs, offsets, max(q.size for q in seqs), True
+        a = _as_numpy_ids(input)
+        if a.ndim == 1:
+            ids = self._ids(a)
+            return [ids], [0], ids.size, False
+        if a.ndim != 2:
+            raise ValueError(f"tokens: expected [L] or [B, L], got shape {a.shape}")
+        mask = None if attention_mask is None else _as_numpy_ids(attention_mask).astype(bool)
+        if mask is not None and mask.shape != a.shape:
+            raise ValueError(f"attention_mask has shape {mask.shape}, tokens {a.shape}")
+        seqs, offsets = [], []
+        for b, row in enumerate(a):
+            keep = mask[b] if mask is not None else self._real(row, padding_side)
+            where = np.flatnonzero(keep)
+            if where.size == 0:
+                raise ValueError(f"tokens row {b} is all padding")
+            if where[-1] - where[0] + 1 != where.size:
+                raise ValueError(f"attention_mask row {b}: the real tokens must be contiguous")
+            seqs.append(self._ids(row[where[0]:where[-1] + 1]))
+            offsets.append(int(where[0]))
+        return seqs, offsets, a.shape[1], True
+
+    def _real(self, row: np.ndarray, padding_side: Optional[str]) -> np.ndarray:
+        """Which ids of a padded row are real, read as to_tokens pads (pad ids
+        at the padding side; a pad id equal to BOS or EOS keeps one)."""
+        side = self.padding_side if padding_side is None else padding_side
+        pad = self._pad_id()
+        keep = np.ones(row.size, dtype=bool)
+        order = range(row.size) if side == "left" else range(row.size - 1, -1, -1)
+        for i in order:
+            if row[i] != pad:
+                break
+            keep[i] = False
+        if side == "left" and pad == self.config["bos_id"] and self.config["add_bos"] and not keep[0]:
+            keep[int(np.flatnonzero(~keep)[-1])] = True  # the BOS the text began with
+        if not keep.any():
+            keep[0] = True
+        return keep
 
     # -------------------------------------------------------------- forward
 
@@ -218,9 +370,11 @@ class Model:
         (attn_decoder.h, "hook points")."""
         return list(_core.hook_names(self.config["n_layers"]))
 
-    def run_with_hooks(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
+    def run_with_hooks(self, input: Any, *,
                        fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
-                       last_only: bool = False, kernel: str = "auto") -> np.ndarray:
+                       return_type: Optional[str] = "logits", last_only: bool = False,
+                       prepend_bos: Optional[bool] = None, padding_side: Optional[str] = None,
+                       attention_mask: Any = None, kernel: str = "auto") -> Any:
         """The forward with TransformerLens-style hooks: each (name or
         name filter, fn) calls fn(tensor, hook) at the matching points, with
         tensor the activation with a batch axis of 1 (e.g. hook_pattern
@@ -228,43 +382,104 @@ class Model:
         change tensor in place or return a new array of its shape (activation
         patching, ablation): everything after sees the new values; writing
         hook_pattern changes the weights and keeps v (z = pattern . v).
-        Returns the logits [1, L, V] (or [1, 1, V] with last_only)."""
-        logits, _ = self._hooked(tokens, list(fwd_hooks), None, last_only, kernel)
-        return logits
 
-    def run_with_cache(self, tokens: Union[str, bytes, Sequence[int], np.ndarray], *,
+        input: a text, ids [L], or a batch (texts, ragged ids, or ids
+        [B, L] padded as to_tokens pads them, or with attention_mask [B, L]).
+        A batch runs sequence by sequence, so each result is the sequence's
+        alone, and a hook is called once per sequence (its batch axis 1).
+        return_type "logits" (the logits [B, L, V], or [B, 1, V] with
+        last_only; 0 at padding), "loss" (the mean next-token cross-entropy
+        over the real tokens), "both" ((logits, loss)) or None."""
+        return self._run(input, list(fwd_hooks), None, return_type, last_only, prepend_bos, padding_side,
+                         attention_mask, kernel)[0]
+
+    def run_with_cache(self, input: Any, *,
                        names_filter: Union[None, str, Sequence[str], Callable[[str], bool]] = None,
                        fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
-                       kernel: str = "auto") -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
-        """(logits [1, L, V], cache) in TransformerLens's habit: every hook
+                       return_type: Optional[str] = "logits", remove_batch_dim: bool = False,
+                       prepend_bos: Optional[bool] = None, padding_side: Optional[str] = None,
+                       attention_mask: Any = None, kernel: str = "auto") -> Tuple[Any, ActivationCache]:
+        """(logits [B, L, V], cache) in TransformerLens's habit: every hook
         point's activation as the forward used it (after any fwd_hooks),
         batch axis first, under its full name (Model.hook_names()):
 
-            hook_embed                       [1, L, d]   the embeddings (Gemma's scaled)
-            blocks.{l}.hook_resid_pre        [1, L, d]   the residual stream into layer l
-            blocks.{l}.attn.hook_q / _k / _v [1, L, H, Dh] before RoPE (hook_rot_q/_k after)
-            blocks.{l}.attn.hook_attn_scores [1, Hq, L, L] (-inf where hidden)
-            blocks.{l}.attn.hook_pattern     [1, Hq, L, L]
-            blocks.{l}.attn.hook_z           [1, L, Hq, Dh]
-            blocks.{l}.hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post  [1, L, d]
-            ln_final.hook_normalized         [1, L, d]
+            hook_embed                       [B, L, d]   the embeddings (Gemma's scaled)
+            blocks.{l}.hook_resid_pre        [B, L, d]   the residual stream into layer l
+            blocks.{l}.attn.hook_q / _k / _v [B, L, H, Dh] before RoPE (hook_rot_q/_k after)
+            blocks.{l}.attn.hook_attn_scores [B, Hq, L, L] (-inf where hidden)
+            blocks.{l}.attn.hook_pattern     [B, Hq, L, L]
+            blocks.{l}.attn.hook_z           [B, L, Hq, Dh]
+            blocks.{l}.hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post  [B, L, d]
+            ln_final.hook_normalized         [B, L, d]
 
-        names_filter (a name, names, or a predicate) keeps only some."""
-        cache: Dict[str, np.ndarray] = {}
-        logits, _ = self._hooked(tokens, list(fwd_hooks), (self._keep(names_filter), cache), False, kernel)
-        return logits, cache
+        The cache is an attn.ActivationCache (a dict with cache["pattern", 3],
+        accumulated_resid, decompose_resid, apply_ln_to_stack, ...).
+        names_filter: a name, a glob ("blocks.*.attn.hook_pattern"), a list
+        of names and globs, or a predicate.  input, return_type and batches
+        as run_with_hooks; in a padded batch each sequence's activations sit
+        at its positions, padding 0 (-inf in hook_attn_scores)."""
+        out, cache = self._run(input, list(fwd_hooks), _lens.names_filter_predicate(names_filter), return_type,
+                               False, prepend_bos, padding_side, attention_mask, kernel)
+        if remove_batch_dim:
+            cache = cache.remove_batch_dim()
+            if isinstance(out, np.ndarray):
+                out = out[0]
+        return out, cache
 
     @staticmethod
     def _keep(names_filter):
-        """names_filter (None: all, a name, names, or a predicate) as a predicate."""
-        if names_filter is None:
-            return lambda name: True
-        if isinstance(names_filter, str):
-            return lambda name: name == names_filter
-        if callable(names_filter):
-            return names_filter
-        wanted = set(names_filter)
-        return lambda name: name in wanted
+        """names_filter (None: all, a name, a glob, names and globs, or a predicate) as a predicate."""
+        return _lens.names_filter_predicate(names_filter)
+
+    def _run(self, input, hooks, keep, return_type, last_only, prepend_bos, padding_side, attention_mask,
+             kernel):
+        """(what return_type asks for, ActivationCache or None): each sequence
+        run alone, the results placed at its positions in the padded batch."""
+        if return_type not in _RETURN_TYPES:
+            raise ValueError(f"return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
+        seqs, offsets, width, batched = self._sequences(input, prepend_bos, attention_mask, padding_side)
+        B, V = len(seqs), self.config["vocab"]
+        logits = np.zeros((B, 1 if last_only else width, V), dtype=np.float32)
+        cache: Optional[Dict[str, np.ndarray]] = None if keep is None else {}
+        nll, count = 0.0, 0
+        for b, (ids, off) in enumerate(zip(seqs, offsets)):
+            one: Optional[Dict[str, np.ndarray]] = None if keep is None else {}
+            lg, _ = self._hooked(ids, hooks, None if one is None else (keep, one), last_only, kernel)
+            if last_only:
+                logits[b] = lg[0]
+            else:
+                logits[b, off:off + ids.size] = lg[0]
+                if return_type in ("loss", "both") and ids.size > 1:
+                    row = lg[0, :-1].astype(np.float64)
+                    top = row.max(-1, keepdims=True)
+                    lse = np.log(np.exp(row - top).sum(-1)) + top[:, 0]
+                    nll += float((lse - row[np.arange(ids.size - 1), ids[1:]]).sum())
+                    count += ids.size - 1
+            if one is not None:
+                for name, t in one.items():
+                    if not batched:
+                        cache[name] = t
+                        continue
+                    if name not in cache:
+                        shape = list(t.shape)
+                        shape[0] = B
+                        axes = (2, 3) if name.endswith(_TWO_POS) else (1,)
+                        for a in axes:
+                            shape[a] = width
+                        fill = -np.inf if name.endswith("hook_attn_scores") else 0.0
+                        cache[name] = np.full(shape, fill, dtype=np.float32)
+                    n = t.shape[1] if not name.endswith(_TWO_POS) else t.shape[2]
+                    if name.endswith(_TWO_POS):
+                        cache[name][b, :, off:off + n, off:off + n] = t[0]
+                    else:
+                        cache[name][b, off:off + n] = t[0]
+        if return_type in ("loss", "both"):
+            if last_only:
+                raise ValueError("return_type='loss' needs every position's logits: last_only=False")
+            loss = nll / count if count else float("nan")
+        out = {"logits": logits, "loss": loss if return_type in ("loss", "both") else None,
+               None: None}.get(return_type) if return_type != "both" else (logits, loss)
+        return out, None if cache is None else ActivationCache(cache, self)
 
     def _dispatcher(self, hooks, recording):
         """(dispatch, points): the tensor hook _core calls, and the hook points

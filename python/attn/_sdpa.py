@@ -10,7 +10,8 @@ In torch's layout "BHLD" the tensors are [B, H, L, D] instead; the 2-D
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import Any, Optional
 
 import numpy as np
 
@@ -20,8 +21,49 @@ from . import _arrays, _core, _options
 _KERNELS = {name: code for code, name in enumerate(_options.choices("kernel"))}
 
 
-def _inputs(q: Any, k: Any, v: Any, layout: str):
-    _arrays.check_layout(layout)
+class LayoutWarning(UserWarning):
+    """q and k read in attn's layout [B, L, H, D] look like torch's [B, H, L, D]."""
+
+
+def _refuse_grad(fn: str, *tensors: Any) -> None:
+    """attn.sdpa reads a tensor's memory: a result computed that way has no
+    autograd history, so a gradient through it would silently be missing."""
+    torch = _arrays.sys.modules.get("torch")
+    if torch is None or not torch.is_grad_enabled():
+        return
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            raise _core.UnsupportedError(
+                f"attn.{fn}: a tensor requires grad, and attn.{fn} returns a tensor with no "
+                f"autograd history (the gradient would be lost without a word); use "
+                f"attn.torch.scaled_dot_product_attention (torch's layout and signature, "
+                f"gradients through attn's backward), or pass .detach() / run under "
+                f"torch.no_grad() when no gradient is wanted"
+            )
+
+
+def _warn_if_transposed(fn: str, q4, k4) -> None:
+    """The CLI's rule (tools/cli/cli_attention.c, cli_warn_if_transposed):
+    read as [B, L, H, D], more heads than positions in both q and k (and more
+    than one query), or more than 256 heads, looks like torch's [B, H, L, D]."""
+    both_wide = q4.shape[2] > q4.shape[1] and k4.shape[2] > k4.shape[1] and q4.shape[1] > 1
+    for name, t in (("q", q4), ("k", k4)):
+        positions, heads = t.shape[1], t.shape[2]
+        if heads > 256 or (both_wide and name == "q"):
+            warnings.warn(
+                f"attn.{fn}: {name} read as [B, L, H, D] (layout 'BLHD', the default) has "
+                f"{positions} position{'' if positions == 1 else 's'} and {heads} heads; if it is "
+                f"torch's [B, H, L, D], pass layout='BHLD' (layout='BLHD' silences this)",
+                LayoutWarning,
+                stacklevel=4,
+            )
+            return
+
+
+def _inputs(q: Any, k: Any, v: Any, layout: Optional[str], fn: str = "sdpa"):
+    given = layout is not None
+    layout = _arrays.check_layout(layout if given else "BLHD")
+    _refuse_grad(fn, q, k, v)
     qa, ka, va = _arrays.as_array(q, "q"), _arrays.as_array(k, "k"), _arrays.as_array(v, "v")
     q4 = _arrays.to_blhd(qa.view, "q", layout)
     k4 = _arrays.to_blhd(ka.view, "k", layout)
@@ -31,6 +73,8 @@ def _inputs(q: Any, k: Any, v: Any, layout: str):
             f"q, k and v have {qa.view.ndim}, {ka.view.ndim} and {va.view.ndim} dimensions: "
             f"give all three the same rank"
         )
+    if not given and qa.view.ndim >= 3:
+        _warn_if_transposed(fn, q4, k4)
     return qa, ka, va, q4, k4, v4
 
 
@@ -57,7 +101,7 @@ def sdpa(
     k: Any,
     v: Any,
     *,
-    layout: str = "BLHD",
+    layout: Optional[str] = None,
     return_weights: bool = False,
     return_lse: bool = False,
     out: Any = None,
@@ -114,7 +158,8 @@ def sdpa(
     torch out.  q, k and v are read where they are (no copy); the GIL is
     released during the kernel.
     """
-    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout, "sdpa")
+    layout = layout or "BLHD"
     opts = _options.core_options("sdpa", q4.shape[0], options)
     ndim = qa.view.ndim
     shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
@@ -158,7 +203,7 @@ def sdpa_backward(
     *,
     out: Any = None,
     lse: Any = None,
-    layout: str = "BLHD",
+    layout: Optional[str] = None,
     **options: Any,
 ):
     """Gradient of attn.sdpa with respect to q, k and v (attn_sdpa_backward).
@@ -175,7 +220,9 @@ def sdpa_backward(
     over the Hq/Hkv query heads sharing a kv head.  The mask and bias are
     constants: no gradient of the bias.  A row that sees no key gives dq 0.
     """
-    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout, "sdpa_backward")
+    layout = layout or "BLHD"
+    _refuse_grad("sdpa_backward", dout)
     opts = _options.core_options("sdpa_backward", q4.shape[0], options)
     ndim = qa.view.ndim
     shape_out = (q4.shape[0], q4.shape[1], q4.shape[2], v4.shape[3])
@@ -240,7 +287,7 @@ def _given_out_input(x: Any, name: str, shape4, layout: str, ndim: int):
 
 
 @_options.takes_options
-def trace(q: Any, k: Any, v: Any, *, layout: str = "BLHD", **options: Any) -> dict:
+def trace(q: Any, k: Any, v: Any, *, layout: Optional[str] = None, **options: Any) -> dict:
     """Every intermediate of one attention call (attn_sdpa_forward_traced),
     under TransformerLens's hook names and in its axis order, whatever the
     layout of the inputs:
@@ -256,7 +303,7 @@ def trace(q: Any, k: Any, v: Any, *, layout: str = "BLHD", **options: Any) -> di
     once).  The options are attn.sdpa's.  The 2-D and 3-D shorthands are
     given their batch (and head) axes here, as TransformerLens would.
     """
-    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout, "trace")
     opts = _options.core_options("trace", q4.shape[0], options)
     return _hooks(_core.sdpa_trace((q4, qa.code), (k4, ka.code), (v4, va.code), **opts))
 
@@ -281,7 +328,7 @@ def paths(
     q_changed: Any = None,
     k_changed: Any = None,
     v_changed: Any = None,
-    layout: str = "BLHD",
+    layout: Optional[str] = None,
     **options: Any,
 ) -> dict:
     """The path decomposition of the chapter's Figure 2 (attn_sdpa_paths):
@@ -295,7 +342,8 @@ def paths(
     [B, L, Hq, Dv] = both - K only - V only + base (0 when the paths add up).
     The changed tensors (None = the base one) have the base's shapes and layout.
     """
-    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout)
+    qa, ka, va, q4, k4, v4 = _inputs(q, k, v, layout, "paths")
+    layout = layout or "BLHD"
     changed = []
     for name, x, like in (("q_changed", q_changed, q4), ("k_changed", k_changed, k4), ("v_changed", v_changed, v4)):
         if x is None:

@@ -14,12 +14,17 @@ query row that sees no key gives 0, not NaN; dropout_p must be 0; CPU
 tensors only, float32 computed (float16/bfloat16 passed through to
 libattn, which refuses them until its kernels take them); no gradient for
 a float attn_mask; scale must be positive.
+
+Keyword extensions (attn's options, gradients included): window_size
+(left, right), softcap, alibi_slopes [Hq], sinks [Hq] (a gradient of its
+own), key_lengths [N]; docs/python.md.  L = 0 or S = 0 give what torch
+gives (an empty output, or zeros).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -31,25 +36,29 @@ __all__ = ["scaled_dot_product_attention"]
 
 
 class _Attention(torch.autograd.Function):
-    """attn.sdpa forward, attn.sdpa_backward backward, in torch's layout."""
+    """attn.sdpa forward, attn.sdpa_backward backward, in torch's layout.
+    sinks is the one option with a gradient (dsinks), so it travels as a
+    tensor argument; the others are constants in ``options``."""
 
     @staticmethod
-    def forward(ctx, query, key, value, mask, bias, causal, scale):  # type: ignore[override]
-        out, lse = _sdpa(query, key, value, mask=mask, bias=bias, causal=causal, scale=scale,
-                         layout="BHLD", return_lse=True)
-        ctx.save_for_backward(query, key, value, out, lse)
-        ctx.attn_options = dict(mask=mask, bias=bias, causal=causal, scale=scale)
+    def forward(ctx, query, key, value, sinks, options):  # type: ignore[override]
+        out, lse = _sdpa(query, key, value, sinks=sinks, layout="BHLD", return_lse=True, **options)
+        ctx.save_for_backward(query, key, value, out, lse, sinks)
+        ctx.attn_options = options
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout):  # type: ignore[override]
-        query, key, value, out, lse = ctx.saved_tensors
+        query, key, value, out, lse, sinks = ctx.saved_tensors
         if dout.stride(-1) != 1:  # autograd hands out expanded gradients (out.sum())
             dout = dout.contiguous()
-        dq, dk, dv = _sdpa_backward(query, key, value, dout, out=out, lse=lse, layout="BHLD",
-                                    **ctx.attn_options)
-        return dq, dk, dv, None, None, None, None
+        grads = _sdpa_backward(query, key, value, dout, out=out, lse=lse, layout="BHLD", sinks=sinks,
+                               **ctx.attn_options)
+        dsinks = None
+        if sinks is not None and ctx.needs_input_grad[3]:
+            dsinks = torch.from_numpy(grads[3]).to(sinks.dtype)
+        return grads[0], grads[1], grads[2], dsinks, None
 
 
 def _flatten_batch(t: torch.Tensor, name: str) -> torch.Tensor:
@@ -57,6 +66,21 @@ def _flatten_batch(t: torch.Tensor, name: str) -> torch.Tensor:
     if t.dim() <= 4:
         return t
     return t.reshape(-1, *t.shape[-3:])
+
+
+def _constant(x, name: str):
+    """An option tensor attn takes no gradient for."""
+    if isinstance(x, torch.Tensor) and x.requires_grad and torch.is_grad_enabled():
+        raise _core.UnsupportedError(f"{name} requires grad: attn gives no gradient for {name}; "
+                                     f"pass {name}.detach()")
+    return x
+
+
+def _empty_result(query, key, value, shape_out):
+    """L = 0 or S = 0: torch's answer (an empty output, or zeros: no key to
+    mix), still in the graph so that backward gives zero gradients."""
+    zero = (query.sum() + key.sum() + value.sum()) * 0
+    return torch.zeros(shape_out, dtype=query.dtype) + zero
 
 
 def scaled_dot_product_attention(
@@ -68,6 +92,12 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: Optional[float] = None,
     enable_gqa: bool = False,
+    *,
+    window_size: Optional[Tuple[int, int]] = None,
+    softcap: Optional[float] = None,
+    alibi_slopes: Optional[torch.Tensor] = None,
+    sinks: Optional[torch.Tensor] = None,
+    key_lengths: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """torch.nn.functional.scaled_dot_product_attention on libattn.
 
@@ -75,6 +105,14 @@ def scaled_dot_product_attention(
     attn_mask: bool (True = may attend) or float (added), broadcastable to
     [N, ..., Hq, L, S].  Returns [N, ..., Hq, L, Ev], query's dtype.
     Hq == Hkv unless enable_gqa (then Hq a multiple of Hkv).
+
+    attn's extensions, keyword only (docs/semantics.md):
+        window_size   (left, right) keys around the diagonal, -1 = unbounded
+                      (at is_causal's top-left diagonal)
+        softcap       > 0: scores capped to softcap * tanh(s / softcap)
+        alibi_slopes  [Hq] per-head ALiBi slopes (constants)
+        sinks         [Hq] per-head sink logits; gradient dsinks when it requires grad
+        key_lengths   [N] integers: keys at or past key_lengths[n] are padding
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -120,6 +158,11 @@ def scaled_dot_product_attention(
             raise TypeError(f"attn_mask has dtype {attn_mask.dtype}: expected bool (True = may "
                             f"attend) or a float type (added to the scores)")
     shape = query.shape
+    shape_out = (*shape[:-1], value.shape[-1])
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    if query.shape[-2] == 0 or key.shape[-2] == 0:
+        return _empty_result(query, key, value, shape_out)
     if query.dim() > 4:
         full = tuple(shape[:-3])
         query, key, value = (_flatten_batch(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value")))
@@ -128,14 +171,25 @@ def scaled_dot_product_attention(
             heads = m.shape[-3] if m.dim() >= 3 else 1
             m = m.expand(*full, heads, *m.shape[-2:]).reshape(-1, heads, *m.shape[-2:])
             mask, bias = (m, None) if mask is not None else (None, m)
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
-    causal = bool(is_causal)
-    needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+        if key_lengths is not None:
+            key_lengths = torch.as_tensor(key_lengths).reshape(-1)
+    options = dict(mask=mask, bias=bias, causal=bool(is_causal), scale=scale)
+    if window_size is not None:
+        options["window"] = tuple(window_size)
+    if softcap is not None:
+        options["softcap"] = softcap
+    if alibi_slopes is not None:
+        options["alibi"] = _constant(alibi_slopes, "alibi_slopes")
+    if key_lengths is not None:
+        options["key_lengths"] = key_lengths
+    if sinks is not None and not isinstance(sinks, torch.Tensor):
+        sinks = torch.as_tensor(sinks, dtype=torch.float32)
+    needs_grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (query, key, value, sinks))
     if needs_grad:
-        out = _Attention.apply(query, key, value, mask, bias, causal, scale)
+        out = _Attention.apply(query, key, value, sinks, options)
     else:
-        out = _sdpa(query, key, value, mask=mask, bias=bias, causal=causal, scale=scale, layout="BHLD")
+        out = _sdpa(query, key, value, sinks=sinks, layout="BHLD", **options)
     if len(shape) > 4:
-        out = out.reshape(*shape[:-1], out.shape[-1])
+        out = out.reshape(shape_out)
     return out

@@ -874,39 +874,41 @@ static int labels_arg(PyObject *obj, const char *name, Py_ssize_t n, PyObject **
 PyDoc_STRVAR(heatmap_doc,
              "heatmap(path, weights, heads, len_q, len_kv, *, query_labels=None, key_labels=None,\n"
              "        visible=None, head_ids=None, title=None, lang=None, vmin=0.0, vmax=0.0,\n"
-             "        values=0, columns=0, cell=0.0)\n--\n\n"
+             "        values=0, columns=0, cell=0.0, panel_titles=None, vmax_quantile=0.0)\n--\n\n"
              "attn_heatmap_write: weights float32 [H, L, S] C-contiguous; visible uint8 [H, L, S]\n"
-             "or None; head_ids int64 [H] or None.  Private (attn.heatmap).");
+             "or None; head_ids int64 [H] or None; panel_titles [H] str or None.  Private (attn.heatmap).");
 
 static PyObject *heatmap(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"path", "weights", "heads", "len_q", "len_kv", "query_labels",
                                "key_labels", "visible", "head_ids", "title", "lang", "vmin", "vmax",
-                               "values", "columns", "cell", NULL};
+                               "values", "columns", "cell", "panel_titles", "vmax_quantile", NULL};
     PyObject *path_obj, *w_arg, *ql_arg = Py_None, *kl_arg = Py_None, *vis_arg = Py_None,
-                                 *ids_arg = Py_None, *path_bytes = NULL;
+                                 *ids_arg = Py_None, *pt_arg = Py_None, *path_bytes = NULL;
     long long heads, len_q, len_kv;
     const char *title = NULL, *lang = NULL;
     attn_heatmap_options opt = ATTN_HEATMAP_OPTIONS_INIT;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLLL|$OOOOzzffiid", keywords, &path_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLLL|$OOOOzzffiidOd", keywords, &path_obj,
                                      &w_arg, &heads, &len_q, &len_kv, &ql_arg, &kl_arg, &vis_arg,
                                      &ids_arg, &title, &lang, &opt.vmin, &opt.vmax, &opt.values,
-                                     &opt.columns, &opt.cell))
+                                     &opt.columns, &opt.cell, &pt_arg, &opt.vmax_quantile))
         return NULL;
     if (!PyUnicode_FSConverter(path_obj, &path_bytes)) return NULL;
     buffers b = {.n = 0};
-    PyObject *keep_q = NULL, *keep_k = NULL, *result = NULL;
-    const char **qlabels = NULL, **klabels = NULL;
+    PyObject *keep_q = NULL, *keep_k = NULL, *keep_t = NULL, *result = NULL;
+    const char **qlabels = NULL, **klabels = NULL, **titles = NULL;
     void *weights, *visible, *ids;
     const Py_ssize_t cells = (Py_ssize_t)(heads * len_q * len_kv);
     if (flat_arg(&b, w_arg, "weights", false, 4, cells, &weights, NULL) ||
         flat_arg(&b, vis_arg, "visible", false, 1, cells, &visible, NULL) ||
         flat_arg(&b, ids_arg, "head_ids", false, 8, (Py_ssize_t)heads, &ids, NULL) ||
         labels_arg(ql_arg, "query_labels", (Py_ssize_t)len_q, &keep_q, &qlabels) ||
-        labels_arg(kl_arg, "key_labels", (Py_ssize_t)len_kv, &keep_k, &klabels))
+        labels_arg(kl_arg, "key_labels", (Py_ssize_t)len_kv, &keep_k, &klabels) ||
+        labels_arg(pt_arg, "panel_titles", (Py_ssize_t)heads, &keep_t, &titles))
         goto done;
     opt.query_labels = qlabels;
     opt.key_labels = klabels;
+    opt.panel_titles = titles;
     opt.visible = visible;
     opt.head_ids = ids;
     opt.title = title;
@@ -919,8 +921,10 @@ static PyObject *heatmap(PyObject *self, PyObject *args, PyObject *kwargs) {
 done:
     PyMem_Free(qlabels);
     PyMem_Free(klabels);
+    PyMem_Free(titles);
     Py_XDECREF(keep_q);
     Py_XDECREF(keep_k);
+    Py_XDECREF(keep_t);
     Py_DECREF(path_bytes);
     buffers_release(&b);
     return result;

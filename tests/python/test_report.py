@@ -40,15 +40,15 @@ def chromium():
     return None
 
 
-def selftest(path, cells, tmp_path):
-    """Runs the page's #selftest in headless Chromium: {(layer, head, i, j): weight shown}."""
+def run_selftest(path, fragment, tmp_path):
+    """Opens path#selftest<fragment> in headless Chromium: the page's
+    self-test text (no script errors, run to its end)."""
     browser = chromium()
     if not browser:
         pytest.skip("no Chromium found (Debian: apt-get install chromium; or set ATTN_CHROMIUM)")
-    frag = "#selftest&cells=" + ";".join(":".join(str(x) for x in c) for c in cells)
     out = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", f"file://{path}{frag}"],
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", f"file://{path}#selftest{fragment}"],
         capture_output=True, text=True, timeout=120, check=True,
         # Not the sanitizer runtime the tests may run under (a preloaded ASan
         # would hang the browser).
@@ -57,6 +57,12 @@ def selftest(path, cells, tmp_path):
     assert errors is not None and errors.group(1).strip() == "", errors and errors.group(1)
     text = re.search(r'<pre id="selftest">(.*?)</pre>', out, re.S).group(1)
     assert "status=done" in text, text
+    return text
+
+
+def selftest(path, cells, tmp_path):
+    """Runs the page's #selftest in headless Chromium: {(layer, head, i, j): weight shown}."""
+    text = run_selftest(path, "&cells=" + ";".join(":".join(str(x) for x in c) for c in cells), tmp_path)
     shown = {}
     for m in re.finditer(r"cell (\d+):(\d+):(\d+):(\d+) shown=\d+:\d+ hovered=(\d+),(\d+) weight=(\S+)", text):
         a, h, i, j, hi, hj, wt = m.groups()

@@ -1,0 +1,503 @@
+"""TransformerLens's habits on attn.Model: the config object (cfg), hook
+names by shorthand (get_act_name), name filters with globs, readable token
+pieces, and ActivationCache with its residual-stream helpers.
+
+Names, shapes and semantics follow TransformerLens 2.x for these decoders
+(pre-norm RMSNorm, rotary positions, no positional embedding); what attn
+cannot give yet is listed in docs/python.md's table and raises saying so.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = ["HookedConfig", "ActivationCache", "get_act_name", "names_filter_predicate", "byte_level_spelling",
+           "readable_piece"]
+
+
+@dataclass(frozen=True)
+class HookedConfig:
+    """TransformerLens's HookedTransformerConfig fields for an attn.Model
+    (model.cfg); model.config keeps the library's own dict."""
+
+    model_name: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_key_value_heads: int
+    d_head: int
+    d_mlp: int
+    d_vocab: int
+    d_vocab_out: int
+    n_ctx: Optional[int]
+    act_fn: str
+    normalization_type: str
+    positional_embedding_type: str
+    rotary_base: float
+    eps: float
+    attn_scale: float
+    window_size: Optional[int]
+    default_prepend_bos: bool
+    tokenizer_prepends_bos: bool
+    original_architecture: str
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    @classmethod
+    def from_config(cls, c: Dict[str, Any], path: str) -> "HookedConfig":
+        import os
+
+        act = {"swiglu": "silu", "geglu_tanh": "gelu_pytorch_tanh"}.get(c["activation"], c["activation"])
+        return cls(
+            model_name=os.path.basename(path), n_layers=c["n_layers"], d_model=c["d_model"], n_heads=c["n_heads"],
+            n_key_value_heads=c["n_kv_heads"], d_head=c["head_dim"], d_mlp=c["d_ffn"], d_vocab=c["vocab"],
+            d_vocab_out=c["vocab"], n_ctx=None, act_fn=act, normalization_type="RMS",
+            positional_embedding_type="rotary", rotary_base=c["rope_theta"], eps=c["rms_eps"],
+            attn_scale=(1.0 / c["attn_scale"]) if c["attn_scale"] else float(np.sqrt(c["head_dim"])),
+            window_size=c["sliding_window"] or None, default_prepend_bos=bool(c["add_bos"]),
+            tokenizer_prepends_bos=bool(c["add_bos"]), original_architecture=c["architecture"])
+
+    def __getitem__(self, key: str) -> Any:  # cfg["n_layers"] as well as cfg.n_layers
+        return getattr(self, key)
+
+
+# TransformerLens's get_act_name aliases (utils.get_act_name).
+_ALIASES = {"a": "attn", "m": "mlp", "b": "", "block": "", "blocks": "", "attention": "attn"}
+_ATTN = {"q", "k", "v", "z", "rot_q", "rot_k", "pattern", "attn_scores", "result", "q_input", "k_input",
+         "v_input"}
+_MLP = {"pre", "post", "pre_linear"}
+_BLOCK = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "attn_in", "mlp_in"}
+
+
+def get_act_name(name: str, layer: Optional[int] = None, layer_type: Optional[str] = None) -> str:
+    """A hook's full name from TransformerLens's shorthand:
+    get_act_name("pattern", 3) == "blocks.3.attn.hook_pattern",
+    ("resid_pre", 0), ("scale", 2, "ln1"), ("normalized") -> "ln_final.hook_normalized"."""
+    if "." in name or name.startswith("hook_"):
+        return name
+    aliases = {"attn": "pattern", "scores": "attn_scores", "attn_logits": "attn_scores"}
+    name = aliases.get(name, name)
+    if name in ("embed", "pos_embed"):
+        return f"hook_{name}"
+    if layer_type is not None:
+        layer_type = _ALIASES.get(layer_type, layer_type)
+    if name in ("scale", "normalized"):
+        if layer is None:
+            return f"ln_final.hook_{name}"
+        return f"blocks.{layer}.{layer_type or 'ln1'}.hook_{name}"
+    if layer is None:
+        raise ValueError(f"get_act_name({name!r}): this hook is per layer: give the layer")
+    if name in _ATTN:
+        return f"blocks.{layer}.attn.hook_{name}"
+    if name in _MLP:
+        return f"blocks.{layer}.mlp.hook_{name}"
+    if name in _BLOCK:
+        return f"blocks.{layer}.hook_{name}"
+    raise ValueError(f"get_act_name: unknown activation {name!r}")
+
+
+def _is_glob(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
+
+
+def names_filter_predicate(names_filter: Any) -> Callable[[str], bool]:
+    """None (every name), a name, a glob ("blocks.*.attn.hook_pattern", as
+    the CLI's --hooks), a list of names and globs, or a predicate."""
+    if names_filter is None:
+        return lambda name: True
+    if isinstance(names_filter, str):
+        names_filter = [names_filter]
+    elif callable(names_filter):
+        return names_filter
+    exact = {n for n in names_filter if not _is_glob(n)}
+    globs = [n for n in names_filter if _is_glob(n)]
+    for n in list(exact) + globs:
+        if not isinstance(n, str):
+            raise TypeError(f"names_filter: a name, a glob or a predicate, got {n!r}")
+    return lambda name: name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+# --------------------------------------------------------- readable pieces
+
+def _byte_level_table() -> Dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte as the printable character a
+    byte-level BPE vocabulary spells it with."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+_TO_CHAR = _byte_level_table()
+_TO_BYTE = {ch: b for b, ch in _TO_CHAR.items()}
+
+
+def byte_level_spelling(text: Union[str, bytes]) -> str:
+    """How a byte-level BPE vocabulary spells text: "公司" -> "åħ¬åı¸"."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    return "".join(_TO_CHAR[b] for b in data)
+
+
+def readable_piece(piece: str, tokenizer: Optional[str]) -> str:
+    """A vocabulary piece as text: byte-level ("èĭ¹æŀľ" -> "苹果", "Ġthe" ->
+    " the") or SentencePiece ("▁the" -> " the", "<0xE8>" -> a byte); bytes
+    that do not complete a character print as \\xNN escapes."""
+    if tokenizer == "bpe":
+        if all(ch in _TO_BYTE for ch in piece):
+            data = bytes(_TO_BYTE[ch] for ch in piece)
+            return data.decode("utf-8", errors="backslashreplace")
+        return piece  # a special or added token, spelled as text
+    if tokenizer == "spm":
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            return bytes([int(piece[3:5], 16)]).decode("utf-8", errors="backslashreplace")
+        return piece.replace("\u2581", " ")
+    return piece
+
+
+# ------------------------------------------------------------ the cache
+
+class ActivationCache(dict):
+    """TransformerLens's ActivationCache: a dict of activations by full hook
+    name (numpy float32, batch axis first), with its shorthand indexing and
+    residual-stream helpers.  model is the attn.Model that made it."""
+
+    def __init__(self, cache: Dict[str, Any], model: Any, has_batch_dim: bool = True) -> None:
+        super().__init__(cache)
+        self.model = model
+        self.has_batch_dim = has_batch_dim
+
+    def __getitem__(self, key: Union[str, Tuple]) -> Any:
+        if isinstance(key, tuple):
+            key = get_act_name(*key)
+        elif isinstance(key, str) and key not in self and "." not in key and not key.startswith("hook_"):
+            key = get_act_name(key)
+        try:
+            return dict.__getitem__(self, key)
+        except KeyError:
+            raise KeyError(f"{key!r} is not in the cache (names_filter may have left it out; "
+                           f"cache.keys() lists what is)") from None
+
+    def __repr__(self) -> str:
+        return f"ActivationCache with keys {list(self.keys())}"
+
+    @property
+    def _n_layers(self) -> int:
+        return self.model.cfg.n_layers
+
+    def remove_batch_dim(self) -> "ActivationCache":
+        """Drops the batch axis of a batch of 1 (TransformerLens's remove_batch_dim)."""
+        if not self.has_batch_dim:
+            return self
+        for key, value in self.items():
+            if value.shape[0] != 1:
+                raise ValueError(f"remove_batch_dim: {key} has a batch of {value.shape[0]}, not 1")
+        return ActivationCache({k: v[0] for k, v in self.items()}, self.model, has_batch_dim=False)
+
+    def to(self, target: Any) -> "ActivationCache":
+        """A cache of torch tensors (cache.to(torch), cache.to("torch"), or
+        a torch device such as "cpu"); numpy back with "numpy"."""
+        name = getattr(target, "__name__", target)
+        if name == "numpy":
+            return ActivationCache({k: np.asarray(v) for k, v in self.items()}, self.model, self.has_batch_dim)
+        import torch
+
+        device = "cpu" if name == "torch" else target
+        return ActivationCache({k: torch.as_tensor(np.asarray(v)).to(device) for k, v in self.items()},
+                               self.model, self.has_batch_dim)
+
+    def stack_activation(self, activation_name: str, layer: int = -1, sublayer_type: Optional[str] = None):
+        """[n, ...] the activation of layers 0 .. layer - 1 (all with -1) stacked."""
+        n = self._n_layers if layer == -1 else layer
+        return np.stack([self[get_act_name(activation_name, l, sublayer_type)] for l in range(n)])
+
+    def _resid_final(self):
+        return self[f"blocks.{self._n_layers - 1}.hook_resid_post"]
+
+    def accumulated_resid(self, layer: Optional[int] = None, incl_mid: bool = False, apply_ln: bool = False,
+                          pos_slice: Any = None, mlp_input: bool = False, return_labels: bool = False):
+        """The residual stream at the start of each layer up to ``layer``
+        (None: all, plus the final resid_post), [n, (batch,) pos, d_model];
+        incl_mid adds each resid_mid; labels "0_pre", "0_mid", ..., "final_post"."""
+        n = self._n_layers if layer is None or layer == -1 else layer
+        parts, labels = [], []
+        for l in range(n + (1 if mlp_input and n < self._n_layers else 0)):
+            if l < n:
+                parts.append(self[f"blocks.{l}.hook_resid_pre"])
+                labels.append(f"{l}_pre")
+            if (incl_mid and l < n) or (mlp_input and l == n):
+                parts.append(self[f"blocks.{l}.hook_resid_mid"])
+                labels.append(f"{l}_mid")
+        if layer is None or layer == -1 or layer == self._n_layers:
+            parts.append(self._resid_final())
+            labels.append("final_post")
+        stack = np.stack(parts)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input=mlp_input)
+        stack = _slice_pos(stack, pos_slice, self.has_batch_dim)
+        return (stack, labels) if return_labels else stack
+
+    def decompose_resid(self, layer: Optional[int] = None, mlp_input: bool = False, mode: str = "all",
+                        apply_ln: bool = False, pos_slice: Any = None, incl_embeds: bool = True,
+                        return_labels: bool = False):
+        """The residual stream at the start of ``layer`` (None: the final one)
+        as the sum of its parts: the embeddings, then each earlier layer's
+        attn_out and mlp_out (mode "attn" or "mlp" keeps one kind);
+        [n, (batch,) pos, d_model].  Their sum is resid_pre[layer] (or
+        resid_mid with mlp_input, or the final resid_post)."""
+        if mode not in ("all", "attn", "mlp"):
+            raise ValueError(f"mode must be 'all', 'attn' or 'mlp', got {mode!r}")
+        n = self._n_layers if layer is None or layer == -1 else layer
+        parts, labels = [], []
+        if incl_embeds:
+            parts.append(self["hook_embed"])
+            labels.append("embed")
+        for l in range(n + (1 if mlp_input and n < self._n_layers else 0)):
+            if mode in ("all", "attn"):
+                parts.append(self[f"blocks.{l}.hook_attn_out"])
+                labels.append(f"{l}_attn_out")
+            if mode in ("all", "mlp") and l < n:
+                parts.append(self[f"blocks.{l}.hook_mlp_out"])
+                labels.append(f"{l}_mlp_out")
+        stack = np.stack(parts)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input=mlp_input)
+        stack = _slice_pos(stack, pos_slice, self.has_batch_dim)
+        return (stack, labels) if return_labels else stack
+
+    def _ln_scale(self, layer: Optional[int], mlp_input: bool):
+        """The RMSNorm's scale sqrt(mean(x^2) + eps) [(batch,) pos, 1] at the
+        input of ``layer``'s attention (ln1), MLP (ln2) or the final norm."""
+        if layer is None or layer == -1 or layer == self._n_layers:
+            name = "ln_final.hook_scale"
+            x = self._resid_final()
+        elif mlp_input:
+            name = f"blocks.{layer}.ln2.hook_scale"
+            x = self[f"blocks.{layer}.hook_resid_mid"]
+        else:
+            name = f"blocks.{layer}.ln1.hook_scale"
+            x = self[f"blocks.{layer}.hook_resid_pre"]
+        if name in self:
+            return dict.__getitem__(self, name)
+        x64 = np.asarray(x, dtype=np.float64)
+        return np.sqrt((x64 * x64).mean(-1, keepdims=True) + self.model.cfg.eps)
+
+    def apply_ln_to_stack(self, residual_stack, layer: Optional[int] = None, mlp_input: bool = False,
+                          pos_slice: Any = None, batch_slice: Any = None, has_batch_dim: bool = True):
+        """Each component divided by the norm's scale at that point (the
+        scale of the whole stream, as TransformerLens does: the norm is then
+        linear in the components, which add up to the normed stream before
+        its weight).  RMSNorm: no centring."""
+        scale = self._ln_scale(layer, mlp_input)
+        if batch_slice is not None and self.has_batch_dim:
+            scale = scale[batch_slice]
+        if pos_slice is not None:
+            scale = _slice_pos(scale[None], pos_slice, self.has_batch_dim)[0]
+        if not has_batch_dim and self.has_batch_dim:
+            scale = scale[0]
+        return (np.asarray(residual_stack, dtype=np.float64) / scale).astype(np.float32)
+
+    def stack_head_results(self, layer: int = -1, return_labels: bool = False, incl_remainder: bool = False,
+                           pos_slice: Any = None, apply_ln: bool = False):
+        """Each head's output after W_O (TransformerLens's hook_result),
+        [n_layers * n_heads, (batch,) pos, d_model] for layers 0 .. layer - 1,
+        labels "L0H0", ...; computed from hook_z and the model's W_O (GQA's
+        z is per query head).  incl_remainder adds hook_attn_out minus their
+        sum (0 where attn_out is the heads' sum: Qwen2; Gemma's
+        post-attention norm makes it the norm's doing)."""
+        n = self._n_layers if layer == -1 else layer
+        W_O = self.model.W_O
+        parts, labels = [], []
+        for l in range(n):
+            z = np.asarray(self[f"blocks.{l}.attn.hook_z"], dtype=np.float64)  # [(b,) pos, H, Dh]
+            result = np.einsum("...hd,hdm->h...m", z, W_O[l].astype(np.float64))
+            parts.append(result)
+            labels += [f"L{l}H{h}" for h in range(result.shape[0])]
+        stack = np.concatenate(parts)
+        if incl_remainder:
+            total = sum(np.asarray(self[f"blocks.{l}.hook_attn_out"], dtype=np.float64) for l in range(n))
+            stack = np.concatenate([stack, (total - stack.sum(0))[None]])
+            labels.append("remainder")
+        stack = stack.astype(np.float32)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer if layer != -1 else None)
+        stack = _slice_pos(stack, pos_slice, self.has_batch_dim)
+        return (stack, labels) if return_labels else stack
+
+    def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None, pos_slice: Any = None,
+                    batch_slice: Any = None, has_batch_dim: bool = True):
+        """Each component's contribution to the logit of tokens (minus that of
+        incorrect_tokens): residual_stack [n, ..., d_model], already through
+        apply_ln_to_stack, dotted with the final norm's weight times W_U's
+        column of each token (TransformerLens's logit_attrs with the norm's
+        weight folded into W_U).  tokens: an int or [batch] ids."""
+        W_U, w = self.model.W_U, self.model.ln_final_w.astype(np.float64)
+        ln = w if W_U.ndim == 2 else None
+
+        def column(t):  # [d] or [d, batch], the norm's weight folded in
+            c = W_U[:, np.asarray(t)].astype(np.float64)
+            return c * (ln[:, None] if c.ndim == 2 else ln)
+
+        direction = column(tokens)
+        if incorrect_tokens is not None:
+            direction = direction - column(incorrect_tokens)
+        stack = np.asarray(residual_stack, dtype=np.float64)
+        if direction.ndim == 1:
+            return np.einsum("...d,d->...", stack, direction)
+        # one token per batch row: stack [n, batch, d] (a position already chosen)
+        return np.einsum("nbd,db->nb", stack, direction)
+
+
+def _slice_pos(stack, pos_slice: Any, has_batch_dim: bool):
+    """stack [n, (batch,) pos, ...] at positions pos_slice (an int keeps the axis)."""
+    if pos_slice is None:
+        return stack
+    if isinstance(pos_slice, (int, np.integer)):
+        pos_slice = [int(pos_slice)]
+    axis = 2 if has_batch_dim else 1
+    index = [slice(None)] * stack.ndim
+    index[axis] = pos_slice
+    return stack[tuple(index)]
+
+
+# ------------------------------------------------------------- weights
+
+class Weights:
+    """TransformerLens's weight attributes of an attn.Model read from its
+    GGUF file and dequantized to float32 on each access (nothing is kept:
+    W_E alone is 0.5 GB for Qwen2.5 0.5B).  Shapes as TransformerLens:
+
+        W_E [d_vocab, d_model]              W_U [d_model, d_vocab], b_U [d_vocab] (0)
+        W_Q [n_layers, n_heads, d_model, d_head]       b_Q [n_layers, n_heads, d_head]
+        W_K, W_V [n_layers, n_key_value_heads, d_model, d_head]   (GQA: not repeated)
+        W_O [n_layers, n_heads, d_head, d_model]       b_O [n_layers, d_model] (0)
+        W_in, W_gate [n_layers, d_model, d_mlp]        W_out [n_layers, d_mlp, d_model]
+        ln1_w, ln2_w [n_layers, d_model]    ln_final_w [d_model]  (the multiplier the
+                                            forward uses: Gemma's 1 + w)
+    """
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def tensor(self, name: str, required: bool = True):
+        from . import _core
+
+        path = self._model.path
+        if os.path.isdir(path) or not path.endswith(".gguf"):
+            raise NotImplementedError("weights are read from GGUF files; a safetensors checkpoint's are "
+                                      "its own tensors (safetensors.numpy.load_file)")
+        got = _core.gguf_tensor(os.fsencode(path), name)
+        if got is None:
+            if required:
+                raise KeyError(f"{name}: not in {path}")
+            return None
+        data, shape = got
+        return np.frombuffer(data, dtype=np.float32).reshape(shape)
+
+    def per_layer(self, name: str, shape: Tuple[int, ...], transpose: Tuple[int, ...], required: bool = True):
+        layers = []
+        for l in range(self._model.cfg.n_layers):
+            t = self.tensor(f"blk.{l}.{name}", required)
+            if t is None:
+                return None
+            layers.append(t.reshape(shape).transpose(transpose))
+        return np.ascontiguousarray(np.stack(layers))
+
+
+def _heads_in(weights: Weights, name: str, heads: int, bias: bool = False):
+    cfg = weights._model.cfg
+    if bias:
+        return weights.per_layer(f"{name}.bias", (heads, cfg.d_head), (0, 1), required=False)
+    # [heads * d_head, d_model] -> [heads, d_model, d_head]
+    return weights.per_layer(f"{name}.weight", (heads, cfg.d_head, cfg.d_model), (0, 2, 1))
+
+
+class WeightAttributes:
+    """Mixed into attn.Model: W_E, W_Q, ... as properties (class Weights)."""
+
+    @property
+    def _weights(self) -> Weights:
+        return Weights(self)
+
+    @property
+    def W_E(self):
+        return self._weights.tensor("token_embd.weight")
+
+    @property
+    def W_U(self):
+        out = self._weights.tensor("output.weight", required=False)
+        return np.ascontiguousarray((out if out is not None else self._weights.tensor("token_embd.weight")).T)
+
+    @property
+    def b_U(self):
+        return np.zeros(self.cfg.d_vocab, dtype=np.float32)
+
+    @property
+    def W_Q(self):
+        return _heads_in(self._weights, "attn_q", self.cfg.n_heads)
+
+    @property
+    def W_K(self):
+        return _heads_in(self._weights, "attn_k", self.cfg.n_key_value_heads)
+
+    @property
+    def W_V(self):
+        return _heads_in(self._weights, "attn_v", self.cfg.n_key_value_heads)
+
+    def _bias(self, name: str, heads: int):
+        b = _heads_in(self._weights, name, heads, bias=True)
+        return b if b is not None else np.zeros((self.cfg.n_layers, heads, self.cfg.d_head), dtype=np.float32)
+
+    @property
+    def b_Q(self):
+        return self._bias("attn_q", self.cfg.n_heads)
+
+    @property
+    def b_K(self):
+        return self._bias("attn_k", self.cfg.n_key_value_heads)
+
+    @property
+    def b_V(self):
+        return self._bias("attn_v", self.cfg.n_key_value_heads)
+
+    @property
+    def W_O(self):
+        cfg = self.cfg  # [d_model, heads * d_head] -> [heads, d_head, d_model]
+        return self._weights.per_layer("attn_output.weight", (cfg.d_model, cfg.n_heads, cfg.d_head), (1, 2, 0))
+
+    @property
+    def b_O(self):
+        return np.zeros((self.cfg.n_layers, self.cfg.d_model), dtype=np.float32)
+
+    @property
+    def W_in(self):
+        return self._weights.per_layer("ffn_up.weight", (self.cfg.d_mlp, self.cfg.d_model), (1, 0))
+
+    @property
+    def W_gate(self):
+        return self._weights.per_layer("ffn_gate.weight", (self.cfg.d_mlp, self.cfg.d_model), (1, 0))
+
+    @property
+    def W_out(self):
+        return self._weights.per_layer("ffn_down.weight", (self.cfg.d_model, self.cfg.d_mlp), (1, 0))
+
+    @property
+    def ln1_w(self):
+        return self._weights.per_layer("attn_norm.weight", (self.cfg.d_model,), (0,))
+
+    @property
+    def ln2_w(self):
+        return self._weights.per_layer("ffn_norm.weight", (self.cfg.d_model,), (0,))
+
+    @property
+    def ln_final_w(self):
+        return self._weights.tensor("output_norm.weight")
