@@ -137,6 +137,16 @@ ATTN_API attn_status attn_quant_type_block(int type, int64_t *block_elements, si
  * makes the same checks; a loader calls this once per tensor at load. */
 ATTN_API attn_status attn_quant_check(const attn_qtensor *w);
 
+/* Finds the first stored value of w (checked as above) that is NaN or
+ * infinite, converting nothing: F32, F16 and BF16 by their exponent bits,
+ * the block types by their float16 scales (d, and the minimum where the
+ * type has one), since a block's integers times finite scales are finite.
+ * ATTN_OK when all are finite; else ATTN_ERR_NONFINITE with *row and *col
+ * (the element, or the first column of the block whose scale it is) and a
+ * message saying which.  One pass over the bytes such a check needs (a
+ * loader's at load; row and col may be NULL). */
+ATTN_API attn_status attn_quant_check_finite(const attn_qtensor *w, int64_t *row, int64_t *col);
+
 /* Bytes of scratch attn_quant_matmul needs for M rows of x on w with these
  * options, in this process (the instruction set and the thread count it
  * will use: $ATTN_NUM_THREADS is read).  Passing a workspace of at least

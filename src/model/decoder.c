@@ -27,7 +27,6 @@
 #include "formats/gguf.h"
 #include "formats/quote.h"
 #include "model/arch.h"
-#include "quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -352,15 +351,15 @@ attn_status attn__decoder_check_finite(const char *name, const float *data, int6
 
 attn_status attn__decoder_check_stored(const char *name, const attn_qtensor *w) {
     int64_t r, c;
-    int is_nan;
-    if (!attn__quant_find_nonfinite(w, &r, &c, &is_nan)) return ATTN_OK;
+    attn_status found = attn_quant_check_finite(w, &r, &c);
+    if (found != ATTN_ERR_NONFINITE) return found;
     /* Found: the rows from r on, converted one at a time, say where and
      * how many, in the words of the float32 scan (a block's NaN or
      * infinite scale makes its values so). */
     float *row = malloc((size_t)(w->cols ? w->cols : 1) * sizeof *row);
     if (!row) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "tensor '%s': cannot allocate a row", name);
     int64_t first = -1, count = 0;
-    float value = is_nan ? NAN : INFINITY;
+    float value = NAN; /* (the row converted below says which) */
     for (int64_t k = r; k < w->rows; k++) {
         attn_status st = attn_quant_dequantize_rows(w, k, 1, row);
         if (st) {

@@ -67,7 +67,7 @@ attn_status attn__decoder_check_config(const attn_decoder_config *cfg, const cha
  * decoder_hf.c call it after each tensor's conversion). */
 attn_status attn__decoder_check_finite(const char *name, const float *data, int64_t rows, int64_t cols);
 /* The same refusal for a stored weight, read where it is mapped
- * (attn__quant_find_nonfinite: the bytes a check needs, nothing converted
+ * (attn_quant_check_finite: the bytes a check needs, nothing converted
  * unless something is found). */
 attn_status attn__decoder_check_stored(const char *name, const attn_qtensor *w);
 

@@ -44,15 +44,6 @@ const quant_table *attn__quant_active(void);
 
 /* y = x·Wᵀ in double over the portable dequantizer's values, one thread.
  * w is checked; scratch one row of K floats (allocated). */
-/* Finds the first stored value of w (checked) that is NaN or infinite,
- * without converting anything: F32, F16 and BF16 by their exponent bits,
- * block types by their float16 scales (d, and the minimum where the type
- * has one), since a block's integers times finite scales stay finite.
- * Returns 1 with *row and *col (the element, or a block's first column)
- * and *is_nan (for the block types: of the scale), 0 when all are finite.
- * One pass over the bytes a check needs: the decoder runs it at load. */
-int attn__quant_find_nonfinite(const attn_qtensor *w, int64_t *row, int64_t *col, int *is_nan);
-
 attn_status attn__quant_matmul_ref(const float *x, int64_t m, const attn_qtensor *w, float *y);
 
 /* A row's bytes. */

@@ -82,12 +82,15 @@ static int f16_nonfinite(const unsigned char *p, int *is_nan) {
     return 1;
 }
 
-int attn__quant_find_nonfinite(const attn_qtensor *w, int64_t *row, int64_t *col, int *is_nan) {
+attn_status attn_quant_check_finite(const attn_qtensor *w, int64_t *row, int64_t *col) {
+    attn_status st = attn_quant_check(w);
+    if (st) return st;
     const int t = attn__quant_type_index(w->type);
     const quant_traits *tr = &attn__quant_traits[t];
     const int64_t row_bytes = quant_row_bytes(tr, w->cols);
     const int64_t stride = w->row_stride ? (int64_t)w->row_stride : row_bytes;
     const int64_t blocks = w->cols / tr->block_elements;
+    int nan_found = 0;
     /* Where the float16 scales sit in a block: Q6_K keeps d last. */
     const int64_t scale_at = t == QT_Q6_K ? tr->block_bytes - 2 : 0;
     for (int64_t r = 0; r < w->rows; r++) {
@@ -98,19 +101,25 @@ int attn__quant_find_nonfinite(const attn_qtensor *w, int64_t *row, int64_t *col
             if (t == QT_F32) {
                 const uint32_t v = (uint32_t)block[0] | (uint32_t)block[1] << 8 | (uint32_t)block[2] << 16 |
                                    (uint32_t)block[3] << 24;
-                if ((v & 0x7F800000u) == 0x7F800000u) found = 1, *is_nan = (v & 0x007FFFFFu) != 0;
+                if ((v & 0x7F800000u) == 0x7F800000u) found = 1, nan_found = (v & 0x007FFFFFu) != 0;
             } else if (t == QT_BF16) {
                 const uint16_t v = (uint16_t)(block[0] | block[1] << 8);
-                if ((v & 0x7F80u) == 0x7F80u) found = 1, *is_nan = (v & 0x007Fu) != 0;
+                if ((v & 0x7F80u) == 0x7F80u) found = 1, nan_found = (v & 0x007Fu) != 0;
             } else {
-                found = f16_nonfinite(block + scale_at, is_nan) || (tr->has_min && f16_nonfinite(block + 2, is_nan));
+                found = f16_nonfinite(block + scale_at, &nan_found) || (tr->has_min && f16_nonfinite(block + 2, &nan_found));
             }
             if (found) {
-                *row = r;
-                *col = b * tr->block_elements;
-                return 1;
+                if (row) *row = r;
+                if (col) *col = b * tr->block_elements;
+                if (tr->quantized)
+                    return attn__fail(ATTN_ERR_NONFINITE, "attn_quant_check_finite: the %s block at row %lld, columns "
+                                      "%lld..%lld has a scale that is %s", tr->name, (long long)r,
+                                      (long long)(b * tr->block_elements),
+                                      (long long)((b + 1) * tr->block_elements - 1), nan_found ? "NaN" : "infinite");
+                return attn__fail(ATTN_ERR_NONFINITE, "attn_quant_check_finite: row %lld, column %lld is %s",
+                                  (long long)r, (long long)(b * tr->block_elements), nan_found ? "NaN" : "infinite");
             }
         }
     }
-    return 0;
+    return ATTN_OK;
 }

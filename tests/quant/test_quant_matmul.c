@@ -766,6 +766,60 @@ static void test_nonfinite(void **state) {
     weights_free(&wt);
 }
 
+/* attn_quant_check_finite: clean weights of every type pass; one NaN or
+ * infinity planted in row 2 (an element, or a block's scale or minimum)
+ * is found there, and the row as the library converts it holds a
+ * non-finite value from that column's block on (the property it stands
+ * for: the scan finds what the conversion would produce). */
+static void test_check_finite(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 11);
+    for (int t = 0; t < N_TYPES; t++) {
+        const int type = all_types[t];
+        const int64_t be = block_of(type), k = 2 * (be < 32 ? 32 : be);
+        for (int variant = 0; variant < 3; variant++) { /* NaN, +inf, the minimum (types with one) */
+            weights wt;
+            weights_make(&wt, &r, type, 4, k, variant == 2 ? 8 : 0);
+            attn_qtensor v = weights_view(&wt);
+            int64_t row = -1, col = -1;
+            assert_int_equal(attn_quant_check_finite(&v, &row, &col), ATTN_OK);
+            uint8_t *p = wt.bytes + 2 * wt.stride;
+            int64_t want_col;
+            const bool has_min = type == ATTN_QTYPE_Q4_1 || type == ATTN_QTYPE_Q5_1 || type == ATTN_QTYPE_Q4_K ||
+                                 type == ATTN_QTYPE_Q5_K;
+            if (variant == 2 && !has_min) {
+                weights_free(&wt);
+                continue;
+            }
+            if (!quantized(type)) {
+                want_col = 7;
+                uint8_t *e = p + 7 * block_bytes_of(type);
+                if (type == ATTN_QTYPE_F32) e[2] = variant ? 0x80 : 0xC0, e[3] = 0x7F; /* bits 0x7F80xxxx / 0x7FC0xxxx */
+                else if (type == ATTN_QTYPE_F16) e[1] = 0x7C, e[0] = variant ? 0 : 1;
+                else e[1] = 0x7F, e[0] = variant ? 0x80 : 0xC0;
+                if (type == ATTN_QTYPE_F32 && variant) e[0] = e[1] = 0;
+            } else {
+                want_col = be; /* the second block */
+                uint8_t *b = p + block_bytes_of(type);
+                uint8_t *scale = type == ATTN_QTYPE_Q6_K ? b + 208 : variant == 2 ? b + 2 : b;
+                scale[0] = variant == 0 ? 1 : 0, scale[1] = 0x7C;
+            }
+            expect_error(attn_quant_check_finite(&v, &row, &col), ATTN_ERR_NONFINITE,
+                         variant == 0 ? "NaN" : "infinite");
+            assert_int_equal(row, 2);
+            assert_int_equal(col, want_col);
+            float *converted = malloc((size_t)k * sizeof *converted);
+            assert_int_equal(attn_quant_dequantize_rows(&v, 2, 1, converted), ATTN_OK);
+            bool bad = false;
+            for (int64_t i = 0; i < k; i++) bad |= !isfinite(converted[i]) && i >= want_col && i < want_col + be;
+            if (!bad) fail_msg("%s: the planted value converts to finite numbers", attn_quant_type_name(type));
+            free(converted);
+            weights_free(&wt);
+        }
+    }
+}
+
 /* Tensors of the real model, in place in the mapped file: a slice of rows
  * of each stored type it has, against the GGUF reader's float matrix; and
  * FAST's error against EXACT on the whole tensor, measured (docs/quant.md
@@ -853,7 +907,8 @@ int main(void) {
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_environment),     cmocka_unit_test(test_fast_fallback),
         cmocka_unit_test(test_debug_message),   cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_nonfinite),       cmocka_unit_test(test_real_model),
+        cmocka_unit_test(test_nonfinite),       cmocka_unit_test(test_check_finite),
+        cmocka_unit_test(test_real_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
