@@ -8,6 +8,8 @@ isa: str  # attn_isa_name(): "avx512", "avx2" or "generic"
 F32: int
 F16: int
 BF16: int
+Q8_0: int
+FP8_E4M3: int
 
 Tensor = Tuple[Any, int]  # (a 4-D [B, L, H, D] buffer, attn_dtype code)
 

@@ -1223,7 +1223,9 @@ static int module_exec(PyObject *m) {
         PyModule_AddIntConstant(m, "pictures", attn_pictures_available()) != 0 ||
         PyModule_AddIntConstant(m, "F32", ATTN_F32) != 0 ||
         PyModule_AddIntConstant(m, "F16", ATTN_F16) != 0 ||
-        PyModule_AddIntConstant(m, "BF16", ATTN_BF16) != 0)
+        PyModule_AddIntConstant(m, "BF16", ATTN_BF16) != 0 ||
+        PyModule_AddIntConstant(m, "Q8_0", ATTN_Q8_0) != 0 ||
+        PyModule_AddIntConstant(m, "FP8_E4M3", ATTN_FP8_E4M3) != 0)
         return -1;
     return 0;
 }

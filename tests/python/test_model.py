@@ -336,6 +336,10 @@ def test_session_steps_equal_the_full_forward():
     half = m.session(capacity=ids.size, kv_dtype="float16")
     h = half.step(ids)
     assert np.abs(h - full[-1]).max() <= 2e-2 * scale and not np.array_equal(h, full[-1])
+    for kv in ("q8_0", "fp8"):  # 8-bit caches: quantized on append, dequantized in the kernels
+        eight = m.session(capacity=ids.size, kv_dtype=kv)
+        e = eight.step(ids)
+        assert np.abs(e - full[-1]).max() <= 5e-2 * scale and not np.array_equal(e, full[-1])
 
 
 def test_sampling_is_seeded():
