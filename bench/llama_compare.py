@@ -117,7 +117,8 @@ def summary(args):
     with open(raw, newline="") as f:
         rows = [r for r in csv.DictReader(f)]
     engines = list(dict.fromkeys(r["engine"] for r in rows))
-    peers = [e for e in engines if e != "attn"]
+    ours = [e for e in engines if e == "attn" or e.startswith("attn ")]  # "attn", "attn fast"
+    peers = [e for e in engines if e not in ours]
     blocks = list(dict.fromkeys((r["model"], r["threads"]) for r in rows))
     tests = list(dict.fromkeys(r["test"] for r in rows))
     out_rows = []
@@ -127,7 +128,8 @@ def summary(args):
         print("\n%s, %s thread%s, %d round%s: tokens/s median (min–max); start: seconds from exec to the first "
               "decoded token; peak RSS: median MiB" % (os.path.basename(model), threads, "" if threads == "1" else "s",
                                                        rounds, "" if rounds == 1 else "s"))
-        head = ["test"] + engines + ["attn ÷ %s" % p for p in peers] + ["peak RSS MiB " + " / ".join(engines)]
+        head = (["test"] + engines + ["%s ÷ %s" % (a, p) for a in ours for p in peers] +
+                ["peak RSS MiB " + " / ".join(engines)])
         print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
         for test in tests:
             cells, medians, rss = [test], {}, []
@@ -148,13 +150,14 @@ def summary(args):
                                      "" if not values else "%.4g" % min(values),
                                      "" if not values else "%.4g" % max(values),
                                      "s" if test == "start" else "tokens/s", "" if rss_e is None else "%.1f" % rss_e])
-            for p in peers:
-                a, b = medians.get("attn"), medians.get(p)
-                if a and b:
-                    # > 1: attn is faster (for start, the time: b / a)
-                    cells.append("%.2f×" % (b / a if test == "start" else a / b))
-                else:
-                    cells.append("-")
+            for mine_e in ours:
+                for p in peers:
+                    a, b = medians.get(mine_e), medians.get(p)
+                    if a and b:
+                        # > 1: attn is faster (for start, the time: b / a)
+                        cells.append("%.2f×" % (b / a if test == "start" else a / b))
+                    else:
+                        cells.append("-")
             cells.append(" / ".join(rss))
             print("| " + " | ".join(cells) + " |")
     print("\nattn ÷ peer: attn's median over the peer's (tokens/s; for start, the peer's time over attn's): > 1 "

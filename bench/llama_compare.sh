@@ -7,7 +7,7 @@
 # usage: bench/llama_compare.sh [--threads LIST] [--rounds N] [--models LIST]
 #                               [--tests LIST] [--quick] [--kv f16|f32]
 #                               [--repack LIST] [--wait-policy P] [--busy-core C]
-#                               [--csv FILE]
+#                               [--precision LIST] [--csv FILE]
 #
 #   --threads LIST   thread counts, comma-separated (default 1,2)
 #   --rounds N       rounds (default 5): each round runs every test once with
@@ -32,6 +32,9 @@
 #   --busy-core C    a busy loop pinned to CPU C (taskset) for the whole run,
 #                    the way another process holding a core shares a host:
 #                    threads must not make a run slower then (issue 34)
+#   --precision LIST attn's projections: exact (default), fast, or exact,fast
+#                    for both as two engines ("attn" and "attn fast"), each
+#                    set against llama.cpp
 #   --csv FILE       the summary, one row per model, threads, test and program
 #
 # What each test is, for both programs (one process per test and round, one
@@ -66,10 +69,11 @@ repack_list=1
 wait_policy=PASSIVE
 csv=
 busy_core=
+precision_list=exact
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) tests=pp128,tg32,start; rounds=2; threads_list=1; shift ;;
-    --threads|--rounds|--models|--tests|--kv|--repack|--wait-policy|--busy-core|--csv)
+    --threads|--rounds|--models|--tests|--kv|--repack|--wait-policy|--busy-core|--precision|--csv)
       [ $# -ge 2 ] || { echo "llama_compare.sh: $1 needs a value" >&2; exit 2; }
       case "$1" in
         --threads) threads_list=$2 ;;
@@ -80,6 +84,7 @@ while [ $# -gt 0 ]; do
         --repack) repack_list=$2 ;;
         --wait-policy) wait_policy=$2 ;;
         --busy-core) busy_core=$2 ;;
+        --precision) precision_list=$2 ;;
         --csv) csv=$2 ;;
       esac
       shift 2 ;;
@@ -91,6 +96,8 @@ fail() { echo "llama_compare.sh: $*" >&2; exit 2; }
 [[ $threads_list =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || fail "--threads takes counts like 1,2, not '$threads_list'"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || fail "--rounds takes a count >= 1, not '$rounds'"
 case "$kv" in f16|f32) ;; *) fail "--kv takes f16 or f32, not '$kv'" ;; esac
+[[ $precision_list =~ ^(exact|fast)(,(exact|fast))?$ ]] || fail "--precision takes exact, fast or exact,fast, not '$precision_list'"
+IFS=, read -r -a precisions <<< "$precision_list"
 [[ $repack_list =~ ^[01](,[01])?$ ]] || fail "--repack takes 1, 0 or 1,0, not '$repack_list'"
 [ -z "$busy_core" ] || taskset -c "$busy_core" true 2> /dev/null || fail "--busy-core: no CPU '$busy_core' to pin to"
 IFS=, read -r -a test_names <<< "$tests"
@@ -171,9 +178,14 @@ measure() { # engine kind model threads round test -- command...
 
 declare -A crashed # model -> 1 once llama.cpp's repack 1 crashed on it
 run_attn() { # model threads round test
-  # shellcheck disable=SC2046 # the flags split on purpose
-  measure attn attn "$1" "$2" "$3" "$4" -- "$attn" model bench --model "$1" $(test_flags "$4") -t "$2" -r 1 \
-    --kv-dtype "$kv" --csv || true
+  local p engine
+  for p in "${precisions[@]}"; do
+    engine=attn
+    [ "$p" = exact ] || engine="attn $p"
+    # shellcheck disable=SC2046 # the flags split on purpose
+    measure "$engine" attn "$1" "$2" "$3" "$4" -- "$attn" model bench --model "$1" $(test_flags "$4") -t "$2" -r 1 \
+      --kv-dtype "$kv" --precision "$p" --csv || true
+  done
 }
 run_llama() { # model threads round test repack
   local repack=$5 engine="llama.cpp"

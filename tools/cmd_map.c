@@ -28,7 +28,7 @@ enum { F_WEIGHTS = 1, F_O, F_HEADS, F_TOKENS, F_KEY_TOKENS, F_TITLE, F_LANG, F_V
 static const cli_flag map_flags[] = {
     {"--weights", "W.npy", F_WEIGHTS, 0},       {"-o", "MAP.png|.svg|.pdf", F_O, 0},
     {"--heads", "LIST|all", F_HEADS, 0},        {"--head", "LIST|all", F_HEADS, 0},
-    {"--layer", "LIST|all", F_LAYER, 0},        {"--model", "FILE.gguf", F_MODEL, 0},
+    {"--layer", "LIST|all", F_LAYER, 0},        {"--model", "MODEL", F_MODEL, 0},
     {"--text", "TEXT|@FILE", F_TEXT, 0},        {"--tokens", "LIST|@FILE", F_TOKENS, 0},
     {"--key-tokens", "LIST|@FILE", F_KEY_TOKENS, 0}, {"--title", "TEXT", F_TITLE, 0},
     {"--lang", "en|zh", F_LANG, 0},             {"--values", "auto|on|off", F_VALUES, 0},
@@ -41,7 +41,7 @@ static void map_help(FILE *out) {
     "usage: attn map --weights W.npy -o MAP.png|MAP.svg|MAP.pdf [--tokens LIST] [--key-tokens LIST]\n"
     "                [--layer LIST|all] [--head LIST|all] [--batch N] [--title TEXT] [--lang en|zh]\n"
     "                [--values auto|on|off] [--vmin X] [--vmax auto|X] [--columns N] [mask options]\n"
-    "       attn map --model FILE.gguf --text TEXT -o MAP.png [--layer LIST|all] [--head LIST|all] ...\n\n"
+    "       attn map --model MODEL --text TEXT -o MAP.png [--layer LIST|all] [--head LIST|all] ...\n\n"
     "Draws attention weights as heat maps, one panel per head: rows are queries, columns the keys\n"
     "they read (as in the chapter's Figure 3), token labels on both axes, a colour legend, hidden\n"
     "cells hatched, each weight printed when a map is at most 16 x 16.  Several layers make a grid,\n"
@@ -51,7 +51,8 @@ static void map_help(FILE *out) {
     "  --weights W.npy    float weights [L, S], [H, L, S], [B, H, L, S] (attn sdpa --weights), or\n"
     "                     [layers, B, H, L, S]; with --layer a 4-D file is [layers, H, L, S]: e.g.\n"
     "                     transformers' output_attentions, numpy.stack'ed and saved as float32\n"
-    "  --model FILE.gguf --text TEXT|@FILE   run the model over the text (its tokenizer, its BOS)\n"
+    "  --model MODEL --text TEXT|@FILE   run the model (a GGUF file or a checkpoint directory) over\n"
+    "                     the text (its tokenizer, its BOS)\n"
     "                     and draw its attention maps, labelled with its tokens; the model's own\n"
     "                     mask (causal, sliding windows on local layers) marks the hidden cells\n"
     "and:\n"
@@ -182,11 +183,11 @@ int cmd_map(int argc, char **argv) {
         }
     }
     if (!src.weights_path && !src.model_path)
-        return cli_usage_error("map", "missing --weights W.npy (maps made elsewhere), or --model FILE.gguf --text TEXT (a run)");
+        return cli_usage_error("map", "missing --weights W.npy (maps made elsewhere), or --model MODEL --text TEXT (a run)");
     if (src.weights_path && src.model_path)
         return cli_usage_error("map", "give either --weights (maps made elsewhere) or --model (a run), not both");
     if (!src.model_path != !src.text)
-        return cli_usage_error("map", src.text ? "--text needs --model FILE.gguf" : "--model needs --text TEXT (the text to run)");
+        return cli_usage_error("map", src.text ? "--text needs --model MODEL" : "--model needs --text TEXT (the text to run)");
     if (src.model_path && (tokens_text || key_tokens_text || cli_attention_given(&args) || cli_args_given(&args, F_BATCH)))
         return cli_usage_error("map", "with --model the labels are the model's tokens and the mask its own: "
                                "--tokens, --key-tokens, --batch and the mask options are for --weights");

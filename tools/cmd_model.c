@@ -45,7 +45,7 @@ static void model_help(FILE *out) {
     "usage: attn model info MODEL\n"
     "       attn model run MODEL (--ids ID,ID,... | --text STR) [--show-top K] [--layer-norms]\n"
     "                            [--allow-beyond-context] [--weights stored|f32] [--precision exact|fast]\n"
-    "       attn model chapter FILE.gguf [OPTIONS]\n"
+    "       attn model chapter MODEL [OPTIONS]\n"
     "       attn model trace OPTIONS         (they are listed by attn model trace --help)\n"
     "       attn model generate OPTIONS      (they are listed by attn model generate --help)\n"
     "       attn model chat OPTIONS          (they are listed by attn model chat --help)\n"

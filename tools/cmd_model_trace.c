@@ -6,6 +6,7 @@
  * parses the flags and prints (docs/model-trace.md).
  */
 #include "cli.h"
+#include "cli_generation.h"
 #include "cli_stdout.h"
 
 #include "attn_decoder.h"
@@ -30,21 +31,23 @@
 static void trace_help(FILE *out) {
     char architectures[256];
     fprintf(out,
-    "usage: attn model trace --model FILE.gguf (--text TEXT | --ids ID,..) [--hooks PATTERN,.. -o CACHE.npz]\n"
+    "usage: attn model trace --model MODEL (--text TEXT | --ids ID,..) [--hooks PATTERN,.. -o CACHE.npz]\n"
     "                        [--source-text TEXT | --source-ids ID,..] [--patch HOOK[@POS,..][:HEAD,..]]...\n"
     "                        [--ablate HOOK[@POS,..]:HEAD,..=zero|mean]... [--sweep-layers]\n"
     "                        [--answer TOKEN] [--wrong TOKEN] [--top K] [--compress]\n"
     "                        [--weights stored|f32] [--precision exact|fast]\n"
-    "       attn model trace --model FILE.gguf --text TEXT --source-text TEXT --paths [--position P]\n"
-    "       attn model trace --model FILE.gguf --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
+    "       attn model trace --model MODEL --text TEXT --source-text TEXT --paths [--position P]\n"
+    "       attn model trace --model MODEL --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
     "                        [--tolerance T]\n\n"
-    "Runs a GGUF decoder over a text and shows its activations at TransformerLens's hook points:\n"
+    "Runs a decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
     "  blocks.L.attn.hook_rot_q / hook_rot_k (after RoPE), blocks.L.attn.hook_attn_scores,\n"
     "  blocks.L.attn.hook_pattern, blocks.L.attn.hook_z, blocks.L.hook_attn_out, blocks.L.hook_resid_mid,\n"
     "  blocks.L.hook_mlp_out, blocks.L.hook_resid_post, ln_final.hook_normalized\n"
     "(shapes without the batch axis: [L, d], [L, heads, d_head], scores and pattern [heads, L, L]).\n\n"
-    "  --model FILE        the GGUF model (%s); the tokenizer is read from it\n"
+    "  --model MODEL       the model (%s): a GGUF file (its tokenizer\n"
+    "                      read from it), or a Hugging Face checkpoint (a directory with config.json,\n"
+    "                      model.safetensors and tokenizer.json)\n"
     "  --text TEXT         the run (the target of patches); --ids ID,.. gives token ids instead\n"
     "  --hooks PATTERNS    glob patterns, comma-separated (blocks.*.attn.hook_pattern, blocks.3.*):\n"
     "                      every matching hook of the run is saved into -o CACHE.npz (np.load reads it;\n"
@@ -377,7 +380,7 @@ static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, con
 }
 
 static int trace_main(const trace_cli *o) {
-    attn_gguf *g = NULL;
+    cli_model model = {0};
     attn_decoder *m = NULL;
     attn_tokenizer *tok = NULL;
     attn_npz_writer *cache = NULL;
@@ -390,12 +393,8 @@ static int trace_main(const trace_cli *o) {
     cli_model_patch parsed[PATCHES_MAX];
     attn_model_patch patches[PATCHES_MAX];
     char error[512];
-    if (attn_gguf_open(o->model, &g)) return cli_data_error(CMD, "%s", attn_last_error());
     attn_decoder_config c;
-    if (attn_decoder_read_config(g, &c)) {
-        rc = cli_data_error(CMD, "%s: %s", o->model, attn_last_error());
-        goto done;
-    }
+    if ((rc = cli_model_config(CMD, o->model, &c))) return rc;
     /* Everything that can be checked without the weights is checked first:
      * loading them takes seconds. */
     for (int i = 0; i < o->n_patches; i++)
@@ -450,10 +449,9 @@ static int trace_main(const trace_cli *o) {
         }
     }
     const double t0 = cli_seconds();
-    if (attn_decoder_load_with(g, &o->load, &m) || attn_tokenizer_from_gguf(g, &tok)) {
-        rc = cli_data_error(CMD, "%s: %s", o->model, attn_last_error());
-        goto done;
-    }
+    if ((rc = cli_model_open(CMD, o->model, &o->load, false, NULL, &model))) goto done;
+    m = model.decoder;
+    tok = model.tokenizer;
     const int64_t V = c.vocab;
     int64_t answer = -1, wrong = -1;
     if (!take_text(tok, o->text ? "--text" : "--ids", o->text, o->ids, V, &target, &rc) ||
@@ -588,9 +586,7 @@ done:
     free(source_logits);
     free(target.ids);
     free(source.ids);
-    attn_tokenizer_free(tok);
-    attn_decoder_free(m);
-    attn_gguf_free(g);
+    cli_model_close(&model); /* m and tok are its */
     return rc;
 }
 
@@ -641,7 +637,7 @@ int cmd_model_trace(int argc, char **argv) {
             break;
         }
     }
-    if (!o.model) return cli_usage_error(CMD, "--model FILE.gguf is needed");
+    if (!o.model) return cli_usage_error(CMD, "--model MODEL is needed (a GGUF file or a checkpoint)");
     if (!o.text == !o.ids) return cli_usage_error(CMD, "give the run as --text TEXT or as --ids ID,.. (one of them)");
     if (o.source_text && o.source_ids) return cli_usage_error(CMD, "--source-text and --source-ids: one of them");
     if (!o.hooks != !o.out) return cli_usage_error(CMD, "--hooks PATTERNS and -o CACHE.npz go together");

@@ -43,7 +43,7 @@ static const cli_flag report_flags[] = {
     {"--key-tokens", "LIST|@FILE", F_KEY_TOKENS, 0},     {"--show-heads", "LIST", F_SHOW_HEADS, 0},
     {"--title", "TEXT", F_TITLE, 0},                     {"--batch", "N", F_BATCH, 0},
     {"--head", "LIST|all", F_SHOW_HEADS, 0},             {"--layer", "LIST|all", F_LAYER, 0},
-    {"--weights", "W.npy", F_WEIGHTS, 0},                {"--model", "FILE.gguf", F_MODEL, 0},
+    {"--weights", "W.npy", F_WEIGHTS, 0},                {"--model", "MODEL", F_MODEL, 0},
     {"--text", "TEXT|@FILE", F_TEXT, 0},                 {"--compare-text", "TEXT|@FILE", F_COMPARE, 0},
     {"--control-text", "TEXT|@FILE", F_CONTROL, 0},
     {"--source-text", "TEXT|@FILE", F_SOURCE, 0},        {"--position", "P", F_POSITION, 0},
@@ -57,7 +57,7 @@ static void report_help(FILE *out) {
     "       attn report -x X.npy [--context C.npy] --wq WQ.npy --wk WK.npy --wv WV.npy [--wo WO.npy]\n"
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
-    "       attn report --model FILE.gguf --text TEXT|@FILE [--compare-text TEXT|@FILE [--control-text TEXT|@FILE]]\n"
+    "       attn report --model MODEL --text TEXT|@FILE [--compare-text TEXT|@FILE [--control-text TEXT|@FILE]]\n"
     "                   [--source-text TEXT|@FILE [--position P]] [--layer LIST|all] [--head LIST|all]\n"
     "                   --html OUT.html\n"
     "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
@@ -76,7 +76,8 @@ static void report_help(FILE *out) {
     "%s"
     "  --changed-x F.npy [--changed-context F.npy]   the changed input\n"
     "maps computed elsewhere (a layer selector on the page):\n"
-    "  --model FILE.gguf --text TEXT|@FILE   run the model over the text: every layer's maps, the\n"
+    "  --model MODEL --text TEXT|@FILE   run the model (a GGUF file or a checkpoint directory) over\n"
+    "                      the text: every layer's maps, the\n"
     "                      model's tokens as labels, its mask (causal, sliding windows) hatched\n"
     "  --compare-text TEXT   a second run (with --model): the page adds the cosine of the two texts'\n"
     "                      last tokens' vectors, embeddings then layer by layer (the chapter's two\n"
@@ -349,7 +350,7 @@ int cmd_report(int argc, char **argv) {
             return cli_usage_error("report", "--position is where the path table ranks the heads: with --model it "
                                    "needs --source-text");
         if (!src.model_path != !src.text)
-            return cli_usage_error("report", src.text ? "--text needs --model FILE.gguf"
+            return cli_usage_error("report", src.text ? "--text needs --model MODEL"
                                                       : "--model needs --text TEXT (the text to run)");
         if (src.model_path && (tokens_text || key_tokens_text || cli_attention_given(&args) ||
                                cli_args_given(&args, F_BATCH)))

@@ -13,6 +13,10 @@
 #include "models.h"
 #include "testutil.h"
 
+#include "attn_decoder.h"
+#include "attn_io.h"
+#include "attn_npz.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,12 +319,62 @@ static void sampling_flags(void **state) {
     free(out), free(free_text);
 }
 
+/* Issue 38 item 2: the commands that run a model take a checkpoint as
+ * model run does.  trace's cache of the tiny checkpoint against the
+ * library's own forward of the same checkpoint (its loader is checked
+ * against transformers by test_safetensors_models); map and report write
+ * their files; demo loads and runs it until the chapter's own check (苹果 is
+ * not one token of this vocabulary) stops it. */
+static void every_command_takes_a_checkpoint(void **state) {
+    (void)state;
+    char *out;
+    const char *npz = test_path("trace.npz");
+    int st = test_run_cli(&out, "model trace --model %s --ids 5,17,3,9 --hooks blocks.0.hook_resid_post -o %s",
+                          TINY, npz);
+    if (st != 0) fail_msg("model trace on a checkpoint: exit %d:\n%s", st, out);
+    free(out);
+    attn_npz *z = NULL;
+    attn_array a = {0};
+    assert_int_equal(attn_npz_open(npz, &z), ATTN_OK);
+    assert_int_equal(attn_npz_read(z, "blocks.0.hook_resid_post", &a), ATTN_OK);
+    attn_npz_free(z);
+    attn_decoder *m = NULL;
+    assert_int_equal(attn_decoder_load_safetensors(TINY, &m), ATTN_OK);
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int32_t ids[4] = {5, 17, 3, 9};
+    float *hidden = malloc((size_t)((c->n_layers + 1) * 4 * c->d_model) * sizeof *hidden);
+    attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+    o.hidden = hidden;
+    assert_int_equal(attn_decoder_forward(m, ids, 4, &o), ATTN_OK);
+    assert_int_equal(a.count, 4 * c->d_model);
+    const float *got = a.data, *want = hidden + 4 * c->d_model; /* after layer 0 */
+    for (int64_t i = 0; i < a.count; i++)
+        if (got[i] != want[i]) fail_msg("trace's blocks.0.hook_resid_post[%lld] %g, the forward's %g", (long long)i,
+                                        (double)got[i], (double)want[i]);
+    free(hidden);
+    attn_array_free(&a);
+    attn_decoder_free(m);
+    const char *png = test_path("map.png"), *html = test_path("report.html");
+    if ((st = test_run_cli(&out, "map --model %s --text 'hello world' -o %s", TINY, png)) != 0 ||
+        !test_file_exists(png))
+        fail_msg("map on a checkpoint: exit %d:\n%s", st, out);
+    free(out);
+    if ((st = test_run_cli(&out, "report --model %s --text 'hello world' --html %s", TINY, html)) != 0 ||
+        !test_file_exists(html))
+        fail_msg("report on a checkpoint: exit %d:\n%s", st, out);
+    free(out);
+    st = test_run_cli(&out, "demo --model %s", TINY);
+    if (st != 1 || !strstr(out, "is not one token in this vocabulary"))
+        fail_msg("demo on a checkpoint: exit %d:\n%s", st, out);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(help_and_usage_errors),  cmocka_unit_test(stdin_is_one_user_message),
         cmocka_unit_test(messages_file),          cmocka_unit_test(templates_and_refusals),
         cmocka_unit_test(interactive_session),    cmocka_unit_test(real_qwen),
-        cmocka_unit_test(sampling_flags),
+        cmocka_unit_test(sampling_flags),         cmocka_unit_test(every_command_takes_a_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, test_group_teardown);
 }

@@ -119,7 +119,7 @@ static void test_cli_errors(void **state) {
     test_cli_expect(2, "not --model's", "demo --model x.gguf --figures %s", test_tmpdir());
     test_cli_expect(0, "--no-cost", "demo --help --lang %s", "en");
     test_cli_expect(0, "--no-cost", "demo --help --lang %s", "zh");
-    test_cli_expect(0, "attn model chapter FILE.gguf", "model --help%s", "");
+    test_cli_expect(0, "attn model chapter MODEL", "model --help%s", "");
     test_cli_expect(2, "chapter needs the model's FILE.gguf", "model chapter%s", "");
     test_cli_expect(2, "chapter needs the model's FILE.gguf", "model chapter --lang en %s", "x.gguf");
     test_cli_expect(0, "--model FILE", "model chapter --help%s", "");
@@ -156,7 +156,7 @@ static void check_model(const char *file, const char *arch) {
     assert_ok(attn_tokenizer_from_gguf(g, &t));
     print_message("%s: loaded in %.2f s\n", arch, test_now() - t0);
     model_chapter mc;
-    if (model_chapter_compute(g, m, t, &mc) != ATTN_OK) fail_msg("%s: %s", arch, mc.error);
+    if (model_chapter_compute(m, t, &mc) != ATTN_OK) fail_msg("%s: %s", arch, mc.error);
     const attn_decoder_config *c = &mc.config;
     const int64_t N = c->n_layers, Hq = c->n_heads;
 

@@ -94,6 +94,19 @@ static int template_file(const char *cmd, const char *path, attn_chat_template *
     return CLI_OK;
 }
 
+int cli_model_config(const char *cmd, const char *path, attn_decoder_config *cfg) {
+    attn_status st;
+    if (cli_is_checkpoint(path)) {
+        st = attn_decoder_config_from_checkpoint(path, cfg);
+    } else {
+        attn_gguf *g = NULL;
+        st = attn_gguf_open(path, &g);
+        if (!st) st = attn_decoder_read_config(g, cfg);
+        attn_gguf_free(g);
+    }
+    return st ? cli_data_error(cmd, "--model '%s': %s", path, attn_last_error()) : CLI_OK;
+}
+
 int cli_model_open(const char *cmd, const char *path, const attn_decoder_options *load, bool want_chat,
                    const char *template_path, cli_model *m) {
     memset(m, 0, sizeof *m);

@@ -44,6 +44,11 @@ typedef struct cli_model {
 int cli_model_open(const char *cmd, const char *path, const attn_decoder_options *load, bool want_chat,
                    const char *template_path, cli_model *m);
 void cli_model_close(cli_model *m);
+/* The configuration of path (a GGUF file or a checkpoint, as
+ * cli_model_open takes), read without the weights, so that a command can
+ * check its arguments against it before a load that takes seconds.
+ * Prints the error (naming path) and returns CLI_DATA_ERROR, else CLI_OK. */
+int cli_model_config(const char *cmd, const char *path, attn_decoder_config *cfg);
 /* A checkpoint rather than a GGUF file: a directory, a .safetensors file or an index. */
 bool cli_is_checkpoint(const char *path);
 

@@ -6,6 +6,7 @@
  * queries, keys, the absent axes 1); the selection [n_layers, n_heads, L, S].
  */
 #include "cli_maps.h"
+#include "cli_generation.h"
 #include "cli_input.h"
 
 #include "attn_decoder.h"
@@ -250,9 +251,9 @@ static int model_paths(const char *cmd, const cli_map_source *src, const attn_de
 }
 
 static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
-    attn_gguf *g = NULL;
-    attn_decoder *dec = NULL;
-    attn_tokenizer *tok = NULL;
+    cli_model model = {0};
+    const attn_decoder *dec = NULL;
+    const attn_tokenizer *tok = NULL;
     char *text = NULL;
     int32_t *ids = NULL;
     float **attention = NULL, *hidden = NULL, *hidden_b = NULL;
@@ -262,15 +263,10 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     size_t text_len = 0, n_ids = 0;
     int rc = CLI_OK;
     if ((rc = read_text(cmd, "--text", src->text, &text, &text_len))) goto done;
-    if (attn_gguf_open(src->model_path, &g)) { /* its message names the file */
-        rc = cli_data_error(cmd, "--model: %s", attn_last_error());
-        goto done;
-    }
     const double t0 = cli_seconds();
-    if (attn_tokenizer_from_gguf(g, &tok) || attn_decoder_load(g, &dec)) {
-        rc = cli_data_error(cmd, "--model '%s': %s", src->model_path, attn_last_error());
-        goto done;
-    }
+    if ((rc = cli_model_open(cmd, src->model_path, NULL, false, NULL, &model))) goto done; /* names the file */
+    dec = model.decoder;
+    tok = model.tokenizer;
     const attn_decoder_config *c = attn_decoder_get_config(dec);
     ids = malloc((text_len + 2) * sizeof *ids);
     if (!ids) {
@@ -412,9 +408,7 @@ done:
     final_row_free(&final_b);
     free(ids);
     free(text);
-    attn_tokenizer_free(tok);
-    attn_decoder_free(dec);
-    attn_gguf_free(g);
+    cli_model_close(&model);
     return rc;
 }
 

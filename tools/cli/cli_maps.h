@@ -24,7 +24,7 @@
 
 /* What the command line named. */
 typedef struct cli_map_source {
-    const char *model_path, *text; /* --model FILE.gguf --text TEXT|@FILE       */
+    const char *model_path, *text; /* --model MODEL --text TEXT|@FILE           */
     const char *compare_text;      /* --compare-text TEXT|@FILE (report), or NULL */
     const char *control_text;      /* --control-text TEXT|@FILE (report, with
                                       compare_text): a same-sense control of

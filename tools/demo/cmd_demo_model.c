@@ -17,6 +17,7 @@
  * cost at 100 and 200 tokens (--no-cost skips it).
  */
 #include "cli.h"
+#include "cli_generation.h"
 #include "cli_stdout.h"
 #include "demo.h"
 #include "model_chapter.h"
@@ -318,23 +319,18 @@ int demo_model_run(const demo_text *t, const demo_model_text *mt, const demo_mod
         return cli_data_error("demo", "%s", message);
     }
     int rc = CLI_OK;
-    attn_gguf *g = NULL;
-    attn_decoder *m = NULL;
-    attn_tokenizer *tok = NULL;
+    cli_model model = {0};
+    const attn_decoder *m = NULL;
+    const attn_tokenizer *tok = NULL;
     model_chapter mc;
     memset(&mc, 0, sizeof mc);
     fprintf(stderr, mt->loading, opt->model);
     const double t0 = cli_seconds();
-    if (attn_gguf_open(opt->model, &g)) { /* its message names the file */
-        rc = cli_data_error("demo", "%s", attn_last_error());
-        goto done;
-    }
-    if (attn_decoder_load(g, &m) || attn_tokenizer_from_gguf(g, &tok)) {
-        rc = cli_data_error("demo", "%s: %s", opt->model, attn_last_error());
-        goto done;
-    }
+    if ((rc = cli_model_open("demo", opt->model, NULL, false, NULL, &model))) goto done; /* names the file */
+    m = model.decoder;
+    tok = model.tokenizer;
     fprintf(stderr, mt->loaded, cli_seconds() - t0, (double)attn_decoder_weight_bytes(m) / 1048576.0);
-    if (model_chapter_compute(g, m, tok, &mc)) {
+    if (model_chapter_compute(m, tok, &mc)) {
         rc = cli_data_error("demo", "%s: %s", opt->model, mc.error);
         goto done;
     }
@@ -350,8 +346,6 @@ int demo_model_run(const demo_text *t, const demo_model_text *mt, const demo_mod
     if (!cli_stdout_ok("demo")) rc = CLI_DATA_ERROR;
 done:
     model_chapter_free(&mc);
-    attn_tokenizer_free(tok);
-    attn_decoder_free(m);
-    attn_gguf_free(g);
+    cli_model_close(&model);
     return rc;
 }

@@ -50,12 +50,19 @@ void model_chapter_check_causal(const float *maps, int64_t H, int64_t L, double 
         }
 }
 
+/* ln_final.hook_normalized of the last position (the forward runs with
+ * last_only): the final norm's output as the decoder computes it before
+ * the output head, whatever the file stores the norm's weight as. */
+static int keep_final_norm(void *user, const attn_decoder_hook_tensor *t) {
+    memcpy(user, t->data, (size_t)t->shape[1] * sizeof(float));
+    return 0;
+}
+
 /* One sentence: its ids, a forward with every layer's weights, 苹果's rows
- * of the residual stream, the final norm of its last row (as the decoder
- * applies it before the output head: x / rms(x) * w, the mean of squares
- * in double) and the top next tokens. */
-static attn_status run_sentence(const attn_decoder *m, const attn_tokenizer *t, const float *norm_w,
-                                const char *text, model_chapter_sentence *s, char *error, size_t esize) {
+ * of the residual stream, the final norm of its last row and the top next
+ * tokens. */
+static attn_status run_sentence(const attn_decoder *m, const attn_tokenizer *t, const char *text,
+                                model_chapter_sentence *s, char *error, size_t esize) {
     const attn_decoder_config *c = attn_decoder_get_config(m);
     const int64_t N = c->n_layers, d = c->d_model, Hq = c->n_heads, V = c->vocab;
     size_t n_ids;
@@ -80,17 +87,15 @@ static attn_status run_sentence(const attn_decoder *m, const attn_tokenizer *t, 
     out.last_only = 1;
     out.hidden = hidden;
     out.attention = maps;
+    out.tensor_hook = keep_final_norm;
+    out.tensor_hook_user = s->apple_hidden + (N + 1) * d;
+    out.tensor_hook_points = 1u << ATTN_DECODER_HOOK_LN_FINAL;
     if ((st = attn_decoder_forward(m, s->ids, L, &out))) {
         say(error, esize, st, "the forward over '%s': %s", text, attn_last_error());
         goto done;
     }
     for (int64_t l = 0; l <= N; l++)
         memcpy(s->apple_hidden + l * d, hidden + (l * L + s->apple) * d, (size_t)d * sizeof(float));
-    const float *x = s->apple_hidden + N * d;
-    double ss = 0;
-    for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
-    const double inv = 1.0 / sqrt(ss / (double)d + c->rms_eps);
-    for (int64_t i = 0; i < d; i++) s->apple_hidden[(N + 1) * d + i] = (float)(x[i] * inv) * norm_w[i];
     attn_top_k(logits, V, MODEL_CHAPTER_TOP, s->top_ids);
     const double max = logits[s->top_ids[0]];
     double z = 0;
@@ -103,27 +108,19 @@ done:
     return st;
 }
 
-attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, const attn_tokenizer *t,
-                                  model_chapter *mc) {
+attn_status model_chapter_compute(const attn_decoder *m, const attn_tokenizer *t, model_chapter *mc) {
     memset(mc, 0, sizeof *mc);
     mc->config = *attn_decoder_get_config(m);
     const attn_decoder_config *c = &mc->config;
     const int64_t N = c->n_layers, d = c->d_model;
-    attn_gguf_tensor norm;
-    float *norm_w = malloc((size_t)d * sizeof *norm_w);
     mc->cosine = malloc((size_t)(N + 2) * sizeof *mc->cosine);
     attn_status st = ATTN_OK;
-    if (!norm_w || !mc->cosine) {
+    if (!mc->cosine) {
         st = say(mc->error, sizeof mc->error, ATTN_ERR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
-    if ((st = attn_gguf_find_tensor(g, "output_norm.weight", &norm)) ||
-        (st = attn_gguf_dequantize_rows(g, &norm, 0, 1, norm_w))) {
-        say(mc->error, sizeof mc->error, st, "output_norm.weight: %s", attn_last_error());
-        goto done;
-    }
     for (int k = 0; k < MODEL_CHAPTER_SENTENCES; k++)
-        if ((st = run_sentence(m, t, norm_w, model_chapter_sentences[k], &mc->s[k], mc->error, sizeof mc->error)))
+        if ((st = run_sentence(m, t, model_chapter_sentences[k], &mc->s[k], mc->error, sizeof mc->error)))
             goto done;
     const model_chapter_sentence *a = &mc->s[0], *b = &mc->s[1];
     char apple[16];
@@ -146,7 +143,7 @@ attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, con
         model_chapter_sentence two[2];
         memset(two, 0, sizeof two);
         for (int k = 0; k < 2 && !st; k++)
-            st = run_sentence(m, t, norm_w, model_chapter_pairs[p][k], &two[k], mc->error, sizeof mc->error);
+            st = run_sentence(m, t, model_chapter_pairs[p][k], &two[k], mc->error, sizeof mc->error);
         if (!st && two[0].ids[two[0].apple] != two[1].ids[two[1].apple])
             st = say(mc->error, sizeof mc->error, ATTN_ERR_FORMAT, "'%s' and '%s' end in different tokens (%ld, %ld) "
                      "in this vocabulary", model_chapter_pairs[p][0], model_chapter_pairs[p][1],
@@ -171,7 +168,6 @@ attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, con
         mc->mask_cells += N * c->n_heads * s->L * s->L;
     }
 done:
-    free(norm_w);
     return st;
 }
 

@@ -75,13 +75,12 @@ typedef struct model_chapter {
 } model_chapter;
 
 /* Tokenizes both sentences, runs the forward over each (every layer's
- * weights kept), applies the final norm (output_norm.weight, read from g)
- * to 苹果's last row, and fills mc.  ATTN_ERR_FORMAT when 苹果 is not one
+ * weights kept), takes the final norm of 苹果's last row as the forward
+ * computes it (ln_final.hook_normalized), and fills mc.  ATTN_ERR_FORMAT when 苹果 is not one
  * token at the end of both sentences; mc->error says why it failed.  mc is
  * zeroed first; free it with
  * model_chapter_free, also after a failure. */
-attn_status model_chapter_compute(const attn_gguf *g, const attn_decoder *m, const attn_tokenizer *t,
-                                  model_chapter *mc);
+attn_status model_chapter_compute(const attn_decoder *m, const attn_tokenizer *t, model_chapter *mc);
 void model_chapter_free(model_chapter *mc);
 
 /* The causal mask in maps [H, L, L]: the worst |sum_{j<=i} w_ij - 1| over

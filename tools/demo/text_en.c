@@ -6,7 +6,7 @@
 const demo_text demo_text_en = {
     .usage =
         "usage: attn demo [--lang en|zh] [--figures DIR]\n"
-        "       attn demo --model FILE.gguf [--lang en|zh] [--plot FILE] [--heads] [--no-cost]\n"
+        "       attn demo --model MODEL [--lang en|zh] [--plot FILE] [--heads] [--no-cost]\n"
         "\n"
         "Walks through the attention chapter's worked example in the chapter's order:\n"
         "X and the three W, Q, K, V, raw and scaled scores, exp values, weights and\n"
@@ -21,15 +21,17 @@ const demo_text demo_text_en = {
         "  --figures DIR  also draw the chapter's three figures from the computed numbers\n"
         "                 into DIR (figure1..3 as .png and .svg; needs cairo)\n"
         "\n"
-        "With --model (also: attn model chapter FILE.gguf), the chapter's opening on a real model\n"
-        "(Qwen2.5 or Gemma 3 in GGUF; scripts/fetch-models.sh fetches two into ~/.cache/attn/models):\n"
+        "With --model (also: attn model chapter MODEL), the chapter's opening on a real model\n"
+        "(Qwen2.5 or Gemma 3 in GGUF, or a checkpoint; scripts/fetch-models.sh fetches two into\n"
+        "~/.cache/attn/models):\n"
         "\"我吃了一个苹果\" and \"这台电脑来自苹果\" tokenized, 苹果 the same token with the same\n"
         "embedding; the cosine of the two 苹果 vectors after every layer, beside a same-sense control\n"
         "(我买了一个苹果) and a matched English pair, with what the gap means; the keys each 苹果 reads\n"
         "and the next-token predictions; the model's GQA layout; the causal mask checked on every\n"
-        "map; the time and the score cells at 100 and 200 tokens of a real text.  Loading takes a\n"
-        "few seconds (every weight dequantized to float32: 2.4 GiB for Qwen2.5 0.5B).\n"
-        "  --model FILE   the GGUF model\n"
+        "map; the time and the score cells at 100 and 200 tokens of a real text.  Loading maps the\n"
+        "weights as the file stores them (well under a second).\n"
+        "  --model MODEL  a GGUF file, or a Hugging Face checkpoint (a directory with config.json,\n"
+        "                 model.safetensors and tokenizer.json)\n"
         "  --plot FILE    also draw the two senses' and the control's cosine series as a line plot\n"
         "                 (.png, .svg or .pdf; cairo)\n"
         "  --heads        what 苹果 reads in every head of every layer (default: averaged over heads)\n"
@@ -166,8 +168,8 @@ const demo_model_text demo_model_text_en = {
     .intro = "The chapter's two sentences, in Chinese as the chapter has them (苹果 is one token of the\n"
              "model's vocabulary in both), run through the model in float32 by libattn's decoder; every\n"
              "number below is computed, none typed in.",
-    .loading = "attn demo: loading %s (dequantizing every weight to float32)...\n",
-    .loaded = "attn demo: loaded in %.1f s (%.0f MiB of float32 weights)\n",
+    .loading = "attn demo: loading %s (its weights as stored)...\n",
+    .loaded = "attn demo: loaded in %.1f s (%.0f MiB of weights)\n",
     .no_file = "%s: no such model file (scripts/fetch-models.sh fetches the two models into ~/.cache/attn/models)",
 
     .sec_tokens = "§1  The same token in two sentences",

@@ -6,7 +6,7 @@
 const demo_text demo_text_zh = {
     .usage =
         "用法：attn demo [--lang en|zh] [--figures DIR]\n"
-        "      attn demo --model FILE.gguf [--lang en|zh] [--plot FILE] [--heads] [--no-cost]\n"
+        "      attn demo --model MODEL [--lang en|zh] [--plot FILE] [--heads] [--no-cost]\n"
         "\n"
         "按本章顺序演示注意力的算例：X与三张W，查询Q、键K、值V，原始分数与缩放分数，\n"
         "指数值、权重和三个位置的输出；上下文改动与图2的四种受控检查；因果掩码；多头的\n"
@@ -17,14 +17,15 @@ const demo_text demo_text_zh = {
         "  --lang en|zh   演示的语言（默认：$LANG 以 \"zh\" 开头时为 zh，否则为 en）\n"
         "  --figures DIR  另用算出的数画出本章的三幅图，写入 DIR（figure1..3 的 .png 与 .svg；需要 cairo）\n"
         "\n"
-        "加上 --model（也可写 attn model chapter FILE.gguf），把本章开头的例子放到真实模型上\n"
-        "（GGUF 格式的 Qwen2.5 或 Gemma 3；scripts/fetch-models.sh 会把两个模型下载到 ~/.cache/attn/models）：\n"
+        "加上 --model（也可写 attn model chapter MODEL），把本章开头的例子放到真实模型上\n"
+        "（GGUF 格式的 Qwen2.5 或 Gemma 3，或 Hugging Face 检查点；scripts/fetch-models.sh 会把两个模型下载到 ~/.cache/attn/models）：\n"
         "对“我吃了一个苹果”和“这台电脑来自苹果”分词，苹果是同一个词元、同一个嵌入；两个“苹果”\n"
         "向量在每一层之后的余弦，旁边是同一义项的对照（我买了一个苹果）和一对相应的英文句子，并说明差距意味着什么；\n"
         "每个“苹果”读了哪些键，以及下一个词元的预测；模型的 GQA 布局；\n"
-        "在每张注意力图上检查因果掩码；真实文本前 100 与 200 个词元的时间和分数格数。加载需要\n"
-        "几秒（全部权重反量化为 float32：Qwen2.5 0.5B 为 2.4 GiB）。\n"
-        "  --model FILE   GGUF 模型文件\n"
+        "在每张注意力图上检查因果掩码；真实文本前 100 与 200 个词元的时间和分数格数。加载只映射\n"
+        "文件里按原格式存储的权重（不到一秒）。\n"
+        "  --model MODEL  GGUF 模型文件，或 Hugging Face 检查点（含 config.json、model.safetensors\n"
+        "                 与 tokenizer.json 的目录）\n"
         "  --plot FILE    另把两个义项与对照的余弦序列画成折线图（.png、.svg 或 .pdf；需要 cairo）\n"
         "  --heads        每一层每一个头里“苹果”读了什么（默认：对所有头取平均）\n"
         "  --no-cost      跳过 100 与 200 个词元的计时（§6）\n"
@@ -143,8 +144,8 @@ const demo_model_text demo_model_text_zh = {
     .title = "attn demo --model —— 本章开头的例子，换成真实模型：%s（%s）",
     .intro = "本章的两个句子（苹果在模型词表里两处都是同一个词元），由 libattn 的解码器以 float32\n"
              "跑过整个模型；下面每个数都是算出来的，没有手填。",
-    .loading = "attn demo：正在加载 %s（把全部权重反量化为 float32）……\n",
-    .loaded = "attn demo：加载用时 %.1f 秒（float32 权重 %.0f MiB）\n",
+    .loading = "attn demo：正在加载 %s（权重按原格式映射）……\n",
+    .loaded = "attn demo：加载用时 %.1f 秒（权重 %.0f MiB）\n",
     .no_file = "%s：模型文件不存在（scripts/fetch-models.sh 会把两个模型下载到 ~/.cache/attn/models）",
 
     .sec_tokens = "§1  两个句子里的同一个词元",
