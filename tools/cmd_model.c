@@ -55,8 +55,8 @@ static void model_help(FILE *out) {
     "attn's scaled dot-product attention.  MODEL (or\n"
     "--model MODEL) is a GGUF file, or a Hugging Face checkpoint: a directory holding config.json\n"
     "and model.safetensors (or model.safetensors.index.json and its shards), or a .safetensors\n"
-    "file with config.json beside it.  generate and chat take either (a checkpoint with its\n"
-    "tokenizer.json); trace and chapter read GGUF files (they need the GGUF's tokenizer).\n\n"
+    "file with config.json beside it.  Every action takes either (a checkpoint with its\n"
+    "tokenizer.json where the action tokenizes text): so do attn map --model and attn report --model.\n\n"
     "  info              architecture and sizes; which query heads share which key/value head;\n"
     "                    RoPE; which layers are local (sliding window) or global; the memory the\n"
     "                    weights take, as stored and as float32 (nothing is read: it is quick)\n"
@@ -456,7 +456,7 @@ int cmd_model(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "chapter") == 0) {
         const bool help = argc >= 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0);
         if (argc < 3 || (argv[2][0] == '-' && !help))
-            return cli_usage_error("model", "chapter needs the model's FILE.gguf first, then its options "
+            return cli_usage_error("model", "chapter needs the MODEL first (a GGUF file or a checkpoint), then its options "
                                             "(attn demo --help lists them)");
         char **demo_argv = malloc((size_t)(argc + 2) * sizeof *demo_argv);
         if (!demo_argv) return cli_data_error("model", "out of memory");

@@ -115,14 +115,14 @@ static void test_cli_errors(void **state) {
     snprintf(junk, sizeof junk, "%s/junk.gguf", test_tmpdir());
     assert_int_equal(test_write_file(junk, "not a model", 11), 0);
     test_cli_expect(1, "junk.gguf': not a GGUF file", "demo --model %s", junk);
-    test_cli_expect(2, "options of --model FILE", "demo --plot %s", "x.png");
+    test_cli_expect(2, "options of --model MODEL", "demo --plot %s", "x.png");
     test_cli_expect(2, "not --model's", "demo --model x.gguf --figures %s", test_tmpdir());
     test_cli_expect(0, "--no-cost", "demo --help --lang %s", "en");
     test_cli_expect(0, "--no-cost", "demo --help --lang %s", "zh");
     test_cli_expect(0, "attn model chapter MODEL", "model --help%s", "");
-    test_cli_expect(2, "chapter needs the model's FILE.gguf", "model chapter%s", "");
-    test_cli_expect(2, "chapter needs the model's FILE.gguf", "model chapter --lang en %s", "x.gguf");
-    test_cli_expect(0, "--model FILE", "model chapter --help%s", "");
+    test_cli_expect(2, "chapter needs the MODEL first", "model chapter%s", "");
+    test_cli_expect(2, "chapter needs the MODEL first", "model chapter --lang en %s", "x.gguf");
+    test_cli_expect(0, "--model MODEL", "model chapter --help%s", "");
 }
 
 /* ======================================================== the real models */

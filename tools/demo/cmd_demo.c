@@ -900,7 +900,7 @@ int cmd_demo(int argc, char **argv) {
         return CLI_OK;
     }
     if (!model.model && (model.plot || model.heads || model.no_cost))
-        return cli_usage_error("demo", "--plot, --heads and --no-cost are options of --model FILE");
+        return cli_usage_error("demo", "--plot, --heads and --no-cost are options of --model MODEL");
     if (model.model) {
         if (figures_dir) return cli_usage_error("demo", "--figures draws the toy example's figures, not --model's");
         return demo_model_run(t, t == &demo_text_zh ? &demo_model_text_zh : &demo_model_text_en, &model);
