@@ -397,12 +397,10 @@ int cmd_model_chat(int argc, char **argv) {
         case F_KV_DTYPE:
             if (!cli_parse_kv_dtype(CMD, args.flag, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
             break;
-        default: {
-            const int took = cli_decoder_take(&a.load, CMD, id, value);
-            if (took < 0) return CLI_USAGE_ERROR;
-            if (!took && !cli_sampling_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling)) return CLI_USAGE_ERROR;
+        default:
+            if (!cli_generation_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling, &a.load))
+                return CLI_USAGE_ERROR;
             break;
-        }
         }
     }
     if (!cli_sampling_finish(CMD, &args, &a.sampling)) return CLI_USAGE_ERROR;

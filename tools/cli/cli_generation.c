@@ -253,6 +253,13 @@ bool cli_sampling_flag(const char *cmd, cli_args *args, int id, const char *valu
     }
 }
 
+bool cli_generation_flag(const char *cmd, cli_args *args, int id, const char *value, int64_t max_tokens_max,
+                         cli_sampling *s, attn_decoder_options *load) {
+    const int took = cli_decoder_take(load, cmd, id, value);
+    if (took) return took > 0;
+    return cli_sampling_flag(cmd, args, id, value, max_tokens_max, s);
+}
+
 bool cli_sampling_finish(const char *cmd, const cli_args *args, cli_sampling *s) {
     /* --top-k or --top-p alone asks for sampling: at temperature 1, as
      * transformers' do_sample with its default temperature. */

@@ -78,6 +78,11 @@ void cli_sampling_init(cli_sampling *s, int64_t max_tokens);
  * usage error. */
 bool cli_sampling_flag(const char *cmd, cli_args *args, int id, const char *value, int64_t max_tokens_max,
                        cli_sampling *s);
+/* Handles one of cli_sampling_flags or cli_decoder_flags (the flags every
+ * generating command shares: generate, chat); false after printing a usage
+ * error. */
+bool cli_generation_flag(const char *cmd, cli_args *args, int id, const char *value, int64_t max_tokens_max,
+                         cli_sampling *s, attn_decoder_options *load);
 /* After the walk: --top-k/--top-p/--min-p alone mean temperature 1; the
  * contradictions refused.  False after printing a usage error. */
 bool cli_sampling_finish(const char *cmd, const cli_args *args, cli_sampling *s);
