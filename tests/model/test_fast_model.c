@@ -11,7 +11,7 @@
  * The default run takes 4 texts a model and holds them within the bounds
  * docs/quant.md ("The model in FAST") writes down; ATTN_FAST_CORPUS=1 runs
  * all 52 texts and prints the table that section quotes.  Under a
- * sanitizer only Gemma runs, on one text.
+ * sanitizer only Gemma runs, on two texts.
  */
 #include "testutil.h"
 #include "models.h"
@@ -229,8 +229,8 @@ static void test_fast_against_exact(void **state) {
     (void)state;
     const char *corpus = getenv("ATTN_FAST_CORPUS");
     const bool all = corpus && *corpus && strcmp(corpus, "0") != 0;
-    if (UNDER_SANITIZER) {
-        compare_model(TEST_GEMMA_GGUF, 0, 1, false);
+    if (UNDER_SANITIZER) { /* an English and a Chinese text: one text's 6 positions move by 1/6 with a near-tie */
+        compare_model(TEST_GEMMA_GGUF, 0, 2, false);
         return;
     }
     /* Two English and two Chinese texts, or all of them. */
