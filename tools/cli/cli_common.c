@@ -42,14 +42,6 @@ int cli_data_error(const char *cmd, const char *fmt, ...) {
     return CLI_DATA_ERROR;
 }
 
-int cli_check_context(const char *cmd, const attn_decoder_config *cfg, int64_t n_prompt, int64_t n_new, bool allow) {
-    int beyond = 0;
-    if (attn_decoder_check_context(cfg, n_prompt, n_new, allow, &beyond))
-        return cli_data_error(cmd, "%s (give --allow-beyond-context to run it anyway)", attn_last_error());
-    if (beyond) cli_warning(cmd, "%s", attn_last_error());
-    return CLI_OK;
-}
-
 void cli_warning(const char *cmd, const char *fmt, ...) {
     va_list ap;
     fprintf(messages(), "attn %s: warning: ", cmd);

@@ -2,7 +2,7 @@
  * cli_decoder.c — the flags every model command shares (model run,
  * generate, trace, bench): how the decoder keeps its weights and the
  * precision of its projections (attn_decoder_options); the peak memory
- * they report.
+ * they report; the check of a run against the model's context.
  */
 #include "cli.h"
 
@@ -41,4 +41,14 @@ int cli_decoder_take(attn_decoder_options *o, const char *cmd, int id, const cha
 double cli_peak_rss_bytes(void) {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : -1.0;
+}
+
+/* Here, not in cli_common.c: it calls libattn_model, and cli_common.c is
+ * among the parser sources the CLI-argument fuzzer links on the core alone. */
+int cli_check_context(const char *cmd, const attn_decoder_config *cfg, int64_t n_prompt, int64_t n_new, bool allow) {
+    int beyond = 0;
+    if (attn_decoder_check_context(cfg, n_prompt, n_new, allow, &beyond))
+        return cli_data_error(cmd, "%s (give --allow-beyond-context to run it anyway)", attn_last_error());
+    if (beyond) cli_warning(cmd, "%s", attn_last_error());
+    return CLI_OK;
 }
