@@ -726,14 +726,18 @@ attn_status attn_npz_read(const attn_npz *z, const char *name, attn_array *out) 
     attn_status st = member_named(z, name, &m);
     if (st) return st;
     member_stream *s = malloc(sizeof *s);
-    uint8_t *npy = malloc(m->size ? (size_t)m->size : 1);
+    uint8_t *npy = NULL;
     size_t got = 0;
-    if (!s || !npy) {
-        st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
-    } else {
-        if (!(st = stream_open(s, z, m)) && !(st = stream_read(s, npy, (size_t)m->size, &got))) st = stream_finish(s);
-        stream_close(s);
+    if (!s) return attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
+    /* The member's sizes are checked against the file (and deflate's
+     * ratio) by stream_open before its claimed size is allocated. */
+    if (!(st = stream_open(s, z, m))) {
+        if (!(npy = malloc(m->size ? (size_t)m->size : 1)))
+            st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: cannot allocate '%s'", z->path, name);
+        else if (!(st = stream_read(s, npy, (size_t)m->size, &got)))
+            st = stream_finish(s);
     }
+    stream_close(s);
     if (!st && (st = attn_npy_parse(npy, (size_t)m->size, out)))
         st = attn__fail(st, "%s: '%s': %s", z->path, name, attn_last_error());
     free(npy);

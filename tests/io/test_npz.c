@@ -253,6 +253,24 @@ static void test_refusals(void **state) {
         assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "more than deflate");
         attn_npz_free(z);
     }
+    /* A stored member whose directory claims 4 GiB (the fuzzer's second
+     * find, fuzz/corpus/npz/stored-member-claims-4gb.npz): its sizes are
+     * checked against the file before anything is allocated for it. */
+    {
+        const char *big = test_path("stored-claims-big.npz");
+        write_samples(big, 0, s, 1);
+        assert_ok(attn_read_file(big, 1 << 20, &bytes, &n));
+        size_t at = 0;
+        while (at + 46 <= n && memcmp((uint8_t *)bytes + at, "PK\1\2", 4) != 0) at++;
+        assert_true(at + 46 <= n);
+        memcpy((uint8_t *)bytes + at + 20, "\xf0\xff\xff\xff\xf0\xff\xff\xff", 8); /* both sizes 0xfffffff0 */
+        assert_ok(attn_output_write_file(big, bytes, n));
+        free(bytes);
+        if (attn_npz_open(big, &z) == ATTN_OK) {
+            assert_refused(attn_npz_read(z, "grid", &a), ATTN_ERR_FORMAT, "runs past the end of the file");
+            attn_npz_free(z);
+        }
+    }
     free_samples(s, SAMPLES);
 }
 
