@@ -942,7 +942,8 @@ static chat_value select_items(chat_env *env, uint32_t pos, const chat_value *se
         if (test == -1) chat_fail(env, ATTN_ERR_UNSUPPORTED, pos, "the test '%.*s' is not implemented", (int)name->n, name->u.s);
         if (test < 0) chat_fail(env, ATTN_ERR_INVALID_ARGUMENT, pos, "no test named '%.*s'", (int)name->n, name->u.s);
     }
-    const chat_args test_args = {.args = a->args + k, .n = a->n - k};
+    /* (a filter with no arguments has args NULL: no offset applied to it) */
+    const chat_args test_args = {.args = a->n > k ? a->args + k : NULL, .n = a->n - k};
     const chat_value items = chat_iterate(env, pos, seq);
     chat_value out = chat_list_new(env, items.u.list->n, CV_GENERATOR);
     size_t n = 0;
