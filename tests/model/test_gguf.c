@@ -585,6 +585,17 @@ static void api_misuse(void **state) {
     gb_free(&b);
 }
 
+/* The configuration attn_decoder_read_config reads from the file in b
+ * (freed). */
+static attn_status config_of(gguf_bytes *b, attn_decoder_config *c) {
+    attn_gguf *g = NULL;
+    attn_status st = attn_gguf_parse(b->data, b->len, &g);
+    if (st == ATTN_OK) st = attn_decoder_read_config(g, c);
+    attn_gguf_free(g);
+    gb_free(b);
+    return st;
+}
+
 /* A llama file's metadata with RoPE scaling keys as llama.cpp writes them
  * (scaling type and factor; extra: a rope_freqs.weight tensor), and the
  * decoder's reading of them: linear is run (its forward against
@@ -616,12 +627,7 @@ static attn_status rope_config(const char *scaling_type, double scale_linear, bo
     if (rope_freqs) gb_tensor(&b, "rope_freqs.weight", 1, freqs, 0, 320);
     gb_pad(&b, 32);
     gb_zeros(&b, 320 + 32);
-    attn_gguf *g = NULL;
-    attn_status st = attn_gguf_parse(b.data, b.len, &g);
-    if (st == ATTN_OK) st = attn_decoder_read_config(g, c);
-    attn_gguf_free(g);
-    gb_free(&b);
-    return st;
+    return config_of(&b, c);
 }
 
 static void rope_scaling_keys(void **state) {
@@ -660,12 +666,7 @@ static attn_status limits_config(uint32_t context, uint32_t rope_dim, attn_decod
     gb_tensor(&b, "token_embd.weight", 2, embd, 0, 0);
     gb_pad(&b, 32);
     gb_zeros(&b, 320);
-    attn_gguf *g = NULL;
-    attn_status st = attn_gguf_parse(b.data, b.len, &g);
-    if (st == ATTN_OK) st = attn_decoder_read_config(g, c);
-    attn_gguf_free(g);
-    gb_free(&b);
-    return st;
+    return config_of(&b, c);
 }
 
 static void limits_keys(void **state) {
