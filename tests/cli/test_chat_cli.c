@@ -212,7 +212,7 @@ static void interactive_session(void **state) {
     const char *input = test_path("session.txt");
     const char *lines = "First question\nSecond question\n/nonsense\n/system Be brief.\nThird\n/reset\nFourth\n/quit\n";
     assert_int_equal(test_write_file(input, lines, strlen(lines)), 0);
-    assert_int_equal(shell(&out, "script -qec \"%s model chat --model %s --print-prompt --max-tokens 4\" /dev/null < %s",
+    assert_int_equal(shell(&out, "script -qec \"exec %s model chat --model %s --print-prompt --max-tokens 4\" /dev/null < %s",
                            ATTN_CLI_PATH, TINY, input),
                      0);
     /* Turn two's prompt holds turn one and its reply. */
@@ -229,7 +229,7 @@ static void interactive_session(void **state) {
     free(out);
     /* End of input leaves too. */
     assert_int_equal(test_write_file(input, "Hi\n", 3), 0);
-    assert_int_equal(shell(&out, "script -qec \"%s model chat --model %s --max-tokens 2\" /dev/null < %s", ATTN_CLI_PATH,
+    assert_int_equal(shell(&out, "script -qec \"exec %s model chat --model %s --max-tokens 2\" /dev/null < %s", ATTN_CLI_PATH,
                            TINY, input),
                      0);
     free(out);
@@ -258,7 +258,10 @@ static void real_qwen(void **state) {
      * few hundred bytes, then a question about the conversation once the
      * stop is reported, and /quit after that reply's prompt.  Each wait
      * polls the typescript (bounded at 2 minutes), never a fixed sleep: on
-     * a loaded machine the load alone takes seconds. */
+     * a loaded machine the load alone takes seconds.  script runs its
+     * command through $SHELL -c: "exec" makes attn the terminal's only
+     * foreground process, else a shell that does not exec a lone command
+     * (dash, where SHELL is /bin/sh) dies of the Ctrl-C meant for attn. */
     const char *ts = test_path("ctrl-c.typescript");
     assert_int_equal(shell(&out,
                            "T=%s; : > $T; wait_for() { i=0; until eval \"$1\"; do i=$((i+1)); "
@@ -268,7 +271,7 @@ static void real_qwen(void **state) {
                            "s=$(wc -c < $T); wait_for '[ $(wc -c < $T) -gt $((s + 400)) ]'; printf '\\003'; "
                            "wait_for 'grep -q \"stopped (Ctrl-C)\" $T'; printf 'Say OK.\\n'; "
                            "wait_for '[ $(grep -o \"> \" $T | wc -l) -ge 3 ]'; printf '/quit\\n') | "
-                           "script -qfec \"%s model chat --model %s --max-tokens 600\" $T",
+                           "script -qfec \"exec %s model chat --model %s --max-tokens 600\" $T",
                            ts, ATTN_CLI_PATH, qwen),
                      0);
     assert_non_null(strstr(out, "stopped (Ctrl-C)"));
