@@ -268,6 +268,26 @@ ATTN_API const attn_decoder_config *attn_decoder_get_config(const attn_decoder *
  * float32 with ATTN_WEIGHTS_F32. */
 ATTN_API uint64_t attn_decoder_weight_bytes(const attn_decoder *m);
 
+/* One of the model's weights by its GGUF name, as the forward uses it,
+ * whatever file it came from (a GGUF file or a Hugging Face checkpoint):
+ *   token_embd.weight   [V, d]      output.weight [V, d] (token_embd's when
+ *   output_norm.weight  [d]                               tied)
+ *   blk.N.attn_q.weight [Hq*Dh, d]  blk.N.attn_k.weight, attn_v.weight [Hkv*Dh, d]
+ *   blk.N.attn_output.weight [d, Hq*Dh]   blk.N.ffn_gate.weight, ffn_up [F, d]
+ *   blk.N.ffn_down.weight [d, F]    blk.N.attn_q.bias [Hq*Dh], attn_k.bias, ...
+ *   blk.N.attn_norm.weight, ffn_norm, post_attention_norm, post_ffw_norm [d],
+ *   attn_q_norm.weight, attn_k_norm [Dh]
+ * A projection is [d_out, d_in] row-major (y = x . W^T; llama's q and k rows
+ * in the order the forward uses, not the GGUF converter's permutation), a
+ * vector [n] with cols = 1; norms' weights are the multiplier applied (Gemma:
+ * 1 + w).  *rows and *cols are set; out NULL asks for them alone; else out
+ * (capacity floats) receives the values, stored blocks dequantized as
+ * attn_quant_dequantize_rows does (ATTN_ERR_SHAPE when capacity is short).
+ * A name that is not a weight, a layer out of range or a tensor this model
+ * lacks (a bias of Gemma 3): ATTN_ERR_INVALID_ARGUMENT naming it. */
+ATTN_API attn_status attn_decoder_weight(const attn_decoder *m, const char *name, float *out, int64_t capacity,
+                                         int64_t *rows, int64_t *cols);
+
 /* Called after each layer with its output, the residual stream after layer
  * `layer`: hidden [L, d], read-only, valid during the call.  A nonzero
  * return stops the forward, which then returns ATTN_ERR_INVALID_ARGUMENT
@@ -278,11 +298,21 @@ typedef int (*attn_decoder_layer_hook)(void *user, int64_t layer, const float *h
  *
  * Where a forward shows its activations to a tensor hook, under
  * TransformerLens's names (blocks.L. prefix; TransformerLens's leading
- * batch axis is left out: one sequence), in the order a layer computes them:
+ * batch axis is left out: one sequence), in the order a layer computes them
+ * (the enum below numbers them in the order they were added):
  *
  *   hook_embed                  [L, d]       token embeddings (times sqrt(d),
  *                                             Gemma) = blocks.0.hook_resid_pre
  *   blocks.L.hook_resid_pre     [L, d]       the residual stream into layer L
+ *   blocks.L.hook_q_input       [L, Hq, d]   resid_pre once per query head
+ *   blocks.L.hook_k_input       [L, Hkv, d]  ... per kv head
+ *   blocks.L.hook_v_input       [L, Hkv, d]  (written: that head's q, k or v
+ *                                             is its rows through ln1 and the
+ *                                             projection; others unchanged)
+ *   blocks.L.ln1.hook_scale     [L, 1]       sqrt(mean(x^2) + eps) of resid_pre,
+ *                                             in double (written: x / scale * w)
+ *   blocks.L.ln1.hook_normalized [L, d]      ln1's output, what the q, k, v
+ *                                             projections read (see below)
  *   blocks.L.attn.hook_q        [L, Hq, Dh]  after the projection, its bias
  *                                             and QK-norm, BEFORE RoPE (as
  *                                             TransformerLens's hook_q)
@@ -294,15 +324,36 @@ typedef int (*attn_decoder_layer_hook)(void *user, int64_t layer, const float *h
  *                                             (causal, sliding window)  <- heads first
  *   blocks.L.attn.hook_pattern  [Hq, L, L]   the weights (rows sum to 1)  <- heads first
  *   blocks.L.attn.hook_z        [L, Hq, Dh]  each head's weighted sum of v
+ *   blocks.L.attn.hook_result   [L, Hq, d]   each head's z through its Dh
+ *                                             columns of W_O: their sum is the
+ *                                             projection's output (written: the
+ *                                             output becomes their sum)
  *   blocks.L.hook_attn_out      [L, d]       z through W_O (and Gemma's
  *                                             post-attention norm): what is added
  *   blocks.L.hook_resid_mid     [L, d]       resid_pre + attn_out
+ *   blocks.L.ln2.hook_scale     [L, 1]       as ln1's, of resid_mid
+ *   blocks.L.ln2.hook_normalized [L, d]      ln2's output, what the FFN reads
+ *   blocks.L.mlp.hook_pre       [L, F]       the gate's projection, before its
+ *                                             activation (SiLU, tanh-GELU)
+ *   blocks.L.mlp.hook_pre_linear [L, F]      the up projection
+ *   blocks.L.mlp.hook_post      [L, F]       act(pre) * pre_linear: what the
+ *                                             down projection reads
  *   blocks.L.hook_mlp_out       [L, d]       the FFN's output (and Gemma's
  *                                             post-FFN norm): what is added
  *   blocks.L.hook_resid_post    [L, d]       resid_mid + mlp_out = hidden[L + 1]
+ *   ln_final.hook_scale         [R, 1]       as ln1's, of the last stream
  *   ln_final.hook_normalized    [R, d]       the final RMSNorm's output, times
  *                                             its weight (R = L, or 1 with
- *                                             last_only); only when logits are asked
+ *                                             last_only); both only when logits
+ *                                             are asked
+ *
+ * The norms' hook_normalized is the norm's output times its weight (Gemma:
+ * 1 + w), what the next projection reads: TransformerLens's hook_normalized
+ * on a model loaded with fold_ln (its default), where the weight is folded
+ * into W_Q, ... and W_U; without fold_ln TransformerLens shows x / scale and
+ * multiplies by the weight after the hook.  hook_q_input .. hook_v_input,
+ * the scales and hook_result cost work of their own (hook_result one W_O
+ * product per head): they are computed only when asked for.
  *
  * A hook may read the tensor or overwrite it in place (activation patching,
  * ablation); everything computed after it sees the new values.  Writing
@@ -331,6 +382,18 @@ typedef enum attn_decoder_hook_point {
     ATTN_DECODER_HOOK_MLP_OUT,
     ATTN_DECODER_HOOK_RESID_POST,
     ATTN_DECODER_HOOK_LN_FINAL,
+    ATTN_DECODER_HOOK_RESULT,
+    ATTN_DECODER_HOOK_LN_FINAL_SCALE,
+    ATTN_DECODER_HOOK_Q_INPUT,
+    ATTN_DECODER_HOOK_K_INPUT,
+    ATTN_DECODER_HOOK_V_INPUT,
+    ATTN_DECODER_HOOK_LN1_SCALE,
+    ATTN_DECODER_HOOK_LN1_NORMALIZED,
+    ATTN_DECODER_HOOK_LN2_SCALE,
+    ATTN_DECODER_HOOK_LN2_NORMALIZED,
+    ATTN_DECODER_HOOK_MLP_PRE,
+    ATTN_DECODER_HOOK_MLP_PRE_LINEAR,
+    ATTN_DECODER_HOOK_MLP_POST,
     ATTN_DECODER_HOOK_POINTS
 } attn_decoder_hook_point;
 
@@ -340,7 +403,7 @@ typedef enum attn_decoder_hook_point {
 /* What a tensor hook is shown: data may be overwritten, not resized. */
 typedef struct attn_decoder_hook_tensor {
     attn_decoder_hook_point point;
-    int64_t layer;          /* 0-based; -1 for hook_embed and ln_final     */
+    int64_t layer;          /* 0-based; -1 for hook_embed and ln_final's   */
     const char *name;       /* "blocks.3.attn.hook_pattern" (valid during the call) */
     float *data;            /* C order, shape below                        */
     int ndim;               /* 2 or 3                                      */
@@ -352,7 +415,7 @@ typedef struct attn_decoder_hook_tensor {
 typedef int (*attn_decoder_tensor_hook)(void *user, const attn_decoder_hook_tensor *t);
 
 /* The name of a point at a layer ("blocks.3.attn.hook_q"; layer ignored for
- * hook_embed and ln_final.hook_normalized) into buf; NULL when the point is
+ * hook_embed and ln_final's two) into buf; NULL when the point is
  * outside the enum or buf is too small. */
 ATTN_API const char *attn_decoder_hook_name(attn_decoder_hook_point point, int64_t layer, char *buf, size_t size);
 
@@ -361,7 +424,7 @@ ATTN_API const char *attn_decoder_hook_name(attn_decoder_hook_point point, int64
 ATTN_API const char *attn_decoder_hook_suffix(attn_decoder_hook_point point);
 
 /* Parses a full name ("blocks.3.hook_resid_pre", "hook_embed"): *point and
- * *layer (-1 for the two without a layer).  ATTN_ERR_INVALID_ARGUMENT with
+ * *layer (-1 for the three without a layer).  ATTN_ERR_INVALID_ARGUMENT with
  * a message for anything else (the layer's range is the caller's check). */
 ATTN_API attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook_point *point, int64_t *layer);
 

@@ -24,7 +24,8 @@ extern "C" {
  * points of a decoder's forward (attn_decoder.h, attn_decoder_hook_point:
  * the same numbers as the sites here) are rows of one table, which owns
  * their names, their layouts and the parsing of every form a name takes.
- * The decoder's point p is site p; hook_result is the module's alone.
+ * The decoder's point p is site p (every site is a decoder point; the
+ * attention module's trace shows the eight with an attn_hook, below).
  *
  *   site         full name                        layout (after any batch axis)
  *   EMBED        hook_embed                       ROWS         [L, d]
@@ -41,6 +42,21 @@ extern "C" {
  *   RESID_POST   blocks.L.hook_resid_post         ROWS         [L, d]
  *   LN_FINAL     ln_final.hook_normalized         ROWS         [L, d]
  *   RESULT       blocks.L.attn.hook_result        HEADS        [L, Hq, d_out]
+ *   LN_FINAL_SCALE ln_final.hook_scale            ROWS         [L, 1]
+ *   Q_INPUT      blocks.L.hook_q_input            HEADS        [L, Hq, d]
+ *   K_INPUT, V_INPUT blocks.L.hook_k_input, _v_input HEADS     [L, Hkv, d]
+ *   LN1_SCALE    blocks.L.ln1.hook_scale          ROWS         [L, 1]
+ *   LN1_NORMALIZED blocks.L.ln1.hook_normalized   ROWS         [L, d]
+ *   LN2_SCALE    blocks.L.ln2.hook_scale          ROWS         [L, 1]
+ *   LN2_NORMALIZED blocks.L.ln2.hook_normalized   ROWS         [L, d]
+ *   MLP_PRE      blocks.L.mlp.hook_pre            ROWS         [L, F]
+ *   MLP_PRE_LINEAR blocks.L.mlp.hook_pre_linear   ROWS         [L, F]
+ *   MLP_POST     blocks.L.mlp.hook_post           ROWS         [L, F]
+ * (Sites are numbered in the order they were added, not in a forward's:
+ * attn_model_hook_at, attn_model_interp.h, lists a model's names in the
+ * forward's order.  Where the short forms below are ambiguous, "scale" and
+ * "normalized", they mean ln_final's, as TransformerLens's get_act_name
+ * does without a layer.)
  *
  * The forms a name may take, each accepted only when asked for
  * (attn_hook_parse's forms; the full name always is):
@@ -72,6 +88,17 @@ typedef enum attn_hook_site {
     ATTN_HOOK_SITE_RESID_POST,
     ATTN_HOOK_SITE_LN_FINAL,
     ATTN_HOOK_SITE_RESULT,
+    ATTN_HOOK_SITE_LN_FINAL_SCALE,
+    ATTN_HOOK_SITE_Q_INPUT,
+    ATTN_HOOK_SITE_K_INPUT,
+    ATTN_HOOK_SITE_V_INPUT,
+    ATTN_HOOK_SITE_LN1_SCALE,
+    ATTN_HOOK_SITE_LN1_NORMALIZED,
+    ATTN_HOOK_SITE_LN2_SCALE,
+    ATTN_HOOK_SITE_LN2_NORMALIZED,
+    ATTN_HOOK_SITE_MLP_PRE,
+    ATTN_HOOK_SITE_MLP_PRE_LINEAR,
+    ATTN_HOOK_SITE_MLP_POST,
     ATTN_HOOK_SITES
 } attn_hook_site;
 
@@ -92,18 +119,18 @@ typedef enum attn_hook_layout {
 #define ATTN_HOOK_NAME_SHORT (1u << 2)
 
 /* The site's name after "blocks.L." ("attn.hook_pattern"), or its whole
- * name for the two without a layer ("hook_embed"); NULL outside the enum. */
+ * name for the three without a layer ("hook_embed"); NULL outside the enum. */
 ATTN_API const char *attn_hook_site_suffix(attn_hook_site site);
 
 /* 1 when the site is one per layer (its full name starts "blocks.L."), 0
- * for hook_embed and ln_final.hook_normalized and outside the enum. */
+ * for hook_embed, ln_final's two and outside the enum. */
 ATTN_API int attn_hook_site_per_layer(attn_hook_site site);
 
 /* The site's layout (above); ATTN_HOOK_LAYOUT_NONE outside the enum. */
 ATTN_API attn_hook_layout attn_hook_site_layout(attn_hook_site site);
 
 /* The site's full name at a layer ("blocks.3.attn.hook_pattern"; the layer
- * is ignored for the two without one) into buf; NULL when the site is
+ * is ignored for the three without one) into buf; NULL when the site is
  * outside the enum or buf is too small. */
 ATTN_API const char *attn_hook_site_name(attn_hook_site site, int64_t layer, char *buf, size_t size);
 

@@ -45,13 +45,13 @@ extern "C" {
 /* ------------------------------------------------------ a model's hook names
  *
  * The names a decoder of N layers shows, in the order a forward reaches
- * them: hook_embed, then for each layer blocks.L.hook_resid_pre ..
- * blocks.L.hook_resid_post in attn_decoder_hook_point's order, then
- * ln_final.hook_normalized: 13 N + 2 names.
+ * them: hook_embed, then for each layer its 24, blocks.L.hook_resid_pre ..
+ * blocks.L.hook_resid_post in the order of attn_decoder.h's table, then
+ * ln_final.hook_scale and ln_final.hook_normalized: 24 N + 3 names.
  */
 ATTN_API int64_t attn_model_hook_count(int64_t n_layers);
 
-/* The index-th of those names as its point and layer (-1 for the two
+/* The index-th of those names as its point and layer (-1 for the three
  * without one); ATTN_ERR_INVALID_ARGUMENT outside [0, count).  Its text:
  * attn_decoder_hook_name. */
 ATTN_API attn_status attn_model_hook_at(int64_t n_layers, int64_t index, attn_decoder_hook_point *point,

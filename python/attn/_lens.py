@@ -68,10 +68,11 @@ class HookedConfig:
 
 # TransformerLens's get_act_name aliases (utils.get_act_name).
 _ALIASES = {"a": "attn", "m": "mlp", "b": "", "block": "", "blocks": "", "attention": "attn"}
-_ATTN = {"q", "k", "v", "z", "rot_q", "rot_k", "pattern", "attn_scores", "result", "q_input", "k_input",
-         "v_input"}
+_ATTN = {"q", "k", "v", "z", "rot_q", "rot_k", "pattern", "attn_scores", "result"}
 _MLP = {"pre", "post", "pre_linear"}
-_BLOCK = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "attn_in", "mlp_in"}
+# q_input .. v_input are the block's in TransformerLens (blocks.L.hook_q_input).
+_BLOCK = {"resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out", "attn_in", "mlp_in", "q_input",
+          "k_input", "v_input"}
 
 
 def get_act_name(name: str, layer: Optional[int] = None, layer_type: Optional[str] = None) -> str:
@@ -372,9 +373,11 @@ def _slice_pos(stack, pos_slice: Any, has_batch_dim: bool):
 # ------------------------------------------------------------- weights
 
 class Weights:
-    """TransformerLens's weight attributes of an attn.Model read from its
-    GGUF file and dequantized to float32 on each access (nothing is kept:
-    W_E alone is 0.5 GB for Qwen2.5 0.5B).  Shapes as TransformerLens:
+    """TransformerLens's weight attributes of an attn.Model, read from the
+    loaded model as its forward uses them (attn_decoder_weight: a GGUF file
+    or a Hugging Face checkpoint alike), dequantized to float32 on each
+    access (nothing is kept: W_E alone is 0.5 GB for Qwen2.5 0.5B).  Shapes
+    as TransformerLens:
 
         W_E [d_vocab, d_model]              W_U [d_model, d_vocab], b_U [d_vocab] (0)
         W_Q [n_layers, n_heads, d_model, d_head]       b_Q [n_layers, n_heads, d_head]
@@ -389,19 +392,19 @@ class Weights:
         self._model = model
 
     def tensor(self, name: str, required: bool = True):
+        """The weight named as GGUF names it ("blk.3.attn_q.weight"): a
+        projection [d_out, d_in], a vector [n]; None (or KeyError when
+        required) where the model has none."""
         from . import _core
 
-        path = self._model.path
-        if os.path.isdir(path) or not path.endswith(".gguf"):
-            raise NotImplementedError("weights are read from GGUF files; a safetensors checkpoint's are "
-                                      "its own tensors (safetensors.numpy.load_file)")
-        got = _core.gguf_tensor(os.fsencode(path), name)
+        got = _core.model_weight(self._model._handle, name)
         if got is None:
             if required:
-                raise KeyError(f"{name}: not in {path}")
+                raise KeyError(f"{name}: this {self._model.cfg.original_architecture} model has none")
             return None
-        data, shape = got
-        return np.frombuffer(data, dtype=np.float32).reshape(shape)
+        data, rows, cols = got
+        values = np.frombuffer(data, dtype=np.float32)
+        return values if cols == 1 and not name.endswith(_MATRICES) else values.reshape(rows, cols)
 
     def per_layer(self, name: str, shape: Tuple[int, ...], transpose: Tuple[int, ...], required: bool = True):
         layers = []
@@ -413,16 +416,52 @@ class Weights:
         return np.ascontiguousarray(np.stack(layers))
 
 
-def _heads_in(weights: Weights, name: str, heads: int, bias: bool = False):
-    cfg = weights._model.cfg
-    if bias:
-        return weights.per_layer(f"{name}.bias", (heads, cfg.d_head), (0, 1), required=False)
-    # [heads * d_head, d_model] -> [heads, d_model, d_head]
-    return weights.per_layer(f"{name}.weight", (heads, cfg.d_head, cfg.d_model), (0, 2, 1))
+# The projections' names (a matrix even where one of its sides is 1).
+_MATRICES = ("token_embd.weight", "output.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+             "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")
+
+
+# One layer's weight in TransformerLens's shape: (GGUF name, reshape, transpose)
+# of the [d_out, d_in] projection or the vector; "heads" and "kv_heads" are
+# filled from cfg.  None where the weight is 0 in these models (b_O).
+_LAYER_WEIGHTS = {
+    "W_Q": ("attn_q.weight", ("heads", "d_head", "d_model"), (0, 2, 1)),
+    "W_K": ("attn_k.weight", ("kv_heads", "d_head", "d_model"), (0, 2, 1)),
+    "W_V": ("attn_v.weight", ("kv_heads", "d_head", "d_model"), (0, 2, 1)),
+    "W_O": ("attn_output.weight", ("d_model", "heads", "d_head"), (1, 2, 0)),
+    "b_Q": ("attn_q.bias", ("heads", "d_head"), (0, 1)),
+    "b_K": ("attn_k.bias", ("kv_heads", "d_head"), (0, 1)),
+    "b_V": ("attn_v.bias", ("kv_heads", "d_head"), (0, 1)),
+    "W_in": ("ffn_up.weight", ("d_mlp", "d_model"), (1, 0)),
+    "W_gate": ("ffn_gate.weight", ("d_mlp", "d_model"), (1, 0)),
+    "W_out": ("ffn_down.weight", ("d_model", "d_mlp"), (1, 0)),
+    "ln1_w": ("attn_norm.weight", ("d_model",), (0,)),
+    "ln2_w": ("ffn_norm.weight", ("d_model",), (0,)),
+}
+
+
+def _layer_weight(model: Any, layer: int, what: str):
+    """TransformerLens's `what` (W_Q, b_K, W_in, ln1_w, ...) of one layer;
+    a bias the model lacks is zeros, as TransformerLens gives."""
+    cfg = model.cfg
+    sizes = {"heads": cfg.n_heads, "kv_heads": cfg.n_key_value_heads, "d_head": cfg.d_head,
+             "d_model": cfg.d_model, "d_mlp": cfg.d_mlp}
+    name, shape, transpose = _LAYER_WEIGHTS[what]
+    shape = tuple(sizes[k] for k in shape)
+    t = Weights(model).tensor(f"blk.{layer}.{name}", required=not what.startswith("b_"))
+    if t is None:
+        return np.zeros(shape, dtype=np.float32)
+    return np.ascontiguousarray(t.reshape(shape).transpose(transpose))
+
+
+def _stacked(model: Any, what: str):
+    """[n_layers, ...] of _layer_weight."""
+    return np.stack([_layer_weight(model, l, what) for l in range(model.cfg.n_layers)])
 
 
 class WeightAttributes:
-    """Mixed into attn.Model: W_E, W_Q, ... as properties (class Weights)."""
+    """Mixed into attn.Model: W_E, W_Q, ... as properties (class Weights),
+    and blocks[l] (class Block)."""
 
     @property
     def _weights(self) -> Weights:
@@ -434,70 +473,84 @@ class WeightAttributes:
 
     @property
     def W_U(self):
-        out = self._weights.tensor("output.weight", required=False)
-        return np.ascontiguousarray((out if out is not None else self._weights.tensor("token_embd.weight")).T)
+        # output.weight is token_embd's where the head is tied (attn_decoder_weight)
+        return np.ascontiguousarray(self._weights.tensor("output.weight").T)
 
     @property
     def b_U(self):
         return np.zeros(self.cfg.d_vocab, dtype=np.float32)
 
     @property
-    def W_Q(self):
-        return _heads_in(self._weights, "attn_q", self.cfg.n_heads)
-
-    @property
-    def W_K(self):
-        return _heads_in(self._weights, "attn_k", self.cfg.n_key_value_heads)
-
-    @property
-    def W_V(self):
-        return _heads_in(self._weights, "attn_v", self.cfg.n_key_value_heads)
-
-    def _bias(self, name: str, heads: int):
-        b = _heads_in(self._weights, name, heads, bias=True)
-        return b if b is not None else np.zeros((self.cfg.n_layers, heads, self.cfg.d_head), dtype=np.float32)
-
-    @property
-    def b_Q(self):
-        return self._bias("attn_q", self.cfg.n_heads)
-
-    @property
-    def b_K(self):
-        return self._bias("attn_k", self.cfg.n_key_value_heads)
-
-    @property
-    def b_V(self):
-        return self._bias("attn_v", self.cfg.n_key_value_heads)
-
-    @property
-    def W_O(self):
-        cfg = self.cfg  # [d_model, heads * d_head] -> [heads, d_head, d_model]
-        return self._weights.per_layer("attn_output.weight", (cfg.d_model, cfg.n_heads, cfg.d_head), (1, 2, 0))
-
-    @property
     def b_O(self):
         return np.zeros((self.cfg.n_layers, self.cfg.d_model), dtype=np.float32)
 
     @property
-    def W_in(self):
-        return self._weights.per_layer("ffn_up.weight", (self.cfg.d_mlp, self.cfg.d_model), (1, 0))
-
-    @property
-    def W_gate(self):
-        return self._weights.per_layer("ffn_gate.weight", (self.cfg.d_mlp, self.cfg.d_model), (1, 0))
-
-    @property
-    def W_out(self):
-        return self._weights.per_layer("ffn_down.weight", (self.cfg.d_model, self.cfg.d_mlp), (1, 0))
-
-    @property
-    def ln1_w(self):
-        return self._weights.per_layer("attn_norm.weight", (self.cfg.d_model,), (0,))
-
-    @property
-    def ln2_w(self):
-        return self._weights.per_layer("ffn_norm.weight", (self.cfg.d_model,), (0,))
-
-    @property
     def ln_final_w(self):
         return self._weights.tensor("output_norm.weight")
+
+    @property
+    def blocks(self) -> List["Block"]:
+        """TransformerLens's model.blocks: blocks[l].attn.W_Q (that layer's
+        weights, read on access), blocks[l].attn.hook_pattern.name, ..."""
+        return [Block(self, l) for l in range(self.cfg.n_layers)]
+
+
+def _stacked_property(what: str):
+    return property(lambda self: _stacked(self, what), doc=f"{what} of every layer (class Weights)")
+
+
+for _what in _LAYER_WEIGHTS:
+    setattr(WeightAttributes, _what, _stacked_property(_what))
+del _what
+
+
+# ------------------------------------------------------------- blocks
+
+@dataclass(frozen=True)
+class HookPoint:
+    """A hook point as TransformerLens's HookPoint shows it: its name (what
+    a hook function is told, and what run_with_hooks takes)."""
+
+    name: str
+
+
+class _Part:
+    """A block's sub-module (attn, mlp, ln1, ln2, or the block itself): its
+    weights, read on access, and its hook points."""
+
+    def __init__(self, model: Any, layer: int, prefix: str, weights: Dict[str, str], hooks: Sequence[str]):
+        self._model, self._layer, self._prefix = model, layer, prefix
+        self._weight_names, self._hooks = weights, tuple(hooks)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._weight_names:
+            return _layer_weight(self._model, self._layer, self._weight_names[name])
+        if name in self._hooks:
+            return HookPoint(f"blocks.{self._layer}.{self._prefix}{name}")
+        raise AttributeError(f"{type(self).__name__} has no {name!r} (weights: {sorted(self._weight_names)}, "
+                             f"hooks: {list(self._hooks)})")
+
+    def __dir__(self):
+        return sorted(set(self._weight_names) | set(self._hooks))
+
+
+class Block(_Part):
+    """blocks[l]: .attn, .mlp, .ln1, .ln2 and the stream's hooks."""
+
+    def __init__(self, model: Any, layer: int):
+        super().__init__(model, layer, "", {}, ("hook_resid_pre", "hook_q_input", "hook_k_input", "hook_v_input",
+                                                "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
+                                                "hook_resid_post"))
+        self.attn = _Part(model, layer, "attn.",
+                          {k: k for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")},
+                          ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_attn_scores",
+                           "hook_pattern", "hook_z", "hook_result"))
+        self.mlp = _Part(model, layer, "mlp.", {k: k for k in ("W_in", "W_gate", "W_out")},
+                         ("hook_pre", "hook_pre_linear", "hook_post"))
+        self.ln1 = _Part(model, layer, "ln1.", {"w": "ln1_w"}, ("hook_scale", "hook_normalized"))
+        self.ln2 = _Part(model, layer, "ln2.", {"w": "ln2_w"}, ("hook_scale", "hook_normalized"))
+
+    def __repr__(self) -> str:
+        return f"Block({self._layer})"

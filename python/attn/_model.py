@@ -36,12 +36,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _core, _lens
-from ._lens import ActivationCache
+from ._lens import ActivationCache, HookPoint
 from ._sdpa import _KERNELS
 
 __all__ = ["Model", "ModelOutput", "Session", "HookPoint", "ActivationCache"]
@@ -53,12 +53,6 @@ _TWO_POS = ("hook_attn_scores", "hook_pattern")
 #: every hook point's bit (1 << point), the points numbered by the library's
 #: one vocabulary of names (attn_interp.h; a model of one layer has each once)
 _ALL_POINTS = sum({1 << _core.hook_parse(name)[0] for name in _core.hook_names(1)})
-
-
-class HookPoint(NamedTuple):
-    """What a hook function is told about where it runs (TransformerLens's hook.name)."""
-
-    name: str
 
 
 def _point_of(name: str, n_layers: int) -> Optional[int]:
@@ -410,8 +404,14 @@ class Model(_lens.WeightAttributes):
             blocks.{l}.attn.hook_attn_scores [B, Hq, L, L] (-inf where hidden)
             blocks.{l}.attn.hook_pattern     [B, Hq, L, L]
             blocks.{l}.attn.hook_z           [B, L, Hq, Dh]
+            blocks.{l}.attn.hook_result      [B, L, Hq, d]   each head after W_O (sum: the projection)
             blocks.{l}.hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post  [B, L, d]
-            ln_final.hook_normalized         [B, L, d]
+            blocks.{l}.hook_q_input / _k_input / _v_input  [B, L, H, d]  resid_pre per head
+            blocks.{l}.ln1.hook_scale, ln2.hook_scale, ln_final.hook_scale  [B, L, 1]
+            blocks.{l}.ln1.hook_normalized, ln2..., ln_final.hook_normalized  [B, L, d]
+                                             (the norm's output times its weight: what the
+                                             next projection reads, TransformerLens's with fold_ln)
+            blocks.{l}.mlp.hook_pre, hook_pre_linear, hook_post  [B, L, d_mlp]
 
         The cache is an attn.ActivationCache (a dict with cache["pattern", 3],
         accumulated_resid, decompose_resid, apply_ln_to_stack, ...).
@@ -500,7 +500,11 @@ class Model(_lens.WeightAttributes):
             else:
                 raise TypeError(f"fwd_hooks: a hook name or a name filter, got {where!r}")
         if recording is not None:
-            points = _ALL_POINTS
+            # Only the points whose names are kept: hook_result and the
+            # per-head inputs cost work of their own (attn_decoder.h).
+            for name in _core.hook_names(self.config["n_layers"]):
+                if recording[0](name):
+                    points |= 1 << _core.hook_parse(name)[0]
 
         def dispatch(name, buf, shape):
             tensor = np.frombuffer(buf, dtype=np.float32).reshape((1,) + tuple(shape))

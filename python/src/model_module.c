@@ -345,45 +345,39 @@ static PyObject *model_token(PyObject *self, PyObject *args) {
     return Py_BuildValue("(y#i)", piece, (Py_ssize_t)len, (int)type);
 }
 
-PyDoc_STRVAR(gguf_tensor_doc, "gguf_tensor(path: bytes, name: str) -> (bytearray, shape) or None\n--\n\n"
-                              "A GGUF tensor dequantized to float32 (attn_gguf_dequantize_rows), its\n"
-                              "shape in numpy's order (slowest first); None when the file has no such\n"
-                              "tensor; private (attn.Model's weights).");
+PyDoc_STRVAR(model_weight_doc, "model_weight(handle, name: str) -> (bytearray, rows, cols) or None\n--\n\n"
+                               "A weight of the loaded model by its GGUF name, float32, as the forward\n"
+                               "uses it (attn_decoder_weight): a projection [rows = d_out, cols = d_in],\n"
+                               "a vector [rows] with cols 1; None when this model has no such tensor\n"
+                               "(a bias of Gemma 3); private (attn.Model's weights).");
 
-static PyObject *gguf_tensor(PyObject *self, PyObject *args) {
-    const char *path, *name;
+static PyObject *model_weight(PyObject *self, PyObject *args) {
+    PyObject *capsule;
+    const char *name;
     (void)self;
-    if (!PyArg_ParseTuple(args, "ys", &path, &name)) return NULL;
-    attn_gguf *g = NULL;
-    attn_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = attn_gguf_open(path, &g);
-    Py_END_ALLOW_THREADS
+    if (!PyArg_ParseTuple(args, "Os", &capsule, &name)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    int64_t rows, cols;
+    attn_status st = attn_decoder_weight(h->decoder, name, NULL, 0, &rows, &cols);
+    if (st == ATTN_ERR_INVALID_ARGUMENT && strstr(attn_last_error(), " has no ")) Py_RETURN_NONE;
     if (st != ATTN_OK) {
         raise_status(st, NULL);
         return NULL;
     }
-    attn_gguf_tensor t;
-    PyObject *result = NULL;
-    if (attn_gguf_find_tensor(g, name, &t) != ATTN_OK) {
-        attn_gguf_free(g);
-        Py_RETURN_NONE;
+    PyObject *data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(rows * cols * (int64_t)sizeof(float)));
+    if (!data) return NULL;
+    float *out = (float *)PyByteArray_AS_STRING(data);
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_decoder_weight(h->decoder, name, out, rows * cols, &rows, &cols);
+    Py_END_ALLOW_THREADS
+    if (st != ATTN_OK) {
+        Py_DECREF(data);
+        raise_status(st, NULL);
+        return NULL;
     }
-    PyObject *data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(t.n_elements * (int64_t)sizeof(float)));
-    PyObject *shape = data ? PyTuple_New(t.n_dims) : NULL;
-    if (shape) {
-        for (int d = 0; d < t.n_dims; d++)
-            PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(t.dims[t.n_dims - 1 - d]));
-        float *out = (float *)PyByteArray_AS_STRING(data);
-        Py_BEGIN_ALLOW_THREADS
-        st = attn_gguf_dequantize_rows(g, &t, 0, t.n_rows, out);
-        Py_END_ALLOW_THREADS
-        if (st != ATTN_OK) raise_status(st, NULL);
-        else result = PyTuple_Pack(2, data, shape);
-    }
-    Py_XDECREF(data);
-    Py_XDECREF(shape);
-    attn_gguf_free(g);
+    PyObject *result = Py_BuildValue("(OLL)", data, (long long)rows, (long long)cols);
+    Py_DECREF(data);
     return result;
 }
 
@@ -928,7 +922,7 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_detokenize", model_detokenize, METH_VARARGS, model_detokenize_doc},
     {"model_token", model_token, METH_VARARGS, model_token_doc},
     {"model_find", model_find, METH_VARARGS, model_find_doc},
-    {"gguf_tensor", gguf_tensor, METH_VARARGS, gguf_tensor_doc},
+    {"model_weight", model_weight, METH_VARARGS, model_weight_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
     {"model_chat_prompt", model_chat_prompt, METH_VARARGS, model_chat_prompt_doc},

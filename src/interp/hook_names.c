@@ -37,6 +37,17 @@ static const struct site_row {
     [ATTN_HOOK_SITE_RESID_POST] = {"hook_resid_post", true, ATTN_HOOK_ROWS, -1},
     [ATTN_HOOK_SITE_LN_FINAL] = {"ln_final.hook_normalized", false, ATTN_HOOK_ROWS, -1},
     [ATTN_HOOK_SITE_RESULT] = {"attn.hook_result", true, ATTN_HOOK_HEADS, ATTN_HOOK_RESULT},
+    [ATTN_HOOK_SITE_LN_FINAL_SCALE] = {"ln_final.hook_scale", false, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_Q_INPUT] = {"hook_q_input", true, ATTN_HOOK_HEADS, -1},
+    [ATTN_HOOK_SITE_K_INPUT] = {"hook_k_input", true, ATTN_HOOK_HEADS, -1},
+    [ATTN_HOOK_SITE_V_INPUT] = {"hook_v_input", true, ATTN_HOOK_HEADS, -1},
+    [ATTN_HOOK_SITE_LN1_SCALE] = {"ln1.hook_scale", true, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_LN1_NORMALIZED] = {"ln1.hook_normalized", true, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_LN2_SCALE] = {"ln2.hook_scale", true, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_LN2_NORMALIZED] = {"ln2.hook_normalized", true, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_MLP_PRE] = {"mlp.hook_pre", true, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", true, ATTN_HOOK_ROWS, -1},
+    [ATTN_HOOK_SITE_MLP_POST] = {"mlp.hook_post", true, ATTN_HOOK_ROWS, -1},
 };
 
 static bool site_valid(attn_hook_site site) { return (unsigned)site < ATTN_HOOK_SITES; }

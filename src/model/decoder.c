@@ -482,36 +482,58 @@ static attn_status unpermute_heads(attn_decoder *m, decoder_weight *w, int64_t n
     return ATTN_OK;
 }
 
+void attn__decoder_layer_slot(decoder_layer *w, int i, float ***vec, decoder_weight **mat) {
+    *vec = NULL;
+    *mat = NULL;
+    switch ((arch_layer_tensor)i) {
+    case ARCH_ATTN_NORM: *vec = &w->attn_norm; break;
+    case ARCH_Q: *mat = &w->wq; break;
+    case ARCH_K: *mat = &w->wk; break;
+    case ARCH_V: *mat = &w->wv; break;
+    case ARCH_Q_BIAS: *vec = &w->bq; break;
+    case ARCH_K_BIAS: *vec = &w->bk; break;
+    case ARCH_V_BIAS: *vec = &w->bv; break;
+    case ARCH_Q_NORM: *vec = &w->q_norm; break;
+    case ARCH_K_NORM: *vec = &w->k_norm; break;
+    case ARCH_ATTN_OUT: *mat = &w->wo; break;
+    case ARCH_POST_ATTN_NORM: *vec = &w->post_attn_norm; break;
+    case ARCH_FFN_NORM: *vec = &w->ffn_norm; break;
+    case ARCH_FFN_GATE: *mat = &w->w_gate; break;
+    case ARCH_FFN_UP: *mat = &w->w_up; break;
+    case ARCH_FFN_DOWN: *mat = &w->w_down; break;
+    case ARCH_POST_FFN_NORM: *vec = &w->post_ffn_norm; break;
+    case ARCH_LAYER_TENSORS: break;
+    }
+}
+
 static attn_status load_layer(const attn_gguf *g, const decoder_arch *row, attn_decoder *m, int64_t l,
                               decoder_layer *w) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, q_width = c->n_heads * c->head_dim, kv_width = c->n_kv_heads * c->head_dim;
     const int bias_missing_ok = !c->qkv_bias, qk_missing_ok = !c->qk_norm, post_missing_ok = !c->post_norms;
     /* Each tensor's GGUF dims; optional: absent is allowed (present, it is
-     * read and used, whatever the architecture).  A vector goes to vec, a
-     * matrix to mat. */
+     * read and used, whatever the architecture).  Where it goes:
+     * attn__decoder_layer_slot. */
     const struct {
         int64_t d0, d1;
         int optional;
-        float **vec;
-        decoder_weight *mat;
     } table[] = {
-        [ARCH_ATTN_NORM] = {d, 1, 0, &w->attn_norm, NULL},
-        [ARCH_Q] = {d, q_width, 0, NULL, &w->wq},
-        [ARCH_K] = {d, kv_width, 0, NULL, &w->wk},
-        [ARCH_V] = {d, kv_width, 0, NULL, &w->wv},
-        [ARCH_Q_BIAS] = {q_width, 1, bias_missing_ok, &w->bq, NULL},
-        [ARCH_K_BIAS] = {kv_width, 1, bias_missing_ok, &w->bk, NULL},
-        [ARCH_V_BIAS] = {kv_width, 1, bias_missing_ok, &w->bv, NULL},
-        [ARCH_Q_NORM] = {c->head_dim, 1, qk_missing_ok, &w->q_norm, NULL},
-        [ARCH_K_NORM] = {c->head_dim, 1, qk_missing_ok, &w->k_norm, NULL},
-        [ARCH_ATTN_OUT] = {q_width, d, 0, NULL, &w->wo},
-        [ARCH_POST_ATTN_NORM] = {d, 1, post_missing_ok, &w->post_attn_norm, NULL},
-        [ARCH_FFN_NORM] = {d, 1, 0, &w->ffn_norm, NULL},
-        [ARCH_FFN_GATE] = {d, c->d_ffn, 0, NULL, &w->w_gate},
-        [ARCH_FFN_UP] = {d, c->d_ffn, 0, NULL, &w->w_up},
-        [ARCH_FFN_DOWN] = {c->d_ffn, d, 0, NULL, &w->w_down},
-        [ARCH_POST_FFN_NORM] = {d, 1, post_missing_ok, &w->post_ffn_norm, NULL},
+        [ARCH_ATTN_NORM] = {d, 1, 0},
+        [ARCH_Q] = {d, q_width, 0},
+        [ARCH_K] = {d, kv_width, 0},
+        [ARCH_V] = {d, kv_width, 0},
+        [ARCH_Q_BIAS] = {q_width, 1, bias_missing_ok},
+        [ARCH_K_BIAS] = {kv_width, 1, bias_missing_ok},
+        [ARCH_V_BIAS] = {kv_width, 1, bias_missing_ok},
+        [ARCH_Q_NORM] = {c->head_dim, 1, qk_missing_ok},
+        [ARCH_K_NORM] = {c->head_dim, 1, qk_missing_ok},
+        [ARCH_ATTN_OUT] = {q_width, d, 0},
+        [ARCH_POST_ATTN_NORM] = {d, 1, post_missing_ok},
+        [ARCH_FFN_NORM] = {d, 1, 0},
+        [ARCH_FFN_GATE] = {d, c->d_ffn, 0},
+        [ARCH_FFN_UP] = {d, c->d_ffn, 0},
+        [ARCH_FFN_DOWN] = {c->d_ffn, d, 0},
+        [ARCH_POST_FFN_NORM] = {d, 1, post_missing_ok},
     };
     _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -520,9 +542,11 @@ static attn_status load_layer(const attn_gguf *g, const decoder_arch *row, attn_
         char name[96];
         snprintf(name, sizeof name, "%s%lld.%s", row->gguf->layer_prefix, (long long)l, suffix);
         int found;
-        attn_status st = table[i].mat ? load_matrix(g, m, name, table[i].d0, table[i].d1, table[i].optional,
-                                                    table[i].mat, &found)
-                                      : load_vector(g, m, name, table[i].d0, table[i].optional, table[i].vec);
+        float **vec;
+        decoder_weight *mat;
+        attn__decoder_layer_slot(w, (int)i, &vec, &mat);
+        attn_status st = mat ? load_matrix(g, m, name, table[i].d0, table[i].d1, table[i].optional, mat, &found)
+                             : load_vector(g, m, name, table[i].d0, table[i].optional, vec);
         if (st) return st;
     }
     if (row->gguf_permuted_qk) {

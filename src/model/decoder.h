@@ -13,6 +13,8 @@
 
 #include "attn_cache.h"
 #include "attn_decoder.h"
+
+#include <stdbool.h>
 #include "attn_quant.h"
 #include "base/base.h"
 
@@ -56,6 +58,12 @@ enum { DECODER_TENSORS_PER_LAYER = 16, DECODER_TENSORS_OUTSIDE = 3 };
 
 /* A decoder with no weights yet for cfg: its layer table and room for
  * every tensor it may own (decoder.c's loader and decoder_hf.c's). */
+/* Where a layer's tensor i (arch.h's arch_layer_tensor) lives in w: a
+ * vector (*vec set, *mat NULL) or a matrix (*mat set, *vec NULL); the one
+ * map from the architectures' tensor lists to decoder_layer's fields, for
+ * both loaders and attn_decoder_weight. */
+void attn__decoder_layer_slot(decoder_layer *w, int i, float ***vec, decoder_weight **mat);
+
 attn_status attn__decoder_new(const attn_decoder_config *cfg, attn_decoder **out);
 /* The sizes of cfg (counts positive, Hq a multiple of Hkv, an even head
  * width) and their products without overflow; messages start with what. */
@@ -94,6 +102,36 @@ int attn__decoder_attention_hooked(const attn_decoder_outputs *out);
 attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t layer, const attn_tensor *q,
                                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_options *opt,
                                         float *weights, attn_tensor *z);
+/* The hook points the forward computes only when asked
+ * (decoder_hook_extra.c).
+ * inputs_take: hook_q_input, hook_k_input, hook_v_input of a layer (the
+ *   stream x [L, d] once per head, [L, H, d]) shown to the hook; the heads
+ *   it changed, with their rows, are kept in *in (nothing when none did).
+ * inputs_apply: which 0, 1, 2 (q, k, v): each changed head's rows through
+ *   the layer's norm (norm_weight) and the projection w (+ bias) replace
+ *   that head's Dh columns of proj [L, H*Dh].
+ * norm_hooks: the norm of rows x [rows, d] into y (already computed by the
+ *   caller, y = rmsnorm(x) * w) shown as hook_scale [rows, 1] (a written
+ *   scale recomputes its row) and hook_normalized [rows, d] (y itself).
+ * result_hook: hook_result [L, Hq, d] of z [L, Hq*Dh] through wo; written,
+ *   o [L, d] becomes the sum of the heads' results. */
+typedef struct decoder_inputs {
+    float *rows[3];   /* [L, H, d] per projection, or NULL: nothing changed */
+    bool *changed[3]; /* [H]                                                */
+    int64_t heads[3];
+} decoder_inputs;
+attn_status attn__decoder_inputs_take(const attn_decoder_outputs *out, const attn_decoder_config *c, int64_t layer,
+                                      const float *x, int64_t L, decoder_inputs *in);
+attn_status attn__decoder_inputs_apply(const attn_decoder *m, const decoder_inputs *in, int which,
+                                       const float *norm_weight, const decoder_weight *w, const float *bias,
+                                       int64_t L, float *proj);
+void attn__decoder_inputs_free(decoder_inputs *in);
+attn_status attn__decoder_norm_hooks(const attn_decoder_outputs *out, attn_decoder_hook_point scale_point,
+                                     attn_decoder_hook_point normalized_point, int64_t layer, const float *x,
+                                     int64_t rows, int64_t d, const float *w, double eps, float *y);
+attn_status attn__decoder_result_hook(const attn_decoder *m, const attn_decoder_outputs *out, const decoder_weight *wo,
+                                      int64_t layer, const float *z, int64_t L, float *o);
+
 /* Where a forward's keys and values go when they are cached (decoder_session.c):
  * the L tokens are at positions pos0 .. pos0 + L - 1 of sequence seq. */
 typedef struct decoder_kv {

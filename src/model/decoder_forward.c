@@ -11,7 +11,8 @@
  * which is attn's [1, L, H, Dh] as it stands (no transposes).
  *
  * Per layer, with x the residual stream [L, d] (docs/models.md has the
- * equations with Hugging Face's names):
+ * equations with Hugging Face's names; the hook points, attn_decoder.h,
+ * show each step):
  *   h = rmsnorm(x) * attn_norm
  *   q = h Wq^T (+ bq)   k = h Wk^T (+ bk)   v = h Wv^T (+ bv)
  *   q, k = rmsnorm per head * q_norm, k_norm           (gemma3: QK-norm)
@@ -141,13 +142,16 @@ done:
 
 static attn_status attention_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L,
                                      const decoder_kv *kv, scratch *s, attn_kernel kernel, float *weights,
-                                     const attn_decoder_outputs *out) {
+                                     const decoder_inputs *inputs, const attn_decoder_outputs *out) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
     attn_status st;
     if ((st = attn__decoder_matmul(m, s->h, L, &w->wq, w->bq, s->q)) ||
         (st = attn__decoder_matmul(m, s->h, L, &w->wk, w->bk, s->k)) ||
-        (st = attn__decoder_matmul(m, s->h, L, &w->wv, w->bv, s->v)))
+        (st = attn__decoder_matmul(m, s->h, L, &w->wv, w->bv, s->v)) ||
+        (st = attn__decoder_inputs_apply(m, inputs, 0, w->attn_norm, &w->wq, w->bq, L, s->q)) ||
+        (st = attn__decoder_inputs_apply(m, inputs, 1, w->attn_norm, &w->wk, w->bk, L, s->k)) ||
+        (st = attn__decoder_inputs_apply(m, inputs, 2, w->attn_norm, &w->wv, w->bv, L, s->v)))
         return st;
     if (w->q_norm) rmsnorm_rows(s->ek, s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
     if (w->k_norm) rmsnorm_rows(s->ek, s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);
@@ -194,19 +198,24 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         else st = attn_sdpa_forward(&q, &k, &v, &opt, &a, weights, NULL);
         if (st) return st;
     }
-    return attn__decoder_matmul(m, s->a, L, &w->wo, NULL, s->o);
+    if ((st = attn__decoder_matmul(m, s->a, L, &w->wo, NULL, s->o))) return st;
+    return attn__decoder_result_hook(m, out, &w->wo, layer, s->a, L, s->o);
 }
 
 /* The FFN of one layer: s->h [L, d] in, s->o [L, d] out (before the post-norm). */
-static attn_status ffn_forward(const attn_decoder *m, const decoder_layer *w, int64_t L, scratch *s) {
+static attn_status ffn_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L, scratch *s,
+                               const attn_decoder_outputs *out) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t F = c->d_ffn;
     attn_status st;
     if ((st = attn__decoder_matmul(m, s->h, L, &w->w_gate, NULL, s->gate)) ||
-        (st = attn__decoder_matmul(m, s->h, L, &w->w_up, NULL, s->up)))
+        (st = attn__decoder_matmul(m, s->h, L, &w->w_up, NULL, s->up)) ||
+        (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_PRE, layer, s->gate, 2, L, F, 0)) ||
+        (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_PRE_LINEAR, layer, s->up, 2, L, F, 0)))
         return st;
     if (c->activation == ATTN_DECODER_SWIGLU) s->ek->silu_mul(s->gate, s->up, L * F);
     else s->ek->gelu_tanh_mul(s->gate, s->up, L * F);
+    if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_POST, layer, s->gate, 2, L, F, 0))) return st;
     return attn__decoder_matmul(m, s->gate, L, &w->w_down, NULL, s->o);
 }
 
@@ -243,14 +252,23 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         const decoder_layer *w = &m->layers[l];
         float *weights = out->attention ? out->attention[l] : NULL;
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_PRE, l, s.x, 2, L, d, 0))) goto done;
+        decoder_inputs inputs;
+        if ((st = attn__decoder_inputs_take(out, c, l, s.x, L, &inputs))) goto done;
         rmsnorm_rows(s.ek, s.x, L, d, w->attn_norm, c->rms_eps, s.h);
-        if ((st = attention_forward(m, w, l, L, kv, &s, out->kernel, weights, out))) goto done;
+        if (!(st = attn__decoder_norm_hooks(out, ATTN_DECODER_HOOK_LN1_SCALE, ATTN_DECODER_HOOK_LN1_NORMALIZED, l, s.x,
+                                            L, d, w->attn_norm, c->rms_eps, s.h)))
+            st = attention_forward(m, w, l, L, kv, &s, out->kernel, weights, &inputs, out);
+        attn__decoder_inputs_free(&inputs);
+        if (st) goto done;
         if (w->post_attn_norm) rmsnorm_rows(s.ek, s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ATTN_OUT, l, s.o, 2, L, d, 0))) goto done;
         s.ek->add(s.x, s.o, L * d);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_RESID_MID, l, s.x, 2, L, d, 0))) goto done;
         rmsnorm_rows(s.ek, s.x, L, d, w->ffn_norm, c->rms_eps, s.h);
-        if ((st = ffn_forward(m, w, L, &s))) goto done;
+        if ((st = attn__decoder_norm_hooks(out, ATTN_DECODER_HOOK_LN2_SCALE, ATTN_DECODER_HOOK_LN2_NORMALIZED, l, s.x, L,
+                                           d, w->ffn_norm, c->rms_eps, s.h)) ||
+            (st = ffn_forward(m, w, l, L, &s, out)))
+            goto done;
         if (w->post_ffn_norm) rmsnorm_rows(s.ek, s.o, L, d, w->post_ffn_norm, c->rms_eps, s.o);
         if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_MLP_OUT, l, s.o, 2, L, d, 0))) goto done;
         s.ek->add(s.x, s.o, L * d);
@@ -265,7 +283,9 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
     if (out->logits) {
         const int64_t first = out->last_only ? L - 1 : 0;
         rmsnorm_rows(s.ek, s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h);
-        if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_LN_FINAL, -1, s.h, 2, L - first, d, 0))) goto done;
+        if ((st = attn__decoder_norm_hooks(out, ATTN_DECODER_HOOK_LN_FINAL_SCALE, ATTN_DECODER_HOOK_LN_FINAL, -1,
+                                           s.x + first * d, L - first, d, m->output_norm, c->rms_eps, s.h)))
+            goto done;
         if ((st = attn__decoder_matmul(m, s.h, L - first, &m->output, NULL, out->logits))) goto done;
         /* The weights were checked at load: a non-finite logit is an
          * activation that overflowed; never handed on as a number. */

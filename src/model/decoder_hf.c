@@ -439,31 +439,29 @@ static attn_status load_layer(const attn_safetensors *st, const decoder_arch *ro
                               decoder_layer *w) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, qw = c->n_heads * c->head_dim, kvw = c->n_kv_heads * c->head_dim, F = c->d_ffn;
-    /* Each tensor's shape (cols 0: a vector, to vec; else a matrix, to
-     * mat); absent: the architecture does not have it; norm: a norm's
-     * weights (1 + w where the row says so). */
+    /* Each tensor's shape (cols 0: a vector; else a matrix); absent: the
+     * architecture does not have it; norm: a norm's weights (1 + w where
+     * the row says so).  Where it goes: attn__decoder_layer_slot. */
     const struct {
         int64_t rows, cols;
         int absent, norm;
-        float **vec;
-        decoder_weight *mat;
     } table[] = {
-        [ARCH_ATTN_NORM] = {d, 0, 0, 1, &w->attn_norm, NULL},
-        [ARCH_Q] = {qw, d, 0, 0, NULL, &w->wq},
-        [ARCH_K] = {kvw, d, 0, 0, NULL, &w->wk},
-        [ARCH_V] = {kvw, d, 0, 0, NULL, &w->wv},
-        [ARCH_Q_BIAS] = {qw, 0, !c->qkv_bias, 0, &w->bq, NULL},
-        [ARCH_K_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bk, NULL},
-        [ARCH_V_BIAS] = {kvw, 0, !c->qkv_bias, 0, &w->bv, NULL},
-        [ARCH_Q_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->q_norm, NULL},
-        [ARCH_K_NORM] = {c->head_dim, 0, !c->qk_norm, 1, &w->k_norm, NULL},
-        [ARCH_ATTN_OUT] = {d, qw, 0, 0, NULL, &w->wo},
-        [ARCH_POST_ATTN_NORM] = {d, 0, !c->post_norms, 1, &w->post_attn_norm, NULL},
-        [ARCH_FFN_NORM] = {d, 0, 0, 1, &w->ffn_norm, NULL},
-        [ARCH_FFN_GATE] = {F, d, 0, 0, NULL, &w->w_gate},
-        [ARCH_FFN_UP] = {F, d, 0, 0, NULL, &w->w_up},
-        [ARCH_FFN_DOWN] = {d, F, 0, 0, NULL, &w->w_down},
-        [ARCH_POST_FFN_NORM] = {d, 0, !c->post_norms, 1, &w->post_ffn_norm, NULL},
+        [ARCH_ATTN_NORM] = {d, 0, 0, 1},
+        [ARCH_Q] = {qw, d, 0, 0},
+        [ARCH_K] = {kvw, d, 0, 0},
+        [ARCH_V] = {kvw, d, 0, 0},
+        [ARCH_Q_BIAS] = {qw, 0, !c->qkv_bias, 0},
+        [ARCH_K_BIAS] = {kvw, 0, !c->qkv_bias, 0},
+        [ARCH_V_BIAS] = {kvw, 0, !c->qkv_bias, 0},
+        [ARCH_Q_NORM] = {c->head_dim, 0, !c->qk_norm, 1},
+        [ARCH_K_NORM] = {c->head_dim, 0, !c->qk_norm, 1},
+        [ARCH_ATTN_OUT] = {d, qw, 0, 0},
+        [ARCH_POST_ATTN_NORM] = {d, 0, !c->post_norms, 1},
+        [ARCH_FFN_NORM] = {d, 0, 0, 1},
+        [ARCH_FFN_GATE] = {F, d, 0, 0},
+        [ARCH_FFN_UP] = {F, d, 0, 0},
+        [ARCH_FFN_DOWN] = {d, F, 0, 0},
+        [ARCH_POST_FFN_NORM] = {d, 0, !c->post_norms, 1},
     };
     _Static_assert(sizeof table / sizeof table[0] == DECODER_TENSORS_PER_LAYER, "one entry per tensor of a layer");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -473,9 +471,11 @@ static attn_status load_layer(const attn_safetensors *st, const decoder_arch *ro
         if (table[i].absent || !row->hf->layer[i]) continue;
         char name[128];
         snprintf(name, sizeof name, "%s%lld.%s", row->hf->layer_prefix, (long long)l, row->hf->layer[i]);
-        attn_status status =
-            table[i].mat ? load_matrix(st, m, name, table[i].rows, table[i].cols, table[i].mat)
-                         : load_vector(st, m, name, table[i].rows, row->hf_norm_plus_one && table[i].norm, table[i].vec);
+        float **vec;
+        decoder_weight *mat;
+        attn__decoder_layer_slot(w, (int)i, &vec, &mat);
+        attn_status status = mat ? load_matrix(st, m, name, table[i].rows, table[i].cols, mat)
+                                 : load_vector(st, m, name, table[i].rows, row->hf_norm_plus_one && table[i].norm, vec);
         if (status) return status;
     }
     return ATTN_OK;

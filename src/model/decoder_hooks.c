@@ -22,9 +22,12 @@
 _Static_assert(SAME(EMBED) && SAME(RESID_PRE) && SAME(Q) && SAME(K) &&
                    SAME(V) && SAME(ROT_Q) && SAME(ROT_K) && SAME(ATTN_SCORES) &&
                    SAME(PATTERN) && SAME(Z) && SAME(ATTN_OUT) && SAME(RESID_MID) &&
-                   SAME(MLP_OUT) && SAME(RESID_POST) && SAME(LN_FINAL) &&
-                   (int)ATTN_DECODER_HOOK_POINTS == (int)ATTN_HOOK_SITE_RESULT,
-               "attn_decoder_hook_point numbers the first sites of attn_hook_site");
+                   SAME(MLP_OUT) && SAME(RESID_POST) && SAME(LN_FINAL) && SAME(RESULT) &&
+                   SAME(LN_FINAL_SCALE) && SAME(Q_INPUT) && SAME(K_INPUT) && SAME(V_INPUT) &&
+                   SAME(LN1_SCALE) && SAME(LN1_NORMALIZED) && SAME(LN2_SCALE) && SAME(LN2_NORMALIZED) &&
+                   SAME(MLP_PRE) && SAME(MLP_PRE_LINEAR) && SAME(MLP_POST) &&
+                   (int)ATTN_DECODER_HOOK_POINTS == (int)ATTN_HOOK_SITES && ATTN_HOOK_SITES <= 32,
+               "attn_decoder_hook_point numbers the sites of attn_hook_site (a bit each of a uint32_t)");
 #undef SAME
 
 const char *attn_decoder_hook_suffix(attn_decoder_hook_point point) {
@@ -44,9 +47,6 @@ attn_status attn_decoder_hook_parse(const char *name, attn_decoder_hook_point *p
     int64_t l;
     const attn_status st = attn_hook_parse(name, ATTN_HOOK_NAME_FULL, &site, &l);
     if (st) return st;
-    if ((unsigned)site >= ATTN_DECODER_HOOK_POINTS)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "hook '%s' is not a decoder hook point (the attention "
-                          "module's trace has it: attn_interp.h)", name);
     *point = (attn_decoder_hook_point)site;
     *layer = l;
     return ATTN_OK;

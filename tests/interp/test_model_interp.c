@@ -95,8 +95,17 @@ static void test_names(void **state) {
         assert_non_null(attn_decoder_hook_name((attn_decoder_hook_point)p, 7, buf, sizeof buf));
         assert_ok(attn_decoder_hook_parse(buf, &back, &layer));
         assert_int_equal(back, p);
-        assert_int_equal(layer, p == ATTN_DECODER_HOOK_EMBED || p == ATTN_DECODER_HOOK_LN_FINAL ? -1 : 7);
+        assert_int_equal(layer, p == ATTN_DECODER_HOOK_EMBED || p == ATTN_DECODER_HOOK_LN_FINAL ||
+                                        p == ATTN_DECODER_HOOK_LN_FINAL_SCALE
+                                    ? -1
+                                    : 7);
     }
+    assert_string_equal(attn_decoder_hook_name(ATTN_DECODER_HOOK_LN1_SCALE, 2, buf, sizeof buf),
+                        "blocks.2.ln1.hook_scale");
+    assert_string_equal(attn_decoder_hook_name(ATTN_DECODER_HOOK_Q_INPUT, 2, buf, sizeof buf),
+                        "blocks.2.hook_q_input");
+    assert_string_equal(attn_decoder_hook_name(ATTN_DECODER_HOOK_MLP_PRE_LINEAR, 0, buf, sizeof buf),
+                        "blocks.0.mlp.hook_pre_linear");
     assert_string_equal(attn_decoder_hook_name(ATTN_DECODER_HOOK_PATTERN, 3, buf, sizeof buf),
                         "blocks.3.attn.hook_pattern");
     attn_decoder_hook_point back;
@@ -128,6 +137,13 @@ static void test_vocabulary(void **state) {
         {"pattern", ATTN_HOOK_NAME_SHORT, ATTN_HOOK_SITE_PATTERN, -1},
         {"hook_attn_scores", ATTN_HOOK_NAME_SHORT, ATTN_HOOK_SITE_ATTN_SCORES, -1},
         {"anything.hook_resid_mid", ATTN_HOOK_NAME_SHORT, ATTN_HOOK_SITE_RESID_MID, -1},
+        {"blocks.4.ln2.hook_normalized", ATTN_HOOK_NAME_FULL, ATTN_HOOK_SITE_LN2_NORMALIZED, 4},
+        {"ln_final.hook_scale", ATTN_HOOK_NAME_FULL, ATTN_HOOK_SITE_LN_FINAL_SCALE, -1},
+        {"mlp.hook_post", ATTN_HOOK_NAME_SUFFIX, ATTN_HOOK_SITE_MLP_POST, -1},
+        {"v_input", ATTN_HOOK_NAME_SHORT, ATTN_HOOK_SITE_V_INPUT, -1},
+        /* ambiguous short names mean ln_final's, as get_act_name's without a layer */
+        {"scale", ATTN_HOOK_NAME_SHORT, ATTN_HOOK_SITE_LN_FINAL_SCALE, -1},
+        {"normalized", ATTN_HOOK_NAME_SHORT, ATTN_HOOK_SITE_LN_FINAL, -1},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         attn_hook_site site = ATTN_HOOK_SITES;
@@ -147,6 +163,8 @@ static void test_vocabulary(void **state) {
         {"blocks.3.hook_embed", ATTN_HOOK_NAME_FULL | ATTN_HOOK_NAME_SUFFIX, "is not a hook point"},
         {"blocks.*.hook_embed", ATTN_HOOK_NAME_ANY_LAYER, "is not a hook point"},
         {"blocks.3.hook_resid", ATTN_HOOK_NAME_FULL, "blocks.3.hook_resid"},
+        {"blocks.3.attn.hook_q_input", ATTN_HOOK_NAME_FULL, "is not a hook point"}, /* TransformerLens: blocks.3.hook_q_input */
+        {"blocks.3.ln_final.hook_scale", ATTN_HOOK_NAME_FULL, "is not a hook point"},
         {"", ATTN_HOOK_NAME_SHORT, "is not a hook point"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -193,19 +211,32 @@ static void test_vocabulary(void **state) {
     assert_int_equal(attn_hook_from_name("hook_resid_pre", &h), ATTN_ERR_INVALID_ARGUMENT);
     assert_string_equal(attn_last_error(), "unknown hook 'hook_resid_pre' (expected hook_q, hook_k, hook_v, "
                                            "hook_attn_scores, hook_pattern, hook_z, hook_result or hook_attn_out)");
-    /* hook_result is the module's alone. */
+    /* hook_result is a decoder point too. */
     attn_decoder_hook_point point;
     int64_t layer;
-    assert_int_equal(attn_decoder_hook_parse("blocks.0.attn.hook_result", &point, &layer), ATTN_ERR_INVALID_ARGUMENT);
+    assert_ok(attn_decoder_hook_parse("blocks.0.attn.hook_result", &point, &layer));
+    assert_int_equal(point, ATTN_DECODER_HOOK_RESULT);
 }
 
-/* A model's names: 13 N + 2 of them, in the order a forward reaches them,
+/* The per-layer names of a layer, in the order the forward reaches them:
+ * the list attn_decoder.h's table documents, written out again here. */
+static const char *const layer_order[] = {
+    "hook_resid_pre",      "hook_q_input",     "hook_k_input",        "hook_v_input",
+    "ln1.hook_scale",      "ln1.hook_normalized", "attn.hook_q",      "attn.hook_k",
+    "attn.hook_v",         "attn.hook_rot_q",  "attn.hook_rot_k",     "attn.hook_attn_scores",
+    "attn.hook_pattern",   "attn.hook_z",      "attn.hook_result",    "hook_attn_out",
+    "hook_resid_mid",      "ln2.hook_scale",   "ln2.hook_normalized", "mlp.hook_pre",
+    "mlp.hook_pre_linear", "mlp.hook_post",    "hook_mlp_out",        "hook_resid_post",
+};
+enum { PER_LAYER = sizeof layer_order / sizeof layer_order[0] };
+
+/* A model's names: 24 N + 3 of them, in the order a forward reaches them,
  * each once; and globs over them. */
 static void test_model_names(void **state) {
     (void)state;
     enum { LAYERS = 18 };
     const int64_t count = attn_model_hook_count(LAYERS);
-    assert_int_equal(count, 13 * LAYERS + 2);
+    assert_int_equal(count, PER_LAYER * LAYERS + 3);
     char name[96], previous[96] = "";
     int64_t last_layer = -1;
     int last_point = -1;
@@ -215,12 +246,15 @@ static void test_model_names(void **state) {
         assert_ok(attn_model_hook_at(LAYERS, i, &point, &layer));
         assert_non_null(attn_decoder_hook_name(point, layer, name, sizeof name));
         if (i == 0) assert_string_equal(name, "hook_embed");
-        if (i == 1) assert_string_equal(name, "blocks.0.hook_resid_pre");
-        if (i == 14) assert_string_equal(name, "blocks.1.hook_resid_pre");
+        if (i == count - 2) assert_string_equal(name, "ln_final.hook_scale");
         if (i == count - 1) assert_string_equal(name, "ln_final.hook_normalized");
-        /* forward order: by layer, then by point within a layer */
-        if (i > 0 && i < count - 1) {
-            assert_true(layer > last_layer || (layer == last_layer && (int)point > last_point));
+        /* forward order: by layer, then the layer's points as listed */
+        if (i > 0 && i < count - 2) {
+            char want[96];
+            snprintf(want, sizeof want, "blocks.%lld.%s", (long long)((i - 1) / PER_LAYER),
+                     layer_order[(i - 1) % PER_LAYER]);
+            assert_string_equal(name, want);
+            assert_true(layer > last_layer || (layer == last_layer && (int)point != last_point));
             last_layer = layer;
             last_point = (int)point;
         }
@@ -237,13 +271,16 @@ static void test_model_names(void **state) {
     assert_int_equal(attn_model_hook_at(LAYERS, count, &point, &layer), ATTN_ERR_INVALID_ARGUMENT);
     static const struct { const char *pattern; int64_t count; uint32_t points; } globs[] = {
         {"blocks.*.attn.hook_pattern", LAYERS, 1u << ATTN_DECODER_HOOK_PATTERN},
-        {"blocks.1[0-3].*", 4 * 13, ATTN_DECODER_HOOK_ALL & ~(1u << ATTN_DECODER_HOOK_EMBED | 1u << ATTN_DECODER_HOOK_LN_FINAL)},
+        {"blocks.1[0-3].*", 4 * PER_LAYER,
+         ATTN_DECODER_HOOK_ALL & ~(1u << ATTN_DECODER_HOOK_EMBED | 1u << ATTN_DECODER_HOOK_LN_FINAL |
+                                   1u << ATTN_DECODER_HOOK_LN_FINAL_SCALE)},
         {"hook_embed", 1, 1u << ATTN_DECODER_HOOK_EMBED},
-        {"ln_final.*", 1, 1u << ATTN_DECODER_HOOK_LN_FINAL},
-        {"*", 13 * LAYERS + 2, ATTN_DECODER_HOOK_ALL},
+        {"ln_final.*", 2, 1u << ATTN_DECODER_HOOK_LN_FINAL | 1u << ATTN_DECODER_HOOK_LN_FINAL_SCALE},
+        {"*", PER_LAYER * LAYERS + 3, ATTN_DECODER_HOOK_ALL},
         {"blocks.99.*", 0, 0},
         {"blocks.*.attn.hook_patern", 0, 0},
-        {"blocks.*.attn.hook_result", 0, 0}, /* the module's, not a decoder's */
+        {"blocks.*.attn.hook_result", LAYERS, 1u << ATTN_DECODER_HOOK_RESULT},
+        {"blocks.*.ln?.hook_scale", 2 * LAYERS, 1u << ATTN_DECODER_HOOK_LN1_SCALE | 1u << ATTN_DECODER_HOOK_LN2_SCALE},
     };
     for (size_t i = 0; i < sizeof globs / sizeof globs[0]; i++) {
         uint32_t points = 7;
@@ -308,6 +345,156 @@ static void test_layer_visible(void **state) {
 
 /* ======================================================== a tiny model */
 
+/* What test_extra_hooks keeps of layer 1 (the tiny Qwen: 5 tokens), and
+ * what it writes there. */
+enum { EXTRA_L = 5, EXTRA_LAYER = 1 };
+typedef struct extra_ctx {
+    int64_t d, F, Hq, Dh;
+    float resid_pre[EXTRA_L * 16], scale[EXTRA_L], normalized[EXTRA_L * 16], q[EXTRA_L * 4 * 4];
+    float z[EXTRA_L * 4 * 4], result[EXTRA_L * 4 * 16], attn_out[EXTRA_L * 16];
+    float pre[EXTRA_L * 64], pre_linear[EXTRA_L * 64], post[EXTRA_L * 64], final_scale[EXTRA_L];
+    int zero_q_input_head; /* >= 0: that head's hook_q_input rows are written 0 */
+    int double_scale;      /* ln1.hook_scale written times 2 */
+    int double_result;     /* head 0's hook_result written times 2 */
+} extra_ctx;
+
+static int extra_hook(void *user, const attn_decoder_hook_tensor *t) {
+    extra_ctx *k = user;
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    if (t->point == ATTN_DECODER_HOOK_LN_FINAL_SCALE) memcpy(k->final_scale, t->data, n * 4);
+    if (t->layer != EXTRA_LAYER) return 0;
+    switch (t->point) {
+    case ATTN_DECODER_HOOK_RESID_PRE: memcpy(k->resid_pre, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_Q_INPUT:
+        assert_int_equal(t->ndim, 3);
+        assert_int_equal(t->shape[1], k->Hq);
+        assert_int_equal(t->shape[2], k->d);
+        for (int64_t i = 0; i < EXTRA_L; i++)
+            for (int64_t h = 0; h < k->Hq; h++)
+                if (memcmp(t->data + (i * k->Hq + h) * k->d, k->resid_pre + i * k->d, (size_t)k->d * 4) != 0)
+                    fail_msg("hook_q_input row %lld head %lld is not resid_pre's", (long long)i, (long long)h);
+        if (k->zero_q_input_head >= 0)
+            for (int64_t i = 0; i < EXTRA_L; i++) memset(t->data + (i * k->Hq + k->zero_q_input_head) * k->d, 0, (size_t)k->d * 4);
+        break;
+    case ATTN_DECODER_HOOK_LN1_SCALE:
+        assert_int_equal(t->shape[1], 1);
+        if (k->double_scale)
+            for (size_t i = 0; i < n; i++) t->data[i] *= 2.0f;
+        memcpy(k->scale, t->data, n * 4);
+        break;
+    case ATTN_DECODER_HOOK_LN1_NORMALIZED: memcpy(k->normalized, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_Q: memcpy(k->q, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_Z: memcpy(k->z, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_RESULT:
+        if (k->double_result)
+            for (int64_t i = 0; i < EXTRA_L; i++)
+                for (int64_t e = 0; e < k->d; e++) t->data[(i * k->Hq + 0) * k->d + e] *= 2.0f;
+        memcpy(k->result, t->data, n * 4);
+        break;
+    case ATTN_DECODER_HOOK_ATTN_OUT: memcpy(k->attn_out, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_MLP_PRE: memcpy(k->pre, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_MLP_PRE_LINEAR: memcpy(k->pre_linear, t->data, n * 4); break;
+    case ATTN_DECODER_HOOK_MLP_POST: memcpy(k->post, t->data, n * 4); break;
+    default: break;
+    }
+    return 0;
+}
+
+static void extra_run(attn_decoder *m, const int32_t *ids, extra_ctx *k, float *logits) {
+    attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+    o.logits = logits;
+    o.tensor_hook = extra_hook;
+    o.tensor_hook_user = k;
+    o.tensor_hook_points = ATTN_DECODER_HOOK_ALL;
+    assert_ok(attn_decoder_forward(m, ids, EXTRA_L, &o));
+}
+
+/* The hook points TransformerLens has beyond the stream's: each against
+ * the weights read back from the model's file and sums in double, and what
+ * a write to each does. */
+static void test_extra_hooks(void **state) {
+    (void)state;
+    tiny_model tm;
+    tiny_build(&tm, &TINY_QWEN, 5);
+    attn_decoder *m = tiny_load(&tm);
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t d = c->d_model, F = c->d_ffn, Hq = c->n_heads, Dh = c->head_dim, V = c->vocab;
+    assert_true(d == 16 && Hq == 4 && Dh == 4 && F <= 64);
+    const int32_t ids[EXTRA_L] = {1, 7, 3, 9, 4};
+    float *clean = malloc((size_t)(EXTRA_L * V) * 4), *got = malloc((size_t)(EXTRA_L * V) * 4);
+    extra_ctx k = {.d = d, .F = F, .Hq = Hq, .Dh = Dh, .zero_q_input_head = -1};
+    extra_run(m, ids, &k, clean);
+    /* ln1: scale = sqrt(mean(x^2) + eps), normalized = x / scale * w. */
+    const float *ln1 = tiny_get(&tm, "blk.%lld.attn_norm.weight", EXTRA_LAYER);
+    for (int64_t i = 0; i < EXTRA_L; i++) {
+        double ss = 0;
+        for (int64_t e = 0; e < d; e++) ss += (double)k.resid_pre[i * d + e] * k.resid_pre[i * d + e];
+        const double scale = sqrt(ss / (double)d + c->rms_eps);
+        assert_float_equal(k.scale[i], scale, 1e-6 * scale);
+        for (int64_t e = 0; e < d; e++)
+            assert_float_equal(k.normalized[i * d + e], k.resid_pre[i * d + e] / scale * ln1[e], 1e-5);
+    }
+    /* hook_result: head h's z through its columns of W_O; their sum is
+     * hook_attn_out (no post-attention norm in Qwen2). */
+    const float *wo = tiny_get(&tm, "blk.%lld.attn_output.weight", EXTRA_LAYER); /* [d, Hq*Dh] */
+    for (int64_t i = 0; i < EXTRA_L; i++)
+        for (int64_t e = 0; e < d; e++) {
+            double total = 0;
+            for (int64_t h = 0; h < Hq; h++) {
+                double want = 0;
+                for (int64_t j = 0; j < Dh; j++) want += (double)k.z[(i * Hq + h) * Dh + j] * wo[e * Hq * Dh + h * Dh + j];
+                assert_float_equal(k.result[(i * Hq + h) * d + e], want, 1e-5);
+                total += k.result[(i * Hq + h) * d + e];
+            }
+            assert_float_equal(k.attn_out[i * d + e], total, 1e-5);
+        }
+    /* mlp: post = silu(pre) * pre_linear. */
+    for (int64_t i = 0; i < EXTRA_L * F; i++) {
+        const double g = k.pre[i], want = g / (1.0 + exp(-g)) * k.pre_linear[i];
+        assert_float_equal(k.post[i], want, 1e-5 * (1.0 + fabs(want)));
+    }
+    for (int64_t i = 0; i < EXTRA_L; i++) assert_true(k.final_scale[i] > 0.0f);
+
+    /* Writes.  Head 2's q input zeroed: its q is its bias (the norm of a
+     * zero row is 0), the other heads' q bit for bit as before. */
+    extra_ctx w = k;
+    w.zero_q_input_head = 2;
+    extra_run(m, ids, &w, got);
+    const float *bq = tiny_get(&tm, "blk.%lld.attn_q.bias", EXTRA_LAYER);
+    for (int64_t i = 0; i < EXTRA_L; i++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t j = 0; j < Dh; j++) {
+                const float a = w.q[(i * Hq + h) * Dh + j], b = h == 2 ? bq[h * Dh + j] : k.q[(i * Hq + h) * Dh + j];
+                if (memcmp(&a, &b, 4) != 0)
+                    fail_msg("q_input of head 2 zeroed: q[%lld, %lld, %lld] = %g, expected %g", (long long)i,
+                             (long long)h, (long long)j, (double)a, (double)b);
+            }
+    assert_true(memcmp(clean, got, (size_t)(EXTRA_L * V) * 4) != 0);
+    /* ln1's scale doubled: normalized halves. */
+    w = k;
+    w.double_scale = 1;
+    extra_run(m, ids, &w, got);
+    for (int64_t i = 0; i < EXTRA_L * d; i++) assert_float_equal(w.normalized[i], k.normalized[i] / 2, 1e-6);
+    /* Head 0's result doubled: attn_out grows by it. */
+    w = k;
+    w.double_result = 1;
+    extra_run(m, ids, &w, got);
+    for (int64_t i = 0; i < EXTRA_L; i++)
+        for (int64_t e = 0; e < d; e++)
+            assert_float_equal(w.attn_out[i * d + e], k.attn_out[i * d + e] + k.result[(i * Hq + 0) * d + e], 1e-5);
+    /* Written back unchanged (every hook returns what it was shown): the
+     * same bits. */
+    w = k;
+    extra_run(m, ids, &w, got);
+    assert_memory_equal(clean, got, (size_t)(EXTRA_L * V) * 4);
+    free(clean);
+    free(got);
+    attn_decoder_free(m);
+    tiny_free(&tm);
+}
+
+
 /* Patches the library refuses before any forward, each message naming the
  * patch; and the properties of the others on a model of random weights:
  * patching a run with itself changes no bit, patching the stream into
@@ -328,7 +515,7 @@ static void test_tiny_patches(void **state) {
         {{.kind = ATTN_MODEL_ABLATE_MEAN, .point = ATTN_DECODER_HOOK_PATTERN, .layer = -1}, "mean ablation"},
         {{.kind = ATTN_MODEL_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_Z, .layer = -1}, "blocks.*.attn.hook_z copies from a source run"},
         {{.kind = 7, .point = ATTN_DECODER_HOOK_Z, .layer = 0}, "kind 7"},
-        {{.kind = ATTN_MODEL_ABLATE_ZERO, .point = ATTN_DECODER_HOOK_POINTS, .layer = 0}, "point 15"},
+        {{.kind = ATTN_MODEL_ABLATE_ZERO, .point = ATTN_DECODER_HOOK_POINTS, .layer = 0}, "point 27"},
         {{.kind = ATTN_MODEL_ABLATE_ZERO, .point = ATTN_DECODER_HOOK_Z, .layer = 0, .n_positions = 2}, "2 positions"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -489,7 +676,10 @@ static void test_hooks_match_outputs(void **state) {
     expect_identical("hook_resid_post = hidden[1..]", hidden + LEN * d, k.resid_post, N * LEN * d);
     expect_identical("hook_pattern = attention", att, k.pattern, N * Hq * LEN * LEN);
     for (int p = 0; p < ATTN_DECODER_HOOK_POINTS; p++)
-        assert_int_equal(k.calls[p], p == ATTN_DECODER_HOOK_EMBED || p == ATTN_DECODER_HOOK_LN_FINAL ? 1 : N);
+        assert_int_equal(k.calls[p], p == ATTN_DECODER_HOOK_EMBED || p == ATTN_DECODER_HOOK_LN_FINAL ||
+                                             p == ATTN_DECODER_HOOK_LN_FINAL_SCALE
+                                         ? 1
+                                         : N);
     free(clean), free(hooked), free(hidden), free(att), free(att_ptr), free(k.embed), free(k.resid_post),
         free(k.pattern);
 }
@@ -777,6 +967,7 @@ int main(void) {
         cmocka_unit_test(test_stream_cosine),
         cmocka_unit_test(test_layer_visible),
         cmocka_unit_test(test_tiny_patches),
+        cmocka_unit_test(test_extra_hooks),
         cmocka_unit_test(test_hooks_match_outputs),
         cmocka_unit_test(test_patch_with_itself),
         cmocka_unit_test(test_patch_resid_pre_gives_source),

@@ -481,6 +481,61 @@ static void test_stored_types(void **state) {
     attn_decoder_free(f32);
 }
 
+/* Every weight by its GGUF name (attn_decoder_weight) equals the file's
+ * float32 tensor, with stored and float32 weights; the tied head reads the
+ * embedding; what is not a weight of the model is refused by name. */
+static void test_weight_by_name(void **state) {
+    (void)state;
+    const tiny_spec *specs[] = {&TINY_QWEN, &TINY_GEMMA};
+    for (size_t k = 0; k < 2; k++)
+        for (int as_f32 = 0; as_f32 < 2; as_f32++) {
+            tiny_model m;
+            tiny_build(&m, specs[k], 11);
+            attn_gguf *g;
+            attn_decoder *dec;
+            attn_decoder_options opt = ATTN_DECODER_OPTIONS_INIT;
+            opt.weights = as_f32 ? ATTN_WEIGHTS_F32 : ATTN_WEIGHTS_STORED;
+            assert_ok(attn_gguf_parse(m.file.data, m.file.len, &g));
+            assert_ok(attn_decoder_load_with(g, &opt, &dec));
+            attn_gguf_free(g);
+            for (int i = 0; i < m.n; i++) {
+                const tiny_tensor *t = &m.t[i];
+                int64_t rows = -1, cols = -1;
+                assert_ok(attn_decoder_weight(dec, t->name, NULL, 0, &rows, &cols));
+                if (rows != t->d1 * t->d0 / cols || cols != (t->d1 == 1 ? 1 : t->d0))
+                    fail_msg("%s: %lld x %lld, the file's dims %lld, %lld", t->name, (long long)rows, (long long)cols,
+                             (long long)t->d0, (long long)t->d1);
+                float *got = malloc((size_t)(rows * cols) * sizeof *got);
+                assert_ok(attn_decoder_weight(dec, t->name, got, rows * cols, &rows, &cols));
+                assert_memory_equal(got, t->data, (size_t)(rows * cols) * sizeof *got);
+                assert_refused(attn_decoder_weight(dec, t->name, got, rows * cols - 1, &rows, &cols), ATTN_ERR_SHAPE,
+                               t->name);
+                free(got);
+            }
+            const attn_decoder_config *c = attn_decoder_get_config(dec);
+            int64_t rows, cols;
+            if (!tiny_get(&m, "output.weight", 0)) {
+                /* tied: the head is the embedding */
+                float *head = malloc((size_t)(c->vocab * c->d_model) * sizeof *head);
+                assert_ok(attn_decoder_weight(dec, "output.weight", head, c->vocab * c->d_model, &rows, &cols));
+                assert_memory_equal(head, tiny_get(&m, "token_embd.weight", 0), (size_t)(rows * cols) * sizeof *head);
+                free(head);
+                assert_refused(attn_decoder_weight(dec, "blk.0.attn_q.bias", NULL, 0, &rows, &cols),
+                               ATTN_ERR_INVALID_ARGUMENT, "has no blk.0.attn_q.bias");
+            }
+            assert_refused(attn_decoder_weight(dec, "blk.99.attn_q.weight", NULL, 0, &rows, &cols),
+                           ATTN_ERR_INVALID_ARGUMENT, "layers");
+            assert_refused(attn_decoder_weight(dec, "model.norm.weight", NULL, 0, &rows, &cols),
+                           ATTN_ERR_INVALID_ARGUMENT, "'model.norm.weight' is not a weight name");
+            assert_refused(attn_decoder_weight(dec, "blk.x.attn_q.weight", NULL, 0, &rows, &cols),
+                           ATTN_ERR_INVALID_ARGUMENT, "is not a weight name");
+            assert_refused(attn_decoder_weight(dec, NULL, NULL, 0, &rows, &cols), ATTN_ERR_INVALID_ARGUMENT,
+                           "name is NULL");
+            attn_decoder_free(dec);
+            tiny_free(&m);
+        }
+}
+
 typedef struct hook_log {
     int64_t calls, stop_after;
     double first_value;
@@ -768,6 +823,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_stored_types),
+        cmocka_unit_test(test_weight_by_name),
         cmocka_unit_test(test_hook),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_qwen2_against_transformers),

@@ -367,7 +367,7 @@ def test_run_with_cache_records_every_hook():
     c = m.config
     L, N, Hq, Hkv, Dh, d = 6, c["n_layers"], c["n_heads"], c["n_kv_heads"], c["head_dim"], c["d_model"]
     logits, cache = m.run_with_cache(GEMMA_FRANCE)
-    assert sorted(cache) == sorted(m.hook_names()) and len(cache) == 2 + 13 * N
+    assert sorted(cache) == sorted(m.hook_names()) and len(cache) == 3 + 24 * N
     full = m.forward(GEMMA_FRANCE, hidden=True, attention=True)
     np.testing.assert_array_equal(logits[0], full.logits)  # recording changes nothing
     for layer in (0, N - 1):
