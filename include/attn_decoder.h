@@ -457,6 +457,43 @@ typedef struct attn_decoder_outputs {
 ATTN_API attn_status attn_decoder_forward(const attn_decoder *m, const int32_t *ids, int64_t L,
                                           attn_decoder_outputs *out);
 
+/* ============================================================= gradients
+ *
+ * The gradient of a scalar metric of the logits, f(logits), with respect to
+ * the activation at each hook point: the caller gives dlogits = df/dlogits
+ * [L, V] (zero rows where f does not read a position; for the mean
+ * next-token cross-entropy, (softmax - one-hot) / count), the backward runs
+ * the forward again (with forward's hooks, so a patched run is
+ * differentiated as it ran; forward->logits, hidden and attention are
+ * filled when given) and then the layers in reverse, showing each gradient
+ * to grad_hook at the points asked for, under the point's own name and in
+ * its own shape (attn_decoder_hook_tensor; writes are used: the gradient
+ * flows on from what the hook leaves).  Activation gradients only, no weight
+ * gradients.  Exact: float32 values, double sums, serial loops in a fixed
+ * order (the same bits for any thread count); checked against finite
+ * differences and against torch.autograd through transformers
+ * (tests/model/test_decoder_backward.c, tests/python/test_gradients.py).
+ * Not given: hook_q_input, hook_k_input, hook_v_input (ATTN_ERR_UNSUPPORTED
+ * when asked).  hook_result's gradient is the same for every head (the
+ * projection's output is their sum).  Cost: a forward with the attention
+ * weights kept (Hq L^2 floats per layer) and about twice its work. */
+typedef struct attn_decoder_backward_options {
+    size_t struct_size;
+    const float *dlogits;                 /* [L, V], required                    */
+    attn_decoder_tensor_hook grad_hook;   /* or NULL                             */
+    void *grad_hook_user;
+    uint32_t grad_hook_points;            /* bits (1u << point), as tensor_hook_points */
+    float *d_embed;                       /* [L, d]: the gradient of hook_embed, or NULL */
+} attn_decoder_backward_options;
+
+#define ATTN_DECODER_BACKWARD_OPTIONS_INIT {.struct_size = sizeof(attn_decoder_backward_options)}
+
+/* forward: NULL, or the forward's outputs and hooks (last_only refused: the
+ * gradient needs every position's logits). */
+ATTN_API attn_status attn_decoder_backward(const attn_decoder *m, const int32_t *ids, int64_t L,
+                                           const attn_decoder_outputs *forward,
+                                           const attn_decoder_backward_options *opt);
+
 /* ============================================================ generation
  *
  * A session decodes one sequence incrementally: attn_decoder_step runs the
