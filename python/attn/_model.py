@@ -49,6 +49,9 @@ __all__ = ["Model", "ModelOutput", "Session", "HookPoint", "ActivationCache"]
 _RETURN_TYPES = ("logits", "loss", "both", None)
 #: hook points whose tensors have two position axes (queries, keys), after the batch and head axes
 _TWO_POS = ("hook_attn_scores", "hook_pattern")
+# The points attn_decoder_backward gives a gradient at (all but the per-head inputs).
+_GRAD_POINTS = sum({1 << _core.hook_parse(name)[0] for name in _core.hook_names(1)}) & ~sum(
+    1 << _core.hook_parse(f"blocks.0.hook_{w}_input")[0] for w in "qkv")
 
 #: every hook point's bit (1 << point), the points numbered by the library's
 #: one vocabulary of names (attn_interp.h; a model of one layer has each once)
@@ -62,6 +65,60 @@ def _point_of(name: str, n_layers: int) -> Optional[int]:
     if parsed is None or parsed[1] >= n_layers:
         return None
     return parsed[0]
+
+def _place(cache, name, t, b, off, B, width, batched):
+    """t [1, ...] (sequence b's activation, or its gradient) at its positions
+    off .. in cache[name] [B, ...] of a padded batch (padding 0, -inf in
+    hook_attn_scores); unbatched, cache[name] is t."""
+    if not batched:
+        cache[name] = t
+        return
+    two = name.removesuffix("_grad").endswith(_TWO_POS)
+    if name not in cache:
+        shape = list(t.shape)
+        shape[0] = B
+        for a in (2, 3) if two else (1,):
+            shape[a] = width
+        fill = -np.inf if name.endswith("hook_attn_scores") else 0.0
+        cache[name] = np.full(shape, fill, dtype=np.float32)
+    n = t.shape[2] if two else t.shape[1]
+    if two:
+        cache[name][b, :, off:off + n, off:off + n] = t[0]
+    else:
+        cache[name][b, off:off + n] = t[0]
+
+
+def _metric_gradient(metric, logits, seqs, offsets):
+    """dmetric/dlogits [B, width, V]: metric None is the mean next-token
+    cross-entropy over the real tokens (return_type="loss"); a callable is
+    given the logits as a torch tensor [B, width, V] and returns a scalar
+    tensor (torch's autograd differentiates it)."""
+    if metric is None:
+        dl = np.zeros(logits.shape, dtype=np.float32)
+        count = sum(max(ids.size - 1, 0) for ids in seqs)
+        for b, (ids, off) in enumerate(zip(seqs, offsets)):
+            if ids.size < 2:
+                continue
+            row = logits[b, off:off + ids.size - 1].astype(np.float64)
+            p = np.exp(row - row.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            p[np.arange(ids.size - 1), ids[1:]] -= 1.0
+            dl[b, off:off + ids.size - 1] = (p / count).astype(np.float32)
+        return dl
+    if not callable(metric):
+        raise TypeError(f"metric: None (the loss) or a callable of the logits, got {metric!r}")
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("metric=callable differentiates it with torch, which is not installed; "
+                          "metric=None (the mean next-token loss) needs nothing") from e
+    lt = torch.tensor(logits, requires_grad=True)
+    value = metric(lt)
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise ValueError("metric: must return a scalar torch tensor of the logits")
+    value.backward()
+    return lt.grad.detach().numpy().astype(np.float32)
+
 
 def _as_numpy_ids(x: Any) -> np.ndarray:
     """Token ids (or an attention mask) as numpy, a torch tensor included."""
@@ -367,6 +424,8 @@ class Model(_lens.WeightAttributes):
 
     def run_with_hooks(self, input: Any, *,
                        fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
+                       bwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
+                       metric: Optional[Callable[[Any], Any]] = None,
                        return_type: Optional[str] = "logits", last_only: bool = False,
                        prepend_bos: Optional[bool] = None, padding_side: Optional[str] = None,
                        attention_mask: Any = None, kernel: str = "auto") -> Any:
@@ -384,14 +443,25 @@ class Model(_lens.WeightAttributes):
         alone, and a hook is called once per sequence (its batch axis 1).
         return_type "logits" (the logits [B, L, V], or [B, 1, V] with
         last_only; 0 at padding), "loss" (the mean next-token cross-entropy
-        over the real tokens), "both" ((logits, loss)) or None."""
+        over the real tokens), "both" ((logits, loss)) or None.
+
+        bwd_hooks: (name or filter, fn) called with the gradient of the
+        metric at each matching point (attn_decoder_backward: every point
+        but hook_q_input .. hook_v_input), after the forward, layers in
+        reverse; fn may return a changed gradient, which flows on.  metric:
+        None, the mean next-token cross-entropy (return_type "loss"); or a
+        function of the logits as a torch tensor [B, L, V] returning a
+        scalar tensor (torch differentiates it), e.g.
+        lambda logits: logits[0, -1, paris] - logits[0, -1, rome]."""
+        bwd = (list(bwd_hooks), None, metric) if bwd_hooks else None
         return self._run(input, list(fwd_hooks), None, return_type, last_only, prepend_bos, padding_side,
-                         attention_mask, kernel)[0]
+                         attention_mask, kernel, bwd)[0]
 
     def run_with_cache(self, input: Any, *,
                        names_filter: Union[None, str, Sequence[str], Callable[[str], bool]] = None,
                        fwd_hooks: Sequence[Tuple[Union[str, Callable[[str], bool]], Callable]] = (),
                        return_type: Optional[str] = "logits", remove_batch_dim: bool = False,
+                       incl_bwd: bool = False, metric: Optional[Callable[[Any], Any]] = None,
                        prepend_bos: Optional[bool] = None, padding_side: Optional[str] = None,
                        attention_mask: Any = None, kernel: str = "auto") -> Tuple[Any, ActivationCache]:
         """(logits [B, L, V], cache) in TransformerLens's habit: every hook
@@ -418,14 +488,52 @@ class Model(_lens.WeightAttributes):
         names_filter: a name, a glob ("blocks.*.attn.hook_pattern"), a list
         of names and globs, or a predicate.  input, return_type and batches
         as run_with_hooks; in a padded batch each sequence's activations sit
-        at its positions, padding 0 (-inf in hook_attn_scores)."""
-        out, cache = self._run(input, list(fwd_hooks), _lens.names_filter_predicate(names_filter), return_type,
-                               False, prepend_bos, padding_side, attention_mask, kernel)
+        at its positions, padding 0 (-inf in hook_attn_scores).
+        incl_bwd: the cache also holds <name>_grad, the gradient of metric
+        (run_with_hooks': by default the mean next-token loss) at each kept
+        point but hook_q_input .. hook_v_input, as TransformerLens's
+        run_with_cache(incl_bwd=True)."""
+        keep = _lens.names_filter_predicate(names_filter)
+        bwd = ([], keep, metric) if incl_bwd else None
+        out, cache = self._run(input, list(fwd_hooks), keep, return_type, False, prepend_bos, padding_side,
+                               attention_mask, kernel, bwd)
         if remove_batch_dim:
             cache = cache.remove_batch_dim()
             if isinstance(out, np.ndarray):
                 out = out[0]
         return out, cache
+
+    def attribution_patching(self, clean: Any, corrupted: Any, metric: Optional[Callable[[Any], Any]] = None, *,
+                             names_filter: Union[None, str, Sequence[str], Callable[[str], bool]] = None,
+                             prepend_bos: Optional[bool] = None) -> Dict[str, np.ndarray]:
+        """Attribution patching (Nanda 2023): the linear estimate of what
+        patching each activation of the corrupted run into the clean one does
+        to metric, from one clean forward and backward and one corrupted
+        forward: (corrupted - clean) . d metric / d activation, at the clean
+        point.  Summed over the last axis (d_model, d_head, d_mlp): [B, L]
+        for the stream's points, [B, L, H] per head; hook_pattern and
+        hook_attn_scores per element [B, H, L, S] (-inf scores give 0).
+        clean and corrupted: the same number of tokens.  metric as
+        run_with_hooks' (None: the mean next-token loss).  Its error is the
+        linear approximation's: exact for a metric linear in the activation
+        up to the point, good for small changes (tests/python/
+        test_gradients.py measures it against real patching)."""
+        keep = _lens.names_filter_predicate(names_filter)
+        _, grads = self.run_with_cache(clean, names_filter=keep, incl_bwd=True, metric=metric,
+                                       prepend_bos=prepend_bos)
+        _, corrupt = self.run_with_cache(corrupted, names_filter=keep, prepend_bos=prepend_bos)
+        out = {}
+        for name, grad in grads.items():
+            if not name.endswith("_grad"):
+                continue
+            point = name[:-len("_grad")]
+            a, b = np.asarray(grads[point], dtype=np.float64), np.asarray(corrupt[point], dtype=np.float64)
+            if a.shape != b.shape:
+                raise ValueError(f"{point}: clean {a.shape} and corrupted {b.shape}: the runs need the same tokens count")
+            delta = np.where(np.isfinite(a) & np.isfinite(b), b - a, 0.0)
+            product = delta * np.asarray(grad, dtype=np.float64)
+            out[point] = product if point.endswith(_TWO_POS) else product.sum(-1)
+        return out
 
     @staticmethod
     def _keep(names_filter):
@@ -433,9 +541,11 @@ class Model(_lens.WeightAttributes):
         return _lens.names_filter_predicate(names_filter)
 
     def _run(self, input, hooks, keep, return_type, last_only, prepend_bos, padding_side, attention_mask,
-             kernel):
+             kernel, bwd=None):
         """(what return_type asks for, ActivationCache or None): each sequence
-        run alone, the results placed at its positions in the padded batch."""
+        run alone, the results placed at its positions in the padded batch.
+        bwd: None, or (bwd_hooks, grad_keep, metric): then a backward per
+        sequence (_backward) after the forwards."""
         if return_type not in _RETURN_TYPES:
             raise ValueError(f"return_type must be 'logits', 'loss', 'both' or None, got {return_type!r}")
         seqs, offsets, width, batched = self._sequences(input, prepend_bos, attention_mask, padding_side)
@@ -458,22 +568,11 @@ class Model(_lens.WeightAttributes):
                     count += ids.size - 1
             if one is not None:
                 for name, t in one.items():
-                    if not batched:
-                        cache[name] = t
-                        continue
-                    if name not in cache:
-                        shape = list(t.shape)
-                        shape[0] = B
-                        axes = (2, 3) if name.endswith(_TWO_POS) else (1,)
-                        for a in axes:
-                            shape[a] = width
-                        fill = -np.inf if name.endswith("hook_attn_scores") else 0.0
-                        cache[name] = np.full(shape, fill, dtype=np.float32)
-                    n = t.shape[1] if not name.endswith(_TWO_POS) else t.shape[2]
-                    if name.endswith(_TWO_POS):
-                        cache[name][b, :, off:off + n, off:off + n] = t[0]
-                    else:
-                        cache[name][b, off:off + n] = t[0]
+                    _place(cache, name, t, b, off, B, width, batched)
+        if bwd is not None:
+            if last_only:
+                raise ValueError("gradients need every position's logits: last_only=False")
+            self._backward(seqs, offsets, hooks, logits, bwd, cache, B, width, batched)
         if return_type in ("loss", "both"):
             if last_only:
                 raise ValueError("return_type='loss' needs every position's logits: last_only=False")
@@ -481,6 +580,39 @@ class Model(_lens.WeightAttributes):
         out = {"logits": logits, "loss": loss if return_type in ("loss", "both") else None,
                None: None}.get(return_type) if return_type != "both" else (logits, loss)
         return out, None if cache is None else ActivationCache(cache, self)
+
+    def _backward(self, seqs, offsets, hooks, logits, bwd, cache, B, width, batched):
+        """The gradient of the metric at the hook points (attn_decoder_backward,
+        once per sequence): bwd_hooks called with each gradient (batch axis 1),
+        and <name>_grad cached for the names grad_keep keeps."""
+        bwd_hooks, grad_keep, metric = bwd
+        dlogits = _metric_gradient(metric, logits, seqs, offsets)
+        n_layers = self.config["n_layers"]
+        grad_points = 0
+        for where, fn in bwd_hooks:
+            if not callable(fn):
+                raise TypeError(f"bwd_hooks: {fn!r} is not callable")
+            if isinstance(where, str):
+                point = _point_of(where, n_layers)
+                if point is None:
+                    raise ValueError(f"bwd_hooks: {where!r} is not a hook point of this model")
+                grad_points |= 1 << point
+            else:
+                grad_points = _GRAD_POINTS
+        if grad_keep is not None:
+            for name in _core.hook_names(n_layers):
+                if grad_keep(name) and (1 << _core.hook_parse(name)[0]) & _GRAD_POINTS:
+                    grad_points |= 1 << _core.hook_parse(name)[0]
+        grad_points &= _GRAD_POINTS
+        for b, (ids, off) in enumerate(zip(seqs, offsets)):
+            grads: Dict[str, np.ndarray] = {}
+            dispatch, points = self._dispatcher(hooks, None)
+            gdispatch, _ = self._dispatcher(list(bwd_hooks), None if grad_keep is None else (grad_keep, grads))
+            own = np.empty((ids.size, self.config["vocab"]), dtype=np.float32)
+            _core.model_backward(self._handle, ids, np.ascontiguousarray(dlogits[b, off:off + ids.size]), own, None,
+                                 dispatch if points else None, points, gdispatch, grad_points)
+            for name, t in grads.items():
+                _place(cache, name + "_grad", t, b, off, B, width, batched)
 
     def _dispatcher(self, hooks, recording):
         """(dispatch, points): the tensor hook _core calls, and the hook points

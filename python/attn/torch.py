@@ -32,7 +32,7 @@ from . import _core
 from ._sdpa import sdpa as _sdpa
 from ._sdpa import sdpa_backward as _sdpa_backward
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "model_logits"]
 
 
 class _Attention(torch.autograd.Function):
@@ -193,3 +193,49 @@ def scaled_dot_product_attention(
     if len(shape) > 4:
         out = out.reshape(shape_out)
     return out
+
+
+# ------------------------------------------------------------- a whole model
+
+class _ModelLogits(torch.autograd.Function):
+    """attn.Model's forward with hook_embed replaced by embed, and
+    attn_decoder_backward for its gradient: d logits -> d embed."""
+
+    @staticmethod
+    def forward(ctx, embed, model, ids):
+        values = embed.detach().to(torch.float32).contiguous().numpy()
+        replace = lambda name, buf, shape: values
+        embed_point = 1 << _core.hook_parse("hook_embed")[0]
+        L, V = ids.size, model.config["vocab"]
+        logits = torch.empty((L, V), dtype=torch.float32)
+        _core.model_forward(model._handle, ids, logits.numpy(), None, None, False, 0, replace, embed_point)
+        ctx.model, ctx.ids, ctx.values, ctx.embed_point = model, ids, values, embed_point
+        return logits
+
+    @staticmethod
+    def backward(ctx, grad_logits):
+        model, ids, values = ctx.model, ctx.ids, ctx.values
+        replace = lambda name, buf, shape: values
+        L, V, d = ids.size, model.config["vocab"], model.config["d_model"]
+        d_embed = torch.empty((L, d), dtype=torch.float32)
+        own = torch.empty((L, V), dtype=torch.float32)
+        _core.model_backward(model._handle, ids, grad_logits.detach().to(torch.float32).contiguous().numpy(),
+                             own.numpy(), d_embed.numpy(), replace, ctx.embed_point, None, 0)
+        return d_embed, None, None
+
+
+def model_logits(model, ids, embed: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The logits [L, V] of an attn.Model over ids [L] as a torch function of
+    the embeddings embed [L, d] (hook_embed: the model's own, times sqrt(d)
+    on Gemma, when None): loss.backward() fills embed.grad through
+    attn_decoder_backward (input x gradient, integrated gradients, ...).
+    The weights are constants (no weight gradients)."""
+    import numpy as np
+
+    ids = np.ascontiguousarray(model._ids(ids) if not isinstance(ids, str) else model.tokenize(ids), dtype=np.int32)
+    if embed is None:
+        _, cache = model.run_with_cache(ids, names_filter="hook_embed", remove_batch_dim=True)
+        embed = torch.from_numpy(np.array(cache["hook_embed"])).requires_grad_(True)
+    if tuple(embed.shape) != (ids.size, model.config["d_model"]):
+        raise ValueError(f"embed: shape {tuple(embed.shape)}, expected ({ids.size}, {model.config['d_model']})")
+    return _ModelLogits.apply(embed, model, ids)

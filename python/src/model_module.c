@@ -564,6 +564,83 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(model_backward_doc,
+             "model_backward(handle, ids, dlogits, logits, d_embed, hook, points, grad_hook, grad_points)\n"
+             "    -> None\n--\n\n"
+             "attn_decoder_backward; private (attn.Model.run_with_hooks' bwd_hooks and\n"
+             "run_with_cache(incl_bwd=True) are the API).  ids int32 [L]; dlogits float32 [L, V];\n"
+             "logits float32 [L, V] (the forward's, written); d_embed float32 [L, d] or None;\n"
+             "hook / grad_hook as model_forward's (None or a callable), at points / grad_points.");
+
+static PyObject *model_backward(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj, *dlogits_obj, *logits_obj, *d_embed_obj, *callback, *grad_callback;
+    unsigned long points, grad_points;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOkOk", &capsule, &ids_obj, &dlogits_obj, &logits_obj, &d_embed_obj, &callback,
+                          &points, &grad_callback, &grad_points))
+        return NULL;
+    if ((callback != Py_None && !PyCallable_Check(callback)) ||
+        (grad_callback != Py_None && !PyCallable_Check(grad_callback))) {
+        PyErr_SetString(PyExc_TypeError, "hooks: a callable or None");
+        return NULL;
+    }
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
+    PyObject *result = NULL;
+    Py_buffer ids = {0}, dlogits = {0}, logits = {0}, d_embed = {0};
+    bool have_ids = false, have_dlogits = false, have_logits = false, have_d_embed = false;
+    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) goto done;
+    have_ids = true;
+    const Py_ssize_t L = ids.len / 4;
+    if (L < 1) {
+        PyErr_SetString(class_for_status(ATTN_ERR_SHAPE), "ids: no tokens (a backward needs at least one)");
+        goto done;
+    }
+    if (contiguous_arg(dlogits_obj, "dlogits", false, 4, L * (Py_ssize_t)c->vocab, &dlogits) != 0) goto done;
+    have_dlogits = true;
+    if (contiguous_arg(logits_obj, "logits", true, 4, L * (Py_ssize_t)c->vocab, &logits) != 0) goto done;
+    have_logits = true;
+    if (d_embed_obj != Py_None) {
+        if (contiguous_arg(d_embed_obj, "d_embed", true, 4, L * (Py_ssize_t)c->d_model, &d_embed) != 0) goto done;
+        have_d_embed = true;
+    }
+    interrupt_check check = {false, callback, false}, grad_check = {false, grad_callback, false};
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = logits.buf;
+    out.hook = check_signals_hook;
+    out.hook_user = &check;
+    if (callback != Py_None && points) {
+        out.tensor_hook = tensor_hook;
+        out.tensor_hook_user = &check;
+        out.tensor_hook_points = (uint32_t)points & ATTN_DECODER_HOOK_ALL;
+    }
+    attn_decoder_backward_options opt = ATTN_DECODER_BACKWARD_OPTIONS_INIT;
+    opt.dlogits = dlogits.buf;
+    opt.d_embed = have_d_embed ? d_embed.buf : NULL;
+    if (grad_callback != Py_None && grad_points) {
+        opt.grad_hook = tensor_hook;
+        opt.grad_hook_user = &grad_check;
+        opt.grad_hook_points = (uint32_t)grad_points & ATTN_DECODER_HOOK_ALL;
+    }
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_decoder_backward(h->decoder, ids.buf, (int64_t)L, &out, &opt);
+    Py_END_ALLOW_THREADS
+    if (check.interrupted || check.hook_failed || grad_check.hook_failed) goto done;
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (have_ids) PyBuffer_Release(&ids);
+    if (have_dlogits) PyBuffer_Release(&dlogits);
+    if (have_logits) PyBuffer_Release(&logits);
+    if (have_d_embed) PyBuffer_Release(&d_embed);
+    return result;
+}
+
 /* ------------------------------------------------------ sessions, sampler */
 
 static const char SESSION_NAME[] = "attn._core.session";
@@ -923,6 +1000,7 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_token", model_token, METH_VARARGS, model_token_doc},
     {"model_find", model_find, METH_VARARGS, model_find_doc},
     {"model_weight", model_weight, METH_VARARGS, model_weight_doc},
+    {"model_backward", model_backward, METH_VARARGS, model_backward_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
     {"model_chat_prompt", model_chat_prompt, METH_VARARGS, model_chat_prompt_doc},

@@ -1,0 +1,153 @@
+"""Gradients through the model (issue 37 item 1): run_with_cache(incl_bwd=True)
+against torch.autograd through transformers' eager forward of the same
+checkpoints (tests/fixtures/tiny_models, four architectures), bwd_hooks,
+attn.torch.model_logits' gradient, and attribution patching against real
+patching on the real Qwen2.5 model.  Every expected gradient comes from
+torch's autograd over transformers' modules, not from attn."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attn
+from test_model import model
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_models"
+ARCHS = ["qwen2", "gemma3", "llama", "qwen3"]
+
+
+@pytest.fixture(scope="module")
+def transformers(torch):
+    try:
+        import transformers as tr
+    except ImportError:
+        pytest.skip("transformers is not installed (scripts/test-python.sh installs it with torch)")
+    return tr
+
+
+def close(ours, theirs, what, rel=1e-4):
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    assert ours.shape == theirs.shape, f"{what}: shape {ours.shape}, torch's {theirs.shape}"
+    scale = max(np.abs(theirs).max(), 1e-30)
+    err = np.abs(ours - theirs).max()
+    assert err <= rel * scale, f"{what}: off by {err:.3g} (largest {scale:.3g})"
+
+
+def torch_gradients(tr, torch, path, ids):
+    """transformers' loss over ids and the gradients torch's autograd gives
+    at the stream into each layer, ln1's output, the attention weights and
+    down_proj's input."""
+    hf = tr.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager").eval()
+    kept, handles = {}, []
+
+    def keep(name, take):
+        def hook(module, args, output):
+            t = take(args, output)
+            t.retain_grad()
+            kept[name] = t
+        return hook
+
+    for l, layer in enumerate(hf.model.layers):
+        handles.append(layer.input_layernorm.register_forward_hook(keep(f"{l}.ln1", lambda a, o: o)))
+        handles.append(layer.mlp.down_proj.register_forward_hook(keep(f"{l}.post", lambda a, o: a[0])))
+    x = torch.tensor(ids[None], dtype=torch.long)
+    out = hf(input_ids=x, labels=x, output_hidden_states=True, output_attentions=True)
+    for t in out.hidden_states[:-1] + out.attentions:
+        t.retain_grad()
+    out.loss.backward()
+    for h in handles:
+        h.remove()
+    return hf, out, kept
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_loss_gradients_are_torch_autograd(transformers, torch, name):
+    path = FIXTURES / name
+    ids = np.load(path / "ref" / "a_ids.npy")
+    ours = attn.Model(path)
+    loss, cache = ours.run_with_cache(ids, return_type="loss", incl_bwd=True, remove_batch_dim=True)
+    hf, out, kept = torch_gradients(transformers, torch, path, ids)
+    assert abs(loss - float(out.loss)) <= 1e-5 * abs(float(out.loss))
+    g = lambda t: t.grad[0].numpy()
+    close(cache["hook_embed_grad"], g(out.hidden_states[0]), "hook_embed_grad")
+    for l in range(ours.cfg.n_layers):
+        b = f"blocks.{l}."
+        close(cache[b + "hook_resid_pre_grad"], g(out.hidden_states[l]), b + "hook_resid_pre_grad")
+        close(cache[b + "ln1.hook_normalized_grad"], g(kept[f"{l}.ln1"]), b + "ln1.hook_normalized_grad")
+        close(cache[b + "attn.hook_pattern_grad"], g(out.attentions[l]), b + "attn.hook_pattern_grad")
+        close(cache[b + "mlp.hook_post_grad"], g(kept[f"{l}.post"]), b + "mlp.hook_post_grad")
+    assert not any(k.endswith("_input_grad") for k in cache)  # the per-head inputs have none
+
+
+def test_bwd_hooks_and_torch_function(transformers, torch):
+    """bwd_hooks see the cached gradient; a custom metric (a logit
+    difference) differentiated by torch; attn.torch.model_logits' embed.grad
+    is the backward's hook_embed gradient."""
+    import attn.torch
+
+    path = FIXTURES / "qwen2"
+    ours = attn.Model(path)
+    ids = np.load(path / "ref" / "a_ids.npy")
+    metric = lambda logits: logits[0, -1, 3] - logits[0, -1, 5]
+    _, cache = ours.run_with_cache(ids, incl_bwd=True, metric=metric, names_filter=["hook_embed", "blocks.1.*"])
+    seen = {}
+
+    def look(grad, hook):
+        seen[hook.name] = grad.copy()
+
+    ours.run_with_hooks(ids, bwd_hooks=[("blocks.1.hook_resid_mid", look)], metric=metric)
+    np.testing.assert_array_equal(seen["blocks.1.hook_resid_mid"], cache["blocks.1.hook_resid_mid_grad"])
+    assert "blocks.0.hook_resid_mid_grad" not in cache  # names_filter applies to gradients too
+    embed = torch.from_numpy(np.array(cache["hook_embed"][0])).requires_grad_(True)
+    logits = attn.torch.model_logits(ours, ids, embed)
+    np.testing.assert_allclose(logits.detach().numpy(), ours.forward(ids).logits, rtol=1e-5, atol=1e-5)
+    (logits[-1, 3] - logits[-1, 5]).backward()
+    np.testing.assert_allclose(embed.grad.numpy(), cache["hook_embed_grad"][0], rtol=1e-6, atol=1e-7)
+
+
+def test_attribution_patching_against_real_patching():
+    """On the real Qwen2.5, the stream at the one differing position of
+    "France" / "Italy", layer by layer.  The estimate is the first-order
+    term of real patching: patching +-alpha of the difference moves the
+    metric by +-alpha times the estimate up to O(alpha^2) (the central
+    difference at alpha = 1e-2, within 2%); the whole patch (alpha = 1) is where the
+    linear approximation's error shows: same sign where the effect is
+    large, correlated across layers (the figures are printed;
+    docs/interpretability.md quotes them)."""
+    m = model("qwen2")
+    clean, corrupt = "The capital of France is", "The capital of Italy is"
+    a, b = m.tokenize(clean), m.tokenize(corrupt)
+    assert a.size == b.size
+    where = int(np.flatnonzero(a != b)[0])
+    paris, rome = m.to_single_token(" Paris"), m.to_single_token(" Rome")
+    metric = lambda logits: logits[0, -1, paris] - logits[0, -1, rome]
+    estimate = m.attribution_patching(clean, corrupt, metric, names_filter="blocks.*.hook_resid_pre")
+    _, clean_cache = m.run_with_cache(clean, names_filter="blocks.*.hook_resid_pre")
+    _, corrupt_cache = m.run_with_cache(corrupt, names_filter="blocks.*.hook_resid_pre")
+    base = m.forward(clean).logits
+    base_metric = float(base[-1, paris] - base[-1, rome])
+
+    def patched_metric(name, alpha):
+        def patch(x, hook):
+            x[0, where] = (1 - alpha) * clean_cache[name][0, where] + alpha * corrupt_cache[name][0, where]
+            return x
+
+        out = m.run_with_hooks(clean, fwd_hooks=[(name, patch)])[0]
+        return float(out[-1, paris] - out[-1, rome]) - base_metric
+
+    real, linear = [], []
+    for l in range(m.cfg.n_layers):
+        name = f"blocks.{l}.hook_resid_pre"
+        real.append(patched_metric(name, 1.0))
+        linear.append(float(estimate[name][0, where]))
+    real, linear = np.array(real), np.array(linear)
+    print("real patching:", np.round(real, 3), "\nattribution: ", np.round(linear, 3),
+          "\ncorrelation:", np.corrcoef(real, linear)[0, 1])
+    for l in (0, m.cfg.n_layers // 2, m.cfg.n_layers - 2):
+        name = f"blocks.{l}.hook_resid_pre"
+        small = (patched_metric(name, 1e-2) - patched_metric(name, -1e-2)) / 2e-2  # central: O(alpha^2) error
+        assert abs(small - linear[l]) <= 0.02 * abs(linear[l]) + 1e-2, (l, small, linear[l])
+    big = np.abs(real) > 0.25 * np.abs(real).max()
+    assert np.all(np.sign(real[big]) == np.sign(linear[big]))
+    assert np.corrcoef(real, linear)[0, 1] > 0.5
