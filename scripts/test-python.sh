@@ -61,6 +61,6 @@ if [[ "${ATTN_PY_SANITIZE:-0}" == 1 ]]; then
     PYTHONPATH=$site LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 "$py" -c \
         "import attn, sys; sys.exit(0 if attn.__file__.startswith('$site') else 'attn came from ' + attn.__file__)"
     PYTHONPATH=$site LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$py" -m pytest -q -p no:cacheprovider "$@" .
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ATTN_PY_UNDER_SANITIZERS=1 "$py" -m pytest -q -p no:cacheprovider "$@" .
     echo "== test-python: done under ASan+UBSan ($((SECONDS - start)) s)"
 fi

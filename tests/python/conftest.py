@@ -73,3 +73,16 @@ def torch():
         pytest.skip("torch is not installed: the tests against PyTorch skip "
                     "(scripts/test-python.sh installs it unless ATTN_PY_TORCH=0)")
     return t
+
+
+@pytest.fixture
+def plain_build_only():
+    """Skips a test that only repeats, on a real model and at length, what
+    others already run under the sanitizers (scripts/test-python.sh sets
+    ATTN_PY_UNDER_SANITIZERS=1 for its ASan+UBSan pass): the whole test still
+    runs in the plain pass before it."""
+    import os
+
+    if os.environ.get("ATTN_PY_UNDER_SANITIZERS") == "1":
+        pytest.skip("a long real-model run: the plain pass ran it; the sanitizer pass covers the same code "
+                    "on the tiny models")

@@ -106,7 +106,7 @@ def test_bwd_hooks_and_torch_function(transformers, torch):
     np.testing.assert_allclose(embed.grad.numpy(), cache["hook_embed_grad"][0], rtol=1e-6, atol=1e-7)
 
 
-def test_attribution_patching_against_real_patching():
+def test_attribution_patching_against_real_patching(plain_build_only):
     """On the real Qwen2.5, the stream at the one differing position of
     "France" / "Italy", layer by layer.  The estimate is the first-order
     term of real patching: patching +-alpha of the difference moves the
