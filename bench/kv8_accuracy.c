@@ -17,7 +17,10 @@
  *              cache
  *   greedy     the text's first tokens as a prompt, then G tokens greedily
  *              with the f32 cache; each other cache's continuation checked
- *              against it (identical, or how many tokens agree first)
+ *              against it (identical, or how many tokens agree first); where
+ *              one differs, the f32 logit margin between its top two tokens
+ *              at the first differing step (a near-tie there makes the
+ *              divergence a property of argmax, not of the cache's error)
  *
  * usage: kv8_accuracy MODEL.gguf TEXTS [MAX_TOKENS [GREEDY [PROMPT]]]
  *   TEXTS: one text per line; MAX_TOKENS (default 96) caps each text;
@@ -129,11 +132,19 @@ static void attention_errors(const attn_decoder *m, const int32_t *ids, int64_t 
 
 /* ------------------------------------------------ end to end */
 
-static void softmax(const float *x, int64_t n, double *p) {
+/* p = softmax(x) and lp = log p, in double: one exp per entry and one log
+ * in all (log p = x - max - log(sum)), so that a vocabulary of 262 144
+ * (Gemma 3) costs one exp pass per cache and position, not one exp and
+ * one log pass per cache, reference and position. */
+static void log_softmax(const float *x, int64_t n, double *p, double *lp) {
     double mx = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; i++) mx = fmax(mx, x[i]);
     for (int64_t i = 0; i < n; i++) sum += p[i] = exp((double)x[i] - mx);
-    for (int64_t i = 0; i < n; i++) p[i] /= sum;
+    const double log_sum = log(sum);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] /= sum;
+        lp[i] = (double)x[i] - mx - log_sum;
+    }
 }
 
 static int64_t argmax(const float *x, int64_t n) {
@@ -141,6 +152,18 @@ static int64_t argmax(const float *x, int64_t n) {
     for (int64_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* The largest logit minus the second largest: how far from a tie argmax is. */
+static double top2_margin(const float *x, int64_t n) {
+    double first = -INFINITY, second = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] > first) {
+            second = first;
+            first = x[i];
+        } else if (x[i] > second) second = x[i];
+    }
+    return first - second;
 }
 
 int main(int argc, char **argv) {
@@ -171,9 +194,15 @@ int main(int argc, char **argv) {
     }
     float *logits[CACHES];
     for (int t = 0; t < CACHES; t++) logits[t] = malloc((size_t)((max_tokens > prompt + greedy ? max_tokens : prompt + greedy) * V) * sizeof(float));
-    double *p_ref = malloc((size_t)V * sizeof(double)), *p = malloc((size_t)V * sizeof(double));
+    double *p[CACHES], *lp[CACHES]; /* [V] each: one position's distribution under each cache */
+    int64_t top[CACHES];
+    for (int t = 0; t < CACHES; t++) {
+        p[t] = malloc((size_t)V * sizeof(double));
+        lp[t] = malloc((size_t)V * sizeof(double));
+    }
     int32_t *ids = malloc((size_t)(1 << 16) * sizeof(int32_t)), *gen[CACHES];
     for (int t = 0; t < CACHES; t++) gen[t] = malloc((size_t)greedy * sizeof(int32_t));
+    double *margin = malloc((size_t)(greedy > 0 ? greedy : 1) * sizeof(double)); /* f32's, per greedy step */
     /* Sums over positions: KL and top-1 against f32 (ref 0) and bf16 (ref 1). */
     double kl[2][CACHES] = {{0}}, top1[2][CACHES] = {{0}}, kl_max[2][CACHES] = {{0}};
     int64_t positions = 0, texts = 0, same_greedy[2][CACHES] = {{0}}, greedy_runs = 0;
@@ -193,19 +222,18 @@ int main(int argc, char **argv) {
             if (attn_decoder_session_reset(s[t]) || attn_decoder_step_outputs(s[t], ids, n, &out)) die("step");
         }
         for (int64_t i = 0; i < n; i++) {
-            for (int ref = 0; ref < 2; ref++) {
-                softmax(logits[ref] + i * V, V, p_ref);
-                const int64_t want = argmax(logits[ref] + i * V, V);
+            for (int t = 0; t < CACHES; t++) {
+                log_softmax(logits[t] + i * V, V, p[t], lp[t]);
+                top[t] = argmax(logits[t] + i * V, V);
+            }
+            for (int ref = 0; ref < 2; ref++)
                 for (int t = 0; t < CACHES; t++) {
-                    softmax(logits[t] + i * V, V, p);
                     double d = 0;
-                    for (int64_t x = 0; x < V; x++)
-                        if (p_ref[x] > 0) d += p_ref[x] * (log(p_ref[x]) - log(fmax(p[x], 1e-300)));
+                    for (int64_t x = 0; x < V; x++) d += p[ref][x] * (lp[ref][x] - lp[t][x]);
                     kl[ref][t] += d;
                     kl_max[ref][t] = fmax(kl_max[ref][t], d);
-                    top1[ref][t] += argmax(logits[t] + i * V, V) == want;
+                    top1[ref][t] += top[t] == top[ref];
                 }
-            }
         }
         positions += n;
         /* Greedy continuations of the first `prompt` tokens: the f32
@@ -218,6 +246,7 @@ int main(int argc, char **argv) {
             if (attn_decoder_session_reset(s[0]) || attn_decoder_step(s[0], ids, prompt, last)) die("prompt");
             for (int64_t j = 0; j < greedy; j++) {
                 gen[0][j] = (int32_t)argmax(last, V);
+                margin[j] = top2_margin(last, V);
                 ids[prompt + j] = gen[0][j];
                 if (attn_decoder_step(s[0], &gen[0][j], 1, last)) die("greedy");
             }
@@ -230,6 +259,10 @@ int main(int argc, char **argv) {
                 while (j < greedy && argmax(logits[t] + (prompt - 1 + j) * V, V) == gen[0][j]) j++;
                 same_greedy[0][t] += j == greedy;
                 first_diff[t] += (double)j;
+                if (j < greedy)
+                    printf("greedy difference: text %lld, %s cache, token %lld of %lld, f32 top-2 logit margin "
+                           "there %.3g\n",
+                           (long long)texts, cache_name[t], (long long)j, (long long)greedy, margin[j]);
             }
             greedy_runs++;
         }
@@ -257,8 +290,11 @@ int main(int argc, char **argv) {
         free(logits[t]);
         free(gen[t]);
     }
-    free(p_ref);
-    free(p);
+    for (int t = 0; t < CACHES; t++) {
+        free(p[t]);
+        free(lp[t]);
+    }
+    free(margin);
     free(ids);
     attn_tokenizer_free(tok);
     attn_decoder_free(m);

@@ -172,6 +172,59 @@ ATTN_API attn_status attn_rope_cos_sin(int64_t head_dim, const int64_t *position
                                        int64_t position_offset, const attn_rope_options *opt,
                                        float *cos, float *sin);
 
+/* ------------------------------------------------ tables per sequence
+ *
+ * A table holds, for one rotation (head width and options), the c_f and
+ * s_f of attn_rope_apply at every position of [0, n): computed once each,
+ * by the same code and in the same double precision as attn_rope_apply's
+ * per-call tables, so attn_rope_apply_table's results are attn_rope_apply's
+ * BIT FOR BIT.  A decoder builds one per distinct rotation (Gemma 3: local
+ * and global theta) when a sequence starts and grows it as the sequence
+ * does; each layer's q and k are then rotated without a cos or sin call
+ * (attn_rope_apply computes F of each per row per call: 2 x layers x L x F
+ * per forward).
+ *
+ *   table: [n, 2, F] double, c_f = m cos(p inv_freq[f]), s_f = m sin(p inv_freq[f])
+ *          at position p (m the attention factor); 16 F bytes a position
+ *          (F = 64: 1 KiB)
+ *
+ * The options are copied and fixed at creation; DYNAMIC_NTK's table is the
+ * one of its seq_len as given (it does not follow the positions reserved).
+ * A table is read-only while applied (any number of threads may apply one
+ * table at once) and must not be reserved meanwhile. */
+typedef struct attn_rope_table attn_rope_table; /* opaque */
+
+/* A new table for heads of width head_dim (>= 2) and opt (NULL: the
+ * defaults), covering no position yet: opt is checked as attn_rope_apply
+ * checks it.  *out is NULL on failure. */
+ATTN_API attn_status attn_rope_table_new(int64_t head_dim, const attn_rope_options *opt, attn_rope_table **out);
+ATTN_API void attn_rope_table_free(attn_rope_table *t);
+
+/* Makes t cover positions [0, n) (n >= 0; smaller than covered: nothing
+ * to do).  Storage grows geometrically (at least doubling), so one
+ * position a call (decoding) reallocates O(log n) times; each position's
+ * cos and sin are computed once, when first covered.  On failure
+ * (ATTN_ERR_OUT_OF_MEMORY, ATTN_ERR_OVERFLOW) t is unchanged. */
+ATTN_API attn_status attn_rope_table_reserve(attn_rope_table *t, int64_t n);
+
+/* The positions t covers: [0, attn_rope_table_positions(t)); 0 for NULL. */
+ATTN_API int64_t attn_rope_table_positions(const attn_rope_table *t);
+
+/* Position p's row of t (0 <= p < positions covered):
+ *   cos, sin: set to [F] double each, valid until t is reserved again or freed */
+ATTN_API attn_status attn_rope_table_row(const attn_rope_table *t, int64_t position, const double **cos,
+                                         const double **sin);
+
+/* attn_rope_apply with t's options, its cos and sin read from t:
+ *   x: [B, L, H, D] rotated in place, D = t's head_dim
+ *   positions: [B, L] or NULL for position_offset + l, every one in
+ *              [0, positions covered) — NEGATIVE positions are refused
+ *              (attn_rope_apply takes them)
+ * Same bits as attn_rope_apply(x, positions, position_offset, opt).
+ * Everything is checked before x is touched. */
+ATTN_API attn_status attn_rope_apply_table(attn_tensor *x, const int64_t *positions, int64_t position_offset,
+                                           const attn_rope_table *t);
+
 #ifdef __cplusplus
 }
 #endif

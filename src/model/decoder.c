@@ -320,6 +320,38 @@ void attn_decoder_rope_options(const attn_decoder_config *c, int64_t layer, attn
     *opt = o;
 }
 
+attn_status attn__decoder_rope_new(const attn_decoder *m, decoder_rope *r) {
+    const attn_decoder_config *c = &m->cfg;
+    r->global = r->local = NULL;
+    /* The first layer of each kind gives that kind's options: they depend
+     * on nothing else (attn_decoder_rope_options). */
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        attn_rope_table **slot = attn_decoder_layer_is_local(c, l) ? &r->local : &r->global;
+        if (*slot) continue;
+        attn_rope_options opt;
+        attn_decoder_rope_options(c, l, &opt);
+        attn_status st = attn_rope_table_new(c->head_dim, &opt, slot);
+        if (st) {
+            attn__decoder_rope_free(r);
+            return st;
+        }
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__decoder_rope_reserve(decoder_rope *r, int64_t n) {
+    attn_status st = ATTN_OK;
+    if (r->global) st = attn_rope_table_reserve(r->global, n);
+    if (!st && r->local) st = attn_rope_table_reserve(r->local, n);
+    return st;
+}
+
+void attn__decoder_rope_free(decoder_rope *r) {
+    attn_rope_table_free(r->global);
+    attn_rope_table_free(r->local);
+    r->global = r->local = NULL;
+}
+
 /* The refusal of weights holding value (NaN or an infinity) at row r,
  * column col, count of them from that row on. */
 static attn_status nonfinite_refusal(const char *name, float value, int64_t r, int64_t col, int64_t count) {

@@ -132,12 +132,31 @@ attn_status attn__decoder_norm_hooks(const attn_decoder_outputs *out, attn_decod
 attn_status attn__decoder_result_hook(const attn_decoder *m, const attn_decoder_outputs *out, const decoder_weight *wo,
                                       int64_t layer, const float *z, int64_t L, float *o);
 
+/* The RoPE tables of one sequence (attn_rope_table): one per distinct
+ * rotation of the model's layers, which attn_decoder_rope_options makes a
+ * function of the layer being local or global (Gemma 3: two thetas), so
+ * at most two; local is NULL when no layer is local.  Built once per
+ * sequence (a session: at its creation; attn_decoder_forward: per call),
+ * shared by all layers, grown as the sequence's positions are. */
+typedef struct decoder_rope {
+    attn_rope_table *global, *local;
+} decoder_rope;
+
+/* Tables for m's rotations, covering no position yet; on failure r holds
+ * none (freeing it is harmless). */
+attn_status attn__decoder_rope_new(const attn_decoder *m, decoder_rope *r);
+/* Both tables cover positions [0, n). */
+attn_status attn__decoder_rope_reserve(decoder_rope *r, int64_t n);
+void attn__decoder_rope_free(decoder_rope *r);
+
 /* Where a forward's keys and values go when they are cached (decoder_session.c):
- * the L tokens are at positions pos0 .. pos0 + L - 1 of sequence seq. */
+ * the L tokens are at positions pos0 .. pos0 + L - 1 of sequence seq, and
+ * rope covers at least [0, pos0 + L). */
 typedef struct decoder_kv {
     attn_kv_cache *cache;
     int64_t seq;
     int64_t pos0;
+    const decoder_rope *rope;
 } decoder_kv;
 
 /* The checks of every forward: pointers, L > 0, ids in [0, V); and the

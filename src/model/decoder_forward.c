@@ -17,6 +17,8 @@
  *   q = h Wq^T (+ bq)   k = h Wk^T (+ bk)   v = h Wv^T (+ bv)
  *   q, k = rmsnorm per head * q_norm, k_norm           (gemma3: QK-norm)
  *   q, k = rope(q, k; theta of the layer: local or global; positions p0 ..)
+ *       (cos and sin read from the sequence's tables, decoder_rope: built
+ *        once per forward or session, never per layer)
  *   a = sdpa(q, k, v; causal, sliding window on local layers, GQA)
  *       (cached: k, v appended to the cache, rotated, and a = the queries
  *        over all the cache's rows, lower-right causal: the same visibility
@@ -141,8 +143,8 @@ done:
 }
 
 static attn_status attention_forward(const attn_decoder *m, const decoder_layer *w, int64_t layer, int64_t L,
-                                     const decoder_kv *kv, scratch *s, attn_kernel kernel, float *weights,
-                                     const decoder_inputs *inputs, const attn_decoder_outputs *out) {
+                                     const decoder_kv *kv, const decoder_rope *rope, scratch *s, attn_kernel kernel,
+                                     float *weights, const decoder_inputs *inputs, const attn_decoder_outputs *out) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t Hq = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim;
     attn_status st;
@@ -160,12 +162,12 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_V, layer, s->v, 3, L, Hkv, Dh)))
         return st;
     const int local = attn_decoder_layer_is_local(c, layer);
-    attn_rope_options rope;
-    attn_decoder_rope_options(c, layer, &rope);
+    /* The sequence's table of this layer's rotation: no cos or sin here. */
+    const attn_rope_table *table = local ? rope->local : rope->global;
     attn_tensor q = attn_tensor_4d(s->q, 1, L, Hq, Dh), k = attn_tensor_4d(s->k, 1, L, Hkv, Dh),
                 v = attn_tensor_4d(s->v, 1, L, Hkv, Dh), a = attn_tensor_4d(s->a, 1, L, Hq, Dh);
     const int64_t pos0 = kv ? kv->pos0 : 0;
-    if ((st = attn_rope_apply(&q, NULL, pos0, &rope)) || (st = attn_rope_apply(&k, NULL, pos0, &rope)) ||
+    if ((st = attn_rope_apply_table(&q, NULL, pos0, table)) || (st = attn_rope_apply_table(&k, NULL, pos0, table)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ROT_Q, layer, s->q, 3, L, Hq, Dh)) ||
         (st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_ROT_K, layer, s->k, 3, L, Hkv, Dh)))
         return st;
@@ -244,6 +246,14 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
     scratch s;
     attn_status st = scratch_alloc(c, L, &s, fn);
     if (st) return st;
+    /* A session's tables are its own (kv->rope); a whole sequence's are
+     * built here for its L positions, once for all layers. */
+    decoder_rope own = {NULL, NULL};
+    const decoder_rope *rope = kv ? kv->rope : &own;
+    if (!kv && ((st = attn__decoder_rope_new(m, &own)) || (st = attn__decoder_rope_reserve(&own, L)))) {
+        st = attn__fail(st, "%s: RoPE tables: %s", fn, attn_last_error());
+        goto done;
+    }
     s.ek = attn__eltwise(out->kernel == ATTN_KERNEL_REF);
     if ((st = attn__decoder_embed(m, ids, L, c->embed_scale, s.x))) goto done;
     if ((st = attn__decoder_hook_call(out, ATTN_DECODER_HOOK_EMBED, -1, s.x, 2, L, d, 0))) goto done;
@@ -257,7 +267,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         rmsnorm_rows(s.ek, s.x, L, d, w->attn_norm, c->rms_eps, s.h);
         if (!(st = attn__decoder_norm_hooks(out, ATTN_DECODER_HOOK_LN1_SCALE, ATTN_DECODER_HOOK_LN1_NORMALIZED, l, s.x,
                                             L, d, w->attn_norm, c->rms_eps, s.h)))
-            st = attention_forward(m, w, l, L, kv, &s, out->kernel, weights, &inputs, out);
+            st = attention_forward(m, w, l, L, kv, rope, &s, out->kernel, weights, &inputs, out);
         attn__decoder_inputs_free(&inputs);
         if (st) goto done;
         if (w->post_attn_norm) rmsnorm_rows(s.ek, s.o, L, d, w->post_attn_norm, c->rms_eps, s.o);
@@ -301,6 +311,7 @@ attn_status attn__decoder_run(const attn_decoder *m, const int32_t *ids, int64_t
         }
     }
 done:
+    attn__decoder_rope_free(&own);
     scratch_free(&s);
     return st;
 }

@@ -12,7 +12,11 @@
  * Gemma 3's local and global layers rotate with two different thetas, and
  * a cache has one rotation for all its layers; the layer rotates k at the
  * step's positions (position_offset) before appending, which is the same
- * arithmetic as the full forward's rotation at those positions.
+ * arithmetic as the full forward's rotation at those positions.  The
+ * angles come from the session's RoPE tables (decoder_rope: one per
+ * distinct rotation), grown geometrically as the position advances, so a
+ * step of one token computes no cos or sin unless its position is new to
+ * the session.
  */
 #include "model/decoder.h"
 
@@ -26,6 +30,8 @@ struct attn_decoder_session {
     int64_t capacity;
     attn_kernel kernel;
     int broken;        /* a step failed after some layers appended: reset first */
+    decoder_rope rope; /* cos, sin of positions [0, the furthest step's end): kept
+                          across resets, since a position's angles never change */
 };
 
 uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype) {
@@ -78,6 +84,11 @@ attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_s
         attn_decoder_session_free(s);
         return st;
     }
+    if ((st = attn__decoder_rope_new(m, &s->rope))) {
+        st = attn__fail(st, "attn_decoder_session_new: RoPE tables: %s", attn_last_error());
+        attn_decoder_session_free(s);
+        return st;
+    }
     s->m = m;
     s->capacity = opt->capacity;
     s->kernel = opt->kernel;
@@ -88,6 +99,7 @@ attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_s
 void attn_decoder_session_free(attn_decoder_session *s) {
     if (!s) return;
     attn_kv_cache_free(s->cache);
+    attn__decoder_rope_free(&s->rope);
     free(s);
 }
 
@@ -133,7 +145,10 @@ attn_status attn_decoder_step_outputs(attn_decoder_session *s, const int32_t *id
         return attn__fail(ATTN_ERR_CAPACITY, "%s: %lld tokens at position %lld do not fit the capacity of %lld", fn,
                           (long long)n, (long long)s->position, (long long)s->capacity);
     if (run.kernel == ATTN_KERNEL_AUTO) run.kernel = s->kernel;
-    const decoder_kv kv = {s->cache, s->seq, s->position};
+    /* Before anything is appended, so that a failure leaves the session as it was. */
+    if ((st = attn__decoder_rope_reserve(&s->rope, s->position + n)))
+        return attn__fail(st, "%s: RoPE tables: %s", fn, attn_last_error());
+    const decoder_kv kv = {s->cache, s->seq, s->position, &s->rope};
     st = attn__decoder_run(s->m, ids, n, &kv, &run, fn);
     if (st) {
         /* Nothing was appended if layer 0 never ran its append; the only

@@ -920,6 +920,211 @@ static void test_bad_input(void **state) {
 #undef CASE
 }
 
+/* ------------------------------------------------ tables per sequence */
+
+/* The configurations of the table tests: both pairings, partial rotary
+ * (widths past R pass through), each scaling the decoder runs (YaRN's
+ * attention factor m != 1 included), a table of one's own; each in its
+ * own storage type. */
+typedef struct table_case {
+    const char *name;
+    attn_dtype dtype;
+    int64_t dim;
+    attn_rope_options opt;
+} table_case;
+
+static const double own_inv_freq[5] = {1.0, 0.3, 0.05, 1e-3, 2e-5};
+
+static int table_cases(table_case *cases) {
+    int n = 0;
+    const attn_rope_options init = ATTN_ROPE_OPTIONS_INIT;
+    cases[n] = (table_case){"neox, whole width", ATTN_F32, 64, init};
+    cases[n].opt.theta = 1e6, n++;
+    cases[n] = (table_case){"gpt-j, whole width", ATTN_F32, 16, init};
+    cases[n].opt.pairing = ATTN_ROPE_GPTJ, n++;
+    cases[n] = (table_case){"neox, partial rotary 10 of 26", ATTN_BF16, 26, init};
+    cases[n].opt.rotary_dim = 10, n++;
+    cases[n] = (table_case){"gpt-j, partial rotary 6 of 10", ATTN_F16, 10, init};
+    cases[n].opt.pairing = ATTN_ROPE_GPTJ, cases[n].opt.rotary_dim = 6, n++;
+    cases[n] = (table_case){"yarn (m != 1)", ATTN_F32, 32, init};
+    cases[n].opt.scaling = ATTN_ROPE_SCALING_YARN, cases[n].opt.factor = 4,
+    cases[n].opt.original_max_position_embeddings = 32, n++;
+    cases[n] = (table_case){"llama3", ATTN_F32, 16, init};
+    cases[n].opt.scaling = ATTN_ROPE_SCALING_LLAMA3, cases[n].opt.factor = 8,
+    cases[n].opt.original_max_position_embeddings = 64, cases[n].opt.low_freq_factor = 1,
+    cases[n].opt.high_freq_factor = 4, cases[n].opt.theta = 5e5, n++;
+    cases[n] = (table_case){"linear, 3 threads", ATTN_F32, 8, init};
+    cases[n].opt.scaling = ATTN_ROPE_SCALING_LINEAR, cases[n].opt.factor = 2.5, cases[n].opt.threads = 3, n++;
+    cases[n] = (table_case){"a table of one's own", ATTN_F32, 12, init};
+    cases[n].opt.inv_freq = own_inv_freq, cases[n].opt.rotary_dim = 10, n++;
+    return n;
+}
+
+/* attn_rope_apply_table gives attn_rope_apply's bits, at an offset whose
+ * positions end exactly where the table does and at scattered explicit
+ * positions, after the table grew in uneven steps (crossing its
+ * reallocations); its rows are m cos(p w_f), m sin(p w_f) in double as
+ * the test computes them from attn_rope_frequencies, and attn_rope_cos_sin's
+ * values once rounded to float. */
+static void test_table_equals_apply(void **state) {
+    (void)state;
+    table_case cases[8];
+    const int n_cases = table_cases(cases);
+    test_rng rng;
+    test_rng_seed(&rng, 21);
+    const int64_t grow[6] = {1, 17, 16, 40, 41, 1000}; /* 16 shrinks: nothing to do */
+    for (int i = 0; i < n_cases; i++) {
+        const table_case *tc = &cases[i];
+        attn_rope_table *t = NULL;
+        assert_ok(attn_rope_table_new(tc->dim, &tc->opt, &t));
+        assert_int_equal(attn_rope_table_positions(t), 0);
+        for (int g = 0; g < 6; g++) {
+            assert_ok(attn_rope_table_reserve(t, grow[g]));
+            assert_int_equal(attn_rope_table_positions(t), g == 2 ? 17 : grow[g]);
+        }
+        owned_tensor x = tensor_new(tc->dtype, 3, 17, 2, tc->dim);
+        fill_storable(&x.t, &rng);
+        /* offset: positions 983 .. 999, the table's last */
+        owned_tensor want = tensor_copy(&x), got = tensor_copy(&x);
+        assert_ok(attn_rope_apply(&want.t, NULL, 1000 - 17, &tc->opt));
+        assert_ok(attn_rope_apply_table(&got.t, NULL, 1000 - 17, t));
+        if (memcmp(want.t.data, got.t.data, x.bytes)) fail_msg("%s: offset: not attn_rope_apply's bits", tc->name);
+        tensor_free(&want), tensor_free(&got);
+        /* explicit positions [3, 17], any order, repeats and 0 included */
+        int64_t positions[3 * 17];
+        for (int64_t r = 0; r < 3 * 17; r++) positions[r] = (r * 389 + 7) % 1000;
+        positions[5] = 0, positions[6] = 999, positions[7] = 999;
+        want = tensor_copy(&x), got = tensor_copy(&x);
+        assert_ok(attn_rope_apply(&want.t, positions, 0, &tc->opt));
+        assert_ok(attn_rope_apply_table(&got.t, positions, 0, t));
+        if (memcmp(want.t.data, got.t.data, x.bytes)) fail_msg("%s: positions: not attn_rope_apply's bits", tc->name);
+        tensor_free(&want), tensor_free(&got), tensor_free(&x);
+
+        /* the rows, against an evaluation of the formula here */
+        const int64_t F = (tc->opt.rotary_dim ? tc->opt.rotary_dim : tc->dim) / 2;
+        double w[32], m;
+        float cos_f[32], sin_f[32];
+        assert_ok(attn_rope_frequencies(tc->dim, &tc->opt, w, &m));
+        const int64_t rows[5] = {0, 1, 16, 17, 999};
+        for (int k = 0; k < 5; k++) {
+            const double *c, *sn;
+            assert_ok(attn_rope_table_row(t, rows[k], &c, &sn));
+            assert_ok(attn_rope_cos_sin(tc->dim, &rows[k], 1, 0, &tc->opt, cos_f, sin_f));
+            for (int64_t f = 0; f < F; f++) {
+                const double angle = (double)rows[k] * w[f];
+                if (c[f] != m * cos(angle) || sn[f] != m * sin(angle) || (float)c[f] != cos_f[f] ||
+                    (float)sn[f] != sin_f[f])
+                    fail_msg("%s: position %lld, frequency %lld: table (%.17g, %.17g), formula (%.17g, %.17g), "
+                             "attn_rope_cos_sin (%.9g, %.9g)",
+                             tc->name, (long long)rows[k], (long long)f, c[f], sn[f], m * cos(angle), m * sin(angle),
+                             cos_f[f], sin_f[f]);
+            }
+        }
+        attn_rope_table_free(t);
+    }
+}
+
+/* Grown one position at a time (as decoding grows it) across many
+ * reallocations, a table holds the same bits as one reserved at once:
+ * growth moves rows, never changes them. */
+static void test_table_growth(void **state) {
+    (void)state;
+    attn_rope_options opt = ATTN_ROPE_OPTIONS_INIT;
+    opt.pairing = ATTN_ROPE_GPTJ;
+    attn_rope_table *step = NULL, *once = NULL;
+    assert_ok(attn_rope_table_new(24, &opt, &step));
+    assert_ok(attn_rope_table_new(24, &opt, &once));
+    assert_ok(attn_rope_table_reserve(once, 300));
+    for (int64_t n = 1; n <= 300; n++) {
+        assert_ok(attn_rope_table_reserve(step, n));
+        assert_int_equal(attn_rope_table_positions(step), n);
+    }
+    for (int64_t p = 0; p < 300; p++) {
+        const double *c1, *s1, *c2, *s2;
+        assert_ok(attn_rope_table_row(step, p, &c1, &s1));
+        assert_ok(attn_rope_table_row(once, p, &c2, &s2));
+        assert_memory_equal(c1, c2, 12 * sizeof(double));
+        assert_memory_equal(s1, s2, 12 * sizeof(double));
+    }
+    attn_rope_table_free(step);
+    attn_rope_table_free(once);
+}
+
+/* Large positions (where the angle needs double): the table's rotation is
+ * still attn_rope_apply's, bit for bit.  Width 4 keeps 300 000 rows small
+ * (32 bytes each). */
+static void test_table_large_positions(void **state) {
+    (void)state;
+    test_rng rng;
+    test_rng_seed(&rng, 22);
+    attn_rope_options opt = ATTN_ROPE_OPTIONS_INIT;
+    opt.theta = 1e6;
+    attn_rope_table *t = NULL;
+    assert_ok(attn_rope_table_new(4, &opt, &t));
+    assert_ok(attn_rope_table_reserve(t, 300000));
+    owned_tensor x = tensor_new(ATTN_F32, 1, 5, 3, 4);
+    fill_storable(&x.t, &rng);
+    const int64_t positions[5] = {299999, 123457, 65536, 65535, 262144};
+    owned_tensor want = tensor_copy(&x), got = tensor_copy(&x);
+    assert_ok(attn_rope_apply(&want.t, positions, 0, &opt));
+    assert_ok(attn_rope_apply_table(&got.t, positions, 0, t));
+    assert_memory_equal(want.t.data, got.t.data, x.bytes);
+    tensor_free(&want), tensor_free(&got), tensor_free(&x);
+    attn_rope_table_free(t);
+}
+
+/* Each refusal names its cause and leaves x and the table as they were. */
+static void test_table_bad_input(void **state) {
+    (void)state;
+    const attn_status BAD = ATTN_ERR_INVALID_ARGUMENT;
+    attn_rope_table *t = (attn_rope_table *)&t; /* not NULL: the failure must set it */
+    attn_rope_options opt = ATTN_ROPE_OPTIONS_INIT;
+    opt.theta = 0;
+    assert_refused(attn_rope_table_new(8, &opt, &t), BAD, "theta is 0");
+    assert_null(t);
+    assert_refused(attn_rope_table_new(8, NULL, NULL), BAD, "out is NULL");
+    assert_refused(attn_rope_table_new(0, NULL, &t), ATTN_ERR_SHAPE, "");
+    assert_null(t);
+    assert_ok(attn_rope_table_new(8, NULL, &t));
+    assert_refused(attn_rope_table_reserve(NULL, 4), BAD, "the table is NULL");
+    assert_refused(attn_rope_table_reserve(t, -1), ATTN_ERR_SHAPE, "-1 positions");
+    assert_ok(attn_rope_table_reserve(t, 4));
+    /* more rows than size_t can hold: refused before any allocation */
+    assert_refused(attn_rope_table_reserve(t, INT64_MAX), ATTN_ERR_OVERFLOW, "overflow");
+    assert_int_equal(attn_rope_table_positions(t), 4);
+    assert_int_equal(attn_rope_table_positions(NULL), 0);
+
+    const double *c, *s;
+    assert_refused(attn_rope_table_row(NULL, 0, &c, &s), BAD, "the table is NULL");
+    assert_refused(attn_rope_table_row(t, 0, NULL, &s), BAD, "cos is NULL");
+    assert_refused(attn_rope_table_row(t, 0, &c, NULL), BAD, "sin is NULL");
+    assert_refused(attn_rope_table_row(t, 4, &c, &s), ATTN_ERR_SHAPE, "outside the table's [0, 4)");
+    assert_refused(attn_rope_table_row(t, -1, &c, &s), ATTN_ERR_SHAPE, "position -1");
+
+    float data[2 * 3 * 1 * 8], before[2 * 3 * 1 * 8];
+    test_rng rng;
+    test_rng_seed(&rng, 23);
+    test_fill_normal(&rng, data, 48, 1.0);
+    memcpy(before, data, sizeof data);
+    attn_tensor x = attn_tensor_4d(data, 2, 3, 1, 8), narrow = attn_tensor_4d(data, 2, 3, 2, 4);
+    int64_t positions[6] = {0, 1, 2, 3, 0, 1};
+    assert_refused(attn_rope_apply_table(&x, NULL, 0, NULL), BAD, "the table is NULL");
+    assert_refused(attn_rope_apply_table(NULL, NULL, 0, t), BAD, "x is NULL");
+    assert_refused(attn_rope_apply_table(&narrow, NULL, 0, t), ATTN_ERR_SHAPE, "x's width is 4");
+    assert_refused(attn_rope_apply_table(&x, NULL, -1, t), ATTN_ERR_SHAPE, "negative positions");
+    assert_refused(attn_rope_apply_table(&x, NULL, 2, t), ATTN_ERR_SHAPE, "reserve them first");
+    assert_refused(attn_rope_apply_table(&x, NULL, INT64_MAX, t), ATTN_ERR_SHAPE, "outside the table's [0, 4)");
+    positions[5] = -3;
+    assert_refused(attn_rope_apply_table(&x, positions, 0, t), ATTN_ERR_SHAPE, "positions[5] = -3");
+    positions[5] = 4;
+    assert_refused(attn_rope_apply_table(&x, positions, 0, t), ATTN_ERR_SHAPE, "reserve it first");
+    assert_memory_equal(before, data, sizeof data);
+    /* the edge itself is inside */
+    assert_ok(attn_rope_apply_table(&x, NULL, 1, t));
+    attn_rope_table_free(t);
+    attn_rope_table_free(NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rotation_preserves_norms),
@@ -935,6 +1140,10 @@ int main(void) {
         cmocka_unit_test(test_half_storage),
         cmocka_unit_test(test_hugging_face_fixtures),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_table_equals_apply),
+        cmocka_unit_test(test_table_growth),
+        cmocka_unit_test(test_table_large_positions),
+        cmocka_unit_test(test_table_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
