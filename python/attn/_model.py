@@ -535,6 +535,39 @@ class Model(_lens.WeightAttributes):
             out[point] = product if point.endswith(_TWO_POS) else product.sum(-1)
         return out
 
+    def weights_not_explanation(self, input: Any, layer: int, *, position: int = -1, tolerance: float = 1e-3,
+                                exact_limit: int = 0, starts: int = 0) -> List[Dict[str, Any]]:
+        """The chapter's "weights are not an explanation" on every head of a
+        layer: for the query at position (-1: the last), the weight row
+        farthest in L1 from the head's own that gives the same z within
+        tolerance in every coordinate (attn.nullspace, attn_nullspace_search,
+        over the keys the query may read and that head's v rows).  Bounded
+        time: the search's work budget applies per head (exact up to
+        exact_limit visible keys, the library's default when 0; beyond it a
+        local search from starts starting points, a lower bound).  One dict a
+        head: head, weights [L] (its row), moved [L] (the row found), l1,
+        max_output_change, exact.  The CLI's `attn model trace --nullspace
+        LAYER:all` prints the same search."""
+        from ._sdpa import nullspace
+
+        names = [f"blocks.{layer}.attn.hook_pattern", f"blocks.{layer}.attn.hook_attn_scores",
+                 f"blocks.{layer}.attn.hook_v"]
+        _, cache = self.run_with_cache(input, names_filter=names, remove_batch_dim=True)
+        pattern, scores, v = (cache[n] for n in names)
+        Hq, L = pattern.shape[0], pattern.shape[1]
+        pos = position if position >= 0 else L + position
+        if not 0 <= pos < L:
+            raise ValueError(f"position {position}: the run has {L} tokens")
+        group = Hq // v.shape[1]
+        out = []
+        for h in range(Hq):
+            row = np.ascontiguousarray(pattern[h, pos], dtype=np.float32)
+            values = np.ascontiguousarray(v[:, h // group], dtype=np.float32)
+            moved, info = nullspace(row, values, tolerance=tolerance, visible=np.isfinite(scores[h, pos]),
+                                    exact_limit=exact_limit, starts=starts)
+            out.append({"head": h, "weights": row, "moved": moved, **info})
+        return out
+
     @staticmethod
     def _keep(names_filter):
         """names_filter (None: all, a name, a glob, names and globs, or a predicate) as a predicate."""

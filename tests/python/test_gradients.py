@@ -153,3 +153,31 @@ def test_attribution_patching_against_real_patching(plain_build_only):
     big = np.abs(real) > 0.25 * np.abs(real).max()
     assert np.all(np.sign(real[big]) == np.sign(linear[big]))
     assert np.corrcoef(real, linear)[0, 1] > 0.5
+
+
+def test_weights_not_an_explanation_on_every_head():
+    """Every head of a Gemma 3 layer, the last query of the chapter's
+    sentence: each row found is a distribution over the visible keys (non-
+    negative, the row's sum) whose z differs from the head's own by at most
+    the tolerance (checked here with the cache's v rows in float64).  On 8
+    keys against Dh = 256 the v rows are independent, so no row can move
+    beyond the tolerance's slack: the search says so (l1 small) rather
+    than inventing a move."""
+    m = model("gemma3")
+    text, layer, tol = "我吃了一个苹果", 3, 1e-3
+    heads = m.weights_not_explanation(text, layer, tolerance=tol)
+    _, cache = m.run_with_cache(text, names_filter=[f"blocks.{layer}.attn.hook_v", f"blocks.{layer}.attn.hook_attn_scores"],
+                                remove_batch_dim=True)
+    v, scores = cache[f"blocks.{layer}.attn.hook_v"], cache[f"blocks.{layer}.attn.hook_attn_scores"]
+    group = m.cfg.n_heads // m.cfg.n_key_value_heads
+    assert len(heads) == m.cfg.n_heads
+    for r in heads:
+        h, w, moved = r["head"], r["weights"].astype(np.float64), r["moved"]
+        hidden = ~np.isfinite(scores[h, -1])
+        assert np.all(moved >= -1e-9) and np.all(moved[hidden] == 0)
+        assert abs(moved.sum() - w.sum()) < 1e-5
+        vals = v[:, h // group].astype(np.float64)
+        assert np.abs((moved - w) @ vals).max() <= tol * (1 + 1e-6)
+        assert abs(np.abs(moved - w).sum() - r["l1"]) < 1e-6
+    print("L1 moves per head:", [round(r["l1"], 6) for r in heads])
+    assert all(0 <= r["l1"] < 0.05 for r in heads)
