@@ -159,7 +159,7 @@ def test_weights_not_an_explanation_on_every_head():
     """Every head of a Gemma 3 layer, the last query of the chapter's
     sentence: each row found is a distribution over the visible keys (non-
     negative, the row's sum) whose z differs from the head's own by at most
-    the tolerance (checked here with the cache's v rows in float64).  On 8
+    the tolerance (checked here with the cache's v rows in float64).  On 5
     keys against Dh = 256 the v rows are independent, so no row can move
     beyond the tolerance's slack: the search says so (l1 small) rather
     than inventing a move."""
