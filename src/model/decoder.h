@@ -108,7 +108,7 @@ attn_status attn__decoder_attend_hooked(const attn_decoder_outputs *out, int64_t
  *   stream x [L, d] once per head, [L, H, d]) shown to the hook; the heads
  *   it changed, with their rows, are kept in *in (nothing when none did).
  * inputs_apply: which 0, 1, 2 (q, k, v): each changed head's rows through
- *   the layer's norm (norm_weight) and the projection w (+ bias) replace
+ *   the layer's norm (ek's rmsnorm, norm_weight) and the projection w (+ bias) replace
  *   that head's Dh columns of proj [L, H*Dh].
  * norm_hooks: the norm of rows x [rows, d] into y (already computed by the
  *   caller, y = rmsnorm(x) * w) shown as hook_scale [rows, 1] (a written
@@ -122,9 +122,10 @@ typedef struct decoder_inputs {
 } decoder_inputs;
 attn_status attn__decoder_inputs_take(const attn_decoder_outputs *out, const attn_decoder_config *c, int64_t layer,
                                       const float *x, int64_t L, decoder_inputs *in);
+struct eltwise_kernels;
 attn_status attn__decoder_inputs_apply(const attn_decoder *m, const decoder_inputs *in, int which,
-                                       const float *norm_weight, const decoder_weight *w, const float *bias,
-                                       int64_t L, float *proj);
+                                       const struct eltwise_kernels *ek, const float *norm_weight,
+                                       const decoder_weight *w, const float *bias, int64_t L, float *proj);
 void attn__decoder_inputs_free(decoder_inputs *in);
 attn_status attn__decoder_norm_hooks(const attn_decoder_outputs *out, attn_decoder_hook_point scale_point,
                                      attn_decoder_hook_point normalized_point, int64_t layer, const float *x,

@@ -151,9 +151,9 @@ static attn_status attention_forward(const attn_decoder *m, const decoder_layer 
     if ((st = attn__decoder_matmul(m, s->h, L, &w->wq, w->bq, s->q)) ||
         (st = attn__decoder_matmul(m, s->h, L, &w->wk, w->bk, s->k)) ||
         (st = attn__decoder_matmul(m, s->h, L, &w->wv, w->bv, s->v)) ||
-        (st = attn__decoder_inputs_apply(m, inputs, 0, w->attn_norm, &w->wq, w->bq, L, s->q)) ||
-        (st = attn__decoder_inputs_apply(m, inputs, 1, w->attn_norm, &w->wk, w->bk, L, s->k)) ||
-        (st = attn__decoder_inputs_apply(m, inputs, 2, w->attn_norm, &w->wv, w->bv, L, s->v)))
+        (st = attn__decoder_inputs_apply(m, inputs, 0, s->ek, w->attn_norm, &w->wq, w->bq, L, s->q)) ||
+        (st = attn__decoder_inputs_apply(m, inputs, 1, s->ek, w->attn_norm, &w->wk, w->bk, L, s->k)) ||
+        (st = attn__decoder_inputs_apply(m, inputs, 2, s->ek, w->attn_norm, &w->wv, w->bv, L, s->v)))
         return st;
     if (w->q_norm) rmsnorm_rows(s->ek, s->q, L * Hq, Dh, w->q_norm, c->rms_eps, s->q);
     if (w->k_norm) rmsnorm_rows(s->ek, s->k, L * Hkv, Dh, w->k_norm, c->rms_eps, s->k);

@@ -14,6 +14,7 @@
  *   result [L, Hq, d]  z of head h through its Dh columns of W_O
  */
 #include "model/decoder.h"
+#include "model/eltwise.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -77,8 +78,8 @@ attn_status attn__decoder_inputs_take(const attn_decoder_outputs *out, const att
 }
 
 attn_status attn__decoder_inputs_apply(const attn_decoder *m, const decoder_inputs *in, int which,
-                                       const float *norm_weight, const decoder_weight *w, const float *bias,
-                                       int64_t L, float *proj) {
+                                       const eltwise_kernels *ek, const float *norm_weight, const decoder_weight *w,
+                                       const float *bias, int64_t L, float *proj) {
     if (!in->rows[which]) return ATTN_OK;
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, H = in->heads[which], Dh = c->head_dim, width = H * Dh;
@@ -88,17 +89,13 @@ attn_status attn__decoder_inputs_apply(const attn_decoder *m, const decoder_inpu
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decoder_forward: cannot allocate a patched head's projection");
         goto done;
     }
-    /* A changed head's rows through the layer's norm and the whole
-     * projection; its own Dh columns replace the forward's. */
+    /* A changed head's rows through the layer's norm (the forward's
+     * kernel) and the whole projection; its own Dh columns replace the
+     * forward's. */
     for (int64_t h = 0; h < H && !st; h++) {
         if (!in->changed[which][h]) continue;
-        for (int64_t t = 0; t < L; t++) {
-            const float *r = in->rows[which] + (t * H + h) * d;
-            double ss = 0.0;
-            for (int64_t i = 0; i < d; i++) ss += (double)r[i] * r[i];
-            const float inv = (float)(1.0 / sqrt(ss / (double)d + c->rms_eps));
-            for (int64_t i = 0; i < d; i++) normed[t * d + i] = (r[i] * inv) * norm_weight[i];
-        }
+        for (int64_t t = 0; t < L; t++) ek->rmsnorm(in->rows[which] + (t * H + h) * d, d, norm_weight, c->rms_eps,
+                                                    normed + t * d);
         if ((st = attn__decoder_matmul(m, normed, L, w, bias, full))) break;
         for (int64_t t = 0; t < L; t++)
             memcpy(proj + t * width + h * Dh, full + t * width + h * Dh, (size_t)Dh * sizeof(float));
