@@ -86,3 +86,24 @@ def plain_build_only():
     if os.environ.get("ATTN_PY_UNDER_SANITIZERS") == "1":
         pytest.skip("a long real-model run: the plain pass ran it; the sanitizer pass covers the same code "
                     "on the tiny models")
+
+
+@pytest.fixture(scope="module")
+def transformers(torch):
+    """transformers, for the tests against its own modules; they skip, saying
+    so, where it is not installed."""
+    try:
+        import transformers as tr
+    except ImportError:
+        pytest.skip("transformers is not installed (scripts/test-python.sh installs it with torch)")
+    return tr
+
+
+def close_to_largest(ours, theirs, what, rel):
+    """ours within rel of the reference's largest magnitude, same shape (the
+    rule tests/model/test_safetensors_models.c uses for these checkpoints)."""
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    assert ours.shape == theirs.shape, f"{what}: shape {ours.shape}, the reference's {theirs.shape}"
+    scale = max(np.abs(theirs).max(), 1e-30)
+    err = np.abs(ours - theirs).max()
+    assert err <= rel * scale, f"{what}: off by {err:.3g} (largest {scale:.3g})"

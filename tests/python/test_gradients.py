@@ -11,27 +11,15 @@ import numpy as np
 import pytest
 
 import attn
+from conftest import close_to_largest
 from test_model import model
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_models"
 ARCHS = ["qwen2", "gemma3", "llama", "qwen3"]
 
 
-@pytest.fixture(scope="module")
-def transformers(torch):
-    try:
-        import transformers as tr
-    except ImportError:
-        pytest.skip("transformers is not installed (scripts/test-python.sh installs it with torch)")
-    return tr
-
-
 def close(ours, theirs, what, rel=1e-4):
-    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
-    assert ours.shape == theirs.shape, f"{what}: shape {ours.shape}, torch's {theirs.shape}"
-    scale = max(np.abs(theirs).max(), 1e-30)
-    err = np.abs(ours - theirs).max()
-    assert err <= rel * scale, f"{what}: off by {err:.3g} (largest {scale:.3g})"
+    close_to_largest(ours, theirs, what, rel)
 
 
 def torch_gradients(tr, torch, path, ids):

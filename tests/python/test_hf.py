@@ -12,15 +12,6 @@ import pytest
 import attn
 
 
-@pytest.fixture(scope="module")
-def transformers(torch):
-    try:
-        import transformers as tr
-    except ImportError:
-        pytest.skip("transformers is not installed (scripts/test-python.sh installs it with torch)")
-    return tr
-
-
 def _qwen2(tr, **extra):
     return tr.Qwen2Config(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
