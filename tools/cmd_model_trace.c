@@ -9,6 +9,7 @@
 #include "cli_generation.h"
 #include "cli_stdout.h"
 
+#include "attn_analysis.h"
 #include "attn_decoder.h"
 #include "attn_gguf.h"
 #include "attn_model_interp.h"
@@ -38,7 +39,9 @@ static void trace_help(FILE *out) {
     "                        [--weights stored|f32] [--precision exact|fast]\n"
     "       attn model trace --model MODEL --text TEXT --source-text TEXT --paths [--position P]\n"
     "       attn model trace --model MODEL --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
-    "                        [--tolerance T]\n\n"
+    "                        [--tolerance T]\n"
+    "       attn model trace --model MODEL --text TEXT --value-norms LAYER [--no-wo] [--position P] [--top K]\n"
+    "       attn model trace --model MODEL --text TEXT --rollout [--flow] [--head H] [--residual R] [--position P]\n\n"
     "Runs a decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
     "  blocks.L.attn.hook_rot_q / hook_rot_k (after RoPE), blocks.L.attn.hook_attn_scores,\n"
@@ -79,7 +82,18 @@ static void trace_help(FILE *out) {
     "                      --position P (default -1) can move in L1 with its z unchanged within\n"
     "                      --tolerance T (default 1e-3) in every coordinate (attn nullspace's search on\n"
     "                      the head's real v rows; exact up to 12 visible keys, a lower bound beyond);\n"
-    "                      L:all searches every head of layer L, a line each, then a histogram of the moves\n\n"
+    "                      L:all searches every head of layer L, a line each, then a histogram of the moves\n"
+    "  --value-norms L     value-weighted norms ||a_ij v_j W_O^h|| (Kobayashi et al. 2020) of every head of\n"
+    "                      layer L at query --position P (default -1): each head's top --top keys by weight,\n"
+    "                      with their norms, then by norm, with their weights (a large weight on a short\n"
+    "                      vector moves little); --no-wo: ||a_ij v_j||, without the output projection\n"
+    "  --rollout           attention rollout (Abnar & Zuidema 2020): how much of each input token reaches\n"
+    "                      --position P after layers 0, the middle one and the last, the maps multiplied\n"
+    "                      layer by layer with the residual as (1 - R) A + R I (--residual R, default 0.5),\n"
+    "                      the heads averaged (--head H: head H of every layer alone)\n"
+    "  --flow              with --rollout: attention flow, the max-flow from each input token to\n"
+    "                      --position P through the same layered graph (at most %d nodes: (layers + 1)\n"
+    "                      x tokens)\n\n"
     "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
     "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
     "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
@@ -88,12 +102,16 @@ static void trace_help(FILE *out) {
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --hooks 'blocks.*.attn.hook_pattern' -o cache.npz\n"
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --source-text 这台电脑来自苹果 \\\n"
     "      --patch 'blocks.*.hook_resid_pre@-1' --sweep-layers --answer 公司\n"
-    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n");
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --value-norms 3\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --rollout --flow\n",
+    ATTN_ATTENTION_FLOW_MAX_NODES);
 }
 
 enum {
     F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
-    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND
+    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND, F_VALUE_NORMS, F_NO_WO,
+    F_ROLLOUT, F_FLOW, F_HEAD, F_RESIDUAL
 };
 
 static const cli_flag trace_flags[] = {
@@ -108,6 +126,9 @@ static const cli_flag trace_flags[] = {
     {"--paths", NULL, F_PATHS, 0},            {"--position", "P", F_POSITION, 0},
     {"--nullspace", "LAYER:HEAD", F_NULLSPACE, 0}, {"--tolerance", "T", F_TOLERANCE, 0},
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
+    {"--value-norms", "LAYER", F_VALUE_NORMS, 0}, {"--no-wo", NULL, F_NO_WO, 0},
+    {"--rollout", NULL, F_ROLLOUT, 0},        {"--flow", NULL, F_FLOW, 0},
+    {"--head", "H", F_HEAD, 0},               {"--residual", "R", F_RESIDUAL, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const trace_tables[] = {trace_flags, cli_decoder_flags, NULL};
@@ -219,6 +240,10 @@ typedef struct trace_cli {
     int64_t top, position;
     const char *nullspace;
     double tolerance;
+    int64_t value_norms; /* the layer, or -1 */
+    bool no_wo, rollout, flow;
+    int64_t head;        /* ATTN_ALL: the mean of the heads */
+    double residual;
 } trace_cli;
 
 typedef struct ranked {
@@ -379,6 +404,113 @@ static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, con
     return rc;
 }
 
+/* The index of the largest of row[0 .. n) not yet in taken (marked there). */
+static int64_t take_largest(const float *row, int64_t n, bool *taken) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < n; j++)
+        if (!taken[j] && (best < 0 || row[j] > row[best])) best = j;
+    if (best >= 0) taken[best] = true;
+    return best;
+}
+
+/* --value-norms LAYER: per head, the query's top keys by weight with their
+ * norms, then by norm with their weights. */
+static int print_value_norms(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t L = r->L, Hq = c->n_heads, pos = o->position < 0 ? L + o->position : o->position;
+    if (o->value_norms >= c->n_layers)
+        return cli_usage_error(CMD, "--value-norms %lld: the model has layers 0 .. %lld", (long long)o->value_norms,
+                               (long long)c->n_layers - 1);
+    if (pos < 0 || pos >= L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)o->position, (long long)L);
+    float *pattern = malloc((size_t)(Hq * L * L) * sizeof *pattern), *norms = malloc((size_t)(Hq * L * L) * sizeof *norms);
+    bool *taken = malloc((size_t)L * sizeof *taken);
+    char buf[256];
+    int rc = CLI_OK;
+    if (!pattern || !norms || !taken) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (attn_model_value_norms(m, r->ids, L, o->value_norms, !o->no_wo, pattern, norms)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    printf("\nblocks.%lld.attn, query %lld (%s): value-weighted norms %s (Kobayashi et al. 2020) beside the weights;\n"
+           "a head's output is the sum of these vectors, so a large weight on a short vector contributes little\n",
+           (long long)o->value_norms, (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf),
+           o->no_wo ? "||a_ij v_j||" : "||a_ij v_j W_O^h||");
+    const int64_t shown = o->top < pos + 1 ? o->top : pos + 1;
+    for (int64_t h = 0; h < Hq; h++) {
+        const float *w = pattern + (h * L + pos) * L, *n = norms + (h * L + pos) * L;
+        double total = 0;
+        for (int64_t j = 0; j <= pos; j++) total += n[j];
+        for (int by_norm = 0; by_norm < 2; by_norm++) {
+            memset(taken, 0, (size_t)L * sizeof *taken);
+            if (by_norm) printf("%-8s by norm:  ", "");
+            else printf("head %-3lld by weight:", (long long)h);
+            for (int64_t k = 0; k < shown; k++) {
+                const int64_t j = take_largest(by_norm ? n : w, pos + 1, taken);
+                printf("  %lld %s w %.3f n %.3f", (long long)j, token_text(tok, r->ids[j], buf, sizeof buf),
+                       (double)w[j], (double)n[j]);
+            }
+            if (by_norm) printf("   (the row's norms sum to %.3f)", total);
+            printf("\n");
+        }
+    }
+done:
+    free(pattern);
+    free(norms);
+    free(taken);
+    return rc;
+}
+
+/* --rollout [--flow]: what reaches the query from each input token. */
+static int print_rollout(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t L = r->L, N = c->n_layers, pos = o->position < 0 ? L + o->position : o->position;
+    if (o->head >= c->n_heads)
+        return cli_usage_error(CMD, "--head %lld: the model has heads 0 .. %lld", (long long)o->head,
+                               (long long)c->n_heads - 1);
+    if (pos < 0 || pos >= L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)o->position, (long long)L);
+    double *rollout = malloc((size_t)(N * L * L) * sizeof *rollout), *flow = malloc((size_t)L * sizeof *flow);
+    char buf[256];
+    int rc = CLI_OK;
+    if (!rollout || !flow) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (attn_model_rollout(m, r->ids, L, o->head, o->residual, rollout) ||
+        (o->flow && attn_model_flow(m, r->ids, L, o->head, o->residual, pos, flow))) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    char heads[32];
+    if (o->head == ATTN_ALL) snprintf(heads, sizeof heads, "the %lld heads averaged", (long long)c->n_heads);
+    else snprintf(heads, sizeof heads, "head %lld of every layer", (long long)o->head);
+    printf("\nattention rollout%s (Abnar & Zuidema 2020) into query %lld (%s): each layer's map as\n"
+           "(1 - %.3g) A + %.3g I, %s; the share of each input token after a layer\n",
+           o->flow ? " and flow" : "", (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf), o->residual,
+           o->residual, heads);
+    const int64_t layers[3] = {0, N / 2, N - 1};
+    printf("%-5s %-16s", "key", "token");
+    for (int k = 0; k < 3; k++) printf(" %9s %-3lld", "layer", (long long)layers[k]);
+    if (o->flow) printf(" %10s", "flow");
+    printf("\n");
+    for (int64_t j = 0; j < L; j++) {
+        printf("%-5lld %-16s", (long long)j, token_text(tok, r->ids[j], buf, sizeof buf));
+        for (int k = 0; k < 3; k++) printf(" %13.4f", rollout[(layers[k] * L + pos) * L + j]);
+        if (o->flow) printf(" %10.4f", flow[j]);
+        printf("\n");
+    }
+    if (o->flow)
+        printf("rollout rows sum to 1 (shares); flows are separate max-flows, each at most 1, and need not sum to 1\n");
+done:
+    free(rollout);
+    free(flow);
+    return rc;
+}
+
 static int trace_main(const trace_cli *o) {
     cli_model model = {0};
     attn_decoder *m = NULL;
@@ -498,6 +630,14 @@ static int trace_main(const trace_cli *o) {
         rc = print_nullspace(m, tok, &target, o);
         goto done;
     }
+    if (o->value_norms >= 0) {
+        rc = print_value_norms(m, tok, &target, o);
+        goto done;
+    }
+    if (o->rollout) {
+        rc = print_rollout(m, tok, &target, o);
+        goto done;
+    }
     attn_model_run_options spec = ATTN_MODEL_RUN_OPTIONS_INIT;
     spec.patches = patches;
     spec.n_patches = o->n_patches;
@@ -595,6 +735,9 @@ int cmd_model_trace(int argc, char **argv) {
     o.top = TOP_DEFAULT;
     o.position = -1;
     o.tolerance = 1e-3;
+    o.value_norms = -1;
+    o.head = ATTN_ALL;
+    o.residual = 0.5;
     o.load = (attn_decoder_options)ATTN_DECODER_OPTIONS_INIT;
     cli_args args;
     const char *value;
@@ -620,6 +763,18 @@ int cmd_model_trace(int argc, char **argv) {
         case F_PATHS: o.paths = true; break;
         case F_BEYOND: o.allow_beyond_context = true; break;
         case F_NULLSPACE: o.nullspace = value; break;
+        case F_VALUE_NORMS:
+            if (!cli_parse_int(CMD, args.flag, value, 0, INT32_MAX, &o.value_norms)) return CLI_USAGE_ERROR;
+            break;
+        case F_NO_WO: o.no_wo = true; break;
+        case F_ROLLOUT: o.rollout = true; break;
+        case F_FLOW: o.flow = true; break;
+        case F_HEAD:
+            if (!cli_parse_int(CMD, args.flag, value, 0, INT32_MAX, &o.head)) return CLI_USAGE_ERROR;
+            break;
+        case F_RESIDUAL:
+            if (!cli_parse_float(CMD, args.flag, value, 0, 1, &o.residual)) return CLI_USAGE_ERROR;
+            break;
         case F_TOLERANCE:
             if (!cli_parse_float(CMD, args.flag, value, 0, 1e30, &o.tolerance)) return CLI_USAGE_ERROR;
             break;
@@ -648,8 +803,18 @@ int cmd_model_trace(int argc, char **argv) {
     if (o.nullspace && (o.paths || o.n_patches || o.sweep || o.out || o.answer))
         return cli_usage_error(CMD, "--nullspace is a run of its own: no --paths, --patch, --ablate, --sweep-layers, "
                                     "--hooks or --answer");
-    if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace)
-        return cli_usage_error(CMD, "--position applies to --paths and --nullspace");
+    const bool analysis = o.value_norms >= 0 || o.rollout;
+    if ((o.value_norms >= 0) + o.rollout + !!o.nullspace + o.paths > 1)
+        return cli_usage_error(CMD, "--paths, --nullspace, --value-norms and --rollout: one of them");
+    if (analysis && (o.n_patches || o.sweep || o.out || o.answer || o.source_text || o.source_ids))
+        return cli_usage_error(CMD, "--value-norms and --rollout are runs of their own: no --patch, --ablate, "
+                                    "--sweep-layers, --hooks, --answer or source");
+    if (o.no_wo && o.value_norms < 0) return cli_usage_error(CMD, "--no-wo applies to --value-norms");
+    if (o.flow && !o.rollout) return cli_usage_error(CMD, "--flow goes with --rollout");
+    if ((cli_args_given(&args, F_HEAD) || cli_args_given(&args, F_RESIDUAL)) && !o.rollout)
+        return cli_usage_error(CMD, "--head and --residual apply to --rollout");
+    if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace && !analysis)
+        return cli_usage_error(CMD, "--position applies to --paths, --nullspace, --value-norms and --rollout");
     if (cli_args_given(&args, F_TOLERANCE) && !o.nullspace) return cli_usage_error(CMD, "--tolerance applies to --nullspace");
     if (o.out) {
         const char *outs[] = {o.out};
