@@ -4,8 +4,9 @@
  * second (source) run, zero and mean ablation of heads (the change of the
  * next-token distribution: attn_logits_kl in attn_interp.h), the path
  * decomposition of every head (the chapter's Figure 2, attn_sdpa_paths on
- * each layer), the null-space search on a real head's weight row, and
- * attn_analysis.h's value-weighted norms, rollout and flow on a run.  All
+ * each layer), the null-space search on a real head's weight row,
+ * attn_analysis.h's value-weighted norms, rollout and flow on a run, and
+ * the logit lens and direct logit attribution.  All
  * of it runs through the decoder's tensor hook (attn_decoder.h), under the
  * one hook vocabulary of attn_interp.h (TransformerLens's names).
  * `attn model trace`, `attn report --model`, `attn map --model` and `attn
@@ -238,6 +239,31 @@ ATTN_API attn_status attn_model_rollout(const attn_decoder *m, const int32_t *id
  * first: the refusal comes after it). */
 ATTN_API attn_status attn_model_flow(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t head,
                                      double residual, int64_t position, double *flow);
+
+/* ------------------------------------- the logit lens and logit attribution */
+
+/* The logit lens at position pos (the legend's rule): the residual stream
+ * after each layer read as if it were the last, through the final RMSNorm
+ * (its own scale per row) and the unembedding, with the forward's own
+ * kernels.  logits [N + 1, V]: row 0 the embeddings (resid_pre of layer
+ * 0), row l + 1 after layer l; row N is the model's own logits there. */
+ATTN_API attn_status attn_model_logit_lens(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t pos,
+                                           float *logits);
+
+/* Direct logit attribution at position pos: each component's share of
+ * logit[token] - logit[other] (other -1: of logit[token] alone), the
+ * component dotted with the final norm's weight times W_U's rows, scaled
+ * by the final stream's 1 / rms (frozen, TransformerLens's logit_attrs):
+ *   embed        the embeddings                              (scalar)
+ *   attn, mlp    each layer's hook_attn_out, hook_mlp_out     [N]
+ *   heads        each head's z_h . W_O^h, or NULL              [N, Hq]
+ * embed + sum(attn) + sum(mlp) is the logit (difference) up to the norm's
+ * epsilon and rounding.  The heads of a layer add up to its attn on Qwen2;
+ * on Gemma 3 attn_out is after an RMSNorm of their sum, so the heads'
+ * shares are of the pre-norm output and do not add up to it. */
+ATTN_API attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t pos,
+                                                  int64_t token, int64_t other, double *embed, double *attn,
+                                                  double *mlp, double *heads);
 
 #ifdef __cplusplus
 }

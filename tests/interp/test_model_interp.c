@@ -12,7 +12,9 @@
  * visibility against the causal and sliding-window rule; patches refused
  * before any forward (a tiny model, support/tiny_model.h); the analyses of
  * attn_analysis.h on tiny models (value-weighted norms against the file's
- * own W_O, rollout and flow against the tensor-level functions).
+ * own W_O, rollout and flow against the tensor-level functions; the logit
+ * lens against the norm and unembedding summed in double, the logit
+ * attribution's parts against the logit difference).
  *
  * With Gemma 3 270M (skipped with a message when ~/.cache/attn/models, or
  * $ATTN_MODEL_DIR, lacks it), each an independent reference:
@@ -515,6 +517,82 @@ static void test_tiny_analyses(void **state) {
     }
 }
 
+/* attn_model_logit_lens and attn_model_logit_attribution on the tiny
+ * models.  The lens: its last row is the forward's own logits there, and
+ * (qwen2: its norm weight and W_U as the file stores them) every row is
+ * rmsnorm(hidden[r]) * output_norm . W_U summed here in double from the
+ * decoder's hidden states.  The attribution: its parts add up to the
+ * forward's logit difference, and on qwen2 (no norm after W_O) a layer's
+ * heads add up to its attn_out. */
+static void test_tiny_logit_lens(void **state) {
+    (void)state;
+    const tiny_spec *specs[2] = {&TINY_QWEN, &TINY_GEMMA};
+    const int32_t ids[5] = {1, 7, 3, 9, 4};
+    enum { L = 5 };
+    for (int s = 0; s < 2; s++) {
+        tiny_model tm;
+        tiny_build(&tm, specs[s], 13);
+        attn_decoder *m = tiny_load(&tm);
+        const attn_decoder_config *c = attn_decoder_get_config(m);
+        const int64_t layers = c->n_layers, heads = c->n_heads, width = c->d_model, vocab = c->vocab;
+        float *hidden = malloc((size_t)((layers + 1) * L * width) * sizeof *hidden),
+              *logits = malloc((size_t)(L * vocab) * sizeof *logits),
+              *lens = malloc((size_t)((layers + 1) * vocab) * sizeof *lens);
+        double *attn = malloc((size_t)layers * sizeof *attn), *mlp = malloc((size_t)layers * sizeof *mlp),
+               *head_parts = malloc((size_t)(layers * heads) * sizeof *head_parts), embed;
+        attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+        o.hidden = hidden;
+        o.logits = logits;
+        assert_ok(attn_decoder_forward(m, ids, L, &o));
+        for (int64_t pos = 0; pos < L; pos += 2) {
+            assert_ok(attn_model_logit_lens(m, ids, L, pos, lens));
+            double top = 0;
+            for (int64_t v = 0; v < vocab; v++) top = fmax(top, fabs(logits[pos * vocab + v]));
+            for (int64_t v = 0; v < vocab; v++)
+                if (fabs(lens[layers * vocab + v] - logits[pos * vocab + v]) > LENS_LOGIT_REL_FAIL * fmax(1, top))
+                    fail_msg("%s: the lens's last row at %lld, token %lld: %.9g, the forward's %.9g",
+                             c->architecture, (long long)pos, (long long)v, (double)lens[layers * vocab + v],
+                             (double)logits[pos * vocab + v]);
+            if (s == 0) {
+                const float *norm = tiny_get(&tm, "output_norm.weight", 0), *w_u = tiny_get(&tm, "output.weight", 0);
+                for (int64_t r = 0; r <= layers; r++) {
+                    const float *x = hidden + (r * L + pos) * width;
+                    double ss = 0;
+                    for (int64_t e = 0; e < width; e++) ss += (double)x[e] * x[e];
+                    const double inv = 1 / sqrt(ss / (double)width + c->rms_eps);
+                    for (int64_t v = 0; v < vocab; v++) {
+                        double want = 0;
+                        for (int64_t e = 0; e < width; e++) want += x[e] * inv * norm[e] * w_u[v * width + e];
+                        if (fabs(lens[r * vocab + v] - want) > LENS_LOGIT_REL_FAIL * fmax(1, fabs(want)))
+                            fail_msg("lens row %lld token %lld: %.9g, want %.9g", (long long)r, (long long)v,
+                                     (double)lens[r * vocab + v], want);
+                    }
+                }
+            }
+            const int64_t token = 3, other = 11;
+            assert_ok(attn_model_logit_attribution(m, ids, L, pos, token, other, &embed, attn, mlp, head_parts));
+            double total = embed;
+            for (int64_t l = 0; l < layers; l++) total += attn[l] + mlp[l];
+            const double diff = (double)logits[pos * vocab + token] - logits[pos * vocab + other];
+            if (fabs(total - diff) > LENS_LOGIT_REL_FAIL * fmax(1, top))
+                fail_msg("%s position %lld: the parts sum to %.9g, the logit difference is %.9g", c->architecture,
+                         (long long)pos, total, diff);
+            for (int64_t l = 0; l < layers && s == 0; l++) {
+                double sum = 0;
+                for (int64_t h = 0; h < heads; h++) sum += head_parts[l * heads + h];
+                if (fabs(sum - attn[l]) > LENS_LOGIT_REL_FAIL * fmax(1, fabs(attn[l])))
+                    fail_msg("layer %lld: the heads sum to %.9g, attn_out gives %.9g", (long long)l, sum, attn[l]);
+            }
+        }
+        assert_refused(attn_model_logit_lens(m, ids, L, L, lens), ATTN_ERR_INVALID_ARGUMENT, "position 5");
+        assert_refused(attn_model_logit_attribution(m, ids, L, 0, vocab, -1, &embed, attn, mlp, NULL),
+                       ATTN_ERR_INVALID_ARGUMENT, "token");
+        free(hidden), free(logits), free(lens), free(attn), free(mlp), free(head_parts);
+        attn_decoder_free(m);
+        tiny_free(&tm);
+    }
+}
+
 static void need_model(void) {
     if (!gemma) {
         print_message("skipped: " GEMMA " is not in the model directory\n");
@@ -860,6 +938,7 @@ int main(void) {
         cmocka_unit_test(test_layer_visible),
         cmocka_unit_test(test_tiny_patches),
         cmocka_unit_test(test_tiny_analyses),
+        cmocka_unit_test(test_tiny_logit_lens),
         cmocka_unit_test(test_hooks_match_outputs),
         cmocka_unit_test(test_patch_with_itself),
         cmocka_unit_test(test_patch_resid_pre_gives_source),

@@ -410,5 +410,10 @@
  * augmenting paths' sums in double, and FLOW_EPS (1e-12) per path left
  * unpushed */
 #define ANALYSIS_FLOW_ABS_FAIL 1e-9
+/* the logit lens and the logit attribution (interp/test_model_interp.c)
+ * against the forward's logits and a double-precision norm and product:
+ * float32 activations and logits (a few ulps of a sum of d terms),
+ * relative to max(1, the largest logit compared) */
+#define LENS_LOGIT_REL_FAIL 1e-5
 
 #endif /* ATTN_TEST_TOLERANCES_H */

@@ -15,11 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Layer `layer`'s W_O as attn_value_weighted_norms reads it: the stored
- * [d, Hq * Dh] (y = x . W^T, GGUF's layout) dequantized (the values the
- * exact forward multiplies by) and transposed to the row convention
- * [Hq * Dh, d] = [Hq, Dh, d].  *out: free with free(). */
-static attn_status output_projection(const attn_decoder *m, int64_t layer, float **out) {
+attn_status attn__model_output_projection(const attn_decoder *m, int64_t layer, float **out) {
     const attn_decoder_config *c = &m->cfg;
     const int64_t d = c->d_model, in = c->n_heads * c->head_dim;
     float *stored = malloc((size_t)(d * in) * sizeof *stored), *wo = malloc((size_t)(d * in) * sizeof *wo);
@@ -49,7 +45,7 @@ attn_status attn_model_value_norms(const attn_decoder *m, const int32_t *ids, in
     attn_model_record s = {0};
     float *wo = NULL;
     attn_status st = attn__model_record(m, ids, L, want, 2, &s);
-    if (!st && with_wo) st = output_projection(m, layer, &wo);
+    if (!st && with_wo) st = attn__model_output_projection(m, layer, &wo);
     if (!st) {
         const kept_tensor *p = attn__model_record_find(&s, ATTN_DECODER_HOOK_PATTERN, layer),
                           *v = attn__model_record_find(&s, ATTN_DECODER_HOOK_V, layer);
