@@ -257,10 +257,10 @@ ATTN_API attn_status attn_model_logit_lens(const attn_decoder *m, const int32_t 
  *   embed        the embeddings                              (scalar)
  *   attn, mlp    each layer's hook_attn_out, hook_mlp_out     [N]
  *   heads        each head's z_h . W_O^h, or NULL              [N, Hq]
- * embed + sum(attn) + sum(mlp) is the logit (difference) up to the norm's
- * epsilon and rounding.  The heads of a layer add up to its attn on Qwen2;
- * on Gemma 3 attn_out is after an RMSNorm of their sum, so the heads'
- * shares are of the pre-norm output and do not add up to it. */
+ * embed + sum(attn) + sum(mlp) is the logit (difference), and a layer's
+ * heads add up to its attn, up to rounding: on Gemma 3, whose attn_out is
+ * an RMSNorm of the heads' sum (post_attention_norm), that norm's scale is
+ * frozen too (its weight / rms of the sum at pos). */
 ATTN_API attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t pos,
                                                   int64_t token, int64_t other, double *embed, double *attn,
                                                   double *mlp, double *heads);

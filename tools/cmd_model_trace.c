@@ -41,7 +41,10 @@ static void trace_help(FILE *out) {
     "       attn model trace --model MODEL --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
     "                        [--tolerance T]\n"
     "       attn model trace --model MODEL --text TEXT --value-norms LAYER [--no-wo] [--position P] [--top K]\n"
-    "       attn model trace --model MODEL --text TEXT --rollout [--flow] [--head H] [--residual R] [--position P]\n\n"
+    "       attn model trace --model MODEL --text TEXT --rollout [--flow] [--head H] [--residual R] [--position P]\n"
+    "       attn model trace --model MODEL --text TEXT --logit-lens [--answer TOKEN [--wrong TOKEN]] [--position P]\n"
+    "       attn model trace --model MODEL --text TEXT --logit-attribution --answer TOKEN [--wrong TOKEN]\n"
+    "                        [--position P] [--top K]\n\n"
     "Runs a decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
     "  blocks.L.attn.hook_rot_q / hook_rot_k (after RoPE), blocks.L.attn.hook_attn_scores,\n"
@@ -93,7 +96,14 @@ static void trace_help(FILE *out) {
     "                      the heads averaged (--head H: head H of every layer alone)\n"
     "  --flow              with --rollout: attention flow, the max-flow from each input token to\n"
     "                      --position P through the same layered graph (at most %d nodes: (layers + 1)\n"
-    "                      x tokens)\n\n"
+    "                      x tokens)\n"
+    "  --logit-lens        the residual stream at --position P after each layer read through the final\n"
+    "                      norm and the unembedding as if it were the last: the top 3 tokens a layer, and\n"
+    "                      with --answer its probability and rank (with --wrong, the logit difference)\n"
+    "  --logit-attribution direct logit attribution at --position P: the share of logit(answer) (minus\n"
+    "                      logit(wrong) with --wrong) of the embeddings, each layer's attention and MLP\n"
+    "                      output and each head's z W_O, the final norm's scale frozen; the --top K heads\n"
+    "                      (default 5, at most 64) by |share|\n\n"
     "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
     "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
     "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
@@ -104,14 +114,15 @@ static void trace_help(FILE *out) {
     "      --patch 'blocks.*.hook_resid_pre@-1' --sweep-layers --answer 公司\n"
     "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n"
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --value-norms 3\n"
-    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --rollout --flow\n",
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --rollout --flow\n"
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --logit-attribution --answer ' Paris'\n",
     ATTN_ATTENTION_FLOW_MAX_NODES);
 }
 
 enum {
     F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
     F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND, F_VALUE_NORMS, F_NO_WO,
-    F_ROLLOUT, F_FLOW, F_HEAD, F_RESIDUAL
+    F_ROLLOUT, F_FLOW, F_HEAD, F_RESIDUAL, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION
 };
 
 static const cli_flag trace_flags[] = {
@@ -129,6 +140,7 @@ static const cli_flag trace_flags[] = {
     {"--value-norms", "LAYER", F_VALUE_NORMS, 0}, {"--no-wo", NULL, F_NO_WO, 0},
     {"--rollout", NULL, F_ROLLOUT, 0},        {"--flow", NULL, F_FLOW, 0},
     {"--head", "H", F_HEAD, 0},               {"--residual", "R", F_RESIDUAL, 0},
+    {"--logit-lens", NULL, F_LOGIT_LENS, 0},  {"--logit-attribution", NULL, F_LOGIT_ATTRIBUTION, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const trace_tables[] = {trace_flags, cli_decoder_flags, NULL};
@@ -241,7 +253,7 @@ typedef struct trace_cli {
     const char *nullspace;
     double tolerance;
     int64_t value_norms; /* the layer, or -1 */
-    bool no_wo, rollout, flow;
+    bool no_wo, rollout, flow, logit_lens, logit_attribution;
     int64_t head;        /* ATTN_ALL: the mean of the heads */
     double residual;
 } trace_cli;
@@ -511,6 +523,101 @@ done:
     return rc;
 }
 
+/* The rank of token id among logits [V] (0: the top one). */
+static int64_t rank_of(const float *logits, int64_t V, int64_t id) {
+    int64_t above = 0;
+    for (int64_t v = 0; v < V; v++) above += logits[v] > logits[id];
+    return above;
+}
+
+/* --logit-lens: per layer, the top tokens of the stream read as the last. */
+static int print_logit_lens(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, int64_t position,
+                            int64_t answer, int64_t wrong) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t N = c->n_layers, V = c->vocab, pos = position < 0 ? r->L + position : position;
+    if (pos < 0 || pos >= r->L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)position, (long long)r->L);
+    float *lens = malloc((size_t)((N + 1) * V) * sizeof *lens);
+    char buf[256], buf2[256];
+    int rc = CLI_OK;
+    if (!lens) return cli_data_error(CMD, "out of memory");
+    if (attn_model_logit_lens(m, r->ids, r->L, pos, lens)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    printf("\nlogit lens at position %lld (%s): the stream after each layer through the final norm and W_U\n",
+           (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf));
+    if (answer >= 0) printf("answer %s", token_text(tok, (int32_t)answer, buf, sizeof buf));
+    if (wrong >= 0) printf(", logit difference answer - %s", token_text(tok, (int32_t)wrong, buf2, sizeof buf2));
+    if (answer >= 0) printf("\n");
+    printf("%-6s", "layer");
+    if (answer >= 0) printf(" %10s %6s", "p(answer)", "rank");
+    if (wrong >= 0) printf(" %11s", "logit diff");
+    printf("  top tokens\n");
+    for (int64_t row = 0; row <= N; row++) {
+        const float *logits = lens + row * V;
+        if (row == 0) printf("%-6s", "embed");
+        else printf("%-6lld", (long long)row - 1);
+        if (answer >= 0)
+            printf(" %10.6f %6lld", attn_logits_prob(logits, V, answer), (long long)rank_of(logits, V, answer));
+        if (wrong >= 0) printf(" %11.4f", (double)(logits[answer] - logits[wrong]));
+        int64_t tops[3];
+        attn_top_k(logits, V, 3, tops);
+        printf(" ");
+        for (int j = 0; j < 3; j++)
+            printf(" %s %.3f", token_text(tok, (int32_t)tops[j], buf, sizeof buf), attn_logits_prob(logits, V, tops[j]));
+        printf("\n");
+    }
+done:
+    free(lens);
+    return rc;
+}
+
+/* --logit-attribution: the parts' shares of the logit (difference). */
+static int print_logit_attribution(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r,
+                                   const trace_cli *o, int64_t answer, int64_t wrong) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t N = c->n_layers, Hq = c->n_heads, pos = o->position < 0 ? r->L + o->position : o->position;
+    if (pos < 0 || pos >= r->L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)o->position, (long long)r->L);
+    double embed, *attn = malloc((size_t)N * sizeof *attn), *mlp = malloc((size_t)N * sizeof *mlp),
+                  *heads = malloc((size_t)(N * Hq) * sizeof *heads);
+    float *shares = malloc((size_t)(N * Hq) * sizeof *shares); /* |share|, for ranking */
+    bool *taken = calloc((size_t)(N * Hq), sizeof *taken);
+    char buf[256], buf2[256];
+    int rc = CLI_OK;
+    if (!attn || !mlp || !heads || !shares || !taken) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (attn_model_logit_attribution(m, r->ids, r->L, pos, answer, wrong, &embed, attn, mlp, heads)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    double total = embed;
+    for (int64_t l = 0; l < N; l++) total += attn[l] + mlp[l];
+    printf("\ndirect logit attribution at position %lld (%s) of logit(%s)", (long long)pos,
+           token_text(tok, r->ids[pos], buf, sizeof buf), token_text(tok, (int32_t)answer, buf2, sizeof buf2));
+    if (wrong >= 0) printf(" - logit(%s)", token_text(tok, (int32_t)wrong, buf, sizeof buf));
+    printf(" = %.4f:\neach part through the final norm's weight and W_U, scaled by the final stream's 1/rms\n"
+           "%-6s %10s %10s\n%-6s %10.4f\n", total, "layer", "attention", "MLP", "embed", embed);
+    for (int64_t l = 0; l < N; l++) printf("%-6lld %10.4f %10.4f\n", (long long)l, attn[l], mlp[l]);
+    for (int64_t i = 0; i < N * Hq; i++) shares[i] = (float)fabs(heads[i]);
+    printf("heads by |share| (z_h W_O^h, Gemma's post-attention norm scale frozen: a layer's heads add up to its "
+           "attention column):\n");
+    for (int64_t k = 0; k < o->top && k < N * Hq; k++) {
+        const int64_t i = take_largest(shares, N * Hq, taken);
+        printf("  L%lldH%lld %10.4f\n", (long long)(i / Hq), (long long)(i % Hq), heads[i]);
+    }
+done:
+    free(attn);
+    free(mlp);
+    free(heads);
+    free(shares);
+    free(taken);
+    return rc;
+}
+
 static int trace_main(const trace_cli *o) {
     cli_model model = {0};
     attn_decoder *m = NULL;
@@ -636,6 +743,12 @@ static int trace_main(const trace_cli *o) {
     }
     if (o->rollout) {
         rc = print_rollout(m, tok, &target, o);
+        goto done;
+    }
+    if (o->logit_lens || o->logit_attribution) { /* --wrong only as given: no default here */
+        const int64_t given_wrong = o->wrong ? wrong : -1;
+        rc = o->logit_lens ? print_logit_lens(m, tok, &target, o->position, answer, given_wrong)
+                           : print_logit_attribution(m, tok, &target, o, answer, given_wrong);
         goto done;
     }
     attn_model_run_options spec = ATTN_MODEL_RUN_OPTIONS_INIT;
@@ -769,6 +882,8 @@ int cmd_model_trace(int argc, char **argv) {
         case F_NO_WO: o.no_wo = true; break;
         case F_ROLLOUT: o.rollout = true; break;
         case F_FLOW: o.flow = true; break;
+        case F_LOGIT_LENS: o.logit_lens = true; break;
+        case F_LOGIT_ATTRIBUTION: o.logit_attribution = true; break;
         case F_HEAD:
             if (!cli_parse_int(CMD, args.flag, value, 0, INT32_MAX, &o.head)) return CLI_USAGE_ERROR;
             break;
@@ -803,18 +918,22 @@ int cmd_model_trace(int argc, char **argv) {
     if (o.nullspace && (o.paths || o.n_patches || o.sweep || o.out || o.answer))
         return cli_usage_error(CMD, "--nullspace is a run of its own: no --paths, --patch, --ablate, --sweep-layers, "
                                     "--hooks or --answer");
-    const bool analysis = o.value_norms >= 0 || o.rollout;
-    if ((o.value_norms >= 0) + o.rollout + !!o.nullspace + o.paths > 1)
-        return cli_usage_error(CMD, "--paths, --nullspace, --value-norms and --rollout: one of them");
-    if (analysis && (o.n_patches || o.sweep || o.out || o.answer || o.source_text || o.source_ids))
-        return cli_usage_error(CMD, "--value-norms and --rollout are runs of their own: no --patch, --ablate, "
-                                    "--sweep-layers, --hooks, --answer or source");
+    const bool lens = o.logit_lens || o.logit_attribution, analysis = o.value_norms >= 0 || o.rollout || lens;
+    if ((o.value_norms >= 0) + o.rollout + !!o.nullspace + o.paths + o.logit_lens + o.logit_attribution > 1)
+        return cli_usage_error(CMD, "--paths, --nullspace, --value-norms, --rollout, --logit-lens and "
+                                    "--logit-attribution: one of them");
+    if (analysis && (o.n_patches || o.sweep || o.out || o.source_text || o.source_ids || (o.answer && !lens)))
+        return cli_usage_error(CMD, "--value-norms, --rollout, --logit-lens and --logit-attribution are runs of "
+                                    "their own: no --patch, --ablate, --sweep-layers, --hooks or source (--answer: "
+                                    "the logit lens and attribution only)");
+    if (o.logit_attribution && !o.answer)
+        return cli_usage_error(CMD, "--logit-attribution needs --answer TOKEN (the logit it splits)");
     if (o.no_wo && o.value_norms < 0) return cli_usage_error(CMD, "--no-wo applies to --value-norms");
     if (o.flow && !o.rollout) return cli_usage_error(CMD, "--flow goes with --rollout");
     if ((cli_args_given(&args, F_HEAD) || cli_args_given(&args, F_RESIDUAL)) && !o.rollout)
         return cli_usage_error(CMD, "--head and --residual apply to --rollout");
     if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace && !analysis)
-        return cli_usage_error(CMD, "--position applies to --paths, --nullspace, --value-norms and --rollout");
+        return cli_usage_error(CMD, "--position applies to --paths, --nullspace and the analyses");
     if (cli_args_given(&args, F_TOLERANCE) && !o.nullspace) return cli_usage_error(CMD, "--tolerance applies to --nullspace");
     if (o.out) {
         const char *outs[] = {o.out};

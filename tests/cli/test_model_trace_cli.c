@@ -6,8 +6,8 @@
  * and with Gemma 3 270M (skipped with a message when absent) a real run:
  * a cache written and read back with attn npz list / get, an ablation's
  * KL line, a layer sweep's one line per layer, the analyses' tables
- * (--value-norms, --rollout --flow; their numbers are test_analysis's and
- * test_model_interp's).
+ * (--value-norms, --rollout --flow, --logit-lens, --logit-attribution;
+ * their numbers are test_analysis's and test_model_interp's).
  */
 #include "testutil.h"
 
@@ -203,6 +203,30 @@ static void test_analyses(void **state) {
     expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --value-norms 99", gemma), 2, &out, "layers 0 ..");
 }
 
+/* --logit-lens and --logit-attribution: their flags' rules, then a run
+ * each.  The lens's last row is the model's own next token ( the, 0.1913
+ * in test_real_run's run); the attribution's parts add up to its total
+ * (test_model_interp checks the numbers). */
+static void test_logit_lens(void **state) {
+    (void)state;
+    char *out;
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --logit-attribution"), 2, &out, "needs --answer");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --logit-lens --rollout"), 2, &out, "one of them");
+    need_model();
+    int st = test_run_cli(&out, "model trace --model %s --ids " IDS " --logit-lens --answer ' Paris' --wrong ' the'",
+                          gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "\nembed ") || !strstr(out, "\n17   ") || !strstr(out, "  the 0.191"))
+        fail_msg("no lens table ending in the model's own top token:\n%s", out);
+    free(out);
+    st = test_run_cli(&out, "model trace --model %s --ids " IDS " --logit-attribution --answer ' Paris' --top 3",
+                      gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "of logit( Paris) = ") || !strstr(out, "\n17    ") || !strstr(out, "heads by |share|"))
+        fail_msg("no attribution table:\n%s", out);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),
@@ -211,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_real_run),
         cmocka_unit_test(test_nullspace_sweep),
         cmocka_unit_test(test_analyses),
+        cmocka_unit_test(test_logit_lens),
     };
     return cmocka_run_group_tests(tests, setup, test_group_teardown);
 }

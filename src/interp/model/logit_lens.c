@@ -92,9 +92,10 @@ attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *i
         {.kind = ATTN_MODEL_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_RESID_POST, .layer = N - 1},
         {.kind = ATTN_MODEL_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_Z, .layer = ATTN_ALL}};
     attn_model_record s = {0};
-    double *u = malloc((size_t)d * sizeof *u);
+    double *u = malloc((size_t)d * sizeof *u), *o_sum = malloc((size_t)d * sizeof *o_sum),
+           *head_out = malloc((size_t)(Hq * d) * sizeof *head_out);
     float *w_u = malloc((size_t)(2 * d) * sizeof *w_u), *wo = NULL;
-    if (!u || !w_u) {
+    if (!u || !o_sum || !head_out || !w_u) {
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", __func__);
         goto done;
     }
@@ -115,17 +116,26 @@ attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *i
         attn[l] = dot(row_at(&s, ATTN_DECODER_HOOK_ATTN_OUT, l, pos, d), u, d);
         mlp[l] = dot(row_at(&s, ATTN_DECODER_HOOK_MLP_OUT, l, pos, d), u, d);
         if (!heads) continue;
-        /* Head h's output z_h . W_O^h: its share of o = z . W_O before any
-         * post-attention norm (Gemma's), where the heads still add up. */
+        /* Head h's output z_h . W_O^h.  Gemma normalises o = sum_h of them
+         * (post_attention_norm): its scale is frozen as the final one is,
+         * w / rms(o), so the heads' shares still add up to attn_out's. */
         if ((st = attn__model_output_projection(m, l, &wo))) goto done;
         const float *z = attn__model_record_find(&s, ATTN_DECODER_HOOK_Z, l)->data + pos * Hq * Dh;
-        for (int64_t h = 0; h < Hq; h++) {
-            double a = 0;
+        const float *post = m->layers[l].post_attn_norm;
+        for (int64_t e = 0; e < d; e++) o_sum[e] = 0;
+        for (int64_t h = 0; h < Hq; h++)
             for (int64_t e = 0; e < d; e++) {
                 double o = 0;
                 for (int64_t k = 0; k < Dh; k++) o += (double)z[h * Dh + k] * wo[(h * Dh + k) * d + e];
-                a += o * u[e];
+                head_out[h * d + e] = o;
+                o_sum[e] += o;
             }
+        double o_ss = 0;
+        for (int64_t e = 0; e < d; e++) o_ss += o_sum[e] * o_sum[e];
+        const double o_scale = post ? 1.0 / sqrt(o_ss / (double)d + c->rms_eps) : 1.0;
+        for (int64_t h = 0; h < Hq; h++) {
+            double a = 0;
+            for (int64_t e = 0; e < d; e++) a += head_out[h * d + e] * (post ? o_scale * post[e] : 1.0) * u[e];
             heads[l * Hq + h] = a;
         }
         free(wo);
@@ -133,6 +143,8 @@ attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *i
     }
 done:
     free(u);
+    free(o_sum);
+    free(head_out);
     free(w_u);
     free(wo);
     attn__model_record_clear(&s);
