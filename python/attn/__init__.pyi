@@ -272,6 +272,12 @@ class Model:
     def __call__(self, tokens: Tokens, *, hidden: bool = ..., attention: Union[bool, int, Sequence[int]] = ...,
                  last_only: bool = ..., kernel: Kernel = ...) -> ModelOutput: ...
     def hook_names(self) -> list[str]: ...
+    def value_weighted_norms(self, input: Any, layer: int, *, use_W_O: bool = ...,
+                             prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float32]: ...  # [n_heads, L, L]
+    def attention_rollout(self, input: Any, *, head: Optional[int] = ..., residual: float = ...,
+                          prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float64]: ...  # [n_layers, L, L]
+    def attention_flow(self, input: Any, position: int = ..., *, head: Optional[int] = ..., residual: float = ...,
+                       prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float64]: ...  # [L]
     def run_with_cache(self, input: Any, *, names_filter: Any = ..., fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
                        return_type: Optional[str] = ..., remove_batch_dim: bool = ...,
                        prepend_bos: Optional[bool] = ..., padding_side: Optional[str] = ...,

@@ -131,3 +131,13 @@ def test_cache_methods_on_gemma():
     flow = cache.attention_flow(position=-1)[0]
     np.testing.assert_array_equal(flow, attn.attention_flow(patterns, -1))
     assert flow[0] == pytest.approx(1.0)  # <bos>: every query reads it in every layer
+
+
+def test_model_methods_on_gemma():
+    """Model.value_weighted_norms / attention_rollout / attention_flow are
+    the cache's over a run of that text alone."""
+    m = model("gemma3")
+    _, cache = m.run_with_cache(GEMMA_FRANCE, remove_batch_dim=True)
+    np.testing.assert_array_equal(m.value_weighted_norms(GEMMA_FRANCE, 3), cache.value_weighted_norms(3))
+    np.testing.assert_array_equal(m.attention_rollout(GEMMA_FRANCE, head=1), cache.attention_rollout(head=1))
+    np.testing.assert_array_equal(m.attention_flow(GEMMA_FRANCE, 2), cache.attention_flow(2))
