@@ -219,7 +219,8 @@ ATTN_API attn_status attn_model_nullspace(const attn_decoder *m, const int32_t *
  * norms [Hq, L, L] = ||pattern[h, i, j] * v_j W_O^h|| (with_wo 0: of
  * alpha * v_j alone), v the run's hook_v (kv head h / (Hq / Hkv)), W_O the
  * layer's output projection as stored, dequantized.  pattern [Hq, L, L]:
- * the run's weights, for printing beside the norms, or NULL.  On Gemma the
+ * the run's weights, for printing beside the norms, or NULL.  layer
+ * ATTN_ALL: every layer from one forward, norms and pattern [N, Hq, L, L].  On Gemma the
  * output projection is followed by an RMSNorm (post_attention_norm): the
  * norms are of each head's share before it, where the sum over heads and
  * keys is still linear. */

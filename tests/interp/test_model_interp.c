@@ -501,6 +501,14 @@ static void test_tiny_analyses(void **state) {
                     }
                 }
         }
+        /* Every layer from one forward: the per-layer calls' numbers. */
+        float *all = malloc((size_t)(layers * heads * L * L) * sizeof *all);
+        assert_ok(attn_model_value_norms(m, ids, L, ATTN_ALL, 1, NULL, all));
+        for (int64_t l = 0; l < layers; l++) {
+            assert_ok(attn_model_value_norms(m, ids, L, l, 1, NULL, norms));
+            assert_memory_equal(all + l * heads * L * L, norms, (size_t)(heads * L * L) * sizeof *norms);
+        }
+        free(all);
         for (int64_t head = ATTN_ALL; head < heads; head++) {
             assert_ok(attn_model_rollout(m, ids, L, head, 0.5, rollout));
             assert_ok(attn_attention_rollout(k.pattern, layers, heads, L, head, 0.5, want));

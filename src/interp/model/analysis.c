@@ -37,23 +37,28 @@ attn_status attn_model_value_norms(const attn_decoder *m, const int32_t *ids, in
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_model_value_norms: %s is NULL",
                           !m ? "the decoder" : !ids ? "ids" : "norms");
     const attn_decoder_config *c = attn_decoder_get_config(m);
-    if (layer < 0 || layer >= c->n_layers)
+    if (layer != ATTN_ALL && (layer < 0 || layer >= c->n_layers))
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_model_value_norms: layer %lld: the model has layers 0 .. "
-                          "%lld", (long long)layer, (long long)c->n_layers - 1);
+                          "%lld (or ATTN_ALL)", (long long)layer, (long long)c->n_layers - 1);
     const attn_model_patch want[2] = {{.kind = ATTN_MODEL_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_PATTERN, .layer = layer},
                                       {.kind = ATTN_MODEL_PATCH_SOURCE, .point = ATTN_DECODER_HOOK_V, .layer = layer}};
     attn_model_record s = {0};
     float *wo = NULL;
     attn_status st = attn__model_record(m, ids, L, want, 2, &s);
-    if (!st && with_wo) st = attn__model_output_projection(m, layer, &wo);
-    if (!st) {
-        const kept_tensor *p = attn__model_record_find(&s, ATTN_DECODER_HOOK_PATTERN, layer),
-                          *v = attn__model_record_find(&s, ATTN_DECODER_HOOK_V, layer);
+    /* One forward for every layer asked (ATTN_ALL: a report's pages). */
+    const int64_t first = layer == ATTN_ALL ? 0 : layer, last = layer == ATTN_ALL ? c->n_layers - 1 : layer,
+                  per_layer = c->n_heads * L * L;
+    for (int64_t l = first; l <= last && !st; l++) {
+        if (with_wo && (st = attn__model_output_projection(m, l, &wo))) break;
+        const kept_tensor *p = attn__model_record_find(&s, ATTN_DECODER_HOOK_PATTERN, l),
+                          *v = attn__model_record_find(&s, ATTN_DECODER_HOOK_V, l);
         st = attn_value_weighted_norms(p->data, c->n_heads, L, L, v->data, c->n_kv_heads, c->head_dim, wo,
-                                       c->d_model, norms);
-        if (!st && pattern) memcpy(pattern, p->data, (size_t)(c->n_heads * L * L) * sizeof *pattern);
+                                       c->d_model, norms + (l - first) * per_layer);
+        if (!st && pattern)
+            memcpy(pattern + (l - first) * per_layer, p->data, (size_t)per_layer * sizeof *pattern);
+        free(wo);
+        wo = NULL;
     }
-    free(wo);
     attn__model_record_clear(&s);
     return st;
 }
