@@ -101,8 +101,7 @@ static void report_help(FILE *out) {
           "                      value-weighted norms ||a_ij v_j W_O^h|| (Kobayashi et al. 2020), each row\n"
           "                      divided by its sum so that it reads as shares beside the weights; rollout,\n"
           "                      attention rollout up to each layer (Abnar & Zuidema 2020: heads averaged,\n"
-          "                      residual 0.5), one map a layer (attn model trace --value-norms / --rollout\n"
-          "                      print the same numbers)\n", out);
+          "                      residual 0.5), one map a layer (the numbers attn model trace prints)\n", out);
     fprintf(out,
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
