@@ -13,6 +13,8 @@
  *   attn_io.h       n-dimensional arrays, .npy files, atomic output files
  *   attn_interp.h   hooks, patches, path decomposition, the null-space search,
  *                   the one vocabulary of hook names
+ *   attn_analysis.h value-weighted attention norms, attention rollout and
+ *                   attention flow across layers
  *   attn_machine.h  this machine's measured FMA peak and bandwidth
  *   attn_rope.h     rotary position embedding (RoPE), forward and backward
  *   attn_cache.h    a key/value cache, contiguous or paged, and attention

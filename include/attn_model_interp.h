@@ -4,7 +4,9 @@
  * second (source) run, zero and mean ablation of heads (the change of the
  * next-token distribution: attn_logits_kl in attn_interp.h), the path
  * decomposition of every head (the chapter's Figure 2, attn_sdpa_paths on
- * each layer) and the null-space search on a real head's weight row.  All
+ * each layer), the null-space search on a real head's weight row,
+ * attn_analysis.h's value-weighted norms, rollout and flow on a run, and
+ * the logit lens and direct logit attribution.  All
  * of it runs through the decoder's tensor hook (attn_decoder.h), under the
  * one hook vocabulary of attn_interp.h (TransformerLens's names).
  * `attn model trace`, `attn report --model`, `attn map --model` and `attn
@@ -210,6 +212,59 @@ ATTN_API attn_status attn_model_paths(const attn_decoder *m, const int32_t *base
 ATTN_API attn_status attn_model_nullspace(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t layer,
                                           int64_t head, int64_t pos, const attn_nullspace_options *opt,
                                           float *weights, double *moved, attn_nullspace_result *result);
+
+/* ------------------------------------------- analyses (attn_analysis.h) */
+
+/* Kobayashi et al.'s value-weighted norms of layer `layer` over ids [L]:
+ * norms [Hq, L, L] = ||pattern[h, i, j] * v_j W_O^h|| (with_wo 0: of
+ * alpha * v_j alone), v the run's hook_v (kv head h / (Hq / Hkv)), W_O the
+ * layer's output projection as stored, dequantized.  pattern [Hq, L, L]:
+ * the run's weights, for printing beside the norms, or NULL.  layer
+ * ATTN_ALL: every layer from one forward, norms and pattern [N, Hq, L, L].  On Gemma the
+ * output projection is followed by an RMSNorm (post_attention_norm): the
+ * norms are of each head's share before it, where the sum over heads and
+ * keys is still linear. */
+ATTN_API attn_status attn_model_value_norms(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t layer,
+                                            int with_wo, float *pattern, float *norms);
+
+/* Attention rollout over every layer of a run over ids [L]
+ * (attn_attention_rollout on its N patterns; head ATTN_ALL: their mean,
+ * residual 0.5: Abnar & Zuidema's).  rollout [N, L, L]: row i of layer l is
+ * how much of each input token reaches position i after layer l. */
+ATTN_API attn_status attn_model_rollout(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t head,
+                                        double residual, double *rollout);
+
+/* Attention flow into position `position` (the legend's rule) after the
+ * last layer (attn_attention_flow on the run's N patterns): flow [L].
+ * (N + 1) L nodes at most ATTN_ATTENTION_FLOW_MAX_NODES (the run is made
+ * first: the refusal comes after it). */
+ATTN_API attn_status attn_model_flow(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t head,
+                                     double residual, int64_t position, double *flow);
+
+/* ------------------------------------- the logit lens and logit attribution */
+
+/* The logit lens at position pos (the legend's rule): the residual stream
+ * after each layer read as if it were the last, through the final RMSNorm
+ * (its own scale per row) and the unembedding, with the forward's own
+ * kernels.  logits [N + 1, V]: row 0 the embeddings (resid_pre of layer
+ * 0), row l + 1 after layer l; row N is the model's own logits there. */
+ATTN_API attn_status attn_model_logit_lens(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t pos,
+                                           float *logits);
+
+/* Direct logit attribution at position pos: each component's share of
+ * logit[token] - logit[other] (other -1: of logit[token] alone), the
+ * component dotted with the final norm's weight times W_U's rows, scaled
+ * by the final stream's 1 / rms (frozen, TransformerLens's logit_attrs):
+ *   embed        the embeddings                              (scalar)
+ *   attn, mlp    each layer's hook_attn_out, hook_mlp_out     [N]
+ *   heads        each head's z_h . W_O^h, or NULL              [N, Hq]
+ * embed + sum(attn) + sum(mlp) is the logit (difference), and a layer's
+ * heads add up to its attn, up to rounding: on Gemma 3, whose attn_out is
+ * an RMSNorm of the heads' sum (post_attention_norm), that norm's scale is
+ * frozen too (its weight / rms of the sum at pos). */
+ATTN_API attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t pos,
+                                                  int64_t token, int64_t other, double *embed, double *attn,
+                                                  double *mlp, double *heads);
 
 #ifdef __cplusplus
 }

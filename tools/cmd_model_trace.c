@@ -9,6 +9,7 @@
 #include "cli_generation.h"
 #include "cli_stdout.h"
 
+#include "attn_analysis.h"
 #include "attn_decoder.h"
 #include "attn_gguf.h"
 #include "attn_model_interp.h"
@@ -38,7 +39,12 @@ static void trace_help(FILE *out) {
     "                        [--weights stored|f32] [--precision exact|fast]\n"
     "       attn model trace --model MODEL --text TEXT --source-text TEXT --paths [--position P]\n"
     "       attn model trace --model MODEL --text TEXT --nullspace LAYER:HEAD|LAYER:all [--position P]\n"
-    "                        [--tolerance T]\n\n"
+    "                        [--tolerance T]\n"
+    "       attn model trace --model MODEL --text TEXT --value-norms LAYER [--no-wo] [--position P] [--top K]\n"
+    "       attn model trace --model MODEL --text TEXT --rollout [--flow] [--head H] [--residual R] [--position P]\n"
+    "       attn model trace --model MODEL --text TEXT --logit-lens [--answer TOKEN [--wrong TOKEN]] [--position P]\n"
+    "       attn model trace --model MODEL --text TEXT --logit-attribution --answer TOKEN [--wrong TOKEN]\n"
+    "                        [--position P] [--top K]\n\n"
     "Runs a decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.hook_q_input / hook_k_input / hook_v_input,\n"
     "  blocks.L.ln1.hook_scale / hook_normalized, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
@@ -48,7 +54,9 @@ static void trace_help(FILE *out) {
     "  blocks.L.mlp.hook_pre / hook_pre_linear / hook_post, blocks.L.hook_mlp_out,\n"
     "  blocks.L.hook_resid_post, ln_final.hook_scale, ln_final.hook_normalized\n"
     "(shapes without the batch axis: [L, d], [L, heads, d_head], scores and pattern [heads, L, L],\n"
-    "q/k/v_input and result [L, heads, d], scales [L, 1], mlp [L, d_ffn]; docs/model-trace.md).\n\n"
+    "q/k/v_input and result [L, heads, d], scales [L, 1], mlp [L, d_ffn]; docs/model-trace.md).\n\n");
+    /* (The options in a second string: C99 promises 4095 bytes a literal.) */
+    fprintf(out,
     "  --model MODEL       the model (%s): a GGUF file (its tokenizer\n"
     "                      read from it), or a Hugging Face checkpoint (a directory with config.json,\n"
     "                      model.safetensors and tokenizer.json)\n"
@@ -83,7 +91,25 @@ static void trace_help(FILE *out) {
     "                      --position P (default -1) can move in L1 with its z unchanged within\n"
     "                      --tolerance T (default 1e-3) in every coordinate (attn nullspace's search on\n"
     "                      the head's real v rows; exact up to 12 visible keys, a lower bound beyond);\n"
-    "                      L:all searches every head of layer L, a line each, then a histogram of the moves\n\n"
+    "                      L:all searches every head of layer L, a line each, then a histogram of the moves\n"
+    "  --value-norms L     value-weighted norms ||a_ij v_j W_O^h|| (Kobayashi et al. 2020) of every head of\n"
+    "                      layer L at query --position P (default -1): each head's top --top keys by weight,\n"
+    "                      with their norms, then by norm, with their weights (a large weight on a short\n"
+    "                      vector moves little); --no-wo: ||a_ij v_j||, without the output projection\n"
+    "  --rollout           attention rollout (Abnar & Zuidema 2020): how much of each input token reaches\n"
+    "                      --position P after layers 0, the middle one and the last, the maps multiplied\n"
+    "                      layer by layer with the residual as (1 - R) A + R I (--residual R, default 0.5),\n"
+    "                      the heads averaged (--head H: head H of every layer alone)\n"
+    "  --flow              with --rollout: attention flow, the max-flow from each input token to\n"
+    "                      --position P through the same layered graph (at most %d nodes: (layers + 1)\n"
+    "                      x tokens)\n"
+    "  --logit-lens        the residual stream at --position P after each layer read through the final\n"
+    "                      norm and the unembedding as if it were the last: the top 3 tokens a layer, and\n"
+    "                      with --answer its probability and rank (with --wrong, the logit difference)\n"
+    "  --logit-attribution direct logit attribution at --position P: the share of logit(answer) (minus\n"
+    "                      logit(wrong) with --wrong) of the embeddings, each layer's attention and MLP\n"
+    "                      output and each head's z W_O, the final norm's scale frozen; the --top K heads\n"
+    "                      (default 5, at most 64) by |share|\n\n"
     "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
     "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
     "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
@@ -92,12 +118,17 @@ static void trace_help(FILE *out) {
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --hooks 'blocks.*.attn.hook_pattern' -o cache.npz\n"
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --source-text 这台电脑来自苹果 \\\n"
     "      --patch 'blocks.*.hook_resid_pre@-1' --sweep-layers --answer 公司\n"
-    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n");
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --value-norms 3\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --rollout --flow\n"
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --logit-attribution --answer ' Paris'\n",
+    ATTN_ATTENTION_FLOW_MAX_NODES);
 }
 
 enum {
     F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
-    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND
+    F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND, F_VALUE_NORMS, F_NO_WO,
+    F_ROLLOUT, F_FLOW, F_HEAD, F_RESIDUAL, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION
 };
 
 static const cli_flag trace_flags[] = {
@@ -112,6 +143,10 @@ static const cli_flag trace_flags[] = {
     {"--paths", NULL, F_PATHS, 0},            {"--position", "P", F_POSITION, 0},
     {"--nullspace", "LAYER:HEAD", F_NULLSPACE, 0}, {"--tolerance", "T", F_TOLERANCE, 0},
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
+    {"--value-norms", "LAYER", F_VALUE_NORMS, 0}, {"--no-wo", NULL, F_NO_WO, 0},
+    {"--rollout", NULL, F_ROLLOUT, 0},        {"--flow", NULL, F_FLOW, 0},
+    {"--head", "H", F_HEAD, 0},               {"--residual", "R", F_RESIDUAL, 0},
+    {"--logit-lens", NULL, F_LOGIT_LENS, 0},  {"--logit-attribution", NULL, F_LOGIT_ATTRIBUTION, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const trace_tables[] = {trace_flags, cli_decoder_flags, NULL};
@@ -223,6 +258,10 @@ typedef struct trace_cli {
     int64_t top, position;
     const char *nullspace;
     double tolerance;
+    int64_t value_norms; /* the layer, or -1 */
+    bool no_wo, rollout, flow, logit_lens, logit_attribution;
+    int64_t head;        /* ATTN_ALL: the mean of the heads */
+    double residual;
 } trace_cli;
 
 typedef struct ranked {
@@ -383,6 +422,208 @@ static int print_nullspace(const attn_decoder *m, const attn_tokenizer *tok, con
     return rc;
 }
 
+/* The index of the largest of row[0 .. n) not yet in taken (marked there). */
+static int64_t take_largest(const float *row, int64_t n, bool *taken) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < n; j++)
+        if (!taken[j] && (best < 0 || row[j] > row[best])) best = j;
+    if (best >= 0) taken[best] = true;
+    return best;
+}
+
+/* --value-norms LAYER: per head, the query's top keys by weight with their
+ * norms, then by norm with their weights. */
+static int print_value_norms(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t L = r->L, Hq = c->n_heads, pos = o->position < 0 ? L + o->position : o->position;
+    if (o->value_norms >= c->n_layers)
+        return cli_usage_error(CMD, "--value-norms %lld: the model has layers 0 .. %lld", (long long)o->value_norms,
+                               (long long)c->n_layers - 1);
+    if (pos < 0 || pos >= L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)o->position, (long long)L);
+    float *pattern = malloc((size_t)(Hq * L * L) * sizeof *pattern), *norms = malloc((size_t)(Hq * L * L) * sizeof *norms);
+    bool *taken = malloc((size_t)L * sizeof *taken);
+    char buf[256];
+    int rc = CLI_OK;
+    if (!pattern || !norms || !taken) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (attn_model_value_norms(m, r->ids, L, o->value_norms, !o->no_wo, pattern, norms)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    printf("\nblocks.%lld.attn, query %lld (%s): value-weighted norms %s (Kobayashi et al. 2020) beside the weights;\n"
+           "a head's output is the sum of these vectors, so a large weight on a short vector contributes little\n",
+           (long long)o->value_norms, (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf),
+           o->no_wo ? "||a_ij v_j||" : "||a_ij v_j W_O^h||");
+    const int64_t shown = o->top < pos + 1 ? o->top : pos + 1;
+    for (int64_t h = 0; h < Hq; h++) {
+        const float *w = pattern + (h * L + pos) * L, *n = norms + (h * L + pos) * L;
+        double total = 0;
+        for (int64_t j = 0; j <= pos; j++) total += n[j];
+        for (int by_norm = 0; by_norm < 2; by_norm++) {
+            memset(taken, 0, (size_t)L * sizeof *taken);
+            if (by_norm) printf("%-8s by norm:  ", "");
+            else printf("head %-3lld by weight:", (long long)h);
+            for (int64_t k = 0; k < shown; k++) {
+                const int64_t j = take_largest(by_norm ? n : w, pos + 1, taken);
+                printf("  %lld %s w %.3f n %.3f", (long long)j, token_text(tok, r->ids[j], buf, sizeof buf),
+                       (double)w[j], (double)n[j]);
+            }
+            if (by_norm) printf("   (the row's norms sum to %.3f)", total);
+            printf("\n");
+        }
+    }
+done:
+    free(pattern);
+    free(norms);
+    free(taken);
+    return rc;
+}
+
+/* --rollout [--flow]: what reaches the query from each input token. */
+static int print_rollout(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, const trace_cli *o) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t L = r->L, N = c->n_layers, pos = o->position < 0 ? L + o->position : o->position;
+    if (o->head >= c->n_heads)
+        return cli_usage_error(CMD, "--head %lld: the model has heads 0 .. %lld", (long long)o->head,
+                               (long long)c->n_heads - 1);
+    if (pos < 0 || pos >= L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)o->position, (long long)L);
+    double *rollout = malloc((size_t)(N * L * L) * sizeof *rollout), *flow = malloc((size_t)L * sizeof *flow);
+    char buf[256];
+    int rc = CLI_OK;
+    if (!rollout || !flow) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (attn_model_rollout(m, r->ids, L, o->head, o->residual, rollout) ||
+        (o->flow && attn_model_flow(m, r->ids, L, o->head, o->residual, pos, flow))) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    char heads[32];
+    if (o->head == ATTN_ALL) snprintf(heads, sizeof heads, "the %lld heads averaged", (long long)c->n_heads);
+    else snprintf(heads, sizeof heads, "head %lld of every layer", (long long)o->head);
+    printf("\nattention rollout%s (Abnar & Zuidema 2020) into query %lld (%s): each layer's map as\n"
+           "(1 - %.3g) A + %.3g I, %s; the share of each input token after a layer\n",
+           o->flow ? " and flow" : "", (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf), o->residual,
+           o->residual, heads);
+    const int64_t layers[3] = {0, N / 2, N - 1};
+    printf("%-5s %-16s", "key", "token");
+    for (int k = 0; k < 3; k++) printf(" %9s %-3lld", "layer", (long long)layers[k]);
+    if (o->flow) printf(" %10s", "flow");
+    printf("\n");
+    for (int64_t j = 0; j < L; j++) {
+        printf("%-5lld %-16s", (long long)j, token_text(tok, r->ids[j], buf, sizeof buf));
+        for (int k = 0; k < 3; k++) printf(" %13.4f", rollout[(layers[k] * L + pos) * L + j]);
+        if (o->flow) printf(" %10.4f", flow[j]);
+        printf("\n");
+    }
+    if (o->flow)
+        printf("rollout rows sum to 1 (shares); flows are separate max-flows, each at most 1, and need not sum to 1\n");
+done:
+    free(rollout);
+    free(flow);
+    return rc;
+}
+
+/* The rank of token id among logits [V] (0: the top one). */
+static int64_t rank_of(const float *logits, int64_t V, int64_t id) {
+    int64_t above = 0;
+    for (int64_t v = 0; v < V; v++) above += logits[v] > logits[id];
+    return above;
+}
+
+/* --logit-lens: per layer, the top tokens of the stream read as the last. */
+static int print_logit_lens(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, int64_t position,
+                            int64_t answer, int64_t wrong) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t N = c->n_layers, V = c->vocab, pos = position < 0 ? r->L + position : position;
+    if (pos < 0 || pos >= r->L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)position, (long long)r->L);
+    float *lens = malloc((size_t)((N + 1) * V) * sizeof *lens);
+    char buf[256], buf2[256];
+    int rc = CLI_OK;
+    if (!lens) return cli_data_error(CMD, "out of memory");
+    if (attn_model_logit_lens(m, r->ids, r->L, pos, lens)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    printf("\nlogit lens at position %lld (%s): the stream after each layer through the final norm and W_U\n",
+           (long long)pos, token_text(tok, r->ids[pos], buf, sizeof buf));
+    if (answer >= 0) printf("answer %s", token_text(tok, (int32_t)answer, buf, sizeof buf));
+    if (wrong >= 0) printf(", logit difference answer - %s", token_text(tok, (int32_t)wrong, buf2, sizeof buf2));
+    if (answer >= 0) printf("\n");
+    printf("%-6s", "layer");
+    if (answer >= 0) printf(" %10s %6s", "p(answer)", "rank");
+    if (wrong >= 0) printf(" %11s", "logit diff");
+    printf("  top tokens\n");
+    for (int64_t row = 0; row <= N; row++) {
+        const float *logits = lens + row * V;
+        if (row == 0) printf("%-6s", "embed");
+        else printf("%-6lld", (long long)row - 1);
+        if (answer >= 0)
+            printf(" %10.6f %6lld", attn_logits_prob(logits, V, answer), (long long)rank_of(logits, V, answer));
+        if (wrong >= 0) printf(" %11.4f", (double)(logits[answer] - logits[wrong]));
+        int64_t tops[3];
+        attn_top_k(logits, V, 3, tops);
+        printf(" ");
+        for (int j = 0; j < 3; j++)
+            printf(" %s %.3f", token_text(tok, (int32_t)tops[j], buf, sizeof buf), attn_logits_prob(logits, V, tops[j]));
+        printf("\n");
+    }
+done:
+    free(lens);
+    return rc;
+}
+
+/* --logit-attribution: the parts' shares of the logit (difference). */
+static int print_logit_attribution(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r,
+                                   const trace_cli *o, int64_t answer, int64_t wrong) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t N = c->n_layers, Hq = c->n_heads, pos = o->position < 0 ? r->L + o->position : o->position;
+    if (pos < 0 || pos >= r->L)
+        return cli_usage_error(CMD, "--position %lld: the text has %lld tokens", (long long)o->position, (long long)r->L);
+    double embed, *attn = malloc((size_t)N * sizeof *attn), *mlp = malloc((size_t)N * sizeof *mlp),
+                  *heads = malloc((size_t)(N * Hq) * sizeof *heads);
+    float *shares = malloc((size_t)(N * Hq) * sizeof *shares); /* |share|, for ranking */
+    bool *taken = calloc((size_t)(N * Hq), sizeof *taken);
+    char buf[256], buf2[256];
+    int rc = CLI_OK;
+    if (!attn || !mlp || !heads || !shares || !taken) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    if (attn_model_logit_attribution(m, r->ids, r->L, pos, answer, wrong, &embed, attn, mlp, heads)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    double total = embed;
+    for (int64_t l = 0; l < N; l++) total += attn[l] + mlp[l];
+    printf("\ndirect logit attribution at position %lld (%s) of logit(%s)", (long long)pos,
+           token_text(tok, r->ids[pos], buf, sizeof buf), token_text(tok, (int32_t)answer, buf2, sizeof buf2));
+    if (wrong >= 0) printf(" - logit(%s)", token_text(tok, (int32_t)wrong, buf, sizeof buf));
+    printf(" = %.4f:\neach part through the final norm's weight and W_U, scaled by the final stream's 1/rms\n"
+           "%-6s %10s %10s\n%-6s %10.4f\n", total, "layer", "attention", "MLP", "embed", embed);
+    for (int64_t l = 0; l < N; l++) printf("%-6lld %10.4f %10.4f\n", (long long)l, attn[l], mlp[l]);
+    for (int64_t i = 0; i < N * Hq; i++) shares[i] = (float)fabs(heads[i]);
+    printf("heads by |share| (z_h W_O^h, Gemma's post-attention norm scale frozen: a layer's heads add up to its "
+           "attention column):\n");
+    for (int64_t k = 0; k < o->top && k < N * Hq; k++) {
+        const int64_t i = take_largest(shares, N * Hq, taken);
+        printf("  L%lldH%lld %10.4f\n", (long long)(i / Hq), (long long)(i % Hq), heads[i]);
+    }
+done:
+    free(attn);
+    free(mlp);
+    free(heads);
+    free(shares);
+    free(taken);
+    return rc;
+}
+
 static int trace_main(const trace_cli *o) {
     cli_model model = {0};
     attn_decoder *m = NULL;
@@ -502,6 +743,20 @@ static int trace_main(const trace_cli *o) {
         rc = print_nullspace(m, tok, &target, o);
         goto done;
     }
+    if (o->value_norms >= 0) {
+        rc = print_value_norms(m, tok, &target, o);
+        goto done;
+    }
+    if (o->rollout) {
+        rc = print_rollout(m, tok, &target, o);
+        goto done;
+    }
+    if (o->logit_lens || o->logit_attribution) { /* --wrong only as given: no default here */
+        const int64_t given_wrong = o->wrong ? wrong : -1;
+        rc = o->logit_lens ? print_logit_lens(m, tok, &target, o->position, answer, given_wrong)
+                           : print_logit_attribution(m, tok, &target, o, answer, given_wrong);
+        goto done;
+    }
     attn_model_run_options spec = ATTN_MODEL_RUN_OPTIONS_INIT;
     spec.patches = patches;
     spec.n_patches = o->n_patches;
@@ -599,6 +854,9 @@ int cmd_model_trace(int argc, char **argv) {
     o.top = TOP_DEFAULT;
     o.position = -1;
     o.tolerance = 1e-3;
+    o.value_norms = -1;
+    o.head = ATTN_ALL;
+    o.residual = 0.5;
     o.load = (attn_decoder_options)ATTN_DECODER_OPTIONS_INIT;
     cli_args args;
     const char *value;
@@ -624,6 +882,20 @@ int cmd_model_trace(int argc, char **argv) {
         case F_PATHS: o.paths = true; break;
         case F_BEYOND: o.allow_beyond_context = true; break;
         case F_NULLSPACE: o.nullspace = value; break;
+        case F_VALUE_NORMS:
+            if (!cli_parse_int(CMD, args.flag, value, 0, INT32_MAX, &o.value_norms)) return CLI_USAGE_ERROR;
+            break;
+        case F_NO_WO: o.no_wo = true; break;
+        case F_ROLLOUT: o.rollout = true; break;
+        case F_FLOW: o.flow = true; break;
+        case F_LOGIT_LENS: o.logit_lens = true; break;
+        case F_LOGIT_ATTRIBUTION: o.logit_attribution = true; break;
+        case F_HEAD:
+            if (!cli_parse_int(CMD, args.flag, value, 0, INT32_MAX, &o.head)) return CLI_USAGE_ERROR;
+            break;
+        case F_RESIDUAL:
+            if (!cli_parse_float(CMD, args.flag, value, 0, 1, &o.residual)) return CLI_USAGE_ERROR;
+            break;
         case F_TOLERANCE:
             if (!cli_parse_float(CMD, args.flag, value, 0, 1e30, &o.tolerance)) return CLI_USAGE_ERROR;
             break;
@@ -652,8 +924,22 @@ int cmd_model_trace(int argc, char **argv) {
     if (o.nullspace && (o.paths || o.n_patches || o.sweep || o.out || o.answer))
         return cli_usage_error(CMD, "--nullspace is a run of its own: no --paths, --patch, --ablate, --sweep-layers, "
                                     "--hooks or --answer");
-    if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace)
-        return cli_usage_error(CMD, "--position applies to --paths and --nullspace");
+    const bool lens = o.logit_lens || o.logit_attribution, analysis = o.value_norms >= 0 || o.rollout || lens;
+    if ((o.value_norms >= 0) + o.rollout + !!o.nullspace + o.paths + o.logit_lens + o.logit_attribution > 1)
+        return cli_usage_error(CMD, "--paths, --nullspace, --value-norms, --rollout, --logit-lens and "
+                                    "--logit-attribution: one of them");
+    if (analysis && (o.n_patches || o.sweep || o.out || o.source_text || o.source_ids || (o.answer && !lens)))
+        return cli_usage_error(CMD, "--value-norms, --rollout, --logit-lens and --logit-attribution are runs of "
+                                    "their own: no --patch, --ablate, --sweep-layers, --hooks or source (--answer: "
+                                    "the logit lens and attribution only)");
+    if (o.logit_attribution && !o.answer)
+        return cli_usage_error(CMD, "--logit-attribution needs --answer TOKEN (the logit it splits)");
+    if (o.no_wo && o.value_norms < 0) return cli_usage_error(CMD, "--no-wo applies to --value-norms");
+    if (o.flow && !o.rollout) return cli_usage_error(CMD, "--flow goes with --rollout");
+    if ((cli_args_given(&args, F_HEAD) || cli_args_given(&args, F_RESIDUAL)) && !o.rollout)
+        return cli_usage_error(CMD, "--head and --residual apply to --rollout");
+    if (cli_args_given(&args, F_POSITION) && !o.paths && !o.nullspace && !analysis)
+        return cli_usage_error(CMD, "--position applies to --paths, --nullspace and the analyses");
     if (cli_args_given(&args, F_TOLERANCE) && !o.nullspace) return cli_usage_error(CMD, "--tolerance applies to --nullspace");
     if (o.out) {
         const char *outs[] = {o.out};

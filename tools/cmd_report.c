@@ -30,7 +30,7 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
 
 /* Flag ids: an input's is F_INPUT + IN_*. */
 enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
-       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION, F_CONTROL };
+       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION, F_CONTROL, F_MAPS };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -47,6 +47,7 @@ static const cli_flag report_flags[] = {
     {"--text", "TEXT|@FILE", F_TEXT, 0},                 {"--compare-text", "TEXT|@FILE", F_COMPARE, 0},
     {"--control-text", "TEXT|@FILE", F_CONTROL, 0},
     {"--source-text", "TEXT|@FILE", F_SOURCE, 0},        {"--position", "P", F_POSITION, 0},
+    {"--maps", "weights|value-norms|rollout", F_MAPS, 0},
     CLI_FLAGS_END};
 
 static void report_help(FILE *out) {
@@ -96,6 +97,11 @@ static void report_help(FILE *out) {
     "                      [layers, B, H, L, S] (transformers' output_attentions stacked, float32)\n"
     "  --layer LIST|all    the layers shown (default all)\n",
     cli_module_help);
+    fputs("  --maps KIND         with --model, what the maps show: weights (default); value-norms, each head's\n"
+          "                      value-weighted norms ||a_ij v_j W_O^h|| (Kobayashi et al. 2020), each row\n"
+          "                      divided by its sum so that it reads as shares beside the weights; rollout,\n"
+          "                      attention rollout up to each layer (Abnar & Zuidema 2020: heads averaged,\n"
+          "                      residual 0.5), one map a layer (the numbers attn model trace prints)\n", out);
     fprintf(out,
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
@@ -322,6 +328,7 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_COMPARE) src.compare_text = value;
         else if (id == F_CONTROL) src.control_text = value;
         else if (id == F_SOURCE) src.source_text = value;
+        else if (id == F_MAPS) src.maps_kind = value;
         else if (id == F_POSITION) {
             if (!cli_parse_int("report", "--position", value, -((int64_t)1 << 40), (int64_t)1 << 40, &position))
                 return CLI_USAGE_ERROR;
@@ -341,6 +348,14 @@ int cmd_report(int argc, char **argv) {
             return cli_usage_error("report", "give either --weights (maps made elsewhere) or --model (a run), not both");
         if (src.compare_text && !src.model_path)
             return cli_usage_error("report", "--compare-text is a second run of --model");
+        if (src.maps_kind && !src.model_path)
+            return cli_usage_error("report", "--maps chooses what a run of --model shows");
+        if (src.maps_kind && strcmp(src.maps_kind, "weights") != 0 && strcmp(src.maps_kind, "value-norms") != 0 &&
+            strcmp(src.maps_kind, "rollout") != 0)
+            return cli_usage_error("report", "--maps '%s': expected weights, value-norms or rollout", src.maps_kind);
+        if (src.maps_kind && strcmp(src.maps_kind, "rollout") == 0 && (src.source_text || show_text))
+            return cli_usage_error("report", "--maps rollout is one map a layer (the heads averaged): no --head or "
+                                             "--source-text");
         if (src.control_text && !src.compare_text)
             return cli_usage_error("report", "--control-text is the control of --compare-text: give both");
         if (src.source_text && !src.model_path)
@@ -382,11 +397,11 @@ int cmd_report(int argc, char **argv) {
                          cli_args_given(&args, CLI_ID_QUIET));
         goto cleanup;
     }
-    if (src.text || src.layer_text || src.compare_text || src.source_text || src.control_text)
+    if (src.text || src.layer_text || src.compare_text || src.source_text || src.control_text || src.maps_kind)
         return cli_usage_error("report", "%s belongs to --model or --weights",
                                src.text ? "--text" : src.layer_text ? "--layer"
                                : src.compare_text ? "--compare-text" : src.control_text ? "--control-text"
-                               : "--source-text");
+                               : src.maps_kind ? "--maps" : "--source-text");
     {
         const char *inputs[IN_COUNT + MOD_COUNT + 3];
         int n_inputs = 0;

@@ -32,6 +32,7 @@ from ._core import (
     UnsupportedError,
     WaitTimeoutError,
 )
+from ._analysis import attention_flow, attention_rollout, value_weighted_norms
 from ._lens import ActivationCache, get_act_name
 from ._model import HookPoint, Model, ModelOutput, Session
 from ._module import mha_backward, mha_forward
@@ -71,6 +72,9 @@ __all__ = [
     "trace",
     "paths",
     "nullspace",
+    "value_weighted_norms",
+    "attention_rollout",
+    "attention_flow",
     "heatmap",
     "report",
     "pictures_available",

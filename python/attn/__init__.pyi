@@ -128,6 +128,26 @@ def nullspace(
     starts: int = ...,
     allow_slow: bool = ...,
 ) -> Tuple[npt.NDArray[np.float64], Dict[str, Any]]: ...  # (moved [S], l1/max_output_change/exact/visible/programs)
+def value_weighted_norms(
+    pattern: ArrayLike,  # [n_heads, L, S] float32, a layer's hook_pattern
+    v: ArrayLike,  # [S, n_kv_heads, d_head], its hook_v
+    W_O: Optional[ArrayLike] = ...,  # [n_heads, d_head, d_model]; None: ||alpha v||
+    *,
+    reference: bool = ...,
+) -> npt.NDArray[np.float32]: ...  # [n_heads, L, S]
+def attention_rollout(
+    patterns: ArrayLike,  # [n_layers, n_heads, L, L]
+    *,
+    head: Optional[int] = ...,  # None: the heads' mean
+    residual: float = ...,
+) -> npt.NDArray[np.float64]: ...  # [n_layers, L, L]
+def attention_flow(
+    patterns: ArrayLike,  # [n_layers, n_heads, L, L]
+    position: int = ...,
+    *,
+    head: Optional[int] = ...,
+    residual: float = ...,
+) -> npt.NDArray[np.float64]: ...  # [L]
 def mha_forward(
     x: ArrayLike,  # [B, L, d_model] or [L, d_model], float32 C-contiguous
     wq: ArrayLike,  # [d_model, Hq*D]
@@ -252,6 +272,12 @@ class Model:
     def __call__(self, tokens: Tokens, *, hidden: bool = ..., attention: Union[bool, int, Sequence[int]] = ...,
                  last_only: bool = ..., kernel: Kernel = ...) -> ModelOutput: ...
     def hook_names(self) -> list[str]: ...
+    def value_weighted_norms(self, input: Any, layer: int, *, use_W_O: bool = ...,
+                             prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float32]: ...  # [n_heads, L, L]
+    def attention_rollout(self, input: Any, *, head: Optional[int] = ..., residual: float = ...,
+                          prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float64]: ...  # [n_layers, L, L]
+    def attention_flow(self, input: Any, position: int = ..., *, head: Optional[int] = ..., residual: float = ...,
+                       prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float64]: ...  # [L]
     def run_with_cache(self, input: Any, *, names_filter: Any = ..., fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
                        return_type: Optional[str] = ..., remove_batch_dim: bool = ...,
                        prepend_bos: Optional[bool] = ..., padding_side: Optional[str] = ...,
@@ -299,6 +325,9 @@ class ActivationCache(Dict[str, Any]):
                     batch_slice: Any = ..., has_batch_dim: bool = ...) -> Any: ...
     def stack_head_results(self, layer: int = ..., return_labels: bool = ..., incl_remainder: bool = ...,
                            pos_slice: Any = ..., apply_ln: bool = ...) -> Any: ...  # [n_layers * n_heads, ...]
+    def value_weighted_norms(self, layer: int, use_W_O: bool = ...) -> Any: ...  # [(batch,) n_heads, L, L]
+    def attention_rollout(self, head: Optional[int] = ..., residual: float = ...) -> Any: ...  # [(batch,) N, L, L]
+    def attention_flow(self, position: int = ..., head: Optional[int] = ..., residual: float = ...) -> Any: ...  # [(batch,) L]
 
 def get_act_name(name: str, layer: Optional[int] = ..., layer_type: Optional[str] = ...) -> str: ...
 

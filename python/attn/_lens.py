@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from . import _analysis
+
 __all__ = ["HookedConfig", "ActivationCache", "get_act_name", "names_filter_predicate", "byte_level_spelling",
            "readable_piece"]
 
@@ -333,6 +335,34 @@ class ActivationCache(dict):
             stack = self.apply_ln_to_stack(stack, layer if layer != -1 else None)
         stack = _slice_pos(stack, pos_slice, self.has_batch_dim)
         return (stack, labels) if return_labels else stack
+
+    def _per_batch(self, compute):
+        """compute() of the cache without a batch axis, stacked over the batch."""
+        if not self.has_batch_dim:
+            return compute(self)
+        rows = next(iter(self.values())).shape[0]
+        return np.stack([compute(ActivationCache({k: v[b] for k, v in self.items()}, self.model, False))
+                         for b in range(rows)])
+
+    def value_weighted_norms(self, layer: int, use_W_O: bool = True):
+        """Kobayashi et al.'s ||alpha_ij v_j W_O^h|| of layer ``layer``,
+        [(batch,) n_heads, L, L] (use_W_O False: ||alpha_ij v_j||), from its
+        hook_pattern and hook_v and the model's W_O (attn.value_weighted_norms)."""
+        W_O = self.model.W_O[layer] if use_W_O else None
+        return self._per_batch(lambda c: _analysis.value_weighted_norms(
+            c[f"blocks.{layer}.attn.hook_pattern"], c[f"blocks.{layer}.attn.hook_v"], W_O))
+
+    def attention_rollout(self, head: Optional[int] = None, residual: float = 0.5):
+        """Abnar & Zuidema's rollout over every layer's hook_pattern,
+        [(batch,) n_layers, L, L] (attn.attention_rollout)."""
+        return self._per_batch(lambda c: _analysis.attention_rollout(
+            c.stack_activation("pattern"), head=head, residual=residual))
+
+    def attention_flow(self, position: int = -1, head: Optional[int] = None, residual: float = 0.5):
+        """Abnar & Zuidema's flow into ``position`` after the last layer,
+        [(batch,) L] (attn.attention_flow)."""
+        return self._per_batch(lambda c: _analysis.attention_flow(
+            c.stack_activation("pattern"), position, head=head, residual=residual))
 
     def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None, pos_slice: Any = None,
                     batch_slice: Any = None, has_batch_dim: bool = True):

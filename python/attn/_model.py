@@ -568,6 +568,34 @@ class Model(_lens.WeightAttributes):
             out.append({"head": h, "weights": row, "moved": moved, **info})
         return out
 
+    def _cache_of(self, input: Any, names: Sequence[str], prepend_bos: Optional[bool]) -> ActivationCache:
+        """One sequence's cache of the hooks names (globs allowed), no batch axis."""
+        _, cache = self.run_with_cache(input, names_filter=list(names), return_type=None, remove_batch_dim=True,
+                                       prepend_bos=prepend_bos)
+        return cache
+
+    def value_weighted_norms(self, input: Any, layer: int, *, use_W_O: bool = True,
+                             prepend_bos: Optional[bool] = None) -> np.ndarray:
+        """Kobayashi et al.'s ||alpha_ij v_j W_O^h|| of layer ``layer`` over
+        one text or id sequence, [n_heads, L, L] float32 (use_W_O False:
+        ||alpha_ij v_j||); `attn model trace --value-norms` prints them."""
+        names = [f"blocks.{layer}.attn.hook_pattern", f"blocks.{layer}.attn.hook_v"]
+        return self._cache_of(input, names, prepend_bos).value_weighted_norms(layer, use_W_O)
+
+    def attention_rollout(self, input: Any, *, head: Optional[int] = None, residual: float = 0.5,
+                          prepend_bos: Optional[bool] = None) -> np.ndarray:
+        """Abnar & Zuidema's rollout over one sequence's layers, [n_layers, L, L]
+        float64 (`attn model trace --rollout`)."""
+        cache = self._cache_of(input, ["blocks.*.attn.hook_pattern"], prepend_bos)
+        return cache.attention_rollout(head=head, residual=residual)
+
+    def attention_flow(self, input: Any, position: int = -1, *, head: Optional[int] = None, residual: float = 0.5,
+                       prepend_bos: Optional[bool] = None) -> np.ndarray:
+        """Abnar & Zuidema's flow into ``position`` after the last layer, [L]
+        float64 (`attn model trace --rollout --flow`)."""
+        cache = self._cache_of(input, ["blocks.*.attn.hook_pattern"], prepend_bos)
+        return cache.attention_flow(position, head=head, residual=residual)
+
     @staticmethod
     def _keep(names_filter):
         """names_filter (None: all, a name, a glob, names and globs, or a predicate) as a predicate."""

@@ -28,6 +28,7 @@
 #include "attn_py.h"
 
 #include <attn.h>
+#include <attn_analysis.h>
 #include <attn_interp.h>
 #include <attn_viz.h>
 
@@ -1157,6 +1158,90 @@ static PyObject *raise_for_status(PyObject *self, PyObject *args) {
     return NULL;
 }
 
+/* -------------------------------------------------------------- analyses */
+
+PyDoc_STRVAR(value_norms_doc,
+             "value_norms(pattern, v, wo, norms, *, heads, queries, keys, kv_heads, head_dim, width,\n"
+             "            reference=False)\n--\n\n"
+             "attn_value_weighted_norms (or its _ref twin): pattern float32 [H, L, S], v float32\n"
+             "[S, Hkv, Dh], wo float32 [H, Dh, d] or None, norms float32 [H, L, S] (written), all\n"
+             "C-contiguous.  Private (attn.value_weighted_norms).");
+
+static PyObject *value_norms(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"pattern", "v", "wo", "norms", "heads", "queries", "keys", "kv_heads",
+                               "head_dim", "width", "reference", NULL};
+    PyObject *p_arg, *v_arg, *wo_arg, *n_arg;
+    long long H = 0, L = 0, S = 0, Hkv = 0, Dh = 0, d = 0; /* keyword-only, so optional to CPython: 0 is refused */
+    int reference = 0;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|$LLLLLLp", keywords, &p_arg, &v_arg, &wo_arg, &n_arg, &H,
+                                     &L, &S, &Hkv, &Dh, &d, &reference))
+        return NULL;
+    buffers b = {.n = 0};
+    void *pattern, *v, *wo, *norms;
+    PyObject *result = NULL;
+    /* The sizes are the caller's (attn.value_weighted_norms checked the
+     * shapes); the counts here only keep the library inside the buffers,
+     * and the library refuses sizes that are not positive. */
+    if (H <= 0 || L <= 0 || S <= 0 || Hkv <= 0 || Dh <= 0 || d <= 0) {
+        PyErr_SetString(class_for_status(ATTN_ERR_INVALID_ARGUMENT), "value_norms: sizes must be positive");
+        goto done;
+    }
+    if (flat_arg(&b, p_arg, "pattern", false, 4, (Py_ssize_t)(H * L * S), &pattern, NULL) ||
+        flat_arg(&b, v_arg, "v", false, 4, (Py_ssize_t)(S * Hkv * Dh), &v, NULL) ||
+        flat_arg(&b, wo_arg, "wo", false, 4, (Py_ssize_t)(H * Dh * d), &wo, NULL) ||
+        flat_arg(&b, n_arg, "norms", true, 4, (Py_ssize_t)(H * L * S), &norms, NULL))
+        goto done;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = (reference ? attn_value_weighted_norms_ref : attn_value_weighted_norms)(pattern, H, L, S, v, Hkv, Dh, wo,
+                                                                                 d, norms);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    buffers_release(&b);
+    return result;
+}
+
+PyDoc_STRVAR(rollout_doc,
+             "rollout(patterns, out, *, layers, heads, tokens, head, residual, position=None)\n--\n\n"
+             "attn_attention_rollout (position None: out float64 [N, L, L]) or attn_attention_flow\n"
+             "(out float64 [L]): patterns float32 [N, H, L, L] C-contiguous; head -1 for the mean.\n"
+             "Private (attn.attention_rollout, attn.attention_flow).");
+
+static PyObject *rollout(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"patterns", "out", "layers", "heads", "tokens", "head", "residual", "position", NULL};
+    PyObject *p_arg, *o_arg, *pos_arg = Py_None;
+    long long N = 0, H = 0, L = 0, head = ATTN_ALL; /* keyword-only, so optional to CPython: 0 is refused */
+    double residual = 0.5;
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$LLLLdO", keywords, &p_arg, &o_arg, &N, &H, &L, &head,
+                                     &residual, &pos_arg))
+        return NULL;
+    const bool flow = pos_arg != Py_None;
+    long long position = flow ? PyLong_AsLongLong(pos_arg) : 0;
+    if (position == -1 && PyErr_Occurred()) return NULL;
+    buffers b = {.n = 0};
+    void *patterns, *out;
+    PyObject *result = NULL;
+    if (N <= 0 || H <= 0 || L <= 0) {
+        PyErr_SetString(class_for_status(ATTN_ERR_INVALID_ARGUMENT), "rollout: sizes must be positive");
+        goto done;
+    }
+    if (flat_arg(&b, p_arg, "patterns", false, 4, (Py_ssize_t)(N * H * L * L), &patterns, NULL) ||
+        flat_arg(&b, o_arg, "out", true, 8, (Py_ssize_t)(flow ? L : N * L * L), &out, NULL))
+        goto done;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = flow ? attn_attention_flow(patterns, N, H, L, head, residual, position, out)
+              : attn_attention_rollout(patterns, N, H, L, head, residual, out);
+    Py_END_ALLOW_THREADS
+    result = finish_call(st);
+done:
+    buffers_release(&b);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"sdpa_forward", (PyCFunction)(void (*)(void))sdpa_forward, METH_VARARGS | METH_KEYWORDS,
      sdpa_forward_doc},
@@ -1171,6 +1256,8 @@ static PyMethodDef module_methods[] = {
     {"sdpa_paths", (PyCFunction)(void (*)(void))sdpa_paths, METH_VARARGS | METH_KEYWORDS,
      sdpa_paths_doc},
     {"nullspace", (PyCFunction)(void (*)(void))nullspace, METH_VARARGS | METH_KEYWORDS, nullspace_doc},
+    {"value_norms", (PyCFunction)(void (*)(void))value_norms, METH_VARARGS | METH_KEYWORDS, value_norms_doc},
+    {"rollout", (PyCFunction)(void (*)(void))rollout, METH_VARARGS | METH_KEYWORDS, rollout_doc},
     {"heatmap", (PyCFunction)(void (*)(void))heatmap, METH_VARARGS | METH_KEYWORDS, heatmap_doc},
     {"report", (PyCFunction)(void (*)(void))report, METH_VARARGS | METH_KEYWORDS, report_doc},
     {"sdpa_options", sdpa_options, METH_NOARGS, sdpa_options_doc},

@@ -5,7 +5,9 @@
  * hook, a patch that does not parse, a missing source),
  * and with Gemma 3 270M (skipped with a message when absent) a real run:
  * a cache written and read back with attn npz list / get, an ablation's
- * KL line, a layer sweep's one line per layer.
+ * KL line, a layer sweep's one line per layer, the analyses' tables
+ * (--value-norms, --rollout --flow, --logit-lens, --logit-attribution;
+ * their numbers are test_analysis's and test_model_interp's).
  */
 #include "testutil.h"
 
@@ -168,6 +170,63 @@ static void test_nullspace_sweep(void **state) {
     expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --nullspace 99:all", gemma), 2, &out, "layers 0 ..");
 }
 
+/* --value-norms and --rollout [--flow]: their flags' rules, then a real
+ * run each: a line per head (weights and norms), a row per token (three
+ * layers' rollout and the flow). */
+static void test_analyses(void **state) {
+    (void)state;
+    char *out;
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --flow"), 2, &out, "--flow goes with --rollout");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --no-wo"), 2, &out, "--no-wo applies");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --rollout --value-norms 1"), 2, &out, "one of them");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --rollout --residual 2"), 2, &out, "--residual");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --head 1"), 2, &out, "apply to --rollout");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --rollout --ablate blocks.1.attn.hook_z:0=zero"), 2,
+           &out, "runs of their own");
+    need_model();
+    int st = test_run_cli(&out, "model trace --model %s --ids " IDS " --value-norms 5 --top 2", gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    for (int h = 0; h < 4; h++) {
+        char line[32];
+        snprintf(line, sizeof line, "\nhead %-3d by weight:", h);
+        if (!strstr(out, line)) fail_msg("no line for head %d:\n%s", h, out);
+    }
+    if (!strstr(out, "||a_ij v_j W_O^h||")) fail_msg("no heading:\n%s", out);
+    free(out);
+    st = test_run_cli(&out, "model trace --model %s --ids " IDS " --rollout --flow --position 4", gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    /* Key 0 (<bos>, read by every query of every layer) gets flow 1: the
+     * output node's row sums to 1 and each layer's residual keeps a path. */
+    if (!strstr(out, "query 4 ( France)") || !strstr(out, "layer 17") || !strstr(out, "1.0000\n"))
+        fail_msg("no rollout table:\n%s", out);
+    free(out);
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --value-norms 99", gemma), 2, &out, "layers 0 ..");
+}
+
+/* --logit-lens and --logit-attribution: their flags' rules, then a run
+ * each.  The lens's last row is the model's own next token ( the, 0.1913
+ * in test_real_run's run); the attribution's parts add up to its total
+ * (test_model_interp checks the numbers). */
+static void test_logit_lens(void **state) {
+    (void)state;
+    char *out;
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --logit-attribution"), 2, &out, "needs --answer");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --logit-lens --rollout"), 2, &out, "one of them");
+    need_model();
+    int st = test_run_cli(&out, "model trace --model %s --ids " IDS " --logit-lens --answer ' Paris' --wrong ' the'",
+                          gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "\nembed ") || !strstr(out, "\n17   ") || !strstr(out, "  the 0.191"))
+        fail_msg("no lens table ending in the model's own top token:\n%s", out);
+    free(out);
+    st = test_run_cli(&out, "model trace --model %s --ids " IDS " --logit-attribution --answer ' Paris' --top 3",
+                      gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "of logit( Paris) = ") || !strstr(out, "\n17    ") || !strstr(out, "heads by |share|"))
+        fail_msg("no attribution table:\n%s", out);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),
@@ -175,6 +234,8 @@ int main(void) {
         cmocka_unit_test(test_refused_before_loading),
         cmocka_unit_test(test_real_run),
         cmocka_unit_test(test_nullspace_sweep),
+        cmocka_unit_test(test_analyses),
+        cmocka_unit_test(test_logit_lens),
     };
     return cmocka_run_group_tests(tests, setup, test_group_teardown);
 }

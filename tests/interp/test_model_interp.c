@@ -10,7 +10,11 @@
  * the vocabulary parses, and a model's names in forward order and under
  * globs; the cosine of two streams against a direct sum; a layer's
  * visibility against the causal and sliding-window rule; patches refused
- * before any forward (a tiny model, support/tiny_model.h).
+ * before any forward (a tiny model, support/tiny_model.h); the analyses of
+ * attn_analysis.h on tiny models (value-weighted norms against the file's
+ * own W_O, rollout and flow against the tensor-level functions; the logit
+ * lens against the norm and unembedding summed in double, the logit
+ * attribution's parts against the logit difference).
  *
  * With Gemma 3 270M (skipped with a message when ~/.cache/attn/models, or
  * $ATTN_MODEL_DIR, lacks it), each an independent reference:
@@ -39,6 +43,7 @@
 #include "tolerances.h"
 
 #include "attn.h"
+#include "attn_analysis.h"
 #include "attn_decoder.h"
 #include "attn_io.h"
 #include "attn_gguf.h"
@@ -620,6 +625,169 @@ static int teardown(void **state) {
     return test_group_teardown(state);
 }
 
+/* Keeps every layer's pattern [N, Hq, L, L] and v [N, L, Hkv, Dh]. */
+typedef struct analysis_ctx {
+    float *pattern, *v;
+} analysis_ctx;
+
+static int keep_pattern_v(void *user, const attn_decoder_hook_tensor *t) {
+    analysis_ctx *k = user;
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    float *to = t->point == ATTN_DECODER_HOOK_PATTERN ? k->pattern : k->v;
+    memcpy(to + t->layer * (int64_t)n, t->data, n * sizeof(float));
+    return 0;
+}
+
+/* attn_model_value_norms, _rollout and _flow on the tiny models (GQA 4 / 2
+ * with biases; Gemma's sliding windows, Hq Dh != d): the norms against
+ * alpha ||v_j W_O^h|| summed here from the file's own attn_output.weight
+ * ([d, Hq Dh] as stored: the test's reading of the layout, not the
+ * library's), the rollout and flow against attn_analysis.h's functions on
+ * the patterns a plain forward's hooks show. */
+static void test_tiny_analyses(void **state) {
+    (void)state;
+    const tiny_spec *specs[2] = {&TINY_QWEN, &TINY_GEMMA};
+    const int32_t ids[5] = {1, 7, 3, 9, 4};
+    enum { L = 5 };
+    for (int s = 0; s < 2; s++) {
+        tiny_model tm;
+        tiny_build(&tm, specs[s], 11);
+        attn_decoder *m = tiny_load(&tm);
+        const attn_decoder_config *c = attn_decoder_get_config(m);
+        const int64_t layers = c->n_layers, heads = c->n_heads, Hkv = c->n_kv_heads, Dh = c->head_dim, width = c->d_model;
+        analysis_ctx k = {malloc((size_t)(layers * heads * L * L) * sizeof(float)), malloc((size_t)(layers * L * Hkv * Dh) * sizeof(float))};
+        float *pattern = malloc((size_t)(heads * L * L) * sizeof *pattern), *norms = malloc((size_t)(heads * L * L) * sizeof *norms);
+        double *rollout = malloc((size_t)(layers * L * L) * sizeof *rollout), *want = malloc((size_t)(layers * L * L) * sizeof *want);
+        attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+        o.tensor_hook = keep_pattern_v;
+        o.tensor_hook_user = &k;
+        o.tensor_hook_points = 1u << ATTN_DECODER_HOOK_PATTERN | 1u << ATTN_DECODER_HOOK_V;
+        assert_ok(attn_decoder_forward(m, ids, L, &o));
+        for (int64_t l = 0; l < layers; l++) {
+            const float *wo = tiny_get(&tm, "blk.%lld.attn_output.weight", l), *pl = k.pattern + l * heads * L * L,
+                        *vl = k.v + l * L * Hkv * Dh;
+            assert_non_null(wo);
+            assert_ok(attn_model_value_norms(m, ids, L, l, 1, pattern, norms));
+            expect_identical("the pattern beside the norms", pl, pattern, heads * L * L);
+            for (int64_t h = 0; h < heads; h++)
+                for (int64_t j = 0; j < L; j++) {
+                    const float *v_j = vl + (j * Hkv + h / (heads / Hkv)) * Dh;
+                    double ss = 0;
+                    for (int64_t r = 0; r < width; r++) {
+                        double f = 0;
+                        for (int64_t e = 0; e < Dh; e++) f += (double)v_j[e] * wo[r * heads * Dh + h * Dh + e];
+                        ss += f * f;
+                    }
+                    for (int64_t i = 0; i < L; i++) {
+                        const double w = pl[(h * L + i) * L + j] * sqrt(ss);
+                        if (fabs(norms[(h * L + i) * L + j] - w) > ANALYSIS_NORM_REL_FAIL * fmax(1.0, w))
+                            fail_msg("%s layer %lld head %lld cell (%lld, %lld): norm %.9g, want %.9g", c->architecture,
+                                     (long long)l, (long long)h, (long long)i, (long long)j,
+                                     (double)norms[(h * L + i) * L + j], w);
+                    }
+                }
+        }
+        /* Every layer from one forward: the per-layer calls' numbers. */
+        float *all = malloc((size_t)(layers * heads * L * L) * sizeof *all);
+        assert_ok(attn_model_value_norms(m, ids, L, ATTN_ALL, 1, NULL, all));
+        for (int64_t l = 0; l < layers; l++) {
+            assert_ok(attn_model_value_norms(m, ids, L, l, 1, NULL, norms));
+            assert_memory_equal(all + l * heads * L * L, norms, (size_t)(heads * L * L) * sizeof *norms);
+        }
+        free(all);
+        for (int64_t head = ATTN_ALL; head < heads; head++) {
+            assert_ok(attn_model_rollout(m, ids, L, head, 0.5, rollout));
+            assert_ok(attn_attention_rollout(k.pattern, layers, heads, L, head, 0.5, want));
+            assert_memory_equal(rollout, want, (size_t)(layers * L * L) * sizeof *want);
+            assert_ok(attn_model_flow(m, ids, L, head, 0.5, -2, rollout));
+            assert_ok(attn_attention_flow(k.pattern, layers, heads, L, head, 0.5, L - 2, want));
+            assert_memory_equal(rollout, want, L * sizeof *want);
+        }
+        assert_refused(attn_model_value_norms(m, ids, L, layers, 1, NULL, norms), ATTN_ERR_INVALID_ARGUMENT, "layer");
+        assert_refused(attn_model_rollout(m, ids, L, heads, 0.5, rollout), ATTN_ERR_INVALID_ARGUMENT, "head");
+        free(k.pattern), free(k.v), free(pattern), free(norms), free(rollout), free(want);
+        attn_decoder_free(m);
+        tiny_free(&tm);
+    }
+}
+
+/* attn_model_logit_lens and attn_model_logit_attribution on the tiny
+ * models.  The lens: its last row is the forward's own logits there, and
+ * (qwen2: its norm weight and W_U as the file stores them) every row is
+ * rmsnorm(hidden[r]) * output_norm . W_U summed here in double from the
+ * decoder's hidden states.  The attribution: its parts add up to the
+ * forward's logit difference, and a layer's heads add up to its attn_out
+ * (on gemma3 through the post-attention norm's frozen scale). */
+static void test_tiny_logit_lens(void **state) {
+    (void)state;
+    const tiny_spec *specs[2] = {&TINY_QWEN, &TINY_GEMMA};
+    const int32_t ids[5] = {1, 7, 3, 9, 4};
+    enum { L = 5 };
+    for (int s = 0; s < 2; s++) {
+        tiny_model tm;
+        tiny_build(&tm, specs[s], 13);
+        attn_decoder *m = tiny_load(&tm);
+        const attn_decoder_config *c = attn_decoder_get_config(m);
+        const int64_t layers = c->n_layers, heads = c->n_heads, width = c->d_model, vocab = c->vocab;
+        float *hidden = malloc((size_t)((layers + 1) * L * width) * sizeof *hidden),
+              *logits = malloc((size_t)(L * vocab) * sizeof *logits),
+              *lens = malloc((size_t)((layers + 1) * vocab) * sizeof *lens);
+        double *attn = malloc((size_t)layers * sizeof *attn), *mlp = malloc((size_t)layers * sizeof *mlp),
+               *head_parts = malloc((size_t)(layers * heads) * sizeof *head_parts), embed;
+        attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
+        o.hidden = hidden;
+        o.logits = logits;
+        assert_ok(attn_decoder_forward(m, ids, L, &o));
+        for (int64_t pos = 0; pos < L; pos += 2) {
+            assert_ok(attn_model_logit_lens(m, ids, L, pos, lens));
+            double top = 0;
+            for (int64_t v = 0; v < vocab; v++) top = fmax(top, fabs(logits[pos * vocab + v]));
+            for (int64_t v = 0; v < vocab; v++)
+                if (fabs(lens[layers * vocab + v] - logits[pos * vocab + v]) > LENS_LOGIT_REL_FAIL * fmax(1, top))
+                    fail_msg("%s: the lens's last row at %lld, token %lld: %.9g, the forward's %.9g",
+                             c->architecture, (long long)pos, (long long)v, (double)lens[layers * vocab + v],
+                             (double)logits[pos * vocab + v]);
+            if (s == 0) {
+                const float *norm = tiny_get(&tm, "output_norm.weight", 0), *w_u = tiny_get(&tm, "output.weight", 0);
+                for (int64_t r = 0; r <= layers; r++) {
+                    const float *x = hidden + (r * L + pos) * width;
+                    double ss = 0;
+                    for (int64_t e = 0; e < width; e++) ss += (double)x[e] * x[e];
+                    const double inv = 1 / sqrt(ss / (double)width + c->rms_eps);
+                    for (int64_t v = 0; v < vocab; v++) {
+                        double want = 0;
+                        for (int64_t e = 0; e < width; e++) want += x[e] * inv * norm[e] * w_u[v * width + e];
+                        if (fabs(lens[r * vocab + v] - want) > LENS_LOGIT_REL_FAIL * fmax(1, fabs(want)))
+                            fail_msg("lens row %lld token %lld: %.9g, want %.9g", (long long)r, (long long)v,
+                                     (double)lens[r * vocab + v], want);
+                    }
+                }
+            }
+            const int64_t token = 3, other = 11;
+            assert_ok(attn_model_logit_attribution(m, ids, L, pos, token, other, &embed, attn, mlp, head_parts));
+            double total = embed;
+            for (int64_t l = 0; l < layers; l++) total += attn[l] + mlp[l];
+            const double diff = (double)logits[pos * vocab + token] - logits[pos * vocab + other];
+            if (fabs(total - diff) > LENS_LOGIT_REL_FAIL * fmax(1, top))
+                fail_msg("%s position %lld: the parts sum to %.9g, the logit difference is %.9g", c->architecture,
+                         (long long)pos, total, diff);
+            for (int64_t l = 0; l < layers; l++) {
+                double sum = 0;
+                for (int64_t h = 0; h < heads; h++) sum += head_parts[l * heads + h];
+                if (fabs(sum - attn[l]) > LENS_LOGIT_REL_FAIL * fmax(1, fabs(attn[l])))
+                    fail_msg("layer %lld: the heads sum to %.9g, attn_out gives %.9g", (long long)l, sum, attn[l]);
+            }
+        }
+        assert_refused(attn_model_logit_lens(m, ids, L, L, lens), ATTN_ERR_INVALID_ARGUMENT, "position 5");
+        assert_refused(attn_model_logit_attribution(m, ids, L, 0, vocab, -1, &embed, attn, mlp, NULL),
+                       ATTN_ERR_INVALID_ARGUMENT, "token");
+        free(hidden), free(logits), free(lens), free(attn), free(mlp), free(head_parts);
+        attn_decoder_free(m);
+        tiny_free(&tm);
+    }
+}
+
 static void need_model(void) {
     if (!gemma) {
         print_message("skipped: " GEMMA " is not in the model directory\n");
@@ -968,6 +1136,8 @@ int main(void) {
         cmocka_unit_test(test_layer_visible),
         cmocka_unit_test(test_tiny_patches),
         cmocka_unit_test(test_extra_hooks),
+        cmocka_unit_test(test_tiny_analyses),
+        cmocka_unit_test(test_tiny_logit_lens),
         cmocka_unit_test(test_hooks_match_outputs),
         cmocka_unit_test(test_patch_with_itself),
         cmocka_unit_test(test_patch_resid_pre_gives_source),

@@ -397,4 +397,23 @@
 #define TINY_MODEL_ATTN_ABS_FAIL 1e-5
 #define TINY_MODEL_LOGITS_REL_FAIL 1e-5
 
+/* ---- the analyses of attn_analysis.h (interp/test_analysis.c) ----
+ * value-weighted norms: the production path (|alpha| ||f(v)||) and the
+ * reference (||alpha f(v)|| per cell) against a long-double computation
+ * through the concatenated W_O; both sum in double and store a float, so
+ * one float rounding of the result, relative to max(1, the norm). */
+#define ANALYSIS_NORM_REL_FAIL 1e-6
+/* rollout against hand-derived numbers and row sums against 1: a few
+ * double roundings per product of L terms */
+#define ANALYSIS_ROLLOUT_ABS_FAIL 1e-12
+/* flow against hand-derived numbers and brute-force minimum cuts: the
+ * augmenting paths' sums in double, and FLOW_EPS (1e-12) per path left
+ * unpushed */
+#define ANALYSIS_FLOW_ABS_FAIL 1e-9
+/* the logit lens and the logit attribution (interp/test_model_interp.c)
+ * against the forward's logits and a double-precision norm and product:
+ * float32 activations and logits (a few ulps of a sum of d terms),
+ * relative to max(1, the largest logit compared) */
+#define LENS_LOGIT_REL_FAIL 1e-5
+
 #endif /* ATTN_TEST_TOLERANCES_H */

@@ -23,11 +23,13 @@
 #include "tolerances.h"
 
 #include "attn.h"
+#include "attn_analysis.h"
 #include "attn_chapter.h"
 #include "attn_decoder.h"
 #include "attn_interp.h"
 #include "attn_io.h"
 #include "attn_machine.h"
+#include "attn_model_interp.h"
 #include "attn_tokenizer.h"
 #include "attn_viz.h"
 #include "gguf_builder.h"
@@ -560,6 +562,12 @@ static void cli_report_layered_refusals(void **state) {
     test_cli_expect(2, "are for --weights", "report --model m.gguf --text a --causal --html '%s'", x);
     test_cli_expect(2, "--layer belongs to --model or --weights", "report -q a.npy -k a.npy -v a.npy --layer 0 --html '%s'", x);
     test_cli_expect(1, "no-such.gguf", "report --model '%s' --text a --html '%s'", test_path("no-such.gguf"), x);
+    test_cli_expect(2, "expected weights, value-norms or rollout", "report --model m.gguf --text a --maps norms "
+                    "--html '%s'", x);
+    test_cli_expect(2, "--maps chooses what a run of --model shows", "report --weights '%s' --maps rollout --html '%s'",
+                    test_path("one.npy"), x);
+    test_cli_expect(2, "no --head", "report --model m.gguf --text a --maps rollout --head 1 --html '%s'", x);
+    test_cli_expect(2, "--maps belongs to --model", "report -q a.npy -k a.npy -v a.npy --maps rollout --html '%s'", x);
     assert_false(test_file_exists(x));
 }
 
@@ -744,6 +752,66 @@ static void cli_report_of_a_model_run(void **state) {
     free(maps[3]);
     free(maps[N - 1]);
     free(maps);
+    attn_tokenizer_free(t);
+    attn_decoder_free(m);
+    attn_gguf_free(g);
+}
+
+/* `attn report --model --maps value-norms | rollout` on Gemma 3 270M: the
+ * page's hovered cells hold the library's numbers (attn_model_value_norms,
+ * each row divided by its sum; attn_model_rollout, one map a layer) at the
+ * layer and head asked. */
+static void cli_report_of_analysis_maps(void **state) {
+    (void)state;
+    require_chromium();
+    char model[600];
+    model_path_or_skip(GEMMA, model, sizeof model);
+    const char *text = "我吃了一个苹果";
+    attn_gguf *g;
+    attn_decoder *m;
+    attn_tokenizer *t;
+    assert_ok(attn_gguf_open(model, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    assert_ok(attn_tokenizer_from_gguf(g, &t));
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    int32_t ids[32];
+    size_t n;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 32, &n));
+    const int64_t L = (int64_t)n, N = c->n_layers, H = c->n_heads;
+    const int q = (int)L - 1;
+    float *norms = malloc(sizeof(float) * (size_t)(H * L * L));
+    double *rollout = malloc(sizeof(double) * (size_t)(N * L * L));
+    assert_true(norms && rollout);
+
+    char *out = NULL;
+    const char *path = test_path("norms.html");
+    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --maps value-norms --html '%s'", model, text, path);
+    if (rc != 0) fail_msg("attn report --maps value-norms: exit %d\n%s", rc, out);
+    free(out);
+    assert_ok(attn_model_value_norms(m, ids, L, 3, 1, NULL, norms));
+    double sum = 0;
+    const float *row = norms + (1 * L + q) * L; /* head 1, the last query */
+    for (int64_t j = 0; j < L; j++) sum += row[j];
+    char cells[64];
+    snprintf(cells, sizeof cells, "3:1:%d:1", q);
+    char *report = selftest(path, cells);
+    assert_layer_shows_exactly(report, 3, 1, q, 1, (float)(row[1] / sum));
+    free(report);
+
+    path = test_path("rollout.html");
+    rc = test_run_cli(&out, "report --model '%s' --text '%s' --maps rollout --html '%s'", model, text, path);
+    if (rc != 0) fail_msg("attn report --maps rollout: exit %d\n%s", rc, out);
+    free(out);
+    assert_ok(attn_model_rollout(m, ids, L, ATTN_ALL, 0.5, rollout));
+    snprintf(cells, sizeof cells, "%d:0:%d:0", (int)N - 1, q);
+    report = selftest(path, cells);
+    assert_layer_shows_exactly(report, (int)N - 1, 0, q, 0, (float)rollout[((N - 1) * L + q) * L]);
+    char sizes[96];
+    snprintf(sizes, sizeof sizes, "layers=%lld heads=1 len_q=%lld", (long long)N, (long long)L);
+    if (!strstr(report, sizes)) fail_msg("rollout is one map a layer (want %s):\n%s", sizes, report);
+    free(report);
+    free(norms);
+    free(rollout);
     attn_tokenizer_free(t);
     attn_decoder_free(m);
     attn_gguf_free(g);
@@ -1165,6 +1233,7 @@ int main(void) {
         cmocka_unit_test(cli_report_layered_refusals),
         cmocka_unit_test(report_24_layers_14_heads_256_tokens),
         cmocka_unit_test(cli_report_of_a_model_run),
+        cmocka_unit_test(cli_report_of_analysis_maps),
         cmocka_unit_test(cli_report_model_paths_in_chromium),
         cmocka_unit_test(report_refuses_bad_input),
         cmocka_unit_test(cli_report_names_its_errors),

@@ -9,6 +9,7 @@
 #include "cli_generation.h"
 #include "cli_input.h"
 
+#include "attn_analysis.h"
 #include "attn_decoder.h"
 #include "attn_gguf.h"
 #include "attn_model_interp.h"
@@ -250,6 +251,50 @@ static int model_paths(const char *cmd, const cli_map_source *src, const attn_de
     return rc;
 }
 
+/* --maps value-norms | rollout: the chosen layers' maps in attention[]
+ * replaced.  Value-weighted norms (attn_model_value_norms) divided by each
+ * row's sum, so that a row reads as shares like the weights it replaces
+ * (a zero row stays zero).  Rollout (attn_model_rollout, the heads
+ * averaged): one map a layer, in the first chosen head's slot, and the
+ * page shows that head alone. */
+static int analysis_maps(const char *cmd, const char *kind, const attn_decoder *dec, const int32_t *ids, int64_t L,
+                         cli_maps *m, float **attention) {
+    const attn_decoder_config *c = attn_decoder_get_config(dec);
+    const int64_t H = c->n_heads, N = c->n_layers;
+    if (strcmp(kind, "rollout") == 0) {
+        double *r = malloc((size_t)(N * L * L) * sizeof *r);
+        if (!r) return cli_data_error(cmd, "out of memory");
+        if (attn_model_rollout(dec, ids, L, ATTN_ALL, 0.5, r)) {
+            free(r);
+            return cli_data_error(cmd, "--maps rollout: %s", attn_last_error());
+        }
+        for (int64_t k = 0; k < m->n_layers; k++)
+            for (int64_t i = 0; i < L * L; i++)
+                attention[m->layer_ids[k]][m->head_ids[0] * L * L + i] = (float)r[m->layer_ids[k] * L * L + i];
+        m->n_heads = 1;
+        free(r);
+        return CLI_OK;
+    }
+    float *all = malloc((size_t)(N * H * L * L) * sizeof *all);
+    if (!all) return cli_data_error(cmd, "out of memory");
+    if (attn_model_value_norms(dec, ids, L, ATTN_ALL, 1, NULL, all)) {
+        free(all);
+        return cli_data_error(cmd, "--maps value-norms: %s", attn_last_error());
+    }
+    for (int64_t k = 0; k < m->n_layers; k++) {
+        float *a = attention[m->layer_ids[k]];
+        memcpy(a, all + m->layer_ids[k] * H * L * L, (size_t)(H * L * L) * sizeof *a);
+        for (int64_t row = 0; row < H * L; row++) {
+            double sum = 0;
+            for (int64_t j = 0; j < L; j++) sum += a[row * L + j];
+            if (sum > 0)
+                for (int64_t j = 0; j < L; j++) a[row * L + j] = (float)(a[row * L + j] / sum);
+        }
+    }
+    free(all);
+    return CLI_OK;
+}
+
 static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     cli_model model = {0};
     const attn_decoder *dec = NULL;
@@ -283,6 +328,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
         goto done;
     }
     const int64_t L = (int64_t)n_ids, H = c->n_heads;
+    const bool rollout = src->maps_kind && strcmp(src->maps_kind, "rollout") == 0;
     if ((rc = select_indices(cmd, "--layer", src->layer_text, c->n_layers, "layer", &m->layer_ids, &m->n_layers)) ||
         (rc = select_indices(cmd, src->head_flag ? src->head_flag : "--head", src->head_text, H, "head", &m->head_ids, &m->n_heads)))
         goto done;
@@ -365,6 +411,9 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
                  "--compare-text: the embeddings, after each layer, and after the final norm", last_a, last_b);
         free(last_a);
     }
+    if (src->maps_kind && strcmp(src->maps_kind, "weights") != 0 &&
+        (rc = analysis_maps(cmd, src->maps_kind, dec, ids, L, m, attention)))
+        goto done;
     const int64_t map = L * L, n_maps = m->n_layers * m->n_heads;
     m->len_q = m->len_kv = L;
     m->layered = true;
@@ -383,8 +432,10 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
         for (int64_t n = 0; n < m->n_heads; n++) {
             const int64_t slot = (k * m->n_heads + n) * map;
             memcpy(m->weights + slot, attention[layer] + m->head_ids[n] * map, (size_t)map * sizeof(float));
-            if (n == 0) attn_model_layer_visible(c, layer, L, m->visible + slot);
-            else memcpy(m->visible + slot, m->visible + k * m->n_heads * map, (size_t)map);
+            if (n > 0) memcpy(m->visible + slot, m->visible + k * m->n_heads * map, (size_t)map);
+            else if (!rollout) attn_model_layer_visible(c, layer, L, m->visible + slot);
+            else /* through the layers a token reaches every later one, sliding windows or not */
+                for (int64_t i = 0; i < map; i++) m->visible[slot + i] = i % L <= i / L;
         }
     }
     for (int64_t i = 0; i < L; i++)
@@ -393,7 +444,10 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
             goto done;
         }
     const char *base = strrchr(src->model_path, '/');
-    snprintf(m->about, 256, "%s (%s), %lld tokens", base ? base + 1 : src->model_path, c->architecture, (long long)L);
+    snprintf(m->about, 256, "%s (%s), %lld tokens%s", base ? base + 1 : src->model_path, c->architecture, (long long)L,
+             rollout ? ": attention rollout (Abnar & Zuidema 2020), heads averaged, residual 0.5"
+             : src->maps_kind && strcmp(src->maps_kind, "value-norms") == 0
+             ? ": value-weighted norms ||a v W_O|| (Kobayashi et al. 2020), each row divided by its sum" : "");
     if (!src->quiet)
         fprintf(stderr, "attn %s: %s: %lld tokens, %lld layers x %lld heads, loaded and run in %.2f s\n", cmd,
                 c->architecture, (long long)L, (long long)c->n_layers, (long long)H, cli_seconds() - t0);

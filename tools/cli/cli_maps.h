@@ -35,6 +35,11 @@ typedef struct cli_map_source {
     const char *layer_text;        /* --layer LIST|all, or NULL (all)            */
     const char *head_text;         /* --head LIST|all, or NULL (all)             */
     const char *head_flag;         /* the flag typed for it (messages), or NULL  */
+    const char *maps_kind;         /* --maps (report, with a model): NULL or "weights",
+                                      "value-norms" (each row's value-weighted norms
+                                      ||a v W_O||, divided by the row's sum) or
+                                      "rollout" (attention rollout up to each layer,
+                                      heads averaged: one map a layer) */
     int64_t batch;                 /* --batch                                   */
     bool quiet;                    /* --quiet: no progress line on stderr       */
 } cli_map_source;

@@ -77,4 +77,10 @@ void attn__model_layer_options(const attn_decoder_config *c, int64_t layer, attn
 /* Row `query` of attn_model_layer_visible's map: row [L]. */
 void attn__model_visible_row(const attn_decoder_config *c, int64_t layer, int64_t query, int64_t L, uint8_t *row);
 
+/* Layer `layer`'s W_O in the row convention, [Hq * Dh, d] = [Hq, Dh, d]
+ * (head h's output is z_h . wo[h]): the stored [d, Hq * Dh] (y = x . W^T,
+ * GGUF's layout) dequantized (the values the exact forward multiplies by)
+ * and transposed.  *out: free with free(). */
+attn_status attn__model_output_projection(const attn_decoder *m, int64_t layer, float **out);
+
 #endif /* ATTN_INTERP_MODEL_INTERNAL_H */
