@@ -33,12 +33,22 @@ static inline SIMD_TARGET __m256i tail_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* A whole vector (n == VLEN, a constant in the loops' full-vector bodies,
+ * where the test folds away) is a plain load or store: AMD's cores run
+ * vmaskmovps as microcode, a masked store of 8 lanes costing ~5x an add of
+ * them (bench/eltwise_bench.sh on Zen 4: the AVX2 residual add 0.2x the
+ * scalar loop).  The same values either way. */
 static inline SIMD_TARGET vec v_load_tail(const float *p, int n, float fill) {
+    if (n >= VLEN) return _mm256_loadu_ps(p);
     __m256i mask = tail_mask(n);
     return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, mask), _mm256_castsi256_ps(mask));
 }
 
 static inline SIMD_TARGET void v_store_tail(float *p, vec x, int n) {
+    if (n >= VLEN) {
+        _mm256_storeu_ps(p, x);
+        return;
+    }
     _mm256_maskstore_ps(p, tail_mask(n), x);
 }
 
