@@ -16,7 +16,7 @@ static SIMD_TARGET void simd_widen(const void *src, attn_dtype dtype, float *dst
     if (dtype_is_kv8(dtype)) { /* whole blocks from src (kv8.h), d * code as the rows kernels load them */
         for (; e + KV8_BLOCK <= n; e += KV8_BLOCK) {
             const uint8_t *block = (const uint8_t *)src + kv8_offset_bytes(e);
-            const float d = kv8_scale(block);
+            const vec d = v_kv8_scale(block);
             for (int i = 0; i < KV8_BLOCK; i += VLEN)
                 v_storeu(dst + e + i, dtype == ATTN_Q8_0 ? v_dequant_q8(block + 2 + i, d) : v_dequant_e4m3(block + 2 + i, d));
         }

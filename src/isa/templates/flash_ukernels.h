@@ -130,7 +130,7 @@ SIMD_INLINE vec kv_load_el(const void *row, int64_t d, const int kind) {
     if (!KV_BLOCKED(kind)) return kv_loadu(kv_at(row, d, kind), kind);
     const uint8_t *block = (const uint8_t *)row + kv8_offset_bytes(d);
     const uint8_t *codes = block + 2 + d % KV8_BLOCK;
-    return kind == KV_Q8_0 ? v_dequant_q8(codes, kv8_scale(block)) : v_dequant_e4m3(codes, kv8_scale(block));
+    return kind == KV_Q8_0 ? v_dequant_q8(codes, v_kv8_scale(block)) : v_dequant_e4m3(codes, v_kv8_scale(block));
 }
 
 /* Lanes < n from element d of the row at `row`, the others fill; nothing

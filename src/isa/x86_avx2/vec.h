@@ -124,12 +124,21 @@ static inline SIMD_TARGET void v_narrow_bf16(uint16_t *p, vec x) {
 /* ---- 8-bit K/V (base/kv8.h): VLEN codes at p times the block's scale d,
  * exactly d * code as kv8_value computes it (e4m3 rebuilt by integer
  * moves: exponent rebias 7 -> 127, subnormals m * 2^-9, the NaN code). */
-static inline SIMD_TARGET vec v_dequant_q8(const uint8_t *p, float d) {
-    __m256i codes = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
-    return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(codes));
+/* The block's float16 scale (its first two bytes, little-endian) in every
+ * lane, converted by the vector unit: the same value as kv8_scale (a NaN
+ * scale stays NaN, quieted), without the scalar decode's branches on
+ * every vector a kernel loads. */
+static inline SIMD_TARGET vec v_kv8_scale(const uint8_t *block) {
+    const uint16_t h = (uint16_t)(block[0] | (uint16_t)block[1] << 8);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
 }
 
-static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, float d) {
+static inline SIMD_TARGET vec v_dequant_q8(const uint8_t *p, vec d) {
+    __m256i codes = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(codes));
+}
+
+static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, vec d) {
     __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
     __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7F));
     __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23)));
@@ -137,7 +146,7 @@ static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, float d) {
     __m256 a = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag)));
     a = _mm256_blendv_ps(a, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F))));
     __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24);
-    return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(a), sign)));
+    return _mm256_mul_ps(d, _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(a), sign)));
 }
 
 #endif /* ATTN_ISA_X86_AVX2_VEC_H */

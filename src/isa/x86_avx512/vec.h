@@ -91,12 +91,21 @@ static inline SIMD_TARGET void v_narrow_bf16(uint16_t *p, vec x) {
  * exactly d * code as kv8_value computes it ----
  * int8 codes converted; e4m3 codes rebuilt as floats by integer moves
  * (exponent rebias 7 -> 127, subnormals m * 2^-9, the NaN code), exact. */
-static inline SIMD_TARGET vec v_dequant_q8(const uint8_t *p, float d) {
-    __m512i codes = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    return _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(codes));
+/* The block's float16 scale (its first two bytes, little-endian) in every
+ * lane, converted by the vector unit: the same value as kv8_scale (a NaN
+ * scale stays NaN, quieted), without the scalar decode's branches on
+ * every vector a kernel loads. */
+static inline SIMD_TARGET vec v_kv8_scale(const uint8_t *block) {
+    const uint16_t h = (uint16_t)(block[0] | (uint16_t)block[1] << 8);
+    return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
 }
 
-static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, float d) {
+static inline SIMD_TARGET vec v_dequant_q8(const uint8_t *p, vec d) {
+    __m512i codes = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(codes));
+}
+
+static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, vec d) {
     __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
     __m512i mag = _mm512_and_si512(x, _mm512_set1_epi32(0x7F));
     __m512 normal = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
@@ -104,7 +113,7 @@ static inline SIMD_TARGET vec v_dequant_e4m3(const uint8_t *p, float d) {
     __m512 a = _mm512_mask_mov_ps(normal, _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), sub);
     a = _mm512_mask_mov_ps(a, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_ps(NAN));
     __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
-    return _mm512_mul_ps(_mm512_set1_ps(d), _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign)));
+    return _mm512_mul_ps(d, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign)));
 }
 
 #endif /* ATTN_ISA_X86_AVX512_VEC_H */
