@@ -6,7 +6,7 @@
  * decomposition of every head (the chapter's Figure 2, attn_sdpa_paths on
  * each layer), the null-space search on a real head's weight row,
  * attn_analysis.h's value-weighted norms, rollout and flow on a run, and
- * the logit lens and direct logit attribution.  All
+ * the logit lens, direct logit attribution and attribution patching.  All
  * of it runs through the decoder's tensor hook (attn_decoder.h), under the
  * one hook vocabulary of attn_interp.h (TransformerLens's names).
  * `attn model trace`, `attn report --model`, `attn map --model` and `attn
@@ -265,6 +265,39 @@ ATTN_API attn_status attn_model_logit_lens(const attn_decoder *m, const int32_t 
 ATTN_API attn_status attn_model_logit_attribution(const attn_decoder *m, const int32_t *ids, int64_t L, int64_t pos,
                                                   int64_t token, int64_t other, double *embed, double *attn,
                                                   double *mlp, double *heads);
+
+/* ------------------------------------------------- attribution patching */
+
+/* Attribution patching (Nanda 2023): the linear estimate, from one forward
+ * and backward of the clean run and one forward of the corrupted run, of
+ * what patching the corrupted run's activation into the clean run at one
+ * hook point does to the metric
+ *     f = logit[token] - logit[other]  (other -1: logit[token] alone)
+ * at the clean run's last position:
+ *     estimate[l, k, h] = sum_e (corrupted - clean)[pos_k, h, e] * df/dclean[pos_k, h, e]
+ * for every layer l (one row for hook_embed and the ln_final points),
+ * every position k of positions [count] (the legend's rule: negative counts
+ * from the end of each run, so runs of different lengths compare their last
+ * tokens; count 0: every position, runs of one length) and every head h of
+ * a HEADS point (q, k, v, rot_q, rot_k: their own heads; z, result: Hq;
+ * heads 1 for the others).  point: one whose first axis is the position
+ * (not attn_scores or pattern, whose rows are per query and key; not
+ * hook_q/k/v_input, which attn_decoder_backward does not differentiate).
+ *   estimate  [rows, count (or L), heads] double, rows = N or 1
+ *   metric    [2] or NULL: f of the clean and of the corrupted run, so that
+ *             a caller can set the estimates beside the whole change
+ * The exact effect of one patch is attn_model_run with an
+ * ATTN_MODEL_PATCH_SOURCE patch and sweep_layer (attn model trace
+ * --attribute --check prints both). */
+ATTN_API attn_status attn_model_attribution_patching(const attn_decoder *m, const int32_t *clean, int64_t clean_len,
+                                                     const int32_t *corrupted, int64_t corrupted_len,
+                                                     attn_decoder_hook_point point, const int64_t *positions,
+                                                     int64_t count, int64_t token, int64_t other, double *estimate,
+                                                     double *metric);
+
+/* The heads axis attn_model_attribution_patching gives point on m: the
+ * point's heads for a HEADS point, else 1. */
+ATTN_API int64_t attn_model_attribution_heads(const attn_decoder *m, attn_decoder_hook_point point);
 
 #ifdef __cplusplus
 }

@@ -45,7 +45,9 @@ static void trace_help(FILE *out) {
     "       attn model trace --model MODEL --text TEXT --rollout [--flow] [--head H] [--residual R] [--position P]\n"
     "       attn model trace --model MODEL --text TEXT --logit-lens [--answer TOKEN [--wrong TOKEN]] [--position P]\n"
     "       attn model trace --model MODEL --text TEXT --logit-attribution --answer TOKEN [--wrong TOKEN]\n"
-    "                        [--position P] [--top K]\n\n"
+    "                        [--position P] [--top K]\n"
+    "       attn model trace --model MODEL --text TEXT --source-text TEXT --attribute HOOK[@POS,..] [--check]\n"
+    "                        [--answer TOKEN [--wrong TOKEN]]\n\n"
     "Runs a decoder over a text and shows its activations at TransformerLens's hook points:\n"
     "  hook_embed, blocks.L.hook_resid_pre, blocks.L.hook_q_input / hook_k_input / hook_v_input,\n"
     "  blocks.L.ln1.hook_scale / hook_normalized, blocks.L.attn.hook_q / hook_k / hook_v (before RoPE),\n"
@@ -110,7 +112,18 @@ static void trace_help(FILE *out) {
     "  --logit-attribution direct logit attribution at --position P: the share of logit(answer) (minus\n"
     "                      logit(wrong) with --wrong) of the embeddings, each layer's attention and MLP\n"
     "                      output and each head's z W_O, the final norm's scale frozen; the --top K heads\n"
-    "                      (default 5, at most 64) by |share|\n\n"
+    "                      (default 5, at most 64) by |share|\n", ATTN_ATTENTION_FLOW_MAX_NODES);
+    fputs(
+    "  --attribute HOOK[@POS,..]  attribution patching (Nanda 2023): for every layer (blocks.*.NAME or\n"
+    "                      NAME; blocks.L.NAME: one layer) and position (default all: texts of one length;\n"
+    "                      @-1: the last token of each), the linear estimate (source - text) . d metric /\n"
+    "                      d activation of patching the --source-text run's activation into the --text\n"
+    "                      run, per head for q, k, v, rot_q, rot_k, z and result; from one forward and\n"
+    "                      backward of the text and one forward of the source. metric: logit(answer) -\n"
+    "                      logit(wrong) at the text's last token (defaults: the text's top token and the\n"
+    "                      source's, or the answer's logit alone when they agree)\n"
+    "  --check             with --attribute: each estimate beside the real patch's effect (one forward\n"
+    "                      each), and their correlation\n\n"
     "Printed: the clean run's next tokens, the patched run's, KL(clean || patched) in nats over the\n"
     "whole vocabulary, and with --answer its probability and logit difference in both runs.\n\n"
     "exit status: 0 success, 1 the model cannot be read or run, 2 usage error (a pattern that matches\n"
@@ -122,14 +135,15 @@ static void trace_help(FILE *out) {
     "  attn model trace --model gemma.gguf --text 'The capital of France is' --ablate blocks.5.attn.hook_z:0=zero\n"
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --value-norms 3\n"
     "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --rollout --flow\n"
-    "  attn model trace --model gemma.gguf --text 'The capital of France is' --logit-attribution --answer ' Paris'\n",
-    ATTN_ATTENTION_FLOW_MAX_NODES);
+    "  attn model trace --model gemma.gguf --text 'The capital of France is' --logit-attribution --answer ' Paris'\n"
+    "  attn model trace --model qwen.gguf --text 我吃了一个苹果 --source-text 这台电脑来自苹果 \\\n"
+    "      --attribute 'hook_resid_pre@-1' --check\n", out);
 }
 
 enum {
     F_MODEL = 1, F_TEXT, F_IDS, F_HOOKS, F_OUT, F_COMPRESS, F_SOURCE_TEXT, F_SOURCE_IDS, F_PATCH, F_ABLATE, F_SWEEP,
     F_ANSWER, F_WRONG, F_TOP, F_PATHS, F_POSITION, F_NULLSPACE, F_TOLERANCE, F_BEYOND, F_VALUE_NORMS, F_NO_WO,
-    F_ROLLOUT, F_FLOW, F_HEAD, F_RESIDUAL, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION
+    F_ROLLOUT, F_FLOW, F_HEAD, F_RESIDUAL, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION, F_ATTRIBUTE, F_CHECK
 };
 
 static const cli_flag trace_flags[] = {
@@ -148,6 +162,7 @@ static const cli_flag trace_flags[] = {
     {"--rollout", NULL, F_ROLLOUT, 0},        {"--flow", NULL, F_FLOW, 0},
     {"--head", "H", F_HEAD, 0},               {"--residual", "R", F_RESIDUAL, 0},
     {"--logit-lens", NULL, F_LOGIT_LENS, 0},  {"--logit-attribution", NULL, F_LOGIT_ATTRIBUTION, 0},
+    {"--attribute", "HOOK[@POS,..]", F_ATTRIBUTE, 0}, {"--check", NULL, F_CHECK, 0},
     CLI_FLAGS_END};
 
 static const cli_flag *const trace_tables[] = {trace_flags, cli_decoder_flags, NULL};
@@ -241,6 +256,8 @@ typedef struct trace_cli {
     double tolerance;
     int64_t value_norms; /* the layer, or -1 */
     bool no_wo, rollout, flow, logit_lens, logit_attribution;
+    const char *attribute; /* --attribute HOOK[@POS], or NULL */
+    bool check;
     int64_t head;        /* ATTN_ALL: the mean of the heads */
     double residual;
 } trace_cli;
@@ -598,6 +615,128 @@ done:
     return rc;
 }
 
+/* Pearson's r of x and y [n] (0 when either is constant). */
+static double correlation(const double *x, const double *y, int64_t n) {
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    for (int64_t i = 0; i < n; i++) mx += x[i], my += y[i];
+    mx /= (double)n, my /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+        syy += (y[i] - my) * (y[i] - my);
+    }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0.0;
+}
+
+static double logit_metric(const float *logits, int64_t answer, int64_t wrong) {
+    return (double)logits[answer] - (wrong >= 0 ? (double)logits[wrong] : 0.0);
+}
+
+/* --attribute HOOK[@POS]: attribution patching of the source (corrupted)
+ * run into the text's (clean) run, every layer (or the one named) and the
+ * positions; with --check, beside each estimate the real patch (of every
+ * head at once for a per-head point, beside the heads' sum). */
+static int print_attribution(const attn_decoder *m, const attn_tokenizer *tok, const run_text *clean,
+                             const run_text *corrupted, const attn_model_patch *at, int64_t answer, int64_t wrong,
+                             bool check) {
+    const attn_decoder_config *c = attn_decoder_get_config(m);
+    const int64_t N = c->n_layers, V = c->vocab, H = attn_model_attribution_heads(m, at->point);
+    const int64_t K = at->n_positions ? at->n_positions : clean->L;
+    const int64_t first = at->layer < 0 ? 0 : at->layer, last = at->layer < 0 ? N - 1 : at->layer;
+    const int64_t cells = (last - first + 1) * K;
+    double *estimate = malloc((size_t)(N * K * H) * sizeof *estimate);
+    double *summed = malloc((size_t)cells * sizeof *summed), *real = malloc((size_t)cells * sizeof *real);
+    float *patched = malloc((size_t)V * sizeof *patched);
+    attn_model_record *record = NULL;
+    double metric[2];
+    char name[128], buf[256], buf2[256];
+    int rc = CLI_OK;
+    if (!estimate || !summed || !real || !patched) {
+        rc = cli_data_error(CMD, "out of memory");
+        goto done;
+    }
+    fprintf(stderr, "attn model trace: attribution patching (2 forwards, 1 backward)...\n");
+    if (attn_model_attribution_patching(m, clean->ids, clean->L, corrupted->ids, corrupted->L, at->point,
+                                        at->positions, at->n_positions, answer, wrong, estimate, metric)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    attn_model_patch one = *at;
+    one.layer = ATTN_ALL;
+    if (check && attn_model_record_new(m, corrupted->ids, corrupted->L, &one, 1, &record)) {
+        rc = cli_data_error(CMD, "%s", attn_last_error());
+        goto done;
+    }
+    attn_decoder_hook_name(at->point, at->layer, name, sizeof name);
+    if (at->layer < 0) snprintf(name, sizeof name, "blocks.*.%s", attn_decoder_hook_suffix(at->point));
+    printf("\nattribution patching (Nanda 2023) at %s: the --source-text run's activation patched into the --text "
+           "run, estimated as (source - text) . d metric / d activation;\nmetric logit(%s)",
+           name, token_text(tok, (int32_t)answer, buf, sizeof buf));
+    if (wrong >= 0) printf(" - logit(%s)", token_text(tok, (int32_t)wrong, buf, sizeof buf));
+    printf(" at the text's last token: text %.4f, source %.4f (the whole change %+.4f)\n", metric[0], metric[1],
+           metric[1] - metric[0]);
+    if (check)
+        printf("--check: beside each estimate, the metric's change when that activation is patched for real (one "
+               "forward each%s)\n", H > 1 ? "; every head at once, beside the heads' sum" : "");
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t p = at->n_positions ? at->positions[k] : k;
+        const int64_t pc = p < 0 ? clean->L + p : p, px = p < 0 ? corrupted->L + p : p;
+        printf("\nposition %lld: text %s, source %s\n%-6s", (long long)p,
+               token_text(tok, clean->ids[pc], buf, sizeof buf), token_text(tok, corrupted->ids[px], buf2, sizeof buf2),
+               "layer");
+        if (H > 1)
+            for (int64_t h = 0; h < H; h++) printf(" %8s%-3lld", "head ", (long long)h);
+        printf(" %11s%s\n", H > 1 ? "heads' sum" : "estimate", check ? "     patched" : "");
+        for (int64_t l = first; l <= last; l++) {
+            const double *e = estimate + (l * K + k) * H;
+            double sum = 0;
+            printf("%-6lld", (long long)l);
+            for (int64_t h = 0; h < H; h++) {
+                sum += e[h];
+                if (H > 1) printf(" %11.4f", e[h]);
+            }
+            printf(" %11.4f", sum);
+            const int64_t cell = (l - first) * K + k;
+            summed[cell] = sum;
+            if (check) {
+                attn_model_patch only = one;
+                only.positions = &p;
+                only.n_positions = 1;
+                attn_model_run_options spec = ATTN_MODEL_RUN_OPTIONS_INIT;
+                spec.patches = &only;
+                spec.n_patches = 1;
+                spec.sweep_layer = l;
+                spec.source = record;
+                if (attn_model_run(m, clean->ids, clean->L, &spec, patched)) {
+                    printf("\n");
+                    rc = cli_data_error(CMD, "%s", attn_last_error());
+                    goto done;
+                }
+                real[cell] = logit_metric(patched, answer, wrong) - metric[0];
+                printf(" %11.4f", real[cell]);
+            }
+            printf("\n");
+            if (!cli_stdout_ok(CMD)) {
+                rc = CLI_DATA_ERROR;
+                goto done;
+            }
+        }
+    }
+    if (check) {
+        int64_t same = 0;
+        for (int64_t i = 0; i < cells; i++) same += (summed[i] > 0) == (real[i] > 0);
+        printf("\nestimates against real patches: Pearson r %.3f over %lld, the same sign in %lld\n",
+               correlation(summed, real, cells), (long long)cells, (long long)same);
+    }
+done:
+    attn_model_record_free(record);
+    free(estimate);
+    free(summed);
+    free(real);
+    free(patched);
+    return rc;
+}
+
 static int trace_main(const trace_cli *o) {
     cli_model model = {0};
     attn_decoder *m = NULL;
@@ -617,12 +756,18 @@ static int trace_main(const trace_cli *o) {
     /* Everything that can be checked without the weights is checked first:
      * loading them takes seconds. */
     for (int i = 0; i < o->n_patches; i++)
-        if (!cli_model_patch_parse(o->patch_texts[i], o->patch_ablate[i], c.n_layers, &parsed[i], error,
+        if (!cli_model_patch_parse(o->patch_texts[i], o->patch_ablate[i] ? CLI_ABLATE : CLI_PATCH, c.n_layers, &parsed[i], error,
                                    sizeof error)) {
             rc = cli_usage_error(CMD, "%s", error);
             goto done;
         }
     for (int i = 0; i < o->n_patches; i++) patches[i] = parsed[i].p;
+    cli_model_patch attribute;
+    if (o->attribute &&
+        !cli_model_patch_parse(o->attribute, CLI_ATTRIBUTE, c.n_layers, &attribute, error, sizeof error)) {
+        rc = cli_usage_error(CMD, "%s", error);
+        goto done;
+    }
     bool any_source = false, any_sweep = false;
     for (int i = 0; i < o->n_patches; i++) {
         any_source |= patches[i].kind == ATTN_MODEL_PATCH_SOURCE;
@@ -723,6 +868,22 @@ static int trace_main(const trace_cli *o) {
     }
     if (o->rollout) {
         rc = print_rollout(m, tok, &target, o);
+        goto done;
+    }
+    if (o->attribute) {
+        if (!attribute.p.n_positions && target.L != source.L) {
+            rc = cli_usage_error(CMD, "--attribute '%s': every position needs texts of one length (they have %lld "
+                                      "and %lld tokens): name positions, @-1 for the last of each",
+                                 o->attribute, (long long)target.L, (long long)source.L);
+            goto done;
+        }
+        /* The metric by default: the text's top token against the source's
+         * (the logit alone when they agree). */
+        int64_t source_best;
+        attn_top_k(source_logits, V, 1, &source_best);
+        const int64_t to = answer >= 0 ? answer : best;
+        const int64_t against = o->wrong ? wrong : source_best != to ? source_best : -1;
+        rc = print_attribution(m, tok, &target, &source, &attribute.p, to, against, o->check);
         goto done;
     }
     if (o->logit_lens || o->logit_attribution) { /* --wrong only as given: no default here */
@@ -864,6 +1025,8 @@ int cmd_model_trace(int argc, char **argv) {
         case F_FLOW: o.flow = true; break;
         case F_LOGIT_LENS: o.logit_lens = true; break;
         case F_LOGIT_ATTRIBUTION: o.logit_attribution = true; break;
+        case F_ATTRIBUTE: o.attribute = value; break;
+        case F_CHECK: o.check = true; break;
         case F_HEAD:
             if (!cli_parse_int(CMD, args.flag, value, 0, INT32_MAX, &o.head)) return CLI_USAGE_ERROR;
             break;
@@ -908,6 +1071,13 @@ int cmd_model_trace(int argc, char **argv) {
                                     "the logit lens and attribution only)");
     if (o.logit_attribution && !o.answer)
         return cli_usage_error(CMD, "--logit-attribution needs --answer TOKEN (the logit it splits)");
+    if (o.attribute && (!o.source_text && !o.source_ids))
+        return cli_usage_error(CMD, "--attribute estimates patches from a second run: give --source-text TEXT (or "
+                                    "--source-ids)");
+    if (o.attribute && (o.n_patches || o.sweep || o.out || o.paths || o.nullspace || analysis))
+        return cli_usage_error(CMD, "--attribute is a run of its own: no --patch, --ablate, --sweep-layers, --hooks, "
+                                    "--paths, --nullspace or analysis");
+    if (o.check && !o.attribute) return cli_usage_error(CMD, "--check goes with --attribute");
     if (o.no_wo && o.value_norms < 0) return cli_usage_error(CMD, "--no-wo applies to --value-norms");
     if (o.flow && !o.rollout) return cli_usage_error(CMD, "--flow goes with --rollout");
     if ((cli_args_given(&args, F_HEAD) || cli_args_given(&args, F_RESIDUAL)) && !o.rollout)

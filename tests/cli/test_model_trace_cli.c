@@ -6,8 +6,9 @@
  * and with Gemma 3 270M (skipped with a message when absent) a real run:
  * a cache written and read back with attn npz list / get, an ablation's
  * KL line, a layer sweep's one line per layer, the analyses' tables
- * (--value-norms, --rollout --flow, --logit-lens, --logit-attribution;
- * their numbers are test_analysis's and test_model_interp's).
+ * (--value-norms, --rollout --flow, --logit-lens, --logit-attribution,
+ * --attribute; their numbers are test_analysis's, test_model_interp's and
+ * test_attribution's).
  */
 #include "testutil.h"
 
@@ -70,33 +71,39 @@ static void test_parse(void **state) {
     cli_model_patch c;
     const attn_model_patch *p = &c.p;
     char err[512];
-    assert_true(cli_model_patch_parse("blocks.3.hook_resid_pre@-1", 0, 18, &c, err, sizeof err));
+    assert_true(cli_model_patch_parse("blocks.3.hook_resid_pre@-1", CLI_PATCH, 18, &c, err, sizeof err));
     assert_int_equal(p->point, ATTN_DECODER_HOOK_RESID_PRE);
     assert_int_equal(p->layer, 3);
     assert_int_equal(p->n_positions, 1);
     assert_int_equal(p->positions[0], -1);
-    assert_true(cli_model_patch_parse("blocks.*.attn.hook_z@0,2:1,3", 0, 18, &c, err, sizeof err));
+    assert_true(cli_model_patch_parse("blocks.*.attn.hook_z@0,2:1,3", CLI_PATCH, 18, &c, err, sizeof err));
     assert_int_equal(p->point, ATTN_DECODER_HOOK_Z);
     assert_int_equal(p->layer, -1);
     assert_int_equal(p->n_positions, 2);
     assert_int_equal(p->n_heads, 2);
     assert_int_equal(p->heads[1], 3);
-    assert_true(cli_model_patch_parse("hook_resid_post", 0, 18, &c, err, sizeof err));
+    assert_true(cli_model_patch_parse("hook_resid_post", CLI_PATCH, 18, &c, err, sizeof err));
     assert_int_equal(p->layer, -1);
-    assert_true(cli_model_patch_parse("blocks.5.attn.hook_z:0=mean", 1, 18, &c, err, sizeof err));
+    assert_true(cli_model_patch_parse("blocks.5.attn.hook_z:0=mean", CLI_ABLATE, 18, &c, err, sizeof err));
     assert_int_equal(p->kind, ATTN_MODEL_ABLATE_MEAN);
-    static const struct { const char *text; int ablate; const char *says; } bad[] = {
-        {"blocks.18.hook_resid_pre", 0, "layer 18"},
-        {"blocks.1.hook_resid", 0, "not a hook point"},
-        {"hook_embed", 0, "no layer"},
-        {"blocks.1.hook_resid_pre:2", 0, "no heads axis"},
-        {"blocks.1.attn.hook_z@x", 0, "positions"},
-        {"blocks.1.attn.hook_z:0", 1, "=zero"},
-        {"blocks.1.attn.hook_pattern:0=mean", 1, "mean ablation"},
-        {"blocks.1.attn.hook_z:0=zero", 0, "unexpected"},
+    assert_true(cli_model_patch_parse("attn.hook_z@-1,-2", CLI_ATTRIBUTE, 18, &c, err, sizeof err));
+    assert_int_equal(p->point, ATTN_DECODER_HOOK_Z);
+    assert_int_equal(p->n_positions, 2);
+    static const struct { const char *text; cli_patch_flag flag; const char *says; } bad[] = {
+        {"blocks.18.hook_resid_pre", CLI_PATCH, "layer 18"},
+        {"blocks.1.hook_resid", CLI_PATCH, "not a hook point"},
+        {"hook_embed", CLI_PATCH, "no layer"},
+        {"blocks.1.hook_resid_pre:2", CLI_PATCH, "no heads axis"},
+        {"blocks.1.attn.hook_z@x", CLI_PATCH, "positions"},
+        {"blocks.1.attn.hook_z:0", CLI_ABLATE, "=zero"},
+        {"blocks.1.attn.hook_pattern:0=mean", CLI_ABLATE, "mean ablation"},
+        {"blocks.1.attn.hook_z:0=zero", CLI_PATCH, "unexpected"},
+        {"attn.hook_z@-1:0", CLI_ATTRIBUTE, "--attribute 'attn.hook_z@-1:0': every head"},
+        {"attn.hook_pattern", CLI_ATTRIBUTE, "cannot be estimated"},
+        {"hook_q_input", CLI_ATTRIBUTE, "no gradient"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        if (cli_model_patch_parse(bad[i].text, bad[i].ablate, 18, &c, err, sizeof err))
+        if (cli_model_patch_parse(bad[i].text, bad[i].flag, 18, &c, err, sizeof err))
             fail_msg("'%s' was accepted", bad[i].text);
         if (!strstr(err, bad[i].says)) fail_msg("'%s': message '%s' does not say '%s'", bad[i].text, err, bad[i].says);
     }
@@ -227,6 +234,42 @@ static void test_logit_lens(void **state) {
     free(out);
 }
 
+/* --attribute: its rules, then the chapter's situation on Gemma: two runs
+ * of different lengths ending in the same token, the last position
+ * estimated and patched for real at every layer.  Layer 0's stream there
+ * is that token's embedding in both runs, so both columns must be 0; the
+ * estimates' own numbers are test_attribution's. */
+static void test_attribute(void **state) {
+    (void)state;
+    char *out;
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --attribute hook_resid_pre"), 2, &out,
+           "--source-text");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --check"), 2, &out, "goes with --attribute");
+    expect(test_run_cli(&out, "model trace --model m.gguf --text x --source-text y --attribute hook_resid_pre "
+                              "--paths"),
+           2, &out, "a run of its own");
+    need_model();
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids 2,9,563 --attribute hook_resid_pre",
+                        gemma),
+           2, &out, "@-1 for the last of each");
+    expect(test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids 2,9,563 --attribute attn.hook_pattern",
+                        gemma),
+           2, &out, "cannot be estimated");
+    int st = test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids 2,9,1018,563 --attribute "
+                                "'hook_resid_pre@-1' --check --answer ' Paris'", gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "\n0           0.0000      0.0000\n") || !strstr(out, "\n17    ") ||
+        !strstr(out, "estimates against real patches: Pearson r"))
+        fail_msg("no attribution table with layer 0 unmoved:\n%s", out);
+    free(out);
+    st = test_run_cli(&out, "model trace --model %s --ids " IDS " --source-ids 2,9,1018,563 --attribute "
+                            "'blocks.3.attn.hook_z@-1,-2'", gemma);
+    if (st != 0) fail_msg("exit %d: %s", st, out);
+    if (!strstr(out, "head 3") || !strstr(out, "heads' sum") || !strstr(out, "position -2") || strstr(out, "\n4  "))
+        fail_msg("no per-head table of layer 3 alone:\n%s", out);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage),
@@ -236,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_nullspace_sweep),
         cmocka_unit_test(test_analyses),
         cmocka_unit_test(test_logit_lens),
+        cmocka_unit_test(test_attribute),
     };
     return cmocka_run_group_tests(tests, setup, test_group_teardown);
 }

@@ -38,14 +38,15 @@ static bool parse_list(const char *text, size_t len, int64_t *out, int64_t *n) {
     return true;
 }
 
-bool cli_model_patch_parse(const char *text, int ablate, int64_t n_layers, cli_model_patch *out, char *err,
+bool cli_model_patch_parse(const char *text, cli_patch_flag flag, int64_t n_layers, cli_model_patch *out, char *err,
                            size_t esize) {
     memset(out, 0, sizeof *out);
     attn_model_patch *p = &out->p;
     p->kind = ATTN_MODEL_PATCH_SOURCE;
     p->positions = out->positions;
     p->heads = out->heads;
-    const char *what = ablate ? "--ablate" : "--patch";
+    const bool ablate = flag == CLI_ABLATE;
+    const char *what = ablate ? "--ablate" : flag == CLI_ATTRIBUTE ? "--attribute" : "--patch";
     size_t hook_len = strcspn(text, "@:=");
     char hook[160];
     if (hook_len == 0 || hook_len >= sizeof hook) return say(err, esize, "%s '%s': no hook name first", what, text);
@@ -66,6 +67,12 @@ bool cli_model_patch_parse(const char *text, int ablate, int64_t n_layers, cli_m
         return say(err, esize, "%s '%s': layer %lld, the model has %lld (0..%lld)", what, text, (long long)layer,
                    (long long)n_layers, (long long)(n_layers - 1));
     const attn_hook_layout layout = attn_hook_site_layout(site);
+    if (flag == CLI_ATTRIBUTE &&
+        (layout == ATTN_HOOK_HEADS_FIRST || site == (attn_hook_site)ATTN_DECODER_HOOK_Q_INPUT ||
+         site == (attn_hook_site)ATTN_DECODER_HOOK_K_INPUT || site == (attn_hook_site)ATTN_DECODER_HOOK_V_INPUT))
+        return say(err, esize, "--attribute '%s': %s cannot be estimated (scores and pattern rows are per query "
+                               "and key; hook_q/k/v_input have no gradient: estimate hook_resid_pre or attn.hook_q)",
+                   text, hook);
     p->point = (attn_decoder_hook_point)site;
     p->layer = layer; /* -1 = ATTN_ALL: every layer */
     if (*rest == '@') {
@@ -75,6 +82,8 @@ bool cli_model_patch_parse(const char *text, int ablate, int64_t n_layers, cli_m
                                    "(negative: from the end; -1 the last token) or 'all'", what, text, (int)n, rest + 1);
         rest += 1 + n;
     }
+    if (*rest == ':' && flag == CLI_ATTRIBUTE)
+        return say(err, esize, "--attribute '%s': every head is estimated at once (no :HEADS)", text);
     if (*rest == ':') {
         const size_t n = strcspn(rest + 1, "=");
         if (!(n == 3 && strncmp(rest + 1, "all", 3) == 0) && !parse_list(rest + 1, n, out->heads, &p->n_heads))
@@ -93,7 +102,8 @@ bool cli_model_patch_parse(const char *text, int ablate, int64_t n_layers, cli_m
             return say(err, esize, "--ablate '%s': mean ablation averages over positions, which a pattern or score "
                                    "row cannot take (use =zero, or ablate hook_z)", text);
     } else if (*rest) {
-        return say(err, esize, "--patch '%s': unexpected '%s' (expected HOOK[@POSITIONS][:HEADS])", text, rest);
+        return say(err, esize, "%s '%s': unexpected '%s' (expected HOOK[@POSITIONS]%s)", what, text, rest,
+                   flag == CLI_ATTRIBUTE ? "" : "[:HEADS]");
     }
     return true;
 }

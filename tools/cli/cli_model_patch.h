@@ -6,6 +6,7 @@
  *
  *   --patch  HOOK[@POS,POS..][:HEAD,HEAD..]          from the source run
  *   --ablate HOOK[@POS,POS..]:HEAD,HEAD..=zero|mean  zero or mean ablation
+ *   --attribute HOOK[@POS,POS..]                     attribution patching
  *
  * HOOK is a full hook name (blocks.3.attn.hook_z), blocks.*.NAME or the
  * bare per-layer NAME (attn.hook_z, hook_resid_pre): both of the last mean
@@ -30,10 +31,16 @@ typedef struct cli_model_patch {
     int64_t heads[CLI_PATCH_SELECT_MAX];
 } cli_model_patch;
 
-/* Parses text as --patch (ablate 0) or --ablate (ablate 1; the kind is read
- * from "=zero" / "=mean") for a model of n_layers layers; false with the
- * message (naming the flag and the text) in err. */
-bool cli_model_patch_parse(const char *text, int ablate, int64_t n_layers, cli_model_patch *out, char *err,
+/* What the text is for, which also names the flag in messages. */
+typedef enum cli_patch_flag {
+    CLI_PATCH = 0,    /* --patch HOOK[@POS][:HEADS]                          */
+    CLI_ABLATE = 1,   /* --ablate ...=zero|mean (the kind read from the text) */
+    CLI_ATTRIBUTE = 2 /* --attribute HOOK[@POS]: a patch estimated, no heads  */
+} cli_patch_flag;
+
+/* Parses text as flag's argument for a model of n_layers layers; false
+ * with the message (naming the flag and the text) in err. */
+bool cli_model_patch_parse(const char *text, cli_patch_flag flag, int64_t n_layers, cli_model_patch *out, char *err,
                            size_t esize);
 
 #endif /* ATTN_CLI_MODEL_PATCH_H */

@@ -33,6 +33,18 @@ struct attn_model_record {
     int n, cap;
 };
 
+/* The tensor hook that keeps copies (attn__model_record's): ctx.patches
+ * name what to keep (SOURCE patches), ctx.record receives it; a failure
+ * stops the forward with its reason in ctx.failed and ctx.message. */
+typedef struct record_ctx {
+    const attn_model_patch *patches;
+    int n;
+    attn_model_record *record;
+    attn_status failed;      /* the hook's own failure, kept across the   */
+    char message[1024];      /* decoder's "stopped by the tensor hook"    */
+} record_ctx;
+int attn__model_record_hook(void *user, const attn_decoder_hook_tensor *t);
+
 /* Runs ids [L] and keeps into *out (zeroed first) every tensor the SOURCE
  * patches of patches[n] name (unchecked: the caller's own list, or checked
  * ones).  Frees what it kept on failure. */

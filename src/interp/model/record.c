@@ -67,15 +67,7 @@ const kept_tensor *attn__model_record_find(const attn_model_record *r, attn_deco
     return NULL;
 }
 
-typedef struct record_ctx {
-    const attn_model_patch *patches;
-    int n;
-    attn_model_record *record;
-    attn_status failed;      /* the hook's own failure, kept across the   */
-    char message[1024];      /* decoder's "stopped by the tensor hook"    */
-} record_ctx;
-
-static int record_hook(void *user, const attn_decoder_hook_tensor *t) {
+int attn__model_record_hook(void *user, const attn_decoder_hook_tensor *t) {
     record_ctx *c = user;
     for (int i = 0; i < c->n; i++) {
         const attn_model_patch *p = &c->patches[i];
@@ -113,7 +105,7 @@ attn_status attn__model_record(const attn_decoder *m, const int32_t *ids, int64_
     out->len = L;
     record_ctx c = {patches, n, out, ATTN_OK, ""};
     attn_decoder_outputs o = ATTN_DECODER_OUTPUTS_INIT;
-    o.tensor_hook = record_hook;
+    o.tensor_hook = attn__model_record_hook;
     o.tensor_hook_user = &c;
     for (int i = 0; i < n; i++)
         if (patches[i].kind == ATTN_MODEL_PATCH_SOURCE) o.tensor_hook_points |= 1u << patches[i].point;
