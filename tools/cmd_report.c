@@ -31,7 +31,7 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
 /* Flag ids: an input's is F_INPUT + IN_*. */
 enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
        F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION, F_CONTROL, F_MAPS,
-       F_FLOW, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION, F_ANSWER, F_WRONG };
+       F_FLOW, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION, F_ANSWER, F_WRONG, F_ATTRIBUTE };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -52,6 +52,7 @@ static const cli_flag report_flags[] = {
     {"--flow", NULL, F_FLOW, 0},                         {"--logit-lens", NULL, F_LOGIT_LENS, 0},
     {"--logit-attribution", NULL, F_LOGIT_ATTRIBUTION, 0},
     {"--answer", "TOKEN", F_ANSWER, 0},                  {"--wrong", "TOKEN", F_WRONG, 0},
+    {"--attribute", "HOOK[@POS,..]", F_ATTRIBUTE, 0},
     CLI_FLAGS_END};
 
 static void report_help(FILE *out) {
@@ -65,6 +66,7 @@ static void report_help(FILE *out) {
     "       attn report --model MODEL --text TEXT|@FILE [--compare-text TEXT|@FILE [--control-text TEXT|@FILE]]\n"
     "                   [--source-text TEXT|@FILE] [--layer LIST|all] [--head LIST|all]\n"
     "                   [--flow] [--logit-lens] [--logit-attribution] [--answer TOKEN [--wrong TOKEN]]\n"
+    "                   [--attribute HOOK[@POS,..] (with --source-text and --answer)]\n"
     "                   [--position P] --html OUT.html\n"
     "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
     "                   --html OUT.html\n\n"
@@ -118,9 +120,18 @@ static void report_help(FILE *out) {
           "                      without --wrong, of logit(answer)): each layer's attention and MLP bars, a\n"
           "                      layers x heads map of each head's share, the embeddings' term, and the sum\n"
           "                      beside the model's own logit difference\n"
-          "  --answer TOKEN      the token of the logit lens's answer row and of the attribution (TOKEN: a text\n"
-          "                      of one token, or #ID, as attn model trace reads it)\n"
-          "  --wrong TOKEN       the other side of the logit difference\n", out);
+          "  --attribute HOOK[@POS,..]  attribution patching (Nanda 2023) of --source-text (the corrupted run)\n"
+          "                      into --text, metric logit(answer) - logit(wrong) at the text's last token (needs\n"
+          "                      --answer): every layer's first-order estimate as a diverging map, layers x\n"
+          "                      positions (@POS, else every position: texts of one length), or for a per-head\n"
+          "                      point (attn.hook_q/k/v, rot_q/k, hook_z, hook_result) layers x heads at P (or\n"
+          "                      @POS); the metric of both runs in its note.  HOOK as attn model trace\n"
+          "                      --attribute reads it (hook_resid_pre, blocks.*.attn.hook_z, blocks.3.hook_mlp_out).\n"
+          "                      Texts of different lengths compare from the end and get no path tables\n"
+          "  --answer TOKEN      the token of the logit lens's answer row, of the attribution and of\n"
+          "                      --attribute's metric (TOKEN: a text of one token, or #ID, as attn model trace\n"
+          "                      reads it)\n"
+          "  --wrong TOKEN       the other side of the logit difference (without it: logit(answer) alone)\n", out);
     fprintf(out,
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
@@ -243,7 +254,7 @@ static int run_mha(report_inputs *r, cli_attention_options *ao, attn_trace *trac
 /* The first panel flag given, for messages. */
 static const char *panel_flag(const cli_panel_request *q) {
     return q->flow ? "--flow" : q->logit_lens ? "--logit-lens" : q->logit_attribution ? "--logit-attribution"
-         : q->answer ? "--answer" : "--wrong";
+         : q->attribute ? "--attribute" : q->answer ? "--answer" : "--wrong";
 }
 
 /* "attn report -q Q.npy ..." for the page's subtitle. */
@@ -366,6 +377,7 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_LOGIT_ATTRIBUTION) src.panels.logit_attribution = true;
         else if (id == F_ANSWER) src.panels.answer = value;
         else if (id == F_WRONG) src.panels.wrong = value;
+        else if (id == F_ATTRIBUTE) src.panels.attribute = value;
         else if (id == F_POSITION) {
             if (!cli_parse_int("report", "--position", value, -((int64_t)1 << 40), (int64_t)1 << 40, &position))
                 return CLI_USAGE_ERROR;
@@ -402,14 +414,20 @@ int cmd_report(int argc, char **argv) {
             return cli_usage_error("report", "%s analyses a run of --model", panel_flag(&src.panels));
         if (src.panels.logit_attribution && !src.panels.answer)
             return cli_usage_error("report", "--logit-attribution needs --answer TOKEN (the logit it attributes)");
+        if (src.panels.attribute && !src.source_text)
+            return cli_usage_error("report", "--attribute estimates patches from a second run: give --source-text "
+                                   "TEXT (the corrupted run)");
+        if (src.panels.attribute && !src.panels.answer)
+            return cli_usage_error("report", "--attribute needs --answer TOKEN (its metric is logit(answer) - "
+                                   "logit(wrong))");
         if (src.panels.wrong && !src.panels.answer)
             return cli_usage_error("report", "--wrong is the other side of --answer's logit difference: give both");
-        if (src.panels.answer && !src.panels.logit_lens && !src.panels.logit_attribution)
-            return cli_usage_error("report", "--answer is for --logit-lens or --logit-attribution");
+        if (src.panels.answer && !src.panels.logit_lens && !src.panels.logit_attribution && !src.panels.attribute)
+            return cli_usage_error("report", "--answer is for --logit-lens, --logit-attribution or --attribute");
         if (cli_args_given(&args, F_POSITION) && !src.source_text && !cli_panels_requested(&src.panels))
             return cli_usage_error("report", "--position is where the path table ranks the heads and the panels "
-                                   "look: with --model it needs --source-text, --flow, --logit-lens or "
-                                   "--logit-attribution");
+                                   "look: with --model it needs --source-text, --flow, --logit-lens, "
+                                   "--logit-attribution or --attribute");
         src.panels.position = position;
         if (!src.model_path != !src.text)
             return cli_usage_error("report", src.text ? "--text needs --model MODEL"

@@ -1307,7 +1307,7 @@ static void cli_report_panels_at_a_position(void **state) {
                     "report --model '%s' --text '%s' --logit-attribution --html '%s'", model, text, html_out);
     test_cli_expect(2, "--wrong is the other side of --answer",
                     "report --model '%s' --text '%s' --logit-lens --wrong a --html '%s'", model, text, html_out);
-    test_cli_expect(2, "--answer is for --logit-lens or --logit-attribution",
+    test_cli_expect(2, "--answer is for --logit-lens, --logit-attribution or --attribute",
                     "report --model '%s' --text '%s' --flow --answer a --html '%s'", model, text, html_out);
     test_cli_expect(2, "--flow analyses a run of --model", "report --weights '%s' --flow --html '%s'",
                     test_path("w.npy"), html_out);
@@ -1317,6 +1317,89 @@ static void cli_report_panels_at_a_position(void **state) {
                     "report --model '%s' --text '%s' --flow --position 11 --html '%s'", model, text, html_out);
     assert_false(test_file_exists(html_out));
 
+    attn_tokenizer_free(t);
+    attn_decoder_free(m);
+    attn_gguf_free(g);
+}
+
+/* `attn report --model --source-text --attribute HOOK --answer --wrong` on
+ * the tiny model: the attribution-patching panel holds
+ * attn_model_attribution_patching's estimates, layers x positions for
+ * hook_resid_pre and layers x heads at --position for attn.hook_z, and its
+ * note the metric of both runs; what it needs is named when missing. */
+static void cli_report_attribution_patching_panel(void **state) {
+    (void)state;
+    const char *model = test_path("tiny-qwen2-patching.gguf"), *path = test_path("tiny-patching.html");
+    write_tiny_qwen2(model);
+    const char *text = "the cat sat", *corrupted = "the dog sat";
+    enum { POSITION = 8, ANSWER = 'a', WRONG = 't' };
+    attn_gguf *g;
+    attn_decoder *m;
+    attn_tokenizer *t;
+    assert_ok(attn_gguf_open(model, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    assert_ok(attn_tokenizer_from_gguf(g, &t));
+    int32_t ids[32], ids_c[32];
+    size_t L, Lc;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 32, &L));
+    assert_ok(attn_tokenizer_encode(t, corrupted, strlen(corrupted), 0, ids_c, 32, &Lc));
+    const int64_t N = TINY_LAYERS, Hq = TINY_HQ;
+
+    static const struct { const char *hook; attn_decoder_hook_point point; bool per_head; } cases[] = {
+        {"hook_resid_pre", ATTN_DECODER_HOOK_RESID_PRE, false}, {"attn.hook_z", ATTN_DECODER_HOOK_Z, true}};
+    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+        char *out = NULL;
+        int rc = test_run_cli(&out, "report --model '%s' --text '%s' --source-text '%s' --attribute %s --answer a "
+                              "--wrong t --position %d --html '%s'", model, text, corrupted, cases[n].hook, POSITION,
+                              path);
+        if (rc != 0) fail_msg("attn report --attribute %s: exit %d\n%s", cases[n].hook, rc, out);
+        free(out);
+        const int64_t pos = POSITION, K = cases[n].per_head ? 1 : (int64_t)L, H = cases[n].per_head ? Hq : 1;
+        double estimate[TINY_LAYERS * 32 * TINY_HQ], metric[2];
+        assert_int_equal(attn_model_attribution_heads(m, cases[n].point), H);
+        assert_ok(attn_model_attribution_patching(m, ids, (int64_t)L, ids_c, (int64_t)Lc, cases[n].point,
+                                                  cases[n].per_head ? &pos : NULL, cases[n].per_head ? 1 : 0, ANSWER,
+                                                  WRONG, estimate, metric));
+        size_t size;
+        char *html = test_read_file(path, &size);
+        assert_non_null(html);
+        int64_t count;
+        double *v = panel_values(html, 0, &count);
+        assert_int_equal(count, N * K * H);
+        for (int64_t k = 0; k < count; k++)
+            if (v[k] != estimate[k])
+                fail_msg("--attribute %s: cell %lld is %.17g on the page, %.17g from the library", cases[n].hook,
+                         (long long)k, v[k], estimate[k]);
+        free(v);
+        char line[128];
+        snprintf(line, sizeof line, "text %.6g, source %.6g", metric[0], metric[1]);
+        if (!strstr(html, line)) fail_msg("--attribute %s: the note lacks the metric \"%s\"", cases[n].hook, line);
+        if (cases[n].per_head && !strstr(html, "position 8 “s” (layers × heads)"))
+            fail_msg("--attribute attn.hook_z: not shown at --position 8 as layers x heads");
+        free(html);
+    }
+    if (chromium()) {
+        char *report = selftest(path, "0:0:0&panels=0:1:3");
+        if (!strstr(report, "panels=1")) fail_msg("the page did not draw the panel:\n%s", report);
+        if (!strstr(report, "panelcell 0:1:3 value=") || strstr(report, "panelcell 0:1:3 value=none"))
+            fail_msg("no tooltip on the panel's cell:\n%s", report);
+        free(report);
+    }
+
+    const char *html_out = test_path("refused.html");
+    test_cli_expect(2, "--attribute estimates patches from a second run: give --source-text",
+                    "report --model '%s' --text '%s' --attribute hook_resid_pre --answer a --html '%s'", model, text,
+                    html_out);
+    test_cli_expect(2, "--attribute needs --answer",
+                    "report --model '%s' --text '%s' --source-text '%s' --attribute hook_resid_pre --html '%s'", model,
+                    text, corrupted, html_out);
+    test_cli_expect(2, "--attribute 'attn.hook_pattern': attn.hook_pattern cannot be estimated",
+                    "report --model '%s' --text '%s' --source-text '%s' --attribute attn.hook_pattern --answer a "
+                    "--html '%s'", model, text, corrupted, html_out);
+    test_cli_expect(2, "every position needs texts of one length",
+                    "report --model '%s' --text '%s' --source-text 'the bird sat' --attribute hook_resid_pre --answer a "
+                    "--html '%s'", model, text, html_out);
+    assert_false(test_file_exists(html_out));
     attn_tokenizer_free(t);
     attn_decoder_free(m);
     attn_gguf_free(g);
@@ -1339,7 +1422,37 @@ static void report_refuses_bad_input(void **state) {
     assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "-inf");
     w[1] = 0;
     assert_refused(attn_report_write_html(test_path("no/dir/r.html"), &r), ATTN_ERR_IO, "no/dir/r.html");
+    /* panels: a title, a known style, 1 to 1000000 cells, no infinity (NaN
+     * is an empty cell, written null) */
+    double cells[2] = {0.25, NAN};
+    attn_report_panel panel = {.title = "p", .style = ATTN_REPORT_PANEL_BARS, .rows = 1, .cols = 2, .values = cells};
+    r.panels = &panel;
+    r.n_panels = 65;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "n_panels 65");
+    r.n_panels = 1;
+    panel.title = NULL;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "panels[0].title");
+    panel.title = "p";
+    panel.style = (attn_report_panel_style)3;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "panels[0].style is 3");
+    panel.style = ATTN_REPORT_PANEL_HEAT;
+    panel.cols = 0;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "1 x 0");
+    panel.cols = 2;
+    cells[0] = INFINITY;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "values[0] is infinite");
     assert_false(test_file_exists(test_path("r.html")));
+    cells[0] = 0.25;
+    assert_ok(attn_report_write_html(test_path("r.html"), &r));
+    size_t size;
+    char *page = test_read_file(test_path("r.html"), &size);
+    assert_non_null(page);
+    if (!strstr(page, "\"style\":\"heat\",\"rows\":1,\"cols\":2,\"values\":[0.25,null]"))
+        fail_msg("the panel's values are not on the page as written");
+    free(page);
+    assert_int_equal(remove(test_path("r.html")), 0);
+    r.panels = NULL;
+    r.n_panels = 0;
 
     /* paths must describe the same problem as the maps */
     chapter_inputs c;
@@ -1433,6 +1546,7 @@ int main(void) {
         cmocka_unit_test(cli_report_of_analysis_maps),
         cmocka_unit_test(cli_report_model_paths_in_chromium),
         cmocka_unit_test(cli_report_panels_at_a_position),
+        cmocka_unit_test(cli_report_attribution_patching_panel),
         cmocka_unit_test(report_refuses_bad_input),
         cmocka_unit_test(cli_report_names_its_errors),
     };

@@ -239,6 +239,13 @@ static int model_paths(const char *cmd, const cli_map_source *src, const attn_de
                 return cli_usage_error(cmd, "--layer lists layer %lld twice; with --source-text name each layer once",
                                        (long long)m->layer_ids[a]);
     int rc = encode_text(cmd, "--source-text", tok, src->source_text, &changed, &n);
+    if (!rc && n != L && src->panels.attribute) { /* attribution patching compares from the end: no tables */
+        if (!src->quiet)
+            fprintf(stderr, "attn %s: --text is %lld tokens and --source-text %lld: no path tables (they pair the "
+                    "positions one to one), attribution patching only\n", cmd, (long long)L, (long long)n);
+        free(changed);
+        return CLI_OK;
+    }
     if (!rc && n != L)
         rc = cli_data_error(cmd, "--text is %lld tokens and --source-text %lld: the path decomposition swaps the "
                             "source's keys and values into the text's run position by position, so the two need "
@@ -303,7 +310,8 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     int32_t *ids = NULL;
     float **attention = NULL, *hidden = NULL, *hidden_b = NULL;
     char *last_b = NULL;
-    int64_t len_b = 0;
+    int32_t *corrupted = NULL; /* --source-text's ids, for --attribute */
+    int64_t len_b = 0, len_corrupted = 0;
     final_row final_a = {0}, final_b = {0};
     size_t text_len = 0, n_ids = 0;
     int rc = CLI_OK;
@@ -443,8 +451,11 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
             rc = cli_data_error(cmd, "out of memory");
             goto done;
         }
+    if (src->panels.attribute &&
+        (rc = encode_text(cmd, "--source-text", tok, src->source_text, &corrupted, &len_corrupted)))
+        goto done;
     if (cli_panels_requested(&src->panels) &&
-        (rc = cli_panels_build(cmd, &src->panels, dec, tok, ids, L, m->labels, &m->panels)))
+        (rc = cli_panels_build(cmd, &src->panels, dec, tok, ids, L, m->labels, corrupted, len_corrupted, &m->panels)))
         goto done;
     const char *base = strrchr(src->model_path, '/');
     snprintf(m->about, 256, "%s (%s), %lld tokens%s", base ? base + 1 : src->model_path, c->architecture, (long long)L,
@@ -461,6 +472,7 @@ done:
     free(hidden);
     free(hidden_b);
     free(last_b);
+    free(corrupted);
     final_row_free(&final_a);
     final_row_free(&final_b);
     free(ids);

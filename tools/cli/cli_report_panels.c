@@ -2,12 +2,14 @@
  * cli_report_panels.c — the analyses at one position that `attn report
  * --model` shows as panels (cli_report_panels.h).  The numbers are the
  * library's (attn_model_flow, attn_model_rollout, attn_model_logit_lens,
- * attn_model_logit_attribution); this file lays them out and labels them.
+ * attn_model_logit_attribution, attn_model_attribution_patching); this
+ * file lays them out and labels them.
  */
 #include "cli_report_panels.h"
 #include "cli.h"
 #include "cli_answer.h"
 #include "cli_maps.h"
+#include "cli_model_patch.h"
 
 #include "attn_interp.h"
 #include "attn_model_interp.h"
@@ -246,12 +248,86 @@ done:
     return rc;
 }
 
+/* --attribute HOOK[@POS,..]: attribution patching of source (the corrupted
+ * run) into ids (the clean run), the metric logit(answer) - logit(wrong)
+ * at the text's last token.  A point without heads: layers x positions
+ * (@POS, else every position); a per-head point: layers x heads at each of
+ * @POS's positions, else at --position (both by the legend's rule). */
+static int patching_panel(const char *cmd, cli_panels *p, const cli_panel_request *q, const attn_decoder *dec,
+                          const attn_tokenizer *tok, const int32_t *ids, int64_t L, char *const *labels,
+                          const int32_t *source, int64_t source_len, int64_t answer, int64_t wrong) {
+    const int64_t N = attn_decoder_get_config(dec)->n_layers;
+    cli_model_patch at;
+    char error[512];
+    if (!cli_model_patch_parse(q->attribute, CLI_ATTRIBUTE, N, &at, error, sizeof error))
+        return cli_usage_error(cmd, "%s", error);
+    const int64_t H = attn_model_attribution_heads(dec, at.p.point);
+    if (H > 1 && !at.p.n_positions) { /* a per-head point: at the chosen position */
+        at.positions[0] = q->position; /* the legend's rule in both runs */
+        at.p.n_positions = 1;
+    }
+    if (!at.p.n_positions && source_len != L)
+        return cli_usage_error(cmd, "--attribute '%s': every position needs texts of one length (--text is %lld "
+                               "tokens, --source-text %lld): name positions, e.g. %s@-1", q->attribute, (long long)L,
+                               (long long)source_len, q->attribute);
+    const int64_t K = at.p.n_positions ? at.p.n_positions : L;
+    const int64_t first = at.p.layer < 0 ? 0 : at.p.layer, rows = at.p.layer < 0 ? N : 1;
+    double *estimate = malloc((size_t)(N * K * H) * sizeof *estimate), metric[2];
+    attn_report_panel *panel = panel_new(p, ATTN_REPORT_PANEL_DIVERGING, rows, K * H, false);
+    if (!estimate || !panel) {
+        free(estimate);
+        return cli_data_error(cmd, "out of memory");
+    }
+    if (attn_model_attribution_patching(dec, ids, L, source, source_len, at.p.point, at.p.positions, at.p.n_positions,
+                                        answer, wrong, estimate, metric)) {
+        free(estimate);
+        return cli_data_error(cmd, "--attribute '%s': %s", q->attribute, attn_last_error());
+    }
+    /* estimate [N, K, H] (the parser takes per-layer points only): the
+     * shown rows from first, one when a layer is named */
+    memcpy(VALUES(panel), estimate + first * K * H, (size_t)(rows * K * H) * sizeof *estimate);
+    free(estimate);
+    for (int64_t r = 0; r < rows; r++) ROW_LABELS(panel)[r] = own_printf(p, "layer %lld", (long long)(first + r));
+    for (int64_t k = 0; k < K; k++) {
+        const int64_t at_k = at.p.n_positions ? at.p.positions[k] : k;
+        const int64_t pc = at_k < 0 ? L + at_k : at_k, px = at_k < 0 ? source_len + at_k : at_k;
+        char *source_label = own(p, cli_token_label(tok, source[px]));
+        for (int64_t h = 0; h < H; h++)
+            COL_LABELS(panel)[k * H + h] =
+                H == 1   ? own_printf(p, "%lld “%s” / “%s”", (long long)pc, labels[pc], source_label ? source_label : "")
+                : K == 1 ? own_printf(p, "head %lld", (long long)h)
+                         : own_printf(p, "%lld h%lld", (long long)pc, (long long)h);
+    }
+    char *answer_label = own(p, cli_token_label(tok, (int32_t)answer));
+    char *wrong_label = wrong >= 0 ? own(p, cli_token_label(tok, (int32_t)wrong)) : NULL;
+    char hook[160];
+    attn_decoder_hook_name(at.p.point, at.p.layer, hook, sizeof hook);
+    if (at.p.layer < 0) snprintf(hook, sizeof hook, "blocks.*.%s", attn_decoder_hook_suffix(at.p.point));
+    const int64_t shown = at.p.positions[0] < 0 ? L + at.p.positions[0] : at.p.positions[0];
+    panel->title = H > 1 && K == 1 ? own_printf(p, "Attribution patching at %s, position %lld “%s” (layers × heads)",
+                                                hook, (long long)shown, labels[shown])
+                 : own_printf(p, "Attribution patching at %s (layers × positions%s)", hook, H > 1 ? " and heads" : "");
+    panel->note = own_printf(p, "The --source-text run's activation patched into the --text run%s, each layer%s on "
+                             "its own, estimated to first order as (source − text) · d metric / d activation (Nanda "
+                             "2023; attn model trace --attribute --check sets real patches beside it). metric = "
+                             "logit(%s)%s%s%s at the text's last token: text %.6g, source %.6g (the whole change "
+                             "%+.6g).", H == 1 ? " (columns: position, “text token” / “source token”; negative "
+                             "positions count from the end of each run)" : "", H > 1 ? " and head" : " and position",
+                             answer_label ? answer_label : "",
+                             wrong >= 0 ? " − logit(" : "", wrong >= 0 && wrong_label ? wrong_label : "",
+                             wrong >= 0 ? ")" : "", metric[0], metric[1], metric[1] - metric[0]);
+    if (!answer_label || !panel->title || !panel->note || !COL_LABELS(panel)[K * H - 1])
+        return cli_data_error(cmd, "out of memory");
+    return CLI_OK;
+}
+
 bool cli_panels_requested(const cli_panel_request *q) {
-    return q->flow || q->logit_lens || q->logit_attribution;
+    return q->flow || q->logit_lens || q->logit_attribution || q->attribute;
 }
 
 int cli_panels_build(const char *cmd, const cli_panel_request *q, const attn_decoder *dec, const attn_tokenizer *tok,
-                     const int32_t *ids, int64_t L, char *const *labels, cli_panels *out) {
+                     const int32_t *ids, int64_t L, char *const *labels, const int32_t *source, int64_t source_len,
+                     cli_panels *out) {
     memset(out, 0, sizeof *out);
     const int64_t V = attn_decoder_get_config(dec)->vocab;
     const int64_t pos = q->position < 0 ? L + q->position : q->position;
@@ -266,6 +342,8 @@ int cli_panels_build(const char *cmd, const cli_panel_request *q, const attn_dec
     if (q->flow) rc = flow_panel(cmd, out, dec, ids, L, pos, labels);
     if (!rc && q->logit_lens) rc = lens_panels(cmd, out, dec, tok, ids, L, pos, labels, answer, wrong);
     if (!rc && q->logit_attribution) rc = attribution_panels(cmd, out, dec, tok, ids, L, pos, labels, answer, wrong);
+    if (!rc && q->attribute)
+        rc = patching_panel(cmd, out, q, dec, tok, ids, L, labels, source, source_len, answer, wrong);
     if (rc) cli_panels_free(out);
     return rc;
 }

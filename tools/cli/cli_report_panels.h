@@ -8,6 +8,9 @@
  *                        --answer its probability, rank and logit difference
  *   --logit-attribution  each layer's attention and MLP share of the logit
  *                        difference, and each head's (layers x heads)
+ *   --attribute HOOK     attribution patching of --source-text (the
+ *                        corrupted run) into --text: layers x positions, or
+ *                        layers x heads for a per-head point
  *
  * Shape legend: L tokens, N layers, Hq heads, V vocabulary; a panel's
  * values [rows, cols] as attn_report_panel lays them out.
@@ -28,6 +31,7 @@ enum { CLI_PANELS_MAX = 8, CLI_LENS_TOP = 5 };
 typedef struct cli_panel_request {
     bool flow, logit_lens, logit_attribution;
     const char *answer, *wrong; /* --answer, --wrong TOKEN (#ID or one token's text), or NULL */
+    const char *attribute;      /* --attribute HOOK[@POS,..] (cli_model_patch.h's grammar), or NULL */
     int64_t position;           /* --position: >= 0, or negative from the end */
 } cli_panel_request;
 
@@ -43,10 +47,12 @@ typedef struct cli_panels {
 bool cli_panels_requested(const cli_panel_request *q);
 
 /* Builds the panels q asks for from a run of dec over ids [L]; labels [L]
- * are the tokens' texts (cli_token_label).  CLI_OK, or CLI_USAGE_ERROR /
+ * are the tokens' texts (cli_token_label); source [source_len] the
+ * corrupted run of --attribute (else NULL, 0).  CLI_OK, or CLI_USAGE_ERROR /
  * CLI_DATA_ERROR printed naming the flag. */
 int cli_panels_build(const char *cmd, const cli_panel_request *q, const attn_decoder *dec, const attn_tokenizer *tok,
-                     const int32_t *ids, int64_t L, char *const *labels, cli_panels *out);
+                     const int32_t *ids, int64_t L, char *const *labels, const int32_t *source, int64_t source_len,
+                     cli_panels *out);
 void cli_panels_free(cli_panels *p);
 
 #endif /* ATTN_CLI_REPORT_PANELS_H */
