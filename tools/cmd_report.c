@@ -13,7 +13,10 @@
  * text (--model --text, every layer [Hq, L, L]) or a weights file
  * (--weights, with a layer axis or without), with a layer selector; a
  * model's run against a changed text (--source-text) adds every shown
- * layer's path table, as `attn model trace --paths` decomposes it.
+ * layer's path table, as `attn model trace --paths` decomposes it.  A
+ * model's run also takes panels at one position (cli_report_panels.h):
+ * attention flow beside rollout, the logit lens, direct logit attribution
+ * and attribution patching against --source-text.
  */
 #include "cli_interp.h"
 #include "cli_maps.h"
@@ -99,7 +102,8 @@ static void report_help(FILE *out) {
     "                      in the two runs (same number of tokens), and the heads ranked by the weight\n"
     "                      path (K only) and the content path (V only); the layer selector switches it\n"
     "  --position P        the position the heads are ranked at (default -1, the last; negative counts\n"
-    "                      from the end; the page can change it); with any path table\n"
+    "                      from the end; the page can change it); with any path table, and where the\n"
+    "                      panels below look\n"
     "  --weights W.npy     [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or\n"
     "                      [layers, B, H, L, S] (transformers' output_attentions stacked, float32)\n"
     "  --layer LIST|all    the layers shown (default all)\n",
