@@ -134,6 +134,34 @@ ATTN_API attn_status attn_lineplot_write(const char *path, const double *y, int6
  * appended makes the page switch layer and head through its selectors, hover
  * cells and report what it showed in <pre id="selftest"> (the tests drive it
  * with headless Chromium; docs/pictures.md has the syntax). */
+/* A panel of the report, under the maps: a grid of values with labels (a
+ * model's attention flow, logit lens, logit attribution), drawn as
+ *   ATTN_REPORT_PANEL_HEAT       blues from 0 to the panel's largest value
+ *   ATTN_REPORT_PANEL_DIVERGING  blue below 0, red above, symmetric about 0
+ *                                (the largest |value| is the full colour)
+ *   ATTN_REPORT_PANEL_BARS       each row a row of bars over the columns,
+ *                                scaled to that row's largest |value|
+ *                                (negative bars hang below the axis)
+ * Hovering a cell shows its row and column labels, its text and its exact
+ * value.  A NaN value is an empty cell (no colour, no bar). */
+typedef enum attn_report_panel_style {
+    ATTN_REPORT_PANEL_HEAT = 0,
+    ATTN_REPORT_PANEL_DIVERGING = 1,
+    ATTN_REPORT_PANEL_BARS = 2
+} attn_report_panel_style;
+
+typedef struct attn_report_panel {
+    const char *title;              /* the section's heading (UTF-8), not NULL     */
+    const char *note;               /* a paragraph under it, or NULL                */
+    attn_report_panel_style style;
+    int64_t rows, cols;             /* >= 1 each, rows x cols <= 1000000            */
+    const double *values;           /* [rows, cols]: finite, or NaN for no value    */
+    const char *const *row_labels;  /* [rows], or NULL: 0 .. rows-1                 */
+    const char *const *col_labels;  /* [cols], or NULL: 0 .. cols-1                 */
+    const char *const *cell_text;   /* [rows, cols] text written in each cell (a
+                                       token), or NULL                              */
+} attn_report_panel;
+
 typedef struct attn_report {
     size_t struct_size;              /* sizeof(attn_report): set by ATTN_REPORT_INIT */
     const char *title;               /* or NULL                                     */
@@ -180,6 +208,10 @@ typedef struct attn_report {
      * legend; NULL: none. */
     const double *line2;             /* [line_len] finite values, or NULL           */
     const char *line_name, *line2_name;
+    /* Panels under the maps, in order (`attn report --model --flow
+     * --logit-lens --logit-attribution --attribute`); n_panels 0: none. */
+    const attn_report_panel *panels;   /* [n_panels]                              */
+    int64_t n_panels;                  /* 0 .. 64                                   */
 } attn_report;
 
 #define ATTN_REPORT_INIT {.struct_size = sizeof(attn_report)}

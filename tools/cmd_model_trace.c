@@ -6,6 +6,7 @@
  * parses the flags and prints (docs/model-trace.md).
  */
 #include "cli.h"
+#include "cli_answer.h"
 #include "cli_generation.h"
 #include "cli_stdout.h"
 
@@ -223,26 +224,6 @@ static bool take_text(const attn_tokenizer *t, const char *flag, const char *tex
         return false;
     }
     *rc = CLI_OK;
-    return true;
-}
-
-/* --answer / --wrong: "#ID" or a text of exactly one token (no BOS). */
-static bool take_token(const attn_tokenizer *t, const char *flag, const char *text, int64_t vocab, int64_t *id) {
-    if (text[0] == '#') {
-        char *end;
-        const long long v = strtoll(text + 1, &end, 10);
-        if (end == text + 1 || *end || v < 0 || v >= vocab)
-            return cli_usage_error(CMD, "%s '%s': expected #ID with ID in [0, %lld)", flag, text, (long long)vocab),
-                   false;
-        *id = v;
-        return true;
-    }
-    int32_t ids[8];
-    size_t n = 0;
-    if (attn_tokenizer_encode(t, text, strlen(text), ATTN_ENCODE_NO_BOS, ids, 8, &n) || n != 1)
-        return cli_usage_error(CMD, "%s '%s' is %zu tokens, not one (give a single token's text, or #ID)", flag,
-                               text, n), false;
-    *id = ids[0];
     return true;
 }
 
@@ -546,13 +527,6 @@ done:
     return rc;
 }
 
-/* The rank of token id among logits [V] (0: the top one). */
-static int64_t rank_of(const float *logits, int64_t V, int64_t id) {
-    int64_t above = 0;
-    for (int64_t v = 0; v < V; v++) above += logits[v] > logits[id];
-    return above;
-}
-
 /* --logit-lens: per layer, the top tokens of the stream read as the last. */
 static int print_logit_lens(const attn_decoder *m, const attn_tokenizer *tok, const run_text *r, int64_t position,
                             int64_t answer, int64_t wrong) {
@@ -582,7 +556,7 @@ static int print_logit_lens(const attn_decoder *m, const attn_tokenizer *tok, co
         if (row == 0) printf("%-6s", "embed");
         else printf("%-6lld", (long long)row - 1);
         if (answer >= 0)
-            printf(" %10.6f %6lld", attn_logits_prob(logits, V, answer), (long long)rank_of(logits, V, answer));
+            printf(" %10.6f %6lld", attn_logits_prob(logits, V, answer), (long long)cli_logit_rank(logits, V, answer));
         if (wrong >= 0) printf(" %11.4f", (double)(logits[answer] - logits[wrong]));
         int64_t tops[3];
         attn_top_k(logits, V, 3, tops);
@@ -851,8 +825,8 @@ static int trace_main(const trace_cli *o) {
         goto done;
     if ((rc = cli_check_context(CMD, &c, target.L > source.L ? target.L : source.L, 0, o->allow_beyond_context)))
         goto done;
-    if ((o->answer && !take_token(tok, "--answer", o->answer, V, &answer)) ||
-        (o->wrong && !take_token(tok, "--wrong", o->wrong, V, &wrong))) {
+    if ((o->answer && !cli_answer_token(CMD, tok, "--answer", o->answer, V, &answer)) ||
+        (o->wrong && !cli_answer_token(CMD, tok, "--wrong", o->wrong, V, &wrong))) {
         rc = CLI_USAGE_ERROR;
         goto done;
     }

@@ -13,7 +13,10 @@
  * text (--model --text, every layer [Hq, L, L]) or a weights file
  * (--weights, with a layer axis or without), with a layer selector; a
  * model's run against a changed text (--source-text) adds every shown
- * layer's path table, as `attn model trace --paths` decomposes it.
+ * layer's path table, as `attn model trace --paths` decomposes it.  A
+ * model's run also takes panels at one position (cli_report_panels.h):
+ * attention flow beside rollout, the logit lens, direct logit attribution
+ * and attribution patching against --source-text.
  */
 #include "cli_interp.h"
 #include "cli_maps.h"
@@ -30,7 +33,8 @@ static const char *const input_flags[IN_COUNT] = {"-q", "-k", "-v", "--changed-q
 
 /* Flag ids: an input's is F_INPUT + IN_*. */
 enum { F_INPUT = 1, F_HTML = F_INPUT + IN_COUNT, F_TOKENS, F_KEY_TOKENS, F_SHOW_HEADS, F_TITLE, F_BATCH,
-       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION, F_CONTROL, F_MAPS };
+       F_WEIGHTS, F_MODEL, F_TEXT, F_LAYER, F_COMPARE, F_SOURCE, F_POSITION, F_CONTROL, F_MAPS,
+       F_FLOW, F_LOGIT_LENS, F_LOGIT_ATTRIBUTION, F_ANSWER, F_WRONG, F_ATTRIBUTE };
 
 static const cli_flag report_flags[] = {
     {"-q", "Q.npy", F_INPUT + IN_Q, 0},                  {"-k", "K.npy", F_INPUT + IN_K, 0},
@@ -48,6 +52,10 @@ static const cli_flag report_flags[] = {
     {"--control-text", "TEXT|@FILE", F_CONTROL, 0},
     {"--source-text", "TEXT|@FILE", F_SOURCE, 0},        {"--position", "P", F_POSITION, 0},
     {"--maps", "weights|value-norms|rollout", F_MAPS, 0},
+    {"--flow", NULL, F_FLOW, 0},                         {"--logit-lens", NULL, F_LOGIT_LENS, 0},
+    {"--logit-attribution", NULL, F_LOGIT_ATTRIBUTION, 0},
+    {"--answer", "TOKEN", F_ANSWER, 0},                  {"--wrong", "TOKEN", F_WRONG, 0},
+    {"--attribute", "HOOK[@POS,..]", F_ATTRIBUTE, 0},
     CLI_FLAGS_END};
 
 static void report_help(FILE *out) {
@@ -59,8 +67,10 @@ static void report_help(FILE *out) {
     "                   [--bq F] [--bk F] [--bv F] [--bo F] --heads H [--kv-heads G] [--weight-layout rows|torch]\n"
     "                   [--changed-x F] [--changed-context F] [mask options] ... --html OUT.html\n"
     "       attn report --model MODEL --text TEXT|@FILE [--compare-text TEXT|@FILE [--control-text TEXT|@FILE]]\n"
-    "                   [--source-text TEXT|@FILE [--position P]] [--layer LIST|all] [--head LIST|all]\n"
-    "                   --html OUT.html\n"
+    "                   [--source-text TEXT|@FILE] [--layer LIST|all] [--head LIST|all]\n"
+    "                   [--flow] [--logit-lens] [--logit-attribution] [--answer TOKEN [--wrong TOKEN]]\n"
+    "                   [--attribute HOOK[@POS,..] (with --source-text and --answer)]\n"
+    "                   [--position P] --html OUT.html\n"
     "       attn report --weights W.npy [--layer LIST|all] [--head LIST|all] [--tokens LIST] [mask options]\n"
     "                   --html OUT.html\n\n"
     "Writes ONE self-contained HTML file (no network access, no external scripts or fonts): a heat\n"
@@ -92,7 +102,8 @@ static void report_help(FILE *out) {
     "                      in the two runs (same number of tokens), and the heads ranked by the weight\n"
     "                      path (K only) and the content path (V only); the layer selector switches it\n"
     "  --position P        the position the heads are ranked at (default -1, the last; negative counts\n"
-    "                      from the end; the page can change it); with any path table\n"
+    "                      from the end; the page can change it); with any path table, and where the\n"
+    "                      panels below look\n"
     "  --weights W.npy     [L, S], [H, L, S], [B, H, L, S], with --layer [layers, H, L, S], or\n"
     "                      [layers, B, H, L, S] (transformers' output_attentions stacked, float32)\n"
     "  --layer LIST|all    the layers shown (default all)\n",
@@ -101,7 +112,30 @@ static void report_help(FILE *out) {
           "                      value-weighted norms ||a_ij v_j W_O^h|| (Kobayashi et al. 2020), each row\n"
           "                      divided by its sum so that it reads as shares beside the weights; rollout,\n"
           "                      attention rollout up to each layer (Abnar & Zuidema 2020: heads averaged,\n"
-          "                      residual 0.5), one map a layer (the numbers attn model trace prints)\n", out);
+          "                      residual 0.5), one map a layer (the numbers attn model trace prints)\n"
+          "panels under the maps (with --model; each at --position P, default -1, the last token):\n"
+          "  --flow              attention flow into P from each token (the max-flow through every layer's\n"
+          "                      attention, heads averaged, residual 0.5: Abnar & Zuidema 2020) as a bar row,\n"
+          "                      beside the rollout row of P after the last layer (what --maps rollout shows)\n"
+          "  --logit-lens        the stream at P after each layer through the final norm and the unembedding:\n"
+          "                      each layer's top 5 tokens and their probabilities; with --answer the answer's\n"
+          "                      probability and rank a layer, with --wrong the logit difference too\n"
+          "  --logit-attribution direct logit attribution at P of logit(answer) - logit(wrong) (needs --answer;\n"
+          "                      without --wrong, of logit(answer)): each layer's attention and MLP bars, a\n"
+          "                      layers x heads map of each head's share, the embeddings' term, and the sum\n"
+          "                      beside the model's own logit difference\n"
+          "  --attribute HOOK[@POS,..]  attribution patching (Nanda 2023) of --source-text (the corrupted run)\n"
+          "                      into --text, metric logit(answer) - logit(wrong) at the text's last token (needs\n"
+          "                      --answer): every layer's first-order estimate as a diverging map, layers x\n"
+          "                      positions (@POS, else every position: texts of one length), or for a per-head\n"
+          "                      point (attn.hook_q/k/v, rot_q/k, hook_z, hook_result) layers x heads at P (or\n"
+          "                      @POS); the metric of both runs in its note.  HOOK as attn model trace\n"
+          "                      --attribute reads it (hook_resid_pre, blocks.*.attn.hook_z, blocks.3.hook_mlp_out).\n"
+          "                      Texts of different lengths compare from the end and get no path tables\n"
+          "  --answer TOKEN      the token of the logit lens's answer row, of the attribution and of\n"
+          "                      --attribute's metric (TOKEN: a text of one token, or #ID, as attn model trace\n"
+          "                      reads it)\n"
+          "  --wrong TOKEN       the other side of the logit difference (without it: logit(answer) alone)\n", out);
     fprintf(out,
     "the page:\n"
     "  --html OUT.html     the report (written atomically)\n"
@@ -120,7 +154,9 @@ static void report_help(FILE *out) {
     "  attn report --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf --text 我吃了一个苹果 \\\n"
     "              --compare-text 这台电脑来自苹果 --html apples.html\n"
     "  attn report --model ~/.cache/attn/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\\n"
-    "              --text 'The cat sat on the mat' --source-text 'The dog sat on the mat' --html paths.html\n",
+    "              --text 'The cat sat on the mat' --source-text 'The dog sat on the mat' --html paths.html\n"
+    "  attn report --model ~/.cache/attn/models/gemma-3-270m-q4_k_m.gguf --text 'The capital of France is' \\\n"
+    "              --flow --logit-lens --logit-attribution --answer ' Paris' --wrong ' London' --html lens.html\n",
     cli_layout_help, cli_mask_help, cli_compute_help);
 }
 
@@ -219,6 +255,12 @@ static int run_mha(report_inputs *r, cli_attention_options *ao, attn_trace *trac
     return CLI_OK;
 }
 
+/* The first panel flag given, for messages. */
+static const char *panel_flag(const cli_panel_request *q) {
+    return q->flow ? "--flow" : q->logit_lens ? "--logit-lens" : q->logit_attribution ? "--logit-attribution"
+         : q->attribute ? "--attribute" : q->answer ? "--answer" : "--wrong";
+}
+
 /* "attn report -q Q.npy ..." for the page's subtitle. */
 static char *command_line(int argc, char **argv) {
     size_t len = strlen("attn") + 1;
@@ -278,6 +320,8 @@ static int report_maps(const cli_map_source *src, cli_attention_options *ao, con
     report.line2_name = maps.cosine2 ? "--text and --control-text (same sense)" : NULL;
     report.layer_paths = maps.paths;
     report.paths_position = position;
+    report.panels = maps.panels.items;
+    report.n_panels = maps.panels.count;
     if (attn_report_write_html(html_path, &report) != ATTN_OK)
         rc = cli_data_error("report", "%s", attn_last_error());
     else if (!quiet)
@@ -285,6 +329,9 @@ static int report_maps(const cli_map_source *src, cli_attention_options *ao, con
                 (long long)maps.n_layers, maps.n_layers == 1 ? "" : "s", (long long)maps.n_heads,
                 maps.n_heads == 1 ? "" : "s", (long long)L, (long long)S,
                 maps.paths ? ", with each layer's path decomposition against --source-text" : "");
+    if (!quiet && maps.panels.count)
+        fprintf(stderr, "attn report: %lld panel%s at position %lld\n", (long long)maps.panels.count,
+                maps.panels.count == 1 ? "" : "s", (long long)(position < 0 ? L + position : position));
 done:
     cli_maps_free(&maps);
     return rc;
@@ -329,6 +376,12 @@ int cmd_report(int argc, char **argv) {
         else if (id == F_CONTROL) src.control_text = value;
         else if (id == F_SOURCE) src.source_text = value;
         else if (id == F_MAPS) src.maps_kind = value;
+        else if (id == F_FLOW) src.panels.flow = true;
+        else if (id == F_LOGIT_LENS) src.panels.logit_lens = true;
+        else if (id == F_LOGIT_ATTRIBUTION) src.panels.logit_attribution = true;
+        else if (id == F_ANSWER) src.panels.answer = value;
+        else if (id == F_WRONG) src.panels.wrong = value;
+        else if (id == F_ATTRIBUTE) src.panels.attribute = value;
         else if (id == F_POSITION) {
             if (!cli_parse_int("report", "--position", value, -((int64_t)1 << 40), (int64_t)1 << 40, &position))
                 return CLI_USAGE_ERROR;
@@ -361,9 +414,25 @@ int cmd_report(int argc, char **argv) {
         if (src.source_text && !src.model_path)
             return cli_usage_error("report", "--source-text is the changed run of --model (for --weights there are "
                                    "no keys and values to swap)");
-        if (cli_args_given(&args, F_POSITION) && !src.source_text)
-            return cli_usage_error("report", "--position is where the path table ranks the heads: with --model it "
-                                   "needs --source-text");
+        if ((cli_panels_requested(&src.panels) || src.panels.answer || src.panels.wrong) && !src.model_path)
+            return cli_usage_error("report", "%s analyses a run of --model", panel_flag(&src.panels));
+        if (src.panels.logit_attribution && !src.panels.answer)
+            return cli_usage_error("report", "--logit-attribution needs --answer TOKEN (the logit it attributes)");
+        if (src.panels.attribute && !src.source_text)
+            return cli_usage_error("report", "--attribute estimates patches from a second run: give --source-text "
+                                   "TEXT (the corrupted run)");
+        if (src.panels.attribute && !src.panels.answer)
+            return cli_usage_error("report", "--attribute needs --answer TOKEN (its metric is logit(answer) - "
+                                   "logit(wrong))");
+        if (src.panels.wrong && !src.panels.answer)
+            return cli_usage_error("report", "--wrong is the other side of --answer's logit difference: give both");
+        if (src.panels.answer && !src.panels.logit_lens && !src.panels.logit_attribution && !src.panels.attribute)
+            return cli_usage_error("report", "--answer is for --logit-lens, --logit-attribution or --attribute");
+        if (cli_args_given(&args, F_POSITION) && !src.source_text && !cli_panels_requested(&src.panels))
+            return cli_usage_error("report", "--position is where the path table ranks the heads and the panels "
+                                   "look: with --model it needs --source-text, --flow, --logit-lens, "
+                                   "--logit-attribution or --attribute");
+        src.panels.position = position;
         if (!src.model_path != !src.text)
             return cli_usage_error("report", src.text ? "--text needs --model MODEL"
                                                       : "--model needs --text TEXT (the text to run)");
@@ -397,6 +466,8 @@ int cmd_report(int argc, char **argv) {
                          cli_args_given(&args, CLI_ID_QUIET));
         goto cleanup;
     }
+    if (cli_panels_requested(&src.panels) || src.panels.answer || src.panels.wrong)
+        return cli_usage_error("report", "%s analyses a run of --model", panel_flag(&src.panels));
     if (src.text || src.layer_text || src.compare_text || src.source_text || src.control_text || src.maps_kind)
         return cli_usage_error("report", "%s belongs to --model or --weights",
                                src.text ? "--text" : src.layer_text ? "--layer"

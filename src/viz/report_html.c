@@ -5,7 +5,8 @@
  * as JSON into the page's marker and writes the result atomically.
  *
  * Shape legend: weights, visible [H, L, S]; paths' z [B, L, Hq, Dv],
- * pattern [B, Hq, L, S], attn_out [B, L, d_out].  The JSON holds the report's
+ * pattern [B, Hq, L, S], attn_out [B, L, d_out]; a panel's values
+ * [rows, cols] (a few thousand doubles at most, written as decimals).  The JSON holds the report's
  * heads only (H of them, in head_ids order), one batch; the path tables one
  * per layer (a model's run), or one (bare attention, a module).
  *
@@ -270,6 +271,56 @@ static void json_line(viz_buf *b, const attn_report *r, int64_t n) {
     attn__viz_buf_puts(b, "}");
 }
 
+/* The panels: [{"title", "note", "style", "rows", "cols", "values" (shortest
+ * round-trip decimals, null for NaN), "row_labels", "col_labels",
+ * "cell_text" (rows x cols, row by row, or null)}]. */
+static void json_panels(viz_buf *b, const attn_report *r) {
+    static const char *const styles[] = {"heat", "diverging", "bars"};
+    attn__viz_buf_puts(b, "[");
+    for (int64_t p = 0; p < r->n_panels; p++) {
+        const attn_report_panel *panel = &r->panels[p];
+        const int64_t cells = panel->rows * panel->cols;
+        attn__viz_buf_puts(b, p ? ",{\"title\":" : "{\"title\":");
+        json_string(b, panel->title);
+        attn__viz_buf_puts(b, ",\"note\":");
+        json_string(b, panel->note);
+        attn__viz_buf_printf(b, ",\"style\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"values\":[", styles[panel->style],
+                             (long long)panel->rows, (long long)panel->cols);
+        for (int64_t n = 0; n < cells; n++) {
+            if (n) attn__viz_buf_puts(b, ",");
+            if (isnan(panel->values[n])) attn__viz_buf_puts(b, "null");
+            else attn__viz_buf_printf(b, "%.17g", panel->values[n]);
+        }
+        attn__viz_buf_puts(b, "],\"row_labels\":");
+        json_labels(b, panel->row_labels, panel->rows);
+        attn__viz_buf_puts(b, ",\"col_labels\":");
+        json_labels(b, panel->col_labels, panel->cols);
+        attn__viz_buf_puts(b, ",\"cell_text\":");
+        json_labels(b, panel->cell_text, cells);
+        attn__viz_buf_puts(b, "}");
+    }
+    attn__viz_buf_puts(b, "]");
+}
+
+/* A panel's fields checked: its style, sizes, title and values. */
+static attn_status check_panel(const attn_report_panel *panel, int64_t p) {
+    if (!panel->title)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: panels[%lld].title is NULL", (long long)p);
+    if ((int)panel->style < ATTN_REPORT_PANEL_HEAT || (int)panel->style > ATTN_REPORT_PANEL_BARS)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: panels[%lld].style is %d (heat 0, "
+                          "diverging 1, bars 2)", (long long)p, (int)panel->style);
+    if (panel->rows < 1 || panel->cols < 1 || panel->rows > 1000000 || panel->cols > 1000000 ||
+        panel->rows * panel->cols > 1000000 || !panel->values)
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: panels[%lld] is %lld x %lld (1 to "
+                          "1000000 cells) or its values are NULL", (long long)p, (long long)panel->rows,
+                          (long long)panel->cols);
+    for (int64_t n = 0; n < panel->rows * panel->cols; n++)
+        if (isinf(panel->values[n]))
+            return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: panels[%lld].values[%lld] is infinite "
+                              "(NaN marks an empty cell)", (long long)p, (long long)n);
+    return ATTN_OK;
+}
+
 static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers, const int64_t *layer_ids) {
     const int64_t H = r->heads, L = r->len_q, S = r->len_kv, cells = H * L * S;
     attn_status st;
@@ -330,6 +381,8 @@ static attn_status json_report(viz_buf *b, const attn_report *r, int64_t layers,
     } else {
         attn__viz_buf_puts(b, "null");
     }
+    attn__viz_buf_puts(b, ",\"panels\":");
+    json_panels(b, r);
     attn__viz_buf_puts(b, "}");
     return ATTN_OK;
 }
@@ -388,6 +441,12 @@ attn_status attn_report_write_html(const char *path, const attn_report *caller) 
                 return attn__fail(ATTN_ERR_NONFINITE, "attn_report_write_html: line%s[%lld] is not finite",
                                   isfinite(r->line[i]) ? "2" : "", (long long)i);
     }
+
+    if (r->n_panels < 0 || r->n_panels > 64 || (r->n_panels && !r->panels))
+        return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_report_write_html: n_panels %lld outside [0, 64], or "
+                          "panels is NULL", (long long)r->n_panels);
+    for (int64_t p = 0; p < r->n_panels; p++)
+        if ((st = check_panel(&r->panels[p], p))) return st;
 
     const char *page = (const char *)viz_report_page;
     const char *marker = strstr(page, DATA_MARKER);

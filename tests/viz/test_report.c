@@ -1125,6 +1125,286 @@ static void cli_report_model_paths_in_chromium(void **state) {
     attn_gguf_free(g);
 }
 
+
+/* ------------------------------------------------- panels at one position */
+
+/* The values of the index-th panel in a report's JSON, in order (null: NaN),
+ * read straight from the page's data: count of them into *n (malloc'd). */
+static double *panel_values(const char *html, int index, int64_t *n) {
+    const char *at = strstr(html, "\"panels\":[");
+    assert_non_null(at);
+    for (int k = 0; k <= index; k++) {
+        at = strstr(at + 1, "{\"title\":");
+        if (!at) fail_msg("the page has no panel %d", index);
+    }
+    at = strstr(at, "\"values\":[");
+    assert_non_null(at);
+    at += strlen("\"values\":[");
+    size_t cap = 64;
+    double *v = malloc(cap * sizeof *v);
+    assert_non_null(v);
+    *n = 0;
+    while (*at != ']') {
+        if ((size_t)*n == cap) {
+            v = realloc(v, (cap *= 2) * sizeof *v);
+            assert_non_null(v);
+        }
+        if (strncmp(at, "null", 4) == 0) {
+            v[(*n)++] = NAN;
+            at += 4;
+        } else {
+            char *end;
+            v[(*n)++] = strtod(at, &end);
+            assert_true(end != at);
+            at = end;
+        }
+        if (*at == ',') at++;
+    }
+    return v;
+}
+
+/* The probability of id under logits [V], written out in double. */
+static double softmax_at(const float *logits, int64_t V, int64_t id) {
+    double top = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < V; v++) top = fmax(top, logits[v]);
+    for (int64_t v = 0; v < V; v++) sum += exp((double)logits[v] - top);
+    return exp((double)logits[id] - top) / sum;
+}
+
+static int by_descending(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* A probability from float32 logits through exp and a sum of 257 terms. */
+#define PANEL_PROB_ABS_FAIL 1e-9
+
+/* `attn report --model --flow --logit-lens --logit-attribution --answer
+ * --wrong --position` on the tiny model: the page holds five panels, and
+ * their numbers are the library's, read back from the page's data (and,
+ * with Chromium, from the tooltips of hovered cells) against direct calls
+ * of attn_model_flow, attn_model_rollout and attn_model_logit_attribution,
+ * and the logit lens's probabilities against a softmax written out here. */
+static void cli_report_panels_at_a_position(void **state) {
+    (void)state;
+    const char *model = test_path("tiny-qwen2-panels.gguf"), *path = test_path("tiny-panels.html");
+    write_tiny_qwen2(model);
+    const char *text = "the cat sat";
+    enum { POSITION = 8, ANSWER = 'a', WRONG = 't', TOP = 5 };
+    char *out = NULL;
+    int rc = test_run_cli(&out, "report --model '%s' --text '%s' --flow --logit-lens --logit-attribution --answer a "
+                          "--wrong '#%d' --position %d --html '%s'", model, text, WRONG, POSITION, path);
+    if (rc != 0) fail_msg("attn report --flow --logit-lens --logit-attribution: exit %d\n%s", rc, out);
+    if (!strstr(out, "5 panels at position 8")) fail_msg("no word of the panels:\n%s", out);
+    free(out);
+    assert_self_contained(path);
+
+    attn_gguf *g;
+    attn_decoder *m;
+    attn_tokenizer *t;
+    assert_ok(attn_gguf_open(model, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    assert_ok(attn_tokenizer_from_gguf(g, &t));
+    int32_t ids[32];
+    size_t n_ids;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 32, &n_ids));
+    const int64_t L = (int64_t)n_ids, N = TINY_LAYERS, Hq = TINY_HQ, V = TINY_V;
+    size_t size;
+    char *html = test_read_file(path, &size);
+    assert_non_null(html);
+    int64_t n;
+
+    /* 0: flow and rollout over the tokens */
+    double flow[32], rollout[TINY_LAYERS * 32 * 32];
+    assert_ok(attn_model_flow(m, ids, L, ATTN_ALL, 0.5, POSITION, flow));
+    assert_ok(attn_model_rollout(m, ids, L, ATTN_ALL, 0.5, rollout));
+    double *v = panel_values(html, 0, &n);
+    assert_int_equal(n, 2 * L);
+    for (int64_t j = 0; j < L; j++) {
+        assert_true(v[j] == flow[j]);
+        assert_true(v[L + j] == rollout[((N - 1) * L + POSITION) * L + j]);
+    }
+    free(v);
+
+    /* 1: each stream's top 5 probabilities; 2: the answer's probability and
+     * the logit difference answer - wrong, stream by stream */
+    float lens[(TINY_LAYERS + 1) * TINY_V];
+    assert_ok(attn_model_logit_lens(m, ids, L, POSITION, lens));
+    double *top = panel_values(html, 1, &n), *answer = NULL;
+    assert_int_equal(n, (N + 1) * TOP);
+    int64_t n_answer;
+    answer = panel_values(html, 2, &n_answer);
+    assert_int_equal(n_answer, 2 * (N + 1));
+    for (int64_t r = 0; r <= N; r++) {
+        const float *logits = lens + r * V;
+        double probs[TINY_V];
+        for (int64_t id = 0; id < V; id++) probs[id] = softmax_at(logits, V, id);
+        const double p_answer = probs[ANSWER];
+        qsort(probs, (size_t)V, sizeof *probs, by_descending);
+        for (int k = 0; k < TOP; k++)
+            if (fabs(top[r * TOP + k] - probs[k]) > PANEL_PROB_ABS_FAIL)
+                fail_msg("logit lens row %lld, top %d: the page has %.17g, the softmax %.17g", (long long)r, k + 1,
+                         top[r * TOP + k], probs[k]);
+        if (fabs(answer[r] - p_answer) > PANEL_PROB_ABS_FAIL)
+            fail_msg("p(answer) at row %lld: the page has %.17g, the softmax %.17g", (long long)r, answer[r], p_answer);
+        assert_true(answer[N + 1 + r] == (double)logits[ANSWER] - (double)logits[WRONG]);
+    }
+    free(top);
+    free(answer);
+
+    /* 3: attention and MLP per layer; 4: layers x heads */
+    double embed, attn[TINY_LAYERS], mlp[TINY_LAYERS], heads[TINY_LAYERS * TINY_HQ];
+    assert_ok(attn_model_logit_attribution(m, ids, L, POSITION, ANSWER, WRONG, &embed, attn, mlp, heads));
+    v = panel_values(html, 3, &n);
+    assert_int_equal(n, 2 * N);
+    for (int64_t l = 0; l < N; l++) {
+        assert_true(v[l] == attn[l]);
+        assert_true(v[N + l] == mlp[l]);
+    }
+    free(v);
+    v = panel_values(html, 4, &n);
+    assert_int_equal(n, N * Hq);
+    for (int64_t k = 0; k < N * Hq; k++) assert_true(v[k] == heads[k]);
+    free(v);
+    double sum = embed;
+    for (int64_t l = 0; l < N; l++) sum += attn[l] + mlp[l];
+    char check[160];
+    snprintf(check, sizeof check, "embed = %.6g; sum = embed + Σ attention + Σ MLP = %.6g", embed, sum);
+    if (!strstr(html, check)) fail_msg("the check line \"%s\" is not on the page", check);
+    assert_true(fabs(sum - ((double)lens[N * V + ANSWER] - lens[N * V + WRONG])) < 1e-4);
+    free(html);
+
+    /* The tooltips of hovered cells show those values exactly. */
+    if (chromium()) {
+        char cells[160];
+        snprintf(cells, sizeof cells, "0:0:0&panels=0:0:%d;2:1:%d;3:1:1;4:1:2", POSITION, (int)N);
+        char *report = selftest(path, cells);
+        if (!strstr(report, "panels=5")) fail_msg("the page did not draw five panels:\n%s", report);
+        const struct { const char *spec; double want; } shown[] = {
+            {"0:0:8", flow[POSITION]},
+            {"2:1:2", (double)lens[N * V + ANSWER] - (double)lens[N * V + WRONG]},
+            {"3:1:1", mlp[1]},
+            {"4:1:2", heads[1 * Hq + 2]}};
+        for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++) {
+            char key[64];
+            snprintf(key, sizeof key, "panelcell %s value=", shown[k].spec);
+            const char *at = strstr(report, key);
+            if (!at) fail_msg("no line \"%s\":\n%s", key, report);
+            char *end;
+            const double value = strtod(at + strlen(key), &end);
+            if (*end != ' ' || value != shown[k].want)
+                fail_msg("panel cell %s: the tooltip shows %.*s, expected %.17g", shown[k].spec, (int)strcspn(at, "\n"),
+                         at, shown[k].want);
+        }
+        free(report);
+    } else {
+        print_message("no Chromium: the panels' tooltips were not hovered (their data were checked)\n");
+    }
+
+    /* What the panels need, named. */
+    const char *html_out = test_path("refused.html");
+    test_cli_expect(2, "--logit-attribution needs --answer",
+                    "report --model '%s' --text '%s' --logit-attribution --html '%s'", model, text, html_out);
+    test_cli_expect(2, "--wrong is the other side of --answer",
+                    "report --model '%s' --text '%s' --logit-lens --wrong a --html '%s'", model, text, html_out);
+    test_cli_expect(2, "--answer is for --logit-lens, --logit-attribution or --attribute",
+                    "report --model '%s' --text '%s' --flow --answer a --html '%s'", model, text, html_out);
+    test_cli_expect(2, "--flow analyses a run of --model", "report --weights '%s' --flow --html '%s'",
+                    test_path("w.npy"), html_out);
+    test_cli_expect(2, "--answer 'ab' is 2 tokens",
+                    "report --model '%s' --text '%s' --logit-lens --answer ab --html '%s'", model, text, html_out);
+    test_cli_expect(1, "--position 11 is outside",
+                    "report --model '%s' --text '%s' --flow --position 11 --html '%s'", model, text, html_out);
+    assert_false(test_file_exists(html_out));
+
+    attn_tokenizer_free(t);
+    attn_decoder_free(m);
+    attn_gguf_free(g);
+}
+
+/* `attn report --model --source-text --attribute HOOK --answer --wrong` on
+ * the tiny model: the attribution-patching panel holds
+ * attn_model_attribution_patching's estimates, layers x positions for
+ * hook_resid_pre and layers x heads at --position for attn.hook_z, and its
+ * note the metric of both runs; what it needs is named when missing. */
+static void cli_report_attribution_patching_panel(void **state) {
+    (void)state;
+    const char *model = test_path("tiny-qwen2-patching.gguf"), *path = test_path("tiny-patching.html");
+    write_tiny_qwen2(model);
+    const char *text = "the cat sat", *corrupted = "the dog sat";
+    enum { POSITION = 8, ANSWER = 'a', WRONG = 't' };
+    attn_gguf *g;
+    attn_decoder *m;
+    attn_tokenizer *t;
+    assert_ok(attn_gguf_open(model, &g));
+    assert_ok(attn_decoder_load(g, &m));
+    assert_ok(attn_tokenizer_from_gguf(g, &t));
+    int32_t ids[32], ids_c[32];
+    size_t L, Lc;
+    assert_ok(attn_tokenizer_encode(t, text, strlen(text), 0, ids, 32, &L));
+    assert_ok(attn_tokenizer_encode(t, corrupted, strlen(corrupted), 0, ids_c, 32, &Lc));
+    const int64_t N = TINY_LAYERS, Hq = TINY_HQ;
+
+    static const struct { const char *hook; attn_decoder_hook_point point; bool per_head; } cases[] = {
+        {"hook_resid_pre", ATTN_DECODER_HOOK_RESID_PRE, false}, {"attn.hook_z", ATTN_DECODER_HOOK_Z, true}};
+    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+        char *out = NULL;
+        int rc = test_run_cli(&out, "report --model '%s' --text '%s' --source-text '%s' --attribute %s --answer a "
+                              "--wrong t --position %d --html '%s'", model, text, corrupted, cases[n].hook, POSITION,
+                              path);
+        if (rc != 0) fail_msg("attn report --attribute %s: exit %d\n%s", cases[n].hook, rc, out);
+        free(out);
+        const int64_t pos = POSITION, K = cases[n].per_head ? 1 : (int64_t)L, H = cases[n].per_head ? Hq : 1;
+        double estimate[TINY_LAYERS * 32 * TINY_HQ], metric[2];
+        assert_int_equal(attn_model_attribution_heads(m, cases[n].point), H);
+        assert_ok(attn_model_attribution_patching(m, ids, (int64_t)L, ids_c, (int64_t)Lc, cases[n].point,
+                                                  cases[n].per_head ? &pos : NULL, cases[n].per_head ? 1 : 0, ANSWER,
+                                                  WRONG, estimate, metric));
+        size_t size;
+        char *html = test_read_file(path, &size);
+        assert_non_null(html);
+        int64_t count;
+        double *v = panel_values(html, 0, &count);
+        assert_int_equal(count, N * K * H);
+        for (int64_t k = 0; k < count; k++)
+            if (v[k] != estimate[k])
+                fail_msg("--attribute %s: cell %lld is %.17g on the page, %.17g from the library", cases[n].hook,
+                         (long long)k, v[k], estimate[k]);
+        free(v);
+        char line[128];
+        snprintf(line, sizeof line, "text %.6g, source %.6g", metric[0], metric[1]);
+        if (!strstr(html, line)) fail_msg("--attribute %s: the note lacks the metric \"%s\"", cases[n].hook, line);
+        if (cases[n].per_head && !strstr(html, "position 8 “s” (layers × heads)"))
+            fail_msg("--attribute attn.hook_z: not shown at --position 8 as layers x heads");
+        free(html);
+    }
+    if (chromium()) {
+        char *report = selftest(path, "0:0:0&panels=0:1:3");
+        if (!strstr(report, "panels=1")) fail_msg("the page did not draw the panel:\n%s", report);
+        if (!strstr(report, "panelcell 0:1:3 value=") || strstr(report, "panelcell 0:1:3 value=none"))
+            fail_msg("no tooltip on the panel's cell:\n%s", report);
+        free(report);
+    }
+
+    const char *html_out = test_path("refused.html");
+    test_cli_expect(2, "--attribute estimates patches from a second run: give --source-text",
+                    "report --model '%s' --text '%s' --attribute hook_resid_pre --answer a --html '%s'", model, text,
+                    html_out);
+    test_cli_expect(2, "--attribute needs --answer",
+                    "report --model '%s' --text '%s' --source-text '%s' --attribute hook_resid_pre --html '%s'", model,
+                    text, corrupted, html_out);
+    test_cli_expect(2, "--attribute 'attn.hook_pattern': attn.hook_pattern cannot be estimated",
+                    "report --model '%s' --text '%s' --source-text '%s' --attribute attn.hook_pattern --answer a "
+                    "--html '%s'", model, text, corrupted, html_out);
+    test_cli_expect(2, "every position needs texts of one length",
+                    "report --model '%s' --text '%s' --source-text 'the bird sat' --attribute hook_resid_pre --answer a "
+                    "--html '%s'", model, text, html_out);
+    assert_false(test_file_exists(html_out));
+    attn_tokenizer_free(t);
+    attn_decoder_free(m);
+    attn_gguf_free(g);
+}
+
 /* --------------------------------------------------- errors (no browser) */
 
 static void report_refuses_bad_input(void **state) {
@@ -1142,7 +1422,37 @@ static void report_refuses_bad_input(void **state) {
     assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "-inf");
     w[1] = 0;
     assert_refused(attn_report_write_html(test_path("no/dir/r.html"), &r), ATTN_ERR_IO, "no/dir/r.html");
+    /* panels: a title, a known style, 1 to 1000000 cells, no infinity (NaN
+     * is an empty cell, written null) */
+    double cells[2] = {0.25, NAN};
+    attn_report_panel panel = {.title = "p", .style = ATTN_REPORT_PANEL_BARS, .rows = 1, .cols = 2, .values = cells};
+    r.panels = &panel;
+    r.n_panels = 65;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "n_panels 65");
+    r.n_panels = 1;
+    panel.title = NULL;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "panels[0].title");
+    panel.title = "p";
+    panel.style = (attn_report_panel_style)3;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "panels[0].style is 3");
+    panel.style = ATTN_REPORT_PANEL_HEAT;
+    panel.cols = 0;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_INVALID_ARGUMENT, "1 x 0");
+    panel.cols = 2;
+    cells[0] = INFINITY;
+    assert_refused(attn_report_write_html(test_path("r.html"), &r), ATTN_ERR_NONFINITE, "values[0] is infinite");
     assert_false(test_file_exists(test_path("r.html")));
+    cells[0] = 0.25;
+    assert_ok(attn_report_write_html(test_path("r.html"), &r));
+    size_t size;
+    char *page = test_read_file(test_path("r.html"), &size);
+    assert_non_null(page);
+    if (!strstr(page, "\"style\":\"heat\",\"rows\":1,\"cols\":2,\"values\":[0.25,null]"))
+        fail_msg("the panel's values are not on the page as written");
+    free(page);
+    assert_int_equal(remove(test_path("r.html")), 0);
+    r.panels = NULL;
+    r.n_panels = 0;
 
     /* paths must describe the same problem as the maps */
     chapter_inputs c;
@@ -1235,6 +1545,8 @@ int main(void) {
         cmocka_unit_test(cli_report_of_a_model_run),
         cmocka_unit_test(cli_report_of_analysis_maps),
         cmocka_unit_test(cli_report_model_paths_in_chromium),
+        cmocka_unit_test(cli_report_panels_at_a_position),
+        cmocka_unit_test(cli_report_attribution_patching_panel),
         cmocka_unit_test(report_refuses_bad_input),
         cmocka_unit_test(cli_report_names_its_errors),
     };

@@ -63,11 +63,11 @@ static size_t utf8_char(const unsigned char *s, size_t n) {
     return len;
 }
 
-/* A token's label: its own bytes decoded.  A byte-level BPE token may hold
+/* A token's label (cli_maps.h): its own bytes decoded.  A byte-level BPE token may hold
  * part of a character (a Chinese character is 3 bytes, sometimes split over
  * two tokens): such bytes are shown as \xNN rather than replaced, so that
  * the label says what the token is.  Newlines and tabs are written \n, \t. */
-static char *token_label(const attn_tokenizer *t, int32_t id) {
+char *cli_token_label(const attn_tokenizer *t, int32_t id) {
     char raw[256];
     size_t len = 0;
     if (attn_tokenizer_decode(t, &id, 1, 0, raw, sizeof raw, &len) != ATTN_OK) len = 0;
@@ -193,7 +193,7 @@ static int run_compare(const char *cmd, const char *flag, const attn_decoder *de
         out.hidden = *hidden;
         if (attn_decoder_forward(dec, ids, *L, &out))
             rc = cli_data_error(cmd, "the forward over %s: %s", flag, attn_last_error());
-        else if (!(*last_label = token_label(tok, ids[*L - 1])))
+        else if (!(*last_label = cli_token_label(tok, ids[*L - 1])))
             rc = cli_data_error(cmd, "out of memory");
     }
     free(ids);
@@ -239,6 +239,13 @@ static int model_paths(const char *cmd, const cli_map_source *src, const attn_de
                 return cli_usage_error(cmd, "--layer lists layer %lld twice; with --source-text name each layer once",
                                        (long long)m->layer_ids[a]);
     int rc = encode_text(cmd, "--source-text", tok, src->source_text, &changed, &n);
+    if (!rc && n != L && src->panels.attribute) { /* attribution patching compares from the end: no tables */
+        if (!src->quiet)
+            fprintf(stderr, "attn %s: --text is %lld tokens and --source-text %lld: no path tables (they pair the "
+                    "positions one to one), attribution patching only\n", cmd, (long long)L, (long long)n);
+        free(changed);
+        return CLI_OK;
+    }
     if (!rc && n != L)
         rc = cli_data_error(cmd, "--text is %lld tokens and --source-text %lld: the path decomposition swaps the "
                             "source's keys and values into the text's run position by position, so the two need "
@@ -303,7 +310,8 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
     int32_t *ids = NULL;
     float **attention = NULL, *hidden = NULL, *hidden_b = NULL;
     char *last_b = NULL;
-    int64_t len_b = 0;
+    int32_t *corrupted = NULL; /* --source-text's ids, for --attribute */
+    int64_t len_b = 0, len_corrupted = 0;
     final_row final_a = {0}, final_b = {0};
     size_t text_len = 0, n_ids = 0;
     int rc = CLI_OK;
@@ -400,7 +408,7 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
             final_row_free(&final_c);
             if (rc) goto done;
         }
-        char *last_a = token_label(tok, ids[L - 1]);
+        char *last_a = cli_token_label(tok, ids[L - 1]);
         m->cosine_title = malloc(512);
         if (!last_a || !m->cosine_title) {
             free(last_a);
@@ -439,10 +447,16 @@ static int load_model(const char *cmd, const cli_map_source *src, cli_maps *m) {
         }
     }
     for (int64_t i = 0; i < L; i++)
-        if (!(m->labels[i] = token_label(tok, ids[i]))) {
+        if (!(m->labels[i] = cli_token_label(tok, ids[i]))) {
             rc = cli_data_error(cmd, "out of memory");
             goto done;
         }
+    if (src->panels.attribute &&
+        (rc = encode_text(cmd, "--source-text", tok, src->source_text, &corrupted, &len_corrupted)))
+        goto done;
+    if (cli_panels_requested(&src->panels) &&
+        (rc = cli_panels_build(cmd, &src->panels, dec, tok, ids, L, m->labels, corrupted, len_corrupted, &m->panels)))
+        goto done;
     const char *base = strrchr(src->model_path, '/');
     snprintf(m->about, 256, "%s (%s), %lld tokens%s", base ? base + 1 : src->model_path, c->architecture, (long long)L,
              rollout ? ": attention rollout (Abnar & Zuidema 2020), heads averaged, residual 0.5"
@@ -458,6 +472,7 @@ done:
     free(hidden);
     free(hidden_b);
     free(last_b);
+    free(corrupted);
     final_row_free(&final_a);
     final_row_free(&final_b);
     free(ids);
@@ -556,5 +571,6 @@ void cli_maps_free(cli_maps *m) {
     if (m->paths)
         for (int64_t l = 0; l < m->n_layers; l++) attn_paths_free(&m->paths[l]);
     free(m->paths);
+    cli_panels_free(&m->panels);
     memset(m, 0, sizeof *m);
 }

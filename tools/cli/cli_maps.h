@@ -19,8 +19,10 @@
 #define ATTN_CLI_MAPS_H
 
 #include "cli_pictures.h"
+#include "cli_report_panels.h"
 
 #include "attn_interp.h"
+#include "attn_tokenizer.h"
 
 /* What the command line named. */
 typedef struct cli_map_source {
@@ -40,6 +42,8 @@ typedef struct cli_map_source {
                                       ||a v W_O||, divided by the row's sum) or
                                       "rollout" (attention rollout up to each layer,
                                       heads averaged: one map a layer) */
+    cli_panel_request panels;      /* --flow, --logit-lens, --logit-attribution
+                                      (report, with a model): panels at a position */
     int64_t batch;                 /* --batch                                   */
     bool quiet;                    /* --quiet: no progress line on stderr       */
 } cli_map_source;
@@ -67,6 +71,7 @@ typedef struct cli_maps {
      * --paths` makes it; only the buffers attn_report_write_html reads are
      * kept. */
     attn_paths *paths;             /* [n_layers] or NULL                        */
+    cli_panels panels;             /* what src->panels asked for (count 0: none) */
 } cli_maps;
 
 /* Loads the maps src names, the visibility under ao's mask options (for a
@@ -75,5 +80,10 @@ typedef struct cli_maps {
  * naming the flag, the file and the shapes accepted). */
 int cli_maps_load(const char *cmd, const cli_map_source *src, cli_attention_options *ao, cli_maps *out);
 void cli_maps_free(cli_maps *m);
+
+/* A token's label: its own bytes decoded; bytes that are not whole UTF-8
+ * characters (a byte-level token's part of a character) as \xNN, newlines
+ * and tabs as \n, \t.  malloc'd, NULL when out of memory. */
+char *cli_token_label(const attn_tokenizer *t, int32_t id);
 
 #endif /* ATTN_CLI_MAPS_H */
