@@ -5,7 +5,7 @@
 #     v [B, Hkv, S, Dv]  out [B, Hq, L, Dv]
 #   weights [B, Hq, L, S] (heads before positions!)  lse [B, Hq, L]   both layouts
 import os
-from typing import Any, Dict, Literal, Optional, Sequence, Tuple, TypedDict, Union, overload
+from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple, TypedDict, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -278,6 +278,14 @@ class Model:
                           prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float64]: ...  # [n_layers, L, L]
     def attention_flow(self, input: Any, position: int = ..., *, head: Optional[int] = ..., residual: float = ...,
                        prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float64]: ...  # [L]
+    def logit_lens(self, input: Any, position: int = ..., *,
+                   prepend_bos: Optional[bool] = ...) -> npt.NDArray[np.float32]: ...  # [n_layers + 1, vocab]
+    def logit_attribution(self, input: Any, token: Union[int, str], wrong: Union[int, str, None] = ...,
+                          position: int = ..., *,
+                          prepend_bos: Optional[bool] = ...) -> Dict[str, Any]: ...  # embed, attn [N], mlp [N], heads [N, Hq]
+    def attribution_patching(self, clean: Any, corrupted: Any, metric: Optional[Callable[[Any], Any]] = ..., *,
+                             names_filter: Any = ..., positions: Optional[Sequence[int]] = ...,
+                             prepend_bos: Optional[bool] = ...) -> Dict[str, npt.NDArray[np.float64]]: ...
     def run_with_cache(self, input: Any, *, names_filter: Any = ..., fwd_hooks: Sequence[Tuple[Any, Any]] = ...,
                        return_type: Optional[str] = ..., remove_batch_dim: bool = ...,
                        prepend_bos: Optional[bool] = ..., padding_side: Optional[str] = ...,

@@ -505,6 +505,7 @@ class Model(_lens.WeightAttributes):
 
     def attribution_patching(self, clean: Any, corrupted: Any, metric: Optional[Callable[[Any], Any]] = None, *,
                              names_filter: Union[None, str, Sequence[str], Callable[[str], bool]] = None,
+                             positions: Optional[Sequence[int]] = None,
                              prepend_bos: Optional[bool] = None) -> Dict[str, np.ndarray]:
         """Attribution patching (Nanda 2023): the linear estimate of what
         patching each activation of the corrupted run into the clean one does
@@ -513,27 +514,156 @@ class Model(_lens.WeightAttributes):
         point.  Summed over the last axis (d_model, d_head, d_mlp): [B, L]
         for the stream's points, [B, L, H] per head; hook_pattern and
         hook_attn_scores per element [B, H, L, S] (-inf scores give 0).
-        clean and corrupted: the same number of tokens.  metric as
-        run_with_hooks' (None: the mean next-token loss).  Its error is the
-        linear approximation's: exact for a metric linear in the activation
-        up to the point, good for small changes (tests/python/
-        test_gradients.py measures it against real patching)."""
+        metric as run_with_hooks' (None: the mean next-token loss).  Its
+        error is the linear approximation's: exact for a metric linear in
+        the activation up to the point, good for small changes
+        (tests/python/test_gradients.py measures it against real patching).
+
+        Without positions, clean and corrupted have the same number of
+        tokens.  positions (a list of ints; the rule of `attn model trace
+        --patch HOOK@POSITIONS`: p >= 0 is index p in both runs, p < 0
+        counts from the end of each) compares two runs of different lengths
+        at aligned positions (positions=[-1]: the last token of each); the
+        position axis then has len(positions), in that order, and clean and
+        corrupted are one sequence each.  hook_pattern and hook_attn_scores
+        (a position axis per query and per key) need runs of one length:
+        both axes are then taken at positions."""
         keep = _lens.names_filter_predicate(names_filter)
         _, grads = self.run_with_cache(clean, names_filter=keep, incl_bwd=True, metric=metric,
                                        prepend_bos=prepend_bos)
         _, corrupt = self.run_with_cache(corrupted, names_filter=keep, prepend_bos=prepend_bos)
+        at_clean = at_corrupt = None
+        if positions is not None:
+            at_clean, at_corrupt = self._aligned(clean, corrupted, positions, prepend_bos)
         out = {}
         for name, grad in grads.items():
             if not name.endswith("_grad"):
                 continue
             point = name[:-len("_grad")]
             a, b = np.asarray(grads[point], dtype=np.float64), np.asarray(corrupt[point], dtype=np.float64)
-            if a.shape != b.shape:
-                raise ValueError(f"{point}: clean {a.shape} and corrupted {b.shape}: the runs need the same tokens count")
+            g = np.asarray(grad, dtype=np.float64)
+            two = point.endswith(_TWO_POS)
+            if at_clean is not None:
+                if two and a.shape != b.shape:
+                    raise ValueError(f"{point}: clean {a.shape} and corrupted {b.shape}: its query and key axes "
+                                     f"need runs of one length (leave it out with names_filter)")
+                axes = (2, 3) if two else (1,)
+                for axis in axes:
+                    a, g = np.take(a, at_clean, axis), np.take(g, at_clean, axis)
+                    b = np.take(b, at_corrupt, axis)
+            elif a.shape != b.shape:
+                raise ValueError(f"{point}: clean {a.shape} and corrupted {b.shape}: the runs need the same tokens "
+                                 f"count, or positions= to compare them at aligned positions")
             delta = np.where(np.isfinite(a) & np.isfinite(b), b - a, 0.0)
-            product = delta * np.asarray(grad, dtype=np.float64)
-            out[point] = product if point.endswith(_TWO_POS) else product.sum(-1)
+            product = delta * g
+            out[point] = product if two else product.sum(-1)
         return out
+
+    def _aligned(self, clean, corrupted, positions, prepend_bos):
+        """(clean indices, corrupted indices) of positions in two runs, each
+        one sequence: p >= 0 is p in both, p < 0 counts from each one's end."""
+        if isinstance(positions, (int, np.integer)) or not len(positions):
+            raise TypeError(f"positions: a non-empty list of ints, got {positions!r}")
+        indices = []
+        for which, run in (("clean", clean), ("corrupted", corrupted)):
+            seqs, _, _, batched = self._sequences(run, prepend_bos, None, None)
+            if batched and len(seqs) != 1:
+                raise ValueError(f"positions: {which} is a batch of {len(seqs)}; positions compare one sequence "
+                                 f"with one")
+            L = seqs[0].size
+            at = []
+            for p in positions:
+                if not isinstance(p, (int, np.integer)) or isinstance(p, bool):
+                    raise TypeError(f"positions: ints, got {p!r}")
+                q = int(p) + L if p < 0 else int(p)
+                if not 0 <= q < L:
+                    raise ValueError(f"positions: {int(p)} is outside the {which} run's {L} tokens")
+                at.append(q)
+            indices.append(np.array(at, dtype=np.intp))
+        return indices[0], indices[1]
+
+    # ------------------------------------------ the logit lens and attribution
+
+    def _one_sequence(self, input: Any, prepend_bos: Optional[bool]) -> np.ndarray:
+        """The ids of one sequence: a text (tokenized, BOS as prepend_bos
+        says), ids [L], or ids [1, L] (TransformerLens's batch of one)."""
+        if isinstance(input, (str, bytes)):
+            ids = self.tokenize(input, add_bos=prepend_bos)
+        else:
+            a = _as_numpy_ids(input)
+            if a.ndim == 2 and a.shape[0] == 1:
+                a = a[0]
+            ids = self._ids(a)
+        if ids.size == 0:
+            raise ValueError("input: no tokens")
+        return ids
+
+    @staticmethod
+    def _position(position: int, L: int) -> int:
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+            raise TypeError(f"position: an int, got {position!r}")
+        if not -L <= int(position) < L:
+            raise ValueError(f"position {int(position)} is outside the run's {L} tokens")
+        return int(position)
+
+    def _token_id(self, token: Any, what: str) -> int:
+        """A token given as an id or as a text that is one token (no BOS)."""
+        if isinstance(token, (str, bytes)):
+            ids = self.tokenize(token, add_bos=False)
+            if ids.size != 1:
+                raise ValueError(f"{what} {token!r} is {ids.size} tokens, not one: {self.to_str_tokens(ids)}")
+            return int(ids[0])
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+            raise TypeError(f"{what}: a token id or a text that is one token, got {token!r}")
+        if not 0 <= int(token) < self.config["vocab"]:
+            raise ValueError(f"{what} {int(token)} is outside the vocabulary [0, {self.config['vocab']})")
+        return int(token)
+
+    def logit_lens(self, input: Any, position: int = -1, *, prepend_bos: Optional[bool] = None) -> np.ndarray:
+        """The logit lens (nostalgebraist 2020) at one position of one text
+        or id sequence: the residual stream read as if each layer were the
+        last, through the final RMSNorm (each row's own scale) and W_U, with
+        the forward's own kernels (attn_model_logit_lens).  float32
+        [n_layers + 1, vocab]: row 0 the embeddings, row l + 1 the stream
+        after layer l; the last row is the model's logits there.  position:
+        negative counts from the end.  `attn model trace --logit-lens`
+        prints the same."""
+        ids = self._one_sequence(input, prepend_bos)
+        pos = self._position(position, ids.size)
+        c = self.config
+        logits = np.empty((c["n_layers"] + 1, c["vocab"]), dtype=np.float32)
+        _core.model_logit_lens(self._handle, ids, pos, logits)
+        return logits
+
+    def logit_attribution(self, input: Any, token: Union[int, str], wrong: Union[int, str, None] = None,
+                          position: int = -1, *, prepend_bos: Optional[bool] = None) -> Dict[str, Any]:
+        """Direct logit attribution at one position of one text or id
+        sequence (attn_model_logit_attribution): each component's share of
+        logit[token] - logit[wrong] (wrong None: of logit[token] alone), the
+        component dotted with the final norm's weight times W_U's column,
+        the final norm's scale frozen at the final stream's (TransformerLens's
+        logit_attrs over decompose_resid).  token and wrong: ids, or texts
+        that are one token.  A dict of float64:
+
+            embed   float         the embeddings' share
+            attn    [n_layers]    each layer's hook_attn_out
+            mlp     [n_layers]    each layer's hook_mlp_out
+            heads   [n_layers, n_heads]  each head's z_h . W_O^h (on Gemma 3
+                                  through post_attention_norm, its scale frozen)
+
+        embed + attn.sum() + mlp.sum() is the logit (difference), and each
+        layer's heads add up to its attn, up to rounding.  `attn model trace
+        --logit-attribution` prints the same."""
+        ids = self._one_sequence(input, prepend_bos)
+        pos = self._position(position, ids.size)
+        answer = self._token_id(token, "token")
+        other = -1 if wrong is None else self._token_id(wrong, "wrong")
+        N, H = self.config["n_layers"], self.config["n_heads"]
+        attn = np.empty(N, dtype=np.float64)
+        mlp = np.empty(N, dtype=np.float64)
+        heads = np.empty((N, H), dtype=np.float64)
+        embed = _core.model_logit_attribution(self._handle, ids, pos, answer, other, attn, mlp, heads)
+        return {"embed": float(embed), "attn": attn, "mlp": mlp, "heads": heads}
 
     def weights_not_explanation(self, input: Any, layer: int, *, position: int = -1, tolerance: float = 1e-3,
                                 exact_limit: int = 0, starts: int = 0) -> List[Dict[str, Any]]:

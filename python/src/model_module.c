@@ -1,7 +1,9 @@
 /*
  * model_module.c — attn._core's model functions: a GGUF model opened once
- * (its tokenizer and its float32 decoder, libattn_model), tokenizing, and
- * the decoder's forward into buffers Python allocated.  Private: attn.Model
+ * (its tokenizer and its float32 decoder, libattn_model), tokenizing, the
+ * decoder's forward and backward into buffers Python allocated (one helper,
+ * forward_args_fill, reads both's arguments), and the logit lens and direct
+ * logit attribution (attn_model_interp.h).  Private: attn.Model
  * (python/attn/_model.py) is the API.
  *
  * Shape legend (attn_decoder.h): L tokens, N layers, d d_model, Hq query
@@ -451,6 +453,105 @@ static int check_signals_hook(void *user, int64_t layer, const float *hidden, in
     return check->interrupted ? 1 : 0;
 }
 
+/* What a forward (or the forward a backward makes) is given from Python:
+ * the views of its buffers and the decoder outputs that point into them.
+ * forward_args_fill fills *a (which must stay where it is until released:
+ * out.hook_user points at a->check), forward_args_release drops the views. */
+typedef struct forward_args {
+    Py_buffer ids, logits, hidden;
+    Py_buffer *attention;       /* [N] views, NULL when no attention was asked for */
+    float **attention_ptrs;     /* [N], NULL entries where a layer was not asked for */
+    Py_ssize_t n_attention;     /* views held in attention[] */
+    bool have_ids, have_logits, have_hidden;
+    Py_ssize_t L;               /* the tokens */
+    interrupt_check check;
+    attn_decoder_outputs out;
+} forward_args;
+
+static void forward_args_release(forward_args *a) {
+    if (a->have_ids) PyBuffer_Release(&a->ids);
+    if (a->have_logits) PyBuffer_Release(&a->logits);
+    if (a->have_hidden) PyBuffer_Release(&a->hidden);
+    for (Py_ssize_t l = 0; a->attention && l < a->n_attention; l++)
+        if (a->attention_ptrs[l]) PyBuffer_Release(&a->attention[l]);
+    free(a->attention);
+    free(a->attention_ptrs);
+}
+
+/* ids int32 [L]; logits float32 [L or 1 (last_only), V], writable; hidden
+ * float32 [N + 1, L, d] or None; attention None or N entries, each None or
+ * float32 [Hq, L, L]; callback None or the tensor hook, at the points whose
+ * bits are set.  what names the call in the message about no tokens
+ * ("forward", "backward").  -1 with the exception set (call
+ * forward_args_release either way). */
+static int forward_args_fill(forward_args *a, const attn_decoder_config *c, const char *what, PyObject *ids_obj,
+                             PyObject *logits_obj, bool last_only, PyObject *hidden_obj, PyObject *attention_obj,
+                             PyObject *callback, unsigned long points) {
+    const Py_ssize_t N = (Py_ssize_t)c->n_layers;
+    *a = (forward_args){.out = ATTN_DECODER_OUTPUTS_INIT, .check = {false, callback, false}};
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "tensor hook: a callable or None");
+        return -1;
+    }
+    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &a->ids) != 0) return -1;
+    a->have_ids = true;
+    a->L = a->ids.len / 4;
+    if (a->L < 1) {
+        PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "ids: no tokens (a %s needs at least one)", what);
+        return -1;
+    }
+    if (contiguous_arg(logits_obj, "logits", true, 4, (last_only ? 1 : a->L) * (Py_ssize_t)c->vocab, &a->logits) != 0)
+        return -1;
+    a->have_logits = true;
+    if (hidden_obj != Py_None) {
+        if (contiguous_arg(hidden_obj, "hidden", true, 4, (N + 1) * a->L * (Py_ssize_t)c->d_model, &a->hidden) != 0)
+            return -1;
+        a->have_hidden = true;
+    }
+    if (attention_obj != Py_None) {
+        PyObject *seq = PySequence_Fast(attention_obj, "attention: a sequence of N buffers or None");
+        if (!seq) return -1;
+        int rc = 0;
+        if (PySequence_Fast_GET_SIZE(seq) != N) {
+            PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "attention: %zd entries for %zd layers",
+                         PySequence_Fast_GET_SIZE(seq), N);
+            rc = -1;
+        } else {
+            a->attention = calloc((size_t)N, sizeof *a->attention);
+            a->attention_ptrs = calloc((size_t)N, sizeof *a->attention_ptrs);
+            if (!a->attention || !a->attention_ptrs) {
+                PyErr_NoMemory();
+                rc = -1;
+            }
+        }
+        for (Py_ssize_t l = 0; rc == 0 && l < N; l++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(seq, l);
+            if (item == Py_None) continue;
+            if (contiguous_arg(item, "attention[layer]", true, 4, (Py_ssize_t)c->n_heads * a->L * a->L,
+                               &a->attention[l]) != 0) {
+                rc = -1;
+                break;
+            }
+            a->n_attention = l + 1;
+            a->attention_ptrs[l] = a->attention[l].buf;
+        }
+        Py_DECREF(seq);
+        if (rc) return -1;
+    }
+    a->out.logits = a->logits.buf;
+    a->out.last_only = last_only;
+    a->out.hidden = a->have_hidden ? a->hidden.buf : NULL;
+    a->out.attention = a->attention_ptrs;
+    a->out.hook = check_signals_hook;
+    a->out.hook_user = &a->check;
+    if (callback != Py_None && points) {
+        a->out.tensor_hook = tensor_hook;
+        a->out.tensor_hook_user = &a->check;
+        a->out.tensor_hook_points = (uint32_t)points & ATTN_DECODER_HOOK_ALL;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(model_forward_doc,
              "model_forward(handle, ids, logits, hidden, attention, last_only, kernel, hook=None, points=0)\n"
              "    -> None\n--\n\n"
@@ -468,99 +569,27 @@ static PyObject *model_forward(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOpi|Ok", &capsule, &ids_obj, &logits_obj, &hidden_obj, &attention_obj,
                           &last_only, &kernel, &callback, &points))
         return NULL;
-    if (callback != Py_None && !PyCallable_Check(callback)) {
-        PyErr_SetString(PyExc_TypeError, "tensor hook: a callable or None");
-        return NULL;
-    }
     model_handle *h = handle_of(capsule);
     if (!h) return NULL;
-    const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
-    const Py_ssize_t N = (Py_ssize_t)c->n_layers;
-
     PyObject *result = NULL;
-    Py_buffer ids = {0}, logits = {0}, hidden = {0};
-    Py_buffer *attention = NULL;
-    float **attention_ptrs = NULL;
-    bool have_ids = false, have_logits = false, have_hidden = false;
-    Py_ssize_t n_attention = 0; /* views held in attention[] */
-
-    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) goto done;
-    have_ids = true;
-    const Py_ssize_t L = ids.len / 4;
-    if (L < 1) {
-        PyErr_SetString(class_for_status(ATTN_ERR_SHAPE), "ids: no tokens (a forward needs at least one)");
+    forward_args a;
+    if (forward_args_fill(&a, attn_decoder_get_config(h->decoder), "forward", ids_obj, logits_obj, last_only,
+                          hidden_obj, attention_obj, callback, points) != 0)
         goto done;
-    }
-    if (contiguous_arg(logits_obj, "logits", true, 4, (last_only ? 1 : L) * (Py_ssize_t)c->vocab, &logits) != 0)
-        goto done;
-    have_logits = true;
-    if (hidden_obj != Py_None) {
-        if (contiguous_arg(hidden_obj, "hidden", true, 4, (N + 1) * L * (Py_ssize_t)c->d_model, &hidden) != 0)
-            goto done;
-        have_hidden = true;
-    }
-    if (attention_obj != Py_None) {
-        PyObject *seq = PySequence_Fast(attention_obj, "attention: a sequence of N buffers or None");
-        if (!seq) goto done;
-        if (PySequence_Fast_GET_SIZE(seq) != N) {
-            PyErr_Format(class_for_status(ATTN_ERR_SHAPE), "attention: %zd entries for %zd layers",
-                         PySequence_Fast_GET_SIZE(seq), N);
-            Py_DECREF(seq);
-            goto done;
-        }
-        attention = calloc((size_t)N, sizeof *attention);
-        attention_ptrs = calloc((size_t)N, sizeof *attention_ptrs);
-        if (!attention || !attention_ptrs) {
-            PyErr_NoMemory();
-            Py_DECREF(seq);
-            goto done;
-        }
-        for (Py_ssize_t l = 0; l < N; l++) {
-            PyObject *item = PySequence_Fast_GET_ITEM(seq, l);
-            if (item == Py_None) continue;
-            if (contiguous_arg(item, "attention[layer]", true, 4, (Py_ssize_t)c->n_heads * L * L, &attention[l]) != 0) {
-                Py_DECREF(seq);
-                goto done;
-            }
-            n_attention = l + 1;
-            attention_ptrs[l] = attention[l].buf;
-        }
-        Py_DECREF(seq);
-    }
-
-    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
-    out.logits = logits.buf;
-    out.last_only = last_only;
-    out.hidden = have_hidden ? hidden.buf : NULL;
-    out.attention = attention_ptrs;
-    out.kernel = (attn_kernel)kernel;
-    interrupt_check check = {false, callback, false};
-    out.hook = check_signals_hook;
-    out.hook_user = &check;
-    if (callback != Py_None && points) {
-        out.tensor_hook = tensor_hook;
-        out.tensor_hook_user = &check;
-        out.tensor_hook_points = (uint32_t)points & ATTN_DECODER_HOOK_ALL;
-    }
+    a.out.kernel = (attn_kernel)kernel;
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = attn_decoder_forward(h->decoder, ids.buf, (int64_t)L, &out);
+    st = attn_decoder_forward(h->decoder, a.ids.buf, (int64_t)a.L, &a.out);
     Py_END_ALLOW_THREADS
     /* KeyboardInterrupt (or the handler's exception), or the hook's, is set */
-    if (check.interrupted || check.hook_failed) goto done;
+    if (a.check.interrupted || a.check.hook_failed) goto done;
     if (st != ATTN_OK) {
         raise_status(st, NULL);
         goto done;
     }
     result = Py_NewRef(Py_None);
 done:
-    if (have_ids) PyBuffer_Release(&ids);
-    if (have_logits) PyBuffer_Release(&logits);
-    if (have_hidden) PyBuffer_Release(&hidden);
-    for (Py_ssize_t l = 0; attention && l < n_attention; l++)
-        if (attention_ptrs[l]) PyBuffer_Release(&attention[l]);
-    free(attention);
-    free(attention_ptrs);
+    forward_args_release(&a);
     return result;
 }
 
@@ -588,33 +617,18 @@ static PyObject *model_backward(PyObject *self, PyObject *args) {
     if (!h) return NULL;
     const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
     PyObject *result = NULL;
-    Py_buffer ids = {0}, dlogits = {0}, logits = {0}, d_embed = {0};
-    bool have_ids = false, have_dlogits = false, have_logits = false, have_d_embed = false;
-    if (contiguous_arg(ids_obj, "ids", false, 4, -1, &ids) != 0) goto done;
-    have_ids = true;
-    const Py_ssize_t L = ids.len / 4;
-    if (L < 1) {
-        PyErr_SetString(class_for_status(ATTN_ERR_SHAPE), "ids: no tokens (a backward needs at least one)");
+    Py_buffer dlogits = {0}, d_embed = {0};
+    bool have_dlogits = false, have_d_embed = false;
+    forward_args a;
+    if (forward_args_fill(&a, c, "backward", ids_obj, logits_obj, false, Py_None, Py_None, callback, points) != 0)
         goto done;
-    }
-    if (contiguous_arg(dlogits_obj, "dlogits", false, 4, L * (Py_ssize_t)c->vocab, &dlogits) != 0) goto done;
+    if (contiguous_arg(dlogits_obj, "dlogits", false, 4, a.L * (Py_ssize_t)c->vocab, &dlogits) != 0) goto done;
     have_dlogits = true;
-    if (contiguous_arg(logits_obj, "logits", true, 4, L * (Py_ssize_t)c->vocab, &logits) != 0) goto done;
-    have_logits = true;
     if (d_embed_obj != Py_None) {
-        if (contiguous_arg(d_embed_obj, "d_embed", true, 4, L * (Py_ssize_t)c->d_model, &d_embed) != 0) goto done;
+        if (contiguous_arg(d_embed_obj, "d_embed", true, 4, a.L * (Py_ssize_t)c->d_model, &d_embed) != 0) goto done;
         have_d_embed = true;
     }
-    interrupt_check check = {false, callback, false}, grad_check = {false, grad_callback, false};
-    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
-    out.logits = logits.buf;
-    out.hook = check_signals_hook;
-    out.hook_user = &check;
-    if (callback != Py_None && points) {
-        out.tensor_hook = tensor_hook;
-        out.tensor_hook_user = &check;
-        out.tensor_hook_points = (uint32_t)points & ATTN_DECODER_HOOK_ALL;
-    }
+    interrupt_check grad_check = {false, grad_callback, false};
     attn_decoder_backward_options opt = ATTN_DECODER_BACKWARD_OPTIONS_INIT;
     opt.dlogits = dlogits.buf;
     opt.d_embed = have_d_embed ? d_embed.buf : NULL;
@@ -625,19 +639,116 @@ static PyObject *model_backward(PyObject *self, PyObject *args) {
     }
     attn_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = attn_decoder_backward(h->decoder, ids.buf, (int64_t)L, &out, &opt);
+    st = attn_decoder_backward(h->decoder, a.ids.buf, (int64_t)a.L, &a.out, &opt);
     Py_END_ALLOW_THREADS
-    if (check.interrupted || check.hook_failed || grad_check.hook_failed) goto done;
+    if (a.check.interrupted || a.check.hook_failed || grad_check.hook_failed) goto done;
     if (st != ATTN_OK) {
         raise_status(st, NULL);
         goto done;
     }
     result = Py_NewRef(Py_None);
 done:
-    if (have_ids) PyBuffer_Release(&ids);
+    forward_args_release(&a);
     if (have_dlogits) PyBuffer_Release(&dlogits);
-    if (have_logits) PyBuffer_Release(&logits);
     if (have_d_embed) PyBuffer_Release(&d_embed);
+    return result;
+}
+
+/* ------------------------------------------ the logit lens and attribution */
+
+/* The ids of a lens or attribution call and the position, checked here so
+ * that the message names Python's argument; -1 with the exception set. */
+static int ids_and_position(PyObject *ids_obj, long long position, Py_buffer *ids, int64_t *pos) {
+    if (contiguous_arg(ids_obj, "ids", false, 4, -1, ids) != 0) return -1;
+    const long long L = (long long)(ids->len / 4);
+    if (L < 1 || position < -L || position >= L) {
+        PyErr_Format(class_for_status(ATTN_ERR_INVALID_ARGUMENT), "position %lld is outside the run's %lld tokens",
+                     position, L);
+        PyBuffer_Release(ids);
+        return -1;
+    }
+    *pos = position;
+    return 0;
+}
+
+PyDoc_STRVAR(model_logit_lens_doc,
+             "model_logit_lens(handle, ids, position: int, logits) -> None\n--\n\n"
+             "attn_model_logit_lens (the GIL released); private (attn.Model.logit_lens is the API).\n"
+             "ids int32 [L]; position in [-L, L); logits float32 [N + 1, V], written: row 0 the\n"
+             "embeddings, row l + 1 the stream after layer l, each through the final norm and W_U.");
+
+static PyObject *model_logit_lens(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj, *logits_obj;
+    long long position;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLO", &capsule, &ids_obj, &position, &logits_obj)) return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
+    Py_buffer ids, logits;
+    int64_t pos;
+    if (ids_and_position(ids_obj, position, &ids, &pos) != 0) return NULL;
+    if (contiguous_arg(logits_obj, "logits", true, 4, (Py_ssize_t)((c->n_layers + 1) * c->vocab), &logits) != 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_model_logit_lens(h->decoder, ids.buf, (int64_t)(ids.len / 4), pos, logits.buf);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&logits);
+    if (st != ATTN_OK) {
+        raise_status(st, NULL);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(model_logit_attribution_doc,
+             "model_logit_attribution(handle, ids, position: int, token: int, other: int, attn, mlp,\n"
+             "                        heads) -> float\n--\n\n"
+             "attn_model_logit_attribution (the GIL released); private (attn.Model.logit_attribution\n"
+             "is the API).  other -1: token's logit alone.  attn, mlp float64 [N], written; heads\n"
+             "float64 [N, Hq], written, or None.  Returns the embeddings' share.");
+
+static PyObject *model_logit_attribution(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ids_obj, *attn_obj, *mlp_obj, *heads_obj;
+    long long position, token, other;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLLLOOO", &capsule, &ids_obj, &position, &token, &other, &attn_obj, &mlp_obj,
+                          &heads_obj))
+        return NULL;
+    model_handle *h = handle_of(capsule);
+    if (!h) return NULL;
+    const attn_decoder_config *c = attn_decoder_get_config(h->decoder);
+    const Py_ssize_t N = (Py_ssize_t)c->n_layers;
+    Py_buffer ids, attn = {0}, mlp = {0}, heads = {0};
+    bool have_attn = false, have_mlp = false, have_heads = false;
+    int64_t pos;
+    PyObject *result = NULL;
+    if (ids_and_position(ids_obj, position, &ids, &pos) != 0) return NULL;
+    if (contiguous_arg(attn_obj, "attn", true, 8, N, &attn) != 0) goto done;
+    have_attn = true;
+    if (contiguous_arg(mlp_obj, "mlp", true, 8, N, &mlp) != 0) goto done;
+    have_mlp = true;
+    if (heads_obj != Py_None) {
+        if (contiguous_arg(heads_obj, "heads", true, 8, N * (Py_ssize_t)c->n_heads, &heads) != 0) goto done;
+        have_heads = true;
+    }
+    double embed = 0;
+    attn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = attn_model_logit_attribution(h->decoder, ids.buf, (int64_t)(ids.len / 4), pos, (int64_t)token,
+                                      (int64_t)other, &embed, attn.buf, mlp.buf, have_heads ? heads.buf : NULL);
+    Py_END_ALLOW_THREADS
+    if (st != ATTN_OK) raise_status(st, NULL);
+    else result = PyFloat_FromDouble(embed);
+done:
+    PyBuffer_Release(&ids);
+    if (have_attn) PyBuffer_Release(&attn);
+    if (have_mlp) PyBuffer_Release(&mlp);
+    if (have_heads) PyBuffer_Release(&heads);
     return result;
 }
 
@@ -1002,6 +1113,8 @@ PyMethodDef attn_py_model_methods[] = {
     {"model_weight", model_weight, METH_VARARGS, model_weight_doc},
     {"model_backward", model_backward, METH_VARARGS, model_backward_doc},
     {"model_forward", model_forward, METH_VARARGS, model_forward_doc},
+    {"model_logit_lens", model_logit_lens, METH_VARARGS, model_logit_lens_doc},
+    {"model_logit_attribution", model_logit_attribution, METH_VARARGS, model_logit_attribution_doc},
     {"model_end_ids", model_end_ids, METH_VARARGS, model_end_ids_doc},
     {"model_chat_prompt", model_chat_prompt, METH_VARARGS, model_chat_prompt_doc},
     {"sampler_accept", sampler_accept, METH_VARARGS, sampler_accept_doc},

@@ -144,6 +144,99 @@ def test_attribution_patching_against_real_patching(plain_build_only):
     assert np.corrcoef(real, linear)[0, 1] > 0.5
 
 
+def test_attribution_patching_at_aligned_positions():
+    """positions= against the same estimate written out from the two
+    caches: runs of 7 and 11 tokens compared at [-1, 0, 2] (the last of
+    each, then indices in both); between runs of one length the pattern is
+    taken at positions on both axes; the errors name what is wrong."""
+    path = FIXTURES / "qwen2"
+    m = attn.Model(path)
+    a, b = np.load(path / "ref" / "a_ids.npy"), np.load(path / "ref" / "b_ids.npy")
+    assert (a.size, b.size) == (7, 11)
+    names = ["blocks.*.hook_resid_pre", "blocks.1.attn.hook_z"]
+    got = m.attribution_patching(a, b, names_filter=names, positions=[-1, 0, 2])
+    _, clean = m.run_with_cache(a, names_filter=names, incl_bwd=True)
+    _, corrupt = m.run_with_cache(b, names_filter=names)
+    at_a, at_b = [6, 0, 2], [10, 0, 2]
+    assert set(got) == {n for n in clean if not n.endswith("_grad")}
+    for name, value in got.items():
+        c = clean[name][:, at_a].astype(np.float64)
+        want = ((corrupt[name][:, at_b] - c) * clean[name + "_grad"][:, at_a]).sum(-1)
+        assert value.shape == ((1, 3) if name.endswith("resid_pre") else (1, 3, m.cfg.n_heads))
+        np.testing.assert_allclose(value, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=name)
+    changed = a.copy()
+    changed[3] = 42
+    pattern = "blocks.1.attn.hook_pattern"
+    whole = m.attribution_patching(a, changed, names_filter=pattern)[pattern]
+    picked = m.attribution_patching(a, changed, names_filter=pattern, positions=[-1, 4])[pattern]
+    np.testing.assert_array_equal(picked, whole[:, :, [6, 4]][:, :, :, [6, 4]])
+    with pytest.raises(ValueError, match="hook_pattern: .* need runs of one length"):
+        m.attribution_patching(a, b, names_filter=pattern, positions=[-1])
+    with pytest.raises(ValueError, match="the runs need the same tokens count, or positions="):
+        m.attribution_patching(a, b, names_filter=names)
+    with pytest.raises(ValueError, match="positions: 8 is outside the clean run's 7 tokens"):
+        m.attribution_patching(a, b, names_filter=names, positions=[8])
+    with pytest.raises(ValueError, match="positions: -8 is outside the corrupted run's 7 tokens"):
+        m.attribution_patching(b, a, names_filter=names, positions=[-8])
+    with pytest.raises(TypeError, match="positions: a non-empty list of ints"):
+        m.attribution_patching(a, b, names_filter=names, positions=-1)
+
+
+def test_attribution_patching_between_the_chapters_sentences(plain_build_only):
+    """The chapter's two sentences on the real Qwen2.5, of different lengths
+    and both ending in 苹果: metric logit(公司) - logit(，) at the last
+    position (，: the clean run's top-1; 公司: the corrupted run's top token
+    other than it), the stream into each layer at -1 (positions=[-1])
+    against really patching that one row (what `attn model trace --patch
+    'blocks.*.hook_resid_pre@-1' --sweep-layers --answer 公司` prints,
+    docs/model-trace.md).  What the linear approximation guarantees: the
+    central difference of a +-1% patch is the estimate within 1%, and an
+    unchanged row (layer 0: 苹果's embedding, the same token) gives 0 both
+    ways.  At full strength (figures printed, docs/interpretability.md
+    quotes them): the same sign at every layer, correlated across layers."""
+    m = model("qwen2")
+    clean, corrupt = "我吃了一个苹果", "这台电脑来自苹果"
+    a, b = m.tokenize(clean), m.tokenize(corrupt)
+    assert a.size != b.size and a[-1] == b[-1] == m.to_single_token("苹果")
+    clean_last, corrupt_last = m.forward(clean).logits[-1], m.forward(corrupt).logits[-1]
+    wrong = int(np.argmax(clean_last))
+    answer = int(next(t for t in np.argsort(-corrupt_last) if t != wrong))
+    assert (m.detokenize([wrong]), m.detokenize([answer])) == ("，", "公司")
+    metric = lambda logits: logits[0, -1, answer] - logits[0, -1, wrong]
+    estimate = m.attribution_patching(clean, corrupt, metric, names_filter="blocks.*.hook_resid_pre",
+                                      positions=[-1])
+    _, clean_cache = m.run_with_cache(clean, names_filter="blocks.*.hook_resid_pre")
+    _, corrupt_cache = m.run_with_cache(corrupt, names_filter="blocks.*.hook_resid_pre")
+    base = float(clean_last[answer] - clean_last[wrong])
+
+    def patched_metric(name, alpha):
+        def patch(x, hook):
+            x[0, -1] = clean_cache[name][0, -1] + alpha * (corrupt_cache[name][0, -1] - clean_cache[name][0, -1])
+            return x
+
+        out = m.run_with_hooks(clean, fwd_hooks=[(name, patch)], last_only=True)[0]
+        return float(out[-1, answer] - out[-1, wrong]) - base
+
+    N = m.cfg.n_layers
+    real, linear = np.zeros(N), np.zeros(N)
+    for l in range(N):
+        name = f"blocks.{l}.hook_resid_pre"
+        assert estimate[name].shape == (1, 1)
+        real[l], linear[l] = patched_metric(name, 1.0), estimate[name][0, 0]
+    correlation = np.corrcoef(real, linear)[0, 1]
+    agree = int(np.sum(np.sign(real) == np.sign(linear)))
+    print(f"metric logit(公司) - logit(，) = {base:.4f}; change per layer 0 .. {N - 1}:",
+          "\nreal patching:", np.round(real, 3), "\nattribution:  ", np.round(linear, 3),
+          f"\ncorrelation {correlation:.3f}, same sign at {agree} of {N} layers")
+    assert real[0] == 0 and linear[0] == 0
+    for l in (1, N // 2, N - 1):
+        name = f"blocks.{l}.hook_resid_pre"
+        small = (patched_metric(name, 1e-2) - patched_metric(name, -1e-2)) / 2e-2  # central: O(alpha^2) error
+        assert abs(small - linear[l]) <= 0.01 * abs(linear[l]), (l, small, linear[l])
+    assert agree == N
+    assert correlation > 0.4
+
+
 def test_weights_not_an_explanation_on_every_head():
     """Every head of a Gemma 3 layer, the last query of the chapter's
     sentence: each row found is a distribution over the visible keys (non-
