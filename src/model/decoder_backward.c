@@ -161,6 +161,20 @@ static attn_status linear_backward(const decoder_weight *w, const float *dy, int
     return ATTN_OK;
 }
 
+/* Gemma's post-attention and post-FFN norms: a sublayer's output is
+ * RMSNorm(input . proj^T).  dy [L, d], the gradient of the norm's output,
+ * becomes that of the projection's output; the projection is recomputed
+ * into raw [L, d] (the forward does not keep it), scratch [L, d]. */
+static attn_status post_norm_backward(const attn_decoder *m, const float *input, int64_t L, const decoder_weight *proj,
+                                      const float *norm, float *raw, float *dy, float *scratch) {
+    const int64_t d = m->cfg.d_model;
+    const attn_status st = attn__decoder_matmul(m, input, L, proj, NULL, raw);
+    if (st) return st;
+    rmsnorm_backward(raw, L, d, norm, m->cfg.rms_eps, dy, scratch, 0, NULL);
+    memcpy(dy, scratch, (size_t)(L * d) * sizeof(float));
+    return ATTN_OK;
+}
+
 /* The gate's derivative: (act(g), act'(g)) for SiLU or tanh-GELU. */
 static void gate_and_slope(attn_decoder_activation act, double g, double *value, double *slope) {
     if (act == ATTN_DECODER_SWIGLU) {
@@ -215,11 +229,8 @@ static attn_status layer_backward(const attn_decoder *m, int64_t l, const layer_
     /* The FFN: mlp_out's gradient is the stream's. */
     memcpy(b_d, dx, (size_t)(L * d) * sizeof(float));
     if ((st = show(opt, ATTN_DECODER_HOOK_MLP_OUT, l, b_d, 2, L, d, 0))) goto done;
-    if (w->post_ffn_norm) {
-        if ((st = attn__decoder_matmul(m, r->a, L, &w->w_down, NULL, raw))) goto done;
-        rmsnorm_backward(raw, L, d, w->post_ffn_norm, c->rms_eps, b_d, b_d2, 0, NULL);
-        memcpy(b_d, b_d2, (size_t)(L * d) * sizeof(float));
-    }
+    if (w->post_ffn_norm && (st = post_norm_backward(m, r->a, L, &w->w_down, w->post_ffn_norm, raw, b_d, b_d2)))
+        goto done;
     if ((st = linear_backward(&w->w_down, b_d, L, b_f, 0)) ||
         (st = show(opt, ATTN_DECODER_HOOK_MLP_POST, l, b_f, 2, L, F, 0)))
         goto done;
@@ -242,11 +253,8 @@ static attn_status layer_backward(const attn_decoder *m, int64_t l, const layer_
     /* Attention: attn_out's gradient is the stream's. */
     memcpy(b_d, dx, (size_t)(L * d) * sizeof(float));
     if ((st = show(opt, ATTN_DECODER_HOOK_ATTN_OUT, l, b_d, 2, L, d, 0))) goto done;
-    if (w->post_attn_norm) {
-        if ((st = attn__decoder_matmul(m, r->z, L, &w->wo, NULL, raw))) goto done;
-        rmsnorm_backward(raw, L, d, w->post_attn_norm, c->rms_eps, b_d, b_d2, 0, NULL);
-        memcpy(b_d, b_d2, (size_t)(L * d) * sizeof(float));
-    }
+    if (w->post_attn_norm && (st = post_norm_backward(m, r->z, L, &w->wo, w->post_attn_norm, raw, b_d, b_d2)))
+        goto done;
     if (big) {
         for (int64_t t = 0; t < L; t++)
             for (int64_t h = 0; h < Hq; h++) memcpy(big + (t * Hq + h) * d, b_d + t * d, (size_t)d * sizeof(float));
