@@ -36,9 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CACHES = 4 };
-static const attn_dtype cache_dtype[CACHES] = {ATTN_F32, ATTN_BF16, ATTN_Q8_0, ATTN_FP8_E4M3};
-static const char *const cache_name[CACHES] = {"f32", "bf16", "q8_0", "fp8"};
+/* The caches compared: K's dtype, V's (0: K's).  The last keeps the keys
+ * at 16 bits and stores the values at 8 (--kv-cache bf16:q8_0). */
+enum { CACHES = 5 };
+static const attn_dtype cache_dtype[CACHES] = {ATTN_F32, ATTN_BF16, ATTN_Q8_0, ATTN_FP8_E4M3, ATTN_BF16};
+static const attn_dtype cache_value_dtype[CACHES] = {0, 0, 0, 0, ATTN_Q8_0};
+static const char *const cache_name[CACHES] = {"f32", "bf16", "q8_0", "fp8", "bf16:q8_0"};
 
 static void die(const char *what) {
     fprintf(stderr, "kv8_accuracy: %s: %s\n", what, attn_last_error());
@@ -190,6 +193,7 @@ int main(int argc, char **argv) {
         attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
         so.capacity = cap;
         so.kv_dtype = cache_dtype[t];
+        so.kv_value_dtype = cache_value_dtype[t];
         if (attn_decoder_session_new(m, &so, &s[t])) die("session");
     }
     float *logits[CACHES];

@@ -12,6 +12,7 @@
  *   len  rows a sequence holds in a layer (its keys' positions are 0 .. len-1)
  *
  *   append:  k : [1, N, Hkv, D]    v : [1, N, Hkv, Dv]   float32 or the cache's dtype
+ *            (K's dtype for k, V's for v: they may differ, value_dtype)
  *   view:    one segment per run of consecutive rows: k [1, rows, Hkv, D],
  *            v [1, rows, Hkv, Dv], strided views INTO the cache, its dtype
  *   attend:  q : [1, T, Hq, D]  (the queries of all sequences, one after the other)
@@ -124,6 +125,13 @@ typedef struct attn_kv_cache_config {
                              elements)                                        */
     const attn_rope_options *rope; /* rotate keys on append, or NULL; copied
                              (its inv_freq table too) at creation           */
+    attn_dtype value_dtype; /* V's dtype when it is not K's: 0 (ATTN_F32) =
+                             dtype.  Keys with outliers want more bits than
+                             values (llama.cpp's -ctk / -ctv): dtype
+                             ATTN_BF16 with value_dtype ATTN_Q8_0 stores
+                             K at 16 bits and V at 8 (docs/cache.md).  A
+                             float32 V beside narrower keys is the one
+                             mix that cannot be asked for.             */
 } attn_kv_cache_config;
 
 #define ATTN_KV_CACHE_CONFIG_INIT {.struct_size = sizeof(attn_kv_cache_config)}
@@ -151,7 +159,7 @@ ATTN_API attn_status attn_kv_cache_seq_free(attn_kv_cache *cache, int64_t seq);
 
 /* Appends N rows to one layer of a sequence, at positions len .. len+N-1:
  *   k: [1, N, Hkv, D]   v: [1, N, Hkv, Dv]   float32 or the cache's dtype
- *      (each its own), strides allowed (stride[3] = 1)
+ *      (each its own: K's for k, V's for v), strides allowed (stride[3] = 1)
  * Keys are rotated first when the cache has RoPE (above).  All or nothing:
  * ATTN_ERR_CAPACITY when the rows do not fit, nothing changed. */
 ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, int64_t seq, int64_t layer,

@@ -544,6 +544,10 @@ typedef struct attn_decoder_session_options {
                                ATTN_Q8_0 / ATTN_FP8_E4M3 (head_dim a multiple
                                of 32; attn_cache.h)                          */
     attn_kernel kernel;     /* attention's kernel, as attn_decoder_outputs'   */
+    attn_dtype kv_value_dtype; /* V's dtype when it is not K's: 0 (ATTN_F32) =
+                               kv_dtype (attn_kv_cache_config.value_dtype):
+                               ATTN_BF16 keys with ATTN_Q8_0 values keep the
+                               keys' outliers (docs/cache.md)             */
 } attn_decoder_session_options;
 
 #define ATTN_DECODER_SESSION_OPTIONS_INIT \
@@ -552,6 +556,9 @@ typedef struct attn_decoder_session_options {
 /* Bytes of KV cache one position costs: N * Hkv * 2 * Dh * element bytes
  * (8-bit: 34 bytes per 32 values). */
 ATTN_API uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype);
+/* The same with K in k_dtype and V in v_dtype (0: k_dtype). */
+ATTN_API uint64_t attn_decoder_kv_bytes_per_token_split(const attn_decoder_config *cfg, attn_dtype k_dtype,
+                                                        attn_dtype v_dtype);
 
 /* A new, empty session over m (which must outlive it): its cache of
  * capacity positions allocated now.  ATTN_ERR_INVALID_ARGUMENT for a bad

@@ -37,7 +37,7 @@ static void chat_help(FILE *out) {
     char architectures[256];
     fprintf(out,
     "usage: attn model chat --model MODEL [--system TEXT] [--messages FILE.json] [--template FILE]\n"
-    "                       [--context N] [--print-prompt] [--kv-dtype " CLI_KV_DTYPES "]\n"
+    "                       [--context N] [--print-prompt] [--kv-dtype " CLI_KV_CACHE_DTYPES "]\n"
     "                       [--allow-beyond-context] [--weights stored|f32] [--precision exact|fast]\n"
     "                       [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n\n"
     "A conversation with an instruct model (%s): the prompt is the\n"
@@ -61,7 +61,8 @@ static void chat_help(FILE *out) {
     "  --context N          positions the KV cache holds for the whole conversation (default %d)\n"
     "  --print-prompt       before each reply, the exact prompt text and its token ids (stdout)\n"
     "  --kv-dtype D         the KV cache's storage: f32 (default), f16 or bf16 (half the memory), q8_0\n"
-    "                       or fp8 (8-bit blocks of 32 with a float16 scale; docs/cache.md)\n"
+    "                       or fp8 (8-bit blocks of 32 with a float16 scale; docs/cache.md); K:V for the\n"
+    "                       keys and the values apart (bf16:q8_0: the keys' outliers kept at 16 bits)\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP "%s",
     cli_model_architectures(architectures, sizeof architectures), CONTEXT_DEFAULT, cli_decoder_help);
     cli_sampling_help(out, MAX_TOKENS_DEFAULT, MAX_TOKENS_MAX);
@@ -83,7 +84,7 @@ static const cli_flag chat_flags[] = {
     {"--template", "FILE", F_TEMPLATE, 0},
     {"--context", "N", F_CONTEXT, 0},
     {"--print-prompt", NULL, F_PRINT_PROMPT, 0},
-    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_CACHE_DTYPES, F_KV_DTYPE, 0},
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
@@ -95,7 +96,7 @@ typedef struct chat_args {
     const char *path, *system, *messages_path, *template_path;
     int64_t context;
     bool print_prompt, allow_beyond_context;
-    attn_dtype kv_dtype;
+    attn_dtype kv_dtype, kv_value_dtype; /* V's 0: K's */
     cli_sampling sampling;
     attn_decoder_options load;
 } chat_args;
@@ -360,6 +361,7 @@ static int chat(const chat_args *a) {
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = a->context;
     so.kv_dtype = a->kv_dtype;
+    so.kv_value_dtype = a->kv_value_dtype;
     c.held = malloc((size_t)a->context * sizeof *c.held);
     c.logits = malloc((size_t)cfg->vocab * sizeof *c.logits);
     if (!c.held || !c.logits) rc = cli_data_error(CMD, "out of memory");
@@ -395,7 +397,7 @@ int cmd_model_chat(int argc, char **argv) {
             if (!cli_parse_int(CMD, args.flag, value, 16, CONTEXT_MAX, &a.context)) return CLI_USAGE_ERROR;
             break;
         case F_KV_DTYPE:
-            if (!cli_parse_kv_dtype(CMD, args.flag, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
+            if (!cli_parse_kv_cache(CMD, args.flag, value, &a.kv_dtype, &a.kv_value_dtype)) return CLI_USAGE_ERROR;
             break;
         default:
             if (!cli_generation_flag(CMD, &args, id, value, MAX_TOKENS_MAX, &a.sampling, &a.load))

@@ -31,7 +31,7 @@ static void generate_help(FILE *out) {
     fprintf(out,
     "usage: attn model generate --model MODEL --text TEXT [--chat [--system TEXT] [--template FILE]]\n"
     "                           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                           [--stop STR]... [--kv-dtype f32|f16|bf16|q8_0|fp8] [--stop-at-eos | --no-stop]\n"
+    "                           [--stop STR]... [--kv-dtype D[:DV]] [--stop-at-eos | --no-stop]\n"
     "                           [--print-prompt] [--allow-beyond-context]\n"
     "                           [--weights stored|f32] [--precision exact|fast]\n\n"
     "Continues TEXT with a model (%s), printing the new text to stdout\n"
@@ -56,7 +56,9 @@ static void generate_help(FILE *out) {
     "  --kv-dtype D         the KV cache's storage: f32 (default; the full forward's logits to\n"
     "                       float rounding), f16 or bf16 (half the memory, rounded once), q8_0\n"
     "                       or fp8 (e4m3): 8-bit blocks of 32 with a float16 scale, 0.27x the\n"
-    "                       memory of f32 (head_dim a multiple of 32; docs/cache.md)\n"
+    "                       memory of f32 (head_dim a multiple of 32; docs/cache.md); K:V gives the\n"
+    "                       keys and the values each their own (llama.cpp's -ctk / -ctv): bf16:q8_0\n"
+    "                       keeps the keys' outliers at 16 bits and stores the values at 8\n"
     "  --kv-cache D         the same as --kv-dtype\n"
     CLI_ALLOW_BEYOND_CONTEXT_HELP
     "%s\n"
@@ -80,8 +82,8 @@ static const cli_flag generate_flags[] = {
     {"--system", "TEXT", F_SYSTEM, 0},
     {"--template", "FILE", F_TEMPLATE, 0},
     {"--print-prompt", NULL, F_PRINT_PROMPT, 0},
-    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
-    {"--kv-cache", CLI_KV_DTYPES, F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_CACHE_DTYPES, F_KV_DTYPE, 0},
+    {"--kv-cache", CLI_KV_CACHE_DTYPES, F_KV_DTYPE, 0},
     {"--allow-beyond-context", NULL, F_BEYOND, 0},
     CLI_FLAGS_END};
 
@@ -95,7 +97,7 @@ typedef struct generate_args {
     const char *path, *text, *system, *template_path;
     bool chat, print_prompt;
     cli_sampling sampling;
-    attn_dtype kv_dtype;
+    attn_dtype kv_dtype, kv_value_dtype; /* V's 0: K's */
     bool allow_beyond_context;
     attn_decoder_options load;
 } generate_args;
@@ -158,6 +160,7 @@ static int generate(const generate_args *a) {
     attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
     so.capacity = (int64_t)n_prompt + a->sampling.max_tokens;
     so.kv_dtype = a->kv_dtype;
+    so.kv_value_dtype = a->kv_value_dtype;
     if (attn_decoder_session_new(m.decoder, &so, &session) ||
         attn_sampler_new(&a->sampling.sampler, c->vocab, &sampler)) {
         rc = cli_data_error(CMD, "%s", attn_last_error());
@@ -173,14 +176,21 @@ static int generate(const generate_args *a) {
     if (rc == CLI_OK && reply.len && reply.text[reply.len - 1] != '\n') fputc('\n', stdout);
     if (rc == CLI_OK && !cli_stdout_ok(CMD)) rc = CLI_DATA_ERROR;
     const double t3 = cli_seconds(), decode_s = t3 - t2;
-    const double kv_mib = (double)so.capacity * (double)attn_decoder_kv_bytes_per_token(c, a->kv_dtype) / 1048576.0;
+    const double kv_mib = (double)so.capacity *
+                          (double)attn_decoder_kv_bytes_per_token_split(c, a->kv_dtype, a->kv_value_dtype) / 1048576.0;
+    char kv_name[64];
+    if (a->kv_value_dtype)
+        snprintf(kv_name, sizeof kv_name, "%s keys, %s values", attn_dtype_name(a->kv_dtype),
+                 attn_dtype_name(a->kv_value_dtype));
+    else
+        snprintf(kv_name, sizeof kv_name, "%s", attn_dtype_name(a->kv_dtype));
     fprintf(stderr,
             "attn %s: %s, loaded in %.2f s (%.0f MiB of weights, %s); KV cache %s, %lld positions, %.1f MiB\n"
             "attn %s: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.2f tokens/s); "
             "%lld generated, stopped by %s\n"
             "attn %s: first token %.3f s after the start; peak memory %.1f MiB\n",
             CMD, c->architecture, m.load_seconds, (double)attn_decoder_weight_bytes(m.decoder) / 1048576.0,
-            a->load.weights == ATTN_WEIGHTS_F32 ? "float32" : "as stored", attn_dtype_name(a->kv_dtype),
+            a->load.weights == ATTN_WEIGHTS_F32 ? "float32" : "as stored", kv_name,
             (long long)so.capacity, kv_mib, CMD, n_prompt, t2 - t1, (double)n_prompt / (t2 - t1),
             (long long)reply.steps, decode_s, reply.steps ? (double)reply.steps / decode_s : 0.0,
             (long long)reply.n_ids, rc ? "an error" : reply.why, CMD, reply.first_at > 0 ? reply.first_at - t0 : 0.0,
@@ -212,7 +222,7 @@ int cmd_model_generate(int argc, char **argv) {
         case F_TEMPLATE: a.template_path = value; break;
         case F_PRINT_PROMPT: a.print_prompt = true; break;
         case F_KV_DTYPE:
-            if (!cli_parse_kv_dtype(CMD, args.flag, value, &a.kv_dtype)) return CLI_USAGE_ERROR;
+            if (!cli_parse_kv_cache(CMD, args.flag, value, &a.kv_dtype, &a.kv_value_dtype)) return CLI_USAGE_ERROR;
             break;
         case F_BEYOND: a.allow_beyond_context = true; break;
         default:

@@ -38,7 +38,7 @@
 static void bench_help(FILE *out) {
     fprintf(out,
     "usage: attn model bench --model FILE.gguf [-p P,P,...] [-n N,N,...] [-d D,D,...]\n"
-    "                        [--threads T] [--rounds R] [--kv-dtype f32|f16|bf16|q8_0|fp8] [--seed S]\n"
+    "                        [--threads T] [--rounds R] [--kv-dtype D[:DV]] [--seed S]\n"
     "                        [--no-warmup] [--csv] [--weights stored|f32] [--precision exact|fast]\n\n"
     "Times the decoder as llama.cpp's llama-bench does, in tokens per second, on random token ids:\n"
     "  ppP        prompt processing: one step of P tokens through an empty session\n"
@@ -56,7 +56,8 @@ static void bench_help(FILE *out) {
     "                       OpenMP's default); sets $ATTN_NUM_THREADS for the run\n"
     "  -r, --rounds R       timed runs of each test (default 5)\n"
     "  --kv-dtype D         the KV cache's storage: f32 (default), f16 (llama-bench's default), bf16,\n"
-    "                       q8_0 or fp8 (8-bit blocks of 32 with a float16 scale; docs/cache.md)\n"
+    "                       q8_0 or fp8 (8-bit blocks of 32 with a float16 scale; docs/cache.md);\n"
+    "                       K:V for the keys and the values apart (bf16:q8_0)\n"
     "  --seed S             the token ids' seed, an integer >= 0 (default 0)\n"
     "  --no-warmup          no untimed run before each test's rounds\n"
     "  --csv                one CSV row per test on stdout, after a header:\n"
@@ -86,7 +87,7 @@ static const cli_flag bench_flags[] = {
     {"--threads", "T", F_THREADS, 0},
     {"-r", "R", F_ROUNDS, 0},
     {"--rounds", "R", F_ROUNDS, 0},
-    {"--kv-dtype", CLI_KV_DTYPES, F_KV_DTYPE, 0},
+    {"--kv-dtype", CLI_KV_CACHE_DTYPES, F_KV_DTYPE, 0},
     {"--seed", "S", F_SEED, 0},
     {"--no-warmup", NULL, F_NO_WARMUP, 0},
     {"--csv", NULL, F_CSV, 0},
@@ -104,7 +105,7 @@ typedef struct bench_args {
     const char *path;
     lengths prompt, gen, depth;
     int64_t rounds;
-    attn_dtype kv_dtype;
+    attn_dtype kv_dtype, kv_value_dtype; /* V's 0: K's */
     uint64_t seed;
     bool warmup, csv;
     attn_decoder_options load;
@@ -218,7 +219,11 @@ static void csv_quoted(const char *s) {
     putchar('"');
 }
 
-static const char *dtype_flag_name(attn_dtype d) { return cli_kv_dtype_name(d); }
+/* The cache's flag name ("f16", "bf16:q8_0"), for the table and the CSV. */
+static const char *kv_cache_name(const bench_args *a) {
+    static char buf[32]; /* one command, one thread */
+    return cli_kv_cache_name(a->kv_dtype, a->kv_value_dtype, buf, sizeof buf);
+}
 
 static int bench(const bench_args *a) {
     const double t0 = cli_seconds();
@@ -267,7 +272,7 @@ static int bench(const bench_args *a) {
                " %lld round%s%s\n  loaded in %.2f s (%.1f MiB of weights held), peak RSS %.1f MiB after the load\n\n"
                "%-16s %12s %12s %12s %14s\n",
                a->path, c->architecture, (long long)c->n_layers, (long long)c->d_model, (long long)c->vocab, threads,
-               threads == 1 ? "" : "s", dtype_flag_name(a->kv_dtype), (long long)a->rounds, a->rounds == 1 ? "" : "s",
+               threads == 1 ? "" : "s", kv_cache_name(a), (long long)a->rounds, a->rounds == 1 ? "" : "s",
                a->warmup ? " after a warm-up" : ", no warm-up", load_s,
                (double)attn_decoder_weight_bytes(m) / 1048576.0, load_rss / 1048576.0, "test", "t/s median",
                "min", "max", "peak RSS MiB");
@@ -280,6 +285,7 @@ static int bench(const bench_args *a) {
         attn_decoder_session_options so = ATTN_DECODER_SESSION_OPTIONS_INIT;
         so.capacity = t->depth + t->prompt + t->gen;
         so.kv_dtype = a->kv_dtype;
+        so.kv_value_dtype = a->kv_value_dtype;
         attn_decoder_session *s = NULL;
         attn_status st = attn_decoder_session_new(m, &so, &s);
         double ignored;
@@ -302,7 +308,7 @@ static int bench(const bench_args *a) {
         const double peak = cli_peak_rss_bytes();
         if (a->csv) {
             csv_quoted(a->path);
-            printf(",%s,%d,%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%s,%.3f,%.0f,%.0f\n", c->architecture, threads, dtype_flag_name(a->kv_dtype), name, (long long)t->prompt,
+            printf(",%s,%d,%s,%s,%lld,%lld,%lld,%lld,%.3f,%.3f,%.3f,%s,%.3f,%.0f,%.0f\n", c->architecture, threads, kv_cache_name(a), name, (long long)t->prompt,
                    (long long)t->gen, (long long)t->depth, (long long)a->rounds, median, tps[0], tps[a->rounds - 1],
                    samples, load_s, load_rss, peak);
         } else {
@@ -354,7 +360,7 @@ int cmd_model_bench(int argc, char **argv) {
             if (!cli_parse_int(CMD, args.flag, value, 1, 1000, &a.rounds)) return CLI_USAGE_ERROR;
             break;
         case F_KV_DTYPE:
-            if (!cli_parse_kv_dtype(CMD, "--kv-dtype", value, &a.kv_dtype)) return CLI_USAGE_ERROR;
+            if (!cli_parse_kv_cache(CMD, "--kv-dtype", value, &a.kv_dtype, &a.kv_value_dtype)) return CLI_USAGE_ERROR;
             break;
         case F_SEED:
             if (!cli_parse_int(CMD, args.flag, value, 0, INT64_MAX, &n)) return CLI_USAGE_ERROR;

@@ -303,7 +303,7 @@ static void item_views(const attend_plan *p, const attend_item *it, attn_tensor 
                        problem_pages *pages) {
     const attn_kv_cache *c = p->cache;
     *k = attn_tensor_view(kv_cache_k_row(c, p->layer, 0, 0), c->dtype, 1, it->keys, c->kv_heads, c->dim);
-    *v = attn_tensor_view(kv_cache_v_row(c, p->layer, 0, 0), c->dtype, 1, it->keys, c->kv_heads, c->dim_v);
+    *v = attn_tensor_view(kv_cache_v_row(c, p->layer, 0, 0), c->v_dtype, 1, it->keys, c->kv_heads, c->dim_v);
     *pages = (problem_pages){c->tables + p->seqs[it->seq_index].id * c->table_len, it->position, c->block_rows,
                              c->block_rows * c->k_row, c->block_rows * c->v_row};
 }

@@ -108,16 +108,22 @@ static attn_status check_config(const attn_kv_cache_config *cfg) {
     if (cfg->value_dim < 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_kv_cache_config.value_dim is %lld: must be >= 0 (0 = head_dim)",
                           (long long)cfg->value_dim);
-    if (cfg->dtype != ATTN_F32 && cfg->dtype != ATTN_F16 && cfg->dtype != ATTN_BF16 && !dtype_is_kv8(cfg->dtype))
-        return attn__fail(ATTN_ERR_UNSUPPORTED,
-                          "attn_kv_cache_config.dtype is %s: a cache stores float32, float16, bfloat16, q8_0 or "
-                          "fp8_e4m3", attn_dtype_name(cfg->dtype));
+    /* K's dtype and width, then V's. */
+    const attn_dtype v_dtype = cfg->value_dtype ? cfg->value_dtype : cfg->dtype;
     const int64_t value_dim = cfg->value_dim ? cfg->value_dim : cfg->head_dim;
-    if (dtype_is_kv8(cfg->dtype) && (cfg->head_dim % KV8_BLOCK || value_dim % KV8_BLOCK))
-        return attn__fail(ATTN_ERR_SHAPE,
-                          "attn_kv_cache_config: a %s cache stores blocks of 32 values of a head's row; head_dim "
-                          "(%lld) and value_dim (%lld) must be multiples of 32 (use a float16 or bfloat16 cache)",
-                          attn_dtype_name(cfg->dtype), (long long)cfg->head_dim, (long long)value_dim);
+    for (int i = 0; i < 2; i++) {
+        const attn_dtype dtype = i ? v_dtype : cfg->dtype;
+        const int64_t width = i ? value_dim : cfg->head_dim;
+        if (dtype != ATTN_F32 && dtype != ATTN_F16 && dtype != ATTN_BF16 && !dtype_is_kv8(dtype))
+            return attn__fail(ATTN_ERR_UNSUPPORTED,
+                              "attn_kv_cache_config.%s is %s: a cache stores float32, float16, bfloat16, q8_0 or "
+                              "fp8_e4m3", i ? "value_dtype" : "dtype", attn_dtype_name(dtype));
+        if (dtype_is_kv8(dtype) && width % KV8_BLOCK)
+            return attn__fail(ATTN_ERR_SHAPE,
+                              "attn_kv_cache_config: a %s %s stores blocks of 32 values of a head's row; %s (%lld) "
+                              "must be a multiple of 32 (use a float16 or bfloat16 cache)",
+                              attn_dtype_name(dtype), i ? "V" : "K", i ? "value_dim" : "head_dim", (long long)width);
+    }
     if (cfg->layout == ATTN_KV_PAGED) {
         if ((st = check_positive(cfg->block_rows, "block_rows")) || (st = check_positive(cfg->num_blocks, "num_blocks")))
             return st;
@@ -151,10 +157,10 @@ static attn_status copy_rope(attn_kv_cache *c, const attn_rope_options *rope) {
 
 /* Bytes of a pool of rows of `row_elements` elements, or 0 on overflow;
  * *row_bytes gets the bytes of one row. */
-static size_t pool_bytes(const attn_kv_cache *c, int64_t row_elements, int64_t *row_bytes) {
+static size_t pool_bytes(const attn_kv_cache *c, attn_dtype dtype, int64_t row_elements, int64_t *row_bytes) {
     int64_t n;
     if (row_elements > INT64_MAX / 4) return 0;
-    *row_bytes = (int64_t)attn_dtype_bytes(c->dtype, row_elements);
+    *row_bytes = (int64_t)attn_dtype_bytes(dtype, row_elements);
     if (mul_overflows(c->layers, c->num_blocks, &n) || mul_overflows(n, c->block_rows, &n) ||
         mul_overflows(n, *row_bytes, &n))
         return 0;
@@ -177,6 +183,7 @@ attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache 
     c->dim = cfg.head_dim;
     c->dim_v = cfg.value_dim ? cfg.value_dim : cfg.head_dim;
     c->dtype = cfg.dtype;
+    c->v_dtype = cfg.value_dtype ? cfg.value_dtype : cfg.dtype;
     c->layout = cfg.layout;
     c->max_seqs = cfg.max_seqs;
     c->capacity = cfg.capacity;
@@ -186,8 +193,8 @@ attn_status attn_kv_cache_new(const attn_kv_cache_config *config, attn_kv_cache 
     c->table_len = paged ? ceil_div(cfg.capacity, cfg.block_rows) : 1;
     size_t k_bytes = 0, v_bytes = 0;
     if (c->num_blocks > INT32_MAX || mul_overflows(c->kv_heads, c->dim, &c->k_row) ||
-        mul_overflows(c->kv_heads, c->dim_v, &c->v_row) || !(k_bytes = pool_bytes(c, c->k_row, &c->k_row_bytes)) ||
-        !(v_bytes = pool_bytes(c, c->v_row, &c->v_row_bytes))) {
+        mul_overflows(c->kv_heads, c->dim_v, &c->v_row) || !(k_bytes = pool_bytes(c, c->dtype, c->k_row, &c->k_row_bytes)) ||
+        !(v_bytes = pool_bytes(c, c->v_dtype, c->v_row, &c->v_row_bytes))) {
         st = attn__fail(ATTN_ERR_OVERFLOW, "attn_kv_cache_new: %lld layers x %lld blocks x %lld rows x %lld heads "
                         "x (%lld + %lld) widths overflow",
                         (long long)c->layers, (long long)c->num_blocks, (long long)c->block_rows,
@@ -342,11 +349,12 @@ attn_status attn_kv_cache_pool(const attn_kv_cache *c, int64_t *free_blocks, int
 static attn_status check_rows(const attn_kv_cache *c, const attn_tensor *t, const char *name, int64_t width,
                               int64_t rows) {
     static const char fn[] = "attn_kv_cache_append";
+    const attn_dtype dtype = name[0] == 'k' ? c->dtype : c->v_dtype;
     if (!t) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
     if (!t->data) return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
-    if (t->dtype != ATTN_F32 && t->dtype != c->dtype)
-        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: %s holds %s; the cache takes float32 or its own dtype, %s", fn,
-                          name, attn_dtype_name(t->dtype), attn_dtype_name(c->dtype));
+    if (t->dtype != ATTN_F32 && t->dtype != dtype)
+        return attn__fail(ATTN_ERR_UNSUPPORTED, "%s: %s holds %s; the cache takes float32 or the dtype it stores %s in, %s",
+                          fn, name, attn_dtype_name(t->dtype), name, attn_dtype_name(dtype));
     if (t->shape[0] != 1 || t->shape[1] != rows || rows <= 0 || t->shape[2] != c->kv_heads || t->shape[3] != width)
         return attn__fail(ATTN_ERR_SHAPE,
                           "%s: %s is [%lld, %lld, %lld, %lld]; it must be [1, N, Hkv, %s] = [1, %lld, %lld, %lld] "
@@ -360,7 +368,7 @@ static attn_status check_rows(const attn_kv_cache *c, const attn_tensor *t, cons
     if (dtype_is_kv8(t->dtype) && (t->stride[1] % KV8_BLOCK || t->stride[2] % KV8_BLOCK))
         return attn__fail(ATTN_ERR_SHAPE, "%s: %s holds %s blocks: its strides must be multiples of 32", fn, name,
                           attn_dtype_name(t->dtype));
-    if (c->dtype == ATTN_Q8_0 && t->dtype == ATTN_F32)
+    if (dtype == ATTN_Q8_0 && t->dtype == ATTN_F32)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t h = 0; h < c->kv_heads; h++) {
                 const float *x = (const float *)t->data + r * t->stride[1] + h * t->stride[2];
@@ -400,13 +408,14 @@ static void store_rows(attn_kv_cache *c, int64_t seq, int64_t layer, int64_t sta
                        bool keys) {
     const int32_t *table = c->tables + seq * c->table_len;
     const int64_t width = keys ? c->dim : c->dim_v;
+    const attn_dtype dtype = keys ? c->dtype : c->v_dtype;
     for (int64_t r = 0; r < t->shape[1]; r++) {
         const int64_t position = start + r, block = table[position / c->block_rows], row = position % c->block_rows;
         unsigned char *dst = keys ? kv_cache_k_row(c, layer, block, row) : kv_cache_v_row(c, layer, block, row);
         for (int64_t h = 0; h < c->kv_heads; h++) {
             const unsigned char *src =
                 (const unsigned char *)t->data + attn_dtype_bytes(t->dtype, r * t->stride[1] + h * t->stride[2]);
-            store_row(dst + attn_dtype_bytes(c->dtype, h * width), c->dtype, src, t->dtype, width, &c->saturated);
+            store_row(dst + attn_dtype_bytes(dtype, h * width), dtype, src, t->dtype, width, &c->saturated);
         }
     }
 }
@@ -524,7 +533,7 @@ attn_status attn_kv_cache_view(const attn_kv_cache *c, int64_t seq, int64_t laye
             attn_kv_segment *s = &segments[n];
             s->position = e * br;
             s->k = attn_tensor_view(kv_cache_k_row(c, layer, table[e], 0), c->dtype, 1, rows, c->kv_heads, c->dim);
-            s->v = attn_tensor_view(kv_cache_v_row(c, layer, table[e], 0), c->dtype, 1, rows, c->kv_heads, c->dim_v);
+            s->v = attn_tensor_view(kv_cache_v_row(c, layer, table[e], 0), c->v_dtype, 1, rows, c->kv_heads, c->dim_v);
         }
         n++;
         e = end;

@@ -3,8 +3,8 @@
  * append, views) shared with its attention (kv_attend.c).
  *
  * Shape legend: Hkv heads, D key width, Dv value width, br rows per block.
- *   k_pool : [layers, num_blocks, br, Hkv, D ]   in the cache's dtype
- *   v_pool : [layers, num_blocks, br, Hkv, Dv]
+ *   k_pool : [layers, num_blocks, br, Hkv, D ]   in K's dtype (dtype)
+ *   v_pool : [layers, num_blocks, br, Hkv, Dv]   in V's (v_dtype)
  *   tables : [max_seqs, table_len]   block ids; entry b of a sequence holds
  *                                    its rows [b * br, (b + 1) * br) in
  *                                    every layer
@@ -23,7 +23,7 @@
 
 struct attn_kv_cache {
     int64_t layers, kv_heads, dim, dim_v;
-    attn_dtype dtype;
+    attn_dtype dtype, v_dtype; /* K's and V's (attn_kv_cache_config.value_dtype) */
     int64_t k_row_bytes, v_row_bytes; /* bytes of one row of all heads (attn_dtype_bytes of k_row, v_row) */
     int64_t saturated;    /* values an 8-bit dtype clamped on append (attn_kv_cache_saturated) */
     attn_kv_layout layout;

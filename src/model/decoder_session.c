@@ -34,12 +34,22 @@ struct attn_decoder_session {
                           across resets, since a position's angles never change */
 };
 
-uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype) {
+/* Bytes of one position's row of one layer's heads (K or V) in dtype. */
+static uint64_t kv_row_bytes(const attn_decoder_config *cfg, attn_dtype dtype) {
+    const bool eight_bit = dtype == ATTN_Q8_0 || dtype == ATTN_FP8_E4M3; /* 34 bytes per 32 values */
+    const uint64_t head = eight_bit ? (uint64_t)cfg->head_dim / 32u * 34u
+                                    : (uint64_t)cfg->head_dim * (dtype == ATTN_F32 ? 4u : 2u);
+    return (uint64_t)cfg->n_kv_heads * head;
+}
+
+uint64_t attn_decoder_kv_bytes_per_token_split(const attn_decoder_config *cfg, attn_dtype k_dtype,
+                                               attn_dtype v_dtype) {
     if (!cfg) return 0;
-    const bool eight_bit = kv_dtype == ATTN_Q8_0 || kv_dtype == ATTN_FP8_E4M3; /* 34 bytes per 32 values */
-    const uint64_t row = eight_bit ? (uint64_t)cfg->head_dim / 32u * 34u
-                                   : (uint64_t)cfg->head_dim * (kv_dtype == ATTN_F32 ? 4u : 2u);
-    return (uint64_t)cfg->n_layers * (uint64_t)cfg->n_kv_heads * 2u * row;
+    return (uint64_t)cfg->n_layers * (kv_row_bytes(cfg, k_dtype) + kv_row_bytes(cfg, v_dtype ? v_dtype : k_dtype));
+}
+
+uint64_t attn_decoder_kv_bytes_per_token(const attn_decoder_config *cfg, attn_dtype kv_dtype) {
+    return attn_decoder_kv_bytes_per_token_split(cfg, kv_dtype, kv_dtype);
 }
 
 attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_session_options *opt_in,
@@ -56,11 +66,13 @@ attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_s
     if (opt->capacity <= 0)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.capacity is %lld: must be > 0",
                           (long long)opt->capacity);
-    if (opt->kv_dtype != ATTN_F32 && opt->kv_dtype != ATTN_F16 && opt->kv_dtype != ATTN_BF16 &&
-        opt->kv_dtype != ATTN_Q8_0 && opt->kv_dtype != ATTN_FP8_E4M3)
-        return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
-                          "attn_decoder_session_new: opt.kv_dtype is %s: float32, float16, bfloat16, q8_0 or fp8_e4m3",
-                          attn_dtype_name(opt->kv_dtype));
+    for (int i = 0; i < 2; i++) {
+        const attn_dtype d = i ? opt->kv_value_dtype : opt->kv_dtype;
+        if (d != ATTN_F32 && d != ATTN_F16 && d != ATTN_BF16 && d != ATTN_Q8_0 && d != ATTN_FP8_E4M3)
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT,
+                              "attn_decoder_session_new: opt.%s is %s: float32, float16, bfloat16, q8_0 or fp8_e4m3",
+                              i ? "kv_value_dtype" : "kv_dtype", attn_dtype_name(d));
+    }
     if (opt->kernel != ATTN_KERNEL_AUTO && opt->kernel != ATTN_KERNEL_REF && opt->kernel != ATTN_KERNEL_FLASH)
         return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attn_decoder_session_new: opt.kernel is %d", (int)opt->kernel);
     const attn_decoder_config *c = &m->cfg;
@@ -71,6 +83,7 @@ attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_s
     kc.kv_heads = c->n_kv_heads;
     kc.head_dim = c->head_dim;
     kc.dtype = opt->kv_dtype;
+    kc.value_dtype = opt->kv_value_dtype;
     kc.layout = ATTN_KV_CONTIGUOUS;
     kc.max_seqs = 1;
     kc.capacity = opt->capacity;
@@ -79,7 +92,9 @@ attn_status attn_decoder_session_new(const attn_decoder *m, const attn_decoder_s
     if (st) {
         st = attn__fail(st, "attn_decoder_session_new: a KV cache of %lld positions (%.1f MiB): %s",
                         (long long)opt->capacity,
-                        (double)opt->capacity * (double)attn_decoder_kv_bytes_per_token(c, opt->kv_dtype) / 1048576.0,
+                        (double)opt->capacity *
+                            (double)attn_decoder_kv_bytes_per_token_split(c, opt->kv_dtype, opt->kv_value_dtype) /
+                            1048576.0,
                         attn_last_error());
         attn_decoder_session_free(s);
         return st;

@@ -371,6 +371,87 @@ static void test_cache(void **state) {
     free(q);
 }
 
+/* bfloat16 rounding of x, to nearest even, written out here (finite x):
+ * what a bf16 cache stores of it. */
+static float bf16_round(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    bits += 0x7FFFu + ((bits >> 16) & 1u);
+    bits &= 0xFFFF0000u;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* Keys and values of their own dtypes (value_dtype): K at bf16, V at q8_0,
+ * as the decoder's --kv-cache bf16:q8_0 stores them.  Each pool holds its
+ * own bytes, the attention reads each in its own dtype (the oracle's keys
+ * rounded to bf16, its values q8_0's), paged = contiguous bit for bit, and
+ * a v given in the keys' dtype is refused by name. */
+static void test_split_dtypes(void **state) {
+    (void)state;
+    test_rng r;
+    test_rng_seed(&r, 9);
+    float *k = test_random_floats(&r, S * HKV * D, 1.0), *v = test_random_floats(&r, S * HKV * DV, 1.0);
+    float *q = test_random_floats(&r, HQ * D, 1.0), *k16 = malloc((size_t)(S * HKV * D) * sizeof(float));
+    for (int64_t i = 0; i < S * HKV * D; i++) k16[i] = bf16_round(k[i]);
+    kv8_tensor vq = kv8_make(v, S, DV, ATTN_Q8_0);
+    float out[2][HQ * DV];
+    for (int paged = 0; paged < 2; paged++) {
+        attn_kv_cache_config cfg = ATTN_KV_CACHE_CONFIG_INIT;
+        cfg.layers = 1;
+        cfg.kv_heads = HKV;
+        cfg.head_dim = D;
+        cfg.value_dim = DV;
+        cfg.dtype = ATTN_BF16;
+        cfg.value_dtype = ATTN_Q8_0;
+        cfg.max_seqs = 1;
+        cfg.capacity = 128;
+        if (paged) cfg.layout = ATTN_KV_PAGED, cfg.block_rows = 16, cfg.num_blocks = 8;
+        attn_kv_cache *c = NULL;
+        assert_ok(attn_kv_cache_new(&cfg, &c));
+        int64_t seq;
+        assert_ok(attn_kv_cache_seq_add(c, &seq));
+        attn_tensor kt = attn_tensor_4d(k, 1, S, HKV, D), vt = attn_tensor_4d(v, 1, S, HKV, DV);
+        assert_ok(attn_kv_cache_append(c, seq, 0, &kt, &vt));
+        attn_kv_segment segs[16];
+        int64_t count = 0;
+        assert_ok(attn_kv_cache_view(c, seq, 0, segs, 16, &count));
+        for (int64_t i = 0; i < count; i++) {
+            assert_int_equal(segs[i].k.dtype, ATTN_BF16);
+            assert_int_equal(segs[i].v.dtype, ATTN_Q8_0);
+            assert_memory_equal(segs[i].v.data, vq.bytes + kv8_offset_bytes(segs[i].position * HKV * DV),
+                                attn_dtype_bytes(ATTN_Q8_0, segs[i].v.shape[1] * HKV * DV));
+        }
+        attn_tensor qt = attn_tensor_4d(q, 1, 1, HQ, D), ot = attn_tensor_4d(out[paged], 1, 1, HQ, DV);
+        assert_ok(attn_kv_cache_attend(c, 0, 1, &seq, NULL, &qt, NULL, &ot, NULL));
+        /* A v in the keys' dtype is not the values' own. */
+        uint16_t half[HKV * DV] = {0};
+        attn_tensor k1 = attn_tensor_4d(k, 1, 1, HKV, D), v16 = attn_tensor_view(half, ATTN_BF16, 1, 1, HKV, DV);
+        assert_refused(attn_kv_cache_append(c, seq, 0, &k1, &v16), ATTN_ERR_UNSUPPORTED, "the dtype it stores v in, q8_0");
+        attn_kv_cache_free(c);
+    }
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    double want[HQ * DV];
+    oracle(q, 1, k16, vq.values, S, false, want);
+    assert_true(max_diff(out[0], want, HQ * DV) <= 2e-5);
+    /* The config's refusals name the side. */
+    attn_kv_cache_config bad = ATTN_KV_CACHE_CONFIG_INIT;
+    bad.layers = bad.kv_heads = bad.max_seqs = 1;
+    bad.head_dim = 48;
+    bad.capacity = 8;
+    bad.dtype = ATTN_BF16;
+    bad.value_dtype = ATTN_FP8_E4M3;
+    attn_kv_cache *c = NULL;
+    assert_refused(attn_kv_cache_new(&bad, &c), ATTN_ERR_SHAPE, "fp8_e4m3 V");
+    bad.value_dtype = ATTN_F64;
+    assert_refused(attn_kv_cache_new(&bad, &c), ATTN_ERR_UNSUPPORTED, "value_dtype");
+    kv8_free(&vq);
+    free(k);
+    free(k16);
+    free(v);
+    free(q);
+}
+
 /* ----------------------------------------------------------- refusals */
 
 static void test_refusals(void **state) {
@@ -383,7 +464,7 @@ static void test_refusals(void **state) {
     cfg.max_seqs = 1;
     cfg.capacity = 8;
     attn_kv_cache *c = NULL;
-    assert_refused(attn_kv_cache_new(&cfg, &c), ATTN_ERR_SHAPE, "multiples of 32");
+    assert_refused(attn_kv_cache_new(&cfg, &c), ATTN_ERR_SHAPE, "head_dim (48) must be a multiple of 32");
     assert_null(c);
 
     float q[32 * 2] = {0}, out[32] = {0}, x[64 * 2] = {0};
@@ -429,7 +510,8 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e4m3_codes), cmocka_unit_test(test_blocks),  cmocka_unit_test(test_forward),
-        cmocka_unit_test(test_error_bound), cmocka_unit_test(test_cache), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_error_bound), cmocka_unit_test(test_cache), cmocka_unit_test(test_split_dtypes),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

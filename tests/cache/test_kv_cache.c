@@ -881,7 +881,7 @@ static void test_bad_arguments(void **state) {
     expect_error(attn_kv_cache_append(c, seq, 0, &k, &short_v), ATTN_ERR_SHAPE, w_rows, 1);
     attn_tensor f16 = k;
     f16.dtype = ATTN_F16;
-    const char *const w_dtype[] = {"k holds float16", "float32 or its own dtype, float32"};
+    const char *const w_dtype[] = {"k holds float16", "float32 or the dtype it stores k in, float32"};
     expect_error(attn_kv_cache_append(c, seq, 0, &f16, &v), ATTN_ERR_UNSUPPORTED, w_dtype, 2);
     int64_t len;
     expect_ok(attn_kv_cache_seq_length(c, seq, 0, &len), "length");

@@ -140,7 +140,7 @@ static void test_errors(void **state) {
     } cases[] = {
         {"--block-size 8", 2, "--block-size is for a paged cache"},
         {"--cache-dtype f8", 2, "--cache-dtype must be f32, f16, bf16, q8_0 or fp8"},
-        {"--kv q8_0", 1, "multiples of 32"}, /* D = 16 */
+        {"--kv q8_0", 1, "a multiple of 32"}, /* D = 16 */
         {"--chunk 0", 2, "--chunk"},
         {"--rope-theta 100", 2, "--rope-theta needs --rope"},
         {"--paged --block-size x", 2, "--block-size"},

@@ -56,6 +56,8 @@ static void test_help_and_usage_errors(void **state) {
     expect(2, "--top-p", "--model m.gguf --text hi --top-p 1.5");
     expect(2, "--seed", "--model m.gguf --text hi --seed x");
     expect(2, "--kv-dtype must be f32, f16, bf16, q8_0 or fp8, got 'f8'", "--model m.gguf --text hi --kv-dtype f8");
+    expect(2, "--kv-dtype must be f32, f16, bf16, q8_0 or fp8, got 'q4'", "--model m.gguf --text hi --kv-dtype bf16:q4");
+    expect(2, "float32 values beside narrower keys", "--model m.gguf --text hi --kv-cache q8_0:f32");
     expect(2, "contradict", "--model m.gguf --text hi --stop-at-eos --no-stop");
     expect(2, "--weights is 'f16': stored or f32", "--model m.gguf --text hi --weights f16");
     expect(2, "--precision is 'half': exact or fast", "--model m.gguf --text hi --precision half");
@@ -128,6 +130,11 @@ static void test_gemma_runs(void **state) {
     assert_string_equal(f32, GREEDY_20 "\n");
     if (!strstr(err, "float32")) fail_msg("stderr does not say float32:\n%s", err);
     free(f32), free(err);
+    /* Keys at 16 bits, values at 8: the cache says so, the text follows. */
+    char *mixed = run("--text '这台电脑来自苹果' --max-tokens 6 --kv-cache bf16:q8_0", &err);
+    if (!strstr(err, "KV cache bfloat16 keys, q8_0 values")) fail_msg("stderr does not name the split cache:\n%s", err);
+    print_message("bf16 keys, q8_0 values: %s", mixed);
+    free(mixed), free(err);
     char *k1 = run("--text '这台电脑来自苹果' --max-tokens 6 --top-k 1 --temperature 5 --seed 3", NULL);
     assert_string_equal(k1, GREEDY_6 "\n");
     char *a = run("--text 'The capital of France is' --max-tokens 8 --temperature 1.2 --top-p 0.95 --seed 7", NULL);

@@ -59,11 +59,13 @@ static double max_rel_diff(const float *a, const float *b, int64_t n) {
 /* The logits [L, V] of ids through a session of kv_dtype fed in chunks
  * 3, 1, 4, then one at a time (what is left of L), into got; the session
  * ends at position L.  With logits of every position requested. */
-static void session_logits(const attn_decoder *dec, const int32_t *ids, int64_t L, attn_dtype kv_dtype, float *got) {
+static void session_logits_split(const attn_decoder *dec, const int32_t *ids, int64_t L, attn_dtype kv_dtype,
+                                 attn_dtype kv_value_dtype, float *got) {
     const int64_t V = attn_decoder_get_config(dec)->vocab;
     attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
     opt.capacity = L;
     opt.kv_dtype = kv_dtype;
+    opt.kv_value_dtype = kv_value_dtype;
     attn_decoder_session *s;
     assert_ok(attn_decoder_session_new(dec, &opt, &s));
     static const int64_t chunks[] = {3, 1, 4};
@@ -78,6 +80,10 @@ static void session_logits(const attn_decoder *dec, const int32_t *ids, int64_t 
         assert_int_equal(attn_decoder_session_position(s), pos);
     }
     attn_decoder_session_free(s);
+}
+
+static void session_logits(const attn_decoder *dec, const int32_t *ids, int64_t L, attn_dtype kv_dtype, float *got) {
+    session_logits_split(dec, ids, L, kv_dtype, 0, got);
 }
 
 /* Returns the worst relative difference of session logits (kv_dtype) from
@@ -122,6 +128,62 @@ static void test_tiny_qwen2_session(void **state) {
 static void test_tiny_gemma3_session(void **state) {
     (void)state;
     check_tiny_session(&TINY_GEMMA); /* 13 tokens > window 3 */
+}
+
+/* bfloat16 rounding of x to nearest even (finite x), written out here. */
+static float round_bf16(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+static int round_v_hook(void *user, const attn_decoder_hook_tensor *t) {
+    (void)user;
+    for (int64_t i = 0; i < t->shape[0] * t->shape[1] * t->shape[2]; i++) t->data[i] = round_bf16(t->data[i]);
+    return 0;
+}
+
+/* Keys and values in dtypes of their own (kv_value_dtype): float32 keys
+ * and bfloat16 values give the full forward's logits with only hook_v
+ * rounded to bf16 (a forward hook, the independent side), to the session's
+ * own float error; and differ from the unrounded forward by more. */
+static void test_split_kv_dtypes(void **state) {
+    (void)state;
+    attn_decoder *dec = tiny_decoder(&TINY_GEMMA, 7);
+    const attn_decoder_config *c = attn_decoder_get_config(dec);
+    const int64_t L = 13, V = c->vocab;
+    int32_t ids[13];
+    test_rng rng;
+    test_rng_seed(&rng, 4);
+    for (int64_t t = 0; t < L; t++) ids[t] = (int32_t)test_rng_range(&rng, V);
+    float *rounded = malloc((size_t)(L * V) * sizeof(float)), *plain = malloc((size_t)(L * V) * sizeof(float));
+    float *got = malloc((size_t)(L * V) * sizeof(float));
+    attn_decoder_outputs out = ATTN_DECODER_OUTPUTS_INIT;
+    out.logits = plain;
+    assert_ok(attn_decoder_forward(dec, ids, L, &out));
+    out.logits = rounded;
+    out.tensor_hook = round_v_hook;
+    out.tensor_hook_points = 1u << ATTN_DECODER_HOOK_V;
+    assert_ok(attn_decoder_forward(dec, ids, L, &out));
+    session_logits_split(dec, ids, L, ATTN_F32, ATTN_BF16, got);
+    const double e_rounded = max_rel_diff(got, rounded, L * V), e_plain = max_rel_diff(got, plain, L * V);
+    print_message("f32 keys, bf16 values: %.2e from the forward with v rounded to bf16, %.2e from the plain one\n",
+                  e_rounded, e_plain);
+    if (!(e_rounded <= GENERATE_SESSION_REL_FAIL) || !(e_plain > 10 * e_rounded))
+        fail_msg("split cache: %.3e from v rounded (want <= %.1e), %.3e from the plain forward", e_rounded,
+                 GENERATE_SESSION_REL_FAIL, e_plain);
+    assert_int_equal(attn_decoder_kv_bytes_per_token_split(c, ATTN_F32, ATTN_BF16),
+                     c->n_layers * c->n_kv_heads * c->head_dim * (4 + 2));
+    assert_int_equal(attn_decoder_kv_bytes_per_token_split(c, ATTN_BF16, 0), attn_decoder_kv_bytes_per_token(c, ATTN_BF16));
+    attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
+    opt.capacity = 4;
+    opt.kv_value_dtype = ATTN_F64;
+    attn_decoder_session *s = NULL;
+    assert_refused(attn_decoder_session_new(dec, &opt, &s), ATTN_ERR_INVALID_ARGUMENT, "kv_value_dtype");
+    free(rounded), free(plain), free(got);
+    attn_decoder_free(dec);
 }
 
 /* ============================ hooks on cached steps: the full forward's rows */
@@ -591,6 +653,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_qwen2_session),
         cmocka_unit_test(test_tiny_gemma3_session),
+        cmocka_unit_test(test_split_kv_dtypes),
         cmocka_unit_test(test_step_hooks),
         cmocka_unit_test(test_session_errors),
         cmocka_unit_test(test_prng_reference),

@@ -99,6 +99,13 @@ bool cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t 
 bool cli_parse_kv_dtype(const char *cmd, const char *flag, const char *text, attn_dtype *dtype);
 /* The flag name of a KV dtype ("f32", "q8_0", "fp8", ...). */
 const char *cli_kv_dtype_name(attn_dtype dtype);
+/* A model cache's storage: one name for K and V, or K:V ("bf16:q8_0",
+ * llama.cpp's -ctk / -ctv in one flag): *k, and *v 0 when it is K's
+ * (attn_decoder_session_options.kv_value_dtype).  CLI_KV_CACHE_DTYPES for
+ * help texts; cli_kv_cache_name prints it back ("bf16:q8_0", "f16"). */
+#define CLI_KV_CACHE_DTYPES CLI_KV_DTYPES "[:" CLI_KV_DTYPES "]"
+bool cli_parse_kv_cache(const char *cmd, const char *flag, const char *text, attn_dtype *k, attn_dtype *v);
+const char *cli_kv_cache_name(attn_dtype k, attn_dtype v, char *buf, size_t size);
 bool cli_parse_float(const char *cmd, const char *flag, const char *text, double min,
                      double max, double *out);
 

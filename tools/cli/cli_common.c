@@ -91,6 +91,31 @@ const char *cli_kv_dtype_name(attn_dtype dtype) {
     return attn_dtype_name(dtype);
 }
 
+bool cli_parse_kv_cache(const char *cmd, const char *flag, const char *text, attn_dtype *k, attn_dtype *v) {
+    const char *colon = strchr(text, ':');
+    *v = 0;
+    if (!colon) return cli_parse_kv_dtype(cmd, flag, text, k);
+    char key[32];
+    const size_t n = (size_t)(colon - text);
+    if (n >= sizeof key) return cli_parse_kv_dtype(cmd, flag, text, k); /* its message names the text */
+    memcpy(key, text, n);
+    key[n] = '\0';
+    if (!cli_parse_kv_dtype(cmd, flag, key, k) || !cli_parse_kv_dtype(cmd, flag, colon + 1, v)) return false;
+    if (*v == ATTN_F32 && *k != ATTN_F32) {
+        cli_usage_error(cmd, "%s '%s': float32 values beside narrower keys is the one mix a cache does not take "
+                             "(give the keys at least the values' bits: f32, or %s:%s)", flag, text, colon + 1, colon + 1);
+        return false;
+    }
+    if (*v == *k) *v = 0;
+    return true;
+}
+
+const char *cli_kv_cache_name(attn_dtype k, attn_dtype v, char *buf, size_t size) {
+    if (!v || v == k) snprintf(buf, size, "%s", cli_kv_dtype_name(k));
+    else snprintf(buf, size, "%s:%s", cli_kv_dtype_name(k), cli_kv_dtype_name(v));
+    return buf;
+}
+
 bool cli_parse_float(const char *cmd, const char *flag, const char *text, double min, double max,
                      double *out) {
     char *end;
