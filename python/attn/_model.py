@@ -881,7 +881,9 @@ class Model(_lens.WeightAttributes):
         full forward), "float16" or "bfloat16" (half the memory), "q8_0" or
         "fp8" (8-bit blocks of 32 values with a float16 scale, quantized on
         append: 0.27x the memory of float32; head_dim a multiple of 32;
-        docs/cache.md, "8-bit caches")."""
+        docs/cache.md, "8-bit caches"), or "KEYS:VALUES" for each its own
+        ("bfloat16:q8_0": the keys' outliers kept at 16 bits, the values at
+        8; llama.cpp's -ctk / -ctv)."""
         return Session(self, capacity, kv_dtype, kernel)
 
     def end_ids(self) -> Tuple[int, ...]:
@@ -992,13 +994,19 @@ class Session:
     rounding.  Not for several threads at once (distinct sessions are)."""
 
     def __init__(self, model: Model, capacity: int, kv_dtype: str = "float32", kernel: str = "auto") -> None:
-        if kv_dtype not in _KV_DTYPES:
-            raise ValueError(f"kv_dtype must be one of {sorted(_KV_DTYPES)}, got {kv_dtype!r}")
+        keys, _, values = kv_dtype.partition(":")  # "bfloat16:q8_0": keys and values apart
+        for name in (keys, values) if values else (keys,):
+            if name not in _KV_DTYPES:
+                raise ValueError(f"kv_dtype must be one of {sorted(_KV_DTYPES)}, or KEYS:VALUES of two of them "
+                                 f"(\"bfloat16:q8_0\"), got {kv_dtype!r}")
+        if values and _KV_DTYPES[values] == _core.F32 and _KV_DTYPES[keys] != _core.F32:
+            raise ValueError(f"kv_dtype {kv_dtype!r}: float32 values beside narrower keys is the one mix a cache "
+                             "does not take")
         if kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {sorted(_KERNELS)}, got {kernel!r}")
         self.model = model
-        self._session = _core.session_new(model._handle, int(capacity), _KV_DTYPES[kv_dtype],
-                                          _KERNELS[kernel])
+        self._session = _core.session_new(model._handle, int(capacity), _KV_DTYPES[keys], _KERNELS[kernel],
+                                          _KV_DTYPES[values] if values else 0)
 
     @property
     def position(self) -> int:

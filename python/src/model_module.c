@@ -767,20 +767,21 @@ static void session_free(PyObject *capsule) {
 }
 
 PyDoc_STRVAR(session_new_doc,
-             "session_new(handle, capacity: int, kv_dtype: int, kernel: int) -> capsule\n--\n\n"
+             "session_new(handle, capacity: int, kv_dtype: int, kernel: int, kv_value_dtype: int = 0) -> capsule\n--\n\n"
              "attn_decoder_session_new; private (attn.Model.session is the API).");
 
 static PyObject *session_new(PyObject *self, PyObject *args) {
     PyObject *capsule;
     long long capacity;
-    int kv_dtype, kernel;
+    int kv_dtype, kernel, kv_value_dtype = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OLii", &capsule, &capacity, &kv_dtype, &kernel)) return NULL;
+    if (!PyArg_ParseTuple(args, "OLii|i", &capsule, &capacity, &kv_dtype, &kernel, &kv_value_dtype)) return NULL;
     model_handle *h = handle_of(capsule);
     if (!h) return NULL;
     attn_decoder_session_options opt = ATTN_DECODER_SESSION_OPTIONS_INIT;
     opt.capacity = capacity;
     opt.kv_dtype = (attn_dtype)kv_dtype;
+    opt.kv_value_dtype = (attn_dtype)kv_value_dtype;
     opt.kernel = (attn_kernel)kernel;
     attn_decoder_session *s = NULL;
     attn_status st;

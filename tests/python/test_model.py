@@ -340,6 +340,22 @@ def test_session_steps_equal_the_full_forward():
         eight = m.session(capacity=ids.size, kv_dtype=kv)
         e = eight.step(ids)
         assert np.abs(e - full[-1]).max() <= 5e-2 * scale and not np.array_equal(e, full[-1])
+    # Keys and values each in their own dtype: float32 keys with bfloat16
+    # values are the full forward with only hook_v rounded to bfloat16
+    # (ml_dtypes' rounding, the independent side).
+    import ml_dtypes
+
+    def round_v(v, hook):
+        return v.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+    want = m.run_with_hooks(ids, fwd_hooks=[(lambda name: name.endswith("attn.hook_v"), round_v)])[0, -1]
+    split = m.session(capacity=ids.size, kv_dtype="float32:bfloat16").step(ids)
+    assert np.abs(split - want).max() <= 2e-5 * scale
+    assert np.abs(split - full[-1]).max() > 10 * np.abs(split - want).max()
+    e = m.session(capacity=ids.size, kv_dtype="bfloat16:q8_0").step(ids)
+    assert np.abs(e - full[-1]).max() <= 5e-2 * scale and not np.array_equal(e, full[-1])
+    with pytest.raises(ValueError, match="float32 values beside narrower keys"):
+        m.session(8, kv_dtype="q8_0:float32")
 
 
 def test_sampling_is_seeded():
