@@ -205,7 +205,7 @@ static void test_refusals(void **state) {
                    ATTN_ERR_INVALID_ARGUMENT, needle)
     ATTRIBUTE(ATTN_DECODER_HOOK_PATTERN, &last, 1, TOKEN, "attn.hook_pattern");
     ATTRIBUTE(ATTN_DECODER_HOOK_Q_INPUT, &last, 1, TOKEN, "no gradient");
-    ATTRIBUTE(ATTN_DECODER_HOOK_RESID_PRE, NULL, 0, TOKEN, "one length");
+    ATTRIBUTE(ATTN_DECODER_HOOK_RESID_PRE, NULL, 0, TOKEN, "needs texts of the same length");
     ATTRIBUTE(ATTN_DECODER_HOOK_RESID_PRE, &far, 1, TOKEN, "position -6");
     ATTRIBUTE(ATTN_DECODER_HOOK_RESID_PRE, &last, 1, V, "token");
     ATTRIBUTE((attn_decoder_hook_point)ATTN_DECODER_HOOK_POINTS, &last, 1, TOKEN, "out of range");

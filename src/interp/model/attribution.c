@@ -79,30 +79,6 @@ static int estimate_hook(void *user, const attn_decoder_hook_tensor *g) {
     return 0;
 }
 
-/* Positions [count] (the legend's rule) as indices into each run; count 0:
- * every position of runs of one length. */
-static attn_status align_positions(const int64_t *positions, int64_t count, int64_t Lc, int64_t Lx, int64_t *at_c,
-                                   int64_t *at_x) {
-    if (count == 0) {
-        if (Lc != Lx)
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attribution patching: the clean run has %lld tokens and "
-                              "the corrupted %lld; every position needs runs of one length (give positions, "
-                              "-1 for the last of each)", (long long)Lc, (long long)Lx);
-        for (int64_t p = 0; p < Lc; p++) at_c[p] = at_x[p] = p;
-        return ATTN_OK;
-    }
-    for (int64_t k = 0; k < count; k++) {
-        const int64_t p = positions[k];
-        at_c[k] = p < 0 ? Lc + p : p;
-        at_x[k] = p < 0 ? Lx + p : p;
-        if (at_c[k] < 0 || at_c[k] >= Lc || at_x[k] < 0 || at_x[k] >= Lx)
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "attribution patching: position %lld is outside the "
-                              "clean run (%lld tokens) or the corrupted run (%lld)", (long long)p, (long long)Lc,
-                              (long long)Lx);
-    }
-    return ATTN_OK;
-}
-
 static double metric_of(const float *logits, int64_t token, int64_t other) {
     return (double)logits[token] - (other >= 0 ? (double)logits[other] : 0.0);
 }
@@ -147,7 +123,11 @@ attn_status attn_model_attribution_patching(const attn_decoder *m, const int32_t
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", __func__);
         goto done;
     }
-    if ((st = align_positions(positions, count, clean_len, corrupted_len, at, at + K))) goto done;
+    int64_t paired;
+    if ((st = attn__model_pair_positions(positions, count, clean_len, corrupted_len, at, at + K, &paired))) {
+        st = attn__fail(st, "attribution patching (clean: the target, corrupted: the source): %s", attn_last_error());
+        goto done;
+    }
     memset(estimate, 0, (size_t)(rows * K * H) * sizeof *estimate);
 
     /* The corrupted run: its activations at the point, and its metric. */

@@ -59,6 +59,13 @@ const kept_tensor *attn__model_record_find(const attn_model_record *r, attn_deco
  * have_source: SOURCE patches have a record to copy from). */
 attn_status attn__model_patches_check(const attn_model_patch *patches, int n, int64_t n_layers, bool have_source);
 
+/* Positions [count] (attn_model_interp.h's rule: p >= 0 index p in both
+ * runs, p < 0 from the end of each) as pairs of indices into the target
+ * (L tokens) and the source (S): tgt, src [n]; count 0: every position,
+ * which needs L = S.  Fails naming the position outside either run. */
+attn_status attn__model_pair_positions(const int64_t *positions, int64_t count, int64_t L, int64_t S, int64_t *tgt,
+                                       int64_t *src, int64_t *n);
+
 /* A patch of layer ATTN_ALL applies at every layer, or with a sweep at
  * sweep_layer alone. */
 static inline bool patch_at_layer(const attn_model_patch *p, int64_t layer, int64_t sweep_layer) {

@@ -13,29 +13,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Pairs of (target, source) positions a patch selects into tgt, src [n];
- * fails when a position is outside either run, or when every position of
- * runs of different lengths is asked for. */
-static attn_status select_positions(const attn_model_patch *p, int64_t L, int64_t S, int64_t *tgt, int64_t *src,
-                                    int64_t *n) {
-    if (p->n_positions == 0) {
+/* The header's position rule, written once (attn_model_run's patches and
+ * attribution patching both pair positions with it). */
+attn_status attn__model_pair_positions(const int64_t *positions, int64_t count, int64_t L, int64_t S, int64_t *tgt,
+                                       int64_t *src, int64_t *n) {
+    if (count == 0) {
         if (L != S)
-            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "patching every position needs texts of the same "
-                              "length; the target has %lld tokens, the source %lld: choose positions (HOOK@-1 "
-                              "is the last of each)", (long long)L, (long long)S);
+            return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "every position needs texts of the same length; the "
+                              "target has %lld tokens, the source %lld: choose positions (HOOK@-1 is the last of "
+                              "each)", (long long)L, (long long)S);
         for (int64_t i = 0; i < L; i++) tgt[i] = src[i] = i;
         *n = L;
         return ATTN_OK;
     }
-    for (int64_t i = 0; i < p->n_positions; i++) {
-        const int64_t q = p->positions[i];
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t q = positions[i];
         tgt[i] = q < 0 ? L + q : q;
         src[i] = q < 0 ? S + q : q;
         if (tgt[i] < 0 || tgt[i] >= L || src[i] < 0 || src[i] >= S)
             return attn__fail(ATTN_ERR_INVALID_ARGUMENT, "position %lld is outside the target (%lld tokens) or "
                               "the source (%lld)", (long long)q, (long long)L, (long long)S);
     }
-    *n = p->n_positions;
+    *n = count;
     return ATTN_OK;
 }
 
@@ -59,7 +58,7 @@ static attn_status apply_patch(run_ctx *c, const attn_model_patch *p, const attn
     const hook_view v = hook_view_of(t->point, t->ndim, t->shape);
     int64_t n_pos = 0;
     const int64_t S = p->kind == ATTN_MODEL_PATCH_SOURCE ? c->S : c->L;
-    attn_status st = select_positions(p, c->L, S, c->tgt, c->src, &n_pos);
+    attn_status st = attn__model_pair_positions(p->positions, p->n_positions, c->L, S, c->tgt, c->src, &n_pos);
     if (st) return st;
     for (int64_t i = 0; i < p->n_heads; i++)
         if (p->heads[i] < 0 || p->heads[i] >= v.H)
