@@ -1,5 +1,6 @@
 /*
- * kv8_accuracy.c — what an 8-bit KV cache (q8_0, fp8 e4m3) does to a real
+ * kv8_accuracy.c — what an 8-bit KV cache (q8_0, fp8 e4m3, and bf16 keys
+ * beside q8_0 values) does to a real
  * model (docs/cache.md, "8-bit caches"; bench/kv8_accuracy.sh builds and
  * runs it):
  *

@@ -5,9 +5,11 @@
 # what each figure is; docs/cache.md, "8-bit caches", has the results).
 #
 # usage: bench/kv8_accuracy.sh BUILD MODEL.gguf [TEXTS [MAX_TOKENS [GREEDY [PROMPT]]]]
-#   TEXTS (default: made here): one text per line; the default is the
-#   first 60 paragraphs of 200+ characters of docs/*.md and README.md
-#   (technical English with code), joined onto one line each.
+#   TEXTS (default bench/kv8_texts_en.txt): one text per line. That file
+#   holds 60 paragraphs of 200+ characters from the project's docs/*.md and
+#   README.md as they stood on 2026-12-05 (technical English with code),
+#   one a line: kept in a file, not made from the docs each run, so that
+#   the figures in docs/cache.md stay comparable as the docs change.
 #   bench/kv8_texts_zh.txt holds 50 Chinese paragraphs (everyday prose and
 #   technical text, written for this measurement), one a line.
 # On a shared host run it with ATTN_NUM_THREADS=1: two OpenMP threads on
@@ -19,21 +21,7 @@ build="${1:?usage: $0 BUILD MODEL.gguf [TEXTS [MAX_TOKENS [GREEDY [PROMPT]]]]}"
 model="${2:?usage: $0 BUILD MODEL.gguf [TEXTS ...]}"
 texts="${3:-}"
 shift 3 2>/dev/null || shift $#
-if [ -z "$texts" ]; then
-  texts="$build/kv8_texts.txt"
-  python3 - "$root" > "$texts" <<'PY'
-import glob, sys, os
-root = sys.argv[1]
-out = []
-for path in [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md"))):
-    for para in open(path, encoding="utf-8").read().split("\n\n"):
-        para = " ".join(para.split())
-        if len(para) >= 200 and not para.startswith("|"):
-            out.append(para)
-for para in out[:60]:
-    print(para)
-PY
-fi
+texts="${texts:-$root/bench/kv8_texts_en.txt}"
 bin="$build/kv8_accuracy"
 cc -O2 -fopenmp -I "$root/include" -I "$build/include" "$root/bench/kv8_accuracy.c" \
    "$build/libattn_model.a" "$build/libattn.a" $(pkg-config --libs libpcre2-8 openblas) $(pkg-config --libs libcjson 2>/dev/null) -lm -o "$bin"
