@@ -14,7 +14,8 @@
  *   append:  k : [1, N, Hkv, D]    v : [1, N, Hkv, Dv]   float32 or the cache's dtype
  *            (K's dtype for k, V's for v: they may differ, value_dtype)
  *   view:    one segment per run of consecutive rows: k [1, rows, Hkv, D],
- *            v [1, rows, Hkv, Dv], strided views INTO the cache, its dtype
+ *            v [1, rows, Hkv, Dv], strided views INTO the cache, each in its own
+ *            dtype (K's, V's)
  *   attend:  q : [1, T, Hq, D]  (the queries of all sequences, one after the other)
  *            out : [1, T, Hq, Dv]   lse : [Hq, T] or NULL   <- heads first, as attn.h's
  *
@@ -114,7 +115,8 @@ typedef struct attn_kv_cache_config {
     int64_t kv_heads;     /* Hkv > 0                                          */
     int64_t head_dim;     /* D > 0                                            */
     int64_t value_dim;    /* Dv; 0 = D                                        */
-    attn_dtype dtype;     /* ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_Q8_0 or
+    attn_dtype dtype;     /* K's (and V's, unless value_dtype): ATTN_F32,
+                             ATTN_F16, ATTN_BF16, ATTN_Q8_0 or
                              ATTN_FP8_E4M3 (8-bit: D, Dv multiples of 32)   */
     attn_kv_layout layout;
     int64_t max_seqs;     /* sequence slots, > 0                              */
@@ -184,8 +186,8 @@ ATTN_API attn_status attn_kv_cache_pool(const attn_kv_cache *cache, int64_t *fre
  * blocks that happen to be neighbours in the pool). */
 typedef struct attn_kv_segment {
     int64_t position; /* of the first row                                 */
-    attn_tensor k;    /* [1, rows, Hkv, D]  view into the cache, its dtype */
-    attn_tensor v;    /* [1, rows, Hkv, Dv]                                */
+    attn_tensor k;    /* [1, rows, Hkv, D]  view into the cache, K's dtype */
+    attn_tensor v;    /* [1, rows, Hkv, Dv]                   V's dtype    */
 } attn_kv_segment;
 
 /* One layer of a sequence as segments, in position order: *count is set
