@@ -115,10 +115,12 @@ attn_status attn_model_attribution_patching(const attn_decoder *m, const int32_t
     int64_t *at = malloc((size_t)(2 * K) * sizeof *at);
     float *dlogits = calloc((size_t)(clean_len * V), sizeof *dlogits);
     float *logits = malloc((size_t)(clean_len * V) * sizeof *logits);
-    /* Every row's logits for the corrupted run too: with last_only the
-     * final norm runs on the last row alone, and ln_final's points would
-     * show [1, d]. */
-    float *last = malloc((size_t)(corrupted_len * V) * sizeof *last);
+    /* The corrupted run's last row of logits is all the metric needs; but
+     * with last_only the final norm runs on that row alone, and ln_final's
+     * points would show [1, d]: for them, every row. */
+    const bool final_norm = point == ATTN_DECODER_HOOK_LN_FINAL || point == ATTN_DECODER_HOOK_LN_FINAL_SCALE;
+    const int64_t corrupted_rows = final_norm ? corrupted_len : 1;
+    float *last = malloc((size_t)(corrupted_rows * V) * sizeof *last);
     if (!at || !dlogits || !logits || !last) {
         st = attn__fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", __func__);
         goto done;
@@ -135,6 +137,7 @@ attn_status attn_model_attribution_patching(const attn_decoder *m, const int32_t
     record_ctx corrupted_ctx = {&keep, 1, &kept_corrupted, ATTN_OK, ""};
     attn_decoder_outputs x = ATTN_DECODER_OUTPUTS_INIT;
     x.logits = last;
+    x.last_only = !final_norm;
     x.tensor_hook = attn__model_record_hook;
     x.tensor_hook_user = &corrupted_ctx;
     x.tensor_hook_points = 1u << point;
@@ -142,7 +145,7 @@ attn_status attn_model_attribution_patching(const attn_decoder *m, const int32_t
     st = attn_decoder_forward(m, corrupted, corrupted_len, &x);
     if (corrupted_ctx.failed) st = attn__fail(corrupted_ctx.failed, "%s", corrupted_ctx.message);
     if (st) goto done;
-    const double f_corrupted = metric_of(last + (corrupted_len - 1) * V, token, other);
+    const double f_corrupted = metric_of(last + (corrupted_rows - 1) * V, token, other);
 
     /* The clean run, forward (keeping its activations) and backward. */
     record_ctx clean_ctx = {&keep, 1, &kept_clean, ATTN_OK, ""};
